@@ -1,0 +1,27 @@
+//! The command-line definition (clap). Conversion to typed options happens in each command's module.
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+#[derive(Parser)]
+#[command(name = "alloclens", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a command under several allocators and compare time and memory of its whole process tree
+    Run(cmd::run::Args),
+    /// List the known allocators: installed or not, library, version, package to install
+    Allocators(cmd::allocators::Args),
+    /// Run a built-in workload that reproduces an allocation pattern from the field
+    Workload(cmd::workload::Args),
+    /// Run the built-in workloads under every installed allocator and print the summary
+    Demo(cmd::demo::Args),
+}
+
+pub fn parse() -> Cli {
+    Cli::parse()
+}

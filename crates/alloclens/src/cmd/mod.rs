@@ -1,0 +1,18 @@
+//! One module per subcommand: clap arguments, conversion to typed options, glue to the libraries.
+pub mod allocators;
+pub mod demo;
+pub mod run;
+pub mod workload;
+
+use std::process::ExitCode;
+
+use crate::cli::Command;
+
+pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => run::run(args),
+        Command::Allocators(args) => allocators::run(args),
+        Command::Workload(args) => workload::run(args),
+        Command::Demo(args) => demo::run(args),
+    }
+}
