@@ -20,6 +20,10 @@ pub enum Command {
     Workload(cmd::workload::Args),
     /// Run the built-in workloads under every installed allocator and print the summary
     Demo(cmd::demo::Args),
+    /// Record every allocator call of a command (and its children) into a trace file
+    Record(cmd::record::Args),
+    /// Print the statistics of a trace: calls, live bytes, cumulated bytes, sizes, lifetimes, leaks
+    Analyze(cmd::analyze::Args),
 }
 
 pub fn parse() -> Cli {

@@ -1,6 +1,8 @@
 //! One module per subcommand: clap arguments, conversion to typed options, glue to the libraries.
 pub mod allocators;
+pub mod analyze;
 pub mod demo;
+pub mod record;
 pub mod run;
 pub mod workload;
 
@@ -14,5 +16,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Analyze(args) => analyze::run(args),
     }
 }
