@@ -1,1 +1,61 @@
-//! placeholder
+//! Runs a command under allocator variants and parameter sweeps, sampling the memory of its whole
+//! process tree, its markers and its throughput. The CLI builds a [`RunPlan`]; [`execute`] runs it and
+//! reports through an [`Observer`]. Nothing here prints.
+mod child;
+mod observer;
+mod plan;
+mod results;
+mod single;
+mod stats;
+mod summary;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub use child::ExitStatus;
+pub use observer::{Observer, Quiet, Stream};
+pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
+pub use results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind, SeriesStats};
+pub use stats::{median, series_stats};
+pub use summary::{summarize, Group, VariantSummary};
+
+/// The outcome of a whole plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Execution {
+    pub runs: Vec<RunRecord>,
+    /// True when Ctrl-C stopped the plan early: `runs` holds what was gathered until then.
+    pub interrupted: bool,
+}
+
+/// A flag raised by SIGINT/SIGTERM, so a run in progress can stop its tree and keep its results.
+/// A second Ctrl-C while the flag is up terminates alloclens at once (the conventional escape hatch).
+pub fn install_interrupt_flag() -> std::io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))?;
+        signal_hook::flag::register(signal, Arc::clone(&flag))?;
+    }
+    Ok(flag)
+}
+
+/// Runs every run of the plan in its schedule order. Descendants orphaned during a run are reparented
+/// to this process (child subreaper) so they stay visible to the sampler and are reaped.
+pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &AtomicBool) -> Execution {
+    let _ = procmem::become_child_subreaper();
+    let mut runs = Vec::new();
+    for spec in plan.schedule() {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let variant = &plan.variants[spec.variant];
+        let (command, extra_env) = materialize(plan, &spec);
+        let inherited = std::env::var_os("LD_PRELOAD");
+        let mut env = variant.environment(inherited.as_deref());
+        env.extend(extra_env);
+        let ctx = single::RunContext { plan, spec: &spec, variant, command, env, interrupted };
+        let record = single::run_one(ctx, observer);
+        observer.run_finished(&spec, &record);
+        runs.push(record);
+    }
+    Execution { runs, interrupted: interrupted.load(Ordering::Relaxed) }
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand: clap arguments, conversion to typed options, glue to the libraries.
 pub mod allocators;
+pub mod args;
 pub mod analyze;
 pub mod demo;
 pub mod record;

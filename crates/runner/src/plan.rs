@@ -1,0 +1,164 @@
+//! What to run: the command, the allocator variants, the parameter sweep, and how to observe it.
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::time::Duration;
+
+use allocators::Variant;
+use regex::Regex;
+use serde::Serialize;
+
+/// One swept parameter: `--param threads=1,2,4` substitutes `{threads}` in the command and environment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Param {
+    pub name: String,
+    pub values: Vec<String>,
+}
+
+/// Everything `execute` needs; built by the CLI from its arguments, never from clap types.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// Program and arguments, possibly containing `{NAME}` placeholders.
+    pub command: Vec<String>,
+    pub variants: Vec<Variant>,
+    pub params: Vec<Param>,
+    /// Extra environment for the child (values may contain placeholders too).
+    pub env: Vec<(String, String)>,
+    pub repeats: u32,
+    pub interval: Duration,
+    /// A sample is taken at each output line that matches; the first capture group labels it.
+    pub marker: Option<Regex>,
+    /// The first capture group of the last matching line is the run's throughput.
+    pub throughput: Option<Regex>,
+    pub timeout: Option<Duration>,
+}
+
+/// One point of the parameter sweep: name -> value, in the order the parameters were given.
+pub type Assignment = BTreeMap<String, String>;
+
+/// One run to do: which variant, which parameter values, which repeat.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub index: usize,
+    pub variant: usize,
+    pub assignment: Assignment,
+    pub repeat: u32,
+}
+
+impl RunPlan {
+    /// Every combination of parameter values (the cartesian product), in the order given.
+    pub fn assignments(&self) -> Vec<Assignment> {
+        let mut out = vec![Assignment::new()];
+        for param in &self.params {
+            out = out
+                .into_iter()
+                .flat_map(|base| {
+                    param.values.iter().map(move |v| {
+                        let mut a = base.clone();
+                        a.insert(param.name.clone(), v.clone());
+                        a
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    /// The runs in execution order. Repeats are the outer loop and variants the inner one, so a slow drift
+    /// of the machine (thermal, other tenants) spreads over every variant instead of favouring one.
+    pub fn schedule(&self) -> Vec<RunSpec> {
+        let mut runs = Vec::new();
+        for repeat in 0..self.repeats {
+            for assignment in self.assignments() {
+                for variant in 0..self.variants.len() {
+                    runs.push(RunSpec {
+                        index: runs.len(),
+                        variant,
+                        assignment: assignment.clone(),
+                        repeat,
+                    });
+                }
+            }
+        }
+        runs
+    }
+
+    /// Placeholders that appear in the command or environment but name no parameter.
+    pub fn unknown_placeholders(&self) -> Vec<String> {
+        let re = Regex::new(r"\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("static regex");
+        let texts = self.command.iter().chain(self.env.iter().map(|(_, v)| v));
+        let mut unknown: Vec<String> = texts
+            .flat_map(|t| re.captures_iter(t).map(|c| c[1].to_string()).collect::<Vec<_>>())
+            .filter(|name| !self.params.iter().any(|p| &p.name == name))
+            .collect();
+        unknown.sort();
+        unknown.dedup();
+        unknown
+    }
+}
+
+/// Replaces every `{NAME}` of the assignment in `text`.
+pub fn substitute(text: &str, assignment: &Assignment) -> String {
+    let mut out = text.to_string();
+    for (name, value) in assignment {
+        out = out.replace(&format!("{{{name}}}"), value);
+    }
+    out
+}
+
+/// The child's command line and extra environment for one run.
+pub fn materialize(plan: &RunPlan, spec: &RunSpec) -> (Vec<String>, Vec<(OsString, OsString)>) {
+    let command = plan.command.iter().map(|a| substitute(a, &spec.assignment)).collect();
+    let env = plan
+        .env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(substitute(v, &spec.assignment))))
+        .collect();
+    (command, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(params: Vec<Param>) -> RunPlan {
+        RunPlan {
+            command: vec!["prog".into(), "--threads={threads}".into(), "{mode}".into()],
+            variants: vec![],
+            params,
+            env: vec![("X".into(), "{threads}".into())],
+            repeats: 2,
+            interval: Duration::from_millis(100),
+            marker: None,
+            throughput: None,
+            timeout: None,
+        }
+    }
+
+    #[test]
+    fn assignments_are_the_cartesian_product_in_order() {
+        let p = plan(vec![
+            Param { name: "threads".into(), values: vec!["1".into(), "2".into()] },
+            Param { name: "mode".into(), values: vec!["a".into(), "b".into(), "c".into()] },
+        ]);
+        let a = p.assignments();
+        assert_eq!(a.len(), 6);
+        assert_eq!(a[0]["threads"], "1");
+        assert_eq!(a[0]["mode"], "a");
+        assert_eq!(a[5]["threads"], "2");
+        assert_eq!(a[5]["mode"], "c");
+        assert!(p.unknown_placeholders().is_empty());
+    }
+
+    #[test]
+    fn unknown_placeholders_are_reported() {
+        let p = plan(vec![Param { name: "threads".into(), values: vec!["1".into()] }]);
+        assert_eq!(p.unknown_placeholders(), vec!["mode".to_string()]);
+    }
+
+    #[test]
+    fn substitution_replaces_every_occurrence() {
+        let mut a = Assignment::new();
+        a.insert("n".into(), "4".into());
+        assert_eq!(substitute("{n}x{n} {m}", &a), "4x4 {m}");
+    }
+}

@@ -1,0 +1,128 @@
+//! The data a run produces, serialised as results.json (schema in docs/results-format.md).
+use serde::Serialize;
+
+use crate::child::ExitStatus;
+use crate::plan::Assignment;
+
+/// Why a sample was taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleKind {
+    Interval,
+    Marker,
+}
+
+/// Whether the requested allocator library was seen mapped in the command's process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocatorCheck {
+    /// The library was mapped at the last look.
+    Loaded,
+    /// The process ran long enough to be looked at and the library was not mapped: a static binary, a
+    /// setuid program, or one that resets LD_PRELOAD. The results do not describe this allocator.
+    NotLoaded,
+    /// glibc: nothing is preloaded.
+    NotApplicable,
+    /// The process ended before it could be looked at.
+    Unverified,
+}
+
+/// Time-weighted statistics of one tree-total memory series, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SeriesStats {
+    pub peak: u64,
+    pub mean: f64,
+    pub last: u64,
+}
+
+/// Memory of the whole tree over one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MemorySummary {
+    pub samples: u64,
+    pub pss: SeriesStats,
+    pub rss: SeriesStats,
+    pub uss: SeriesStats,
+    pub vss: SeriesStats,
+    pub swap: SeriesStats,
+    pub anon: SeriesStats,
+    /// Most processes seen in the tree at one sample.
+    pub max_processes: u32,
+    /// Distinct pids seen in the tree over the run.
+    pub distinct_processes: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MarkerRecord {
+    /// Seconds since the run started.
+    pub t: f64,
+    pub label: String,
+    pub line: String,
+    /// Tree totals at the marker (None when the process had already ended).
+    pub pss: Option<u64>,
+    pub rss: Option<u64>,
+    pub vss: Option<u64>,
+}
+
+/// How the run ended, beyond the exit status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Ending {
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    /// The command could not be started (e.g. not found): the message.
+    pub spawn_error: Option<String>,
+    /// Descendants still running when the command itself ended; they were stopped.
+    pub stopped_leftovers: u32,
+}
+
+impl Ending {
+    pub fn ok(&self) -> bool {
+        self.status.is_some_and(|s| s.success()) && !self.timed_out && !self.interrupted
+    }
+
+    /// A short human description: "ok", "exit 3", "signal 9", "timeout", "interrupted", "not started".
+    pub fn describe(&self) -> String {
+        if self.spawn_error.is_some() {
+            return "not started".into();
+        }
+        if self.timed_out {
+            return "timeout".into();
+        }
+        if self.interrupted {
+            return "interrupted".into();
+        }
+        match self.status {
+            Some(ExitStatus { code: Some(0), .. }) => "ok".into(),
+            Some(ExitStatus { code: Some(c), .. }) => format!("exit {c}"),
+            Some(ExitStatus { signal: Some(s), .. }) => format!("signal {s}"),
+            _ => "unknown".into(),
+        }
+    }
+}
+
+/// Everything measured in one run of one variant at one parameter point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRecord {
+    pub index: usize,
+    pub variant: String,
+    pub allocator: String,
+    pub params: Assignment,
+    pub repeat: u32,
+    pub command: Vec<String>,
+    pub ending: Ending,
+    /// Seconds from start to the command's exit.
+    pub wall: f64,
+    /// CPU seconds of the whole tree (the command and every descendant that was waited for).
+    pub user: f64,
+    pub sys: f64,
+    pub memory: MemorySummary,
+    pub markers: u64,
+    /// Units per second: from --throughput, or markers per second.
+    pub throughput: Option<f64>,
+    pub throughput_source: Option<String>,
+    pub allocator_check: AllocatorCheck,
+    /// Other known allocator libraries seen mapped in the command (it may bring its own).
+    pub other_allocators: Vec<String>,
+    /// CPU seconds alloclens itself spent sampling during this run.
+    pub sampler_cpu: f64,
+}

@@ -1,0 +1,363 @@
+//! One run: start the command, sample its tree until it ends, collect markers and output.
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use allocators::{LoadStatus, Variant};
+use nix::sys::signal::Signal;
+use procmem::{SamplerOptions, TreeSample, TreeSampler};
+
+use crate::child::{self, CpuTimes, ExitStatus};
+use crate::observer::{Observer, Stream};
+use crate::plan::{RunPlan, RunSpec};
+use crate::results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind};
+use crate::stats::series_stats;
+
+/// How long the tree gets between SIGTERM and SIGKILL when it must be stopped.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long output may keep arriving after the command ended.
+const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+/// The loader maps preloads before main(); a process younger than this may not have them yet.
+const LOADER_SETTLE: Duration = Duration::from_millis(30);
+
+enum Message {
+    Line(Stream, Vec<u8>),
+    Eof,
+    Exited(std::io::Result<(ExitStatus, CpuTimes)>, Instant),
+}
+
+/// Totals of one sample, kept to compute the run's statistics.
+struct TotalPoint {
+    t: f64,
+    pss: u64,
+    rss: u64,
+    uss: u64,
+    vss: u64,
+    swap: u64,
+    anon: u64,
+}
+
+pub(crate) struct RunContext<'a> {
+    pub plan: &'a RunPlan,
+    pub spec: &'a RunSpec,
+    pub variant: &'a Variant,
+    pub command: Vec<String>,
+    pub env: Vec<(OsString, OsString)>,
+    pub interrupted: &'a AtomicBool,
+}
+
+struct Run<'a, 'o> {
+    ctx: RunContext<'a>,
+    observer: &'o mut dyn Observer,
+    started_at: Instant,
+    points: Vec<TotalPoint>,
+    pids_seen: HashSet<u32>,
+    max_processes: u32,
+    last_pids: Vec<u32>,
+    markers: Vec<MarkerRecord>,
+    throughput: Option<f64>,
+    check: AllocatorCheck,
+    other_allocators: Vec<String>,
+    checks_done: u32,
+}
+
+pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
+    let sampler_cpu_before = procmem::thread_cpu_time();
+    observer.run_started(ctx.spec, &ctx.command);
+    let started = match child::spawn(&ctx.command, &ctx.env) {
+        Ok(s) => s,
+        Err(err) => return not_started(&ctx, err),
+    };
+    let mut run = Run {
+        observer,
+        started_at: started.started_at,
+        points: Vec::new(),
+        pids_seen: HashSet::new(),
+        max_processes: 0,
+        last_pids: Vec::new(),
+        markers: Vec::new(),
+        throughput: None,
+        check: if ctx.variant.library.is_some() { AllocatorCheck::Unverified } else { AllocatorCheck::NotApplicable },
+        other_allocators: Vec::new(),
+        checks_done: 0,
+        ctx,
+    };
+    let pid = started.child.id();
+    let (tx, rx) = mpsc::channel();
+    spawn_reader(started.stdout, Stream::Stdout, tx.clone());
+    spawn_reader(started.stderr, Stream::Stderr, tx.clone());
+    {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let result = child::wait(pid);
+            let _ = tx.send(Message::Exited(result, Instant::now()));
+        });
+    }
+    drop(tx);
+    // The Child handle is not used to wait (wait4 above also gives rusage); dropping it does not wait.
+    drop(started.child);
+
+    let mut sampler = TreeSampler::new(pid, SamplerOptions { include_reparented_to_self: true }).ok();
+    let mut ending = Ending::default();
+    let mut cpu = CpuTimes::default();
+    let mut exited_at = None;
+    let mut eofs = 0;
+    let mut next_tick = run.started_at;
+    let mut stop_requested_at: Option<Instant> = None;
+    let mut killed = false;
+
+    while exited_at.is_none() || eofs < 2 {
+        let now = Instant::now();
+        // A process outside the tree may still hold the pipes: do not wait for it forever.
+        if exited_at.is_some_and(|at: Instant| now.duration_since(at) > OUTPUT_DRAIN_LIMIT) {
+            break;
+        }
+        if exited_at.is_none() {
+            if now >= next_tick {
+                run.take_sample(&mut sampler, SampleKind::Interval, None);
+                while next_tick <= now {
+                    next_tick += run.ctx.plan.interval;
+                }
+            }
+            // Stop the tree on Ctrl-C or timeout; escalate to SIGKILL after the grace period.
+            let timed_out = run.ctx.plan.timeout.is_some_and(|t| now.duration_since(run.started_at) >= t);
+            if stop_requested_at.is_none() && (timed_out || run.ctx.interrupted.load(Ordering::Relaxed)) {
+                ending.timed_out = timed_out;
+                ending.interrupted = !timed_out;
+                stop_requested_at = Some(now);
+                child::signal_tree(pid, &run.last_pids, Signal::SIGTERM);
+            }
+            if let Some(at) = stop_requested_at {
+                if !killed && now.duration_since(at) >= STOP_GRACE {
+                    child::signal_tree(pid, &run.last_pids, Signal::SIGKILL);
+                    killed = true;
+                }
+            }
+        }
+        let wait = if exited_at.is_none() {
+            next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))
+        } else {
+            Duration::from_millis(100)
+        };
+        match rx.recv_timeout(wait) {
+            Ok(Message::Line(stream, line)) => {
+                let sample_now = exited_at.is_none();
+                run.handle_line(stream, &line, &mut sampler, sample_now);
+            }
+            Ok(Message::Eof) => eofs += 1,
+            Ok(Message::Exited(result, at)) => {
+                exited_at = Some(at);
+                match result {
+                    Ok((status, times)) => {
+                        ending.status = Some(status);
+                        cpu.add(times);
+                    }
+                    Err(err) => ending.spawn_error = Some(format!("waiting for pid {pid}: {err}")),
+                }
+                // Descendants that outlive the command (and hold its pipes) are stopped.
+                let leftovers = leftover_descendants(&mut sampler);
+                ending.stopped_leftovers = leftovers.len() as u32;
+                if !leftovers.is_empty() {
+                    stop_leftovers(pid, &leftovers);
+                }
+                for pid in run.pids_seen.iter().chain(leftovers.iter()) {
+                    if let Some(times) = child::try_reap(*pid) {
+                        cpu.add(times);
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let wall = exited_at.map(|at| at.duration_since(run.started_at)).unwrap_or_default();
+    let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
+    run.finish(ending, wall, cpu, sampler_cpu)
+}
+
+impl Run<'_, '_> {
+    fn elapsed(&self) -> Duration {
+        self.started_at.elapsed()
+    }
+
+    fn take_sample(&mut self, sampler: &mut Option<TreeSampler>, kind: SampleKind, label: Option<&str>) -> Option<TreeSample> {
+        let sample = sampler.as_mut()?.sample().ok()?;
+        let t = sample.at.saturating_duration_since(self.started_at);
+        if sample.processes.is_empty() {
+            return None;
+        }
+        self.last_pids = sample.processes.iter().map(|p| p.pid).collect();
+        self.pids_seen.extend(self.last_pids.iter().copied());
+        self.max_processes = self.max_processes.max(sample.processes.len() as u32);
+        let total = &sample.total;
+        self.points.push(TotalPoint {
+            t: t.as_secs_f64(),
+            pss: total.pss,
+            rss: total.rss,
+            uss: total.uss,
+            vss: total.vss,
+            swap: total.swap,
+            anon: total.anonymous,
+        });
+        self.observer.sample(self.ctx.spec, t, &kind, label, &sample);
+        self.check_allocator(t);
+        Some(sample)
+    }
+
+    /// Looks at the root's mappings: at every sample during the first second, then every tenth one.
+    /// The verdict is the last look, so a program that re-execs without LD_PRELOAD is caught.
+    fn check_allocator(&mut self, age: Duration) {
+        if self.ctx.variant.library.is_none() || age < LOADER_SETTLE {
+            return;
+        }
+        self.checks_done += 1;
+        if age > Duration::from_secs(1) && self.checks_done % 10 != 0 {
+            return;
+        }
+        let Some(&root) = self.last_pids.first() else { return };
+        let Ok(mapped) = procmem::mapped_files(root) else { return };
+        let verification = allocators::verify(self.ctx.variant, &mapped);
+        self.check = match verification.status {
+            LoadStatus::Loaded { .. } => AllocatorCheck::Loaded,
+            LoadStatus::NotLoaded => AllocatorCheck::NotLoaded,
+            LoadStatus::NotApplicable => AllocatorCheck::NotApplicable,
+        };
+        self.other_allocators = verification.other_allocators;
+    }
+
+    fn handle_line(&mut self, stream: Stream, line: &[u8], sampler: &mut Option<TreeSampler>, sample_now: bool) {
+        self.observer.output(self.ctx.spec, stream, line);
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if let Some(re) = &self.ctx.plan.throughput {
+            if let Some(value) = re.captures(text).and_then(|c| c.get(1)).and_then(|m| m.as_str().parse::<f64>().ok()) {
+                self.throughput = Some(value);
+            }
+        }
+        let Some(re) = &self.ctx.plan.marker else { return };
+        let Some(caps) = re.captures(text) else { return };
+        let label = caps.get(1).map_or_else(|| caps[0].to_string(), |m| m.as_str().to_string());
+        let sample = if sample_now { self.take_sample(sampler, SampleKind::Marker, Some(&label)) } else { None };
+        let marker = MarkerRecord {
+            t: sample.as_ref().map_or_else(|| self.elapsed(), |s| s.at.saturating_duration_since(self.started_at)).as_secs_f64(),
+            label,
+            line: text.to_string(),
+            pss: sample.as_ref().map(|s| s.total.pss),
+            rss: sample.as_ref().map(|s| s.total.rss),
+            vss: sample.as_ref().map(|s| s.total.vss),
+        };
+        self.observer.marker(self.ctx.spec, &marker);
+        self.markers.push(marker);
+    }
+
+    fn finish(self, ending: Ending, wall: Duration, cpu: CpuTimes, sampler_cpu: Duration) -> RunRecord {
+        let series = |f: fn(&TotalPoint) -> u64| series_stats(&self.points.iter().map(|p| (p.t, f(p))).collect::<Vec<_>>());
+        let memory = MemorySummary {
+            samples: self.points.len() as u64,
+            pss: series(|p| p.pss),
+            rss: series(|p| p.rss),
+            uss: series(|p| p.uss),
+            vss: series(|p| p.vss),
+            swap: series(|p| p.swap),
+            anon: series(|p| p.anon),
+            max_processes: self.max_processes,
+            distinct_processes: self.pids_seen.len() as u32,
+        };
+        let wall_s = wall.as_secs_f64();
+        let (throughput, throughput_source) = match self.throughput {
+            Some(v) => (Some(v), Some("regex".to_string())),
+            None if !self.markers.is_empty() && wall_s > 0.0 => {
+                (Some(self.markers.len() as f64 / wall_s), Some("markers".to_string()))
+            }
+            None => (None, None),
+        };
+        RunRecord {
+            index: self.ctx.spec.index,
+            variant: self.ctx.variant.label.clone(),
+            allocator: self.ctx.variant.allocator.clone(),
+            params: self.ctx.spec.assignment.clone(),
+            repeat: self.ctx.spec.repeat,
+            command: self.ctx.command.clone(),
+            ending,
+            wall: wall_s,
+            user: cpu.user.as_secs_f64(),
+            sys: cpu.sys.as_secs_f64(),
+            memory,
+            markers: self.markers.len() as u64,
+            throughput,
+            throughput_source,
+            allocator_check: self.check,
+            other_allocators: self.other_allocators,
+            sampler_cpu: sampler_cpu.as_secs_f64(),
+        }
+    }
+}
+
+fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
+    let program = ctx.command.first().map(String::as_str).unwrap_or("");
+    let message = if err.kind() == std::io::ErrorKind::NotFound {
+        format!("command not found: '{program}' (check the spelling or the PATH)")
+    } else {
+        format!("cannot start '{program}': {err}")
+    };
+    RunRecord {
+        index: ctx.spec.index,
+        variant: ctx.variant.label.clone(),
+        allocator: ctx.variant.allocator.clone(),
+        params: ctx.spec.assignment.clone(),
+        repeat: ctx.spec.repeat,
+        command: ctx.command.clone(),
+        ending: Ending { spawn_error: Some(message), ..Ending::default() },
+        wall: 0.0,
+        user: 0.0,
+        sys: 0.0,
+        memory: MemorySummary::default(),
+        markers: 0,
+        throughput: None,
+        throughput_source: None,
+        allocator_check: AllocatorCheck::Unverified,
+        other_allocators: Vec::new(),
+        sampler_cpu: 0.0,
+    }
+}
+
+fn spawn_reader(pipe: impl Read + Send + 'static, stream: Stream, tx: Sender<Message>) {
+    thread::spawn(move || {
+        let mut reader = BufReader::with_capacity(64 * 1024, pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx.send(Message::Line(stream, line.clone())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(Message::Eof);
+    });
+}
+
+/// Processes of the tree still alive after the command itself ended.
+fn leftover_descendants(sampler: &mut Option<TreeSampler>) -> Vec<u32> {
+    let Some(sampler) = sampler.as_mut() else { return Vec::new() };
+    match sampler.sample() {
+        Ok(s) => s.processes.iter().map(|p| p.pid).filter(|&p| child::is_alive(p)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn stop_leftovers(pgid: u32, pids: &[u32]) {
+    child::signal_tree(pgid, pids, Signal::SIGTERM);
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline && pids.iter().any(|&p| child::is_alive(p)) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    child::signal_tree(pgid, pids, Signal::SIGKILL);
+}
