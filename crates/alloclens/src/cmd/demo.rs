@@ -1,8 +1,130 @@
+//! `alloclens demo`: the built-in workloads under every installed allocator, one results directory each.
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cmd::args;
+use crate::cmd::run::{execute, ProgramOutput, RunOptions};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Where to write the results (one subdirectory per workload) [default: alloclens-demo-YYYYmmdd-HHMMSS]
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Write into the directory even if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// Allocator variants to compare [default: glibc and every installed known allocator]
+    #[arg(short, long, value_name = "LIST")]
+    pub allocators: Option<String>,
+    /// Runs per variant and parameter point
+    #[arg(short, long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
+    /// Only these workloads (comma-separated: twowave,events,xthread,forkworkers,churn)
+    #[arg(long, value_name = "LIST")]
+    pub only: Option<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+/// One demo scenario: a workload, its sweep, and what to read from its output.
+struct Scenario {
+    name: &'static str,
+    what: &'static str,
+    args: &'static [&'static str],
+    params: &'static [&'static str],
+    marker: Option<&'static str>,
+}
+
+const THROUGHPUT: &str = r"throughput: ([0-9.]+)";
+
+const SCENARIOS: [Scenario; 5] = [
+    Scenario {
+        name: "twowave",
+        what: "two waves of small objects, the first freed: does the allocator give the memory back? (Venice)",
+        args: &["twowave"],
+        params: &[],
+        marker: Some(r"phase: (\S+)"),
+    },
+    Scenario {
+        name: "events",
+        what: "event loop with heavy-tailed sizes, memory per event (CMS)",
+        args: &["events", "--events", "150"],
+        params: &[],
+        marker: Some(r"^event (\d+)"),
+    },
+    Scenario {
+        name: "xthread",
+        what: "objects freed by another thread, thread sweep (ATLAS)",
+        args: &["xthread", "--threads", "{threads}"],
+        params: &["threads=1,2"],
+        marker: None,
+    },
+    Scenario {
+        name: "forkworkers",
+        what: "fork-based workers sharing the parent's data, worker sweep, total PSS of the tree (GaudiMP, CMS)",
+        args: &["forkworkers", "--workers", "{workers}"],
+        params: &["workers=1,2,4"],
+        marker: None,
+    },
+    Scenario {
+        name: "churn",
+        what: "tight malloc/free of mixed small sizes",
+        args: &["churn"],
+        params: &[],
+        marker: None,
+    },
+];
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let root = a.output.unwrap_or_else(|| args::dated_dir("alloclens-demo"));
+    if root.exists() && !a.force {
+        anyhow::bail!("output directory '{}' already exists (choose another with -o, or pass --force)", root.display());
+    }
+    let exe = std::env::current_exe().context("cannot find the alloclens executable")?;
+    let variants = args::variants(a.allocators.as_deref())?;
+    let only: Option<Vec<&str>> = a.only.as_deref().map(|o| o.split(',').map(str::trim).collect());
+    if let Some(only) = &only {
+        if let Some(bad) = only.iter().find(|n| !SCENARIOS.iter().any(|s| s.name == **n)) {
+            anyhow::bail!("--only: unknown workload '{bad}' (known: twowave, events, xthread, forkworkers, churn)");
+        }
+    }
+    let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
+    println!("alloclens demo: {} allocator variant(s): {}\n", labels.len(), labels.join(", "));
+    let mut code = ExitCode::SUCCESS;
+    for scenario in SCENARIOS.iter().filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.name))) {
+        println!("== {}: {}", scenario.name, scenario.what);
+        let mut command = vec![exe.display().to_string(), "workload".to_string()];
+        command.extend(scenario.args.iter().map(|s| s.to_string()));
+        let options = RunOptions {
+            plan: runner::RunPlan {
+                command,
+                variants: variants.clone(),
+                params: scenario.params.iter().map(|p| args::param(p)).collect::<anyhow::Result<_>>()?,
+                env: Vec::new(),
+                repeats: a.repeat,
+                interval: Duration::from_millis(100),
+                marker: scenario.marker.map(|m| args::regex(m, "marker")).transpose()?,
+                throughput: Some(args::regex(THROUGHPUT, "throughput")?),
+                timeout: Some(Duration::from_secs(120)),
+            },
+            baseline: "glibc".to_string(),
+            output: root.join(scenario.name),
+            force: a.force,
+            program_output: ProgramOutput::Save,
+        };
+        let outcome = execute(&options, true)?;
+        print!("{}", outcome.table);
+        for w in &outcome.warnings {
+            println!("  warning: {w}");
+        }
+        if outcome.execution.interrupted {
+            return Ok(outcome.exit_code());
+        }
+        if outcome.exit_code() != ExitCode::SUCCESS {
+            code = outcome.exit_code();
+        }
+    }
+    println!("Results (results.json, samples.csv, markers.csv per workload) in {}", root.display());
+    Ok(code)
 }
