@@ -6,5 +6,7 @@ pub mod results_dir;
 pub mod run_table;
 
 pub use host::HostInfo;
-pub use results_dir::{ResultsDir, ResultsDirError, RunResults, VariantInfo, RESULTS_SCHEMA_VERSION};
+pub use results_dir::{
+    ResultsDir, ResultsDirError, RunResults, VariantInfo, RESULTS_SCHEMA_VERSION,
+};
 pub use run_table::render_run_table;

@@ -65,13 +65,18 @@ pub struct ResultsDir {
 }
 
 const SAMPLE_COLUMNS: [&str; 15] = [
-    "run", "variant", "repeat", "t_s", "kind", "label", "scope", "pid", "ppid", "comm", "rss", "pss", "uss", "vss",
-    "swap",
+    "run", "variant", "repeat", "t_s", "kind", "label", "scope", "pid", "ppid", "comm", "rss",
+    "pss", "uss", "vss", "swap",
 ];
 
 impl ResultsDir {
     /// Creates the directory (refusing an existing one unless `force`) and the CSV files with headers.
-    pub fn create(dir: &Path, force: bool, params: &[Param], save_output: bool) -> Result<ResultsDir, ResultsDirError> {
+    pub fn create(
+        dir: &Path,
+        force: bool,
+        params: &[Param],
+        save_output: bool,
+    ) -> Result<ResultsDir, ResultsDirError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ResultsDirError::Io { path, source }
@@ -90,16 +95,31 @@ impl ResultsDir {
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(["anon".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
-        samples.write_record(&header).map_err(|e| csv_err(dir, "samples.csv", e))?;
+        samples
+            .write_record(&header)
+            .map_err(|e| csv_err(dir, "samples.csv", e))?;
         let mut markers = open("markers.csv")?;
-        let mut header: Vec<String> =
-            ["run", "variant", "repeat", "t_s", "label", "pss", "rss", "vss", "line"].iter().map(|s| s.to_string()).collect();
+        let mut header: Vec<String> = [
+            "run", "variant", "repeat", "t_s", "label", "pss", "rss", "vss", "line",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
-        markers.write_record(&header).map_err(|e| csv_err(dir, "markers.csv", e))?;
+        markers
+            .write_record(&header)
+            .map_err(|e| csv_err(dir, "markers.csv", e))?;
         if save_output {
             fs::create_dir_all(dir.join("output")).map_err(io_err(&dir.join("output")))?;
         }
-        Ok(ResultsDir { dir: dir.to_path_buf(), param_names, samples, markers, save_output, output_file: None })
+        Ok(ResultsDir {
+            dir: dir.to_path_buf(),
+            param_names,
+            samples,
+            markers,
+            save_output,
+            output_file: None,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -107,7 +127,10 @@ impl ResultsDir {
     }
 
     fn param_values(&self, spec: &RunSpec) -> Vec<String> {
-        self.param_names.iter().map(|n| spec.assignment.get(n).cloned().unwrap_or_default()).collect()
+        self.param_names
+            .iter()
+            .map(|n| spec.assignment.get(n).cloned().unwrap_or_default())
+            .collect()
     }
 
     /// Appends one row per process and one `total` row for the tree.
@@ -143,15 +166,24 @@ impl ResultsDir {
             let mut row = base("process", p.pid.to_string(), p.ppid.to_string(), &p.comm);
             row.extend(process_figures(p));
             row.extend(params.iter().cloned());
-            self.samples.write_record(&row).map_err(|e| csv_err(&self.dir, "samples.csv", e))?;
+            self.samples
+                .write_record(&row)
+                .map_err(|e| csv_err(&self.dir, "samples.csv", e))?;
         }
         let mut row = base("total", String::new(), String::new(), "");
         row.extend(total_figures(&sample.total));
         row.extend(params);
-        self.samples.write_record(&row).map_err(|e| csv_err(&self.dir, "samples.csv", e))
+        self.samples
+            .write_record(&row)
+            .map_err(|e| csv_err(&self.dir, "samples.csv", e))
     }
 
-    pub fn write_marker(&mut self, spec: &RunSpec, variant: &str, marker: &MarkerRecord) -> Result<(), ResultsDirError> {
+    pub fn write_marker(
+        &mut self,
+        spec: &RunSpec,
+        variant: &str,
+        marker: &MarkerRecord,
+    ) -> Result<(), ResultsDirError> {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let mut row = vec![
             spec.index.to_string(),
@@ -165,7 +197,9 @@ impl ResultsDir {
             marker.line.clone(),
         ];
         row.extend(self.param_values(spec));
-        self.markers.write_record(&row).map_err(|e| csv_err(&self.dir, "markers.csv", e))
+        self.markers
+            .write_record(&row)
+            .map_err(|e| csv_err(&self.dir, "markers.csv", e))
     }
 
     /// Saves a line of the command's output to output/run-N.log (only with save_output).
@@ -174,19 +208,30 @@ impl ResultsDir {
             return Ok(());
         }
         if self.output_file.as_ref().map(|(i, _)| *i) != Some(spec.index) {
-            let path = self.dir.join("output").join(format!("run-{}.log", spec.index));
-            let file = File::create(&path).map_err(|source| ResultsDirError::Io { path, source })?;
+            let path = self
+                .dir
+                .join("output")
+                .join(format!("run-{}.log", spec.index));
+            let file =
+                File::create(&path).map_err(|source| ResultsDirError::Io { path, source })?;
             self.output_file = Some((spec.index, BufWriter::new(file)));
         }
         let (_, file) = self.output_file.as_mut().expect("opened above");
-        file.write_all(line).map_err(|source| ResultsDirError::Io { path: self.dir.join("output"), source })
+        file.write_all(line).map_err(|source| ResultsDirError::Io {
+            path: self.dir.join("output"),
+            source,
+        })
     }
 
     /// Flushes the CSV files (called after each run so an interruption loses nothing).
     pub fn flush(&mut self) -> Result<(), ResultsDirError> {
         let err = |path: PathBuf| move |source| ResultsDirError::Io { path, source };
-        self.samples.flush().map_err(err(self.dir.join("samples.csv")))?;
-        self.markers.flush().map_err(err(self.dir.join("markers.csv")))?;
+        self.samples
+            .flush()
+            .map_err(err(self.dir.join("samples.csv")))?;
+        self.markers
+            .flush()
+            .map_err(err(self.dir.join("markers.csv")))?;
         if let Some((_, f)) = self.output_file.as_mut() {
             f.flush().map_err(err(self.dir.join("output")))?;
         }
@@ -202,7 +247,10 @@ impl ResultsDir {
             f.write_all(b"\n")?;
             f.flush()
         };
-        write().map_err(|source| ResultsDirError::Io { path: path.clone(), source })?;
+        write().map_err(|source| ResultsDirError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     }
 }
@@ -214,20 +262,36 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
         .iter()
         .filter(|r| !r.ending.ok())
         .map(|r| {
-            let detail = r.ending.spawn_error.clone().unwrap_or_else(|| r.ending.describe());
-            format!("run {} ({}, repeat {}): {}", r.index, r.variant, r.repeat, detail)
+            let detail = r
+                .ending
+                .spawn_error
+                .clone()
+                .unwrap_or_else(|| r.ending.describe());
+            format!(
+                "run {} ({}, repeat {}): {}",
+                r.index, r.variant, r.repeat, detail
+            )
         })
         .collect()
 }
 
 fn process_figures(p: &ProcessMemory) -> Vec<String> {
-    [p.rss, p.pss, p.uss, p.vss, p.swap, p.anonymous].iter().map(u64::to_string).collect()
+    [p.rss, p.pss, p.uss, p.vss, p.swap, p.anonymous]
+        .iter()
+        .map(u64::to_string)
+        .collect()
 }
 
 fn total_figures(t: &MemoryTotals) -> Vec<String> {
-    [t.rss, t.pss, t.uss, t.vss, t.swap, t.anonymous].iter().map(u64::to_string).collect()
+    [t.rss, t.pss, t.uss, t.vss, t.swap, t.anonymous]
+        .iter()
+        .map(u64::to_string)
+        .collect()
 }
 
 fn csv_err(dir: &Path, file: &str, e: csv::Error) -> ResultsDirError {
-    ResultsDirError::Io { path: dir.join(file), source: io::Error::other(e) }
+    ResultsDirError::Io {
+        path: dir.join(file),
+        source: io::Error::other(e),
+    }
 }

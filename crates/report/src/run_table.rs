@@ -4,18 +4,35 @@ use runner::{AllocatorCheck, Group, VariantSummary};
 
 use crate::format;
 
-const HEADERS: [&str; 9] =
-    ["variant", "wall (median, min…max)", "throughput", "peak PSS", "mean PSS", "peak RSS", "mean RSS", "time", "peak PSS"];
+const HEADERS: [&str; 9] = [
+    "variant",
+    "wall (median, min…max)",
+    "throughput",
+    "peak PSS",
+    "mean PSS",
+    "peak RSS",
+    "mean RSS",
+    "time",
+    "peak PSS",
+];
 
 /// Renders every group; `param_names` orders the parameters in the group headings.
 pub fn render_run_table(groups: &[Group], param_names: &[String]) -> String {
     let mut out = String::new();
     for group in groups {
-        let point: Vec<String> =
-            param_names.iter().filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}"))).collect();
-        let heading = if point.is_empty() { "Summary".to_string() } else { point.join(" ") };
+        let point: Vec<String> = param_names
+            .iter()
+            .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
+            .collect();
+        let heading = if point.is_empty() {
+            "Summary".to_string()
+        } else {
+            point.join(" ")
+        };
         match &group.baseline {
-            Some(b) => out.push_str(&format!("{heading}   (ratios: variant / {b}; lower is better)\n")),
+            Some(b) => out.push_str(&format!(
+                "{heading}   (ratios: variant / {b}; lower is better)\n"
+            )),
             None => out.push_str(&format!("{heading}\n")),
         }
         let rows: Vec<[String; 9]> = group.variants.iter().map(row).collect();
@@ -78,7 +95,12 @@ fn notes(v: &VariantSummary) -> Vec<String> {
     if v.failed > 0 {
         let mut kinds = v.failures.clone();
         kinds.dedup();
-        notes.push(format!("{} of {} runs failed ({}); medians use the others", v.failed, v.runs, kinds.join(", ")));
+        notes.push(format!(
+            "{} of {} runs failed ({}); medians use the others",
+            v.failed,
+            v.runs,
+            kinds.join(", ")
+        ));
     }
     match v.allocator_check {
         AllocatorCheck::NotLoaded => notes.push(format!(

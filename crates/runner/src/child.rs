@@ -22,11 +22,20 @@ impl ExitStatus {
 
     fn from_wait_status(status: libc::c_int) -> ExitStatus {
         if libc::WIFEXITED(status) {
-            ExitStatus { code: Some(libc::WEXITSTATUS(status)), signal: None }
+            ExitStatus {
+                code: Some(libc::WEXITSTATUS(status)),
+                signal: None,
+            }
         } else if libc::WIFSIGNALED(status) {
-            ExitStatus { code: None, signal: Some(libc::WTERMSIG(status)) }
+            ExitStatus {
+                code: None,
+                signal: Some(libc::WTERMSIG(status)),
+            }
         } else {
-            ExitStatus { code: None, signal: None }
+            ExitStatus {
+                code: None,
+                signal: None,
+            }
         }
     }
 }
@@ -46,7 +55,10 @@ impl CpuTimes {
 
     fn from_rusage(ru: &libc::rusage) -> CpuTimes {
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-        CpuTimes { user: tv(ru.ru_utime), sys: tv(ru.ru_stime) }
+        CpuTimes {
+            user: tv(ru.ru_utime),
+            sys: tv(ru.ru_stime),
+        }
     }
 }
 
@@ -60,7 +72,9 @@ pub struct Started {
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
 /// closed and stdout/stderr piped to us for markers and pass-through.
 pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Started> {
-    let (program, args) = command.split_first().ok_or_else(|| io::Error::other("empty command"))?;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| io::Error::other("empty command"))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -80,7 +94,12 @@ pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Sta
     let mut child = cmd.spawn()?;
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
-    Ok(Started { child, stdout, stderr, started_at })
+    Ok(Started {
+        child,
+        stdout,
+        stderr,
+        started_at,
+    })
 }
 
 /// Blocks until `pid` (one of our children) ends; returns its status and CPU times.
@@ -92,7 +111,10 @@ pub fn wait(pid: u32) -> io::Result<(ExitStatus, CpuTimes)> {
         // SAFETY: valid pointers to local variables.
         let r = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut ru) };
         if r == pid as libc::pid_t {
-            return Ok((ExitStatus::from_wait_status(status), CpuTimes::from_rusage(&ru)));
+            return Ok((
+                ExitStatus::from_wait_status(status),
+                CpuTimes::from_rusage(&ru),
+            ));
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
@@ -121,7 +143,11 @@ pub fn signal_tree(pgid: u32, pids: &[u32], signal: Signal) {
 /// True while `pid` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()) != Some("Z"),
+        Ok(stat) => {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                != Some("Z")
+        }
         Err(_) => false,
     }
 }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 pub use child::ExitStatus;
 pub use observer::{Observer, Quiet, Stream};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
-pub use results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind, SeriesStats};
+pub use results::{
+    AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind, SeriesStats,
+};
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};
 
@@ -52,10 +54,20 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
         let inherited = std::env::var_os("LD_PRELOAD");
         let mut env = variant.environment(inherited.as_deref());
         env.extend(extra_env);
-        let ctx = single::RunContext { plan, spec: &spec, variant, command, env, interrupted };
+        let ctx = single::RunContext {
+            plan,
+            spec: &spec,
+            variant,
+            command,
+            env,
+            interrupted,
+        };
         let record = single::run_one(ctx, observer);
         observer.run_finished(&spec, &record);
         runs.push(record);
     }
-    Execution { runs, interrupted: interrupted.load(Ordering::Relaxed) }
+    Execution {
+        runs,
+        interrupted: interrupted.load(Ordering::Relaxed),
+    }
 }

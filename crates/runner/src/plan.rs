@@ -87,7 +87,11 @@ impl RunPlan {
         let re = Regex::new(r"\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("static regex");
         let texts = self.command.iter().chain(self.env.iter().map(|(_, v)| v));
         let mut unknown: Vec<String> = texts
-            .flat_map(|t| re.captures_iter(t).map(|c| c[1].to_string()).collect::<Vec<_>>())
+            .flat_map(|t| {
+                re.captures_iter(t)
+                    .map(|c| c[1].to_string())
+                    .collect::<Vec<_>>()
+            })
             .filter(|name| !self.params.iter().any(|p| &p.name == name))
             .collect();
         unknown.sort();
@@ -107,11 +111,20 @@ pub fn substitute(text: &str, assignment: &Assignment) -> String {
 
 /// The child's command line and extra environment for one run.
 pub fn materialize(plan: &RunPlan, spec: &RunSpec) -> (Vec<String>, Vec<(OsString, OsString)>) {
-    let command = plan.command.iter().map(|a| substitute(a, &spec.assignment)).collect();
+    let command = plan
+        .command
+        .iter()
+        .map(|a| substitute(a, &spec.assignment))
+        .collect();
     let env = plan
         .env
         .iter()
-        .map(|(k, v)| (OsString::from(k), OsString::from(substitute(v, &spec.assignment))))
+        .map(|(k, v)| {
+            (
+                OsString::from(k),
+                OsString::from(substitute(v, &spec.assignment)),
+            )
+        })
         .collect();
     (command, env)
 }
@@ -137,8 +150,14 @@ mod tests {
     #[test]
     fn assignments_are_the_cartesian_product_in_order() {
         let p = plan(vec![
-            Param { name: "threads".into(), values: vec!["1".into(), "2".into()] },
-            Param { name: "mode".into(), values: vec!["a".into(), "b".into(), "c".into()] },
+            Param {
+                name: "threads".into(),
+                values: vec!["1".into(), "2".into()],
+            },
+            Param {
+                name: "mode".into(),
+                values: vec!["a".into(), "b".into(), "c".into()],
+            },
         ]);
         let a = p.assignments();
         assert_eq!(a.len(), 6);
@@ -151,7 +170,10 @@ mod tests {
 
     #[test]
     fn unknown_placeholders_are_reported() {
-        let p = plan(vec![Param { name: "threads".into(), values: vec!["1".into()] }]);
+        let p = plan(vec![Param {
+            name: "threads".into(),
+            values: vec!["1".into()],
+        }]);
         assert_eq!(p.unknown_placeholders(), vec!["mode".to_string()]);
     }
 

@@ -94,7 +94,9 @@ impl Ending {
         match self.status {
             Some(ExitStatus { code: Some(0), .. }) => "ok".into(),
             Some(ExitStatus { code: Some(c), .. }) => format!("exit {c}"),
-            Some(ExitStatus { signal: Some(s), .. }) => format!("signal {s}"),
+            Some(ExitStatus {
+                signal: Some(s), ..
+            }) => format!("signal {s}"),
             _ => "unknown".into(),
         }
     }

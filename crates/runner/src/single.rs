@@ -81,7 +81,11 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         last_pids: Vec::new(),
         markers: Vec::new(),
         throughput: None,
-        check: if ctx.variant.library.is_some() { AllocatorCheck::Unverified } else { AllocatorCheck::NotApplicable },
+        check: if ctx.variant.library.is_some() {
+            AllocatorCheck::Unverified
+        } else {
+            AllocatorCheck::NotApplicable
+        },
         other_allocators: Vec::new(),
         checks_done: 0,
         ctx,
@@ -101,7 +105,13 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
     // The Child handle is not used to wait (wait4 above also gives rusage); dropping it does not wait.
     drop(started.child);
 
-    let mut sampler = TreeSampler::new(pid, SamplerOptions { include_reparented_to_self: true }).ok();
+    let mut sampler = TreeSampler::new(
+        pid,
+        SamplerOptions {
+            include_reparented_to_self: true,
+        },
+    )
+    .ok();
     let mut ending = Ending::default();
     let mut cpu = CpuTimes::default();
     let mut exited_at = None;
@@ -124,8 +134,14 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
                 }
             }
             // Stop the tree on Ctrl-C or timeout; escalate to SIGKILL after the grace period.
-            let timed_out = run.ctx.plan.timeout.is_some_and(|t| now.duration_since(run.started_at) >= t);
-            if stop_requested_at.is_none() && (timed_out || run.ctx.interrupted.load(Ordering::Relaxed)) {
+            let timed_out = run
+                .ctx
+                .plan
+                .timeout
+                .is_some_and(|t| now.duration_since(run.started_at) >= t);
+            if stop_requested_at.is_none()
+                && (timed_out || run.ctx.interrupted.load(Ordering::Relaxed))
+            {
                 ending.timed_out = timed_out;
                 ending.interrupted = !timed_out;
                 stop_requested_at = Some(now);
@@ -139,7 +155,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
             }
         }
         let wait = if exited_at.is_none() {
-            next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))
+            next_tick
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100))
         } else {
             Duration::from_millis(100)
         };
@@ -174,7 +192,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    let wall = exited_at.map(|at| at.duration_since(run.started_at)).unwrap_or_default();
+    let wall = exited_at
+        .map(|at| at.duration_since(run.started_at))
+        .unwrap_or_default();
     let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
     run.finish(ending, wall, cpu, sampler_cpu)
 }
@@ -184,7 +204,12 @@ impl Run<'_, '_> {
         self.started_at.elapsed()
     }
 
-    fn take_sample(&mut self, sampler: &mut Option<TreeSampler>, kind: SampleKind, label: Option<&str>) -> Option<TreeSample> {
+    fn take_sample(
+        &mut self,
+        sampler: &mut Option<TreeSampler>,
+        kind: SampleKind,
+        label: Option<&str>,
+    ) -> Option<TreeSample> {
         let sample = sampler.as_mut()?.sample().ok()?;
         let t = sample.at.saturating_duration_since(self.started_at);
         if sample.processes.is_empty() {
@@ -203,7 +228,8 @@ impl Run<'_, '_> {
             swap: total.swap,
             anon: total.anonymous,
         });
-        self.observer.sample(self.ctx.spec, t, &kind, label, &sample);
+        self.observer
+            .sample(self.ctx.spec, t, &kind, label, &sample);
         self.check_allocator(t);
         Some(sample)
     }
@@ -215,11 +241,15 @@ impl Run<'_, '_> {
             return;
         }
         self.checks_done += 1;
-        if age > Duration::from_secs(1) && self.checks_done % 10 != 0 {
+        if age > Duration::from_secs(1) && !self.checks_done.is_multiple_of(10) {
             return;
         }
-        let Some(&root) = self.last_pids.first() else { return };
-        let Ok(mapped) = procmem::mapped_files(root) else { return };
+        let Some(&root) = self.last_pids.first() else {
+            return;
+        };
+        let Ok(mapped) = procmem::mapped_files(root) else {
+            return;
+        };
         let verification = allocators::verify(self.ctx.variant, &mapped);
         self.check = match verification.status {
             LoadStatus::Loaded { .. } => AllocatorCheck::Loaded,
@@ -229,21 +259,47 @@ impl Run<'_, '_> {
         self.other_allocators = verification.other_allocators;
     }
 
-    fn handle_line(&mut self, stream: Stream, line: &[u8], sampler: &mut Option<TreeSampler>, sample_now: bool) {
+    fn handle_line(
+        &mut self,
+        stream: Stream,
+        line: &[u8],
+        sampler: &mut Option<TreeSampler>,
+        sample_now: bool,
+    ) {
         self.observer.output(self.ctx.spec, stream, line);
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches(['\n', '\r']);
         if let Some(re) = &self.ctx.plan.throughput {
-            if let Some(value) = re.captures(text).and_then(|c| c.get(1)).and_then(|m| m.as_str().parse::<f64>().ok()) {
+            if let Some(value) = re
+                .captures(text)
+                .and_then(|c| c.get(1))
+                .and_then(|m| m.as_str().parse::<f64>().ok())
+            {
                 self.throughput = Some(value);
             }
         }
-        let Some(re) = &self.ctx.plan.marker else { return };
-        let Some(caps) = re.captures(text) else { return };
-        let label = caps.get(1).map_or_else(|| caps[0].to_string(), |m| m.as_str().to_string());
-        let sample = if sample_now { self.take_sample(sampler, SampleKind::Marker, Some(&label)) } else { None };
+        let Some(re) = &self.ctx.plan.marker else {
+            return;
+        };
+        let Some(caps) = re.captures(text) else {
+            return;
+        };
+        let label = caps
+            .get(1)
+            .map_or_else(|| caps[0].to_string(), |m| m.as_str().to_string());
+        let sample = if sample_now {
+            self.take_sample(sampler, SampleKind::Marker, Some(&label))
+        } else {
+            None
+        };
         let marker = MarkerRecord {
-            t: sample.as_ref().map_or_else(|| self.elapsed(), |s| s.at.saturating_duration_since(self.started_at)).as_secs_f64(),
+            t: sample
+                .as_ref()
+                .map_or_else(
+                    || self.elapsed(),
+                    |s| s.at.saturating_duration_since(self.started_at),
+                )
+                .as_secs_f64(),
             label,
             line: text.to_string(),
             pss: sample.as_ref().map(|s| s.total.pss),
@@ -254,8 +310,16 @@ impl Run<'_, '_> {
         self.markers.push(marker);
     }
 
-    fn finish(self, ending: Ending, wall: Duration, cpu: CpuTimes, sampler_cpu: Duration) -> RunRecord {
-        let series = |f: fn(&TotalPoint) -> u64| series_stats(&self.points.iter().map(|p| (p.t, f(p))).collect::<Vec<_>>());
+    fn finish(
+        self,
+        ending: Ending,
+        wall: Duration,
+        cpu: CpuTimes,
+        sampler_cpu: Duration,
+    ) -> RunRecord {
+        let series = |f: fn(&TotalPoint) -> u64| {
+            series_stats(&self.points.iter().map(|p| (p.t, f(p))).collect::<Vec<_>>())
+        };
         let memory = MemorySummary {
             samples: self.points.len() as u64,
             pss: series(|p| p.pss),
@@ -270,9 +334,10 @@ impl Run<'_, '_> {
         let wall_s = wall.as_secs_f64();
         let (throughput, throughput_source) = match self.throughput {
             Some(v) => (Some(v), Some("regex".to_string())),
-            None if !self.markers.is_empty() && wall_s > 0.0 => {
-                (Some(self.markers.len() as f64 / wall_s), Some("markers".to_string()))
-            }
+            None if !self.markers.is_empty() && wall_s > 0.0 => (
+                Some(self.markers.len() as f64 / wall_s),
+                Some("markers".to_string()),
+            ),
             None => (None, None),
         };
         RunRecord {
@@ -311,7 +376,10 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
         params: ctx.spec.assignment.clone(),
         repeat: ctx.spec.repeat,
         command: ctx.command.clone(),
-        ending: Ending { spawn_error: Some(message), ..Ending::default() },
+        ending: Ending {
+            spawn_error: Some(message),
+            ..Ending::default()
+        },
         wall: 0.0,
         user: 0.0,
         sys: 0.0,
@@ -346,9 +414,16 @@ fn spawn_reader(pipe: impl Read + Send + 'static, stream: Stream, tx: Sender<Mes
 
 /// Processes of the tree still alive after the command itself ended.
 fn leftover_descendants(sampler: &mut Option<TreeSampler>) -> Vec<u32> {
-    let Some(sampler) = sampler.as_mut() else { return Vec::new() };
+    let Some(sampler) = sampler.as_mut() else {
+        return Vec::new();
+    };
     match sampler.sample() {
-        Ok(s) => s.processes.iter().map(|p| p.pid).filter(|&p| child::is_alive(p)).collect(),
+        Ok(s) => s
+            .processes
+            .iter()
+            .map(|p| p.pid)
+            .filter(|&p| child::is_alive(p))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -12,8 +12,10 @@ pub fn series_stats(points: &[(f64, u64)]) -> SeriesStats {
     let mean = if points.len() < 2 || span <= 0.0 {
         points.iter().map(|p| p.1 as f64).sum::<f64>() / points.len() as f64
     } else {
-        let area: f64 =
-            points.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 as f64 + w[1].1 as f64) / 2.0).sum();
+        let area: f64 = points
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) * (w[0].1 as f64 + w[1].1 as f64) / 2.0)
+            .sum();
         area / span
     };
     SeriesStats { peak, mean, last }
@@ -27,7 +29,11 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 #[cfg(test)]

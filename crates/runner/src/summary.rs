@@ -41,7 +41,11 @@ pub struct Group {
 
 /// Groups runs by parameter point (in first-seen order) and variant (in `variant_order`).
 /// `baseline` names the variant ratios are taken against; if absent from a group, there are no ratios.
-pub fn summarize(runs: &[RunRecord], variant_order: &[String], baseline: Option<&str>) -> Vec<Group> {
+pub fn summarize(
+    runs: &[RunRecord],
+    variant_order: &[String],
+    baseline: Option<&str>,
+) -> Vec<Group> {
     let mut points: Vec<Assignment> = Vec::new();
     for run in runs {
         if !points.contains(&run.params) {
@@ -54,12 +58,16 @@ pub fn summarize(runs: &[RunRecord], variant_order: &[String], baseline: Option<
             let mut variants: Vec<VariantSummary> = variant_order
                 .iter()
                 .filter_map(|name| {
-                    let of_variant: Vec<&RunRecord> =
-                        runs.iter().filter(|r| r.params == params && &r.variant == name).collect();
+                    let of_variant: Vec<&RunRecord> = runs
+                        .iter()
+                        .filter(|r| r.params == params && &r.variant == name)
+                        .collect();
                     (!of_variant.is_empty()).then(|| summarize_variant(name, &of_variant))
                 })
                 .collect();
-            let base = baseline.and_then(|b| variants.iter().find(|v| v.variant == b)).cloned();
+            let base = baseline
+                .and_then(|b| variants.iter().find(|v| v.variant == b))
+                .cloned();
             if let Some(base) = &base {
                 for v in &mut variants {
                     v.wall_ratio = ratio(v.wall_median, base.wall_median);
@@ -72,16 +80,22 @@ pub fn summarize(runs: &[RunRecord], variant_order: &[String], baseline: Option<
                 let key = |v: &VariantSummary| v.wall_median.unwrap_or(f64::INFINITY);
                 key(a).total_cmp(&key(b))
             });
-            Group { params, baseline: base.map(|b| b.variant), variants }
+            Group {
+                params,
+                baseline: base.map(|b| b.variant),
+                variants,
+            }
         })
         .collect()
 }
 
 fn summarize_variant(name: &str, runs: &[&RunRecord]) -> VariantSummary {
     let ok: Vec<&&RunRecord> = runs.iter().filter(|r| r.ending.ok()).collect();
-    let of = |f: fn(&RunRecord) -> Option<f64>| -> Vec<f64> { ok.iter().filter_map(|r| f(r)).collect() };
+    let of =
+        |f: fn(&RunRecord) -> Option<f64>| -> Vec<f64> { ok.iter().filter_map(|r| f(r)).collect() };
     let walls = of(|r| Some(r.wall));
-    let with_samples = |f: fn(&RunRecord) -> f64| move |r: &RunRecord| (r.memory.samples > 0).then(|| f(r));
+    let with_samples =
+        |f: fn(&RunRecord) -> f64| move |r: &RunRecord| (r.memory.samples > 0).then(|| f(r));
     let check_rank = |c: &AllocatorCheck| match c {
         AllocatorCheck::NotLoaded => 3,
         AllocatorCheck::Unverified => 2,
@@ -97,15 +111,35 @@ fn summarize_variant(name: &str, runs: &[&RunRecord]) -> VariantSummary {
         variant: name.to_string(),
         runs: runs.len() as u32,
         failed: (runs.len() - ok.len()) as u32,
-        failures: runs.iter().filter(|r| !r.ending.ok()).map(|r| r.ending.describe()).collect(),
+        failures: runs
+            .iter()
+            .filter(|r| !r.ending.ok())
+            .map(|r| r.ending.describe())
+            .collect(),
         wall_median: median(&walls),
         wall_min: walls.iter().copied().reduce(f64::min),
         wall_max: walls.iter().copied().reduce(f64::max),
         throughput_median: median(&of(|r| r.throughput)),
-        peak_pss_median: median(&ok.iter().filter_map(|r| with_samples(|r| r.memory.pss.peak as f64)(r)).collect::<Vec<_>>()),
-        mean_pss_median: median(&ok.iter().filter_map(|r| with_samples(|r| r.memory.pss.mean)(r)).collect::<Vec<_>>()),
-        peak_rss_median: median(&ok.iter().filter_map(|r| with_samples(|r| r.memory.rss.peak as f64)(r)).collect::<Vec<_>>()),
-        mean_rss_median: median(&ok.iter().filter_map(|r| with_samples(|r| r.memory.rss.mean)(r)).collect::<Vec<_>>()),
+        peak_pss_median: median(
+            &ok.iter()
+                .filter_map(|r| with_samples(|r| r.memory.pss.peak as f64)(r))
+                .collect::<Vec<_>>(),
+        ),
+        mean_pss_median: median(
+            &ok.iter()
+                .filter_map(|r| with_samples(|r| r.memory.pss.mean)(r))
+                .collect::<Vec<_>>(),
+        ),
+        peak_rss_median: median(
+            &ok.iter()
+                .filter_map(|r| with_samples(|r| r.memory.rss.peak as f64)(r))
+                .collect::<Vec<_>>(),
+        ),
+        mean_rss_median: median(
+            &ok.iter()
+                .filter_map(|r| with_samples(|r| r.memory.rss.mean)(r))
+                .collect::<Vec<_>>(),
+        ),
         wall_ratio: None,
         peak_pss_ratio: None,
         mean_pss_ratio: None,

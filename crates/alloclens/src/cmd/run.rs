@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use report::results_dir::failure_warnings;
 use report::{ResultsDir, RunResults, VariantInfo};
-use runner::{Execution, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunSpec, SampleKind, Stream};
+use runner::{
+    Execution, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunSpec, SampleKind, Stream,
+};
 
 use crate::cmd::args;
 
@@ -88,8 +90,16 @@ pub struct RunOptions {
 impl RunOptions {
     pub fn from_args(a: Args) -> anyhow::Result<RunOptions> {
         let variants = args::variants(a.allocators.as_deref())?;
-        let params = a.params.iter().map(|p| args::param(p)).collect::<anyhow::Result<Vec<Param>>>()?;
-        let env = a.env.iter().map(|e| args::env_pair(e)).collect::<anyhow::Result<Vec<_>>>()?;
+        let params = a
+            .params
+            .iter()
+            .map(|p| args::param(p))
+            .collect::<anyhow::Result<Vec<Param>>>()?;
+        let env = a
+            .env
+            .iter()
+            .map(|e| args::env_pair(e))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         if a.repeat == 0 {
             bail!("--repeat must be at least 1");
         }
@@ -104,16 +114,33 @@ impl RunOptions {
             env,
             repeats: a.repeat,
             interval,
-            marker: a.marker.as_deref().map(|r| args::regex(r, "--marker")).transpose()?,
-            throughput: a.throughput.as_deref().map(|r| args::regex(r, "--throughput")).transpose()?,
-            timeout: a.timeout.as_deref().map(args::duration).transpose().context("--timeout")?,
+            marker: a
+                .marker
+                .as_deref()
+                .map(|r| args::regex(r, "--marker"))
+                .transpose()?,
+            throughput: a
+                .throughput
+                .as_deref()
+                .map(|r| args::regex(r, "--throughput"))
+                .transpose()?,
+            timeout: a
+                .timeout
+                .as_deref()
+                .map(args::duration)
+                .transpose()
+                .context("--timeout")?,
         };
+        // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
         let unknown = plan.unknown_placeholders();
         if !unknown.is_empty() {
-            bail!(
-                "the command uses {} but no --param defines it (add --param {}=VALUES)",
-                unknown.iter().map(|u| format!("{{{u}}}")).collect::<Vec<_>>().join(", "),
-                unknown[0]
+            eprintln!(
+                "alloclens: note: {} in the command is not a --param and is left as is",
+                unknown
+                    .iter()
+                    .map(|u| format!("{{{u}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         args::check_command_exists(&plan.command[0])?;
@@ -169,15 +196,33 @@ impl Outcome {
 /// Runs the plan with a progress bar, writes the results directory, and renders the summary.
 pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> {
     let plan = &options.plan;
-    let mut dir = ResultsDir::create(&options.output, options.force, &plan.params, options.program_output == ProgramOutput::Save)?;
-    let interrupted = runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
+    let mut dir = ResultsDir::create(
+        &options.output,
+        options.force,
+        &plan.params,
+        options.program_output == ProgramOutput::Save,
+    )?;
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let total = plan.schedule().len() as u64;
-    let bar = if progress { ProgressBar::new(total) } else { ProgressBar::hidden() };
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}")
-            .expect("static template"),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+        )
+        .expect("static template"),
     );
-    let mut observer = CliObserver { bar: bar.clone(), dir: &mut dir, plan, mode: options.program_output, error: None };
+    let mut observer = CliObserver {
+        bar: bar.clone(),
+        dir: &mut dir,
+        plan,
+        mode: options.program_output,
+        error: None,
+    };
     let execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
     if let Some(err) = observer.error.take() {
@@ -188,7 +233,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let mut warnings = failure_warnings(&execution);
     warnings.extend(verification_warnings(&execution.runs));
     if execution.interrupted {
-        warnings.push(format!("interrupted: {} of {} runs done; results keep what was gathered", execution.runs.len(), total));
+        warnings.push(format!(
+            "interrupted: {} of {} runs done; results keep what was gathered",
+            execution.runs.len(),
+            total
+        ));
     }
     let results = RunResults {
         schema_version: report::RESULTS_SCHEMA_VERSION,
@@ -212,11 +261,20 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     dir.write_results(&results)?;
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
     let table = report::render_run_table(&summary, &names);
-    Ok(Outcome { execution, summary, table, warnings, dir: options.output.clone() })
+    Ok(Outcome {
+        execution,
+        summary,
+        table,
+        warnings,
+        dir: options.output.clone(),
+    })
 }
 
 fn variant_info(v: &allocators::Variant) -> VariantInfo {
-    let version = allocators::discover().into_iter().find(|a| a.name == v.allocator).and_then(|a| a.version);
+    let version = allocators::discover()
+        .into_iter()
+        .find(|a| a.name == v.allocator)
+        .and_then(|a| a.version);
     VariantInfo {
         label: v.label.clone(),
         allocator: v.allocator.clone(),
@@ -271,8 +329,17 @@ impl CliObserver<'_> {
 
 impl Observer for CliObserver<'_> {
     fn run_started(&mut self, spec: &RunSpec, _command: &[String]) {
-        let point: Vec<String> = spec.assignment.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        self.bar.set_message(format!("{} {} (repeat {})", self.label(spec), point.join(" "), spec.repeat + 1));
+        let point: Vec<String> = spec
+            .assignment
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        self.bar.set_message(format!(
+            "{} {} (repeat {})",
+            self.label(spec),
+            point.join(" "),
+            spec.repeat + 1
+        ));
     }
 
     fn output(&mut self, spec: &RunSpec, stream: Stream, line: &[u8]) {
@@ -291,9 +358,18 @@ impl Observer for CliObserver<'_> {
         }
     }
 
-    fn sample(&mut self, spec: &RunSpec, t: Duration, kind: &SampleKind, label: Option<&str>, sample: &procmem::TreeSample) {
+    fn sample(
+        &mut self,
+        spec: &RunSpec,
+        t: Duration,
+        kind: &SampleKind,
+        label: Option<&str>,
+        sample: &procmem::TreeSample,
+    ) {
         let variant = self.plan.variants[spec.variant].label.clone();
-        let r = self.dir.write_sample(spec, &variant, t.as_secs_f64(), kind, label, sample);
+        let r = self
+            .dir
+            .write_sample(spec, &variant, t.as_secs_f64(), kind, label, sample);
         self.keep(r);
     }
 

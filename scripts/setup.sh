@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what alloclens needs on a Debian machine: the allocator libraries it compares, the tools its
+# tests and benchmarks use, and a Rust toolchain when none is there. Idempotent: installs only what is
+# missing, so a prepared machine pays nothing. Usage: scripts/setup.sh [runtime|test|bench]
+set -euo pipefail
+
+level=${1:-runtime}
+packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 ca-certificates)
+case "$level" in
+  runtime) ;;
+  test) packages+=(gcc g++ libc6-dev make python3 smem) ;;
+  bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack) ;;
+  *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
+esac
+command -v cargo >/dev/null 2>&1 || packages+=(cargo rustc)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: these Debian packages are missing: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
