@@ -16,29 +16,46 @@ pub fn variants(list: Option<&str>) -> anyhow::Result<Vec<allocators::Variant>> 
     let mut labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
     labels.sort();
     if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
-        bail!("variant '{}' is given twice in -a (give the second one a label: name@label:settings)", w[0]);
+        bail!(
+            "variant '{}' is given twice in -a (give the second one a label: name@label:settings)",
+            w[0]
+        );
     }
     Ok(variants)
 }
 
 /// Names of the known allocators installed on this machine, glibc first.
 pub fn installed_allocators() -> Vec<String> {
-    allocators::discover().into_iter().filter(|a| a.installed).map(|a| a.name).collect()
+    allocators::discover()
+        .into_iter()
+        .filter(|a| a.installed)
+        .map(|a| a.name)
+        .collect()
 }
 
 /// `NAME=V1,V2,...`
 pub fn param(text: &str) -> anyhow::Result<Param> {
-    let (name, values) =
-        text.split_once('=').ok_or_else(|| anyhow!("--param '{text}' must look like NAME=V1,V2,... (e.g. threads=1,2,4)"))?;
-    let valid_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (name, values) = text.split_once('=').ok_or_else(|| {
+        anyhow!("--param '{text}' must look like NAME=V1,V2,... (e.g. threads=1,2,4)")
+    })?;
+    let valid_name =
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid_name {
         bail!("--param name '{name}' must be letters, digits or _ (it is used as {{{name}}})");
     }
-    let values: Vec<String> = values.split(',').map(str::trim).filter(|v| !v.is_empty()).map(String::from).collect();
+    let values: Vec<String> = values
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(String::from)
+        .collect();
     if values.is_empty() {
         bail!("--param {name} has no values (e.g. {name}=1,2,4)");
     }
-    Ok(Param { name: name.to_string(), values })
+    Ok(Param {
+        name: name.to_string(),
+        values,
+    })
 }
 
 /// `NAME=VALUE`
@@ -63,7 +80,10 @@ pub fn duration(text: &str) -> anyhow::Result<Duration> {
     } else {
         (t, 1.0)
     };
-    let value: f64 = number.trim().parse().map_err(|_| anyhow!("'{text}' is not a duration (e.g. 100ms, 2.5s, 5m)"))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("'{text}' is not a duration (e.g. 100ms, 2.5s, 5m)"))?;
     if !value.is_finite() || value < 0.0 {
         bail!("'{text}' is not a duration (e.g. 100ms, 2.5s, 5m)");
     }
@@ -72,7 +92,13 @@ pub fn duration(text: &str) -> anyhow::Result<Duration> {
 
 pub fn regex(text: &str, option: &str) -> anyhow::Result<Regex> {
     Regex::new(text).map_err(|e| {
-        let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
+        let first = e
+            .to_string()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string();
         anyhow!("{option} '{text}' is not a valid regular expression: {first}")
     })
 }
@@ -97,7 +123,10 @@ pub fn check_command_exists(program: &str) -> anyhow::Result<()> {
 
 /// A new directory name in the current directory: PREFIX-YYYYmmdd-HHMMSS.
 pub fn dated_dir(prefix: &str) -> PathBuf {
-    PathBuf::from(format!("{prefix}-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
+    PathBuf::from(format!(
+        "{prefix}-{}",
+        chrono::Local::now().format("%Y%m%d-%H%M%S")
+    ))
 }
 
 #[cfg(test)]
@@ -127,7 +156,10 @@ mod tests {
     #[test]
     fn bad_regex_is_one_line() {
         let e = regex("event (", "--marker").unwrap_err().to_string();
-        assert!(e.starts_with("--marker 'event (' is not a valid regular expression"), "{e}");
+        assert!(
+            e.starts_with("--marker 'event (' is not a valid regular expression"),
+            "{e}"
+        );
         assert!(!e.contains('\n'));
     }
 }

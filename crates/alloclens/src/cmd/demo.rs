@@ -77,22 +77,40 @@ const SCENARIOS: [Scenario; 5] = [
 ];
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let root = a.output.unwrap_or_else(|| args::dated_dir("alloclens-demo"));
+    let root = a
+        .output
+        .unwrap_or_else(|| args::dated_dir("alloclens-demo"));
     if root.exists() && !a.force {
-        anyhow::bail!("output directory '{}' already exists (choose another with -o, or pass --force)", root.display());
+        anyhow::bail!(
+            "output directory '{}' already exists (choose another with -o, or pass --force)",
+            root.display()
+        );
     }
     let exe = std::env::current_exe().context("cannot find the alloclens executable")?;
     let variants = args::variants(a.allocators.as_deref())?;
-    let only: Option<Vec<&str>> = a.only.as_deref().map(|o| o.split(',').map(str::trim).collect());
+    let only: Option<Vec<&str>> = a
+        .only
+        .as_deref()
+        .map(|o| o.split(',').map(str::trim).collect());
     if let Some(only) = &only {
-        if let Some(bad) = only.iter().find(|n| !SCENARIOS.iter().any(|s| s.name == **n)) {
+        if let Some(bad) = only
+            .iter()
+            .find(|n| !SCENARIOS.iter().any(|s| s.name == **n))
+        {
             anyhow::bail!("--only: unknown workload '{bad}' (known: twowave, events, xthread, forkworkers, churn)");
         }
     }
     let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
-    println!("alloclens demo: {} allocator variant(s): {}\n", labels.len(), labels.join(", "));
+    println!(
+        "alloclens demo: {} allocator variant(s): {}\n",
+        labels.len(),
+        labels.join(", ")
+    );
     let mut code = ExitCode::SUCCESS;
-    for scenario in SCENARIOS.iter().filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.name))) {
+    for scenario in SCENARIOS
+        .iter()
+        .filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.name)))
+    {
         println!("== {}: {}", scenario.name, scenario.what);
         let mut command = vec![exe.display().to_string(), "workload".to_string()];
         command.extend(scenario.args.iter().map(|s| s.to_string()));
@@ -100,11 +118,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             plan: runner::RunPlan {
                 command,
                 variants: variants.clone(),
-                params: scenario.params.iter().map(|p| args::param(p)).collect::<anyhow::Result<_>>()?,
+                params: scenario
+                    .params
+                    .iter()
+                    .map(|p| args::param(p))
+                    .collect::<anyhow::Result<_>>()?,
                 env: Vec::new(),
                 repeats: a.repeat,
                 interval: Duration::from_millis(100),
-                marker: scenario.marker.map(|m| args::regex(m, "marker")).transpose()?,
+                marker: scenario
+                    .marker
+                    .map(|m| args::regex(m, "marker"))
+                    .transpose()?,
                 throughput: Some(args::regex(THROUGHPUT, "throughput")?),
                 timeout: Some(Duration::from_secs(120)),
             },
@@ -125,6 +150,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             code = outcome.exit_code();
         }
     }
-    println!("Results (results.json, samples.csv, markers.csv per workload) in {}", root.display());
+    println!(
+        "Results (results.json, samples.csv, markers.csv per workload) in {}",
+        root.display()
+    );
     Ok(code)
 }

@@ -1,7 +1,7 @@
 //! One module per subcommand: clap arguments, conversion to typed options, glue to the libraries.
 pub mod allocators;
-pub mod args;
 pub mod analyze;
+pub mod args;
 pub mod demo;
 pub mod record;
 pub mod run;
