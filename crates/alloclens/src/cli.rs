@@ -24,6 +24,12 @@ pub enum Command {
     Record(cmd::record::Args),
     /// Print the statistics of a trace: calls, live bytes, cumulated bytes, sizes, lifetimes, leaks
     Analyze(cmd::analyze::Args),
+    /// Make a self-contained HTML report (and PNG/SVG figures) of a run's results or of a trace
+    Report(cmd::report::Args),
+    /// Compare two runs or two traces side by side: every headline figure and its change
+    Diff(cmd::diff::Args),
+    /// Export a trace's raw events as Parquet for pandas, polars, DuckDB or Spark
+    Export(cmd::export::Args),
 }
 
 pub fn parse() -> Cli {

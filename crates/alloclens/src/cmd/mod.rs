@@ -3,7 +3,10 @@ pub mod allocators;
 pub mod analyze;
 pub mod args;
 pub mod demo;
+pub mod diff;
+pub mod export;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod workload;
 
@@ -19,5 +22,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(args),
         Command::Record(args) => record::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Export(args) => export::run(args),
     }
 }
