@@ -1,1 +1,28 @@
-//! placeholder
+//! Memory of a whole process tree, sampled from /proc.
+//!
+//! [`TreeSampler`] finds the processes of a tree (a root and all its descendants, including
+//! short-lived fork workers and, after [`become_child_subreaper`], orphans reparented to us) by
+//! scanning /proc, and reads each one's RSS, PSS, USS, swap, anonymous memory, VSS and peak RSS from
+//! /proc/PID/smaps_rollup and /proc/PID/status. It is cheap enough to run at 10 Hz on a tree of
+//! dozens of processes (see bench/sampler-cost.sh). [`mapped_files`] tells which files a process
+//! maps (to verify a preloaded allocator), [`read_ksm`] reads the kernel samepage merging counters,
+//! and [`own_cpu_time`] lets callers report what sampling cost them.
+//!
+//! Every size is in bytes. The exact definition of each metric is in docs/memory-metrics.md.
+//! Linux only; needs smaps_rollup (Linux >= 4.14).
+
+mod error;
+mod ksm;
+mod maps;
+mod memory;
+mod process_control;
+mod procfile;
+mod sampler;
+mod tree;
+
+pub use error::{Error, Result};
+pub use ksm::{read_ksm, read_process_ksm, KsmCounters, ProcessKsm};
+pub use maps::mapped_files;
+pub use memory::{MemoryTotals, ProcessMemory};
+pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
+pub use sampler::{SamplerOptions, TreeSample, TreeSampler};

@@ -1,0 +1,71 @@
+//! Files mapped into a process, from /proc/PID/maps.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Distinct paths of the files mapped by process `pid`, sorted. Used to check that a preloaded
+/// allocator library really is mapped. Pseudo-mappings ([heap], [stack], anonymous) are left out;
+/// a file deleted since it was mapped is listed without the kernel's " (deleted)" suffix.
+pub fn mapped_files(pid: u32) -> Result<Vec<PathBuf>> {
+    let path = PathBuf::from(format!("/proc/{pid}/maps"));
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let files: BTreeSet<PathBuf> = text
+        .lines()
+        .filter_map(mapping_path)
+        .map(PathBuf::from)
+        .collect();
+    Ok(files.into_iter().collect())
+}
+
+/// The path of one maps line ("start-end perms offset dev inode    path"), if it names a file.
+/// The path is everything after the fifth field and may contain spaces.
+fn mapping_path(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        let end = rest.find(' ')?;
+        rest = &rest[end..];
+    }
+    let path = rest.trim_start();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    path.starts_with('/').then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_of_maps_lines() {
+        let file = "7f1c2a000000-7f1c2a022000 r--p 00000000 08:01 1835 /usr/lib/x86_64-linux-gnu/libc.so.6";
+        assert_eq!(
+            mapping_path(file),
+            Some("/usr/lib/x86_64-linux-gnu/libc.so.6")
+        );
+        let spaced =
+            "7f1c2a000000-7f1c2a022000 r--p 00000000 08:01 99     /tmp/my lib.so (deleted)";
+        assert_eq!(mapping_path(spaced), Some("/tmp/my lib.so"));
+        assert_eq!(
+            mapping_path("55d0-55e0 rw-p 00000000 00:00 0          [heap]"),
+            None
+        );
+        assert_eq!(mapping_path("7f00-7f10 rw-p 00000000 00:00 0 "), None);
+        assert_eq!(mapping_path("garbage"), None);
+    }
+
+    #[test]
+    fn own_executable_is_mapped() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let files = mapped_files(std::process::id()).unwrap();
+        assert!(files.contains(&exe), "{exe:?} not in {files:?}");
+    }
+
+    #[test]
+    fn missing_process_is_an_error_naming_the_file() {
+        let err = mapped_files(u32::MAX - 1).unwrap_err().to_string();
+        assert!(err.contains("/proc/4294967294/maps"), "{err}");
+    }
+}
