@@ -19,6 +19,12 @@ use crate::stats::series_stats;
 
 /// How long the tree gets between SIGTERM and SIGKILL when it must be stopped.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// When the allocator check looks at a new process before the regular samples.
+const EARLY_CHECKS: [Duration; 3] = [
+    Duration::from_millis(3),
+    Duration::from_millis(10),
+    Duration::from_millis(35),
+];
 /// How long output may keep arriving after the command ended.
 const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// The loader maps preloads before main(); a process younger than this may not have them yet.
@@ -63,6 +69,9 @@ struct Run<'a, 'o> {
     check: AllocatorCheck,
     other_allocators: Vec<String>,
     checks_done: u32,
+    root_pid: u32,
+    /// The executable the library was last seen mapped in.
+    loaded_image: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
@@ -88,6 +97,8 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         },
         other_allocators: Vec::new(),
         checks_done: 0,
+        root_pid: started.child.id(),
+        loaded_image: None,
         ctx,
     };
     let pid = started.child.id();
@@ -119,6 +130,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
     let mut next_tick = run.started_at;
     let mut stop_requested_at: Option<Instant> = None;
     let mut killed = false;
+    // Short commands may end before the first interval: look at their mappings early too.
+    let started_at = run.started_at;
+    let mut early_checks = EARLY_CHECKS.iter().map(|d| started_at + *d).peekable();
 
     while exited_at.is_none() || eofs < 2 {
         let now = Instant::now();
@@ -132,6 +146,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
                 while next_tick <= now {
                     next_tick += run.ctx.plan.interval;
                 }
+            }
+            if early_checks.next_if(|at| now >= *at).is_some() {
+                run.check_allocator(now.duration_since(run.started_at));
             }
             // Stop the tree on Ctrl-C or timeout; escalate to SIGKILL after the grace period.
             let timed_out = run
@@ -155,8 +172,10 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
             }
         }
         let wait = if exited_at.is_none() {
-            next_tick
-                .saturating_duration_since(Instant::now())
+            let next = early_checks
+                .peek()
+                .map_or(next_tick, |at| (*at).min(next_tick));
+            next.saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(100))
         } else {
             Duration::from_millis(100)
@@ -234,28 +253,38 @@ impl Run<'_, '_> {
         Some(sample)
     }
 
-    /// Looks at the root's mappings: at every sample during the first second, then every tenth one.
-    /// The verdict is the last look, so a program that re-execs without LD_PRELOAD is caught.
+    /// Looks at the root's mappings: at the early checks, at every sample during the first second,
+    /// then at every tenth sample. A library seen mapped in an image stays "loaded" for that image (a
+    /// preload cannot be unmapped), and reads of an exiting process (maps torn down) are ignored, so
+    /// only a program image that really runs without the library, such as one re-exec'd without
+    /// LD_PRELOAD, turns the verdict to "not loaded".
     fn check_allocator(&mut self, age: Duration) {
-        if self.ctx.variant.library.is_none() || age < LOADER_SETTLE {
+        if self.ctx.variant.library.is_none() {
             return;
         }
         self.checks_done += 1;
         if age > Duration::from_secs(1) && !self.checks_done.is_multiple_of(10) {
             return;
         }
-        let Some(&root) = self.last_pids.first() else {
+        let exe = std::fs::read_link(format!("/proc/{}/exe", self.root_pid)).ok();
+        let Ok(mapped) = procmem::mapped_files(self.root_pid) else {
             return;
         };
-        let Ok(mapped) = procmem::mapped_files(root) else {
-            return;
-        };
+        if mapped.is_empty() || exe.is_none() {
+            return; // exiting: its mappings are gone already
+        }
         let verification = allocators::verify(self.ctx.variant, &mapped);
-        self.check = match verification.status {
-            LoadStatus::Loaded { .. } => AllocatorCheck::Loaded,
-            LoadStatus::NotLoaded => AllocatorCheck::NotLoaded,
-            LoadStatus::NotApplicable => AllocatorCheck::NotApplicable,
-        };
+        match verification.status {
+            LoadStatus::Loaded { .. } => {
+                self.check = AllocatorCheck::Loaded;
+                self.loaded_image = exe;
+            }
+            LoadStatus::NotLoaded
+                if self.check == AllocatorCheck::Loaded && self.loaded_image == exe => {}
+            LoadStatus::NotLoaded if age >= LOADER_SETTLE => self.check = AllocatorCheck::NotLoaded,
+            LoadStatus::NotLoaded => {}
+            LoadStatus::NotApplicable => self.check = AllocatorCheck::NotApplicable,
+        }
         self.other_allocators = verification.other_allocators;
     }
 

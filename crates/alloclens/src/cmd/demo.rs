@@ -56,21 +56,21 @@ const SCENARIOS: [Scenario; 5] = [
     Scenario {
         name: "xthread",
         what: "objects freed by another thread, thread sweep (ATLAS)",
-        args: &["xthread", "--threads", "{threads}"],
+        args: &["xthread", "--threads", "{threads}", "--objects", "3000000"],
         params: &["threads=1,2"],
         marker: None,
     },
     Scenario {
         name: "forkworkers",
         what: "fork-based workers sharing the parent's data, worker sweep, total PSS of the tree (GaudiMP, CMS)",
-        args: &["forkworkers", "--workers", "{workers}"],
+        args: &["forkworkers", "--workers", "{workers}", "--events", "600"],
         params: &["workers=1,2,4"],
         marker: None,
     },
     Scenario {
         name: "churn",
         what: "tight malloc/free of mixed small sizes",
-        args: &["churn"],
+        args: &["churn", "--ops", "12000000"],
         params: &[],
         marker: None,
     },
@@ -125,7 +125,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     .collect::<anyhow::Result<_>>()?,
                 env: Vec::new(),
                 repeats: a.repeat,
-                interval: Duration::from_millis(100),
+                interval: Duration::from_millis(50),
                 marker: scenario
                     .marker
                     .map(|m| args::regex(m, "marker"))
