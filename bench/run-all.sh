@@ -1,0 +1,11 @@
+#!/bin/sh
+# Every benchmark, one after the other; each prints its own ratios measured side by side in one run.
+set -eu
+cd "$(dirname "$0")/.."
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
+for b in bench/sampler-cost.sh bench/record-overhead.sh; do
+  if [ -x "$b" ] || [ -f "$b" ]; then
+    echo "== $b"
+    sh "$b"
+  fi
+done
