@@ -1,6 +1,8 @@
 //! What does sampling a process tree cost? Spawns a tree of processes that each hold a few MB and
-//! sleep, samples it at a fixed rate, and prints the sampler's own CPU time per sample and as a
-//! share of one core, with the machine described. Run through bench/sampler-cost.sh.
+//! sleep, samples it at a fixed rate with both PSS refresh policies side by side (two samplers on
+//! the same tree, interleaved: each ticks at the given rate, half an interval apart, over the same
+//! wall time), and prints each one's CPU time per sample and as a share of one core, their ratio,
+//! and the machine. Run through bench/sampler-cost.sh.
 //!
 //! Options: --processes N (16: 1 parent + N-1 children), --hz F (10), --seconds S (10),
 //!          --mb M (4, held by each process), --holder self|python (self: this binary, ~20 mappings;
@@ -10,7 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use procmem::{own_cpu_time, thread_cpu_time, SamplerOptions, TreeSampler};
+use procmem::{own_cpu_time, thread_cpu_time, PssRefresh, SamplerOptions, TreeSampler};
 
 struct Options {
     processes: usize,
@@ -119,13 +121,89 @@ fn run(opts: &Options) -> Result<(), Box<dyn std::error::Error>> {
     result
 }
 
+/// What one policy's sampler cost over the run.
+struct Cost {
+    name: String,
+    sampler: TreeSampler,
+    cpu_per_sample: Vec<Duration>,
+    wall_per_sample: Vec<Duration>,
+    seen: Vec<usize>,
+    stale: Vec<u32>,
+    max_age_seen: u32,
+}
+
+impl Cost {
+    fn new(name: &str, root: u32, pss_refresh: PssRefresh) -> procmem::Result<Cost> {
+        let options = SamplerOptions {
+            pss_refresh,
+            ..Default::default()
+        };
+        Ok(Cost {
+            name: name.into(),
+            sampler: TreeSampler::new(root, options)?,
+            cpu_per_sample: Vec::new(),
+            wall_per_sample: Vec::new(),
+            seen: Vec::new(),
+            stale: Vec::new(),
+            max_age_seen: 0,
+        })
+    }
+
+    fn tick(&mut self) -> procmem::Result<()> {
+        let (t0, c0) = (Instant::now(), thread_cpu_time());
+        let s = self.sampler.sample()?;
+        let c1 = thread_cpu_time();
+        self.wall_per_sample.push(t0.elapsed());
+        self.cpu_per_sample.push(c1 - c0);
+        self.seen.push(s.processes.len());
+        self.stale.push(s.stale_processes);
+        let oldest = s.processes.iter().map(|p| p.pss_age).max().unwrap_or(0);
+        self.max_age_seen = self.max_age_seen.max(oldest);
+        Ok(())
+    }
+
+    fn cpu_share(&self, wall: Duration) -> f64 {
+        let cpu: Duration = self.cpu_per_sample.iter().sum();
+        100.0 * cpu.as_secs_f64() / wall.as_secs_f64()
+    }
+
+    fn mean_cpu(&self) -> Duration {
+        self.cpu_per_sample.iter().sum::<Duration>() / self.cpu_per_sample.len().max(1) as u32
+    }
+
+    fn report(&self, wall: Duration) {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let n = self.cpu_per_sample.len();
+        let mut sorted = self.cpu_per_sample.clone();
+        sorted.sort();
+        let mean_wall = self.wall_per_sample.iter().sum::<Duration>() / n.max(1) as u32;
+        let processes: usize = self.seen.iter().sum();
+        let stale: u32 = self.stale.iter().sum();
+        println!(
+            "{:<22} CPU {:6.3} % of one core; per sample CPU mean {:5.0} µs, median {:5.0} µs, \
+             max {:5.0} µs, wall mean {:5.0} µs; processes {}..{}; PSS carried forward {:.0} % \
+             (oldest pss_age {})",
+            self.name,
+            self.cpu_share(wall),
+            us(self.mean_cpu()),
+            us(sorted[n / 2]),
+            us(sorted[n - 1]),
+            us(mean_wall),
+            self.seen.iter().min().unwrap_or(&0),
+            self.seen.iter().max().unwrap_or(&0),
+            100.0 * f64::from(stale) / processes.max(1) as f64,
+            self.max_age_seen,
+        );
+    }
+}
+
 fn measure(opts: &Options, root: u32) -> Result<(), Box<dyn std::error::Error>> {
-    let mut sampler = TreeSampler::new(root, SamplerOptions::default())?;
+    let mut probe = TreeSampler::new(root, SamplerOptions::default())?;
     // Wait (untimed) until every process holds its memory.
     let want_pss = (opts.processes * opts.mb) as u64 * (1 << 20);
     let ready_by = Instant::now() + Duration::from_secs(60);
     loop {
-        let s = sampler.sample()?;
+        let s = probe.sample_full()?;
         if s.processes.len() == opts.processes && s.total.pss >= want_pss {
             break;
         }
@@ -137,27 +215,26 @@ fn measure(opts: &Options, root: u32) -> Result<(), Box<dyn std::error::Error>> 
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    let default_policy = PssRefresh::default();
+    let mut policies = [
+        Cost::new("every sample:", root, PssRefresh::EverySample)?,
+        Cost::new(&format!("{default_policy:?}:"), root, default_policy)?,
+    ];
     let interval = Duration::from_secs_f64(1.0 / opts.hz);
     let samples = (opts.seconds * opts.hz).round().max(1.0) as usize;
-    let mut cpu_per_sample = Vec::with_capacity(samples);
-    let mut wall_per_sample = Vec::with_capacity(samples);
-    let mut seen = Vec::with_capacity(samples);
-    let (start_wall, start_cpu, start_thread) = (Instant::now(), own_cpu_time(), thread_cpu_time());
+    let (start_wall, start_cpu) = (Instant::now(), own_cpu_time());
     for k in 0..samples {
-        let due = start_wall + interval * k as u32;
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
+        for (i, cost) in policies.iter_mut().enumerate() {
+            // Each policy ticks at the rate asked, half an interval after the other.
+            let due = start_wall + interval * k as u32 + interval / 2 * i as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            cost.tick()?;
         }
-        let (t0, c0) = (Instant::now(), thread_cpu_time());
-        let s = sampler.sample()?;
-        let c1 = thread_cpu_time();
-        wall_per_sample.push(t0.elapsed());
-        cpu_per_sample.push(c1 - c0);
-        seen.push(s.processes.len());
     }
     let wall = start_wall.elapsed();
     let cpu = own_cpu_time() - start_cpu;
-    let thread_cpu = thread_cpu_time() - start_thread;
 
     // The /proc listing alone: a sampler whose root does not exist.
     let mut empty = TreeSampler::new(u32::MAX - 1, SamplerOptions::default())?;
@@ -169,12 +246,6 @@ fn measure(opts: &Options, root: u32) -> Result<(), Box<dyn std::error::Error>> 
     }
     let listing_cpu = (thread_cpu_time() - c0) / listings;
 
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let mut cpu_sorted = cpu_per_sample.clone();
-    cpu_sorted.sort();
-    let mean_cpu = cpu_per_sample.iter().sum::<Duration>() / samples as u32;
-    let mean_wall = wall_per_sample.iter().sum::<Duration>() / samples as u32;
-
     println!("machine:   {}", machine());
     println!(
         "tree:      {} processes ({} holder, {} MB each), {} processes on the system",
@@ -184,27 +255,25 @@ fn measure(opts: &Options, root: u32) -> Result<(), Box<dyn std::error::Error>> 
         count_processes()
     );
     println!(
-        "sampling:  {} samples at {} Hz over {:.2} s wall; processes seen per sample {}..{}",
+        "sampling:  {} samples per policy at {} Hz, interleaved, over {:.2} s wall",
         samples,
         opts.hz,
         wall.as_secs_f64(),
-        seen.iter().min().unwrap_or(&0),
-        seen.iter().max().unwrap_or(&0)
+    );
+    for cost in &policies {
+        cost.report(wall);
+    }
+    let [every, adaptive] = &policies;
+    println!(
+        "ratio:     adaptive / every sample = {:.2} (CPU per sample)",
+        adaptive.mean_cpu().as_secs_f64() / every.mean_cpu().as_secs_f64()
     );
     println!(
-        "per sample: CPU mean {:.0} µs, median {:.0} µs, max {:.0} µs; wall mean {:.0} µs",
-        us(mean_cpu),
-        us(cpu_sorted[samples / 2]),
-        us(cpu_sorted[samples - 1]),
-        us(mean_wall)
+        "listing /proc and classifying alone: {:.0} µs CPU per sample",
+        listing_cpu.as_secs_f64() * 1e6
     );
     println!(
-        "           of which listing /proc and classifying: {:.0} µs CPU",
-        us(listing_cpu)
-    );
-    println!(
-        "CPU share: {:.3} % of one core (sampling thread), {:.3} % (whole process)  [target < 2 %]",
-        100.0 * thread_cpu.as_secs_f64() / wall.as_secs_f64(),
+        "whole process: {:.3} % of one core for both samplers  [target < 2 % per sampler]",
         100.0 * cpu.as_secs_f64() / wall.as_secs_f64()
     );
     Ok(())

@@ -2,9 +2,10 @@
 //!
 //! [`TreeSampler`] finds the processes of a tree (a root and all its descendants, including
 //! short-lived fork workers and, after [`become_child_subreaper`], orphans reparented to us) by
-//! scanning /proc, and reads each one's RSS, PSS, USS, swap, anonymous memory, VSS and peak RSS from
-//! /proc/PID/smaps_rollup and /proc/PID/status. It is cheap enough to run at 10 Hz on a tree of
-//! dozens of processes (see bench/sampler-cost.sh). [`mapped_files`] tells which files a process
+//! scanning /proc, and reads each one's RSS, anonymous/file/shmem memory, VSS and peak RSS from
+//! /proc/PID/status at every sample, and PSS, USS and swap from /proc/PID/smaps_rollup, which is ten
+//! times costlier, only when they may have moved ([`PssRefresh`]). It is cheap enough to run at
+//! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`mapped_files`] tells which files a process
 //! maps (to verify a preloaded allocator), [`read_ksm`] reads the kernel samepage merging counters,
 //! and [`own_cpu_time`] lets callers report what sampling cost them.
 //!
@@ -17,6 +18,7 @@ mod maps;
 mod memory;
 mod process_control;
 mod procfile;
+mod refresh;
 mod sampler;
 mod tree;
 
@@ -25,4 +27,5 @@ pub use ksm::{read_ksm, read_process_ksm, KsmCounters, ProcessKsm};
 pub use maps::mapped_files;
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
+pub use refresh::PssRefresh;
 pub use sampler::{SamplerOptions, TreeSample, TreeSampler};

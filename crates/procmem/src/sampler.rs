@@ -6,16 +6,20 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::memory::{MemoryTotals, ProcessMemory, ProcessReader, ReadOutcome};
-use crate::tree::{TreeIndex, TreeRule};
+use crate::memory::{MemoryTotals, ProcessMemory, ProcessReader, ReadOutcome, RollupFigures};
+use crate::refresh::{must_read, LastRead, LastReads, Now, PssRefresh};
+use crate::tree::{Member, TreeIndex, TreeRule};
 
-/// How the tree is delimited.
+/// How the tree is delimited and how often its PSS is read. Build it with
+/// `SamplerOptions { field: value, ..Default::default() }`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SamplerOptions {
     /// Also count processes whose parent is the sampling process itself, i.e. orphans of the tree
     /// reparented to us after [`crate::become_child_subreaper`]. This accepts *every* child of the
     /// calling process, so enable it only while the sampled tree is our only child.
     pub include_reparented_to_self: bool,
+    /// When smaps_rollup (PSS, USS, swap, sharing) is re-read; default `Adaptive { max_age: 10 }`.
+    pub pss_refresh: PssRefresh,
 }
 
 /// The memory of a tree at one instant.
@@ -32,13 +36,21 @@ pub struct TreeSample {
     /// Processes of the tree whose memory could not be read (permission denied, e.g. a setuid
     /// program, or another I/O error). They are missing from `processes` and `total`.
     pub unreadable: u32,
+    /// Processes whose smaps_rollup fields were carried forward from an earlier sample
+    /// (`pss_age > 0`); 0 means every PSS in this sample is fresh.
+    pub stale_processes: u32,
 }
 
 /// Samples the memory of a process and all its descendants, reusing its caches between samples.
 pub struct TreeSampler {
     index: TreeIndex,
     reader: ProcessReader,
-    members: Vec<u32>,
+    policy: PssRefresh,
+    last_reads: LastReads,
+    members: Vec<Member>,
+    /// Members that had an address space in the previous sample (by pid), to detect forks and exits.
+    previous_live: Vec<Member>,
+    live: Vec<Member>,
 }
 
 impl TreeSampler {
@@ -59,31 +71,121 @@ impl TreeSampler {
         Ok(TreeSampler {
             index,
             reader: ProcessReader::default(),
+            policy: options.pss_refresh,
+            last_reads: LastReads::default(),
             members: Vec::new(),
+            previous_live: Vec::new(),
+            live: Vec::new(),
         })
     }
 
-    /// Finds the processes of the tree now and reads their memory. Processes that exit meanwhile
+    /// Finds the processes of the tree now and reads their memory; PSS and the other smaps_rollup
+    /// fields are re-read as [`SamplerOptions::pss_refresh`] says. Processes that exit meanwhile
     /// are skipped, as are zombies (they hold no memory any more).
     pub fn sample(&mut self) -> Result<TreeSample> {
+        self.take(false)
+    }
+
+    /// Like [`TreeSampler::sample`], but re-reads smaps_rollup for every process whatever the
+    /// policy: every `pss_age` is 0. For instants that will be compared (phase markers).
+    pub fn sample_full(&mut self) -> Result<TreeSample> {
+        self.take(true)
+    }
+
+    fn take(&mut self, forced: bool) -> Result<TreeSample> {
         let at = Instant::now();
         self.index.refresh(&mut self.members)?;
+
+        // Pass 1, cheap: status of every process, which also tells who has an address space.
         let mut processes = Vec::with_capacity(self.members.len());
         let mut unreadable = 0;
-        for &pid in &self.members {
-            match self.reader.read(pid) {
-                ReadOutcome::Read(m) => processes.push(m),
+        self.live.clear();
+        for &member in &self.members {
+            match self.reader.read_status(member.pid) {
+                ReadOutcome::Read(status) => {
+                    let rollup = RollupFigures::default(); // filled in by pass 2
+                    processes.push(ProcessMemory::new(member.pid, status, rollup, 0));
+                    self.live.push(member);
+                }
                 ReadOutcome::NoMemory => {}
                 ReadOutcome::Unreadable => unreadable += 1,
             }
         }
-        self.reader.retain(&self.members);
-        let total = MemoryTotals::sum(&processes);
+        // Zombies left `live` when they exited (their pages were released then), not when reaped.
+        let tree_changed = self.live != self.previous_live;
+
+        // Pass 2, costly: smaps_rollup where the policy asks for it, else the last read, aged.
+        let mut stale_processes = 0;
+        let mut kept = Vec::with_capacity(processes.len());
+        for (mut p, member) in processes.into_iter().zip(&self.live) {
+            let now = Now {
+                starttime: member.starttime,
+                rss: p.rss,
+                tree_changed,
+                forced,
+            };
+            let last = self.last_reads.get(p.pid);
+            let carried = match must_read(self.policy, last, now) {
+                None => self.last_reads.age(p.pid),
+                Some(_) => None,
+            };
+            let (rollup, age) = match carried {
+                Some(last) => (last.rollup, last.age),
+                None => match self.reader.read_rollup(p.pid) {
+                    ReadOutcome::Read(rollup) => {
+                        let read = LastRead {
+                            starttime: member.starttime,
+                            rss: p.rss,
+                            rollup,
+                            age: 0,
+                        };
+                        self.last_reads.insert(p.pid, read);
+                        (rollup, 0)
+                    }
+                    // Exited between the two reads: the next sample sees the tree changed.
+                    ReadOutcome::NoMemory => {
+                        self.last_reads.remove(p.pid);
+                        continue;
+                    }
+                    ReadOutcome::Unreadable => {
+                        self.last_reads.remove(p.pid);
+                        unreadable += 1;
+                        continue;
+                    }
+                },
+            };
+            let pss_age = age;
+            p = ProcessMemory {
+                pss: rollup.pss,
+                uss: rollup.uss,
+                swap: rollup.swap,
+                pss_anon: rollup.pss_anon,
+                pss_file: rollup.pss_file,
+                pss_shmem: rollup.pss_shmem,
+                shared_clean: rollup.shared_clean,
+                shared_dirty: rollup.shared_dirty,
+                pss_age,
+                ..p
+            };
+            stale_processes += u32::from(pss_age > 0);
+            kept.push(p);
+        }
+
+        let live = &self.live;
+        let is_live = |pid| live.binary_search_by_key(&pid, |m| m.pid).is_ok();
+        self.last_reads.retain(is_live);
+        let members = &self.members;
+        self.reader
+            .retain(|pid| members.binary_search_by_key(&pid, |m| m.pid).is_ok());
+        std::mem::swap(&mut self.live, &mut self.previous_live);
+
+        let total = MemoryTotals::sum(&kept);
         Ok(TreeSample {
             at,
-            processes,
+            processes: kept,
             total,
             unreadable,
+            stale_processes,
         })
     }
 }

@@ -38,6 +38,13 @@ pub(crate) struct TreeRule {
     pub include_reparented_to_self: bool,
 }
 
+/// A process of the tree: pid and start time identify it for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub pid: u32,
+    pub starttime: u64,
+}
+
 pub(crate) struct TreeIndex {
     proc_dir: Dir,
     known: HashMap<u32, KnownPid>,
@@ -67,8 +74,8 @@ impl TreeIndex {
         })
     }
 
-    /// Lists /proc and writes the pids of the tree, sorted, into `members`.
-    pub fn refresh(&mut self, members: &mut Vec<u32>) -> Result<()> {
+    /// Lists /proc and writes the processes of the tree, sorted by pid, into `members`.
+    pub fn refresh(&mut self, members: &mut Vec<Member>) -> Result<()> {
         self.listing += 1;
         let listing = self.listing;
         for entry in self.proc_dir.iter() {
@@ -121,9 +128,12 @@ impl TreeIndex {
             self.known
                 .iter()
                 .filter(|(_, k)| k.in_tree == Some(true))
-                .map(|(&pid, _)| pid),
+                .map(|(&pid, k)| Member {
+                    pid,
+                    starttime: k.starttime,
+                }),
         );
-        members.sort_unstable();
+        members.sort_unstable_by_key(|m| m.pid);
         Ok(())
     }
 }

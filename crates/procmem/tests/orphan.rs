@@ -56,6 +56,7 @@ fn orphaned_grandchild_is_still_sampled() {
     // Discovered after: only through its new parent, us.
     let include = SamplerOptions {
         include_reparented_to_self: true,
+        ..Default::default()
     };
     let mut fresh = TreeSampler::new(root, include).unwrap();
     assert_eq!(pids(&mut fresh), expected);

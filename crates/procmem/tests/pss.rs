@@ -44,15 +44,15 @@ fn smaps_pss(pid: u32) -> (u64, u64) {
     (sum, mappings)
 }
 
-/// A sample taken while smaps stays the same before and after it (the tree is idle, but the
-/// interpreter may still settle right after start).
+/// A full sample (every PSS read now) taken while smaps stays the same before and after it (the
+/// tree is idle, but the interpreter may still settle right after start).
 fn stable_sample(
     sampler: &mut TreeSampler,
     pids: &[u32],
 ) -> (TreeSample, HashMap<u32, (u64, u64)>) {
     for _ in 0..20 {
         let before: HashMap<u32, (u64, u64)> = pids.iter().map(|&p| (p, smaps_pss(p))).collect();
-        let sample = sampler.sample().unwrap();
+        let sample = sampler.sample_full().unwrap();
         let after: HashMap<u32, (u64, u64)> = pids.iter().map(|&p| (p, smaps_pss(p))).collect();
         if before == after {
             return (sample, after);

@@ -114,3 +114,64 @@ fn notes(v: &VariantSummary) -> Vec<String> {
     }
     notes
 }
+
+/// Most distinct marker labels for which the per-marker table is printed (an event loop's thousands
+/// of markers belong in the CSV and the HTML report, not in the terminal).
+pub const MARKER_TABLE_MAX_LABELS: usize = 12;
+
+/// Tree RSS and PSS at each marker label, median over the repeats of each variant, for runs whose
+/// markers name a few phases (e.g. twowave's wave-a, wave-b, freed-a, end). None when there are no
+/// markers or too many distinct labels.
+pub fn render_marker_table(runs: &[runner::RunRecord], variant_order: &[String]) -> Option<String> {
+    let mut labels: Vec<&str> = Vec::new();
+    for m in runs.iter().flat_map(|r| &r.marker_records) {
+        if !labels.contains(&m.label.as_str()) {
+            labels.push(&m.label);
+        }
+    }
+    if labels.is_empty() || labels.len() > MARKER_TABLE_MAX_LABELS {
+        return None;
+    }
+    let cell = |variant: &str, label: &str| -> String {
+        let of = |f: fn(&runner::MarkerRecord) -> Option<u64>| -> Option<f64> {
+            let values: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.variant == variant && r.ending.ok())
+                .flat_map(|r| r.marker_records.iter().filter(|m| m.label == label))
+                .filter_map(|m| f(m).map(|v| v as f64))
+                .collect();
+            runner::median(&values)
+        };
+        match (of(|m| m.rss), of(|m| m.pss)) {
+            (Some(rss), Some(pss)) => format!("{} / {}", format::bytes(rss), format::bytes(pss)),
+            _ => "—".to_string(),
+        }
+    };
+    let mut header = vec!["variant (RSS / PSS)".to_string()];
+    header.extend(labels.iter().map(|l| l.to_string()));
+    let mut rows = vec![header];
+    for v in variant_order {
+        let mut row = vec![v.clone()];
+        row.extend(labels.iter().map(|l| cell(v, l)));
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::from("Memory of the tree at each marker (median over repeats)\n");
+    for row in rows {
+        let mut line = String::from(" ");
+        for (i, (c, w)) in row.iter().zip(&widths).enumerate() {
+            let pad = " ".repeat(w - c.chars().count());
+            if i == 0 {
+                line.push_str(&format!(" {c}{pad}"));
+            } else {
+                line.push_str(&format!("  {pad}{c}"));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.push('\n');
+    Some(out)
+}

@@ -30,6 +30,9 @@ pub struct RunPlan {
     /// The first capture group of the last matching line is the run's throughput.
     pub throughput: Option<Regex>,
     pub timeout: Option<Duration>,
+    /// Re-read PSS/USS (smaps_rollup) at every sample instead of when something changed
+    /// (procmem's adaptive refresh, docs/memory-metrics.md).
+    pub exact_pss: bool,
 }
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
@@ -144,6 +147,7 @@ mod tests {
             marker: None,
             throughput: None,
             timeout: None,
+            exact_pss: false,
         }
     }
 

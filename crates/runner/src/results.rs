@@ -119,6 +119,9 @@ pub struct RunRecord {
     pub sys: f64,
     pub memory: MemorySummary,
     pub markers: u64,
+    /// Every marker of the run, in order (markers.csv has them; not repeated in results.json).
+    #[serde(skip)]
+    pub marker_records: Vec<MarkerRecord>,
     /// Units per second: from --throughput, or markers per second.
     pub throughput: Option<f64>,
     pub throughput_source: Option<String>,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use allocators::{LoadStatus, Variant};
 use nix::sys::signal::Signal;
-use procmem::{SamplerOptions, TreeSample, TreeSampler};
+use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 use crate::child::{self, CpuTimes, ExitStatus};
 use crate::observer::{Observer, Stream};
@@ -120,6 +120,11 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         pid,
         SamplerOptions {
             include_reparented_to_self: true,
+            pss_refresh: if run.ctx.plan.exact_pss {
+                PssRefresh::EverySample
+            } else {
+                PssRefresh::default()
+            },
         },
     )
     .ok();
@@ -229,7 +234,13 @@ impl Run<'_, '_> {
         kind: SampleKind,
         label: Option<&str>,
     ) -> Option<TreeSample> {
-        let sample = sampler.as_mut()?.sample().ok()?;
+        // Marker samples are the figures users read per event: always fresh PSS.
+        let sampler = sampler.as_mut()?;
+        let sample = match kind {
+            SampleKind::Marker => sampler.sample_full(),
+            SampleKind::Interval => sampler.sample(),
+        }
+        .ok()?;
         let t = sample.at.saturating_duration_since(self.started_at);
         if sample.processes.is_empty() {
             return None;
@@ -382,6 +393,7 @@ impl Run<'_, '_> {
             sys: cpu.sys.as_secs_f64(),
             memory,
             markers: self.markers.len() as u64,
+            marker_records: self.markers,
             throughput,
             throughput_source,
             allocator_check: self.check,
@@ -414,6 +426,7 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
         sys: 0.0,
         memory: MemorySummary::default(),
         markers: 0,
+        marker_records: Vec::new(),
         throughput: None,
         throughput_source: None,
         allocator_check: AllocatorCheck::Unverified,

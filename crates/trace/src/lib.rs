@@ -1,3 +1,34 @@
-//! The alloclens trace format: records, writer and reader. Specified in docs/trace-format.md.
+//! The alloclens trace format: the decoded records, the chunk codec, a writer and a streaming
+//! reader. The byte-level specification is docs/trace-format.md; in short:
+//!
+//! - a file is `MAGIC`, `FORMAT_VERSION`, a JSON [`TraceHeader`], then self-delimiting chunks, each
+//!   framed with a sync word, kind, stream id, length, record count and CRC32;
+//! - each process image is a stream: a PROCESS chunk, EVENTS chunks (zstd-compressed columns with
+//!   delta-coded sizes, frees as back-references to their allocation, predicted addresses and time
+//!   anchors), and an END chunk saying why it ended;
+//! - a truncated or damaged file reads up to the damage ([`TraceReader::damage`]); a newer version
+//!   is refused naming both versions; chunks decode independently ([`RawChunk::decode`]).
+//!
+//! ```no_run
+//! let mut reader = trace::TraceReader::open("run.alt")?;
+//! for s in 0..reader.streams().len() {
+//!     for record in reader.records(s)? {
+//!         let _record = record?;
+//!     }
+//! }
+//! # Ok::<(), trace::TraceError>(())
+//! ```
+pub mod codec;
+pub mod error;
 pub mod event;
+pub mod format;
+pub mod reader;
+mod varint;
+pub mod writer;
+
+pub use codec::{ChunkEncoder, EncodedChunk, OrderError};
+pub use error::{human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
+pub use format::{EndReason, TraceHeader, Trailer, FORMAT_VERSION, MAGIC};
+pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
+pub use writer::{StreamId, TraceWriter};

@@ -132,6 +132,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     .transpose()?,
                 throughput: Some(args::regex(THROUGHPUT, "throughput")?),
                 timeout: Some(Duration::from_secs(120)),
+                exact_pss: false,
             },
             baseline: "glibc".to_string(),
             output: root.join(scenario.name),

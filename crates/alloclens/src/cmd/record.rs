@@ -1,8 +1,106 @@
+//! `alloclens record`: trace every allocator call of a command and its descendants.
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Run the command under this allocator variant (as in `run`: jemalloc, tcmalloc:..., NAME=PATH)
+    #[arg(short = 'a', long = "allocator", value_name = "SPEC")]
+    allocator: Option<String>,
+    /// Turn output lines that match REGEX into phase markers (label: first capture group, else the match)
+    #[arg(long, value_name = "REGEX")]
+    marker: Option<String>,
+    /// Trace file to write
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Seconds to keep following descendants after the command itself exited
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    linger: f64,
+    /// Do not print the summary line
+    #[arg(short, long)]
+    quiet: bool,
+    /// The command to record and its arguments (after `--`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut options = recorder::RecordOptions::new(args.command, args.output.clone());
+    if let Some(spec) = &args.allocator {
+        let variant = allocators::parse_variant(spec)?;
+        options.env = variant.environment(std::env::var_os("LD_PRELOAD").as_deref());
+        options.allocator = variant.label.clone();
+    }
+    if let Some(re) = &args.marker {
+        options.marker =
+            Some(regex::Regex::new(re).with_context(|| format!("invalid --marker regex '{re}'"))?);
+    }
+    if !(args.linger.is_finite() && args.linger >= 0.0) {
+        anyhow::bail!("--linger must be a number of seconds >= 0");
+    }
+    options.linger = Duration::from_secs_f64(args.linger);
+
+    // Ctrl-C and Ctrl-\ reach the whole foreground group: the command decides what to do with
+    // them, we keep recording until it ends. A handler (not SIG_IGN) is reset by exec, so the
+    // command gets the default disposition.
+    // SAFETY: installing an async-signal-safe no-op handler.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            ignore_signal as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGQUIT,
+            ignore_signal as *const () as libc::sighandler_t,
+        );
+    }
+    let summary = recorder::record(&options)?;
+
+    for w in &summary.warnings {
+        eprintln!("alloclens: warning: {w}");
+    }
+    if !args.quiet {
+        let truncated = summary
+            .processes
+            .iter()
+            .filter(|p| !p.end.is_some_and(|e| e.is_clean()))
+            .count();
+        let per_event = if summary.events > 0 {
+            summary.bytes as f64 / summary.events as f64
+        } else {
+            0.0
+        };
+        eprintln!(
+            "alloclens: recorded {} events from {} process image(s){} into {} ({:.1} MB, {:.2} B/event)",
+            trace::human_count(summary.events),
+            summary.processes.len(),
+            if truncated > 0 { format!(" ({truncated} truncated)") } else { String::new() },
+            args.output.display(),
+            summary.bytes as f64 / 1e6,
+            per_event
+        );
+    }
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (summary.status.code(), summary.status.signal()) {
+        (Some(code), _) => ExitCode::from(code as u8),
+        (None, Some(sig)) => {
+            eprintln!(
+                "alloclens: the command was killed by signal {sig} ({})",
+                recorder::signal_name(sig)
+            );
+            ExitCode::from((128 + sig) as u8)
+        }
+        _ => ExitCode::from(1),
+    })
 }

@@ -58,6 +58,10 @@ pub struct Args {
     /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+    /// Re-read PSS and USS at every sample (default: when the process's RSS or the tree changed, and at
+    /// least every 10 samples; marker samples are always exact). Costs more CPU on large trees
+    #[arg(long)]
+    pub exact_pss: bool,
     /// The variant ratios are computed against
     #[arg(long, default_value = "glibc", value_name = "VARIANT")]
     pub baseline: String,
@@ -130,6 +134,7 @@ impl RunOptions {
                 .map(args::duration)
                 .transpose()
                 .context("--timeout")?,
+            exact_pss: a.exact_pss,
         };
         // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
         let unknown = plan.unknown_placeholders();
@@ -260,7 +265,10 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     };
     dir.write_results(&results)?;
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
-    let table = report::render_run_table(&summary, &names);
+    let mut table = report::render_run_table(&summary, &names);
+    if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
+        table.push_str(&markers);
+    }
     Ok(Outcome {
         execution,
         summary,

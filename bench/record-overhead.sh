@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Side-by-side cost of tracing: untraced vs `alloclens record` vs heaptrack, on an allocation-bound
+# microbenchmark (1 and 2 threads). Prints wall times, slowdown ratios and trace bytes per event.
+# Usage: bench/record-overhead.sh [ITERATIONS_PER_THREAD]   (default 5000000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ITER=${1:-5000000}
+WORK=$(mktemp -d /tmp/alloclens-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
+# The recorder as a library front end (the full CLI works the same: alloclens record -o F -- CMD).
+cargo build --release -q -p recorder --example record
+REC=target/release/examples/record
+
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "workload: alloc-micro, $ITER replacements per thread (2 calls each)"
+printf '%-8s %10s %10s %10s %8s %8s %12s %12s\n' threads untraced record heaptrack rec/x ht/x rec_B/event ht_B/event
+for T in 1 2; do
+  t0=$(now); "$WORK/alloc-micro" "$T" "$ITER" >/dev/null; t1=$(now)
+  base=$(secs "$t0" "$t1")
+  t0=$(now); "$REC" "$WORK/t$T.alt" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>"$WORK/rec$T.log"; t1=$(now)
+  rec=$(secs "$t0" "$t1")
+  events=$(sed -n 's/^record: \([0-9]*\) events.*/\1/p' "$WORK/rec$T.log")
+  rec_bytes=$(stat -c %s "$WORK/t$T.alt")
+  ht="n/a"; ht_bytes=0
+  if command -v heaptrack >/dev/null; then
+    t0=$(now); heaptrack -o "$WORK/ht$T" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>&1; t1=$(now)
+    ht=$(secs "$t0" "$t1")
+    ht_bytes=$(stat -c %s "$WORK"/ht$T.* 2>/dev/null | head -1)
+  fi
+  python3 - "$T" "$base" "$rec" "$ht" "$events" "$rec_bytes" "$ht_bytes" <<'PY'
+import sys
+t, base, rec, ht, events, rb, hb = sys.argv[1:]
+base, rec, events, rb, hb = float(base), float(rec), int(events or 1), int(rb), int(hb or 0)
+htr = f"{float(ht)/base:.2f}" if ht != "n/a" else "n/a"
+hts = f"{float(ht):.3f}" if ht != "n/a" else "n/a"
+print(f"{t:<8} {base:10.3f} {rec:10.3f} {hts:>10} {rec/base:8.2f} {htr:>8} {rb/events:12.3f} {hb/events:12.3f}")
+PY
+done

@@ -1,0 +1,56 @@
+//! Compiles the C preload shim (../../shim) with the system C compiler into a shared library in
+//! OUT_DIR; src/shim.rs embeds it so the alloclens binary is self-contained.
+use std::path::PathBuf;
+use std::process::Command;
+
+const SOURCES: [&str; 4] = ["bootstrap.c", "buffer.c", "hooks.c", "transport.c"];
+
+fn main() {
+    let manifest = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let shim = manifest.join("../../shim");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for f in SOURCES
+        .iter()
+        .chain(&["internal.h", "include/alloclens_shim.h", "exports.map"])
+    {
+        println!("cargo:rerun-if-changed={}", shim.join(f).display());
+    }
+    println!("cargo:rerun-if-env-changed=CC");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let target = out.join("liballoclens_shim.so");
+    let status = Command::new(&cc)
+        .current_dir(&shim)
+        .args([
+            "-O2",
+            "-g",
+            "-std=gnu11",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-ftls-model=initial-exec",
+        ])
+        .args([
+            "-fno-builtin-malloc",
+            "-fno-builtin-calloc",
+            "-fno-builtin-free",
+            "-fno-builtin-realloc",
+        ])
+        .args([
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-shared",
+            "-Wl,--version-script=exports.map",
+        ])
+        .arg("-o")
+        .arg(&target)
+        .args(SOURCES)
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}' to build the shim: {e}"));
+    assert!(
+        status.success(),
+        "building the preload shim with '{cc}' failed ({status})"
+    );
+}

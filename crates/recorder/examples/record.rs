@@ -1,0 +1,38 @@
+//! Minimal front end for the library, for development and benchmarks when the full CLI is not
+//! at hand: `cargo run -p recorder --example record -- OUT.alt CMD ARGS...`.
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    let Some(out) = args.next() else {
+        eprintln!("usage: record OUT.alt CMD [ARGS...]");
+        return ExitCode::from(2);
+    };
+    let options = recorder::RecordOptions::new(args.collect(), out.into());
+    match recorder::record(&options) {
+        Ok(s) => {
+            eprintln!(
+                "record: {} events, {} images, {} bytes ({:.3} B/event), {}",
+                s.events,
+                s.processes.len(),
+                s.bytes,
+                s.bytes as f64 / s.events.max(1) as f64,
+                recorder::describe_status(&s.status)
+            );
+            for p in &s.processes {
+                eprintln!(
+                    "  pid {} ppid {} exec {} {} events {} {:?}",
+                    p.pid, p.ppid, p.exec_index, p.command, p.events, p.end
+                );
+            }
+            for w in &s.warnings {
+                eprintln!("record: warning: {w}");
+            }
+            ExitCode::from(s.status.code().unwrap_or(1) as u8)
+        }
+        Err(e) => {
+            eprintln!("record: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Records every allocator call of a command and of its whole process tree into an alloclens trace.
+//!
+//! [`record`] starts the command with the preload shim first in `LD_PRELOAD` (the shim forwards
+//! every call to the next allocator, so any allocator variant can follow it), accepts one
+//! connection per process image, drains the images' shared-memory rings, merges each image's
+//! threads into seq order, encodes and compresses chunks and writes the trace. How and why:
+//! docs/architecture.md; the file format: docs/trace-format.md.
+//!
+//! Library only: nothing here prints. The program's output passes through untouched (it is read
+//! line by line only when `marker` is set).
+mod image;
+pub mod protocol;
+mod server;
+mod shim;
+mod spawn;
+mod sys;
+
+pub use spawn::describe_status;
+pub use sys::signal_name;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
+pub use trace::EndReason;
+
+/// What to record and how.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
+    /// The trace file to write (replaced if it exists).
+    pub output: PathBuf,
+    /// Extra environment for the command (e.g. an allocator variant's). An `LD_PRELOAD` here
+    /// replaces the inherited one; the shim is put first in either case.
+    pub env: Vec<(OsString, OsString)>,
+    /// Label of the allocator for the trace header ("glibc" when none).
+    pub allocator: String,
+    /// Output lines matching this become markers (label: first capture group, else the match).
+    pub marker: Option<regex::Regex>,
+    /// How long to keep following descendants after the command itself exited.
+    pub linger: Duration,
+    /// Records per chunk.
+    pub chunk_records: usize,
+    /// zstd level of the chunks.
+    pub zstd_level: i32,
+}
+
+impl RecordOptions {
+    pub fn new(command: Vec<OsString>, output: PathBuf) -> Self {
+        RecordOptions {
+            command,
+            output,
+            env: Vec::new(),
+            allocator: "glibc".into(),
+            marker: None,
+            linger: Duration::from_secs(2),
+            chunk_records: trace::format::DEFAULT_CHUNK_RECORDS,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// One process image as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSummary {
+    pub pid: u32,
+    pub ppid: u32,
+    pub exec_index: u32,
+    /// argv[0].
+    pub command: String,
+    pub events: u64,
+    pub end: Option<EndReason>,
+}
+
+/// The outcome of a recording.
+#[derive(Debug, Clone)]
+pub struct RecordSummary {
+    /// How the command ended (its exit status is alloclens record's own).
+    pub status: ExitStatus,
+    pub processes: Vec<ProcessSummary>,
+    /// Events written, all processes.
+    pub events: u64,
+    /// Output lines turned into markers.
+    pub output_markers: u64,
+    /// Size of the trace file.
+    pub bytes: u64,
+    /// Things that went wrong without stopping the command (also written into the trace).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("no command to record")]
+    NoCommand,
+    #[error("cannot install the preload shim at '{path}': {source}")]
+    Shim {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the trace file '{path}': {source}")]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set up the recorder socket: {0}")]
+    Socket(#[source] std::io::Error),
+    #[error("cannot start '{command}': {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot wait for the command: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
+/// Runs the command under the shim and writes its trace. Returns once the command exited and
+/// every traced process ended (or `linger` passed).
+pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    spawn::run(options)
+}

@@ -1,0 +1,458 @@
+//! The recorder's loop: accepts shim connections, handles their control messages, drains every
+//! image's rings each round, writes chunks, and decides how each image ended.
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use trace::{EncodedChunk, EndReason, Marker, ProcessInfo, TraceWriter};
+
+use crate::image::{liveness, Image, Liveness};
+use crate::protocol::{self, Message};
+use crate::sys::{self, Received};
+use crate::ProcessSummary;
+
+/// Why the loop is asked to look again.
+pub enum Input {
+    /// An output line matched `--marker`: label.
+    OutputMarker(String),
+    /// One output pipe reached its end.
+    OutputClosed,
+}
+
+struct Conn {
+    sock: OwnedFd,
+    /// Index into `images` once the hello arrived.
+    image: Option<usize>,
+}
+
+pub struct Server {
+    listener: OwnedFd,
+    conns: Vec<Conn>,
+    pub images: Vec<Image>,
+    finished: Vec<bool>,
+    pub summaries: Vec<ProcessSummary>,
+    writer: Option<TraceWriter<BufWriter<File>>>,
+    pub warnings: Vec<String>,
+    chunk_records: usize,
+    level: i32,
+    buf: Vec<u8>,
+    chunks: Vec<EncodedChunk>,
+    last_flush: Instant,
+    pub markers: u64,
+    pub bytes: u64,
+    /// (pid, start ticks) -> images seen, for exec numbering.
+    images_of: HashMap<(u32, u64), u32>,
+    /// Images that vanished without a goodbye: an exec in progress looks the same until the new
+    /// image says hello, so the verdict (Lost or Exec) waits a little.
+    verdict_pending: Vec<(usize, Instant)>,
+}
+
+/// How long a vanished image waits for its exec'd successor before it is declared lost.
+const VERDICT_GRACE: Duration = Duration::from_millis(500);
+
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+impl Server {
+    pub fn new(
+        listener: OwnedFd,
+        writer: TraceWriter<BufWriter<File>>,
+        chunk_records: usize,
+        level: i32,
+    ) -> Server {
+        Server {
+            listener,
+            conns: Vec::new(),
+            images: Vec::new(),
+            finished: Vec::new(),
+            summaries: Vec::new(),
+            writer: Some(writer),
+            warnings: Vec::new(),
+            chunk_records,
+            level,
+            buf: vec![0u8; protocol::MAX_MESSAGE + 64],
+            chunks: Vec::new(),
+            last_flush: Instant::now(),
+            markers: 0,
+            bytes: 0,
+            images_of: HashMap::new(),
+            verdict_pending: Vec::new(),
+        }
+    }
+
+    /// Images that may still produce events or await their verdict.
+    pub fn live_images(&self) -> usize {
+        self.finished.iter().filter(|f| !**f).count() + self.verdict_pending.len()
+    }
+
+    /// One round. Returns how many records it moved (0: the caller may sleep).
+    pub fn round(&mut self, inputs: &Receiver<Input>, output_open: &mut usize) -> u64 {
+        let now = sys::monotonic_ns();
+        for (i, img) in self.images.iter_mut().enumerate() {
+            if !self.finished[i] {
+                img.start_round(now);
+            }
+        }
+        while let Ok(Some(sock)) = sys::accept(&self.listener) {
+            self.conns.push(Conn { sock, image: None });
+        }
+        self.read_messages();
+        while let Ok(input) = inputs.try_recv() {
+            match input {
+                Input::OutputMarker(label) => self.output_marker(label),
+                Input::OutputClosed => *output_open = output_open.saturating_sub(1),
+            }
+        }
+        let mut moved = 0;
+        for i in 0..self.images.len() {
+            if self.finished[i] {
+                continue;
+            }
+            let gone = self.images[i].hung_up && self.is_gone(i);
+            moved += self.drain(i, gone);
+            if gone {
+                match self.images[i].said_end {
+                    Some(reason) => self.finish_image(i, reason),
+                    None => {
+                        self.finished[i] = true; // drained for good; only the verdict is open
+                        self.verdict_pending.push((i, Instant::now()));
+                    }
+                }
+            }
+        }
+        let due: Vec<usize> = self
+            .verdict_pending
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= VERDICT_GRACE)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in due {
+            self.verdict_pending.retain(|(j, _)| *j != i);
+            self.finish_image(i, EndReason::Lost);
+        }
+        if self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush();
+        }
+        moved
+    }
+
+    /// Blocks until a socket has something or `timeout_ms` passed.
+    pub fn wait(&self, timeout_ms: i32) {
+        let mut fds: Vec<RawFd> = vec![self.listener.as_raw_fd()];
+        fds.extend(self.conns.iter().map(|c| c.sock.as_raw_fd()));
+        sys::poll_readable(&fds, timeout_ms);
+    }
+
+    fn is_gone(&self, i: usize) -> bool {
+        let img = &self.images[i];
+        liveness(img.pid, img.start_ticks) == Liveness::Gone
+    }
+
+    fn read_messages(&mut self) {
+        let mut c = 0;
+        while c < self.conns.len() {
+            let mut closed = false;
+            loop {
+                match sys::recv_message(&self.conns[c].sock, &mut self.buf) {
+                    Ok(Received::Message { len, fd }) => self.handle(c, len, fd),
+                    Ok(Received::WouldBlock) => break,
+                    Ok(Received::Closed) | Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if closed {
+                if let Some(i) = self.conns[c].image {
+                    self.images[i].hung_up = true;
+                }
+                self.conns.remove(c); // keep accept order: hellos of a pid must be seen in order
+            } else {
+                c += 1;
+            }
+        }
+    }
+
+    fn handle(&mut self, c: usize, len: usize, fd: Option<OwnedFd>) {
+        let Some(msg) = protocol::parse(&self.buf[..len]) else {
+            self.warn("ignored a malformed message from the shim".into());
+            return;
+        };
+        match (msg, self.conns[c].image) {
+            (
+                Message::Hello {
+                    version,
+                    pid,
+                    ppid,
+                    start_ticks,
+                    mono_ns,
+                    real_ns,
+                    cmdline,
+                    ..
+                },
+                None,
+            ) => {
+                if version != protocol::PROTOCOL_VERSION {
+                    self.warn(format!(
+                        "pid {pid}: shim protocol {version}, expected {}",
+                        protocol::PROTOCOL_VERSION
+                    ));
+                    return;
+                }
+                let Some(fd) = fd else { return };
+                self.hello(c, pid, ppid, start_ticks, mono_ns, real_ns, cmdline, &fd);
+            }
+            (Message::Ring, Some(i)) => {
+                if let Some(fd) = fd {
+                    if let Err(e) = self.images[i].add_ring(&fd) {
+                        let pid = self.images[i].pid;
+                        self.warn(format!("pid {pid}: cannot map a thread ring: {e}"));
+                    }
+                }
+            }
+            (
+                Message::Mark {
+                    tid,
+                    seq,
+                    mono_ns,
+                    label,
+                },
+                Some(i),
+            ) => {
+                let img = &mut self.images[i];
+                let t_ns = mono_ns.saturating_sub(img.mono0);
+                img.add_marker(Marker {
+                    seq,
+                    t_ns,
+                    tid,
+                    label,
+                });
+            }
+            (Message::End { reason }, Some(i)) => {
+                self.images[i].said_end = Some(if reason == protocol::END_QUICK_EXIT {
+                    EndReason::QuickExit
+                } else {
+                    EndReason::Exit
+                });
+            }
+            _ => self.warn("ignored a message out of protocol order".into()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hello(
+        &mut self,
+        c: usize,
+        pid: u32,
+        ppid: u32,
+        start_ticks: u64,
+        mono0: u64,
+        real_ns: u64,
+        cmdline: Vec<String>,
+        page_fd: &OwnedFd,
+    ) {
+        // A new image of a process we follow: it exec'd. Its previous image is complete.
+        let successor_of: Vec<usize> = self
+            .verdict_pending
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|&i| self.images[i].pid == pid && self.images[i].start_ticks == start_ticks)
+            .collect();
+        for i in successor_of {
+            self.verdict_pending.retain(|(j, _)| *j != i);
+            self.finish_image(i, EndReason::Exec);
+        }
+        for i in 0..self.images.len() {
+            let img = &self.images[i];
+            if !self.finished[i] && img.pid == pid && img.start_ticks == start_ticks {
+                self.images[i].start_round(sys::monotonic_ns());
+                self.drain(i, true);
+                self.finish_image(i, EndReason::Exec);
+            }
+        }
+        let exec_index = {
+            let n = self.images_of.entry((pid, start_ticks)).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        let info = ProcessInfo {
+            pid,
+            ppid,
+            exec_index,
+            cmdline,
+            start_unix_ns: real_ns,
+            truncated: false,
+        };
+        let stream = match self.writer.as_mut().map(|w| w.begin_process(&info)) {
+            Some(Ok(id)) => id,
+            Some(Err(e)) => {
+                self.write_failed(e);
+                0
+            }
+            None => 0,
+        };
+        match Image::new(stream, pid, start_ticks, mono0, page_fd, self.level) {
+            Ok(img) => {
+                self.conns[c].image = Some(self.images.len());
+                self.images.push(img);
+                self.finished.push(false);
+                self.summaries.push(ProcessSummary {
+                    pid,
+                    ppid,
+                    exec_index,
+                    command: info.cmdline.first().cloned().unwrap_or_default(),
+                    events: 0,
+                    end: None,
+                });
+            }
+            Err(e) => self.warn(format!("pid {pid}: cannot map its shared page: {e}")),
+        }
+    }
+
+    fn output_marker(&mut self, label: String) {
+        let now = sys::monotonic_ns();
+        for i in 0..self.images.len() {
+            if self.finished[i] {
+                continue;
+            }
+            let img = &mut self.images[i];
+            let seq = img.counter_now();
+            let t_ns = now.saturating_sub(img.mono0);
+            img.add_marker(Marker {
+                seq,
+                t_ns,
+                tid: 0,
+                label: label.clone(),
+            });
+        }
+        self.markers += 1;
+    }
+
+    fn drain(&mut self, i: usize, last: bool) -> u64 {
+        let mut chunks = std::mem::take(&mut self.chunks);
+        let result = self.images[i].drain(last, self.chunk_records, &mut chunks);
+        let moved = match result {
+            Ok(d) => d.records,
+            Err(e) => {
+                let pid = self.images[i].pid;
+                self.warn(format!("pid {pid}: cannot encode its events: {e}"));
+                0
+            }
+        };
+        let stream = self.images[i].stream;
+        for chunk in chunks.drain(..) {
+            self.write_chunk(stream, &chunk);
+        }
+        self.chunks = chunks;
+        moved
+    }
+
+    fn write_chunk(&mut self, stream: u32, chunk: &EncodedChunk) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.write_events(stream, chunk) {
+                self.write_failed(e);
+            }
+        }
+    }
+
+    fn finish_image(&mut self, i: usize, reason: EndReason) {
+        self.finished[i] = true;
+        let img = &self.images[i];
+        let (stream, records, pid, events) = (img.stream, img.records, img.pid, img.events);
+        let (h, m) = (img.holes, img.misplaced);
+        if h > 0 || m > 0 {
+            self.warn(format!(
+                "pid {pid}: {h} events lost in flight, {m} records out of place"
+            ));
+        }
+        self.summaries[i].events = events;
+        self.summaries[i].end = Some(reason);
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.end_process(stream, reason, records) {
+                self.write_failed(e);
+            }
+        }
+        // Unmap its rings now: a long recording with many short processes must not pile up.
+        self.images[i].release();
+    }
+
+    /// Seals partial chunks and flushes the file so a crash leaves a readable prefix.
+    pub fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        for i in 0..self.images.len() {
+            if self.finished[i] {
+                continue;
+            }
+            let mut chunks = std::mem::take(&mut self.chunks);
+            if let Err(e) = self.images[i].seal(&mut chunks) {
+                self.warn(format!("cannot encode events: {e}"));
+            }
+            let stream = self.images[i].stream;
+            for chunk in chunks.drain(..) {
+                self.write_chunk(stream, &chunk);
+            }
+            self.chunks = chunks;
+        }
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.flush() {
+                self.write_failed(e);
+            }
+        }
+    }
+
+    /// The command is over: the last round for every image still open.
+    pub fn abandon_remaining(&mut self) {
+        for (i, _) in std::mem::take(&mut self.verdict_pending) {
+            self.finish_image(i, EndReason::Lost);
+        }
+        for i in 0..self.images.len() {
+            if !self.finished[i] {
+                self.images[i].start_round(sys::monotonic_ns());
+                self.drain(i, true);
+                let reason = if self.images[i].hung_up && self.is_gone(i) {
+                    self.images[i].said_end.unwrap_or(EndReason::Lost)
+                } else {
+                    EndReason::Abandoned
+                };
+                self.finish_image(i, reason);
+            }
+        }
+    }
+
+    /// Writes the trailer; returns the bytes written.
+    pub fn finish(&mut self, trailer: &trace::Trailer) -> u64 {
+        if let Some(w) = self.writer.take() {
+            let bytes = w.bytes_written();
+            let result = w
+                .finish(trailer)
+                .and_then(|mut out| std::io::Write::flush(&mut out));
+            if let Err(e) = result {
+                self.warnings
+                    .push(format!("cannot finish the trace file: {e}"));
+            }
+            self.bytes = bytes;
+        }
+        self.bytes
+    }
+
+    fn write_failed(&mut self, e: std::io::Error) {
+        // Keep draining (the program must run on) but stop writing.
+        if let Some(w) = self.writer.take() {
+            self.bytes = w.bytes_written();
+        }
+        self.warn(format!(
+            "writing the trace failed, the rest of the run is not recorded: {e}"
+        ));
+    }
+
+    fn warn(&mut self, w: String) {
+        if !self.warnings.contains(&w) {
+            if let Some(writer) = self.writer.as_mut() {
+                let _ = writer.note(&w);
+            }
+            self.warnings.push(w);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Starts the command with the shim preloaded, forwards its output (reading it only for
+//! `--marker`), and runs the server loop until the command and its descendants are done.
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Sender};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use trace::{TraceHeader, TraceWriter, Trailer};
+
+use crate::protocol::ENV_SOCKET;
+use crate::server::{Input, Server};
+use crate::{shim, sys, RecordError, RecordOptions, RecordSummary};
+
+pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    let program = o.command.first().ok_or(RecordError::NoCommand)?;
+    let shim = shim::shim_path()?;
+    let dir = tempfile::Builder::new()
+        .prefix("alloclens-")
+        .tempdir()
+        .map_err(RecordError::Socket)?;
+    let sock_path = dir.path().join("rec.sock");
+    let listener = sys::listen_seqpacket(&sock_path).map_err(RecordError::Socket)?;
+
+    let file = File::create(&o.output).map_err(|source| RecordError::Output {
+        path: o.output.clone(),
+        source,
+    })?;
+    let header = TraceHeader {
+        command: o
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: sys::hostname(),
+        allocator: o.allocator.clone(),
+        start_unix_ns: unix_ns(),
+        writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
+    };
+    let writer =
+        TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header).map_err(|source| {
+            RecordError::Output {
+                path: o.output.clone(),
+                source,
+            }
+        })?;
+    let mut server = Server::new(listener, writer, o.chunk_records.max(1), o.zstd_level);
+
+    let mut cmd = Command::new(program);
+    cmd.args(&o.command[1..]);
+    let mut preload = None;
+    for (k, v) in &o.env {
+        if k == "LD_PRELOAD" {
+            preload = Some(v.clone());
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
+    cmd.env("LD_PRELOAD", preload_with_shim(&shim, preload));
+    cmd.env(ENV_SOCKET, &sock_path);
+    let (tx, rx) = mpsc::channel();
+    let mut output_open = 0usize;
+    if o.marker.is_some() {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    let mut child: Child = cmd.spawn().map_err(|source| RecordError::Spawn {
+        command: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    if let Some(re) = &o.marker {
+        if let Some(out) = child.stdout.take() {
+            forward_lines(out, std::io::stdout(), re.clone(), tx.clone());
+            output_open += 1;
+        }
+        if let Some(err) = child.stderr.take() {
+            forward_lines(err, std::io::stderr(), re.clone(), tx.clone());
+            output_open += 1;
+        }
+    }
+    drop(tx);
+
+    let mut status = None;
+    let mut exited_at: Option<Instant> = None;
+    loop {
+        // Decide on the state seen by a whole round that started after the exit: hellos and
+        // hang-ups sent before the command died are read by then.
+        let seen_exit = exited_at;
+        let moved = server.round(&rx, &mut output_open);
+        if status.is_none() {
+            if let Some(s) = child.try_wait().map_err(RecordError::Wait)? {
+                status = Some(s);
+                exited_at = Some(Instant::now());
+            }
+        }
+        if let Some(at) = seen_exit {
+            let quiet = server.live_images() == 0 && output_open == 0;
+            if quiet || at.elapsed() >= o.linger {
+                break;
+            }
+        }
+        if moved == 0 {
+            server.wait(1);
+        }
+    }
+    // Output lines that are still buffered in the channel.
+    server.round(&rx, &mut output_open);
+    server.abandon_remaining();
+    let status =
+        status.ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
+    let events: u64 = server.summaries.iter().map(|p| p.events).sum();
+    let trailer = Trailer {
+        exit: describe_status(&status),
+        events,
+        end_unix_ns: unix_ns(),
+    };
+    let bytes = server.finish(&trailer);
+    Ok(RecordSummary {
+        status,
+        processes: std::mem::take(&mut server.summaries),
+        events,
+        output_markers: server.markers,
+        bytes,
+        warnings: std::mem::take(&mut server.warnings),
+    })
+}
+
+/// The shim first, so its malloc is found first and forwards to the next one in the chain.
+fn preload_with_shim(shim: &std::path::Path, rest: Option<OsString>) -> OsString {
+    let mut v = OsString::from(shim.as_os_str());
+    if let Some(rest) = rest.filter(|r| !r.is_empty()) {
+        v.push(":");
+        v.push(rest);
+    }
+    v
+}
+
+/// Copies a pipe to our own stream byte for byte, line by line, and reports matching lines.
+fn forward_lines<R: Read + Send + 'static, W: Write + Send + 'static>(
+    from: R,
+    mut to: W,
+    re: regex::Regex,
+    tx: Sender<Input>,
+) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::with_capacity(1 << 16, from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let text = String::from_utf8_lossy(&line);
+            if let Some(caps) = re.captures(text.trim_end_matches(['\n', '\r'])) {
+                let label = caps
+                    .get(1)
+                    .or_else(|| caps.get(0))
+                    .map_or("", |m| m.as_str())
+                    .to_string();
+                let _ = tx.send(Input::OutputMarker(label));
+            }
+            // Output is passed on even when nobody reads ours any more (broken pipe ignored).
+            let _ = to.write_all(&line).and_then(|_| to.flush());
+        }
+        let _ = tx.send(Input::OutputClosed);
+    });
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// "exit 3" or "signal 9 (SIGKILL)".
+pub fn describe_status(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s} ({})", sys::signal_name(s)),
+        _ => "unknown".into(),
+    }
+}

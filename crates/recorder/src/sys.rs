@@ -1,0 +1,286 @@
+//! The few system calls std does not offer: SOCK_SEQPACKET sockets, SCM_RIGHTS, shared mappings.
+//! Every unsafe block of the crate lives here.
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::other(format!(
+            "socket path '{}' is longer than {} bytes: set TMPDIR to a shorter directory",
+            path.display(),
+            addr.sun_path.len() - 1
+        )));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok((
+        addr,
+        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+    ))
+}
+
+/// A non-blocking, close-on-exec AF_UNIX SOCK_SEQPACKET listener.
+pub fn listen_seqpacket(path: &Path) -> io::Result<OwnedFd> {
+    let (addr, len) = sockaddr(path)?;
+    // SAFETY: plain socket calls on a descriptor we own; addr outlives the calls.
+    unsafe {
+        let fd = check(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        ))?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        check(libc::bind(
+            fd.as_raw_fd(),
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        ))?;
+        check(libc::listen(fd.as_raw_fd(), 512))?;
+        Ok(fd)
+    }
+}
+
+/// Accepts one pending connection (non-blocking), `None` when there is none.
+pub fn accept(listener: &OwnedFd) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: accept4 with null address is valid; the result is a fresh descriptor we own.
+    let rc = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: rc is a valid descriptor returned by accept4.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(rc) }))
+}
+
+/// What one non-blocking receive produced.
+pub enum Received {
+    Message { len: usize, fd: Option<OwnedFd> },
+    WouldBlock,
+    Closed,
+}
+
+/// Receives one message into `buf`, with at most one passed descriptor.
+pub fn recv_message(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Received> {
+    let mut control = [0u64; 8]; // aligned room for one SCM_RIGHTS descriptor
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; the pointers stay valid for the call; we only read the
+    // control message the kernel wrote, within control's size.
+    unsafe {
+        let mut mh: libc::msghdr = std::mem::zeroed();
+        mh.msg_iov = &mut iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control.as_mut_ptr().cast();
+        mh.msg_controllen = std::mem::size_of_val(&control) as _;
+        let n = libc::recvmsg(
+            sock.as_raw_fd(),
+            &mut mh,
+            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+        );
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(Received::WouldBlock),
+                io::ErrorKind::ConnectionReset => Ok(Received::Closed),
+                _ => Err(e),
+            };
+        }
+        if n == 0 {
+            return Ok(Received::Closed);
+        }
+        let mut fd = None;
+        let mut c = libc::CMSG_FIRSTHDR(&mh);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(c) as *const RawFd;
+                for i in 0..count {
+                    let raw = std::ptr::read_unaligned(data.add(i));
+                    let owned = OwnedFd::from_raw_fd(raw);
+                    if fd.is_none() {
+                        fd = Some(owned); // extra descriptors are closed on drop
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&mh, c);
+        }
+        if mh.msg_flags & libc::MSG_TRUNC != 0 {
+            return Ok(Received::Message { len: 0, fd });
+        }
+        Ok(Received::Message {
+            len: n as usize,
+            fd,
+        })
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passed.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: p is a valid array of pollfd for the duration of the call.
+    unsafe {
+        libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms);
+    }
+}
+
+/// A shared mapping of a descriptor handed over by the shim.
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; access goes through atomics and volatile reads.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    pub fn map(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
+        // SAFETY: mapping a descriptor we own; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// The 8-aligned u64 at `offset`, used atomically with the other process.
+    pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset + 8 <= self.len && offset & 7 == 0,
+            "atomic outside the mapping"
+        );
+        // SAFETY: in bounds and aligned (mappings are page-aligned); lives as long as &self.
+        unsafe { &*(self.ptr.add(offset) as *const AtomicU64) }
+    }
+
+    /// Copies four u64 at `offset` (a record the producer published before we read `head`).
+    #[inline]
+    pub fn read_record(&self, offset: usize) -> [u64; 4] {
+        assert!(offset + 32 <= self.len);
+        // SAFETY: in bounds; volatile because another process writes the memory.
+        unsafe { std::ptr::read_volatile(self.ptr.add(offset) as *const [u64; 4]) }
+    }
+
+    /// Size of the file behind `fd`.
+    pub fn fd_size(fd: &OwnedFd) -> io::Result<u64> {
+        // SAFETY: fstat on a descriptor we own into a zeroed stat buffer.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+            Ok(st.st_size as u64)
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what mmap returned.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock the shim stamps with).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Host name for the trace header.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Name of a signal ("SIGKILL").
+pub fn signal_name(sig: i32) -> String {
+    // SAFETY: strsignal returns a pointer to a static or thread-local string.
+    let s = unsafe { libc::strsignal(sig) };
+    let desc = if s.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null NUL-terminated string from libc.
+        unsafe { std::ffi::CStr::from_ptr(s) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let abbrev = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => "",
+    };
+    match (abbrev, desc.is_empty()) {
+        ("", true) => format!("signal {sig}"),
+        ("", false) => desc,
+        (a, _) => a.to_string(),
+    }
+}

@@ -1,0 +1,212 @@
+//! Shared by the recorder's integration tests: builds the test programs once, records them and
+//! reads the trace back.
+#![allow(dead_code)]
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceReader};
+
+pub struct Programs {
+    pub dir: tempfile::TempDir,
+    pub traced: PathBuf,
+    pub plugin: PathBuf,
+    pub newdelete: PathBuf,
+}
+
+fn compile(compiler: &str, args: &[&str]) {
+    let status = Command::new(compiler)
+        .args(args)
+        .status()
+        .expect("run the C compiler");
+    assert!(status.success(), "{compiler} {args:?} failed");
+}
+
+pub fn programs() -> &'static Programs {
+    static P: OnceLock<Programs> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs");
+        let out = |n: &str| dir.path().join(n);
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        compile(
+            "cc",
+            &[
+                "-O1",
+                "-pthread",
+                "-o",
+                &s(&out("traced")),
+                &s(&src.join("traced.c")),
+                "-ldl",
+            ],
+        );
+        compile(
+            "cc",
+            &[
+                "-O1",
+                "-shared",
+                "-fPIC",
+                "-o",
+                &s(&out("plugin.so")),
+                &s(&src.join("plugin.c")),
+            ],
+        );
+        compile(
+            "c++",
+            &[
+                "-O0",
+                "-o",
+                &s(&out("newdelete")),
+                &s(&src.join("newdelete.cpp")),
+            ],
+        );
+        Programs {
+            traced: out("traced"),
+            plugin: out("plugin.so"),
+            newdelete: out("newdelete"),
+            dir,
+        }
+    })
+}
+
+/// One process image read back from a trace.
+pub struct Image {
+    pub info: ProcessInfo,
+    pub end: Option<EndReason>,
+    pub records: Vec<Record>,
+}
+
+impl Image {
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        self.records.iter().filter_map(|r| {
+            if let Record::Event(e) = r {
+                Some(e)
+            } else {
+                None
+            }
+        })
+    }
+
+    pub fn markers(&self) -> Vec<&Marker> {
+        self.records
+            .iter()
+            .filter_map(|r| {
+                if let Record::Marker(m) = r {
+                    Some(m)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Allocations of exactly `size` bytes by `op`.
+    pub fn count(&self, op: Op, size: u64) -> usize {
+        self.events()
+            .filter(|e| e.op == op && e.size == size)
+            .count()
+    }
+
+    /// Frees of blocks that were allocated with `size` bytes in this image.
+    pub fn frees_of(&self, size: u64) -> usize {
+        let mut live: HashMap<u64, u64> = HashMap::new();
+        let mut n = 0;
+        for e in self.events() {
+            if e.op.is_free() {
+                if live.remove(&e.addr) == Some(size) {
+                    n += 1;
+                }
+            } else {
+                if e.op.is_realloc() {
+                    live.remove(&e.old_addr);
+                }
+                if e.addr != 0 {
+                    live.insert(e.addr, e.size);
+                }
+            }
+        }
+        n
+    }
+}
+
+pub fn read_trace(path: &Path) -> Vec<Image> {
+    let mut reader = TraceReader::open(path).unwrap();
+    assert!(reader.damage().is_none(), "{:?}", reader.damage());
+    let mut out = Vec::new();
+    for s in 0..reader.streams().len() {
+        let stream = reader.streams()[s].clone();
+        let records = reader
+            .records(s)
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        assert_eq!(records.len() as u64, stream.records);
+        out.push(Image {
+            info: stream.info,
+            end: stream.end,
+            records,
+        });
+    }
+    out
+}
+
+pub fn record(
+    args: &[&str],
+    configure: impl FnOnce(&mut recorder::RecordOptions),
+) -> (recorder::RecordSummary, Vec<Image>) {
+    let out = programs().dir.path().join(format!(
+        "t-{}.alt",
+        std::process::id() as u64 * 1000 + next_id()
+    ));
+    let mut command: Vec<OsString> = vec![programs().traced.clone().into()];
+    command.extend(args.iter().map(OsString::from));
+    let mut o = recorder::RecordOptions::new(command, out.clone());
+    o.linger = std::time::Duration::from_secs(5);
+    configure(&mut o);
+    let summary = recorder::record(&o).unwrap();
+    let images = read_trace(&out);
+    (summary, images)
+}
+
+fn next_id() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Invariants every recorded stream keeps: seqs strictly increase, and no address is handed out
+/// again while the trace still has it live (a free recorded after the reuse would break the
+/// causal order). Checked for the test programs' own blocks (sizes 1000..3000).
+pub fn check_order(img: &Image) {
+    let mut last: Option<u64> = None;
+    let mut live: HashMap<u64, u64> = HashMap::new();
+    for e in img.events() {
+        assert!(
+            last.is_none_or(|l| e.seq > l),
+            "seq {} after {:?} in pid {}",
+            e.seq,
+            last,
+            img.info.pid
+        );
+        last = Some(e.seq);
+        if e.op.is_free() {
+            live.remove(&e.addr);
+            continue;
+        }
+        if e.op.is_realloc() {
+            live.remove(&e.old_addr);
+        }
+        if e.addr != 0 {
+            if let Some(size) = live.insert(e.addr, e.size) {
+                assert!(
+                    !(1000..3000).contains(&size),
+                    "pid {}: {:#x} ({size} bytes) reused at seq {} before its free",
+                    img.info.pid,
+                    e.addr,
+                    e.seq
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+/* A program whose allocator calls are known: each mode allocates blocks of a distinctive size a
+ * given number of times, so a test can count them in the trace independently of libc's own calls.
+ * Usage: traced MODE COUNT [ARGS]. Prints "MODE done COUNT" on stdout. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+void alloclens_mark(const char *label) __attribute__((weak));
+
+static long count;
+/* Stores through a volatile sink keep the compiler from eliding allocation/free pairs. */
+static void *volatile sink;
+
+static void churn(size_t size, long n)
+{
+    for (long i = 0; i < n; i++) {
+        void *volatile p = malloc(size);
+        free(p);
+    }
+}
+
+static void *worker(void *arg)
+{
+    churn((size_t)(uintptr_t)arg, count);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    const char *mode = argv[1];
+    count = atol(argv[2]);
+    if (!strcmp(mode, "threads")) {
+        int n = argc > 3 ? atoi(argv[3]) : 4;
+        pthread_t t[64];
+        for (int i = 0; i < n; i++)
+            pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(2000 + i));
+        for (int i = 0; i < n; i++)
+            pthread_join(t[i], NULL);
+    } else if (!strcmp(mode, "ops")) {
+        for (long i = 0; i < count; i++) {
+            void *a = malloc(1101);
+            void *b = calloc(3, 367); /* 1101 bytes */
+            a = realloc(a, 1102);
+            b = reallocarray(b, 2, 551); /* 1102 */
+            void *c = NULL;
+            if (posix_memalign(&c, 64, 1103) != 0)
+                return 3;
+            void *d = aligned_alloc(64, 1104);
+            void *e = memalign(64, 1105);
+            void *f = valloc(1106);
+            void *g = pvalloc(1107);
+            sink = a; sink = b; sink = c; sink = d; sink = e; sink = f; sink = g;
+            free(a); free(b); free(c); free(d); free(e); free(f); free(g);
+        }
+    } else if (!strcmp(mode, "fork")) {
+        churn(1201, count);
+        pid_t pid = fork();
+        if (pid == 0) {
+            churn(1202, count);
+            exit(0);
+        }
+        churn(1203, count);
+        int st;
+        waitpid(pid, &st, 0);
+    } else if (!strcmp(mode, "forkexec") || !strcmp(mode, "spawn")) {
+        churn(1301, count);
+        char *args[] = {argv[0], "leaf", argv[2], NULL};
+        pid_t pid;
+        if (!strcmp(mode, "spawn")) {
+            if (posix_spawn(&pid, argv[0], NULL, NULL, args, environ) != 0)
+                return 4;
+        } else if ((pid = fork()) == 0) {
+            churn(1302, count);
+            execv(argv[0], args);
+            _exit(127);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 5;
+    } else if (!strcmp(mode, "leaf")) {
+        churn(1401, count);
+    } else if (!strcmp(mode, "quickexit")) {
+        churn(1501, count);
+        printf("%s done %ld\n", mode, count);
+        fflush(stdout);
+        _exit(7);
+    } else if (!strcmp(mode, "sigkill")) {
+        churn(1601, count);
+        printf("%s done %ld\n", mode, count);
+        fflush(stdout);
+        raise(SIGKILL);
+    } else if (!strcmp(mode, "mark")) {
+        if (alloclens_mark)
+            alloclens_mark("first");
+        churn(1701, count);
+        if (alloclens_mark)
+            alloclens_mark("second");
+        churn(1702, count);
+        printf("phase third\n");
+        fflush(stdout);
+        usleep(100000);
+        churn(1703, count);
+    } else if (!strcmp(mode, "dlopen")) {
+        void *h = dlopen(argv[3], RTLD_NOW);
+        if (!h)
+            return 6;
+        void (*fn)(long) = (void (*)(long))dlsym(h, "plugin_churn");
+        if (!fn)
+            return 7;
+        fn(count);
+    } else if (!strcmp(mode, "exitcode")) {
+        churn(1801, count);
+        return 42;
+    } else {
+        return 2;
+    }
+    printf("%s done %ld\n", mode, count);
+    return 0;
+}

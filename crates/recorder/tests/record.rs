@@ -1,0 +1,281 @@
+//! Records real programs through the library and checks the trace against what they did.
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+
+use common::{check_order, programs, record};
+use trace::{EndReason, Op};
+
+const N: u64 = 5000;
+
+#[test]
+fn threads_each_get_their_events_and_their_tid() {
+    let (summary, images) = record(&["threads", "20000", "4"], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(images.len(), 1);
+    let img = &images[0];
+    check_order(img);
+    let mut tids = std::collections::HashSet::new();
+    for t in 0..4u64 {
+        let size = 2000 + t;
+        assert_eq!(img.count(Op::Malloc, size), 20000, "thread {t}");
+        assert_eq!(img.frees_of(size), 20000, "thread {t}");
+        let tid: std::collections::HashSet<u32> = img
+            .events()
+            .filter(|e| e.size == size)
+            .map(|e| e.tid)
+            .collect();
+        assert_eq!(tid.len(), 1, "one thread allocates size {size}");
+        tids.extend(tid);
+    }
+    assert_eq!(tids.len(), 4, "four distinct threads");
+    assert!(
+        !tids.contains(&img.info.pid),
+        "workers are not the main thread"
+    );
+    assert_eq!(img.end, Some(EndReason::Exit));
+    assert!(!img.info.truncated);
+    // Times are monotonic in seq order and within the process life.
+    let times: Vec<u64> = img.events().map(|e| e.t_ns).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(summary.events, img.events().count() as u64);
+}
+
+#[test]
+fn every_entry_point_is_recorded_with_its_size() {
+    let (_, images) = record(&["ops", &N.to_string()], |_| {});
+    let img = &images[0];
+    check_order(img);
+    let n = N as usize;
+    for (op, size) in [
+        (Op::Malloc, 1101),
+        (Op::Calloc, 1101),
+        (Op::Realloc, 1102),
+        (Op::Reallocarray, 1102),
+        (Op::PosixMemalign, 1103),
+        (Op::AlignedAlloc, 1104),
+        (Op::Memalign, 1105),
+        (Op::Valloc, 1106),
+        (Op::Pvalloc, 1107),
+    ] {
+        assert_eq!(img.count(op, size), n, "{op:?} of {size} bytes");
+    }
+    for size in [1102, 1103, 1104, 1105, 1106, 1107] {
+        assert_eq!(
+            img.frees_of(size),
+            if size == 1102 { 2 * n } else { n },
+            "frees of {size}"
+        );
+    }
+    // A realloc carries the pointer it was given.
+    let mallocs: std::collections::HashSet<u64> = img
+        .events()
+        .filter(|e| e.op == Op::Malloc && e.size == 1101)
+        .map(|e| e.addr)
+        .collect();
+    assert!(img
+        .events()
+        .filter(|e| e.op == Op::Realloc && e.size == 1102)
+        .all(|e| mallocs.contains(&e.old_addr)));
+}
+
+#[test]
+fn fork_without_exec_gets_its_own_stream() {
+    let (summary, images) = record(&["fork", &N.to_string()], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(images.len(), 2, "parent and child");
+    let (parent, child) = (&images[0], &images[1]);
+    assert_eq!(child.info.ppid, parent.info.pid);
+    assert_ne!(child.info.pid, parent.info.pid);
+    assert_eq!(child.info.exec_index, 0);
+    assert_eq!(child.info.cmdline, parent.info.cmdline);
+    let n = N as usize;
+    assert_eq!(parent.count(Op::Malloc, 1201), n);
+    assert_eq!(parent.count(Op::Malloc, 1203), n);
+    assert_eq!(parent.count(Op::Malloc, 1202), 0);
+    assert_eq!(child.count(Op::Malloc, 1202), n);
+    assert_eq!(
+        child.count(Op::Malloc, 1201),
+        0,
+        "the child stream starts at fork"
+    );
+    assert_eq!(child.count(Op::Malloc, 1203), 0);
+    for img in &images {
+        check_order(img);
+        assert_eq!(img.end, Some(EndReason::Exit));
+    }
+}
+
+#[test]
+fn fork_then_exec_is_two_images_of_the_child() {
+    let (summary, images) = record(&["forkexec", &N.to_string()], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(
+        images.len(),
+        3,
+        "{:?}",
+        images.iter().map(|i| &i.info).collect::<Vec<_>>()
+    );
+    let parent = &images[0];
+    let forked = images
+        .iter()
+        .find(|i| i.info.ppid == parent.info.pid && i.info.exec_index == 0)
+        .unwrap();
+    let execd = images.iter().find(|i| i.info.exec_index == 1).unwrap();
+    assert_eq!(execd.info.pid, forked.info.pid);
+    assert_eq!(execd.info.cmdline[1..], ["leaf".to_string(), N.to_string()]);
+    assert_eq!(forked.end, Some(EndReason::Exec));
+    assert_eq!(execd.end, Some(EndReason::Exit));
+    let n = N as usize;
+    assert_eq!(parent.count(Op::Malloc, 1301), n);
+    assert_eq!(forked.count(Op::Malloc, 1302), n);
+    assert_eq!(execd.count(Op::Malloc, 1401), n);
+    assert_eq!(execd.count(Op::Malloc, 1302), 0);
+}
+
+#[test]
+fn posix_spawn_child_is_followed() {
+    let (summary, images) = record(&["spawn", &N.to_string()], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(images.len(), 2);
+    let (parent, child) = (&images[0], &images[1]);
+    assert_eq!(child.info.ppid, parent.info.pid);
+    assert_eq!(child.info.exec_index, 0);
+    assert_eq!(child.info.cmdline[1], "leaf");
+    assert_eq!(parent.count(Op::Malloc, 1301), N as usize);
+    assert_eq!(child.count(Op::Malloc, 1401), N as usize);
+    assert_eq!(
+        parent.count(Op::Malloc, 1401),
+        0,
+        "the vfork child's image is not the parent's"
+    );
+}
+
+#[test]
+fn quick_exit_is_a_clean_end_and_keeps_the_exit_code() {
+    let (summary, images) = record(&["quickexit", &N.to_string()], |_| {});
+    assert_eq!(summary.status.code(), Some(7));
+    assert_eq!(images[0].end, Some(EndReason::QuickExit));
+    assert!(!images[0].info.truncated);
+    assert_eq!(images[0].count(Op::Malloc, 1501), N as usize);
+}
+
+#[test]
+fn sigkill_keeps_what_was_written_and_says_truncated() {
+    let (summary, images) = record(&["sigkill", &N.to_string()], |_| {});
+    assert_eq!(summary.status.signal(), Some(libc::SIGKILL));
+    assert_eq!(images[0].end, Some(EndReason::Lost));
+    assert!(images[0].info.truncated);
+    // Rings live in shared memory: nothing published before the kill is lost.
+    assert_eq!(images[0].count(Op::Malloc, 1601), N as usize);
+}
+
+#[test]
+fn markers_from_the_program_and_from_its_output() {
+    let (summary, images) = record(&["mark", "1000"], |o| {
+        o.marker = Some(regex::Regex::new(r"^phase (\w+)").unwrap())
+    });
+    assert_eq!(summary.output_markers, 1);
+    let img = &images[0];
+    let labels: Vec<&str> = img.markers().iter().map(|m| m.label.as_str()).collect();
+    assert_eq!(labels, ["first", "second", "third"]);
+    // Each marker comes before the events of its phase and after those of the previous one.
+    let position =
+        |pred: &dyn Fn(&trace::Record) -> bool| img.records.iter().position(pred).unwrap();
+    let marker_at = |l: &str| position(&|r| matches!(r, trace::Record::Marker(m) if m.label == l));
+    let first_of =
+        |size: u64| position(&|r| matches!(r, trace::Record::Event(e) if e.size == size));
+    let last_of = |size: u64| {
+        img.records
+            .iter()
+            .rposition(|r| matches!(r, trace::Record::Event(e) if e.size == size))
+            .unwrap()
+    };
+    assert!(marker_at("first") < first_of(1701));
+    assert!(last_of(1701) < marker_at("second") && marker_at("second") < first_of(1702));
+    assert!(last_of(1702) < marker_at("third") && marker_at("third") < first_of(1703));
+    assert_ne!(
+        img.markers()[0].tid,
+        0,
+        "alloclens_mark records the calling thread"
+    );
+}
+
+#[test]
+fn dlopened_library_calls_are_traced() {
+    let plugin = programs().plugin.to_str().unwrap().to_string();
+    let (summary, images) = record(&["dlopen", &N.to_string(), &plugin], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(images[0].count(Op::Malloc, 1901), N as usize);
+    assert_eq!(images[0].frees_of(1901), N as usize);
+}
+
+#[test]
+fn cpp_new_and_delete_are_traced() {
+    let out = programs().dir.path().join("cpp.alt");
+    let o = recorder::RecordOptions::new(
+        vec![programs().newdelete.clone().into(), "3000".into()],
+        out.clone(),
+    );
+    let summary = recorder::record(&o).unwrap();
+    assert!(summary.status.success());
+    let images = common::read_trace(&out);
+    assert_eq!(images[0].count(Op::Malloc, 2101), 3000);
+    assert_eq!(images[0].count(Op::Malloc, 2102), 3000);
+    assert_eq!(images[0].frees_of(2101), 3000);
+}
+
+#[test]
+fn runs_on_top_of_another_allocator() {
+    let lib = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    if !std::path::Path::new(lib).exists() {
+        eprintln!("skipped: {lib} not installed");
+        return;
+    }
+    let (summary, images) = record(&["threads", "3000", "2"], |o| {
+        o.env = vec![("LD_PRELOAD".into(), lib.into())]
+    });
+    assert!(summary.status.success());
+    assert_eq!(images[0].count(Op::Malloc, 2000), 3000);
+    assert_eq!(images[0].count(Op::Malloc, 2001), 3000);
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    assert!(
+        !maps.contains("libjemalloc"),
+        "the allocator is loaded in the child only"
+    );
+}
+
+#[test]
+fn python_with_pythonmalloc_malloc() {
+    let out = programs().dir.path().join("py.alt");
+    let script = "x = [bytearray(3000) for _ in range(777)]\nprint(len(x))";
+    let mut o = recorder::RecordOptions::new(
+        vec![python3().into(), "-c".into(), script.into()],
+        out.clone(),
+    );
+    o.env = vec![("PYTHONMALLOC".into(), "malloc".into())];
+    let summary = recorder::record(&o).unwrap();
+    assert!(summary.status.success());
+    let images = common::read_trace(&out);
+    let main = images
+        .iter()
+        .find(|i| i.info.cmdline.iter().any(|a| a == "-c"))
+        .unwrap();
+    // bytearray(3000) asks for 3001 bytes (room for a trailing NUL), through realloc(NULL, n).
+    assert_eq!(main.count(Op::Realloc, 3001), 777);
+    assert!(
+        main.events().count() > 10_000,
+        "the interpreter's own calls are traced too"
+    );
+    check_order(main);
+}
+
+/// The real interpreter (not a pyenv shim script).
+fn python3() -> String {
+    for p in ["/usr/bin/python3", "/usr/local/bin/python3"] {
+        if std::path::Path::new(p).exists() {
+            return p.into();
+        }
+    }
+    "python3".into()
+}

@@ -1,0 +1,112 @@
+//! The shim under the sanitizers. Its own test binary: it sets ALLOCLENS_SHIM for the process.
+//!
+//! - AddressSanitizer: the test program is built with ASan+UBSan and traced with the normal shim
+//!   preloaded in front of ASan's allocator, so every pointer the shim hands back or forwards is
+//!   checked (no arena pointer leaking into the real free, no double free, no overflow).
+//! - UBSan: the shim itself is built with -fsanitize=undefined and no recovery, so undefined
+//!   behaviour in the hot path aborts the traced program.
+//!
+//! Building the shim itself with ASan does not work as a preload: ASan's own start-up calls dlsym,
+//! which allocates, which enters the instrumented shim before ASan's shadow memory exists.
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use trace::Op;
+
+fn cc(args: &[&str]) {
+    let ok = Command::new("cc").args(args).status().unwrap();
+    assert!(ok.success(), "cc {args:?}");
+}
+
+#[test]
+fn shim_runs_clean_under_asan_and_ubsan() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let prog = root.join("tests/progs/traced.c");
+    let shim = root.join("../../shim");
+    let src = |f: &str| shim.join(f).to_str().unwrap().to_string();
+
+    cc(&[
+        "-fsanitize=address,undefined",
+        "-fno-sanitize-recover=all",
+        "-g",
+        "-O1",
+        "-pthread",
+        "-o",
+        &d("traced_asan"),
+        prog.to_str().unwrap(),
+        "-ldl",
+    ]);
+    let mut ubsan_shim = vec![
+        "-fsanitize=undefined",
+        "-fno-sanitize-recover=all",
+        "-g",
+        "-O1",
+        "-std=gnu11",
+        "-fPIC",
+    ];
+    ubsan_shim.extend(["-fvisibility=hidden", "-ftls-model=initial-exec", "-shared"]);
+    let map = format!("-Wl,--version-script={}", src("exports.map"));
+    let out = d("shim_ubsan.so");
+    let sources = [
+        src("bootstrap.c"),
+        src("buffer.c"),
+        src("hooks.c"),
+        src("transport.c"),
+    ];
+    let mut args: Vec<&str> = ubsan_shim.clone();
+    args.extend([map.as_str(), "-o", out.as_str()]);
+    args.extend(sources.iter().map(String::as_str));
+    args.extend(["-ldl", "-lpthread"]);
+    cc(&args);
+
+    // ASan program, normal shim.
+    for mode in [["threads", "20000", "4"], ["fork", "3000", ""]] {
+        let trace = dir.path().join(format!("asan-{}.alt", mode[0]));
+        let mut command = vec![d("traced_asan").into(), mode[0].into(), mode[1].into()];
+        if !mode[2].is_empty() {
+            command.push(mode[2].into());
+        }
+        let mut o = recorder::RecordOptions::new(command, trace.clone());
+        o.env = vec![(
+            "ASAN_OPTIONS".into(),
+            "verify_asan_link_order=0:detect_leaks=0:abort_on_error=0".into(),
+        )];
+        let summary = recorder::record(&o).unwrap();
+        assert!(
+            summary.status.success(),
+            "ASan reported an error in mode {}: {:?}",
+            mode[0],
+            summary.status
+        );
+        let images = common::read_trace(&trace);
+        if mode[0] == "threads" {
+            assert_eq!(images[0].count(Op::Malloc, 2003), 20000);
+        } else {
+            assert_eq!(images.len(), 2);
+            assert_eq!(images[1].count(Op::Malloc, 1202), 3000);
+        }
+    }
+
+    // UBSan shim, normal program (threads, fork, markers).
+    std::env::set_var(recorder::ENV_SHIM_OVERRIDE, &out);
+    let plain = common::programs().traced.clone();
+    for mode in ["threads", "fork", "mark", "ops"] {
+        let trace = dir.path().join(format!("ubsan-{mode}.alt"));
+        let o = recorder::RecordOptions::new(
+            vec![plain.clone().into(), mode.into(), "3000".into()],
+            trace.clone(),
+        );
+        let summary = recorder::record(&o).unwrap();
+        assert!(
+            summary.status.success(),
+            "UBSan stopped mode {mode}: {:?}",
+            summary.status
+        );
+        assert!(common::read_trace(&trace)[0].events().count() >= 6000);
+    }
+    std::env::remove_var(recorder::ENV_SHIM_OVERRIDE);
+}

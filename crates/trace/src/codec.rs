@@ -1,0 +1,750 @@
+//! The events chunk codec: columnar, delta-coded records, then zstd.
+//!
+//! A chunk is decodable on its own: every reference (a free pointing at its allocation, a
+//! predicted address) stays inside the chunk, and the chunk carries the time anchors its events
+//! interpolate between. Layout and modes are specified in docs/trace-format.md.
+use std::collections::HashMap;
+
+use crate::event::{Event, Marker, Op, Record};
+use crate::varint::{self, Cursor};
+
+/// Op-byte tag of a marker (event ops use their `Op` tag, 1..=15).
+const TAG_MARKER: u8 = 0;
+const TAG_MASK: u8 = 0x0f;
+
+// Address modes of a new block (allocations, realloc's result): bits 4-5.
+const NEW_EXPLICIT: u8 = 0;
+const NEW_NULL: u8 = 1;
+const NEW_PREDICTED: u8 = 2;
+const NEW_SAME_AS_OLD: u8 = 3;
+// Address modes of a released block (frees, realloc's argument): bits 4-5 for frees, 6-7 for realloc.
+const OLD_EXPLICIT: u8 = 0;
+const OLD_NULL: u8 = 1;
+const OLD_BACKREF: u8 = 2;
+// Frees: bit 6 set when a size was given (free_sized and the like).
+const FREE_HAS_SIZE: u8 = 0x40;
+
+const TABLE_BITS: u32 = 16;
+const PREDICT_DEPTH: usize = 8;
+const CLASSES: usize = 140;
+
+/// What kind of address fields an op has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Alloc,
+    Free,
+    Realloc,
+}
+
+fn shape(op: Op) -> Shape {
+    if op.is_free() {
+        Shape::Free
+    } else if op.is_realloc() {
+        Shape::Realloc
+    } else {
+        Shape::Alloc
+    }
+}
+
+/// glibc-like size classes: 16-byte steps up to 1 KiB, then powers of two.
+#[inline]
+fn size_class(size: u64) -> usize {
+    if size <= 1032 {
+        (size + 8).div_ceil(16) as usize
+    } else {
+        66 + (64 - size.leading_zeros()) as usize
+    }
+}
+
+/// Guesses the address of the next allocation of a size class: allocators hand back the most
+/// recently freed block of the class first (glibc's tcache, most free lists). Encoder and decoder
+/// run the same predictor over the same events, so a hit costs no bytes.
+struct Predictor {
+    stacks: Vec<[u64; PREDICT_DEPTH]>,
+    depth: Vec<u8>,
+}
+
+impl Predictor {
+    fn new() -> Self {
+        Predictor {
+            stacks: vec![[0; PREDICT_DEPTH]; CLASSES],
+            depth: vec![0; CLASSES],
+        }
+    }
+
+    fn reset(&mut self) {
+        self.depth.iter_mut().for_each(|d| *d = 0);
+    }
+
+    #[inline]
+    fn freed(&mut self, addr: u64, size: u64) {
+        let c = size_class(size);
+        let d = self.depth[c] as usize;
+        let stack = &mut self.stacks[c];
+        if d == PREDICT_DEPTH {
+            stack.copy_within(1.., 0);
+            stack[PREDICT_DEPTH - 1] = addr;
+        } else {
+            stack[d] = addr;
+            self.depth[c] += 1;
+        }
+    }
+
+    #[inline]
+    fn guess(&self, size: u64) -> u64 {
+        let c = size_class(size);
+        match self.depth[c] {
+            0 => 0,
+            d => self.stacks[c][d as usize - 1],
+        }
+    }
+
+    /// After an allocation: the guess was used up if it was right.
+    #[inline]
+    fn allocated(&mut self, addr: u64, size: u64) {
+        let c = size_class(size);
+        let d = self.depth[c] as usize;
+        if d > 0 && self.stacks[c][d - 1] == addr {
+            self.depth[c] -= 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    addr: u64,
+    size: u64,
+    index: u32,
+    generation: u32,
+}
+
+/// An encoded events chunk, ready to be framed by the writer.
+#[derive(Debug, Clone)]
+pub struct EncodedChunk {
+    /// u32 little-endian raw length, then the zstd frame of the raw columns.
+    pub payload: Vec<u8>,
+    pub records: u32,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// Error when records are pushed out of order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record with seq {seq} pushed after seq {expected_at_least} was passed: records must come in seq order")]
+pub struct OrderError {
+    pub seq: u64,
+    pub expected_at_least: u64,
+}
+
+/// Builds one stream's events chunks. Feed records in seq order and time anchors (points where the
+/// stream's counter was seen at a known time), call `finish` when `len()` is big enough.
+pub struct ChunkEncoder {
+    first_seq: Option<u64>,
+    last_seq: u64,
+    expected: u64,
+    records: u32,
+    anchors: Vec<(u64, u64)>,
+    tids: Vec<u32>,
+    tid_index: HashMap<u32, u32>,
+    last_tid: (u32, u32),
+    ops: Vec<u8>,
+    gaps: Vec<u8>,
+    tid_col: Vec<u8>,
+    sizes: Vec<u8>,
+    addrs: Vec<u8>,
+    refs: Vec<u8>,
+    mark_times: Vec<u8>,
+    labels: Vec<u8>,
+    table: Vec<Slot>,
+    generation: u32,
+    /// Blocks produced (allocations and realloc results) in this chunk: back-references count
+    /// in producers, not records, which keeps them about half as large.
+    produced: u32,
+    predictor: Predictor,
+    base: u64,
+    level: i32,
+}
+
+impl Default for ChunkEncoder {
+    fn default() -> Self {
+        Self::new(3)
+    }
+}
+
+#[inline]
+fn slot_of(addr: u64) -> usize {
+    ((addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
+}
+
+impl ChunkEncoder {
+    /// `level`: zstd level (1 = fastest; 3 is a good default).
+    pub fn new(level: i32) -> Self {
+        ChunkEncoder {
+            first_seq: None,
+            last_seq: 0,
+            expected: 0,
+            records: 0,
+            anchors: Vec::new(),
+            tids: Vec::new(),
+            tid_index: HashMap::new(),
+            last_tid: (u32::MAX, 0),
+            ops: Vec::new(),
+            gaps: Vec::new(),
+            tid_col: Vec::new(),
+            sizes: Vec::new(),
+            addrs: Vec::new(),
+            refs: Vec::new(),
+            mark_times: Vec::new(),
+            labels: Vec::new(),
+            table: vec![Slot::default(); 1 << TABLE_BITS],
+            generation: 1,
+            produced: 0,
+            predictor: Predictor::new(),
+            base: 0,
+            level,
+        }
+    }
+
+    /// Records pushed since the last `finish`.
+    pub fn len(&self) -> usize {
+        self.records as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// The stream's counter was `seq` at `t_ns`: events with a lower seq happened before, events
+    /// from `seq` on after. Anchors must come in seq order (equal seqs allowed).
+    pub fn push_anchor(&mut self, seq: u64, t_ns: u64) {
+        if let Some(&(s, t)) = self.anchors.last() {
+            if seq < s || (seq == s && t_ns == t) {
+                return;
+            }
+            // Keep only the first and last anchor of a run with the same seq.
+            let n = self.anchors.len();
+            if seq == s && n >= 2 && self.anchors[n - 2].0 == seq {
+                self.anchors[n - 1] = (seq, t_ns);
+                return;
+            }
+        }
+        self.anchors.push((seq, t_ns));
+    }
+
+    fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
+        if self.first_seq.is_none() {
+            self.first_seq = Some(seq);
+            self.expected = seq;
+        }
+        if seq < self.expected {
+            return Err(OrderError {
+                seq,
+                expected_at_least: self.expected,
+            });
+        }
+        varint::put(&mut self.gaps, seq - self.expected);
+        self.last_seq = self.last_seq.max(seq);
+        let idx = if self.last_tid.0 == tid {
+            self.last_tid.1
+        } else {
+            let next = self.tids.len() as u32;
+            let idx = *self.tid_index.entry(tid).or_insert(next);
+            if idx == next {
+                self.tids.push(tid);
+            }
+            self.last_tid = (tid, idx);
+            idx
+        };
+        varint::put(&mut self.tid_col, u64::from(idx));
+        Ok(())
+    }
+
+    pub fn push_marker(&mut self, marker: &Marker) -> Result<(), OrderError> {
+        self.begin_record(marker.seq, marker.tid)?;
+        self.ops.push(TAG_MARKER);
+        varint::put(&mut self.mark_times, marker.t_ns);
+        varint::put(&mut self.labels, marker.label.len() as u64);
+        self.labels.extend_from_slice(marker.label.as_bytes());
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Pushes an event; its `t_ns` is ignored (times come from the anchors).
+    pub fn push_event(&mut self, e: &Event) -> Result<(), OrderError> {
+        self.begin_record(e.seq, e.tid)?;
+        self.expected = e.seq + 1;
+        let tag = e.op as u8;
+        let byte = match shape(e.op) {
+            Shape::Alloc => {
+                varint::put(&mut self.sizes, e.size);
+                let mode = self.encode_new(e.addr, e.size, 0);
+                self.produced(e.addr, e.size);
+                tag | mode << 4
+            }
+            Shape::Free => {
+                let mode = self.encode_old(e.addr);
+                let mut b = tag | mode << 4;
+                if e.size != 0 {
+                    b |= FREE_HAS_SIZE;
+                    varint::put(&mut self.sizes, e.size);
+                }
+                b
+            }
+            Shape::Realloc => {
+                varint::put(&mut self.sizes, e.size);
+                let old_mode = self.encode_old(e.old_addr);
+                let new_mode = self.encode_new(e.addr, e.size, e.old_addr);
+                self.produced(e.addr, e.size);
+                tag | new_mode << 4 | old_mode << 6
+            }
+        };
+        self.ops.push(byte);
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Encodes a released address; updates the predictor like the decoder will.
+    fn encode_old(&mut self, addr: u64) -> u8 {
+        if addr == 0 {
+            return OLD_NULL;
+        }
+        let slot = &mut self.table[slot_of(addr)];
+        let mode = if slot.generation == self.generation && slot.addr == addr {
+            varint::put(&mut self.refs, u64::from(self.produced - slot.index));
+            slot.generation = 0; // released: a second free of it is not a back-reference
+            let size = slot.size;
+            self.predictor.freed(addr, size);
+            OLD_BACKREF
+        } else {
+            varint::put(
+                &mut self.addrs,
+                varint::zigzag(addr.wrapping_sub(self.base) as i64),
+            );
+            OLD_EXPLICIT
+        };
+        self.base = addr;
+        mode
+    }
+
+    /// Encodes a new block's address. `old` is realloc's argument (0 otherwise).
+    fn encode_new(&mut self, addr: u64, size: u64, old: u64) -> u8 {
+        if addr == 0 {
+            return NEW_NULL;
+        }
+        let mode = if old != 0 && addr == old {
+            NEW_SAME_AS_OLD
+        } else if self.predictor.guess(size) == addr {
+            NEW_PREDICTED
+        } else {
+            varint::put(
+                &mut self.addrs,
+                varint::zigzag(addr.wrapping_sub(self.base) as i64),
+            );
+            NEW_EXPLICIT
+        };
+        self.predictor.allocated(addr, size);
+        self.base = addr;
+        mode
+    }
+
+    /// Every realloc and non-failed allocation is a producer, numbered in order.
+    fn produced(&mut self, addr: u64, size: u64) {
+        if addr != 0 {
+            self.table[slot_of(addr)] = Slot {
+                addr,
+                size,
+                index: self.produced,
+                generation: self.generation,
+            };
+            self.produced += 1;
+        }
+    }
+
+    /// Seals the chunk (`None` when empty) and resets for the next one.
+    pub fn finish(&mut self) -> std::io::Result<Option<EncodedChunk>> {
+        let Some(first_seq) = self.first_seq else {
+            return Ok(None);
+        };
+        let last_seq = self.last_seq;
+        // Anchors that bracket this chunk: the last at or before first_seq to the first after last_seq.
+        let lo = self
+            .anchors
+            .iter()
+            .rposition(|a| a.0 <= first_seq)
+            .unwrap_or(0);
+        let hi = self
+            .anchors
+            .iter()
+            .position(|a| a.0 > last_seq)
+            .map_or(self.anchors.len(), |i| i + 1);
+        let anchors = &self.anchors[lo..hi.max(lo)];
+
+        let mut raw = Vec::with_capacity(
+            64 + self.ops.len()
+                + self.sizes.len()
+                + self.addrs.len()
+                + self.refs.len()
+                + self.gaps.len(),
+        );
+        varint::put(&mut raw, first_seq);
+        varint::put(&mut raw, u64::from(self.records));
+        varint::put(&mut raw, self.tids.len() as u64);
+        for &t in &self.tids {
+            varint::put(&mut raw, u64::from(t));
+        }
+        varint::put(&mut raw, anchors.len() as u64);
+        let mut prev = (first_seq, 0u64);
+        for (i, &(s, t)) in anchors.iter().enumerate() {
+            if i == 0 {
+                varint::put(&mut raw, varint::zigzag(s.wrapping_sub(first_seq) as i64));
+                varint::put(&mut raw, t);
+            } else {
+                varint::put(&mut raw, s - prev.0);
+                varint::put(&mut raw, varint::zigzag(t.wrapping_sub(prev.1) as i64));
+            }
+            prev = (s, t);
+        }
+        let single_tid = self.tids.len() <= 1;
+        let tid_col: &[u8] = if single_tid { &[] } else { &self.tid_col };
+        for col in [
+            &self.ops[..],
+            &self.gaps,
+            tid_col,
+            &self.sizes,
+            &self.addrs,
+            &self.refs,
+            &self.mark_times,
+            &self.labels,
+        ] {
+            varint::put(&mut raw, col.len() as u64);
+            raw.extend_from_slice(col);
+        }
+        let mut payload = Vec::with_capacity(raw.len() / 3 + 16);
+        payload.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        let compressed = zstd::bulk::compress(&raw, self.level)?;
+        payload.extend_from_slice(&compressed);
+        let chunk = EncodedChunk {
+            payload,
+            records: self.records,
+            first_seq,
+            last_seq,
+        };
+
+        // Keep the anchors the next chunk may need (from the last one at or before last_seq + 1).
+        let keep = self
+            .anchors
+            .iter()
+            .rposition(|a| a.0 <= last_seq + 1)
+            .unwrap_or(0);
+        self.anchors.drain(..keep);
+        self.reset_columns();
+        Ok(Some(chunk))
+    }
+
+    fn reset_columns(&mut self) {
+        self.first_seq = None;
+        self.last_seq = 0;
+        self.records = 0;
+        self.tids.clear();
+        self.tid_index.clear();
+        self.last_tid = (u32::MAX, 0);
+        for col in [
+            &mut self.ops,
+            &mut self.gaps,
+            &mut self.tid_col,
+            &mut self.sizes,
+            &mut self.addrs,
+            &mut self.refs,
+            &mut self.mark_times,
+            &mut self.labels,
+        ] {
+            col.clear();
+        }
+        self.generation = self.generation.wrapping_add(1).max(1);
+        self.produced = 0;
+        self.predictor.reset();
+        self.base = 0;
+    }
+}
+
+/// Why a chunk could not be decoded (the reader adds file and chunk context).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn bad(what: &str) -> DecodeError {
+    DecodeError(what.to_string())
+}
+
+/// Decompresses and decodes one events chunk payload.
+pub fn decode_payload(payload: &[u8]) -> Result<Vec<Record>, DecodeError> {
+    if payload.len() < 4 {
+        return Err(bad("events payload too short"));
+    }
+    let (len, body) = payload.split_at(4);
+    let raw_len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+    if raw_len > crate::format::MAX_RAW_CHUNK {
+        return Err(DecodeError(format!(
+            "declared raw size {raw_len} is implausible"
+        )));
+    }
+    let raw = zstd::bulk::decompress(body, raw_len as usize)
+        .map_err(|e| DecodeError(format!("zstd: {e}")))?;
+    if raw.len() != raw_len as usize {
+        return Err(bad("decompressed size differs from the declared size"));
+    }
+    decode_raw(&raw)
+}
+
+fn decode_raw(raw: &[u8]) -> Result<Vec<Record>, DecodeError> {
+    let mut c = Cursor::new(raw);
+    let trunc = || bad("chunk header cut short");
+    let first_seq = c.varint().ok_or_else(trunc)?;
+    let n = c.varint().ok_or_else(trunc)?;
+    if n > u64::from(crate::format::MAX_RAW_CHUNK) {
+        return Err(bad("implausible record count"));
+    }
+    let n_tids = c.varint().ok_or_else(trunc)?;
+    if n_tids > n.max(1) {
+        return Err(bad("more threads than records"));
+    }
+    let mut tids = Vec::with_capacity(n_tids as usize);
+    for _ in 0..n_tids {
+        tids.push(
+            u32::try_from(c.varint().ok_or_else(trunc)?).map_err(|_| bad("thread id too large"))?,
+        );
+    }
+    let n_anchors = c.varint().ok_or_else(trunc)?;
+    if n_anchors > raw.len() as u64 {
+        return Err(bad("implausible anchor count"));
+    }
+    let mut anchors: Vec<(u64, u64)> = Vec::with_capacity(n_anchors as usize);
+    for i in 0..n_anchors {
+        let a = c.varint().ok_or_else(trunc)?;
+        let b = c.varint().ok_or_else(trunc)?;
+        if i == 0 {
+            anchors.push((first_seq.wrapping_add(varint::unzigzag(a) as u64), b));
+        } else {
+            let (s, t) = anchors[anchors.len() - 1];
+            let s2 = s
+                .checked_add(a)
+                .ok_or_else(|| bad("anchor seq overflows"))?;
+            anchors.push((s2, t.wrapping_add(varint::unzigzag(b) as u64)));
+        }
+    }
+    let mut column = || -> Result<Cursor<'_>, DecodeError> {
+        let len = c.varint().ok_or_else(trunc)?;
+        let bytes = c
+            .take(usize::try_from(len).map_err(|_| trunc())?)
+            .ok_or_else(trunc)?;
+        Ok(Cursor::new(bytes))
+    };
+    let mut ops = column()?;
+    let mut gaps = column()?;
+    let mut tid_col = column()?;
+    let mut sizes = column()?;
+    let mut addrs = column()?;
+    let mut refs = column()?;
+    let mut mark_times = column()?;
+    let mut labels = column()?;
+    let single_tid = tids.len() <= 1;
+    let default_tid = tids.first().copied().unwrap_or(0);
+
+    let short = |what: &str| DecodeError(format!("{what} column ends early"));
+    let mut out: Vec<Record> = Vec::with_capacity(n as usize);
+    let mut expected = first_seq;
+    let mut predictor = Predictor::new();
+    let mut base: u64 = 0;
+    let mut anchor_i: usize = 0;
+    // Record index of each producer (allocation or realloc with a non-null result), in order.
+    let mut producers: Vec<u32> = Vec::new();
+
+    for index in 0..n as usize {
+        let byte = ops.byte().ok_or_else(|| short("op"))?;
+        let gap = gaps.varint().ok_or_else(|| short("seq"))?;
+        let seq = expected
+            .checked_add(gap)
+            .ok_or_else(|| bad("seq overflows"))?;
+        let tid = if single_tid {
+            default_tid
+        } else {
+            let i = tid_col.varint().ok_or_else(|| short("thread"))?;
+            *tids
+                .get(i as usize)
+                .ok_or_else(|| bad("thread index out of range"))?
+        };
+        let tag = byte & TAG_MASK;
+        if tag == TAG_MARKER {
+            let t_ns = mark_times.varint().ok_or_else(|| short("marker time"))?;
+            let len = labels.varint().ok_or_else(|| short("label"))?;
+            let bytes = labels
+                .take(usize::try_from(len).map_err(|_| short("label"))?)
+                .ok_or_else(|| short("label"))?;
+            let label = String::from_utf8_lossy(bytes).into_owned();
+            out.push(Record::Marker(Marker {
+                seq,
+                t_ns,
+                tid,
+                label,
+            }));
+            continue;
+        }
+        let op = Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
+        expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
+        let (addr, size, old_addr) = match shape(op) {
+            Shape::Alloc => {
+                let size = sizes.varint().ok_or_else(|| short("size"))?;
+                let addr = decode_new(
+                    (byte >> 4) & 3,
+                    size,
+                    0,
+                    &mut addrs,
+                    &mut base,
+                    &mut predictor,
+                )?;
+                (addr, size, 0)
+            }
+            Shape::Free => {
+                let addr = decode_old(
+                    (byte >> 4) & 3,
+                    &producers,
+                    &out,
+                    &mut refs,
+                    &mut addrs,
+                    &mut base,
+                    &mut predictor,
+                )?;
+                let size = if byte & FREE_HAS_SIZE != 0 {
+                    sizes.varint().ok_or_else(|| short("size"))?
+                } else {
+                    0
+                };
+                (addr, size, 0)
+            }
+            Shape::Realloc => {
+                let size = sizes.varint().ok_or_else(|| short("size"))?;
+                let old = decode_old(
+                    byte >> 6,
+                    &producers,
+                    &out,
+                    &mut refs,
+                    &mut addrs,
+                    &mut base,
+                    &mut predictor,
+                )?;
+                let addr = decode_new(
+                    (byte >> 4) & 3,
+                    size,
+                    old,
+                    &mut addrs,
+                    &mut base,
+                    &mut predictor,
+                )?;
+                (addr, size, old)
+            }
+        };
+        // Time: linear interpolation by seq between the bracketing anchors.
+        while anchor_i + 1 < anchors.len() && anchors[anchor_i + 1].0 <= seq {
+            anchor_i += 1;
+        }
+        let t_ns = interpolate(&anchors, anchor_i, seq);
+        if addr != 0 && !op.is_free() {
+            producers.push(index as u32);
+        }
+        out.push(Record::Event(Event {
+            seq,
+            t_ns,
+            tid,
+            op,
+            addr,
+            size,
+            old_addr,
+        }));
+    }
+    Ok(out)
+}
+
+fn decode_old(
+    mode: u8,
+    producers: &[u32],
+    out: &[Record],
+    refs: &mut Cursor<'_>,
+    addrs: &mut Cursor<'_>,
+    base: &mut u64,
+    predictor: &mut Predictor,
+) -> Result<u64, DecodeError> {
+    let addr = match mode {
+        OLD_NULL => return Ok(0),
+        OLD_BACKREF => {
+            let d = refs
+                .varint()
+                .ok_or_else(|| bad("reference column ends early"))?;
+            let j = usize::try_from(d)
+                .ok()
+                .filter(|&d| d > 0)
+                .and_then(|d| producers.len().checked_sub(d))
+                .ok_or_else(|| bad("reference before the chunk"))?;
+            match out.get(producers[j] as usize) {
+                Some(Record::Event(p)) if p.addr != 0 && !p.op.is_free() => {
+                    predictor.freed(p.addr, p.size);
+                    p.addr
+                }
+                _ => return Err(bad("reference to a record that is not an allocation")),
+            }
+        }
+        OLD_EXPLICIT => {
+            let z = addrs
+                .varint()
+                .ok_or_else(|| bad("address column ends early"))?;
+            base.wrapping_add(varint::unzigzag(z) as u64)
+        }
+        _ => return Err(bad("unknown address mode")),
+    };
+    *base = addr;
+    Ok(addr)
+}
+
+fn decode_new(
+    mode: u8,
+    size: u64,
+    old: u64,
+    addrs: &mut Cursor<'_>,
+    base: &mut u64,
+    predictor: &mut Predictor,
+) -> Result<u64, DecodeError> {
+    let addr = match mode {
+        NEW_NULL => return Ok(0),
+        NEW_SAME_AS_OLD if old != 0 => old,
+        NEW_PREDICTED => match predictor.guess(size) {
+            0 => return Err(bad("predicted address without a prediction")),
+            a => a,
+        },
+        NEW_EXPLICIT => {
+            let z = addrs
+                .varint()
+                .ok_or_else(|| bad("address column ends early"))?;
+            base.wrapping_add(varint::unzigzag(z) as u64)
+        }
+        _ => return Err(bad("invalid address mode")),
+    };
+    predictor.allocated(addr, size);
+    *base = addr;
+    Ok(addr)
+}
+
+/// Time of `seq` given `anchors[i]`, the last anchor at or before it (clamped at both ends).
+fn interpolate(anchors: &[(u64, u64)], i: usize, seq: u64) -> u64 {
+    let Some(&(s0, t0)) = anchors.get(i) else {
+        return 0;
+    };
+    if seq < s0 {
+        return t0;
+    }
+    match anchors.get(i + 1) {
+        Some(&(s1, t1)) if s1 > s0 && t1 >= t0 => {
+            let span = u128::from(t1 - t0) * u128::from(seq - s0) / u128::from(s1 - s0);
+            t0 + span as u64
+        }
+        _ => t0,
+    }
+}

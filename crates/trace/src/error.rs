@@ -1,0 +1,88 @@
+//! Typed errors of the reader, with the file and the place in it.
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a trace cannot be read (or read further).
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read trace '{path}': {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("'{path}' is not an alloclens trace (wrong magic bytes)")]
+    NotATrace { path: PathBuf },
+    #[error(
+        "'{path}' is a trace of format version {found}, newer than this alloclens reads \
+         (version {supported}): upgrade alloclens"
+    )]
+    NewerVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("'{path}': the trace header is damaged: {what}")]
+    BadHeader { path: PathBuf, what: String },
+    #[error("'{path}': chunk {chunk} at byte {offset} is corrupt: {what}")]
+    CorruptChunk {
+        path: PathBuf,
+        chunk: u64,
+        offset: u64,
+        what: String,
+    },
+    #[error("'{path}': no process stream {stream} (the trace has {count})")]
+    NoSuchStream {
+        path: PathBuf,
+        stream: usize,
+        count: usize,
+    },
+}
+
+/// Where and why the scan of a file stopped before its end: everything before is readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub kind: DamageKind,
+    /// Byte offset of the first damaged chunk.
+    pub offset: u64,
+    /// Intact chunks before the damage.
+    pub chunks_recovered: u64,
+    /// Records (events and markers) in those chunks.
+    pub records_recovered: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DamageKind {
+    /// The file ends in the middle of a chunk.
+    Truncated,
+    /// The bytes at `offset` are not a valid chunk frame.
+    Corrupt(String),
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            DamageKind::Truncated => write!(f, "truncated after chunk {}", self.chunks_recovered)?,
+            DamageKind::Corrupt(what) => write!(
+                f,
+                "corrupt after chunk {} at byte {} ({what})",
+                self.chunks_recovered, self.offset
+            )?,
+        }
+        write!(
+            f,
+            " ({} records recovered)",
+            human_count(self.records_recovered)
+        )
+    }
+}
+
+/// 1234567 -> "1.2 M".
+pub fn human_count(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{:.1} k", n as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} M", n as f64 / 1e6),
+        _ => format!("{:.1} G", n as f64 / 1e9),
+    }
+}

@@ -1,0 +1,152 @@
+//! File-level constants and the small fixed structures: magic, version, header, chunk framing.
+//! Each is specified in docs/trace-format.md; all integers are little-endian.
+use serde::{Deserialize, Serialize};
+
+/// First 8 bytes of every trace file.
+pub const MAGIC: [u8; 8] = *b"\x89ALCTRC\n";
+/// Version of the format this crate writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes before the header JSON: magic, version, header length, header CRC32.
+pub const FILE_PREFIX_LEN: usize = 20;
+
+/// First 4 bytes of every chunk: lets a reader tell a chunk boundary from garbage.
+pub const CHUNK_SYNC: [u8; 4] = *b"ALCK";
+/// Chunk frame: sync, kind, flags, reserved u16, stream u32, payload length u32, records u32, crc u32.
+pub const CHUNK_FRAME_LEN: usize = 24;
+/// Largest payload a reader accepts; larger lengths are corruption.
+pub const MAX_PAYLOAD: u32 = 64 << 20;
+/// Largest decoded events chunk a reader accepts.
+pub const MAX_RAW_CHUNK: u32 = 256 << 20;
+/// Records per events chunk the recorder aims for (readers accept any count).
+pub const DEFAULT_CHUNK_RECORDS: usize = 1 << 18;
+
+/// Chunk kinds. Explicit tags, never reused. Readers skip kinds they do not know.
+pub mod kind {
+    /// A new process image: its stream id and `ProcessInfo`.
+    pub const PROCESS: u8 = 1;
+    /// A zstd-compressed block of one stream's records.
+    pub const EVENTS: u8 = 2;
+    /// The end of a stream and why it ended.
+    pub const END: u8 = 3;
+    /// A free-text warning from the recorder (UTF-8).
+    pub const NOTE: u8 = 4;
+    /// The last chunk of a finished recording (JSON `Trailer`).
+    pub const TRAILER: u8 = 5;
+}
+
+/// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TraceHeader {
+    /// The recorded command line.
+    pub command: Vec<String>,
+    /// Host name of the machine that recorded.
+    pub host: String,
+    /// Allocator spec the command ran with ("glibc" when none was preloaded).
+    pub allocator: String,
+    /// Wall-clock start of the recording, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// Version of alloclens that wrote the file.
+    pub writer: String,
+}
+
+/// Written last by a recording that finished (its absence means the recorder itself died).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Trailer {
+    /// How the recorded command ended: "exit 0", "signal 9 (SIGKILL)", ...
+    pub exit: String,
+    /// Total events written, all streams.
+    pub events: u64,
+    /// Wall-clock end of the recording, nanoseconds since the Unix epoch.
+    pub end_unix_ns: u64,
+}
+
+/// Why a process stream ended. Tags are part of the format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EndReason {
+    /// exit() or return from main: the shim's destructor said goodbye.
+    Exit = 1,
+    /// _exit() / _Exit(): deliberate, destructors skipped.
+    QuickExit = 2,
+    /// The image was replaced by exec(); the next image of the same pid continues.
+    Exec = 3,
+    /// The process vanished without a goodbye: killed by a signal, crashed, or exit_group(2).
+    Lost = 4,
+    /// The recorder stopped following it (command ended while it still ran, or tracing failed).
+    Abandoned = 5,
+}
+
+impl EndReason {
+    pub fn from_tag(tag: u8) -> Option<EndReason> {
+        [
+            Self::Exit,
+            Self::QuickExit,
+            Self::Exec,
+            Self::Lost,
+            Self::Abandoned,
+        ]
+        .into_iter()
+        .find(|r| *r as u8 == tag)
+    }
+
+    /// True when the stream holds everything the process did.
+    pub fn is_clean(self) -> bool {
+        matches!(self, Self::Exit | Self::QuickExit | Self::Exec)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Exit => "exited",
+            Self::QuickExit => "exited with _exit",
+            Self::Exec => "replaced by exec",
+            Self::Lost => "ended without a goodbye (killed or crashed)",
+            Self::Abandoned => "still running when the recording ended",
+        }
+    }
+}
+
+/// A chunk frame as read from the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub kind: u8,
+    pub stream: u32,
+    pub payload_len: u32,
+    pub records: u32,
+    pub crc: u32,
+}
+
+impl Frame {
+    pub fn encode(&self) -> [u8; CHUNK_FRAME_LEN] {
+        let mut b = [0u8; CHUNK_FRAME_LEN];
+        b[0..4].copy_from_slice(&CHUNK_SYNC);
+        b[4] = self.kind;
+        b[8..12].copy_from_slice(&self.stream.to_le_bytes());
+        b[12..16].copy_from_slice(&self.payload_len.to_le_bytes());
+        b[16..20].copy_from_slice(&self.records.to_le_bytes());
+        b[20..24].copy_from_slice(&self.crc.to_le_bytes());
+        b
+    }
+
+    /// Parses a frame; `None` when the sync bytes are wrong (not a chunk boundary).
+    pub fn decode(b: &[u8; CHUNK_FRAME_LEN]) -> Option<Frame> {
+        if b[0..4] != CHUNK_SYNC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Some(Frame {
+            kind: b[4],
+            stream: u32_at(8),
+            payload_len: u32_at(12),
+            records: u32_at(16),
+            crc: u32_at(20),
+        })
+    }
+
+    /// CRC32 over the frame bytes 4..20 (kind to records) and the payload.
+    pub fn checksum(frame_bytes: &[u8; CHUNK_FRAME_LEN], payload: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&frame_bytes[4..20]);
+        h.update(payload);
+        h.finalize()
+    }
+}

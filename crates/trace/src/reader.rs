@@ -1,0 +1,438 @@
+//! Streaming reader: scans chunk frames once at open (cheap: payloads are skipped), then reads and
+//! decodes one chunk at a time, so memory is bounded by a chunk, not by the file.
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::codec::decode_payload;
+use crate::error::{Damage, DamageKind, TraceError};
+use crate::event::{ProcessInfo, Record};
+use crate::format::{
+    kind, EndReason, Frame, TraceHeader, Trailer, CHUNK_FRAME_LEN, FILE_PREFIX_LEN, FORMAT_VERSION,
+    MAGIC, MAX_PAYLOAD,
+};
+
+/// Where one events chunk lies in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRef {
+    /// Position among all chunks of the file (0-based), for messages.
+    pub index: u64,
+    /// Byte offset of the chunk frame.
+    pub offset: u64,
+    pub records: u32,
+    payload_len: u32,
+    crc: u32,
+}
+
+/// One process image's stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    pub info: ProcessInfo,
+    /// How it ended; `None` when the file ends before the stream's end chunk.
+    pub end: Option<EndReason>,
+    /// Records announced by the frames of its events chunks (known without decoding).
+    pub records: u64,
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// A chunk read from the file, checksum verified, not yet decoded. `decode` is independent of
+/// every other chunk: hand chunks to worker threads to decode in parallel.
+#[derive(Debug, Clone)]
+pub struct RawChunk {
+    /// Index of the stream in `TraceReader::streams`.
+    pub stream: usize,
+    pub chunk: ChunkRef,
+    payload: Vec<u8>,
+    path: Arc<Path>,
+}
+
+impl RawChunk {
+    /// The chunk's records in seq order.
+    pub fn decode(&self) -> Result<Vec<Record>, TraceError> {
+        decode_payload(&self.payload).map_err(|e| TraceError::CorruptChunk {
+            path: self.path.to_path_buf(),
+            chunk: self.chunk.index,
+            offset: self.chunk.offset,
+            what: e.0,
+        })
+    }
+}
+
+pub struct TraceReader<R> {
+    src: R,
+    path: Arc<Path>,
+    version: u32,
+    header: TraceHeader,
+    streams: Vec<Stream>,
+    notes: Vec<String>,
+    trailer: Option<Trailer>,
+    damage: Option<Damage>,
+}
+
+impl TraceReader<BufReader<File>> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_reader(BufReader::with_capacity(1 << 16, file), path)
+    }
+}
+
+impl<R: Read + Seek> TraceReader<R> {
+    /// Reads the header and scans the chunk frames. `path` names the source in errors.
+    pub fn from_reader(mut src: R, path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path: Arc<Path> = Arc::from(path.as_ref());
+        let io_err = |source: io::Error| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file_len = src.seek(SeekFrom::End(0)).map_err(io_err)?;
+        src.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        let mut prefix = [0u8; FILE_PREFIX_LEN];
+        let got = read_full(&mut src, &mut prefix).map_err(io_err)?;
+        if got < MAGIC.len() || prefix[..8] != MAGIC {
+            return Err(TraceError::NotATrace {
+                path: path.to_path_buf(),
+            });
+        }
+        let bad_header = |what: &str| TraceError::BadHeader {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+        };
+        if got < FILE_PREFIX_LEN {
+            return Err(bad_header("the file ends inside the header"));
+        }
+        let version = u32::from_le_bytes(prefix[8..12].try_into().unwrap_or_default());
+        if version > FORMAT_VERSION {
+            return Err(TraceError::NewerVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        if version == 0 {
+            return Err(bad_header("format version 0 does not exist"));
+        }
+        let header_len = u32::from_le_bytes(prefix[12..16].try_into().unwrap_or_default());
+        let header_crc = u32::from_le_bytes(prefix[16..20].try_into().unwrap_or_default());
+        if u64::from(header_len) > file_len.saturating_sub(FILE_PREFIX_LEN as u64)
+            || header_len > MAX_PAYLOAD
+        {
+            return Err(bad_header("the file ends inside the header"));
+        }
+        let mut json = vec![0u8; header_len as usize];
+        src.read_exact(&mut json).map_err(io_err)?;
+        if crc32fast::hash(&json) != header_crc {
+            return Err(bad_header("checksum mismatch"));
+        }
+        let header: TraceHeader =
+            serde_json::from_slice(&json).map_err(|e| bad_header(&format!("invalid JSON: {e}")))?;
+
+        let mut reader = TraceReader {
+            src,
+            path,
+            version,
+            header,
+            streams: Vec::new(),
+            notes: Vec::new(),
+            trailer: None,
+            damage: None,
+        };
+        reader.scan(FILE_PREFIX_LEN as u64 + u64::from(header_len), file_len)?;
+        Ok(reader)
+    }
+
+    fn scan(&mut self, mut offset: u64, file_len: u64) -> Result<(), TraceError> {
+        let mut by_id: HashMap<u32, usize> = HashMap::new();
+        let mut index: u64 = 0;
+        let mut records: u64 = 0;
+        let path = self.path.clone();
+        let io_err = |source: io::Error| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        loop {
+            if offset == file_len {
+                return Ok(());
+            }
+            let damage = |kind: DamageKind| Damage {
+                kind,
+                offset,
+                chunks_recovered: index,
+                records_recovered: records,
+            };
+            if offset + CHUNK_FRAME_LEN as u64 > file_len {
+                self.damage = Some(damage(DamageKind::Truncated));
+                return Ok(());
+            }
+            let mut fb = [0u8; CHUNK_FRAME_LEN];
+            self.src.seek(SeekFrom::Start(offset)).map_err(io_err)?;
+            self.src.read_exact(&mut fb).map_err(io_err)?;
+            let Some(frame) = Frame::decode(&fb) else {
+                self.damage = Some(damage(DamageKind::Corrupt("no chunk starts here".into())));
+                return Ok(());
+            };
+            if frame.payload_len > MAX_PAYLOAD {
+                self.damage = Some(damage(DamageKind::Corrupt(format!(
+                    "implausible chunk length {}",
+                    frame.payload_len
+                ))));
+                return Ok(());
+            }
+            let end = offset + CHUNK_FRAME_LEN as u64 + u64::from(frame.payload_len);
+            if end > file_len {
+                self.damage = Some(damage(DamageKind::Truncated));
+                return Ok(());
+            }
+            let chunk = ChunkRef {
+                index,
+                offset,
+                records: frame.records,
+                payload_len: frame.payload_len,
+                crc: frame.crc,
+            };
+            if frame.kind == kind::EVENTS {
+                let Some(&s) = by_id.get(&frame.stream) else {
+                    self.damage = Some(damage(DamageKind::Corrupt(format!(
+                        "events of unknown stream {}",
+                        frame.stream
+                    ))));
+                    return Ok(());
+                };
+                self.streams[s].chunks.push(chunk);
+                self.streams[s].records += u64::from(frame.records);
+                records += u64::from(frame.records);
+            } else if [kind::PROCESS, kind::END, kind::NOTE, kind::TRAILER].contains(&frame.kind) {
+                let mut payload = vec![0u8; frame.payload_len as usize];
+                self.src.read_exact(&mut payload).map_err(io_err)?;
+                if Frame::checksum(&fb, &payload) != frame.crc {
+                    self.damage = Some(damage(DamageKind::Corrupt("checksum mismatch".into())));
+                    return Ok(());
+                }
+                let result = match frame.kind {
+                    kind::PROCESS => parse_process(&payload).map(|info| {
+                        by_id.insert(frame.stream, self.streams.len());
+                        self.streams.push(Stream {
+                            info,
+                            end: None,
+                            records: 0,
+                            chunks: Vec::new(),
+                        });
+                    }),
+                    kind::END => match (
+                        payload.first().and_then(|&t| EndReason::from_tag(t)),
+                        by_id.get(&frame.stream),
+                    ) {
+                        (Some(reason), Some(&s)) => {
+                            self.streams[s].end = Some(reason);
+                            self.streams[s].info.truncated = !reason.is_clean();
+                            Ok(())
+                        }
+                        _ => Err("invalid end chunk".to_string()),
+                    },
+                    kind::NOTE => {
+                        self.notes
+                            .push(String::from_utf8_lossy(&payload).into_owned());
+                        Ok(())
+                    }
+                    _ => serde_json::from_slice(&payload)
+                        .map(|t| self.trailer = Some(t))
+                        .map_err(|e| e.to_string()),
+                };
+                if let Err(what) = result {
+                    self.damage = Some(damage(DamageKind::Corrupt(what)));
+                    return Ok(());
+                }
+            }
+            // Unknown kinds are skipped: a reader of the same version ignores additions.
+            offset = end;
+            index += 1;
+        }
+    }
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// Format version of the file (<= FORMAT_VERSION).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Process streams in order of appearance. A stream whose end is missing is marked truncated.
+    pub fn streams(&self) -> &[Stream] {
+        &self.streams
+    }
+
+    /// Warnings the recorder wrote into the trace.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Present when the recording finished normally.
+    pub fn trailer(&self) -> Option<&Trailer> {
+        self.trailer.as_ref()
+    }
+
+    /// Where the file is damaged (everything before it is readable), if anywhere.
+    pub fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads (and checksums) one chunk of a stream.
+    pub fn read_chunk(&mut self, stream: usize, chunk: &ChunkRef) -> Result<RawChunk, TraceError> {
+        let path = self.path.clone();
+        let io_err = |source: io::Error| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut fb = [0u8; CHUNK_FRAME_LEN];
+        self.src
+            .seek(SeekFrom::Start(chunk.offset))
+            .map_err(io_err)?;
+        self.src.read_exact(&mut fb).map_err(io_err)?;
+        let mut payload = vec![0u8; chunk.payload_len as usize];
+        self.src.read_exact(&mut payload).map_err(io_err)?;
+        if Frame::checksum(&fb, &payload) != chunk.crc {
+            return Err(TraceError::CorruptChunk {
+                path: self.path.to_path_buf(),
+                chunk: chunk.index,
+                offset: chunk.offset,
+                what: "checksum mismatch".into(),
+            });
+        }
+        Ok(RawChunk {
+            stream,
+            chunk: *chunk,
+            payload,
+            path: self.path.clone(),
+        })
+    }
+
+    /// The undecoded chunks of one stream, in seq order.
+    pub fn chunks(&mut self, stream: usize) -> Result<Chunks<'_, R>, TraceError> {
+        self.check_stream(stream)?;
+        Ok(Chunks {
+            reader: self,
+            stream,
+            next: 0,
+        })
+    }
+
+    /// The records of one stream in seq order, decoding one chunk at a time. Stops after the
+    /// first error (a corrupt chunk), which it yields.
+    pub fn records(&mut self, stream: usize) -> Result<Records<'_, R>, TraceError> {
+        Ok(Records {
+            chunks: self.chunks(stream)?,
+            current: Vec::new().into_iter(),
+            failed: false,
+        })
+    }
+
+    fn check_stream(&self, stream: usize) -> Result<(), TraceError> {
+        if stream < self.streams.len() {
+            Ok(())
+        } else {
+            Err(TraceError::NoSuchStream {
+                path: self.path.to_path_buf(),
+                stream,
+                count: self.streams.len(),
+            })
+        }
+    }
+}
+
+pub struct Chunks<'a, R> {
+    reader: &'a mut TraceReader<R>,
+    stream: usize,
+    next: usize,
+}
+
+impl<R: Read + Seek> Iterator for Chunks<'_, R> {
+    type Item = Result<RawChunk, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let chunk = *self.reader.streams[self.stream].chunks.get(self.next)?;
+        self.next += 1;
+        Some(self.reader.read_chunk(self.stream, &chunk))
+    }
+}
+
+pub struct Records<'a, R> {
+    chunks: Chunks<'a, R>,
+    current: std::vec::IntoIter<Record>,
+    failed: bool,
+}
+
+impl<R: Read + Seek> Iterator for Records<'_, R> {
+    type Item = Result<Record, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.current.next() {
+                return Some(Ok(r));
+            }
+            if self.failed {
+                return None;
+            }
+            match self.chunks.next()?.and_then(|c| c.decode()) {
+                Ok(records) => self.current = records.into_iter(),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn parse_process(p: &[u8]) -> Result<ProcessInfo, String> {
+    let mut pos = 0usize;
+    let mut take = |n: usize| -> Result<&[u8], String> {
+        let s = p
+            .get(pos..pos + n)
+            .ok_or_else(|| "process chunk cut short".to_string())?;
+        pos += n;
+        Ok(s)
+    };
+    let u32_ = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let pid = u32_(take(4)?);
+    let ppid = u32_(take(4)?);
+    let exec_index = u32_(take(4)?);
+    let start_unix_ns = u64::from_le_bytes(take(8)?.try_into().map_err(|_| "bad start time")?);
+    let argc = u32_(take(4)?) as usize;
+    let mut cmdline = Vec::with_capacity(argc.min(4096));
+    for _ in 0..argc {
+        let len = u32_(take(4)?) as usize;
+        cmdline.push(String::from_utf8_lossy(take(len)?).into_owned());
+    }
+    Ok(ProcessInfo {
+        pid,
+        ppid,
+        exec_index,
+        cmdline,
+        start_unix_ns,
+        truncated: true,
+    })
+}

@@ -1,0 +1,145 @@
+//! Writes a trace file: the header, then framed chunks in any interleaving of streams.
+use std::io::{self, Write};
+
+use crate::codec::{ChunkEncoder, EncodedChunk};
+use crate::event::{ProcessInfo, Record};
+use crate::format::{
+    kind, EndReason, Frame, TraceHeader, Trailer, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
+};
+
+/// Index of a process stream in a file (assigned in order of `begin_process`).
+pub type StreamId = u32;
+
+/// Writes chunks as they come; every chunk is self-delimiting and checksummed, so whatever prefix
+/// reaches the disk stays readable. Call `flush` regularly.
+pub struct TraceWriter<W: Write> {
+    out: W,
+    next_stream: StreamId,
+    bytes: u64,
+    chunks: u64,
+}
+
+impl<W: Write> TraceWriter<W> {
+    pub fn new(mut out: W, header: &TraceHeader) -> io::Result<Self> {
+        let json = serde_json::to_vec(header).map_err(io::Error::other)?;
+        let mut prefix = [0u8; FILE_PREFIX_LEN];
+        prefix[0..8].copy_from_slice(&MAGIC);
+        prefix[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        prefix[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        prefix[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        out.write_all(&prefix)?;
+        out.write_all(&json)?;
+        Ok(TraceWriter {
+            out,
+            next_stream: 0,
+            bytes: (FILE_PREFIX_LEN + json.len()) as u64,
+            chunks: 0,
+        })
+    }
+
+    fn chunk(&mut self, kind: u8, stream: u32, records: u32, payload: &[u8]) -> io::Result<()> {
+        let payload_len =
+            u32::try_from(payload.len()).map_err(|_| io::Error::other("chunk too large"))?;
+        let mut frame = Frame {
+            kind,
+            stream,
+            payload_len,
+            records,
+            crc: 0,
+        };
+        frame.crc = Frame::checksum(&frame.encode(), payload);
+        self.out.write_all(&frame.encode())?;
+        self.out.write_all(payload)?;
+        self.bytes += (frame.encode().len() + payload.len()) as u64;
+        self.chunks += 1;
+        Ok(())
+    }
+
+    /// Announces a process image; its events chunks follow under the returned id.
+    pub fn begin_process(&mut self, info: &ProcessInfo) -> io::Result<StreamId> {
+        let id = self.next_stream;
+        self.next_stream += 1;
+        let mut p = Vec::with_capacity(64);
+        p.extend_from_slice(&info.pid.to_le_bytes());
+        p.extend_from_slice(&info.ppid.to_le_bytes());
+        p.extend_from_slice(&info.exec_index.to_le_bytes());
+        p.extend_from_slice(&info.start_unix_ns.to_le_bytes());
+        p.extend_from_slice(&(info.cmdline.len() as u32).to_le_bytes());
+        for arg in &info.cmdline {
+            p.extend_from_slice(&(arg.len() as u32).to_le_bytes());
+            p.extend_from_slice(arg.as_bytes());
+        }
+        self.chunk(kind::PROCESS, id, 0, &p)?;
+        Ok(id)
+    }
+
+    pub fn write_events(&mut self, stream: StreamId, chunk: &EncodedChunk) -> io::Result<()> {
+        self.chunk(kind::EVENTS, stream, chunk.records, &chunk.payload)
+    }
+
+    /// Ends a stream; `records` is how many records it holds (a check for readers).
+    pub fn end_process(
+        &mut self,
+        stream: StreamId,
+        reason: EndReason,
+        records: u64,
+    ) -> io::Result<()> {
+        let mut p = vec![reason as u8];
+        p.extend_from_slice(&records.to_le_bytes());
+        self.chunk(kind::END, stream, 0, &p)
+    }
+
+    /// A warning for whoever reads the trace ("tracing stopped in pid 12: disk full").
+    pub fn note(&mut self, text: &str) -> io::Result<()> {
+        self.chunk(kind::NOTE, u32::MAX, 0, text.as_bytes())
+    }
+
+    /// Writes the trailer and flushes; the file is complete.
+    pub fn finish(mut self, trailer: &Trailer) -> io::Result<W> {
+        let json = serde_json::to_vec(trailer).map_err(io::Error::other)?;
+        self.chunk(kind::TRAILER, u32::MAX, 0, &json)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn chunks_written(&self) -> u64 {
+        self.chunks
+    }
+
+    /// Convenience for complete in-memory streams (tests, tools): encodes `records` with their
+    /// exact times (one anchor per event) in chunks of `chunk_records`.
+    pub fn write_records(
+        &mut self,
+        stream: StreamId,
+        records: &[Record],
+        chunk_records: usize,
+    ) -> io::Result<()> {
+        let mut enc = ChunkEncoder::new(3);
+        for r in records {
+            match r {
+                Record::Event(e) => {
+                    enc.push_anchor(e.seq, e.t_ns);
+                    enc.push_event(e).map_err(io::Error::other)?;
+                }
+                Record::Marker(m) => enc.push_marker(m).map_err(io::Error::other)?,
+            }
+            if enc.len() >= chunk_records.max(1) {
+                if let Some(c) = enc.finish()? {
+                    self.write_events(stream, &c)?;
+                }
+            }
+        }
+        if let Some(c) = enc.finish()? {
+            self.write_events(stream, &c)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,428 @@
+//! Writer -> reader round trips, and what the reader says about damaged and foreign files.
+use std::io::Cursor;
+
+use trace::{
+    ChunkEncoder, DamageKind, EndReason, Event, Marker, Op, ProcessInfo, Record, TraceError,
+    TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
+};
+
+/// Deterministic pseudo-random numbers (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn info(pid: u32) -> ProcessInfo {
+    ProcessInfo {
+        pid,
+        ppid: 1,
+        exec_index: 0,
+        cmdline: vec!["prog".into(), format!("arg {pid}")],
+        start_unix_ns: 1_700_000_000_000_000_000,
+        truncated: false,
+    }
+}
+
+/// A plausible random stream: several threads, every op kind, reallocs, frees of live blocks,
+/// frees of unknown pointers, failed allocations, markers, gaps in seq, uneven times.
+fn random_records(seed: u64, n: usize) -> Vec<Record> {
+    let mut rng = Rng(seed);
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    let mut out = Vec::new();
+    let mut seq = 0u64;
+    let mut t = 1000u64;
+    let mut next_addr = 0x5555_0000_0000u64;
+    for i in 0..n {
+        let tid = 100 + rng.below(3) as u32;
+        t += rng.below(500);
+        if rng.below(50) == 0 {
+            out.push(Record::Marker(Marker {
+                seq,
+                t_ns: t,
+                tid,
+                label: format!("phase {i}"),
+            }));
+            continue;
+        }
+        if rng.below(40) == 0 {
+            seq += 1 + rng.below(3); // a hole (lost record)
+        }
+        let roll = rng.below(100);
+        let e = if roll < 45 || live.is_empty() {
+            let op = [
+                Op::Malloc,
+                Op::Calloc,
+                Op::PosixMemalign,
+                Op::AlignedAlloc,
+                Op::Memalign,
+                Op::Valloc,
+                Op::Pvalloc,
+            ][rng.below(7) as usize];
+            let size = rng.below(2000);
+            let addr = if rng.below(100) == 0 {
+                0
+            } else if rng.below(3) == 0 {
+                next_addr += 16 * (1 + rng.below(64));
+                next_addr
+            } else {
+                0x5555_0000_0000 + 16 * rng.below(4096)
+            };
+            if addr != 0 {
+                live.push((addr, size));
+            }
+            Event {
+                seq,
+                t_ns: t,
+                tid,
+                op,
+                addr,
+                size,
+                old_addr: 0,
+            }
+        } else if roll < 85 {
+            let (addr, size) = if rng.below(20) == 0 {
+                (0x7777_0000 + rng.below(1000), 0)
+            } else {
+                live.swap_remove(rng.below(live.len() as u64) as usize)
+            };
+            let op = [Op::Free, Op::FreeSized, Op::FreeAlignedSized][rng.below(3) as usize];
+            let size = if op == Op::Free { 0 } else { size };
+            Event {
+                seq,
+                t_ns: t,
+                tid,
+                op,
+                addr: if rng.below(30) == 0 { 0 } else { addr },
+                size,
+                old_addr: 0,
+            }
+        } else {
+            let i = rng.below(live.len() as u64) as usize;
+            let (old, _) = live[i];
+            let size = rng.below(5000);
+            let addr = if rng.below(2) == 0 {
+                old
+            } else {
+                0x5555_0000_0000 + 16 * rng.below(4096)
+            };
+            live[i] = (addr, size);
+            let op = if rng.below(2) == 0 {
+                Op::Realloc
+            } else {
+                Op::Reallocarray
+            };
+            Event {
+                seq,
+                t_ns: t,
+                tid,
+                op,
+                addr,
+                size,
+                old_addr: if rng.below(20) == 0 { 0 } else { old },
+            }
+        };
+        out.push(Record::Event(e));
+        seq += 1;
+    }
+    out
+}
+
+fn header() -> TraceHeader {
+    TraceHeader {
+        command: vec!["prog".into()],
+        host: "test".into(),
+        allocator: "glibc".into(),
+        start_unix_ns: 1,
+        writer: "test".into(),
+    }
+}
+
+fn write_trace(streams: &[(ProcessInfo, Vec<Record>, Option<EndReason>)], chunk: usize) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &header()).unwrap();
+    for (info, records, end) in streams {
+        let id = w.begin_process(info).unwrap();
+        w.write_records(id, records, chunk).unwrap();
+        if let Some(end) = end {
+            w.end_process(id, *end, records.len() as u64).unwrap();
+        }
+    }
+    w.finish(&Trailer {
+        exit: "exit 0".into(),
+        events: 0,
+        end_unix_ns: 2,
+    })
+    .unwrap()
+}
+
+fn read_all(bytes: &[u8]) -> (TraceReader<Cursor<&[u8]>>, Vec<Vec<Record>>) {
+    let mut r = TraceReader::from_reader(Cursor::new(bytes), "mem.alt").unwrap();
+    let mut all = Vec::new();
+    for s in 0..r.streams().len() {
+        all.push(
+            r.records(s)
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap(),
+        );
+    }
+    (r, all)
+}
+
+#[test]
+fn random_streams_round_trip_exactly() {
+    for (seed, chunk) in [(1u64, 1000usize), (2, 7), (3, 1 << 18), (4, 1)] {
+        let a = random_records(seed, 20_000);
+        let b = random_records(seed + 100, 3_000);
+        let bytes = write_trace(
+            &[
+                (info(10), a.clone(), Some(EndReason::Exit)),
+                (info(11), b.clone(), None),
+            ],
+            chunk,
+        );
+        let (r, got) = read_all(&bytes);
+        assert_eq!(got[0], a, "seed {seed} chunk {chunk}");
+        assert_eq!(got[1], b, "seed {seed} chunk {chunk}");
+        assert_eq!(r.streams()[0].info.cmdline, info(10).cmdline);
+        assert!(!r.streams()[0].info.truncated);
+        assert!(
+            r.streams()[1].info.truncated,
+            "no end chunk means truncated"
+        );
+        assert_eq!(r.streams()[0].records, a.len() as u64);
+        assert!(r.damage().is_none());
+        assert!(r.trailer().is_some());
+    }
+}
+
+#[test]
+fn chunks_decode_independently_in_any_order() {
+    let a = random_records(9, 10_000);
+    let bytes = write_trace(&[(info(1), a.clone(), Some(EndReason::Exit))], 999);
+    let mut r = TraceReader::from_reader(Cursor::new(&bytes[..]), "mem").unwrap();
+    let raw: Vec<_> = r.chunks(0).unwrap().collect::<Result<_, _>>().unwrap();
+    assert!(raw.len() > 5);
+    let mut decoded: Vec<Vec<Record>> = raw.iter().rev().map(|c| c.decode().unwrap()).collect();
+    decoded.reverse();
+    assert_eq!(decoded.concat(), a);
+}
+
+#[test]
+fn interpolates_times_between_anchors() {
+    let mut enc = ChunkEncoder::new(1);
+    enc.push_anchor(0, 1_000);
+    for seq in 0..10 {
+        let e = Event {
+            seq,
+            t_ns: 0,
+            tid: 7,
+            op: Op::Malloc,
+            addr: 0x1000 + seq * 16,
+            size: 8,
+            old_addr: 0,
+        };
+        enc.push_event(&e).unwrap();
+    }
+    enc.push_anchor(10, 2_000);
+    let chunk = enc.finish().unwrap().unwrap();
+    let mut w = TraceWriter::new(Vec::new(), &header()).unwrap();
+    let id = w.begin_process(&info(1)).unwrap();
+    w.write_events(id, &chunk).unwrap();
+    let bytes = w.finish(&Trailer::default()).unwrap();
+    let (_, got) = read_all(&bytes);
+    let times: Vec<u64> = got[0]
+        .iter()
+        .map(|r| match r {
+            Record::Event(e) => e.t_ns,
+            _ => 0,
+        })
+        .collect();
+    assert_eq!(times, (0..10).map(|i| 1_000 + i * 100).collect::<Vec<_>>());
+}
+
+#[test]
+fn out_of_order_events_are_refused() {
+    let mut enc = ChunkEncoder::new(1);
+    let e = |seq| Event {
+        seq,
+        t_ns: 0,
+        tid: 1,
+        op: Op::Malloc,
+        addr: 16,
+        size: 1,
+        old_addr: 0,
+    };
+    enc.push_event(&e(5)).unwrap();
+    assert!(enc.push_event(&e(5)).is_err());
+    assert!(enc.push_event(&e(3)).is_err());
+}
+
+/// malloc/free with glibc-like address reuse (per-class LIFO free lists): the encoding must come
+/// close to the information the workload really holds (its random choices), which no encoding
+/// can beat: addresses, times and seqs must cost next to nothing.
+#[test]
+fn allocation_loop_compresses_close_to_its_entropy() {
+    let mut info_bits = 0f64;
+    let mut rng = Rng(5);
+    let mut records = Vec::new();
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    let mut free_lists: std::collections::HashMap<u64, Vec<u64>> = Default::default();
+    let mut top = 0x5555_0000_0000u64;
+    for seq in 0..400_000u64 {
+        let t_ns = seq * 30;
+        let coin = live.len() >= 64 && live.len() < 1024;
+        if coin {
+            info_bits += 1.0;
+        }
+        if live.len() < 64 || (live.len() < 1024 && rng.below(2) == 0) {
+            let size = 16 + rng.below(240);
+            info_bits += 240f64.log2();
+            let class = (size + 8).div_ceil(16);
+            let addr = free_lists
+                .entry(class)
+                .or_default()
+                .pop()
+                .unwrap_or_else(|| {
+                    top += class * 16;
+                    top
+                });
+            live.push((addr, size));
+            records.push(Record::Event(Event {
+                seq,
+                t_ns,
+                tid: 1,
+                op: Op::Malloc,
+                addr,
+                size,
+                old_addr: 0,
+            }));
+        } else {
+            info_bits += (live.len() as f64).log2();
+            let (addr, size) = live.swap_remove(rng.below(live.len() as u64) as usize);
+            free_lists
+                .entry((size + 8).div_ceil(16))
+                .or_default()
+                .push(addr);
+            records.push(Record::Event(Event {
+                seq,
+                t_ns,
+                tid: 1,
+                op: Op::Free,
+                addr,
+                size: 0,
+                old_addr: 0,
+            }));
+        }
+    }
+    // As the recorder does: sparse anchors, not one per event.
+    let mut enc = ChunkEncoder::new(3);
+    let mut bytes = 0usize;
+    for (i, r) in records.iter().enumerate() {
+        if let Record::Event(e) = r {
+            if i % 10_000 == 0 {
+                enc.push_anchor(e.seq, e.t_ns);
+            }
+            enc.push_event(e).unwrap();
+        }
+        if enc.len() == 1 << 18 {
+            enc.push_anchor(i as u64 + 1, 0);
+            bytes += enc.finish().unwrap().unwrap().payload.len();
+        }
+    }
+    bytes += enc.finish().unwrap().unwrap().payload.len();
+    let per_event = bytes as f64 / records.len() as f64;
+    let floor = info_bits / 8.0 / records.len() as f64;
+    eprintln!("{per_event:.3} bytes/event, information content {floor:.3} bytes/event");
+    assert!(
+        per_event <= 1.5 * floor,
+        "{per_event:.3} bytes/event vs {floor:.3} of information"
+    );
+}
+
+#[test]
+fn truncated_file_reads_up_to_the_damage() {
+    let a = random_records(11, 30_000);
+    let bytes = write_trace(&[(info(1), a.clone(), Some(EndReason::Exit))], 1000);
+    let full = TraceReader::from_reader(Cursor::new(&bytes[..]), "x").unwrap();
+    let chunk_offsets: Vec<u64> = full.streams()[0].chunks.iter().map(|c| c.offset).collect();
+    // Cut in the middle of the 13th events chunk.
+    let cut = (chunk_offsets[12] + 30) as usize;
+    let (r, got) = read_all(&bytes[..cut]);
+    let damage = r.damage().expect("damage reported").clone();
+    assert_eq!(damage.kind, DamageKind::Truncated);
+    assert_eq!(damage.records_recovered, got[0].len() as u64);
+    assert_eq!(got[0][..], a[..got[0].len()]);
+    assert_eq!(got[0].len(), 12 * 1000);
+    assert!(r.streams()[0].info.truncated);
+    assert!(r.trailer().is_none());
+    let msg = damage.to_string();
+    assert!(msg.starts_with("truncated after chunk 13 "), "{msg}"); // process chunk + 12 events chunks
+    assert!(msg.contains("12.0 k records recovered"), "{msg}");
+}
+
+#[test]
+fn corrupt_payload_is_reported_with_chunk_and_offset() {
+    let a = random_records(12, 5_000);
+    let mut bytes = write_trace(&[(info(1), a, Some(EndReason::Exit))], 1000);
+    let r = TraceReader::from_reader(Cursor::new(&bytes[..]), "x").unwrap();
+    let c = r.streams()[0].chunks[2];
+    bytes[c.offset as usize + 40] ^= 0x55;
+    let mut r = TraceReader::from_reader(Cursor::new(&bytes[..]), "x.alt").unwrap();
+    let results: Vec<_> = r.records(0).unwrap().collect();
+    let ok = results.iter().take_while(|r| r.is_ok()).count();
+    assert_eq!(ok, 2000);
+    let err = results[ok].as_ref().unwrap_err().to_string();
+    assert!(
+        err.contains("chunk 3") && err.contains("checksum mismatch") && err.contains("x.alt"),
+        "{err}"
+    );
+    assert_eq!(results.len(), ok + 1, "iteration stops at the damage");
+}
+
+#[test]
+fn garbage_between_chunks_stops_the_scan() {
+    let a = random_records(13, 3_000);
+    let bytes = write_trace(&[(info(1), a, Some(EndReason::Exit))], 1000);
+    let r = TraceReader::from_reader(Cursor::new(&bytes[..]), "x").unwrap();
+    let c = r.streams()[0].chunks[1];
+    let mut bad = bytes.clone();
+    bad[c.offset as usize] = b'X';
+    let r = TraceReader::from_reader(Cursor::new(&bad[..]), "x").unwrap();
+    let d = r.damage().unwrap();
+    assert!(matches!(d.kind, DamageKind::Corrupt(_)));
+    assert_eq!(d.records_recovered, 1000);
+    assert_eq!(r.streams()[0].chunks.len(), 1);
+}
+
+#[test]
+fn foreign_and_newer_files_are_refused_with_a_clear_message() {
+    let err = TraceReader::from_reader(Cursor::new(&b"#!/bin/sh\necho hello\n"[..]), "script.sh")
+        .err()
+        .unwrap();
+    assert!(matches!(err, TraceError::NotATrace { .. }));
+    assert!(err.to_string().contains("not an alloclens trace"));
+    let err = TraceReader::from_reader(Cursor::new(&b""[..]), "empty")
+        .err()
+        .unwrap();
+    assert!(matches!(err, TraceError::NotATrace { .. }));
+
+    let mut bytes = write_trace(&[], 10);
+    bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let err = TraceReader::from_reader(Cursor::new(&bytes[..]), "new.alt")
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("version {}", FORMAT_VERSION + 1))
+            && msg.contains(&format!("version {FORMAT_VERSION}")),
+        "{msg}"
+    );
+}

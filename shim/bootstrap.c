@@ -1,0 +1,84 @@
+/*
+ * Bootstrap: find the next allocator in the chain with dlsym(RTLD_NEXT).
+ *
+ * dlsym itself may allocate (glibc's dlerror buffer uses calloc), which re-enters our malloc before
+ * the real one is known. Those few calls are served from a static bump arena and never freed to the
+ * real allocator (free() recognises arena pointers by address).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "internal.h"
+
+AL_HIDDEN struct al_real al_real;
+
+/* volatile: the compiler must not drop the store around dlsym, which re-enters us through malloc. */
+static __thread volatile int bootstrapping __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------------------------------- static arena */
+
+#define ARENA_BYTES (64 * 1024)
+static _Alignas(64) unsigned char arena[ARENA_BYTES];
+static _Atomic size_t arena_used;
+
+/* Each arena block is preceded by its size (so realloc can copy it). */
+AL_HIDDEN void *al_arena_alloc(size_t size, size_t align)
+{
+    if (align < 16)
+        align = 16;
+    size_t need = size + align + 16;
+    size_t start = atomic_fetch_add(&arena_used, need);
+    if (start + need > ARENA_BYTES)
+        return NULL;
+    uintptr_t base = (uintptr_t)arena + start + 16;
+    uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
+    ((size_t *)p)[-1] = size;
+    return (void *)p;
+}
+
+AL_HIDDEN int al_arena_owns(const void *p)
+{
+    return (const unsigned char *)p >= arena && (const unsigned char *)p < arena + ARENA_BYTES;
+}
+
+AL_HIDDEN size_t al_arena_size(const void *p)
+{
+    return ((const size_t *)p)[-1];
+}
+
+/* ---------------------------------------------------------------------------------- dlsym */
+
+AL_HIDDEN int al_bootstrapping(void)
+{
+    return bootstrapping;
+}
+
+#define RESOLVE(field, name) al_real.field = (__typeof__(al_real.field))dlsym(RTLD_NEXT, name)
+
+AL_HIDDEN int al_bootstrap(void)
+{
+    if (AL_LIKELY(al_real.free != NULL && al_real.malloc != NULL))
+        return 0;
+    if (bootstrapping)
+        return -1;
+    bootstrapping = 1;
+    /* Plain stores: racing threads resolve the same values. free and malloc last, since the fast
+     * path tests them. */
+    RESOLVE(calloc, "calloc");
+    RESOLVE(realloc, "realloc");
+    RESOLVE(reallocarray, "reallocarray");
+    RESOLVE(posix_memalign, "posix_memalign");
+    RESOLVE(aligned_alloc, "aligned_alloc");
+    RESOLVE(memalign, "memalign");
+    RESOLVE(valloc, "valloc");
+    RESOLVE(pvalloc, "pvalloc");
+    RESOLVE(free_sized, "free_sized");
+    RESOLVE(free_aligned_sized, "free_aligned_sized");
+    RESOLVE(exit_, "_exit");
+    RESOLVE(Exit_, "_Exit");
+    RESOLVE(free, "free");
+    RESOLVE(malloc, "malloc");
+    bootstrapping = 0;
+    return (al_real.malloc && al_real.free) ? 0 : -1;
+}

@@ -1,0 +1,174 @@
+/*
+ * Per-thread rings: the hot path's only destination.
+ *
+ * Each traced thread owns one single-producer/single-consumer ring of fixed 32-byte records in a
+ * memfd shared with the recorder: the thread appends and publishes `head` with a release store,
+ * the recorder drains and publishes `tail`. No lock, no syscall and no allocation per event; a
+ * thread only waits when its ring is full (the recorder is behind), which is the back-pressure.
+ * Since the recorder maps the rings itself, nothing is lost when a thread or process dies without
+ * flushing: the recorder drains what was published.
+ *
+ * Rings outlive threads: at thread exit a ring goes to a free list and the next new thread takes
+ * it, announcing itself with an in-band AL_OP_RING_OWNER record. The list lock is taken only when a
+ * thread starts or exits.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+AL_HIDDEN __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
+
+#define RING_MAP_BYTES ((size_t)AL_RING_HEADER_BYTES + (size_t)AL_RING_RECORDS * AL_RECORD_SIZE)
+
+_Static_assert(sizeof(struct al_record) == AL_RECORD_SIZE, "record layout");
+_Static_assert(sizeof(struct al_ring) <= AL_RING_HEADER_BYTES, "ring header fits its page");
+_Static_assert(__builtin_offsetof(struct al_ring, head) == AL_RING_HEAD_OFFSET, "head offset");
+_Static_assert(__builtin_offsetof(struct al_ring, tail) == AL_RING_TAIL_OFFSET, "tail offset");
+_Static_assert((AL_RING_RECORDS & (AL_RING_RECORDS - 1)) == 0, "ring size is a power of two");
+
+static _Atomic int rings_lock_word;
+static struct al_ring *free_rings;
+static struct al_ring *all_rings;
+static pthread_key_t exit_key;
+static int exit_key_ok;
+
+AL_HIDDEN void al_rings_lock(void)
+{
+    while (atomic_exchange_explicit(&rings_lock_word, 1, memory_order_acquire))
+        sched_yield();
+}
+
+AL_HIDDEN void al_rings_unlock(void)
+{
+    atomic_store_explicit(&rings_lock_word, 0, memory_order_release);
+}
+
+/* Thread exit. Other key destructors (and libc's own TLS teardown) may still allocate after ours
+ * ran, so we re-arm the key to run again in the next destructor round and give the ring back only
+ * in the last round; what the thread does after that is not traced. */
+static void thread_exit(void *value)
+{
+    struct al_ring *r = value;
+    struct al_tls *t = &al_tls;
+    if (r == NULL || r != t->ring)
+        return;
+    if (++t->dtor_rounds < PTHREAD_DESTRUCTOR_ITERATIONS - 1) {
+        pthread_setspecific(exit_key, r);
+        return;
+    }
+    t->ring = NULL;
+    t->released = 1;
+    al_rings_lock();
+    r->next_free = free_rings;
+    free_rings = r;
+    al_rings_unlock();
+}
+
+AL_HIDDEN void al_rings_init(void)
+{
+    if (!exit_key_ok) /* a key survives fork; created once per image */
+        exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+AL_HIDDEN void al_rings_forget(void)
+{
+    for (struct al_ring *r = all_rings, *next; r; r = next) {
+        next = r->next_all;
+        munmap(r, RING_MAP_BYTES);
+    }
+    all_rings = NULL;
+    free_rings = NULL;
+    atomic_store(&rings_lock_word, 0);
+}
+
+static struct al_ring *ring_create(uint32_t tid)
+{
+    int fd = memfd_create("alloclens-ring", MFD_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (ftruncate(fd, (off_t)RING_MAP_BYTES) != 0) {
+        close(fd);
+        return NULL;
+    }
+    struct al_ring *r = mmap(NULL, RING_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r == MAP_FAILED) {
+        close(fd);
+        return NULL;
+    }
+    struct {
+        struct al_msg_hdr h;
+        struct al_ring_msg m;
+    } msg = {{AL_MSG_RING, sizeof msg}, {tid, 0}};
+    int sent = al_send(&msg, sizeof msg, fd);
+    close(fd); /* the recorder holds its own reference now */
+    if (sent != 0) {
+        munmap(r, RING_MAP_BYTES);
+        return NULL;
+    }
+    al_rings_lock();
+    r->next_all = all_rings;
+    all_rings = r;
+    al_rings_unlock();
+    return r;
+}
+
+/* Gives the calling thread a ring (called on its first traced event). */
+AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
+{
+    if (t->released)
+        return NULL;
+    if (t->tid == 0)
+        t->tid = al_gettid();
+    al_rings_lock();
+    struct al_ring *r = free_rings;
+    if (r)
+        free_rings = r->next_free;
+    al_rings_unlock();
+    if (r == NULL && (r = ring_create(t->tid)) == NULL)
+        return NULL;
+    /* In-band owner record: everything after it in this ring belongs to this thread. */
+    uint64_t head = r->local_head;
+    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r, head)) {
+        al_rings_lock();
+        r->next_free = free_rings;
+        free_rings = r;
+        al_rings_unlock();
+        return NULL;
+    }
+    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
+    rec->seq_op = (uint64_t)AL_OP_RING_OWNER << AL_OP_SHIFT;
+    rec->addr = t->tid;
+    rec->size = 0;
+    rec->old_addr = 0;
+    r->local_head = head + 1;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
+    t->ring = r;
+    t->dtor_rounds = 0;
+    if (exit_key_ok)
+        pthread_setspecific(exit_key, r);
+    return r;
+}
+
+/* The ring is full: wait for the recorder to drain it. Returns 0 when tracing stopped meanwhile
+ * (recorder gone), so the caller drops the event and lets the program continue. */
+AL_HIDDEN int al_ring_wait(struct al_ring *r, uint64_t head)
+{
+    for (unsigned i = 1;; i++) {
+        r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (head - r->cached_tail < AL_RING_RECORDS)
+            return 1;
+        if (atomic_load(&al_proc.state) != AL_ACTIVE)
+            return 0;
+        if (i % 256 == 0 && al_recorder_gone()) {
+            al_disable("the recorder is gone");
+            return 0;
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}

@@ -1,0 +1,106 @@
+/*
+ * alloclens shim <-> recorder protocol.
+ *
+ * One source of truth with the Rust side: crates/recorder/tests/shim_header.rs parses this file
+ * and checks every AL_OP_*, AL_MSG_*, AL_END_* and AL_RING_* constant and the record layout against
+ * the Rust constants (crates/trace/src/event.rs and crates/recorder/src/protocol.rs). Never renumber.
+ *
+ * Transport (see docs/architecture.md): per process image a shared "process page" (memfd) holding
+ * the global event counter, and per thread a single-producer ring of fixed records (memfd), both
+ * handed to the recorder over an AF_UNIX SOCK_SEQPACKET connection with SCM_RIGHTS. Control
+ * messages (hello, new ring, mark, end) go over the socket; events never do.
+ *
+ * All integers are native-endian (the recorder runs on the same machine).
+ */
+#ifndef ALLOCLENS_SHIM_H
+#define ALLOCLENS_SHIM_H
+
+#include <stdint.h>
+
+#define AL_PROTOCOL_VERSION 1u
+
+/* Op tags: identical to trace::Op. */
+#define AL_OP_MALLOC 1u
+#define AL_OP_CALLOC 2u
+#define AL_OP_REALLOC 3u
+#define AL_OP_FREE 4u
+#define AL_OP_POSIX_MEMALIGN 5u
+#define AL_OP_ALIGNED_ALLOC 6u
+#define AL_OP_MEMALIGN 7u
+#define AL_OP_VALLOC 8u
+#define AL_OP_PVALLOC 9u
+#define AL_OP_REALLOCARRAY 10u
+#define AL_OP_FREE_SIZED 11u
+#define AL_OP_FREE_ALIGNED_SIZED 12u
+/* In-band ring control record: the ring changed owner; `addr` holds the new thread id. */
+#define AL_OP_RING_OWNER 128u
+
+/* One ring record. `seq_op` = seq | (op << AL_OP_SHIFT). */
+#define AL_OP_SHIFT 56u
+#define AL_SEQ_MASK ((UINT64_C(1) << AL_OP_SHIFT) - 1)
+#define AL_RECORD_SIZE 32u
+struct al_record {
+    uint64_t seq_op;
+    uint64_t addr;     /* returned (allocations) or freed pointer */
+    uint64_t size;     /* requested bytes; 0 for free; for free_sized the size given */
+    uint64_t old_addr; /* realloc: the pointer passed in */
+};
+
+/* Ring layout in its memfd: a header page, then AL_RING_RECORDS records. */
+#define AL_RING_HEADER_BYTES 4096u
+#define AL_RING_RECORDS 131072u /* power of two; 4 MiB of records */
+#define AL_RING_HEAD_OFFSET 0u  /* u64, records ever written; producer stores with release */
+#define AL_RING_TAIL_OFFSET 64u /* u64, records ever consumed; recorder stores with release */
+
+/* Process page (memfd, AL_PAGE_BYTES): the image's event counter at offset 0. */
+#define AL_PAGE_BYTES 4096u
+#define AL_PAGE_COUNTER_OFFSET 0u
+
+/* Socket messages: every message starts with struct al_msg_hdr. */
+#define AL_MSG_HELLO 1u /* + struct al_hello + cmdline (NUL-separated); fd: process page */
+#define AL_MSG_RING 2u  /* + struct al_ring_msg; fd: the ring */
+#define AL_MSG_MARK 3u  /* + struct al_mark + label bytes (not NUL-terminated) */
+#define AL_MSG_END 4u   /* + struct al_end */
+
+#define AL_END_EXIT 1u  /* exit() / return from main: destructors ran */
+#define AL_END__EXIT 2u /* _exit() / _Exit() */
+
+#define AL_MAX_MESSAGE 65536u
+#define AL_MAX_LABEL 1024u
+
+struct al_msg_hdr {
+    uint32_t type;
+    uint32_t len; /* bytes of the whole message, header included */
+};
+
+struct al_hello {
+    uint32_t version;
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t ring_records;
+    uint64_t proc_start_ticks; /* field 22 of /proc/self/stat: same across exec, tells exec from fork */
+    uint64_t mono_ns;          /* CLOCK_MONOTONIC at image start (counter 0) */
+    uint64_t real_ns;          /* CLOCK_REALTIME at the same moment */
+};
+
+struct al_ring_msg {
+    uint32_t first_tid; /* the ring's first owner (also written in-band) */
+    uint32_t reserved;
+};
+
+struct al_mark {
+    uint32_t tid;
+    uint32_t reserved;
+    uint64_t seq;     /* the counter when marking: the seq of the next event */
+    uint64_t mono_ns; /* CLOCK_MONOTONIC */
+};
+
+struct al_end {
+    uint32_t reason;
+    uint32_t reserved;
+};
+
+/* Environment variables read by the shim (docs/environment.md). */
+#define AL_ENV_SOCKET "ALLOCLENS_SOCKET"
+
+#endif

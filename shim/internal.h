@@ -1,0 +1,112 @@
+/*
+ * Internal declarations of the alloclens preload shim. Everything here is hidden: the only exported
+ * symbols are the interposed entry points and alloclens_mark (exports.map).
+ */
+#ifndef ALLOCLENS_INTERNAL_H
+#define ALLOCLENS_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "include/alloclens_shim.h"
+
+#define AL_HIDDEN __attribute__((visibility("hidden")))
+#define AL_EXPORT __attribute__((visibility("default")))
+#define AL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define AL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---------------------------------------------------------------- bootstrap.c: the next allocator */
+
+struct al_real {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    void (*free_sized)(void *, size_t);              /* NULL when libc lacks it */
+    void (*free_aligned_sized)(void *, size_t, size_t); /* NULL when libc lacks it */
+    void (*exit_)(int);
+    void (*Exit_)(int);
+};
+
+AL_HIDDEN extern struct al_real al_real;
+/* Resolves al_real with dlsym(RTLD_NEXT). Idempotent; returns 0 once malloc/free are known. */
+AL_HIDDEN int al_bootstrap(void);
+/* True while this thread is inside al_bootstrap (dlsym may call calloc/malloc). */
+AL_HIDDEN int al_bootstrapping(void);
+/* Bump allocator for the calls dlsym makes before the real allocator is known. */
+AL_HIDDEN void *al_arena_alloc(size_t size, size_t align);
+AL_HIDDEN int al_arena_owns(const void *p);
+AL_HIDDEN size_t al_arena_size(const void *p);
+
+/* ---------------------------------------------------------------- buffer.c: per-thread rings */
+
+/* The first page of a ring mapping. head/tail are shared with the recorder (offsets fixed by the
+ * protocol header); the rest is process-local bookkeeping the recorder ignores. */
+struct al_ring {
+    _Atomic uint64_t head; /* AL_RING_HEAD_OFFSET */
+    char pad0[56];
+    _Atomic uint64_t tail; /* AL_RING_TAIL_OFFSET */
+    char pad1[56];
+    uint64_t local_head;  /* == head, without the atomic load */
+    uint64_t cached_tail; /* last tail seen; refreshed only when the ring looks full */
+    struct al_ring *next_free;
+    struct al_ring *next_all;
+};
+
+struct al_tls {
+    struct al_ring *ring;
+    int busy;         /* reentrancy guard: set while the shim itself runs on this thread */
+    int released;     /* thread is exiting and gave its ring back: pass through from now on */
+    int dtor_rounds;  /* pthread key destructor re-arms (see buffer.c) */
+    uint32_t tid;
+};
+
+AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
+
+AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t);
+AL_HIDDEN int al_ring_wait(struct al_ring *r, uint64_t head);
+AL_HIDDEN void al_rings_init(void);
+AL_HIDDEN void al_rings_lock(void);
+AL_HIDDEN void al_rings_unlock(void);
+/* After fork, in the child: forget (unmap) the parent's rings without touching their contents. */
+AL_HIDDEN void al_rings_forget(void);
+
+static inline struct al_record *al_ring_records(struct al_ring *r)
+{
+    return (struct al_record *)((char *)r + AL_RING_HEADER_BYTES);
+}
+
+/* ---------------------------------------------------------------- transport.c: the recorder link */
+
+enum { AL_UNINIT = 0, AL_INITIALIZING = 1, AL_ACTIVE = 2, AL_OFF = 3 };
+
+struct al_proc {
+    _Atomic int state;
+    int sock;
+    _Atomic uint64_t *counter; /* in the shared process page */
+    pid_t pid;
+};
+
+AL_HIDDEN extern struct al_proc al_proc;
+
+/* Connects to the recorder and announces this image. Returns when state is no longer INITIALIZING
+ * because of this call (ACTIVE or OFF), or immediately if another thread is initialising. */
+AL_HIDDEN void al_proc_init(void);
+AL_HIDDEN int al_send(const void *msg, size_t len, int fd);
+AL_HIDDEN void al_send_end(uint32_t reason);
+AL_HIDDEN int al_recorder_gone(void);
+/* Stops tracing in this process with one warning line on stderr (write(2), no stdio). */
+AL_HIDDEN void al_disable(const char *why);
+AL_HIDDEN uint32_t al_gettid(void);
+AL_HIDDEN uint64_t al_clock_ns(int clock);
+AL_HIDDEN void al_write_stderr(const char *a, const char *b);
+
+#endif
