@@ -1,0 +1,420 @@
+//! `alloclens analyze` end to end: the real binary on trace files written with the trace crate's
+//! writer (crafted sequences whose figures are computed by hand) and on a real recorded program.
+use std::path::Path;
+
+use assert_cmd::Command;
+use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+
+fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
+    Record::Event(Event {
+        seq,
+        t_ns: 100 * (seq + 1),
+        tid,
+        op,
+        addr,
+        size,
+        old_addr,
+    })
+}
+
+fn info(pid: u32) -> ProcessInfo {
+    ProcessInfo {
+        pid,
+        ppid: 1,
+        exec_index: 0,
+        cmdline: vec![format!("prog{pid}")],
+        start_unix_ns: 0,
+        truncated: false,
+    }
+}
+
+/// pid 10: the study's lifetime examples one after another, a marker, a leak, an unmatched free.
+/// pid 11: a realloc chain (100 -> 200 -> 50), never freed.
+fn crafted() -> Vec<(ProcessInfo, Vec<Record>)> {
+    let a = vec![
+        ev(0, 1, Op::Malloc, 0x10, 42, 0),
+        ev(1, 1, Op::Free, 0x10, 0, 0), // lifetime 0
+        ev(2, 1, Op::Malloc, 0x10, 42, 0),
+        ev(3, 2, Op::Malloc, 0x20, 42, 0),
+        ev(4, 1, Op::Free, 0x10, 0, 0), // lifetime 1
+        Record::Marker(Marker {
+            seq: 5,
+            t_ns: 550,
+            tid: 1,
+            label: "resize".into(),
+        }),
+        ev(5, 1, Op::Malloc, 0x30, 42, 0),
+        ev(6, 1, Op::Realloc, 0x40, 84, 0x30),
+        ev(7, 1, Op::Free, 0x40, 0, 0),   // lifetime 1
+        ev(8, 1, Op::Free, 0xdead, 0, 0), // unmatched
+    ];
+    let b = vec![
+        ev(0, 5, Op::Malloc, 0x10, 100, 0),
+        ev(1, 5, Op::Realloc, 0x20, 200, 0x10),
+        ev(2, 5, Op::Realloc, 0x30, 50, 0x20),
+    ];
+    vec![(info(10), a), (info(11), b)]
+}
+
+fn write_trace(path: &Path, procs: &[(ProcessInfo, Vec<Record>)]) {
+    let file = std::fs::File::create(path).unwrap();
+    let header = TraceHeader {
+        command: vec!["crafted".into()],
+        allocator: "glibc".into(),
+        ..Default::default()
+    };
+    let mut w = TraceWriter::new(std::io::BufWriter::new(file), &header).unwrap();
+    for (info, records) in procs {
+        let id = w.begin_process(info).unwrap();
+        w.write_records(id, records, 4).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+    }
+    w.finish(&Trailer {
+        exit: "exit 0".into(),
+        ..Default::default()
+    })
+    .unwrap();
+}
+
+fn alloclens() -> Command {
+    Command::cargo_bin("alloclens").unwrap()
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = alloclens()
+        .arg("analyze")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn json_has_the_hand_computed_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    write_trace(&path, &crafted());
+    let v = json_of(&[path.to_str().unwrap()]);
+    assert_eq!(v["schema_version"], 1);
+    let p10 = &v["processes"][0];
+    assert_eq!(p10["pid"], 10);
+    assert_eq!(p10["life_calls"], 9);
+    let s = &p10["stats"];
+    assert_eq!(s["calls"]["malloc"], 4);
+    assert_eq!(s["calls"]["free"], 4);
+    assert_eq!(s["calls"]["realloc"], 1);
+    assert_eq!(s["unmatched_frees"], 1);
+    assert_eq!(s["requested_bytes"], 42 * 4 + 84);
+    // Lifetimes 0, 1, 1 (the study's examples).
+    assert_eq!(s["lifetimes"]["count"], 3);
+    assert_eq!(s["lifetimes"]["max_calls"], 1);
+    assert!((s["lifetimes"]["share_zero"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9);
+    assert_eq!(s["leaks"]["count"], 1);
+    assert_eq!(s["leaks"]["bytes"], 42);
+    // Peak: 126 bytes (42 of 0x20 + 84 after the realloc at call 6); 2 allocations first at call 3.
+    assert_eq!(s["peak_live_bytes"]["value"], 126);
+    assert_eq!(s["peak_live_bytes"]["call"], 6);
+    assert_eq!(s["peak_live_bytes"]["t_ns"], 700);
+    assert_eq!(s["peak_live_allocations"]["value"], 2);
+    assert_eq!(s["peak_live_allocations"]["call"], 3);
+    let phases: Vec<&str> = p10["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["start", "resize"]);
+    let threads: Vec<u64> = p10["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, [1, 2]);
+
+    let p11 = &v["processes"][1]["stats"];
+    assert_eq!(p11["requested_bytes"], 350, "upper bound: 100 + 200 + 50");
+    assert_eq!(
+        p11["cumulated_lower_bytes"], 50,
+        "lower bound: the final size of the chain"
+    );
+    assert_eq!(p11["allocations"], 1);
+}
+
+#[test]
+fn filters_restrict_the_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    write_trace(&path, &crafted());
+    let p = path.to_str().unwrap();
+    let v = json_of(&[p, "--process", "11"]);
+    assert_eq!(v["processes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["filters"]["process"], 11);
+    let v = json_of(&[p, "--process", "10", "--phase", "resize"]);
+    let s = &v["processes"][0]["stats"];
+    assert_eq!(s["calls_total"], 4);
+    assert_eq!(s["lifetimes"]["count"], 1);
+    // Unknown names are errors that list what exists, on one line, exit status 2.
+    let out = alloclens()
+        .args(["analyze", p, "--phase", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nope") && err.contains("resize") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = alloclens()
+        .args(["analyze", p, "--process", "99"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("10, 11"));
+}
+
+#[test]
+fn text_summary_and_csv_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    write_trace(&path, &crafted());
+    let out_dir = dir.path().join("csv");
+    let out = alloclens()
+        .arg("analyze")
+        .arg(&path)
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("== process 10"), "{text}");
+    assert!(text.contains("lifetime 0: 33.3%"), "{text}");
+    assert!(
+        text.contains("upper bound 350 B, lower bound 50 B"),
+        "{text}"
+    );
+    assert!(text.contains("resize"), "{text}");
+    for f in analyze::output::csv::FILES {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    let mut rdr = csv::Reader::from_path(out_dir.join("per_process.csv")).unwrap();
+    let headers = rdr.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = rdr.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    assert_eq!(&rows[1][col("pid")], "11");
+    assert_eq!(&rows[1][col("requested_bytes")], "350");
+    assert_eq!(&rows[1][col("cumulated_lower_bytes")], "50");
+    let sizes = std::fs::read_to_string(out_dir.join("sizes_16.csv")).unwrap();
+    assert!(sizes.contains("10,0,process,,,32,47,4"), "{sizes}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["processes"][1]["stats"]["requested_bytes"], 350);
+}
+
+#[test]
+fn a_foreign_file_gets_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("foreign.bin");
+    std::fs::write(&path, b"\x7fELF not a trace at all").unwrap();
+    let out = alloclens().arg("analyze").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("foreign.bin") && err.contains("not an alloclens trace"),
+        "{err}"
+    );
+}
+
+/// A real C program with known calls, recorded by `alloclens record`, then analysed.
+#[test]
+fn a_recorded_program_has_its_known_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("prog.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdlib.h>
+int main(void) {
+    void *p = malloc(12345); free(p);                       /* lifetime 0 */
+    void *a = malloc(12345); void *b = malloc(23456);
+    free(a); free(b);                                       /* lifetimes 1 and 1 */
+    void *c = malloc(30001); c = realloc(c, 30017); free(c); /* one chain, lifetime 1 */
+    for (int i = 0; i < 3; i++) { void *volatile l = malloc(31337); (void)l; } /* 3 leaks */
+    void *volatile null = NULL; free(null);                 /* a call that frees nothing */
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("prog");
+    let cc = std::process::Command::new("cc")
+        .arg("-O0")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let trace = dir.path().join("prog.alt");
+    let rec = alloclens()
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let v = json_of(&[trace.to_str().unwrap()]);
+    let procs = v["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 1);
+    let s = &procs[0]["stats"];
+    let bucket = |low: u64| {
+        s["sizes"]["buckets_16"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["low"] == low)
+            .map_or(0, |b| b["count"].as_u64().unwrap())
+    };
+    assert_eq!(bucket(12345 / 16 * 16), 2);
+    assert_eq!(bucket(23456 / 16 * 16), 1);
+    assert_eq!(bucket(30001 / 16 * 16), 1);
+    assert_eq!(bucket(30017 / 16 * 16), 1);
+    let leaks = s["leaks"]["top_sizes"].as_array().unwrap();
+    let big = leaks
+        .iter()
+        .find(|l| l["size"] == 31337)
+        .expect("the 3 leaks of 31337 bytes");
+    assert_eq!(big["count"], 3);
+    assert!(s["null_frees"].as_u64().unwrap() >= 1);
+    assert!(s["calls"]["realloc"].as_u64().unwrap() >= 1);
+    // The program's own lifetimes are 0, 1, 1 and 1 (libc may add allocations of its own, never
+    // between these calls since the program is single-threaded and calls nothing else in between).
+    let zero = s["lifetimes"]["share_zero"].as_f64().unwrap();
+    assert!(zero > 0.0, "the malloc/free pair has lifetime 0");
+}
+
+/// A real threaded program with phases marked through the shim's `alloclens_mark`.
+#[test]
+fn a_recorded_threaded_program_with_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("threads.c");
+    std::fs::write(
+        &src,
+        r#"#include <pthread.h>
+#include <stdlib.h>
+void alloclens_mark(const char *label) __attribute__((weak));
+static void *worker(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 100; i++) { void *volatile p = malloc(777); free(p); } /* lifetime 0 */
+    return malloc(4321);                                  /* freed by main, in "cleanup" */
+}
+int main(void) {
+    if (alloclens_mark) alloclens_mark("work");
+    pthread_t t; void *kept;
+    pthread_create(&t, NULL, worker, NULL);
+    pthread_join(t, &kept);
+    if (alloclens_mark) alloclens_mark("cleanup");
+    free(kept);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("threads");
+    let cc = std::process::Command::new("cc")
+        .args(["-O0", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let trace = dir.path().join("threads.alt");
+    let rec = alloclens()
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let v = json_of(&[trace.to_str().unwrap()]);
+    let p = &v["processes"][0];
+    let names: Vec<&str> = p["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ph| ph["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"work") && names.contains(&"cleanup"),
+        "{names:?}"
+    );
+    let bucket_777 = |s: &serde_json::Value| {
+        s["sizes"]["buckets_16"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["low"] == 768)
+            .map_or(0, |b| b["count"].as_u64().unwrap())
+    };
+    let threads = p["threads"].as_array().unwrap();
+    let worker = threads
+        .iter()
+        .find(|t| bucket_777(&t["stats"]) == 100)
+        .expect("a thread made the 100 mallocs of 777 B");
+    assert_ne!(worker["tid"], p["pid"], "the worker is not the main thread");
+    let w = &worker["stats"]["lifetimes"];
+    let zero = w["share_zero"].as_f64().unwrap() * w["count"].as_f64().unwrap();
+    assert!(
+        zero >= 99.5,
+        "the 100 malloc/free pairs have lifetime 0: {w}"
+    );
+    // The 4321-byte block belongs to the worker (it allocated it) and is not leaked.
+    assert_eq!(
+        p["stats"]["leaks"]["top_sizes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["size"] == 4321)
+            .count(),
+        0
+    );
+    // --phase work counts the worker's calls; --phase cleanup only main's free.
+    let work = json_of(&[trace.to_str().unwrap(), "--phase", "work"]);
+    assert_eq!(bucket_777(&work["processes"][0]["stats"]), 100);
+    let cleanup = json_of(&[trace.to_str().unwrap(), "--phase", "cleanup"]);
+    assert!(
+        cleanup["processes"][0]["stats"]["calls"]["free"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(bucket_777(&cleanup["processes"][0]["stats"]), 0);
+}

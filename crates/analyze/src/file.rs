@@ -1,0 +1,191 @@
+//! Analysis of a trace file: streams are read one after another; within a stream, a reader thread
+//! reads chunks, decoder threads decode them in parallel, and the analysis pass consumes them in
+//! order. Memory stays bounded by the chunks in flight plus the live set.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Mutex;
+
+use trace::{human_count, RawChunk, Record, TraceError, TraceReader};
+
+use crate::error::AnalyzeError;
+use crate::process::ProcessAnalyzer;
+use crate::report::Analysis;
+use crate::{assemble, Options};
+
+/// Decoded chunks waiting for the analysis pass (bounds memory to a few chunks).
+const CHUNKS_AHEAD: usize = 4;
+
+/// The result of analysing a file, with what the reader had to say about it.
+#[derive(Debug, Clone)]
+pub struct FileAnalysis {
+    pub analysis: Analysis,
+    /// The recorded command and allocator, from the trace header.
+    pub command: Vec<String>,
+    pub allocator: String,
+}
+
+/// Analyse every (selected) process stream of the trace at `path`.
+///
+/// A damaged or truncated file is analysed up to the damage; what was lost is said in
+/// `analysis.warnings`. Fails when the file cannot be opened as a trace, or when a filter
+/// matches nothing.
+pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, AnalyzeError> {
+    let mut reader = TraceReader::open(path)?;
+    let mut warnings: Vec<String> = reader
+        .notes()
+        .iter()
+        .map(|n| format!("recorder note: {n}"))
+        .collect();
+    if let Some(d) = reader.damage() {
+        warnings.push(format!(
+            "'{}' is {d}; analysed what precedes the damage",
+            path.display()
+        ));
+    }
+    let selected: Vec<usize> = (0..reader.streams().len())
+        .filter(|i| options.wants(&reader.streams()[*i].info))
+        .collect();
+    if let (Some(pid), true) = (options.process, selected.is_empty()) {
+        let mut pids: Vec<u32> = reader.streams().iter().map(|s| s.info.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let available = pids
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(AnalyzeError::NoSuchProcess {
+            path: path.to_path_buf(),
+            pid,
+            available,
+        });
+    }
+    let mut processes = Vec::with_capacity(selected.len());
+    for i in selected {
+        let info = reader.streams()[i].info.clone();
+        let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
+        if let Some((e, done)) = feed_stream(&mut reader, i, &mut analyzer) {
+            warnings.push(format!(
+                "process {} (exec {}): {e}; analysed its first {} records",
+                info.pid,
+                info.exec_index,
+                human_count(done)
+            ));
+            analyzer.mark_truncated();
+        }
+        processes.push(analyzer.finish());
+    }
+    let header = reader.header().clone();
+    let mut analysis = assemble(processes, options);
+    analysis.warnings = warnings;
+    check_phase(&analysis, options)?;
+    Ok(FileAnalysis {
+        analysis,
+        command: header.command,
+        allocator: header.allocator,
+    })
+}
+
+/// Read chunks on one helper thread, decode them on `decoders` others, analyse here, in order.
+/// Returns the error that stopped the stream, if any, with the number of records analysed before it.
+fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
+    reader: &mut TraceReader<R>,
+    stream: usize,
+    analyzer: &mut ProcessAnalyzer,
+) -> Option<(TraceError, u64)> {
+    let decoders = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    let mut done = 0u64;
+    let mut failure = None;
+    let (raw_tx, raw_rx) = sync_channel::<(u64, Result<RawChunk, TraceError>)>(CHUNKS_AHEAD);
+    let raw_rx = Mutex::new(raw_rx);
+    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, TraceError>)>(CHUNKS_AHEAD);
+    // Set when the pass stops early: the reader stops reading, decoders stop decoding, and the
+    // channels are drained so that no helper stays blocked on a full channel.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let stop = &stop;
+        scope.spawn(move || {
+            let chunks = match reader.chunks(stream) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = raw_tx.send((0, Err(e)));
+                    return;
+                }
+            };
+            for (i, chunk) in chunks.enumerate() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let failed = chunk.is_err();
+                if raw_tx.send((i as u64, chunk)).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for _ in 0..decoders {
+            let (raw_rx, dec_tx) = (&raw_rx, dec_tx.clone());
+            scope.spawn(move || loop {
+                let next = raw_rx.lock().map(|rx| rx.recv());
+                let Ok(Ok((i, chunk))) = next else { return };
+                let decoded = if stop.load(Ordering::Relaxed) {
+                    Ok(Vec::new())
+                } else {
+                    chunk.and_then(|c| c.decode())
+                };
+                if dec_tx.send((i, decoded)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(dec_tx);
+        // Chunks finish decoding out of order: hold the early ones (at most the chunks in flight).
+        let mut pending: BTreeMap<u64, Result<Vec<Record>, TraceError>> = BTreeMap::new();
+        let mut next = 0u64;
+        'receive: for (i, batch) in dec_rx.iter() {
+            pending.insert(i, batch);
+            while let Some(batch) = pending.remove(&next) {
+                next += 1;
+                match batch {
+                    Ok(records) => {
+                        analyzer.feed_chunk(&records);
+                        done += records.len() as u64;
+                    }
+                    Err(e) => {
+                        failure = Some((e, done));
+                        break 'receive;
+                    }
+                }
+            }
+        }
+        // Let the helpers run out: the reader sees `stop`, decoders empty the raw channel, and
+        // the decoded channel closes when the last decoder returns.
+        stop.store(true, Ordering::Relaxed);
+        for _ in dec_rx.iter() {}
+    });
+    failure
+}
+
+/// With a phase filter, at least one selected process must have a phase of that name.
+pub fn check_phase(analysis: &Analysis, options: &Options) -> Result<(), AnalyzeError> {
+    let Some(name) = &options.config.phase else {
+        return Ok(());
+    };
+    let mut names: Vec<&str> = analysis
+        .processes
+        .iter()
+        .flat_map(|p| p.phases.iter().map(|ph| ph.name.as_str()))
+        .collect();
+    if names.iter().any(|n| n == name) {
+        return Ok(());
+    }
+    names.sort_unstable();
+    names.dedup();
+    Err(AnalyzeError::NoSuchPhase {
+        name: name.clone(),
+        available: names.join(", "),
+    })
+}

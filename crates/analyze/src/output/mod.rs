@@ -1,0 +1,4 @@
+//! Writers of an `Analysis`: one file per format.
+pub mod csv;
+pub mod json;
+pub mod text;

@@ -1,0 +1,316 @@
+//! The human-readable summary: one section per process, compact tables for threads and phases.
+use std::io::{self, Write};
+
+use crate::report::{Analysis, Peak, ProcessReport, ScopeReport};
+
+/// How many entries of the longer lists the summary shows (the JSON and CSV have them all).
+const TOP: usize = 8;
+
+pub fn write_text<W: Write>(analysis: &Analysis, mut out: W) -> io::Result<()> {
+    let f = &analysis.filters;
+    if f.phase.is_some() || f.process.is_some() {
+        let mut parts = Vec::new();
+        if let Some(p) = f.process {
+            parts.push(format!("process {p}"));
+        }
+        if let Some(p) = &f.phase {
+            parts.push(format!(
+                "phase '{p}' (process and thread figures count only that phase)"
+            ));
+        }
+        writeln!(out, "filter: {}", parts.join(", "))?;
+    }
+    if analysis.processes.is_empty() {
+        writeln!(out, "no process in the trace")?;
+    }
+    for p in &analysis.processes {
+        write_process(p, &mut out)?;
+    }
+    Ok(())
+}
+
+fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
+    let cmd = if p.cmdline.is_empty() {
+        "?".to_string()
+    } else {
+        p.cmdline.join(" ")
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "== process {} (parent {}, exec {}){}: {cmd}",
+        p.pid,
+        p.ppid,
+        p.exec_index,
+        if p.truncated { " [TRUNCATED]" } else { "" }
+    )?;
+    writeln!(
+        out,
+        "life: {} allocator calls over {}",
+        count(p.life_calls),
+        duration(p.duration_ns)
+    )?;
+    write_scope(&p.stats, p.life_calls, "", out)?;
+    if p.threads.len() > 1 {
+        writeln!(out, "threads (by allocating thread):")?;
+        table_header(out, "tid")?;
+        for t in &p.threads {
+            table_row(out, &t.tid.to_string(), &t.stats)?;
+        }
+    }
+    if p.phases.len() > 1 || p.phases.first().is_some_and(|ph| ph.name != "start") {
+        writeln!(out, "phases (between markers):")?;
+        table_header(out, "phase")?;
+        for ph in &p.phases {
+            table_row(out, &ph.name, &ph.stats)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_scope<W: Write>(s: &ScopeReport, life: u64, indent: &str, out: &mut W) -> io::Result<()> {
+    let calls: Vec<String> = s
+        .calls
+        .iter()
+        .map(|(k, v)| format!("{k} {}", count(*v)))
+        .collect();
+    writeln!(
+        out,
+        "{indent}calls: {} ({})",
+        count(s.calls_total),
+        calls.join(", ")
+    )?;
+    writeln!(
+        out,
+        "{indent}requested: {} in {} requests ({} allocations); failed {}; free(NULL) {}; unmatched frees {}, reallocs {}",
+        bytes(s.requested_bytes),
+        count(s.requests),
+        count(s.allocations),
+        count(s.failed_allocations),
+        count(s.null_frees),
+        count(s.unmatched_frees),
+        count(s.unmatched_reallocs)
+    )?;
+    writeln!(
+        out,
+        "{indent}peak live: {} {}; {} allocations {}",
+        bytes(s.peak_live_bytes.value),
+        when(&s.peak_live_bytes),
+        count(s.peak_live_allocations.value),
+        when(&s.peak_live_allocations)
+    )?;
+    writeln!(
+        out,
+        "{indent}cumulated: upper bound {}, lower bound {}",
+        bytes(s.requested_bytes),
+        bytes(s.cumulated_lower_bytes)
+    )?;
+    let z = &s.sizes;
+    let top16: Vec<String> = {
+        let mut b = z.buckets_16.clone();
+        b.sort_by(|x, y| y.count.cmp(&x.count).then(x.low.cmp(&y.low)));
+        b.iter()
+            .take(TOP)
+            .map(|b| format!("{}-{} B: {}", b.low, b.high, count(b.count)))
+            .collect()
+    };
+    writeln!(
+        out,
+        "{indent}sizes: {} below 512 B; most requested 16-byte buckets: {}",
+        pct(z.share_below_512),
+        or_none(&top16)
+    )?;
+    let over: Vec<String> = z
+        .over_represented
+        .iter()
+        .take(TOP)
+        .map(|o| {
+            format!(
+                "{} B x{} ({}x neighbours)",
+                o.top_size,
+                count(o.count),
+                ratio(o.count, o.neighbour_median)
+            )
+        })
+        .collect();
+    writeln!(out, "{indent}over-represented sizes: {}", or_none(&over))?;
+    let l = &s.lifetimes;
+    if l.count > 0 {
+        let pcts: Vec<String> = l
+            .percentiles
+            .iter()
+            .filter(|p| p.q < 1.0)
+            .map(|p| format!("p{} {}", trim(p.q * 100.0), count(p.calls)))
+            .collect();
+        let median = l.percentiles.iter().find(|p| p.q == 0.5);
+        writeln!(
+            out,
+            "{indent}lifetimes (calls between allocation and free, {} ended): {}; max {}",
+            count(l.count),
+            pcts.join(", "),
+            count(l.max_calls)
+        )?;
+        if let Some(m) = median {
+            writeln!(
+                out,
+                "{indent}  lifetime 0: {}; median {} of the process life ({} calls), {}",
+                pct(l.share_zero),
+                sci(m.share_of_life),
+                count(life),
+                duration(m.ns)
+            )?;
+        }
+    } else {
+        writeln!(out, "{indent}lifetimes: no allocation was freed")?;
+    }
+    let leaks: Vec<String> = s
+        .leaks
+        .top_sizes
+        .iter()
+        .take(TOP)
+        .map(|l| format!("{} B x{}", l.size, count(l.count)))
+        .collect();
+    writeln!(
+        out,
+        "{indent}never freed: {} allocations, {}{}",
+        count(s.leaks.count),
+        bytes(s.leaks.bytes),
+        if leaks.is_empty() {
+            String::new()
+        } else {
+            format!("; sizes: {}", leaks.join(", "))
+        }
+    )?;
+    Ok(())
+}
+
+fn table_header<W: Write>(out: &mut W, first: &str) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {first:<20} {:>10} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>11}",
+        "calls",
+        "requested",
+        "peak live",
+        "peak allocs",
+        "<512 B",
+        "median lt",
+        "lt 0",
+        "never freed"
+    )
+}
+
+fn table_row<W: Write>(out: &mut W, name: &str, s: &ScopeReport) -> io::Result<()> {
+    let name: String = if name.chars().count() > 20 {
+        name.chars().take(19).chain(['…']).collect()
+    } else {
+        name.to_string()
+    };
+    writeln!(
+        out,
+        "  {name:<20} {:>10} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>11}",
+        count(s.calls_total),
+        bytes(s.requested_bytes),
+        bytes(s.peak_live_bytes.value),
+        count(s.peak_live_allocations.value),
+        pct(s.sizes.share_below_512),
+        s.lifetimes.median_calls.map_or("-".to_string(), count),
+        if s.lifetimes.count == 0 {
+            "-".to_string()
+        } else {
+            pct(s.lifetimes.share_zero)
+        },
+        bytes(s.leaks.bytes)
+    )
+}
+
+fn when(p: &Peak) -> String {
+    format!("(after call {}, at {})", count(p.call), duration(p.t_ns))
+}
+
+fn or_none(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// 1234567 -> "1,234,567".
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Binary units: "512 B", "1.5 KiB", "3.2 GiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+pub fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// Shares of the process life span many orders of magnitude (the study's median is 2e-7 %).
+fn sci(share: f64) -> String {
+    if share == 0.0 {
+        "0%".to_string()
+    } else if share >= 0.001 {
+        pct(share)
+    } else {
+        format!("{:.1e}%", share * 100.0)
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+fn ratio(count: u64, median: u64) -> String {
+    format!("{:.0}", count as f64 / median.max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1234567), "1,234,567");
+        assert_eq!(count(123), "123");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+        assert_eq!(duration(1_500_000), "1.5 ms");
+        assert_eq!(pct(0.984), "98.4%");
+        assert_eq!(trim(99.9), "99.9");
+        assert_eq!(trim(50.0), "50");
+    }
+}

@@ -1,0 +1,464 @@
+//! The single streaming pass over one process image's records.
+//!
+//! State is the live set (a hash map from address to the allocation living there) plus fixed-size
+//! running totals per scope; nothing grows with the number of events. Definitions: docs/metrics.md.
+
+use hashbrown::HashMap;
+use trace::{Event, Marker, Op, ProcessInfo, Record};
+
+use crate::report::{PhaseReport, ProcessReport, ThreadReport};
+use crate::scope::{Peaks, ReportSettings, ScopeStats};
+use crate::timeline::{Axis, Downsampler, Sample};
+
+/// What the pass is asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Restrict the process and thread figures to phases with this name (all phases are still listed).
+    pub phase: Option<String>,
+    /// Upper bound on the points of each timeline.
+    pub timeline_points: usize,
+    pub report: ReportSettings,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            phase: None,
+            timeline_points: 2000,
+            report: ReportSettings::default(),
+        }
+    }
+}
+
+const CELL_CACHE: usize = 64;
+
+/// An allocation that is live: a realloc chain keeps its start across moves.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    start_seq: u64,
+    start_ns: u64,
+    size: u64,
+    /// The (thread, phase) cell where the chain started.
+    cell: u32,
+}
+
+struct Phase {
+    name: String,
+    start_call: u64,
+    start_ns: u64,
+    selected: bool,
+    /// Process-wide maxima while this phase was current.
+    peaks: Peaks,
+}
+
+/// Live figures of the allocations a thread started (whoever frees them).
+#[derive(Default)]
+struct ThreadLive {
+    tid: u32,
+    bytes: u64,
+    allocations: u64,
+    peaks: Peaks,
+}
+
+struct Cell {
+    thread: u32,
+    phase: u32,
+    stats: ScopeStats,
+}
+
+/// Feed it a process's records in `seq` order, then call `finish`.
+///
+/// Each event updates exactly one (thread, phase) cell; process, thread and phase figures are merged
+/// from the cells at the end, and with a phase filter only the cells of selected phases are merged.
+pub struct ProcessAnalyzer {
+    info: ProcessInfo,
+    config: Config,
+    live: HashMap<u64, Live>,
+    /// Process-wide figures, independent of the phase filter.
+    live_bytes: u64,
+    live_allocations: u64,
+    cumulated_upper: u64,
+    cumulated_lower: u64,
+    process_peaks: Peaks,
+    thread_index: HashMap<u32, u32>,
+    threads: Vec<ThreadLive>,
+    phases: Vec<Phase>,
+    cell_index: HashMap<(u32, u32), u32>,
+    cells: Vec<Cell>,
+    /// Direct-mapped cache tid -> cell in the current phase (threads interleave call by call),
+    /// emptied by markers. Entries are (tid, cell), with cell u32::MAX for empty.
+    cell_cache: [(u32, u32); CELL_CACHE],
+    /// Whether the current phase passes the filter.
+    selected: bool,
+    calls: u64,
+    last_seq: u64,
+    last_ns: u64,
+    by_calls: Downsampler,
+    by_time: Downsampler,
+}
+
+impl ProcessAnalyzer {
+    pub fn new(info: ProcessInfo, config: &Config) -> Self {
+        let config = config.clone();
+        let selected = matches(&config.phase, "start");
+        let start = Phase {
+            name: "start".to_string(),
+            start_call: 0,
+            start_ns: 0,
+            selected,
+            peaks: Peaks::default(),
+        };
+        ProcessAnalyzer {
+            info,
+            live: HashMap::new(),
+            live_bytes: 0,
+            live_allocations: 0,
+            cumulated_upper: 0,
+            cumulated_lower: 0,
+            process_peaks: Peaks::default(),
+            thread_index: HashMap::new(),
+            threads: Vec::new(),
+            phases: vec![start],
+            cell_index: HashMap::new(),
+            cells: Vec::new(),
+            cell_cache: [(0, u32::MAX); CELL_CACHE],
+            selected,
+            calls: 0,
+            last_seq: 0,
+            last_ns: 0,
+            by_calls: Downsampler::new(Axis::Calls, config.timeline_points),
+            by_time: Downsampler::new(Axis::Time, config.timeline_points),
+            config,
+        }
+    }
+
+    pub fn feed_all<I: IntoIterator<Item = Record>>(&mut self, records: I) {
+        for r in records {
+            self.feed(&r);
+        }
+    }
+
+    /// Feed a decoded chunk (records in seq order).
+    pub fn feed_chunk(&mut self, records: &[Record]) {
+        for r in records {
+            self.feed(r);
+        }
+    }
+
+    #[inline]
+    pub fn feed(&mut self, record: &Record) {
+        match record {
+            Record::Event(e) => self.event(e),
+            Record::Marker(m) => self.marker(m),
+        }
+    }
+
+    pub fn marker(&mut self, m: &Marker) {
+        let selected = matches(&self.config.phase, &m.label);
+        self.phases.push(Phase {
+            name: m.label.clone(),
+            start_call: m.seq,
+            start_ns: m.t_ns,
+            selected,
+            peaks: Peaks::default(),
+        });
+        self.selected = selected;
+        self.cell_cache = [(0, u32::MAX); CELL_CACHE];
+    }
+
+    /// The cell of the calling thread in the current phase.
+    #[inline]
+    fn cell(&mut self, tid: u32) -> u32 {
+        let (t, c) = self.cell_cache[tid as usize % CELL_CACHE];
+        if t == tid && c != u32::MAX {
+            return c;
+        }
+        self.cell_slow(tid)
+    }
+
+    #[cold]
+    fn cell_slow(&mut self, tid: u32) -> u32 {
+        let next_thread = self.threads.len() as u32;
+        let thread = *self.thread_index.entry(tid).or_insert(next_thread);
+        if thread == next_thread {
+            self.threads.push(ThreadLive {
+                tid,
+                ..Default::default()
+            });
+        }
+        let phase = (self.phases.len() - 1) as u32;
+        let next_cell = self.cells.len() as u32;
+        let cell = *self.cell_index.entry((thread, phase)).or_insert(next_cell);
+        if cell == next_cell {
+            self.cells.push(Cell {
+                thread,
+                phase,
+                stats: ScopeStats::default(),
+            });
+        }
+        self.cell_cache[tid as usize % CELL_CACHE] = (tid, cell);
+        cell
+    }
+
+    #[inline]
+    pub fn event(&mut self, e: &Event) {
+        let c = self.cell(e.tid);
+        self.calls += 1;
+        self.last_seq = e.seq;
+        self.last_ns = e.t_ns;
+        self.cells[c as usize].stats.calls[e.op as usize] += 1;
+        // The thread whose own live figures changed: the one that started the affected allocation.
+        let touched = match e.op {
+            Op::Free | Op::FreeSized | Op::FreeAlignedSized => {
+                if e.addr == 0 {
+                    self.cells[c as usize].stats.null_frees += 1;
+                    None
+                } else if let Some(l) = self.live.remove(&e.addr) {
+                    Some(self.end(l, e))
+                } else {
+                    self.cells[c as usize].stats.unmatched_frees += 1;
+                    None
+                }
+            }
+            Op::Realloc | Op::Reallocarray if e.old_addr != 0 => self.realloc(e, c),
+            // Every allocating entry point, and realloc(NULL, n).
+            _ if e.addr == 0 => {
+                self.failed(e.size, c);
+                None
+            }
+            _ => Some(self.start(e, c)),
+        };
+        let (b, a) = (self.live_bytes, self.live_allocations);
+        self.phases
+            .last_mut()
+            .expect("there is always a phase")
+            .peaks
+            .observe(b, a, e.seq, e.t_ns);
+        if self.selected {
+            self.process_peaks.observe(b, a, e.seq, e.t_ns);
+            if let Some(th) = touched {
+                let th = &mut self.threads[th as usize];
+                th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
+            }
+            let s = Sample {
+                calls: e.seq + 1,
+                t_ns: e.t_ns,
+                live_bytes: b,
+                live_allocations: a,
+                cumulated_upper_bytes: self.cumulated_upper,
+                cumulated_lower_bytes: self.cumulated_lower,
+            };
+            self.by_calls.push(&s);
+            self.by_time.push(&s);
+        }
+    }
+
+    fn failed(&mut self, size: u64, c: u32) {
+        let s = &mut self.cells[c as usize].stats;
+        s.failed_allocations += 1;
+        s.failed_bytes = s.failed_bytes.wrapping_add(size);
+    }
+
+    /// A new allocation (or a realloc of an unknown pointer, which starts a chain we can follow).
+    /// Returns the thread index whose live figures changed.
+    #[inline]
+    fn start(&mut self, e: &Event, c: u32) -> u32 {
+        let size = e.size;
+        let l = Live {
+            start_seq: e.seq,
+            start_ns: e.t_ns,
+            size,
+            cell: c,
+        };
+        if let Some(old) = self.live.insert(e.addr, l) {
+            // The allocator handed out an address we think is live: its free was not traced
+            // (e.g. made through an entry point we do not see). Count it as unmatched and drop it.
+            self.drop_live(&old);
+            self.cells[c as usize].stats.unmatched_frees += 1;
+        }
+        self.live_bytes = self.live_bytes.wrapping_add(size);
+        self.live_allocations += 1;
+        self.cumulated_upper = self.cumulated_upper.wrapping_add(size);
+        self.cumulated_lower = self.cumulated_lower.wrapping_add(size);
+        let cell = &mut self.cells[c as usize];
+        let s = &mut cell.stats;
+        s.allocations += 1;
+        s.request(size);
+        s.cumulated_lower_bytes = s.cumulated_lower_bytes.wrapping_add(size);
+        let t = cell.thread;
+        let th = &mut self.threads[t as usize];
+        th.bytes = th.bytes.wrapping_add(size);
+        th.allocations += 1;
+        t
+    }
+
+    /// Remove a live allocation from the live figures without a lifetime; returns its thread index.
+    #[inline]
+    fn drop_live(&mut self, l: &Live) -> u32 {
+        self.live_bytes = self.live_bytes.wrapping_sub(l.size);
+        self.live_allocations -= 1;
+        let t = self.cells[l.cell as usize].thread;
+        let th = &mut self.threads[t as usize];
+        th.bytes = th.bytes.wrapping_sub(l.size);
+        th.allocations -= 1;
+        t
+    }
+
+    /// The end of an allocation: free, or realloc to size 0 that returned NULL.
+    #[inline]
+    fn end(&mut self, l: Live, e: &Event) -> u32 {
+        let t = self.drop_live(&l);
+        let calls = e.seq.saturating_sub(l.start_seq).saturating_sub(1);
+        let ns = e.t_ns.saturating_sub(l.start_ns);
+        self.cells[l.cell as usize].stats.lifetime(calls, ns);
+        t
+    }
+
+    fn realloc(&mut self, e: &Event, c: u32) -> Option<u32> {
+        if e.addr == 0 {
+            if e.size == 0 {
+                // realloc(p, 0) returning NULL freed p.
+                if let Some(l) = self.live.remove(&e.old_addr) {
+                    return Some(self.end(l, e));
+                }
+                self.cells[c as usize].stats.unmatched_frees += 1;
+            } else {
+                // Failed: the old block stays live and unchanged.
+                self.failed(e.size, c);
+            }
+            return None;
+        }
+        let Some(mut l) = self.live.remove(&e.old_addr) else {
+            // Resizing a block allocated before tracing began: follow it from here.
+            self.cells[c as usize].stats.unmatched_reallocs += 1;
+            return Some(self.start(e, c));
+        };
+        let (old, new) = (l.size, e.size);
+        l.size = new;
+        if let Some(other) = self.live.insert(e.addr, l) {
+            self.drop_live(&other);
+            self.cells[c as usize].stats.unmatched_frees += 1;
+        }
+        self.live_bytes = self.live_bytes.wrapping_sub(old).wrapping_add(new);
+        self.cumulated_upper = self.cumulated_upper.wrapping_add(new);
+        self.cumulated_lower = self.cumulated_lower.wrapping_sub(old).wrapping_add(new);
+        // The upper bound counts the request where it is made; the lower bound belongs to the chain.
+        self.cells[c as usize].stats.request(new);
+        let origin = &mut self.cells[l.cell as usize];
+        origin.stats.cumulated_lower_bytes = origin
+            .stats
+            .cumulated_lower_bytes
+            .wrapping_sub(old)
+            .wrapping_add(new);
+        let t = origin.thread;
+        let th = &mut self.threads[t as usize];
+        th.bytes = th.bytes.wrapping_sub(old).wrapping_add(new);
+        Some(t)
+    }
+
+    /// The stream was cut short (damaged chunk): the report says truncated.
+    pub fn mark_truncated(&mut self) {
+        self.info.truncated = true;
+    }
+
+    /// Current process-wide live figures: (bytes, allocations).
+    pub fn live(&self) -> (u64, u64) {
+        (self.live_bytes, self.live_allocations)
+    }
+
+    /// Close the stream: what is still live is leaked; build the report.
+    pub fn finish(mut self) -> ProcessReport {
+        for l in self.live.values() {
+            self.cells[l.cell as usize].stats.leak(l.size);
+        }
+        self.live = HashMap::new();
+        let life = self.calls;
+        let settings = &self.config.report;
+
+        let mut process = ScopeStats::default();
+        let mut threads: Vec<ScopeStats> = vec![ScopeStats::default(); self.threads.len()];
+        let mut phases: Vec<ScopeStats> = vec![ScopeStats::default(); self.phases.len()];
+        for cell in &self.cells {
+            phases[cell.phase as usize].merge(&cell.stats);
+            if self.phases[cell.phase as usize].selected {
+                process.merge(&cell.stats);
+                threads[cell.thread as usize].merge(&cell.stats);
+            }
+        }
+        process.peaks = self.process_peaks;
+
+        let end_call = if self.calls == 0 {
+            0
+        } else {
+            self.last_seq + 1
+        };
+        let mut phase_reports = Vec::with_capacity(self.phases.len());
+        for (i, (ph, mut stats)) in self.phases.iter().zip(phases).enumerate() {
+            let (next_call, next_ns) = self
+                .phases
+                .get(i + 1)
+                .map_or((end_call, self.last_ns), |n| (n.start_call, n.start_ns));
+            if i == 0 && self.phases.len() > 1 && stats.calls.iter().all(|c| *c == 0) {
+                continue; // the first marker came before any call
+            }
+            stats.peaks = ph.peaks;
+            phase_reports.push(PhaseReport {
+                index: i as u32,
+                name: ph.name.clone(),
+                start_call: ph.start_call,
+                end_call: next_call.max(ph.start_call),
+                start_ns: ph.start_ns,
+                end_ns: next_ns.max(ph.start_ns),
+                stats: stats.report(life, settings),
+            });
+        }
+        let mut thread_reports: Vec<ThreadReport> = self
+            .threads
+            .iter()
+            .zip(threads)
+            .filter(|(_, s)| {
+                s.calls.iter().any(|c| *c > 0) || s.lifetime_calls.total() > 0 || s.leak_count > 0
+            })
+            .map(|(th, mut s)| {
+                s.peaks = th.peaks;
+                ThreadReport {
+                    tid: th.tid,
+                    stats: s.report(life, settings),
+                }
+            })
+            .collect();
+        thread_reports.sort_by_key(|t| t.tid);
+        ProcessReport {
+            pid: self.info.pid,
+            ppid: self.info.ppid,
+            exec_index: self.info.exec_index,
+            cmdline: self.info.cmdline.clone(),
+            start_unix_ns: self.info.start_unix_ns,
+            truncated: self.info.truncated,
+            life_calls: life,
+            duration_ns: self.last_ns,
+            stats: process.report(life, settings),
+            timeline_calls_step: self.by_calls.step(),
+            timeline_by_calls: self.by_calls.points(),
+            timeline_time_step_ns: self.by_time.step(),
+            timeline_by_time: self.by_time.points(),
+            threads: thread_reports,
+            phases: phase_reports,
+        }
+    }
+}
+
+fn matches(filter: &Option<String>, name: &str) -> bool {
+    filter.as_deref().is_none_or(|f| f == name)
+}
+
+/// Analyse one process's records in one pass.
+pub fn analyze_process<I: IntoIterator<Item = Record>>(
+    info: ProcessInfo,
+    records: I,
+    config: &Config,
+) -> ProcessReport {
+    let mut a = ProcessAnalyzer::new(info, config);
+    a.feed_all(records);
+    a.finish()
+}
