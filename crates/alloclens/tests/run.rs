@@ -32,6 +32,8 @@ fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
     let out_dir = dir.path().join("results");
     let out = alloclens()
         .arg("run")
+        // Python's buffering must be its default for the pty test (some machines export this).
+        .env_remove("PYTHONUNBUFFERED")
         .arg("-o")
         .arg(&out_dir)
         .args(args)
@@ -489,4 +491,25 @@ fn ctrl_c_keeps_the_results_gathered_so_far() {
         !alive,
         "the grandchild {grandchild} outlived the interrupted run"
     );
+}
+
+#[test]
+fn pty_delivers_the_markers_of_a_program_that_buffers_pipes() {
+    // No flush: into a pipe Python buffers every line until exit; on a terminal it writes each line.
+    let script = "import time\nfor i in range(5):\n    print(f'event {i}')\n    time.sleep(0.15)\n";
+    let marker_spread = |extra: &[&str]| -> f64 {
+        let mut args = vec!["-a", "glibc", "-r", "1", "--marker", r"^event (\d+)"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "python3", "-c", script]);
+        let (code, stderr, dir) = run(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let markers = csv_rows(dir.path().join("results/markers.csv"));
+        assert_eq!(markers.len(), 5, "every marker line is recorded either way");
+        let t = |m: &BTreeMap<String, String>| m["t_s"].parse::<f64>().unwrap();
+        t(&markers[4]) - t(&markers[0])
+    };
+    let with_pty = marker_spread(&["--pty"]);
+    let with_pipe = marker_spread(&[]);
+    assert!(with_pty > 0.45, "with a pty the lines arrive as printed, 0.15 s apart: spread {with_pty:.3} s");
+    assert!(with_pipe < 0.1, "into a pipe they arrive together at exit: spread {with_pipe:.3} s");
 }

@@ -1,8 +1,10 @@
 //! Starting the measured command and stopping its whole tree.
 use std::ffi::OsString;
 use std::io;
+use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -64,14 +66,21 @@ impl CpuTimes {
 
 pub struct Started {
     pub child: Child,
-    pub stdout: ChildStdout,
+    /// The command's stdout: a pipe, or the master side of its pseudo-terminal.
+    pub stdout: Box<dyn Read + Send>,
     pub stderr: ChildStderr,
     pub started_at: Instant,
 }
 
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
-/// closed and stdout/stderr piped to us for markers and pass-through.
-pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Started> {
+/// closed and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
+/// pseudo-terminal instead of a pipe: C stdio and Python then flush each line as it is written (they
+/// buffer whole blocks into a pipe), so marker lines arrive when they happen.
+pub fn spawn(
+    command: &[String],
+    env: &[(OsString, OsString)],
+    stdout_pty: bool,
+) -> io::Result<Started> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| io::Error::other("empty command"))?;
@@ -81,6 +90,13 @@ pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Sta
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let pty_master = if stdout_pty {
+        let (master, slave) = open_raw_pty()?;
+        cmd.stdout(Stdio::from(slave));
+        Some(master)
+    } else {
+        None
+    };
     // SAFETY: setpgid is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
@@ -92,7 +108,13 @@ pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Sta
     }
     let started_at = Instant::now();
     let mut child = cmd.spawn()?;
-    let stdout = child.stdout.take().expect("piped stdout");
+    // The parent's copy of the pty slave went with `cmd`'s Stdio: only the tree holds it now, so
+    // reading the master ends (EIO) when the last of them exits.
+    drop(cmd);
+    let stdout: Box<dyn Read + Send> = match pty_master {
+        Some(master) => Box::new(std::fs::File::from(master)),
+        None => Box::new(child.stdout.take().expect("piped stdout")),
+    };
     let stderr = child.stderr.take().expect("piped stderr");
     Ok(Started {
         child,
@@ -100,6 +122,17 @@ pub fn spawn(command: &[String], env: &[(OsString, OsString)]) -> io::Result<Sta
         stderr,
         started_at,
     })
+}
+
+/// A pseudo-terminal pair whose output is passed through untouched (no "\n" -> "\r\n", no echo).
+fn open_raw_pty() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::termios::{self, LocalFlags, OutputFlags, SetArg};
+    let pty = nix::pty::openpty(None, None).map_err(io::Error::from)?;
+    let mut attrs = termios::tcgetattr(&pty.slave).map_err(io::Error::from)?;
+    attrs.output_flags.remove(OutputFlags::OPOST);
+    attrs.local_flags.remove(LocalFlags::ECHO);
+    termios::tcsetattr(&pty.slave, SetArg::TCSANOW, &attrs).map_err(io::Error::from)?;
+    Ok((pty.master, pty.slave))
 }
 
 /// Blocks until `pid` (one of our children) ends; returns its status and CPU times.

@@ -33,6 +33,8 @@ pub struct RunPlan {
     /// Re-read PSS/USS (smaps_rollup) at every sample instead of when something changed
     /// (procmem's adaptive refresh, docs/memory-metrics.md).
     pub exact_pss: bool,
+    /// Give the command a pseudo-terminal as stdout (see `child::spawn`).
+    pub stdout_pty: bool,
 }
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
@@ -148,6 +150,7 @@ mod tests {
             throughput: None,
             timeout: None,
             exact_pss: false,
+            stdout_pty: false,
         }
     }
 

@@ -133,6 +133,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 throughput: Some(args::regex(THROUGHPUT, "throughput")?),
                 timeout: Some(Duration::from_secs(120)),
                 exact_pss: false,
+                stdout_pty: false,
             },
             baseline: "glibc".to_string(),
             output: root.join(scenario.name),

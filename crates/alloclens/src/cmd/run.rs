@@ -58,6 +58,10 @@ pub struct Args {
     /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+    /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
+    /// pipe (C stdio, Python) print each marker line when it happens
+    #[arg(long)]
+    pub pty: bool,
     /// Re-read PSS and USS at every sample (default: when the process's RSS or the tree changed, and at
     /// least every 10 samples; marker samples are always exact). Costs more CPU on large trees
     #[arg(long)]
@@ -135,6 +139,7 @@ impl RunOptions {
                 .transpose()
                 .context("--timeout")?,
             exact_pss: a.exact_pss,
+            stdout_pty: a.pty,
         };
         // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
         let unknown = plan.unknown_placeholders();
