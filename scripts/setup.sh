@@ -28,3 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The report tests read Parquet back with DuckDB too (an independent reader).
+if [ "$level" != runtime ] && ! python3 -c 'import duckdb' 2>/dev/null; then
+  echo "setup: installing the duckdb Python package"
+  python3 -m pip install --quiet duckdb || echo "setup: duckdb not installed; Parquet is then checked with the parquet crate only" >&2
+fi

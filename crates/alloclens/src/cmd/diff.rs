@@ -1,8 +1,57 @@
+//! `alloclens diff A B`: glue between the command line and `report::diff`.
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::bail;
+use report::diff::{diff, Headline, Headlines};
+use report::sections::trace::TraceData;
+use report::RunData;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args)]
+pub struct Args {
+    /// First results directory of `alloclens run`, or first trace
+    pub a: PathBuf,
+    /// Second one, of the same kind
+    pub b: PathBuf,
+    /// Print the comparison as JSON ({a, b, rows: [{scope, metric, unit, a, b, change, change_percent}]})
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>)> {
+    if RunData::is_results_dir(path) {
+        Ok((true, RunData::load(path)?.headlines()))
+    } else if path.is_file() {
+        Ok((false, TraceData::load(path)?.headlines()))
+    } else {
+        bail!(
+            "'{}' is neither a results directory of `alloclens run` nor a trace file",
+            path.display()
+        )
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (a_run, a) = headlines(&args.a)?;
+    let (b_run, b) = headlines(&args.b)?;
+    if a_run != b_run {
+        bail!("cannot compare a results directory with a trace: give two of the same kind");
+    }
+    let result = diff(
+        &args.a.display().to_string(),
+        &a,
+        &args.b.display().to_string(),
+        &b,
+    );
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &result)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", result.render_text())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,24 @@
+//! `alloclens export TRACE --parquet DIR`: glue between the command line and `report::trace_parquet`.
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use report::trace_parquet::export_events;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace file written by `alloclens record`
+    pub trace: PathBuf,
+    /// Write DIR/events.parquet: one row per allocator call (columns in docs/reports.md)
+    #[arg(long, value_name = "DIR", required = true)]
+    pub parquet: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let exported = export_events(&args.trace, &args.parquet)?;
+    eprintln!(
+        "alloclens: {} calls in {}",
+        exported.rows,
+        exported.path.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

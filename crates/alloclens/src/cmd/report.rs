@@ -1,8 +1,111 @@
+//! `alloclens report PATH`: glue between the command line and the report library (docs/reports.md).
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::{bail, Context};
+use report::compare::merge_runs;
+use report::figures::{write_figures, FigureFormat};
+use report::sections::trace::TraceData;
+use report::{html, Document, Reportable, RunData};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args)]
+pub struct Args {
+    /// A results directory of `alloclens run`, or a trace file of `alloclens record`
+    pub path: PathBuf,
+    /// Write the HTML report to FILE (default: PATH/report.html for a results directory, PATH.html for
+    /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Overlay a second results directory in every chart (variants shown as "A: ..." and "B: ...")
+    #[arg(long, value_name = "DIR")]
+    pub compare: Option<PathBuf>,
+    /// Also write each chart as a PNG figure (1200x700) into DIR
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// Also write each chart as an SVG figure (1200x700) into DIR
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+    /// Also write Parquet tables into DIR: samples and markers of a run, timelines and size histograms
+    /// of a trace (raw trace events: `alloclens export`)
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let is_run = RunData::is_results_dir(&args.path);
+    let doc = if is_run {
+        let data = RunData::load(&args.path)?;
+        if let Some(dir) = &args.parquet {
+            for (path, rows) in report::run_parquet::write_run_parquet(&data, dir)? {
+                eprintln!("alloclens: {} rows in {}", rows, path.display());
+            }
+        }
+        match &args.compare {
+            Some(other) => {
+                let b = RunData::load(other)?;
+                merge_runs(&data, "A", &b, "B").document()
+            }
+            None => data.document(),
+        }
+    } else {
+        if !args.path.is_file() {
+            bail!(
+                "'{}' is neither a results directory of `alloclens run` (with results.json) nor a trace file",
+                args.path.display()
+            );
+        }
+        if args.compare.is_some() {
+            bail!("--compare overlays two results directories; for two traces use `alloclens diff A B`");
+        }
+        let data = TraceData::load(&args.path)?;
+        if let Some(dir) = &args.parquet {
+            let written =
+                report::trace_parquet::write_analysis_parquet(&data.analysis.analysis, dir)?;
+            for (path, rows) in written {
+                eprintln!("alloclens: {} rows in {}", rows, path.display());
+            }
+        }
+        data.document()
+    };
+    for (dir, format) in [
+        (&args.png, FigureFormat::Png),
+        (&args.svg, FigureFormat::Svg),
+    ] {
+        if let Some(dir) = dir {
+            let written = write_figures(&doc, dir, format)?;
+            eprintln!(
+                "alloclens: {} {} figures in {}",
+                written.len(),
+                format.extension(),
+                dir.display()
+            );
+        }
+    }
+    let only_files = args.png.is_some() || args.svg.is_some() || args.parquet.is_some();
+    let output = match (&args.output, only_files) {
+        (Some(o), _) => Some(o.clone()),
+        (None, true) => None,
+        (None, false) => Some(default_output(&args.path, is_run)),
+    };
+    if let Some(output) = output {
+        write_html(&doc, &output)?;
+        eprintln!("alloclens: report in {}", output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn default_output(path: &Path, is_run: bool) -> PathBuf {
+    if is_run {
+        path.join("report.html")
+    } else {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".html");
+        PathBuf::from(name)
+    }
+}
+
+fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
+    let page = html::render(doc).context("cannot serialise the chart data")?;
+    std::fs::write(output, page)
+        .with_context(|| format!("cannot write the report '{}'", output.display()))
 }

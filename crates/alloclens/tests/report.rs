@@ -1,0 +1,638 @@
+//! `alloclens report`, `diff` and `export` end to end: real runs, the HTML page opened in headless
+//! Chromium (Debian's `chromium`; the browser tests print a skip note when it is missing).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use assert_cmd::assert::OutputAssertExt;
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+fn alloclens() -> Command {
+    Command::cargo_bin("alloclens").expect("binary built")
+}
+
+fn exe() -> String {
+    assert_cmd::cargo::cargo_bin("alloclens")
+        .display()
+        .to_string()
+}
+
+fn installed(name: &str) -> bool {
+    let out = alloclens().args(["allocators", "--json"]).output().unwrap();
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["name"] == name && a["installed"] == true)
+}
+
+/// glibc plus jemalloc when installed: two variants to overlay.
+fn allocators() -> &'static str {
+    if installed("jemalloc") {
+        "glibc,jemalloc"
+    } else {
+        "glibc"
+    }
+}
+
+/// Runs `alloclens run -o DIR ARGS` and returns DIR (inside `root`).
+fn run_into(root: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let dir = root.join(name);
+    let out = alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--program-output", "discard", "--interval", "20ms"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+const HOSTILE_ARG: &str = "<script>alert(1)</script>";
+
+/// Results shared by the tests (runs are the slow part): a hostile single-process run with markers and
+/// repeats, and a multi-process run sweeping a parameter.
+struct Fixtures {
+    _root: tempfile::TempDir,
+    hostile: PathBuf,
+    sweep: PathBuf,
+}
+
+fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap();
+        // Marker labels carry `</script>`; the command line carries `<script>`.
+        let script = "for i in 1 2 3 4 5; do echo \"event </script>$i\"; sleep 0.03; done";
+        let hostile = run_into(
+            root.path(),
+            "hostile",
+            &[
+                "-a",
+                allocators(),
+                "-r",
+                "2",
+                "--marker",
+                "event (.*)",
+                "--",
+                "sh",
+                "-c",
+                script,
+                HOSTILE_ARG,
+            ],
+        );
+        let exe = exe();
+        let sweep = run_into(
+            root.path(),
+            "sweep",
+            &[
+                "-a",
+                allocators(),
+                "-r",
+                "1",
+                "--param",
+                "workers=1,2",
+                "--throughput",
+                "throughput: ([0-9.]+)",
+                "--",
+                &exe,
+                "workload",
+                "forkworkers",
+                "--workers",
+                "{workers}",
+            ],
+        );
+        Fixtures {
+            _root: root,
+            hostile,
+            sweep,
+        }
+    })
+}
+
+fn report_html(results: &Path, extra: &[&str]) -> (PathBuf, String) {
+    let html = results.join("report.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(results)
+        .arg("-o")
+        .arg(&html)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).unwrap();
+    (html, text)
+}
+
+fn chart_ids(html: &str) -> Vec<String> {
+    html.split("data-chart=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+fn headless(browser: &str, profile: &Path) -> Command {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--virtual-time-budget=5000",
+        "--window-size=1280,2400",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdin(Stdio::null());
+    cmd
+}
+
+fn artifacts_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Opens the page in headless Chromium: returns the DOM after rendering, and keeps a screenshot
+/// named `name.png` under target/test-artifacts/. None (with a note) when Chromium is missing.
+fn open_in_browser(html: &Path, name: &str) -> Option<String> {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED: chromium is not installed (apt-get install chromium); browser checks not run"
+        );
+        return None;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", html.display());
+    let out = headless(browser, profile.path())
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed: {:?}", out.status);
+    let shot = artifacts_dir().join(format!("{name}.png"));
+    let profile = tempfile::tempdir().unwrap();
+    let status = headless(browser, profile.path())
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success() && shot.metadata().unwrap().len() > 0);
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+/// The status the page's script writes after drawing (see crates/report/src/html/page.js).
+fn render_status(dom: &str) -> Value {
+    let start = dom
+        .find("id=\"render-status\"")
+        .expect("status element in the DOM");
+    let text = &dom[start..];
+    let text = &text[text.find('>').unwrap() + 1..text.find("</pre>").unwrap()];
+    serde_json::from_str(&unescape(text))
+        .unwrap_or_else(|e| panic!("no render status ({e}): {text:?}"))
+}
+
+/// Every chart placeholder drew a non-empty canvas, nothing failed, nothing was fetched.
+fn assert_rendered(dom: &str, html: &str) {
+    let status = render_status(dom);
+    let expected = chart_ids(html).len() as u64;
+    assert!(expected > 0);
+    assert_eq!(status["charts"], expected, "{status}");
+    assert_eq!(status["rendered"], expected, "{status}");
+    assert_eq!(status["nonempty"], expected, "{status}");
+    assert_eq!(status["errors"], Value::Array(vec![]), "{status}");
+    assert_eq!(status["blocked"], Value::Array(vec![]), "{status}");
+}
+
+fn assert_offline(html: &str) {
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "the page references a URL"
+    );
+    assert!(
+        !html.contains(" src="),
+        "the page loads an external resource"
+    );
+}
+
+#[test]
+fn run_report_renders_every_chart_offline() {
+    let f = fixtures();
+    let (path, html) = report_html(&f.sweep, &[]);
+    assert_offline(&html);
+    let ids = chart_ids(&html);
+    // What the input implies: a parameter sweep (charts against it), several processes (per-process).
+    for id in [
+        "pss-over-time-0",
+        "rss-over-time-1",
+        "throughput-vs-workers",
+        "peak-pss-vs-workers",
+        "pss-per-process",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "no chart {id} in {ids:?}");
+    }
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(f.sweep.join("results.json")).unwrap())
+            .unwrap();
+    for v in results["variants"].as_array().unwrap() {
+        let version = v["version"].as_str().unwrap_or("");
+        assert!(
+            html.contains(version),
+            "allocator version {version} missing"
+        );
+    }
+    if let Some(dom) = open_in_browser(&path, "report-run-sweep") {
+        assert_rendered(&dom, &html);
+    }
+}
+
+#[test]
+fn hostile_strings_show_as_text() {
+    let f = fixtures();
+    let (path, html) = report_html(&f.hostile, &[]);
+    assert_offline(&html);
+    assert!(
+        !html.contains(HOSTILE_ARG),
+        "the command line became markup"
+    );
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    // Only the page's own four script blocks open and close.
+    assert_eq!(html.matches("<script").count(), 4);
+    assert_eq!(html.matches("</script>").count(), 4);
+    assert!(chart_ids(&html).iter().any(|i| i == "pss-per-event"));
+    if let Some(dom) = open_in_browser(&path, "report-run-hostile") {
+        assert_rendered(&dom, &html);
+        assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(!dom.contains(HOSTILE_ARG));
+    }
+}
+
+/// A trace of a program with phases (markers), shared by the trace tests.
+fn trace_fixture() -> &'static Path {
+    static T: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, path) = T.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.alt");
+        let out = alloclens()
+            .args(["record", "-q", "--marker", "event (\\d+)", "-o"])
+            .arg(&path)
+            .args(["--", &exe(), "workload", "events", "--events", "8"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "record failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, path)
+    });
+    path
+}
+
+/// Calls in the trace, counted with the trace reader (markers are not calls).
+fn calls_in_trace(path: &Path) -> u64 {
+    let mut reader = trace::TraceReader::open(path).unwrap();
+    let mut calls = 0;
+    for s in 0..reader.streams().len() {
+        for r in reader.records(s).unwrap() {
+            if matches!(r.unwrap(), trace::Record::Event(_)) {
+                calls += 1;
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn trace_report_renders_every_chart_offline() {
+    let trace = trace_fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let html_path = dir.path().join("trace.html");
+    alloclens()
+        .arg("report")
+        .arg(trace)
+        .arg("-o")
+        .arg(&html_path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_offline(&html);
+    let ids = chart_ids(&html);
+    for id in [
+        "p0-live-bytes-by-calls",
+        "p0-live-allocations-by-time",
+        "p0-cumulated-by-calls",
+        "p0-sizes-16",
+        "p0-sizes-32k",
+        "p0-sizes-pow2",
+        "p0-lifetime-cdf",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "no chart {id} in {ids:?}");
+    }
+    // The markers made phases: they are shaded (bands in the chart data) and listed.
+    assert!(html.contains("\"bands\":[{"), "no phase bands");
+    assert!(html.contains("Phases (shaded in the charts)"));
+    if let Some(dom) = open_in_browser(&html_path, "report-trace") {
+        assert_rendered(&dom, &html);
+    }
+}
+
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        &bytes[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+#[test]
+fn png_and_svg_figures_for_every_chart() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let (png, svg) = (dir.path().join("png"), dir.path().join("svg"));
+    alloclens()
+        .arg("report")
+        .arg(&f.sweep)
+        .arg("--png")
+        .arg(&png)
+        .arg("--svg")
+        .arg(&svg)
+        .assert()
+        .success();
+    let (_, html) = report_html(&f.sweep, &[]);
+    let ids = chart_ids(&html);
+    for id in &ids {
+        let p = png.join(format!("{id}.png"));
+        assert_eq!(png_size(&p), (1200, 700), "{}", p.display());
+        // Non-empty: more than a blank canvas compresses to.
+        assert!(
+            p.metadata().unwrap().len() > 10_000,
+            "{} looks blank",
+            p.display()
+        );
+        let s = std::fs::read_to_string(svg.join(format!("{id}.svg"))).unwrap();
+        assert!(
+            s.contains("width=\"1200\"") && s.contains("<polyline"),
+            "{id}.svg"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&png).unwrap().count(), ids.len());
+    // A trace's figures too (log-scale histograms).
+    let tpng = dir.path().join("trace-png");
+    alloclens()
+        .arg("report")
+        .arg(trace_fixture())
+        .arg("--png")
+        .arg(&tpng)
+        .assert()
+        .success();
+    assert_eq!(png_size(&tpng.join("p0-sizes-pow2.png")), (1200, 700));
+}
+
+fn diff_json(a: &Path, b: &Path) -> Value {
+    let out = alloclens()
+        .arg("diff")
+        .arg(a)
+        .arg(b)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn diff_of_runs_shows_every_headline_with_its_change() {
+    let f = fixtures();
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(f.sweep.join("results.json")).unwrap())
+            .unwrap();
+    // Against itself: every figure found on both sides, no change.
+    let same = diff_json(&f.sweep, &f.sweep);
+    let rows = same["rows"].as_array().unwrap();
+    for group in results["summary"].as_array().unwrap() {
+        for v in group["variants"].as_array().unwrap() {
+            let scope = format!(
+                "workers={} {}",
+                group["params"]["workers"].as_str().unwrap(),
+                v["variant"].as_str().unwrap()
+            );
+            let row = rows
+                .iter()
+                .find(|r| r["scope"] == scope.as_str() && r["metric"] == "peak PSS (median)")
+                .unwrap_or_else(|| panic!("no peak PSS row for {scope}"));
+            assert_eq!(row["a"], v["peak_pss_median"]);
+            assert_eq!(row["change"], 0.0);
+        }
+    }
+    // Two different runs: scopes of one side only have a null on the other, matched ones a change.
+    let other = diff_json(&f.hostile, &f.sweep);
+    let rows = other["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["a"].is_null() && !r["b"].is_null()));
+    assert!(rows.iter().any(|r| !r["a"].is_null() && r["b"].is_null()));
+    // The terminal table.
+    alloclens()
+        .arg("diff")
+        .arg(&f.hostile)
+        .arg(&f.hostile)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("peak PSS (median)"))
+        .stdout(predicates::str::contains("+0.0%"));
+}
+
+#[test]
+fn diff_of_traces_and_mixed_kinds() {
+    let trace = trace_fixture();
+    let d = diff_json(trace, trace);
+    let calls = d["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scope"] == "all processes" && r["metric"] == "calls")
+        .unwrap()
+        .clone();
+    assert_eq!(calls["a"].as_f64().unwrap() as u64, calls_in_trace(trace));
+    assert_eq!(calls["change_percent"], 0.0);
+    alloclens()
+        .arg("diff")
+        .arg(trace)
+        .arg(&fixtures().sweep)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("same kind"));
+}
+
+#[test]
+fn compare_overlays_both_runs() {
+    let f = fixtures();
+    let b = f.hostile.to_str().unwrap();
+    let (path, html) = report_html(&f.sweep, &["--compare", b]);
+    assert_offline(&html);
+    assert!(html.contains("\"label\":\"A: glibc #0\""), "no A series");
+    assert!(html.contains("\"label\":\"B: glibc #0\""), "no B series");
+    assert!(!html.contains(HOSTILE_ARG));
+    if let Some(dom) = open_in_browser(&path, "report-run-compare") {
+        assert_rendered(&dom, &html);
+    }
+}
+
+fn csv_rows(path: &Path) -> i64 {
+    csv::Reader::from_path(path).unwrap().records().count() as i64
+}
+
+/// Row count of a Parquet file with DuckDB (python3 -m pip install duckdb) when it is there; the
+/// parquet crate's reader always.
+fn parquet_rows(path: &Path) -> i64 {
+    let (rows, _) = report::parquet_table::describe(path).unwrap();
+    let query = format!(
+        "import duckdb; print(duckdb.sql(\"select count(*) from read_parquet('{}')\").fetchall()[0][0])",
+        path.display()
+    );
+    match Command::new("python3").args(["-c", &query]).output() {
+        Ok(out) if out.status.success() => {
+            let n: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+            assert_eq!(n, rows, "DuckDB and the parquet crate disagree");
+        }
+        _ => eprintln!(
+            "note: python3 with duckdb not available; Parquet checked with the parquet crate only"
+        ),
+    }
+    rows
+}
+
+#[test]
+fn parquet_of_a_run_has_the_rows_of_its_csv() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    alloclens()
+        .arg("report")
+        .arg(&f.hostile)
+        .arg("--parquet")
+        .arg(dir.path())
+        .assert()
+        .success();
+    assert_eq!(
+        parquet_rows(&dir.path().join("samples.parquet")),
+        csv_rows(&f.hostile.join("samples.csv"))
+    );
+    let markers = csv_rows(&f.hostile.join("markers.csv"));
+    assert!(markers > 0);
+    assert_eq!(parquet_rows(&dir.path().join("markers.parquet")), markers);
+    let (_, columns) =
+        report::parquet_table::describe(&dir.path().join("markers.parquet")).unwrap();
+    assert!(columns.iter().any(|c| c == "line"));
+}
+
+#[test]
+fn parquet_of_a_trace_has_its_timelines_and_histograms() {
+    let trace = trace_fixture();
+    let out = alloclens()
+        .arg("analyze")
+        .arg(trace)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let analysis: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let processes = analysis["processes"].as_array().unwrap();
+    let count = |f: &dyn Fn(&Value) -> usize| processes.iter().map(f).sum::<usize>() as i64;
+    let timeline = count(&|p| {
+        p["timeline_by_calls"].as_array().unwrap().len()
+            + p["timeline_by_time"].as_array().unwrap().len()
+    });
+    let sizes = count(&|p| {
+        ["buckets_16", "buckets_32k", "buckets_pow2"]
+            .iter()
+            .map(|b| p["stats"]["sizes"][b].as_array().unwrap().len())
+            .sum()
+    });
+    assert!(timeline > 0 && sizes > 0);
+    let dir = tempfile::tempdir().unwrap();
+    alloclens()
+        .arg("report")
+        .arg(trace)
+        .arg("--parquet")
+        .arg(dir.path())
+        .assert()
+        .success();
+    assert_eq!(parquet_rows(&dir.path().join("timeline.parquet")), timeline);
+    assert_eq!(parquet_rows(&dir.path().join("sizes.parquet")), sizes);
+}
+
+#[test]
+fn export_writes_one_row_per_call() {
+    let trace = trace_fixture();
+    let dir = tempfile::tempdir().unwrap();
+    alloclens()
+        .arg("export")
+        .arg(trace)
+        .arg("--parquet")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let path = dir.path().join("events.parquet");
+    assert_eq!(parquet_rows(&path) as u64, calls_in_trace(trace));
+    let (_, columns) = report::parquet_table::describe(&path).unwrap();
+    for c in [
+        "pid",
+        "tid",
+        "seq",
+        "t_ns",
+        "op",
+        "size",
+        "addr",
+        "lifetime_calls",
+    ] {
+        assert!(columns.iter().any(|x| x == c), "no column {c}");
+    }
+}

@@ -1,0 +1,224 @@
+//! `alloclens diff A B`: every headline figure of two results side by side with its change. Each kind
+//! of result lists its headlines (scope, metric, value); the diff matches them by scope and metric, so
+//! a figure present on one side only still shows.
+use serde::Serialize;
+
+use crate::chart::Unit;
+use crate::figures::format_value;
+use crate::run_data::RunData;
+
+/// One headline figure of one result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    /// What it is about: "workers=2 jemalloc", "process #0 (prog)", "all processes".
+    pub scope: String,
+    pub metric: String,
+    pub unit: Unit,
+    pub value: Option<f64>,
+}
+
+/// A result that has headline figures (a run, a trace).
+pub trait Headlines {
+    fn headlines(&self) -> Vec<Headline>;
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffRow {
+    pub scope: String,
+    pub metric: String,
+    pub unit: Unit,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// b - a.
+    pub change: Option<f64>,
+    /// (b - a) / a * 100; None when a is 0 or missing.
+    pub change_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Diff {
+    pub a: String,
+    pub b: String,
+    pub rows: Vec<DiffRow>,
+}
+
+/// Matches the headlines of A and B by (scope, metric), in A's order then B's extras.
+pub fn diff(a_name: &str, a: &[Headline], b_name: &str, b: &[Headline]) -> Diff {
+    let mut rows: Vec<DiffRow> = a
+        .iter()
+        .map(|h| {
+            let other = b
+                .iter()
+                .find(|o| o.scope == h.scope && o.metric == h.metric);
+            row(h, h.value, other.and_then(|o| o.value))
+        })
+        .collect();
+    for h in b {
+        if !a.iter().any(|o| o.scope == h.scope && o.metric == h.metric) {
+            rows.push(row(h, None, h.value));
+        }
+    }
+    Diff {
+        a: a_name.to_string(),
+        b: b_name.to_string(),
+        rows,
+    }
+}
+
+fn row(h: &Headline, a: Option<f64>, b: Option<f64>) -> DiffRow {
+    let change = a.zip(b).map(|(a, b)| b - a);
+    let change_percent = a
+        .zip(change)
+        .filter(|(a, _)| *a != 0.0)
+        .map(|(a, c)| c / a * 100.0);
+    DiffRow {
+        scope: h.scope.clone(),
+        metric: h.metric.clone(),
+        unit: h.unit,
+        a,
+        b,
+        change,
+        change_percent,
+    }
+}
+
+impl Diff {
+    /// A terminal table: scope, metric, A, B, change, change %.
+    pub fn render_text(&self) -> String {
+        let dash = || "—".to_string();
+        let headers = [
+            "scope".to_string(),
+            "metric".to_string(),
+            format!("A ({})", self.a),
+            format!("B ({})", self.b),
+            "change".to_string(),
+            "change %".to_string(),
+        ];
+        let rows: Vec<[String; 6]> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let v = |x: Option<f64>| x.map_or_else(dash, |x| format_value(r.unit, x));
+                let change = r.change.map_or_else(dash, |c| {
+                    let sign = if c > 0.0 {
+                        "+"
+                    } else if c < 0.0 {
+                        "-"
+                    } else {
+                        ""
+                    };
+                    format!("{sign}{}", format_value(r.unit, c.abs()))
+                });
+                [
+                    r.scope.clone(),
+                    r.metric.clone(),
+                    v(r.a),
+                    v(r.b),
+                    change,
+                    r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
+                ]
+            })
+            .collect();
+        let mut widths = headers.clone().map(|h| h.chars().count());
+        for r in &rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String; 6]| {
+            let mut s = String::new();
+            for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+                let pad = " ".repeat(w - c.chars().count());
+                if i < 2 {
+                    s.push_str(&format!("{c}{pad}  "));
+                } else {
+                    s.push_str(&format!("{pad}{c}  "));
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&headers);
+        let mut last_scope = String::new();
+        for (r, cells) in self.rows.iter().zip(&rows) {
+            if r.scope != last_scope && !last_scope.is_empty() {
+                out.push('\n');
+            }
+            last_scope = r.scope.clone();
+            out.push_str(&line(cells));
+        }
+        out
+    }
+}
+
+impl Headlines for RunData {
+    fn headlines(&self) -> Vec<Headline> {
+        let order: Vec<String> = self.results.params.iter().map(|p| p.name.clone()).collect();
+        let mut out = Vec::new();
+        for g in &self.results.summary {
+            let point: Vec<String> = order
+                .iter()
+                .filter_map(|n| g.params.get(n).map(|v| format!("{n}={v}")))
+                .collect();
+            for v in &g.variants {
+                let scope = if point.is_empty() {
+                    v.variant.clone()
+                } else {
+                    format!("{} {}", point.join(" "), v.variant)
+                };
+                let mut push = |metric: &str, unit, value| {
+                    out.push(Headline {
+                        scope: scope.clone(),
+                        metric: metric.to_string(),
+                        unit,
+                        value,
+                    })
+                };
+                push("wall (median)", Unit::Seconds, v.wall_median);
+                if v.throughput_median.is_some() {
+                    push("throughput (median)", Unit::Rate, v.throughput_median);
+                }
+                push("peak PSS (median)", Unit::Bytes, v.peak_pss_median);
+                push("mean PSS (median)", Unit::Bytes, v.mean_pss_median);
+                push("peak RSS (median)", Unit::Bytes, v.peak_rss_median);
+                push("mean RSS (median)", Unit::Bytes, v.mean_rss_median);
+                push("failed runs", Unit::Count, Some(f64::from(v.failed)));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(scope: &str, metric: &str, value: Option<f64>) -> Headline {
+        Headline {
+            scope: scope.into(),
+            metric: metric.into(),
+            unit: Unit::Bytes,
+            value,
+        }
+    }
+
+    #[test]
+    fn figures_are_matched_by_scope_and_metric() {
+        let a = [
+            h("glibc", "peak", Some(100.0)),
+            h("glibc", "mean", Some(0.0)),
+        ];
+        let b = [
+            h("glibc", "mean", Some(5.0)),
+            h("glibc", "peak", Some(150.0)),
+            h("tc", "peak", Some(1.0)),
+        ];
+        let d = diff("a", &a, "b", &b);
+        assert_eq!(d.rows.len(), 3);
+        assert_eq!(d.rows[0].change, Some(50.0));
+        assert_eq!(d.rows[0].change_percent, Some(50.0));
+        assert_eq!(d.rows[1].change_percent, None, "no percentage of zero");
+        assert_eq!((d.rows[2].a, d.rows[2].b), (None, Some(1.0)));
+        let text = d.render_text();
+        assert!(text.contains("+50 B") && text.contains("+50.0%"), "{text}");
+    }
+}

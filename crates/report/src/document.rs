@@ -1,0 +1,78 @@
+//! The content of a report, independent of its output: sections of plain-text blocks and charts.
+//! Each kind of result (a run, a trace, later an allocator replay) implements [`Reportable`] in one
+//! module of `sections/`; the renderers (`html`, `figures`) know nothing about runs or traces.
+//! Blocks hold plain text only, so a renderer escapes everything in one place.
+use crate::chart::Chart;
+
+/// A kind of result that can be reported.
+pub trait Reportable {
+    fn document(&self) -> Document;
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Document {
+    pub title: String,
+    pub sections: Vec<Section>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// Unique in the document (an HTML anchor).
+    pub id: String,
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Block {
+    Paragraph(String),
+    /// A command line or other verbatim text.
+    Code(String),
+    /// Something the reader must not miss (failed runs, allocator not loaded).
+    Warning(String),
+    /// Name/value pairs (machine, options).
+    Facts(Vec<(String, String)>),
+    Table(Table),
+    Chart(Chart),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub caption: Option<String>,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Document {
+    pub fn charts(&self) -> impl Iterator<Item = &Chart> {
+        self.sections.iter().flat_map(|s| {
+            s.blocks.iter().filter_map(|b| match b {
+                Block::Chart(c) => Some(c),
+                _ => None,
+            })
+        })
+    }
+}
+
+impl Section {
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Section {
+        Section {
+            id: id.into(),
+            title: title.into(),
+            blocks: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, block: Block) -> &mut Section {
+        self.blocks.push(block);
+        self
+    }
+
+    /// Adds a chart only when it has something to draw (an empty chart is noise, and a test failure).
+    pub fn push_chart(&mut self, chart: Chart) -> &mut Section {
+        if chart.has_data() {
+            self.blocks.push(Block::Chart(chart));
+        }
+        self
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per kind of result that can be reported; each implements `document::Reportable`.
+pub mod run;
+pub mod trace;

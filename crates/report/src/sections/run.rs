@@ -1,0 +1,607 @@
+//! The report of a `run` results directory: how to reproduce it, the summary, memory over time per
+//! variant, memory per event, figures against the swept parameters, and the processes of one run.
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::document::{Block, Document, Reportable, Section, Table};
+use crate::format;
+use crate::run_data::{Run, RunData, SampleRow};
+
+/// Lines of at most this many processes in the per-process chart (the largest by peak PSS).
+const MAX_PROCESS_LINES: usize = 24;
+
+impl Reportable for RunData {
+    fn document(&self) -> Document {
+        let r = &self.results;
+        let title = format!("alloclens run: {}", r.command.join(" "));
+        let mut sections = vec![reproduce(self), summary(self)];
+        sections.extend(memory_over_time(self));
+        sections.extend(per_event(self));
+        sections.extend(against_params(self));
+        sections.extend(per_process(self));
+        Document { title, sections }
+    }
+}
+
+/// Variant label -> colour index, in results.json order.
+fn colors(data: &RunData) -> BTreeMap<String, String> {
+    let mut labels: Vec<&str> = data
+        .results
+        .variants
+        .iter()
+        .map(|v| v.label.as_str())
+        .collect();
+    for run in &data.results.runs {
+        if !labels.contains(&run.variant.as_str()) {
+            labels.push(&run.variant);
+        }
+    }
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.to_string(), palette(i)))
+        .collect()
+}
+
+fn point_name(params: &BTreeMap<String, String>, order: &[String]) -> String {
+    order
+        .iter()
+        .filter_map(|n| params.get(n).map(|v| format!("{n}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn param_order(data: &RunData) -> Vec<String> {
+    data.results.params.iter().map(|p| p.name.clone()).collect()
+}
+
+fn reproduce(data: &RunData) -> Section {
+    let r = &data.results;
+    let mut s = Section::new("setup", "Command, machine and allocators");
+    s.push(Block::Code(shell_words(&r.command)));
+    if !data.compared.is_empty() {
+        s.push(Block::Paragraph(
+            "Two results compared; the machine and options shown are the first's:".into(),
+        ));
+        for c in &data.compared {
+            s.push(Block::Code(c.clone()));
+        }
+    }
+    let mut facts = vec![
+        ("results".into(), data.dir.display().to_string()),
+        (
+            "made".into(),
+            format!("{} by {} {}", r.created, r.tool, r.tool_version),
+        ),
+        (
+            "machine".into(),
+            format!(
+                "{} — {}, {} CPUs, {} memory, Linux {}",
+                r.host.hostname,
+                r.host.cpu_model,
+                r.host.cpus,
+                format::bytes(r.host.memory_bytes as f64),
+                r.host.kernel
+            ),
+        ),
+        ("repeats".into(), r.repeats.to_string()),
+        ("sampling interval".into(), format::seconds(r.interval_s)),
+    ];
+    for p in &r.params {
+        facts.push((format!("parameter {}", p.name), p.values.join(", ")));
+    }
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
+    facts.push(("marker regex".into(), opt(&r.marker)));
+    facts.push(("throughput regex".into(), opt(&r.throughput)));
+    facts.push(("baseline".into(), opt(&r.baseline)));
+    s.push(Block::Facts(facts));
+    let pairs = |v: &[(String, String)]| {
+        v.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    s.push(Block::Table(Table {
+        caption: Some("Variants".into()),
+        headers: [
+            "variant",
+            "allocator",
+            "version",
+            "library",
+            "settings",
+            "environment",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: r
+            .variants
+            .iter()
+            .map(|v| {
+                vec![
+                    v.label.clone(),
+                    v.allocator.clone(),
+                    v.version.clone().unwrap_or_default(),
+                    v.library.clone().unwrap_or_else(|| "(system)".into()),
+                    pairs(&v.settings),
+                    pairs(&v.env),
+                ]
+            })
+            .collect(),
+    }));
+    if r.interrupted {
+        s.push(Block::Warning(
+            "the session was interrupted (Ctrl-C): only the runs done are shown".into(),
+        ));
+    }
+    for w in &r.warnings {
+        s.push(Block::Warning(w.clone()));
+    }
+    s
+}
+
+/// The command as a shell would need it typed: words with special characters single-quoted.
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn summary(data: &RunData) -> Section {
+    let mut s = Section::new("summary", "Summary");
+    let order = param_order(data);
+    let dash = || "—".to_string();
+    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
+    let ratio = |x: Option<f64>| x.map_or_else(dash, format::ratio);
+    for g in &data.results.summary {
+        let point = point_name(&g.params, &order);
+        let caption = match (&g.baseline, point.is_empty()) {
+            (Some(b), true) => format!("ratios: variant / {b}, lower is better"),
+            (Some(b), false) => format!("{point} — ratios: variant / {b}, lower is better"),
+            (None, _) => point,
+        };
+        let rows = g
+            .variants
+            .iter()
+            .map(|v| {
+                vec![
+                    v.variant.clone(),
+                    format!("{}/{}", v.runs - v.failed.min(v.runs), v.runs),
+                    v.wall_median.map_or_else(dash, format::seconds),
+                    match (v.wall_min, v.wall_max) {
+                        (Some(a), Some(b)) => format!("{a:.3}…{b:.3}"),
+                        _ => dash(),
+                    },
+                    v.throughput_median.map_or_else(dash, format::rate),
+                    bytes(v.peak_pss_median),
+                    bytes(v.mean_pss_median),
+                    bytes(v.peak_rss_median),
+                    bytes(v.mean_rss_median),
+                    ratio(v.wall_ratio),
+                    ratio(v.peak_pss_ratio),
+                    ratio(v.mean_pss_ratio),
+                    v.allocator_check.replace('_', " "),
+                ]
+            })
+            .collect();
+        s.push(Block::Table(Table {
+            caption: Some(caption),
+            headers: [
+                "variant",
+                "ok runs",
+                "wall (median)",
+                "min…max s",
+                "throughput",
+                "peak PSS",
+                "mean PSS",
+                "peak RSS",
+                "mean RSS",
+                "time ratio",
+                "peak PSS ratio",
+                "mean PSS ratio",
+                "allocator loaded",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }));
+    }
+    s
+}
+
+/// Runs grouped by parameter point, in results.json order of first appearance.
+fn points(data: &RunData) -> Vec<(BTreeMap<String, String>, Vec<&Run>)> {
+    let mut out: Vec<(BTreeMap<String, String>, Vec<&Run>)> = Vec::new();
+    for run in &data.results.runs {
+        match out.iter_mut().find(|(p, _)| *p == run.params) {
+            Some((_, runs)) => runs.push(run),
+            None => out.push((run.params.clone(), vec![run])),
+        }
+    }
+    out
+}
+
+/// Per variant, the repeat drawn bold: the successful run whose peak PSS is the (lower) median.
+fn median_runs(runs: &[&Run]) -> BTreeSet<usize> {
+    let mut by_variant: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.ending.ok()) {
+        by_variant.entry(&r.variant).or_default().push(r);
+    }
+    by_variant
+        .into_values()
+        .map(|mut rs| {
+            rs.sort_by(|a, b| a.memory.pss.peak.total_cmp(&b.memory.pss.peak));
+            rs[(rs.len() - 1) / 2].index
+        })
+        .collect()
+}
+
+fn run_label(run: &Run) -> String {
+    format!("{} #{}", run.variant, run.repeat)
+}
+
+fn emphasis(run: &Run, bold: &BTreeSet<usize>, repeats: usize) -> Emphasis {
+    if repeats <= 1 || bold.contains(&run.index) {
+        Emphasis::Bold
+    } else {
+        Emphasis::Faint
+    }
+}
+
+/// Total rows of samples.csv per run.
+fn totals(data: &RunData) -> BTreeMap<usize, Vec<&SampleRow>> {
+    let mut out: BTreeMap<usize, Vec<&SampleRow>> = BTreeMap::new();
+    for s in data.samples.iter().filter(|s| s.pid.is_none()) {
+        out.entry(s.run).or_default().push(s);
+    }
+    out
+}
+
+fn chart_suffix(i: usize, n: usize) -> String {
+    if n > 1 {
+        format!("-{i}")
+    } else {
+        String::new()
+    }
+}
+
+fn memory_over_time(data: &RunData) -> Option<Section> {
+    let colors = colors(data);
+    let totals = totals(data);
+    let order = param_order(data);
+    let points = points(data);
+    let mut s = Section::new("memory", "Memory of the process tree over time");
+    s.push(Block::Paragraph(
+        "Sum over the command and all its descendants at each sample. One line per run; with repeats, \
+         the repeat with the median peak PSS is bold and the others are faint."
+            .into(),
+    ));
+    for (i, (params, runs)) in points.iter().enumerate() {
+        let bold = median_runs(runs);
+        let repeats = data.results.repeats.max(1) as usize;
+        let point = point_name(params, &order);
+        for (metric, name, pick) in [
+            (
+                "pss",
+                "PSS",
+                (|s: &SampleRow| s.pss) as fn(&SampleRow) -> u64,
+            ),
+            ("rss", "RSS", |s: &SampleRow| s.rss),
+        ] {
+            let lines = runs
+                .iter()
+                .map(|run| Line {
+                    label: run_label(run),
+                    points: totals
+                        .get(&run.index)
+                        .map(|rows| rows.iter().map(|r| (r.t_s, pick(r) as f64)).collect())
+                        .unwrap_or_default(),
+                    color: colors
+                        .get(&run.variant)
+                        .cloned()
+                        .unwrap_or_else(|| palette(0)),
+                    emphasis: emphasis(run, &bold, repeats),
+                })
+                .collect();
+            let title = if point.is_empty() {
+                format!("Total {name} over time")
+            } else {
+                format!("Total {name} over time, {point}")
+            };
+            s.push_chart(Chart::from_lines(
+                format!("{metric}-over-time{}", chart_suffix(i, points.len())),
+                title,
+                Axis::new("time since start", Unit::Seconds),
+                Axis::new(format!("total {name}"), Unit::Bytes),
+                lines,
+            ));
+        }
+    }
+    (s.blocks.len() > 1).then_some(s)
+}
+
+fn per_event(data: &RunData) -> Option<Section> {
+    if data.markers.is_empty() {
+        return None;
+    }
+    let colors = colors(data);
+    // x = the marker label, in order of first appearance (runs print the same events).
+    let mut labels: Vec<String> = Vec::new();
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in &data.markers {
+        if !index.contains_key(m.label.as_str()) {
+            index.insert(&m.label, labels.len());
+            labels.push(m.label.clone());
+        }
+    }
+    let runs: Vec<&Run> = data.results.runs.iter().collect();
+    let bold = median_runs(&runs);
+    let repeats = data.results.repeats.max(1) as usize;
+    let mut s = Section::new("events", "Memory per event");
+    s.push(Block::Paragraph(format!(
+        "Tree totals at each output line matching the marker regex {}; x is the marker's label.",
+        data.results.marker.clone().unwrap_or_default()
+    )));
+    for (metric, name, pick) in [
+        (
+            "pss",
+            "PSS",
+            (|m: &crate::run_data::MarkerRow| m.pss)
+                as fn(&crate::run_data::MarkerRow) -> Option<u64>,
+        ),
+        ("rss", "RSS", |m| m.rss),
+        ("vss", "VSS", |m| m.vss),
+    ] {
+        let lines = runs
+            .iter()
+            .map(|run| Line {
+                label: format!("{}{}", run_label(run), params_suffix(run, data)),
+                points: data
+                    .markers
+                    .iter()
+                    .filter(|m| m.run == run.index)
+                    .filter_map(|m| Some((index[m.label.as_str()] as f64, pick(m)? as f64)))
+                    .collect(),
+                color: colors
+                    .get(&run.variant)
+                    .cloned()
+                    .unwrap_or_else(|| palette(0)),
+                emphasis: emphasis(run, &bold, repeats),
+            })
+            .filter(|l| !l.points.is_empty())
+            .collect();
+        let mut chart = Chart::from_lines(
+            format!("{metric}-per-event"),
+            format!("{name} per event"),
+            Axis::new("event (marker label)", Unit::Plain),
+            Axis::new(format!("total {name}"), Unit::Bytes),
+            lines,
+        );
+        chart.x_labels = Some(labels.clone());
+        s.push_chart(chart);
+    }
+    Some(s)
+}
+
+fn params_suffix(run: &Run, data: &RunData) -> String {
+    let p = point_name(&run.params, &param_order(data));
+    if p.is_empty() {
+        p
+    } else {
+        format!(" {p}")
+    }
+}
+
+/// x (the parameter's value), median throughput, median peak PSS.
+type ParamPoint = (f64, Option<f64>, Option<f64>);
+
+fn against_params(data: &RunData) -> Option<Section> {
+    let order = param_order(data);
+    let first = order.first()?;
+    let colors = colors(data);
+    let values: Vec<String> = data.results.params[0].values.clone();
+    let numeric = values.iter().all(|v| v.parse::<f64>().is_ok());
+    let x_of = |v: &str| -> Option<f64> {
+        if numeric {
+            v.parse().ok()
+        } else {
+            values.iter().position(|x| x == v).map(|i| i as f64)
+        }
+    };
+    // One line per variant and per combination of the other parameters.
+    let mut lines: BTreeMap<(String, String), Vec<ParamPoint>> = BTreeMap::new();
+    for g in &data.results.summary {
+        let Some(x) = g.params.get(first).and_then(|v| x_of(v)) else {
+            continue;
+        };
+        let rest = point_name(&g.params, &order[1..]);
+        for v in &g.variants {
+            lines
+                .entry((v.variant.clone(), rest.clone()))
+                .or_default()
+                .push((x, v.throughput_median, v.peak_pss_median));
+        }
+    }
+    let mut s = Section::new("parameters", format!("Against {first}"));
+    s.push(Block::Paragraph(format!(
+        "Medians over the repeats at each value of {first}."
+    )));
+    for (metric, title, unit, pick) in [
+        (
+            "throughput",
+            "Throughput",
+            Unit::Rate,
+            (|p: &(f64, Option<f64>, Option<f64>)| p.1)
+                as fn(&(f64, Option<f64>, Option<f64>)) -> Option<f64>,
+        ),
+        ("peak-pss", "Peak PSS", Unit::Bytes, |p| p.2),
+    ] {
+        let chart_lines = lines
+            .iter()
+            .map(|((variant, rest), pts)| Line {
+                label: if rest.is_empty() {
+                    variant.clone()
+                } else {
+                    format!("{variant} {rest}")
+                },
+                points: pts.iter().filter_map(|p| Some((p.0, pick(p)?))).collect(),
+                color: colors.get(variant).cloned().unwrap_or_else(|| palette(0)),
+                emphasis: Emphasis::Normal,
+            })
+            .collect();
+        let mut chart = Chart::from_lines(
+            format!("{metric}-vs-{}", slug(first)),
+            format!("{title} against {first}"),
+            Axis::new(first.clone(), Unit::Plain),
+            Axis::new(title.to_lowercase(), unit),
+            chart_lines,
+        );
+        chart.points = true;
+        if !numeric {
+            chart.x_labels = Some(values.clone());
+        }
+        s.push_chart(chart);
+    }
+    (s.blocks.len() > 1).then_some(s)
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn per_process(data: &RunData) -> Option<Section> {
+    // The run with the most processes at once (the first such), as the example of a multi-process run.
+    let run = data
+        .results
+        .runs
+        .iter()
+        .filter(|r| r.memory.max_processes > 1)
+        .max_by(|a, b| {
+            a.memory
+                .max_processes
+                .cmp(&b.memory.max_processes)
+                .then(b.index.cmp(&a.index))
+        })?;
+    let rows: Vec<&SampleRow> = data
+        .samples
+        .iter()
+        .filter(|s| s.run == run.index && s.pid.is_some())
+        .collect();
+    struct Proc {
+        ppid: Option<u32>,
+        comm: String,
+        peak: u64,
+        first: f64,
+        last: f64,
+        points: Vec<(f64, f64)>,
+    }
+    let mut procs: BTreeMap<u32, Proc> = BTreeMap::new();
+    for r in rows {
+        let p = procs.entry(r.pid.unwrap_or(0)).or_insert(Proc {
+            ppid: r.ppid,
+            comm: r.comm.clone(),
+            peak: 0,
+            first: r.t_s,
+            last: r.t_s,
+            points: Vec::new(),
+        });
+        p.peak = p.peak.max(r.pss);
+        p.first = p.first.min(r.t_s);
+        p.last = p.last.max(r.t_s);
+        p.points.push((r.t_s, r.pss as f64));
+    }
+    let mut ranked: Vec<(u32, Proc)> = procs.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.peak.cmp(&a.1.peak).then(a.0.cmp(&b.0)));
+    let mut s = Section::new(
+        "processes",
+        format!(
+            "Processes of run {} ({}, repeat {}{})",
+            run.index,
+            run.variant,
+            run.repeat,
+            params_suffix(run, data)
+        ),
+    );
+    s.push(Block::Paragraph(format!(
+        "The run with the most processes at once ({}; {} seen in all). PSS shares the pages common to \
+         several processes between them, so the lines add up to the tree's total.",
+        run.memory.max_processes, run.memory.distinct_processes
+    )));
+    if ranked.len() > MAX_PROCESS_LINES {
+        s.push(Block::Paragraph(format!(
+            "The chart shows the {MAX_PROCESS_LINES} largest processes by peak PSS of {}.",
+            ranked.len()
+        )));
+    }
+    let lines = ranked
+        .iter()
+        .take(MAX_PROCESS_LINES)
+        .enumerate()
+        .map(|(i, (pid, p))| Line {
+            label: format!("{pid} {}", p.comm),
+            points: p.points.clone(),
+            color: palette(i),
+            emphasis: Emphasis::Normal,
+        })
+        .collect();
+    s.push_chart(Chart::from_lines(
+        "pss-per-process",
+        format!("PSS per process, run {}", run.index),
+        Axis::new("time since start", Unit::Seconds),
+        Axis::new("PSS", Unit::Bytes),
+        lines,
+    ));
+    s.push(Block::Table(Table {
+        caption: Some("Processes by peak PSS".into()),
+        headers: [
+            "pid",
+            "ppid",
+            "command",
+            "peak PSS",
+            "first seen",
+            "last seen",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: ranked
+            .iter()
+            .map(|(pid, p)| {
+                vec![
+                    pid.to_string(),
+                    p.ppid.map(|v| v.to_string()).unwrap_or_default(),
+                    p.comm.clone(),
+                    format::bytes(p.peak as f64),
+                    format!("{:.3} s", p.first),
+                    format!("{:.3} s", p.last),
+                ]
+            })
+            .collect(),
+    }));
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_quote_what_a_shell_would_interpret() {
+        let words = ["prog", "--x={n}", "a b", "it's", "<script>"].map(String::from);
+        assert_eq!(
+            shell_words(&words),
+            r#"prog --x={n} 'a b' 'it'\''s' '<script>'"#
+        );
+    }
+}

@@ -1,0 +1,442 @@
+//! The report of a trace (through `analyze`): per process, live bytes and allocations and the cumulated
+//! upper/lower bounds against allocator calls and against time (phases shaded), size histograms on log
+//! scales, the lifetime CDF; tables per process, thread and phase.
+use std::path::PathBuf;
+
+use analyze::{FileAnalysis, ProcessReport, ScopeReport};
+
+use crate::chart::{palette, Axis, Band, Chart, Emphasis, Line, Unit};
+use crate::diff::{Headline, Headlines};
+use crate::document::{Block, Document, Reportable, Section, Table};
+use crate::format;
+
+/// Processes drawn in full (the most active ones); all are in the tables.
+const MAX_PROCESS_SECTIONS: usize = 8;
+
+/// An analysed trace, ready to report.
+pub struct TraceData {
+    pub path: PathBuf,
+    pub analysis: FileAnalysis,
+}
+
+impl TraceData {
+    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
+    pub fn load(path: &std::path::Path) -> Result<TraceData, analyze::AnalyzeError> {
+        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
+        Ok(TraceData {
+            path: path.to_path_buf(),
+            analysis,
+        })
+    }
+}
+
+impl Reportable for TraceData {
+    fn document(&self) -> Document {
+        let a = &self.analysis;
+        let title = if a.command.is_empty() {
+            format!("alloclens trace: {}", self.path.display())
+        } else {
+            format!("alloclens trace: {}", a.command.join(" "))
+        };
+        let mut sections = vec![setup(self), processes_table(self)];
+        let mut ranked: Vec<(usize, &ProcessReport)> =
+            a.analysis.processes.iter().enumerate().collect();
+        ranked.sort_by(|x, y| y.1.life_calls.cmp(&x.1.life_calls).then(x.0.cmp(&y.0)));
+        ranked.truncate(MAX_PROCESS_SECTIONS);
+        ranked.sort_by_key(|(i, _)| *i);
+        for (i, p) in ranked {
+            sections.push(process_section(i, p));
+        }
+        Document { title, sections }
+    }
+}
+
+fn process_name(p: &ProcessReport) -> String {
+    let exe = p
+        .cmdline
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_default();
+    if p.exec_index > 0 {
+        format!("{} {exe} (exec {})", p.pid, p.exec_index)
+    } else {
+        format!("{} {exe}", p.pid)
+    }
+}
+
+fn setup(t: &TraceData) -> Section {
+    let a = &t.analysis;
+    let mut s = Section::new("setup", "Trace");
+    if !a.command.is_empty() {
+        s.push(Block::Code(a.command.join(" ")));
+    }
+    let mut facts = vec![
+        ("trace".to_string(), t.path.display().to_string()),
+        ("allocator".to_string(), a.allocator.clone()),
+        (
+            "processes".to_string(),
+            a.analysis.processes.len().to_string(),
+        ),
+    ];
+    if let Some(phase) = &a.analysis.filters.phase {
+        facts.push(("phase filter".into(), phase.clone()));
+    }
+    if let Some(pid) = a.analysis.filters.process {
+        facts.push(("process filter".into(), pid.to_string()));
+    }
+    s.push(Block::Facts(facts));
+    s.push(Block::Paragraph(
+        "Cumulated upper bound: the sum of all requested sizes; lower bound: the sum over allocations of \
+         their last size (docs/metrics.md). Lifetimes are counted in allocator calls of the process."
+            .into(),
+    ));
+    for w in &a.analysis.warnings {
+        s.push(Block::Warning(w.clone()));
+    }
+    s
+}
+
+fn scope_headers(first: &str) -> Vec<String> {
+    [
+        first,
+        "calls",
+        "allocations",
+        "requested (upper)",
+        "cumulated lower",
+        "peak live bytes",
+        "peak live allocs",
+        "median lifetime (calls)",
+        "leaked",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn scope_cells(s: &ScopeReport) -> Vec<String> {
+    vec![
+        s.calls_total.to_string(),
+        s.allocations.to_string(),
+        format::bytes(s.requested_bytes as f64),
+        format::bytes(s.cumulated_lower_bytes as f64),
+        format::bytes(s.peak_live_bytes.value as f64),
+        s.peak_live_allocations.value.to_string(),
+        s.lifetimes
+            .median_calls
+            .map_or_else(|| "—".into(), |m| m.to_string()),
+        format!(
+            "{} in {}",
+            format::bytes(s.leaks.bytes as f64),
+            s.leaks.count
+        ),
+    ]
+}
+
+fn processes_table(t: &TraceData) -> Section {
+    let mut s = Section::new("processes", "Processes");
+    let mut headers = scope_headers("process");
+    headers.insert(1, "ppid".into());
+    headers.insert(2, "command".into());
+    s.push(Block::Table(Table {
+        caption: None,
+        headers,
+        rows: t
+            .analysis
+            .analysis
+            .processes
+            .iter()
+            .map(|p| {
+                let mut row = vec![process_name(p), p.ppid.to_string(), p.cmdline.join(" ")];
+                row.extend(scope_cells(&p.stats));
+                row
+            })
+            .collect(),
+    }));
+    s
+}
+
+fn process_section(i: usize, p: &ProcessReport) -> Section {
+    let id = |name: &str| format!("p{i}-{name}");
+    let mut s = Section::new(
+        format!("process-{i}"),
+        format!("Process {}", process_name(p)),
+    );
+    if p.truncated {
+        s.push(Block::Warning(
+            "this process's stream is truncated: figures cover what was recorded".into(),
+        ));
+    }
+    let line = |label: &str, points: Vec<(f64, f64)>, color: usize, emphasis| Line {
+        label: label.to_string(),
+        points,
+        color: palette(color),
+        emphasis,
+    };
+    for (by, x_axis, bands, xs) in [
+        (
+            "calls",
+            Axis::new("allocator calls", Unit::Count),
+            p.phases
+                .iter()
+                .map(|ph| Band {
+                    from: ph.start_call as f64,
+                    to: ph.end_call as f64,
+                    label: ph.name.clone(),
+                })
+                .collect::<Vec<_>>(),
+            p.timeline_by_calls
+                .iter()
+                .map(|t| (t.calls as f64, t))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "time",
+            Axis::new("time since process start", Unit::Seconds),
+            p.phases
+                .iter()
+                .map(|ph| Band {
+                    from: ph.start_ns as f64 / 1e9,
+                    to: ph.end_ns as f64 / 1e9,
+                    label: ph.name.clone(),
+                })
+                .collect(),
+            p.timeline_by_time
+                .iter()
+                .map(|t| (t.t_ns as f64 / 1e9, t))
+                .collect(),
+        ),
+    ] {
+        let bands = if bands.len() > 1 { bands } else { Vec::new() };
+        let series = |f: fn(&analyze::TimelinePoint) -> u64| -> Vec<(f64, f64)> {
+            xs.iter().map(|(x, t)| (*x, f(t) as f64)).collect()
+        };
+        let charts = [
+            (
+                "live-bytes",
+                "Live bytes",
+                Unit::Bytes,
+                vec![
+                    line("live bytes", series(|t| t.live_bytes), 0, Emphasis::Bold),
+                    line(
+                        "max in step",
+                        series(|t| t.live_bytes_max),
+                        0,
+                        Emphasis::Faint,
+                    ),
+                    line(
+                        "min in step",
+                        series(|t| t.live_bytes_min),
+                        0,
+                        Emphasis::Faint,
+                    ),
+                ],
+            ),
+            (
+                "live-allocations",
+                "Live allocations",
+                Unit::Count,
+                vec![
+                    line(
+                        "live allocations",
+                        series(|t| t.live_allocations),
+                        1,
+                        Emphasis::Bold,
+                    ),
+                    line(
+                        "max in step",
+                        series(|t| t.live_allocations_max),
+                        1,
+                        Emphasis::Faint,
+                    ),
+                    line(
+                        "min in step",
+                        series(|t| t.live_allocations_min),
+                        1,
+                        Emphasis::Faint,
+                    ),
+                ],
+            ),
+            (
+                "cumulated",
+                "Cumulated bytes",
+                Unit::Bytes,
+                vec![
+                    line(
+                        "upper bound (requested)",
+                        series(|t| t.cumulated_upper_bytes),
+                        3,
+                        Emphasis::Bold,
+                    ),
+                    line(
+                        "lower bound",
+                        series(|t| t.cumulated_lower_bytes),
+                        2,
+                        Emphasis::Bold,
+                    ),
+                ],
+            ),
+        ];
+        for (name, title, unit, lines) in charts {
+            let mut chart = Chart::from_lines(
+                id(&format!("{name}-by-{by}")),
+                format!(
+                    "{title} against {}",
+                    if by == "calls" {
+                        "allocator calls"
+                    } else {
+                        "time"
+                    }
+                ),
+                x_axis.clone(),
+                Axis::new(title.to_lowercase(), unit),
+                lines,
+            );
+            chart.bands = bands.clone();
+            s.push_chart(chart);
+        }
+    }
+    if !p.phases.is_empty() {
+        let mut headers = scope_headers("phase");
+        headers.insert(1, "calls range".into());
+        s.push(Block::Table(Table {
+            caption: Some("Phases (shaded in the charts)".into()),
+            headers,
+            rows: p
+                .phases
+                .iter()
+                .map(|ph| {
+                    let mut row = vec![
+                        ph.name.clone(),
+                        format!("{}…{}", ph.start_call, ph.end_call),
+                    ];
+                    row.extend(scope_cells(&ph.stats));
+                    row
+                })
+                .collect(),
+        }));
+    }
+    let sizes = &p.stats.sizes;
+    for (name, title, buckets) in [
+        ("sizes-16", "Request sizes, 16 B buckets", &sizes.buckets_16),
+        (
+            "sizes-32k",
+            "Request sizes, 32 KiB buckets",
+            &sizes.buckets_32k,
+        ),
+        (
+            "sizes-pow2",
+            "Request sizes, power-of-two buckets",
+            &sizes.buckets_pow2,
+        ),
+    ] {
+        let mut chart = Chart::from_lines(
+            id(name),
+            title,
+            Axis::new("size (bucket low end)", Unit::Bytes).log(),
+            Axis::new("requests", Unit::Count).log(),
+            vec![line(
+                "requests",
+                buckets
+                    .iter()
+                    .map(|b| (b.low.max(1) as f64, b.count as f64))
+                    .collect(),
+                0,
+                Emphasis::Normal,
+            )],
+        );
+        chart.points = true;
+        chart.connect = false;
+        s.push_chart(chart);
+    }
+    let cdf = &p.stats.lifetimes.cdf;
+    s.push_chart(Chart::from_lines(
+        id("lifetime-cdf"),
+        "Lifetime CDF (fraction of allocations freed within x calls)",
+        Axis::new("lifetime, allocator calls", Unit::Count).log(),
+        Axis::new("fraction of allocations", Unit::Plain),
+        vec![line(
+            "fraction",
+            cdf.iter()
+                .map(|c| (c.below_calls.max(1) as f64, c.fraction))
+                .collect(),
+            4,
+            Emphasis::Bold,
+        )],
+    ));
+    s.push(Block::Table(Table {
+        caption: Some("Threads".into()),
+        headers: scope_headers("thread"),
+        rows: p
+            .threads
+            .iter()
+            .map(|t| {
+                let mut row = vec![t.tid.to_string()];
+                row.extend(scope_cells(&t.stats));
+                row
+            })
+            .collect(),
+    }));
+    s
+}
+
+impl Headlines for TraceData {
+    fn headlines(&self) -> Vec<Headline> {
+        let mut out = Vec::new();
+        let ps = &self.analysis.analysis.processes;
+        let mut push = |scope: &str, metric: &str, unit: Unit, value: f64| {
+            out.push(Headline {
+                scope: scope.to_string(),
+                metric: metric.to_string(),
+                unit,
+                value: Some(value),
+            })
+        };
+        let sum = |f: fn(&ScopeReport) -> u64| ps.iter().map(|p| f(&p.stats)).sum::<u64>() as f64;
+        push("all processes", "processes", Unit::Count, ps.len() as f64);
+        for (scope, stats) in std::iter::once(("all processes".to_string(), None)).chain(
+            ps.iter().enumerate().map(|(i, p)| {
+                (
+                    format!(
+                        "process #{i} {}",
+                        p.cmdline
+                            .first()
+                            .map_or("", |c| c.rsplit('/').next().unwrap_or(c))
+                    ),
+                    Some(&p.stats),
+                )
+            }),
+        ) {
+            let v = |f: fn(&ScopeReport) -> u64| stats.map_or_else(|| sum(f), |s| f(s) as f64);
+            push(&scope, "calls", Unit::Count, v(|s| s.calls_total));
+            push(&scope, "allocations", Unit::Count, v(|s| s.allocations));
+            push(
+                &scope,
+                "requested bytes (upper)",
+                Unit::Bytes,
+                v(|s| s.requested_bytes),
+            );
+            push(
+                &scope,
+                "cumulated lower bytes",
+                Unit::Bytes,
+                v(|s| s.cumulated_lower_bytes),
+            );
+            push(
+                &scope,
+                "peak live bytes",
+                Unit::Bytes,
+                v(|s| s.peak_live_bytes.value),
+            );
+            push(
+                &scope,
+                "peak live allocations",
+                Unit::Count,
+                v(|s| s.peak_live_allocations.value),
+            );
+            push(&scope, "leaked bytes", Unit::Bytes, v(|s| s.leaks.bytes));
+            if let Some(m) = stats.and_then(|s| s.lifetimes.median_calls) {
+                push(&scope, "median lifetime (calls)", Unit::Count, m as f64);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,253 @@
+//! `alloclens export TRACE --parquet DIR`: the raw events of a trace as DIR/events.parquet, one row per
+//! allocator call, streamed chunk by chunk (a trace never has to fit in memory; the live pointers do).
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use trace::{Record, TraceReader};
+
+use crate::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
+
+/// Rows per row group.
+const BATCH: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Trace(#[from] trace::TraceError),
+    #[error(transparent)]
+    Parquet(#[from] ParquetError),
+    #[error("cannot create the directory '{path}': {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What was exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exported {
+    pub path: PathBuf,
+    pub rows: u64,
+    /// Marker records are not calls: counted, not exported.
+    pub markers_skipped: u64,
+}
+
+#[derive(Default)]
+struct Batch {
+    pid: Vec<Option<i64>>,
+    exec_index: Vec<Option<i64>>,
+    tid: Vec<Option<i64>>,
+    seq: Vec<Option<i64>>,
+    t_ns: Vec<Option<i64>>,
+    op: Vec<Option<String>>,
+    size: Vec<Option<i64>>,
+    addr: Vec<Option<i64>>,
+    old_addr: Vec<Option<i64>>,
+    lifetime_calls: Vec<Option<i64>>,
+    lifetime_ns: Vec<Option<i64>>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.seq.len()
+    }
+
+    fn take(&mut self) -> Vec<Column> {
+        let b = std::mem::take(self);
+        vec![
+            Column::Int64(b.pid),
+            Column::Int64(b.exec_index),
+            Column::Int64(b.tid),
+            Column::Int64(b.seq),
+            Column::Int64(b.t_ns),
+            Column::Text(b.op),
+            Column::Int64(b.size),
+            Column::Int64(b.addr),
+            Column::Int64(b.old_addr),
+            Column::Int64(b.lifetime_calls),
+            Column::Int64(b.lifetime_ns),
+        ]
+    }
+}
+
+/// Addresses are unsigned 64-bit; Parquet has signed INT64: the bits are kept (read as UINT64 or
+/// reinterpret; user-space addresses are below 2^63 on Linux anyway).
+fn bits(v: u64) -> i64 {
+    v as i64
+}
+
+/// Writes DIR/events.parquet from the trace at `path`. A damaged trace exports up to the damage (as
+/// far as the reader goes) and stops with its error.
+pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
+    let mut reader = TraceReader::open(path)?;
+    std::fs::create_dir_all(dir).map_err(|source| ExportError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let out = dir.join("events.parquet");
+    let i64c = |n: &str, null: bool| (n.to_string(), ColumnType::Int64, null);
+    let mut writer = TableWriter::create(
+        &out,
+        vec![
+            i64c("pid", false),
+            i64c("exec_index", false),
+            i64c("tid", false),
+            i64c("seq", false),
+            i64c("t_ns", false),
+            ("op".to_string(), ColumnType::Text, false),
+            i64c("size", false),
+            i64c("addr", false),
+            i64c("old_addr", false),
+            i64c("lifetime_calls", true),
+            i64c("lifetime_ns", true),
+        ],
+    )?;
+    let mut batch = Batch::default();
+    let mut markers = 0;
+    let streams: Vec<trace::ProcessInfo> =
+        reader.streams().iter().map(|s| s.info.clone()).collect();
+    for (s, info) in streams.iter().enumerate() {
+        // Pointer -> (seq, t_ns) of the call that returned it, for the lifetime of the call ending it.
+        let mut live: HashMap<u64, (u64, u64)> = HashMap::new();
+        for record in reader.records(s)? {
+            let e = match record? {
+                Record::Event(e) => e,
+                Record::Marker(_) => {
+                    markers += 1;
+                    continue;
+                }
+            };
+            let released = if e.op.is_free() {
+                Some(e.addr)
+            } else if e.op.is_realloc() {
+                Some(e.old_addr)
+            } else {
+                None
+            };
+            let ended = released.filter(|a| *a != 0).and_then(|a| live.remove(&a));
+            let returns = !e.op.is_free() && e.addr != 0;
+            if returns {
+                live.insert(e.addr, (e.seq, e.t_ns));
+            }
+            batch.pid.push(Some(i64::from(info.pid)));
+            batch.exec_index.push(Some(i64::from(info.exec_index)));
+            batch.tid.push(Some(i64::from(e.tid)));
+            batch.seq.push(Some(bits(e.seq)));
+            batch.t_ns.push(Some(bits(e.t_ns)));
+            batch.op.push(Some(e.op.name().to_string()));
+            batch.size.push(Some(bits(e.size)));
+            batch.addr.push(Some(bits(e.addr)));
+            batch.old_addr.push(Some(bits(e.old_addr)));
+            batch
+                .lifetime_calls
+                .push(ended.map(|(seq, _)| bits(e.seq.saturating_sub(seq))));
+            batch
+                .lifetime_ns
+                .push(ended.map(|(_, t)| bits(e.t_ns.saturating_sub(t))));
+            if batch.len() >= BATCH {
+                writer.write_batch(&batch.take())?;
+            }
+        }
+    }
+    writer.write_batch(&batch.take())?;
+    let rows = writer.finish()?;
+    Ok(Exported {
+        path: out,
+        rows,
+        markers_skipped: markers,
+    })
+}
+
+/// Writes the analysed timelines and size histograms of a trace as DIR/timeline.parquet and
+/// DIR/sizes.parquet (columns in docs/reports.md); returns the files and their row counts.
+pub fn write_analysis_parquet(
+    analysis: &analyze::Analysis,
+    dir: &Path,
+) -> Result<Vec<(PathBuf, u64)>, ExportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ExportError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let int = |n: &str| (n.to_string(), ColumnType::Int64, false);
+    let text = |n: &str| (n.to_string(), ColumnType::Text, false);
+    let timeline_path = dir.join("timeline.parquet");
+    let mut timeline = TableWriter::create(
+        &timeline_path,
+        vec![
+            int("pid"),
+            int("exec_index"),
+            text("step_by"),
+            int("calls"),
+            int("t_ns"),
+            int("live_bytes"),
+            int("live_bytes_max"),
+            int("live_bytes_min"),
+            int("live_allocations"),
+            int("live_allocations_max"),
+            int("live_allocations_min"),
+            int("cumulated_upper_bytes"),
+            int("cumulated_lower_bytes"),
+        ],
+    )?;
+    let sizes_path = dir.join("sizes.parquet");
+    let mut sizes = TableWriter::create(
+        &sizes_path,
+        vec![
+            int("pid"),
+            int("exec_index"),
+            text("buckets"),
+            int("low"),
+            int("high"),
+            int("count"),
+        ],
+    )?;
+    for p in &analysis.processes {
+        for (by, points) in [
+            ("calls", &p.timeline_by_calls),
+            ("time", &p.timeline_by_time),
+        ] {
+            let col = |f: fn(&analyze::TimelinePoint) -> u64| {
+                Column::Int64(points.iter().map(|t| Some(bits(f(t)))).collect())
+            };
+            let n = points.len();
+            timeline.write_batch(&[
+                Column::Int64(vec![Some(i64::from(p.pid)); n]),
+                Column::Int64(vec![Some(i64::from(p.exec_index)); n]),
+                Column::Text(vec![Some(by.to_string()); n]),
+                col(|t| t.calls),
+                col(|t| t.t_ns),
+                col(|t| t.live_bytes),
+                col(|t| t.live_bytes_max),
+                col(|t| t.live_bytes_min),
+                col(|t| t.live_allocations),
+                col(|t| t.live_allocations_max),
+                col(|t| t.live_allocations_min),
+                col(|t| t.cumulated_upper_bytes),
+                col(|t| t.cumulated_lower_bytes),
+            ])?;
+        }
+        let s = &p.stats.sizes;
+        for (name, buckets) in [
+            ("16", &s.buckets_16),
+            ("32k", &s.buckets_32k),
+            ("pow2", &s.buckets_pow2),
+        ] {
+            let n = buckets.len();
+            let col = |f: fn(&analyze::report::Bucket) -> u64| {
+                Column::Int64(buckets.iter().map(|b| Some(bits(f(b)))).collect())
+            };
+            sizes.write_batch(&[
+                Column::Int64(vec![Some(i64::from(p.pid)); n]),
+                Column::Int64(vec![Some(i64::from(p.exec_index)); n]),
+                Column::Text(vec![Some(name.to_string()); n]),
+                col(|b| b.low),
+                col(|b| b.high),
+                col(|b| b.count),
+            ])?;
+        }
+    }
+    Ok(vec![
+        (timeline_path, timeline.finish()?),
+        (sizes_path, sizes.finish()?),
+    ])
+}
