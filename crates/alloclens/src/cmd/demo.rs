@@ -142,6 +142,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         };
         let outcome = execute(&options, true)?;
         print!("{}", outcome.table);
+        match crate::cmd::report::write_run_report(&outcome.dir) {
+            Ok(page) => println!("  report: {}", page.display()),
+            Err(err) => println!("  warning: no HTML report: {err:#}"),
+        }
         for w in &outcome.warnings {
             println!("  warning: {w}");
         }
@@ -153,7 +157,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "Results (results.json, samples.csv, markers.csv per workload) in {}",
+        "Results (report.html, results.json, samples.csv, markers.csv per workload) in {}",
         root.display()
     );
     Ok(code)

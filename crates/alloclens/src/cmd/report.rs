@@ -104,6 +104,14 @@ fn default_output(path: &Path, is_run: bool) -> PathBuf {
     }
 }
 
+/// Writes `DIR/report.html` for a `run` results directory (used by `demo`).
+pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
+    let doc = RunData::load(dir)?.document();
+    let output = default_output(dir, true);
+    write_html(&doc, &output)?;
+    Ok(output)
+}
+
 fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
     let page = html::render(doc).context("cannot serialise the chart data")?;
     std::fs::write(output, page)
