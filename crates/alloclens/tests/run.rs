@@ -510,6 +510,12 @@ fn pty_delivers_the_markers_of_a_program_that_buffers_pipes() {
     };
     let with_pty = marker_spread(&["--pty"]);
     let with_pipe = marker_spread(&[]);
-    assert!(with_pty > 0.45, "with a pty the lines arrive as printed, 0.15 s apart: spread {with_pty:.3} s");
-    assert!(with_pipe < 0.1, "into a pipe they arrive together at exit: spread {with_pipe:.3} s");
+    assert!(
+        with_pty > 0.45,
+        "with a pty the lines arrive as printed, 0.15 s apart: spread {with_pty:.3} s"
+    );
+    assert!(
+        with_pipe < 0.1,
+        "into a pipe they arrive together at exit: spread {with_pipe:.3} s"
+    );
 }
