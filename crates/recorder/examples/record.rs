@@ -8,7 +8,14 @@ fn main() -> ExitCode {
         eprintln!("usage: record OUT.alt CMD [ARGS...]");
         return ExitCode::from(2);
     };
-    let options = recorder::RecordOptions::new(args.collect(), out.into());
+    let mut options = recorder::RecordOptions::new(args.collect(), out.into());
+    // For measuring the level's cost (bench/record-overhead.sh): ZSTD_LEVEL=1 ...
+    if let Some(level) = std::env::var("ZSTD_LEVEL")
+        .ok()
+        .and_then(|l| l.parse().ok())
+    {
+        options.zstd_level = level;
+    }
     match recorder::record(&options) {
         Ok(s) => {
             eprintln!(

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
-use trace::{ChunkEncoder, EncodedChunk, EndReason, Event, Marker, Op};
+use trace::{ChunkEncoder, EndReason, Event, Marker, Op, UncompressedChunk};
 
 use crate::protocol::{
     OP_RING_OWNER, OP_SHIFT, PAGE_BYTES, PAGE_COUNTER_OFFSET, RECORD_SIZE, RING_HEADER_BYTES,
@@ -25,24 +25,77 @@ struct Ring {
     tid: u32,
 }
 
-#[derive(Clone, Copy)]
-struct Pending {
-    present: bool,
-    event: Event,
+/// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address)
+/// and the thread id. An empty slot has a zero first word (op tags start at 1).
+type Pending = [u64; 5];
+
+const EMPTY: Pending = [0; 5];
+
+/// The reorder window: slot `i` holds seq `next_seq + i`. A power-of-two ring reused across
+/// rounds (it grows by doubling only when a slow thread holds it open), so placing a record is
+/// one store and taking the front one load; records stay in their raw form until encoded.
+struct Window {
+    slots: Vec<Pending>,
+    /// Ring index of the front (seq `next_seq`).
+    head: usize,
+    /// Slots from the front up to and including the furthest record placed.
+    len: usize,
 }
 
-const EMPTY: Pending = Pending {
-    present: false,
-    event: Event {
-        seq: 0,
-        t_ns: 0,
-        tid: 0,
-        op: Op::Malloc,
-        addr: 0,
-        size: 0,
-        old_addr: 0,
-    },
-};
+impl Window {
+    const INITIAL: usize = 1 << 12;
+
+    fn new() -> Window {
+        Window {
+            slots: Vec::new(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// Places a record `idx` slots after the front.
+    #[inline]
+    fn put(&mut self, idx: usize, record: Pending) {
+        if idx >= self.slots.len() {
+            self.grow(idx + 1);
+        }
+        let at = (self.head + idx) & self.mask();
+        self.slots[at] = record;
+        self.len = self.len.max(idx + 1);
+    }
+
+    fn grow(&mut self, need: usize) {
+        let cap = need.next_power_of_two().max(Self::INITIAL);
+        let mut slots = vec![EMPTY; cap];
+        for (i, slot) in slots.iter_mut().enumerate().take(self.len) {
+            *slot = self.slots[(self.head + i) & self.mask()];
+        }
+        self.slots = slots;
+        self.head = 0;
+    }
+
+    /// `None` when the window is empty; `Some(None)` for a hole at the front.
+    #[inline]
+    fn front(&self) -> Option<Option<&Pending>> {
+        if self.len == 0 {
+            return None;
+        }
+        let p = &self.slots[self.head];
+        Some((p[0] != 0).then_some(p))
+    }
+
+    #[inline]
+    fn pop_front(&mut self) {
+        self.slots[self.head][0] = 0;
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+    }
+}
 
 /// Counters a round reports to the server.
 #[derive(Default, Clone, Copy)]
@@ -58,7 +111,7 @@ pub struct Image {
     /// None once the image is finished (mappings released).
     page: Option<Mapping>,
     rings: Vec<Ring>,
-    window: VecDeque<Pending>,
+    window: Window,
     next_seq: u64,
     /// Sorted by seq.
     markers: VecDeque<Marker>,
@@ -84,10 +137,10 @@ impl Image {
         start_ticks: u64,
         mono0: u64,
         page_fd: &OwnedFd,
-        level: i32,
     ) -> std::io::Result<Image> {
         let page = Mapping::map(page_fd, PAGE_BYTES)?;
-        let mut encoder = ChunkEncoder::new(level);
+        // Compression runs on the writer thread (`pipeline`): the encoder's level is unused.
+        let mut encoder = ChunkEncoder::new(1);
         encoder.push_anchor(0, 0);
         Ok(Image {
             stream,
@@ -96,7 +149,7 @@ impl Image {
             mono0,
             page: Some(page),
             rings: Vec::new(),
-            window: VecDeque::new(),
+            window: Window::new(),
             next_seq: 0,
             markers: VecDeque::new(),
             encoder,
@@ -139,7 +192,7 @@ impl Image {
     pub fn release(&mut self) {
         self.page = None;
         self.rings = Vec::new();
-        self.window = VecDeque::new();
+        self.window = Window::new();
         self.markers = VecDeque::new();
         self.encoder = ChunkEncoder::new(1);
     }
@@ -160,7 +213,7 @@ impl Image {
         &mut self,
         last: bool,
         chunk_records: usize,
-        out: &mut Vec<EncodedChunk>,
+        out: &mut Vec<UncompressedChunk>,
     ) -> std::io::Result<Drained> {
         let (c, t) = self.round;
         let mut drained = Drained::default();
@@ -183,10 +236,10 @@ impl Image {
                     ring.tid = addr as u32;
                     continue;
                 }
-                let Some(op) = Op::from_tag(tag) else {
+                if Op::from_tag(tag).is_none() {
                     self.misplaced += 1;
                     continue;
-                };
+                }
                 let seq = seq_op & SEQ_MASK;
                 drained.records += 1;
                 let Some(idx) = seq.checked_sub(self.next_seq) else {
@@ -197,58 +250,74 @@ impl Image {
                     self.misplaced += 1;
                     continue;
                 }
-                let idx = idx as usize;
-                if idx >= self.window.len() {
-                    self.window.resize(idx + 1, EMPTY);
-                }
-                self.window[idx] = Pending {
-                    present: true,
-                    event: Event {
-                        seq,
-                        t_ns: 0,
-                        tid: ring.tid,
-                        op,
-                        addr,
-                        size,
-                        old_addr: old,
-                    },
-                };
+                self.window
+                    .put(idx as usize, [seq_op, addr, size, old, u64::from(ring.tid)]);
             }
             ring.map
                 .atomic_u64(RING_TAIL_OFFSET)
                 .store(ring.tail, Ordering::Release);
         }
         self.encoder.push_anchor(c, t);
-        while let Some(front) = self.window.front().copied() {
-            if !front.present {
-                if !last {
+        // A hole is skipped only when the image is gone and its rings are empty (`last`).
+        self.encode_front(c, last, chunk_records, out)?;
+        if last {
+            self.flush_markers_before(u64::MAX)?;
+            self.seal(out)?;
+        }
+        Ok(drained)
+    }
+
+    /// Encodes the window's front run of records below the anchor `c`. With `skip_holes` (the
+    /// image is gone and its rings are empty) holes are skipped and everything is encoded.
+    fn encode_front(
+        &mut self,
+        c: u64,
+        skip_holes: bool,
+        chunk_records: usize,
+        out: &mut Vec<UncompressedChunk>,
+    ) -> std::io::Result<()> {
+        while let Some(front) = self.window.front() {
+            let Some(&[seq_op, addr, size, old_addr, tid]) = front else {
+                if !skip_holes {
                     break;
                 }
                 self.window.pop_front();
                 self.next_seq += 1;
                 self.holes += 1;
                 continue;
-            }
-            if front.event.seq >= c && !last {
+            };
+            let seq = seq_op & SEQ_MASK;
+            if seq >= c && !skip_holes {
                 break;
             }
             self.window.pop_front();
-            self.flush_markers_before(front.event.seq)?;
+            // Tags were checked when the record entered the window.
+            let Some(op) = Op::from_tag((seq_op >> OP_SHIFT) as u8) else {
+                continue;
+            };
+            if self.markers.front().is_some_and(|m| m.seq <= seq) {
+                self.flush_markers_before(seq)?;
+            }
+            let event = Event {
+                seq,
+                t_ns: 0,
+                tid: tid as u32,
+                op,
+                addr,
+                size,
+                old_addr,
+            };
             self.encoder
-                .push_event(&front.event)
+                .push_event(&event)
                 .map_err(std::io::Error::other)?;
-            self.next_seq = front.event.seq + 1;
+            self.next_seq = seq + 1;
             self.records += 1;
             self.events += 1;
             if self.encoder.len() >= chunk_records {
                 self.seal(out)?;
             }
         }
-        if last {
-            self.flush_markers_before(u64::MAX)?;
-            self.seal(out)?;
-        }
-        Ok(drained)
+        Ok(())
     }
 
     fn flush_markers_before(&mut self, seq: u64) -> std::io::Result<()> {
@@ -267,11 +336,60 @@ impl Image {
     }
 
     /// Seals the current chunk (periodic flush or full).
-    pub fn seal(&mut self, out: &mut Vec<EncodedChunk>) -> std::io::Result<()> {
-        if let Some(chunk) = self.encoder.finish()? {
+    pub fn seal(&mut self, out: &mut Vec<UncompressedChunk>) -> std::io::Result<()> {
+        if let Some(chunk) = self.encoder.finish_raw(Vec::new()) {
             out.push(chunk);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64) -> Pending {
+        [seq | 1 << OP_SHIFT, seq, 0, 0, 0]
+    }
+
+    /// Pops the front run of present records, returning their seqs.
+    fn take_run(w: &mut Window) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(Some(p)) = w.front() {
+            out.push(p[0] & SEQ_MASK);
+            w.pop_front();
+        }
+        out
+    }
+
+    #[test]
+    fn window_keeps_seq_order_across_growth_and_wrap() {
+        let mut w = Window::new();
+        let mut next = 0u64;
+        // Rounds that wrap the ring several times, then one far-ahead record forcing growth while
+        // records sit at a wrapped head.
+        for round in 0..10u64 {
+            let n = 3000 + round * 100;
+            for i in (0..n).rev() {
+                w.put(i as usize, record(next + i));
+            }
+            let run = take_run(&mut w);
+            assert_eq!(run, (next..next + n).collect::<Vec<_>>());
+            next += n;
+        }
+        w.put(1, record(next + 1));
+        w.put(
+            Window::INITIAL * 3,
+            record(next + Window::INITIAL as u64 * 3),
+        );
+        assert_eq!(
+            w.front(),
+            Some(None),
+            "a hole at the front holds the window"
+        );
+        w.pop_front(); // the hole skipped
+        assert_eq!(take_run(&mut w), vec![next + 1]);
+        assert_eq!(w.len, Window::INITIAL * 3 - 1);
     }
 }
 

@@ -7,9 +7,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use trace::{EncodedChunk, EndReason, Marker, ProcessInfo, TraceWriter};
+use trace::{EndReason, Marker, ProcessInfo, TraceWriter, UncompressedChunk};
 
 use crate::image::{liveness, Image, Liveness};
+use crate::pipeline::Pipeline;
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
 use crate::ProcessSummary;
@@ -34,12 +35,12 @@ pub struct Server {
     pub images: Vec<Image>,
     finished: Vec<bool>,
     pub summaries: Vec<ProcessSummary>,
-    writer: Option<TraceWriter<BufWriter<File>>>,
+    /// The writer thread; None once writing failed or finished.
+    writer: Option<Pipeline>,
     pub warnings: Vec<String>,
     chunk_records: usize,
-    level: i32,
     buf: Vec<u8>,
-    chunks: Vec<EncodedChunk>,
+    chunks: Vec<UncompressedChunk>,
     last_flush: Instant,
     pub markers: u64,
     pub bytes: u64,
@@ -62,16 +63,23 @@ impl Server {
         chunk_records: usize,
         level: i32,
     ) -> Server {
+        let mut warnings = Vec::new();
+        let writer = match Pipeline::start(writer, level) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warnings.push(format!("cannot start the trace writer thread: {e}"));
+                None
+            }
+        };
         Server {
             listener,
             conns: Vec::new(),
             images: Vec::new(),
             finished: Vec::new(),
             summaries: Vec::new(),
-            writer: Some(writer),
-            warnings: Vec::new(),
+            writer,
+            warnings,
             chunk_records,
-            level,
             buf: vec![0u8; protocol::MAX_MESSAGE + 64],
             chunks: Vec::new(),
             last_flush: Instant::now(),
@@ -285,15 +293,8 @@ impl Server {
             start_unix_ns: real_ns,
             truncated: false,
         };
-        let stream = match self.writer.as_mut().map(|w| w.begin_process(&info)) {
-            Some(Ok(id)) => id,
-            Some(Err(e)) => {
-                self.write_failed(e);
-                0
-            }
-            None => 0,
-        };
-        match Image::new(stream, pid, start_ticks, mono0, page_fd, self.level) {
+        let stream = self.writer.as_mut().map_or(0, |w| w.begin_process(&info));
+        match Image::new(stream, pid, start_ticks, mono0, page_fd) {
             Ok(img) => {
                 self.conns[c].image = Some(self.images.len());
                 self.images.push(img);
@@ -343,17 +344,22 @@ impl Server {
         };
         let stream = self.images[i].stream;
         for chunk in chunks.drain(..) {
-            self.write_chunk(stream, &chunk);
+            self.write_chunk(stream, chunk);
         }
         self.chunks = chunks;
         moved
     }
 
-    fn write_chunk(&mut self, stream: u32, chunk: &EncodedChunk) {
+    fn write_chunk(&mut self, stream: u32, chunk: UncompressedChunk) {
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.write_events(stream, chunk) {
-                self.write_failed(e);
-            }
+            w.write_events(stream, chunk);
+        }
+    }
+
+    /// Reports a failure of the writer thread (checked once per round and at the end).
+    fn check_writer(&mut self) {
+        if let Some(e) = self.writer.as_mut().and_then(Pipeline::failure) {
+            self.write_failed(e);
         }
     }
 
@@ -370,9 +376,7 @@ impl Server {
         self.summaries[i].events = events;
         self.summaries[i].end = Some(reason);
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.end_process(stream, reason, records) {
-                self.write_failed(e);
-            }
+            w.end_process(stream, reason, records);
         }
         // Unmap its rings now: a long recording with many short processes must not pile up.
         self.images[i].release();
@@ -391,15 +395,14 @@ impl Server {
             }
             let stream = self.images[i].stream;
             for chunk in chunks.drain(..) {
-                self.write_chunk(stream, &chunk);
+                self.write_chunk(stream, chunk);
             }
             self.chunks = chunks;
         }
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.flush() {
-                self.write_failed(e);
-            }
+            w.flush();
         }
+        self.check_writer();
     }
 
     /// The command is over: the last round for every image still open.
@@ -423,24 +426,21 @@ impl Server {
 
     /// Writes the trailer; returns the bytes written.
     pub fn finish(&mut self, trailer: &trace::Trailer) -> u64 {
+        self.check_writer();
         if let Some(w) = self.writer.take() {
-            let bytes = w.bytes_written();
-            let result = w
-                .finish(trailer)
-                .and_then(|mut out| std::io::Write::flush(&mut out));
-            if let Err(e) = result {
-                self.warnings
-                    .push(format!("cannot finish the trace file: {e}"));
+            let done = w.finish(Some(trailer.clone()));
+            if let Some(e) = done.error {
+                self.warnings.push(e);
             }
-            self.bytes = bytes;
+            self.bytes = done.bytes;
         }
         self.bytes
     }
 
-    fn write_failed(&mut self, e: std::io::Error) {
+    fn write_failed(&mut self, e: String) {
         // Keep draining (the program must run on) but stop writing.
         if let Some(w) = self.writer.take() {
-            self.bytes = w.bytes_written();
+            self.bytes = w.finish(None).bytes;
         }
         self.warn(format!(
             "writing the trace failed, the rest of the run is not recorded: {e}"
@@ -450,7 +450,7 @@ impl Server {
     fn warn(&mut self, w: String) {
         if !self.warnings.contains(&w) {
             if let Some(writer) = self.writer.as_mut() {
-                let _ = writer.note(&w);
+                writer.note(&w);
             }
             self.warnings.push(w);
         }

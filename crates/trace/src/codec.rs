@@ -24,7 +24,7 @@ const OLD_BACKREF: u8 = 2;
 // Frees: bit 6 set when a size was given (free_sized and the like).
 const FREE_HAS_SIZE: u8 = 0x40;
 
-const TABLE_BITS: u32 = 16;
+const TABLE_BITS: u32 = 15;
 const PREDICT_DEPTH: usize = 8;
 const CLASSES: usize = 140;
 
@@ -78,7 +78,11 @@ impl Predictor {
 
     #[inline]
     fn freed(&mut self, addr: u64, size: u64) {
-        let c = size_class(size);
+        self.freed_in_class(addr, size_class(size));
+    }
+
+    #[inline]
+    fn freed_in_class(&mut self, addr: u64, c: usize) {
         let d = self.depth[c] as usize;
         let stack = &mut self.stacks[c];
         if d == PREDICT_DEPTH {
@@ -110,13 +114,17 @@ impl Predictor {
     }
 }
 
+/// A producer of the current chunk, found by address. 16 bytes, so the table (512 KiB) stays in
+/// a core's L2 cache: every free looks it up, at an address-hashed (random) slot.
 #[derive(Clone, Copy, Default)]
 struct Slot {
     addr: u64,
-    size: u64,
     index: u32,
-    generation: u32,
+    /// The chunk's generation (upper 24 bits; 0 = empty) and the size class (low 8 bits).
+    tag: u32,
 }
+
+const GENERATION_LIMIT: u32 = 1 << 24;
 
 /// An encoded events chunk, ready to be framed by the writer.
 #[derive(Debug, Clone)]
@@ -126,6 +134,37 @@ pub struct EncodedChunk {
     pub records: u32,
     pub first_seq: u64,
     pub last_seq: u64,
+}
+
+/// A sealed events chunk before compression: the raw column layout of docs/trace-format.md.
+#[derive(Debug, Clone)]
+pub struct UncompressedChunk {
+    pub raw: Vec<u8>,
+    pub records: u32,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+impl UncompressedChunk {
+    /// Compresses into the events payload. Reusing one `Compressor` (one zstd context) across
+    /// chunks saves setting up a context per chunk.
+    pub fn compress(
+        &self,
+        compressor: &mut zstd::bulk::Compressor<'_>,
+    ) -> std::io::Result<EncodedChunk> {
+        let raw_len = u32::try_from(self.raw.len())
+            .map_err(|_| std::io::Error::other("events chunk larger than 4 GiB"))?;
+        let compressed = compressor.compress(&self.raw)?;
+        let mut payload = Vec::with_capacity(4 + compressed.len());
+        payload.extend_from_slice(&raw_len.to_le_bytes());
+        payload.extend_from_slice(&compressed);
+        Ok(EncodedChunk {
+            payload,
+            records: self.records,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+        })
+    }
 }
 
 /// Error when records are pushed out of order.
@@ -145,6 +184,7 @@ pub struct ChunkEncoder {
     records: u32,
     anchors: Vec<(u64, u64)>,
     tids: Vec<u32>,
+    /// tid -> index in `tids`, used only once the table outgrows a linear scan.
     tid_index: HashMap<u32, u32>,
     last_tid: (u32, u32),
     ops: Vec<u8>,
@@ -163,6 +203,8 @@ pub struct ChunkEncoder {
     predictor: Predictor,
     base: u64,
     level: i32,
+    /// Created on the first `finish` (callers that compress elsewhere never need one).
+    compressor: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl Default for ChunkEncoder {
@@ -202,6 +244,7 @@ impl ChunkEncoder {
             predictor: Predictor::new(),
             base: 0,
             level,
+            compressor: None,
         }
     }
 
@@ -247,16 +290,35 @@ impl ChunkEncoder {
         let idx = if self.last_tid.0 == tid {
             self.last_tid.1
         } else {
-            let next = self.tids.len() as u32;
-            let idx = *self.tid_index.entry(tid).or_insert(next);
-            if idx == next {
-                self.tids.push(tid);
-            }
+            let idx = self.tid_slot(tid);
             self.last_tid = (tid, idx);
             idx
         };
         varint::put(&mut self.tid_col, u64::from(idx));
         Ok(())
+    }
+
+    /// Index of `tid` in the chunk's thread table, adding it if new. Threads interleave event by
+    /// event, so this runs often: a linear scan while the table is small (the common case), a map
+    /// beyond.
+    fn tid_slot(&mut self, tid: u32) -> u32 {
+        const SCAN: usize = 32;
+        let next = self.tids.len() as u32;
+        if self.tids.len() <= SCAN {
+            if let Some(i) = self.tids.iter().position(|&t| t == tid) {
+                return i as u32;
+            }
+            self.tids.push(tid);
+            if self.tids.len() > SCAN {
+                self.tid_index = (0u32..).zip(&self.tids).map(|(i, &t)| (t, i)).collect();
+            }
+            return next;
+        }
+        let idx = *self.tid_index.entry(tid).or_insert(next);
+        if idx == next {
+            self.tids.push(tid);
+        }
+        idx
     }
 
     pub fn push_marker(&mut self, marker: &Marker) -> Result<(), OrderError> {
@@ -309,11 +371,11 @@ impl ChunkEncoder {
             return OLD_NULL;
         }
         let slot = &mut self.table[slot_of(addr)];
-        let mode = if slot.generation == self.generation && slot.addr == addr {
+        let mode = if slot.tag >> 8 == self.generation && slot.addr == addr {
             varint::put(&mut self.refs, u64::from(self.produced - slot.index));
-            slot.generation = 0; // released: a second free of it is not a back-reference
-            let size = slot.size;
-            self.predictor.freed(addr, size);
+            let class = (slot.tag & 0xff) as usize;
+            slot.tag = 0; // released: a second free of it is not a back-reference
+            self.predictor.freed_in_class(addr, class);
             OLD_BACKREF
         } else {
             varint::put(
@@ -352,9 +414,8 @@ impl ChunkEncoder {
         if addr != 0 {
             self.table[slot_of(addr)] = Slot {
                 addr,
-                size,
                 index: self.produced,
-                generation: self.generation,
+                tag: self.generation << 8 | size_class(size) as u32,
             };
             self.produced += 1;
         }
@@ -362,9 +423,23 @@ impl ChunkEncoder {
 
     /// Seals the chunk (`None` when empty) and resets for the next one.
     pub fn finish(&mut self) -> std::io::Result<Option<EncodedChunk>> {
-        let Some(first_seq) = self.first_seq else {
+        let Some(raw) = self.finish_raw(Vec::new()) else {
             return Ok(None);
         };
+        if self.compressor.is_none() {
+            self.compressor = Some(zstd::bulk::Compressor::new(self.level)?);
+        }
+        match self.compressor.as_mut() {
+            Some(c) => raw.compress(c).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Seals the chunk without compressing it (`None` when empty), so compression can run
+    /// elsewhere (`UncompressedChunk::compress`). `buf` is a buffer to fill (its contents are dropped):
+    /// pass back the `raw` of an earlier chunk to avoid a fresh allocation per chunk.
+    pub fn finish_raw(&mut self, mut raw: Vec<u8>) -> Option<UncompressedChunk> {
+        let first_seq = self.first_seq?;
         let last_seq = self.last_seq;
         // Anchors that bracket this chunk: the last at or before first_seq to the first after last_seq.
         let lo = self
@@ -379,12 +454,22 @@ impl ChunkEncoder {
             .map_or(self.anchors.len(), |i| i + 1);
         let anchors = &self.anchors[lo..hi.max(lo)];
 
-        let mut raw = Vec::with_capacity(
-            64 + self.ops.len()
-                + self.sizes.len()
-                + self.addrs.len()
-                + self.refs.len()
-                + self.gaps.len(),
+        raw.clear();
+        raw.reserve(
+            64 + 20 * (self.tids.len() + anchors.len())
+                + [
+                    &self.ops,
+                    &self.gaps,
+                    &self.tid_col,
+                    &self.sizes,
+                    &self.addrs,
+                    &self.refs,
+                    &self.mark_times,
+                    &self.labels,
+                ]
+                .iter()
+                .map(|c| c.len() + 10)
+                .sum::<usize>(),
         );
         varint::put(&mut raw, first_seq);
         varint::put(&mut raw, u64::from(self.records));
@@ -419,12 +504,8 @@ impl ChunkEncoder {
             varint::put(&mut raw, col.len() as u64);
             raw.extend_from_slice(col);
         }
-        let mut payload = Vec::with_capacity(raw.len() / 3 + 16);
-        payload.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-        let compressed = zstd::bulk::compress(&raw, self.level)?;
-        payload.extend_from_slice(&compressed);
-        let chunk = EncodedChunk {
-            payload,
+        let chunk = UncompressedChunk {
+            raw,
             records: self.records,
             first_seq,
             last_seq,
@@ -438,7 +519,7 @@ impl ChunkEncoder {
             .unwrap_or(0);
         self.anchors.drain(..keep);
         self.reset_columns();
-        Ok(Some(chunk))
+        Some(chunk)
     }
 
     fn reset_columns(&mut self) {
@@ -460,7 +541,12 @@ impl ChunkEncoder {
         ] {
             col.clear();
         }
-        self.generation = self.generation.wrapping_add(1).max(1);
+        self.generation += 1;
+        if self.generation == GENERATION_LIMIT {
+            // Tags cannot tell this generation from an old one: start from an empty table.
+            self.table.fill(Slot::default());
+            self.generation = 1;
+        }
         self.produced = 0;
         self.predictor.reset();
         self.base = 0;
@@ -746,5 +832,78 @@ fn interpolate(anchors: &[(u64, u64)], i: usize, seq: u64) -> u64 {
             t0 + span as u64
         }
         _ => t0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(n: u64, threads: u32) -> Vec<Event> {
+        (0..n)
+            .map(|i| {
+                let block = 0x10_0000 + 64 * (i / 2 % 50);
+                let (op, size) = if i % 2 == 0 {
+                    (Op::Malloc, 24 + i % 7)
+                } else {
+                    (Op::Free, 0)
+                };
+                Event {
+                    seq: i,
+                    t_ns: 0,
+                    tid: 1000 + (i as u32 * 7) % threads,
+                    op,
+                    addr: block,
+                    size,
+                    old_addr: 0,
+                }
+            })
+            .collect()
+    }
+
+    fn decoded_events(payload: &[u8]) -> Vec<Event> {
+        decode_payload(payload)
+            .unwrap()
+            .into_iter()
+            .map(|r| match r {
+                Record::Event(e) => Event { t_ns: 0, ..e },
+                Record::Marker(m) => panic!("unexpected marker {m:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_threads_outgrow_the_scanned_thread_table() {
+        // 40 threads: past the linear scan, the map takes over; indices must stay consistent.
+        let input = events(4000, 40);
+        let mut enc = ChunkEncoder::new(1);
+        for e in &input {
+            enc.push_event(e).unwrap();
+        }
+        let chunk = enc.finish().unwrap().unwrap();
+        assert_eq!(decoded_events(&chunk.payload), input);
+    }
+
+    #[test]
+    fn compressing_elsewhere_gives_the_same_records_and_reuses_the_buffer() {
+        let input = events(3000, 3);
+        let mut enc = ChunkEncoder::new(3);
+        let mut compressor = zstd::bulk::Compressor::new(3).unwrap();
+        let mut buf = Vec::new();
+        let mut decoded = Vec::new();
+        for part in input.chunks(1000) {
+            for e in part {
+                enc.push_event(e).unwrap();
+            }
+            let raw = enc.finish_raw(buf).unwrap();
+            assert_eq!(raw.records, 1000);
+            assert_eq!((raw.first_seq, raw.last_seq), (part[0].seq, part[999].seq));
+            decoded.extend(decoded_events(
+                &raw.compress(&mut compressor).unwrap().payload,
+            ));
+            buf = raw.raw;
+        }
+        assert!(enc.finish_raw(Vec::new()).is_none());
+        assert_eq!(decoded, input);
     }
 }

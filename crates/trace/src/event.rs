@@ -37,8 +37,19 @@ impl Op {
         Op::FreeAlignedSized,
     ];
 
+    /// Called per record by the recorder and the decoder: a table lookup, inlinable across crates.
+    #[inline]
     pub fn from_tag(tag: u8) -> Option<Op> {
-        Op::ALL.into_iter().find(|op| *op as u8 == tag)
+        const BY_TAG: [Option<Op>; 16] = {
+            let mut t = [None; 16];
+            let mut i = 0;
+            while i < Op::ALL.len() {
+                t[Op::ALL[i] as usize] = Some(Op::ALL[i]);
+                i += 1;
+            }
+            t
+        };
+        BY_TAG.get(usize::from(tag)).copied().flatten()
     }
 
     pub fn name(self) -> &'static str {
@@ -59,11 +70,13 @@ impl Op {
     }
 
     /// True for the calls that release a block (and nothing else).
+    #[inline]
     pub fn is_free(self) -> bool {
         matches!(self, Op::Free | Op::FreeSized | Op::FreeAlignedSized)
     }
 
     /// True for the calls that resize an existing block.
+    #[inline]
     pub fn is_realloc(self) -> bool {
         matches!(self, Op::Realloc | Op::Reallocarray)
     }

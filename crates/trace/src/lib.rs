@@ -26,7 +26,7 @@ pub mod reader;
 mod varint;
 pub mod writer;
 
-pub use codec::{ChunkEncoder, EncodedChunk, OrderError};
+pub use codec::{ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk};
 pub use error::{human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{EndReason, TraceHeader, Trailer, FORMAT_VERSION, MAGIC};

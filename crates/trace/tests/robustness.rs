@@ -28,11 +28,10 @@ fn sample_trace() -> Vec<u8> {
         };
         let id = w.begin_process(&info).unwrap();
         let mut records = Vec::new();
-        let mut seq = 0;
         for i in 0..600u64 {
             if i % 100 == 0 {
                 records.push(Record::Marker(Marker {
-                    seq,
+                    seq: i,
                     t_ns: i * 10,
                     tid: pid,
                     label: format!("phase {i}"),
@@ -45,7 +44,7 @@ fn sample_trace() -> Vec<u8> {
                 (Op::Free, addr - 16, 0)
             };
             records.push(Record::Event(Event {
-                seq,
+                seq: i,
                 t_ns: i * 10,
                 tid: pid,
                 op,
@@ -53,7 +52,6 @@ fn sample_trace() -> Vec<u8> {
                 size,
                 old_addr: 0,
             }));
-            seq += 1;
         }
         w.write_records(id, &records, 128).unwrap();
         w.end_process(id, EndReason::Exit, records.len() as u64)
