@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Tracing real programs: untraced vs `alloclens record` vs heaptrack on a python3 script and a gcc -O2
+# compile, then `alloclens analyze` vs `heaptrack_print` on the traces they made. Prints, side by side
+# from one run: wall times, slowdown ratios, trace bytes per event, analysis events/s and peak memory.
+# Usage: bench/record-real.sh [REPEATS]  (default 3; the median wall time of the repeats is used)
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-3}
+WORK=$(mktemp -d /tmp/alloclens-real.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cargo build --release -q -p alloclens
+AL=$PWD/target/release/alloclens
+
+# A python3 script that allocates like a service: parse, build, transform and serialise records.
+cat > "$WORK/service.py" <<'PY'
+import json, random
+random.seed(1)
+docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
+         "score": random.random()} for i in range(60000)]
+for _ in range(4):
+    text = json.dumps(docs)
+    docs = json.loads(text)
+    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
+    index = {}
+    for d in docs:
+        for t in d["tags"]:
+            index.setdefault(t, []).append(d["id"])
+print(len(text), len(index))
+PY
+# A C file big enough that gcc -O2 works for a few seconds.
+python3 - "$WORK/big.c" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("#include <string.h>\n")
+    for i in range(1500):
+        f.write(f"""
+struct s{i} {{ int a[{i % 17 + 3}]; double d; char name[32]; }};
+int f{i}(struct s{i} *p, int n) {{
+    int acc = {i};
+    for (int k = 0; k < n; k++) {{ acc += p->a[k % {i % 17 + 3}] * (k ^ {i}); if (acc > 1000) acc -= p->d; }}
+    memcpy(p->name, "abc", 4);
+    return acc + (int)strlen(p->name);
+}}
+""")
+PY
+
+median() { python3 -c "import sys,statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
+timed() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); python3 -c "print($t1-$t0)"; }
+peak() { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+printf '%-10s %9s %9s %9s %7s %7s %10s %9s %9s\n' program untraced record heaptrack rec/x ht/x events rec_B/ev ht_B/ev
+declare -A CMDS=(
+  [python3]="env PYTHONMALLOC=malloc python3 $WORK/service.py"
+  [gcc-O2]="gcc -O2 -c $WORK/big.c -o $WORK/big.o"
+)
+for name in python3 gcc-O2; do
+  read -r -a cmd <<< "${CMDS[$name]}"
+  base=(); rec=(); ht=()
+  for _ in $(seq "$REPEATS"); do
+    base+=("$(timed "${cmd[@]}")")
+    rec+=("$(timed "$AL" record -q -o "$WORK/$name.alt" -- "${cmd[@]}")")
+    if command -v heaptrack >/dev/null; then
+      rm -f "$WORK/$name.ht".*
+      ht+=("$(timed heaptrack -o "$WORK/$name.ht" "${cmd[@]}")")
+    fi
+  done
+  b=$(median "${base[@]}"); r=$(median "${rec[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
+  events=$("$AL" analyze --json "$WORK/$name.alt" | python3 -c "import json,sys; a=json.load(sys.stdin); print(sum(p['stats']['calls_total'] for p in a['processes']))" 2>/dev/null || echo 0)
+  rb=$(stat -c %s "$WORK/$name.alt"); hb=$(stat -c %s "$WORK/$name.ht".* 2>/dev/null | head -1 || echo 0)
+  python3 - "$name" "$b" "$r" "$h" "$events" "$rb" "${hb:-0}" <<'PY'
+import sys
+n, b, r, h, e, rb, hb = sys.argv[1:]
+b, r, h, e, rb, hb = float(b), float(r), float(h), max(int(e), 1), int(rb), int(hb)
+print(f"{n:<10} {b:9.3f} {r:9.3f} {h:9.3f} {r/b:7.2f} {(h/b if h else 0):7.2f} {e:10d} {rb/e:9.3f} {hb/e:9.3f}")
+PY
+  echo "$name $events" >> "$WORK/events"
+done
+
+echo
+printf '%-10s %14s %12s %16s %12s\n' trace analyze_s analyze_MiB heaptrack_print_s print_MiB
+while read -r name events; do
+  read -r at am < <(peak "$AL" analyze "$WORK/$name.alt")
+  hp="0 0"; [ -e "$(ls "$WORK/$name.ht".* 2>/dev/null | head -1)" ] && hp=$(peak heaptrack_print "$(ls "$WORK/$name.ht".* | head -1)")
+  read -r ht hm <<< "$hp"
+  python3 -c "
+e=$events; at=$at; am=$am/1024; ht=$ht; hm=$hm/1024
+print(f'{\"$name\":<10} {at:8.3f} ({e/max(at,1e-9)/1e6:5.1f} M ev/s) {am:8.0f} {ht:10.3f} ({e/max(ht,1e-9)/1e6:5.1f} M ev/s) {hm:8.0f}')"
+done < "$WORK/events"
