@@ -3,6 +3,8 @@
 //!
 //! `cargo run --release -p analyze --example file_throughput -- [EVENTS] [LIVE_SLOTS] [YOUNG_SHARE]`
 //! (defaults: 20 M events, 65 536, 0.95). The file is written to a temporary directory first.
+//! `... --example file_throughput -- --file PATH` analyses an existing trace instead (e.g. one
+//! written by `alloclens record`; `KEEP_TRACE=PATH` keeps the synthetic one there).
 use std::time::Instant;
 
 use analyze::{analyze_file, Options};
@@ -13,7 +15,12 @@ mod synthetic;
 use synthetic::Synthetic;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--file") {
+        let path = args.nth(1).expect("--file PATH");
+        measure(std::path::Path::new(&path));
+        return;
+    }
     let events: u64 = args
         .next()
         .and_then(|a| a.parse().ok())
@@ -21,7 +28,10 @@ fn main() {
     let slots: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(65_536);
     let young: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0.95);
     let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("synthetic.alt");
+    let path = match std::env::var_os("KEEP_TRACE") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => dir.path().join("synthetic.alt"),
+    };
     let info = ProcessInfo {
         pid: 1,
         ppid: 0,
@@ -48,11 +58,15 @@ fn main() {
         w.end_process(id, EndReason::Exit, n).expect("end");
         w.finish(&Trailer::default()).expect("finish");
     }
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    measure(&path);
+}
+
+fn measure(path: &std::path::Path) {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let t = Instant::now();
-    let result = analyze_file(&path, &Options::default()).expect("analysis");
+    let result = analyze_file(path, &Options::default()).expect("analysis");
     let secs = t.elapsed().as_secs_f64();
-    let calls = result.analysis.processes[0].life_calls;
+    let calls: u64 = result.analysis.processes.iter().map(|p| p.life_calls).sum();
     println!(
         "analyze_file: {calls} events ({:.2} B/event on disk) in {secs:.2} s = {:.1} M events/s; peak RSS {} MiB",
         size as f64 / calls as f64,

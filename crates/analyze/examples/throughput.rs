@@ -46,9 +46,7 @@ fn main() {
             break;
         }
         let t = Instant::now();
-        for r in &chunk {
-            analyzer.feed(r);
-        }
+        analyzer.feed_chunk(&chunk);
         busy += t.elapsed();
     }
     let t = Instant::now();

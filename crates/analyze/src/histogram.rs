@@ -2,7 +2,7 @@
 //!
 //! Both grow with the number of distinct values seen, never with the number of events.
 
-use hashbrown::HashMap;
+use crate::hash::FastMap;
 
 /// Values below this are counted exactly; above, each power-of-two octave is split into
 /// `LINEAR` equal sub-buckets, so a bucket's width is at most 1/128 of its lower edge.
@@ -19,15 +19,13 @@ pub struct LogHistogram {
 }
 
 impl LogHistogram {
+    /// Branch-free (lifetimes straddle 128 unpredictably): with `shift` the octave above
+    /// [128, 256), the bucket is `shift * 128 + (value >> shift)`, which is `value` below 256.
+    #[inline(always)]
     pub fn bucket_of(value: u64) -> usize {
-        if value < LINEAR {
-            value as usize
-        } else {
-            let exp = 63 - value.leading_zeros(); // >= LINEAR_BITS
-            let shift = exp - LINEAR_BITS;
-            let mantissa = (value >> shift) - LINEAR; // 0..LINEAR
-            (LINEAR + u64::from(shift) * LINEAR + mantissa) as usize
-        }
+        let exp = 63 - (value | LINEAR).leading_zeros(); // >= LINEAR_BITS
+        let shift = exp - LINEAR_BITS;
+        (u64::from(shift) * LINEAR + (value >> shift)) as usize
     }
 
     /// Lowest value that falls in `bucket`.
@@ -42,16 +40,23 @@ impl LogHistogram {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, value: u64) {
         let b = Self::bucket_of(value);
-        if b >= self.counts.len() {
-            self.counts.resize(b + 1, 0);
+        match self.counts.get_mut(b) {
+            Some(c) => *c += 1,
+            None => self.grow(b),
         }
-        self.counts[b] += 1;
         self.total += 1;
         self.sum += u128::from(value);
         self.max = self.max.max(value);
+    }
+
+    /// First value in a new highest bucket.
+    #[cold]
+    fn grow(&mut self, bucket: usize) {
+        self.counts.resize(bucket + 1, 0);
+        self.counts[bucket] = 1;
     }
 
     pub fn merge(&mut self, other: &LogHistogram) {
@@ -107,19 +112,25 @@ impl LogHistogram {
     }
 }
 
-/// Sizes below this are counted in a dense array (the common case, and the hot path).
-const DENSE_SIZES: usize = 1024;
+/// Sizes below this are counted in pages of `PAGE` consecutive sizes (an index, no hashing);
+/// above, in a map (rare: a few distinct sizes of a MiB or more).
+const PAGED_LIMIT: u64 = 1 << 20;
+const PAGE_BITS: u32 = 7;
+const PAGE: usize = 1 << PAGE_BITS;
 
 /// Exact count of each requested size.
 #[derive(Debug, Clone, Default)]
 pub struct SizeCounts {
-    dense: Vec<u64>,
-    sparse: HashMap<u64, u64>,
+    /// For each run of `PAGE` sizes below `PAGED_LIMIT`: 1 + its index in `pages`, 0 if none yet.
+    /// Grown to what is used: a scope that only sees small sizes stays small.
+    directory: Vec<u32>,
+    pages: Vec<[u64; PAGE]>,
+    sparse: FastMap<u64, u64>,
     total: u64,
 }
 
 impl SizeCounts {
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, size: u64) {
         self.add(size, 1);
     }
@@ -130,20 +141,29 @@ impl SizeCounts {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, size: u64, count: u64) {
         self.total += count;
-        if size < DENSE_SIZES as u64 {
-            let i = size as usize;
-            if i >= self.dense.len() {
-                // Grow to what is used: a scope that only sees small sizes stays small.
-                self.dense
-                    .resize((i + 1).next_power_of_two().min(DENSE_SIZES), 0);
-            }
-            self.dense[i] += count;
+        if size < PAGED_LIMIT {
+            let d = (size >> PAGE_BITS) as usize;
+            let page = match self.directory.get(d) {
+                Some(&p) if p != 0 => p as usize - 1,
+                _ => self.new_page(d),
+            };
+            self.pages[page][size as usize & (PAGE - 1)] += count;
         } else {
             *self.sparse.entry(size).or_insert(0) += count;
         }
+    }
+
+    #[cold]
+    fn new_page(&mut self, d: usize) -> usize {
+        if d >= self.directory.len() {
+            self.directory.resize(d + 1, 0);
+        }
+        self.pages.push([0; PAGE]);
+        self.directory[d] = self.pages.len() as u32;
+        self.pages.len() - 1
     }
 
     pub fn total(&self) -> u64 {
@@ -154,11 +174,18 @@ impl SizeCounts {
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let mut sparse: Vec<(u64, u64)> = self.sparse.iter().map(|(s, c)| (*s, *c)).collect();
         sparse.sort_unstable();
-        self.dense
+        self.directory
             .iter()
             .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(s, c)| (s as u64, *c))
+            .filter(|(_, p)| **p != 0)
+            .flat_map(move |(d, p)| {
+                let base = (d as u64) << PAGE_BITS;
+                self.pages[*p as usize - 1]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .map(move |(i, c)| (base + i as u64, *c))
+            })
             .chain(sparse)
     }
 
@@ -208,18 +235,41 @@ mod tests {
     }
 
     #[test]
-    fn size_counts_iterate_in_order_across_dense_and_sparse() {
+    fn size_counts_iterate_in_order_across_pages_and_sparse() {
         let mut s = SizeCounts::default();
-        for v in [5000, 3, 3, 1023, 1024, 5000] {
+        for v in [
+            5000,
+            3,
+            3,
+            1023,
+            1024,
+            5000,
+            1 << 20,
+            (1 << 20) - 1,
+            127,
+            128,
+        ] {
             s.record(v);
         }
         let all: Vec<_> = s.iter().collect();
-        assert_eq!(all, vec![(3, 2), (1023, 1), (1024, 1), (5000, 2)]);
-        assert_eq!(s.count_below(1024), 3);
+        assert_eq!(
+            all,
+            vec![
+                (3, 2),
+                (127, 1),
+                (128, 1),
+                (1023, 1),
+                (1024, 1),
+                (5000, 2),
+                ((1 << 20) - 1, 1),
+                (1 << 20, 1)
+            ]
+        );
+        assert_eq!(s.count_below(1024), 5);
         let mut m = SizeCounts::default();
         m.merge(&s);
         m.merge(&s);
         assert_eq!(m.iter().collect::<Vec<_>>()[0], (3, 4));
-        assert_eq!(m.total(), 12);
+        assert_eq!(m.total(), 20);
     }
 }

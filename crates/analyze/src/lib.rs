@@ -18,7 +18,9 @@
 //! ```
 pub mod error;
 pub mod file;
+pub mod hash;
 pub mod histogram;
+pub mod live_table;
 pub mod output;
 pub mod process;
 pub mod report;

@@ -3,12 +3,13 @@
 //! State is the live set (a hash map from address to the allocation living there) plus fixed-size
 //! running totals per scope; nothing grows with the number of events. Definitions: docs/metrics.md.
 
-use hashbrown::HashMap;
 use trace::{Event, Marker, Op, ProcessInfo, Record};
 
+use crate::hash::FastMap;
+use crate::live_table::LiveTable;
 use crate::report::{PhaseReport, ProcessReport, ThreadReport};
 use crate::scope::{Peaks, ReportSettings, ScopeStats};
-use crate::timeline::{Axis, Downsampler, Sample};
+use crate::timeline::{Sample, Timelines};
 
 /// What the pass is asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +34,7 @@ impl Default for Config {
 const CELL_CACHE: usize = 64;
 
 /// An allocation that is live: a realloc chain keeps its start across moves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Live {
     start_seq: u64,
     start_ns: u64,
@@ -47,7 +48,8 @@ struct Phase {
     start_call: u64,
     start_ns: u64,
     selected: bool,
-    /// Process-wide maxima while this phase was current.
+    /// Process-wide maxima while this phase was current (kept in `ProcessAnalyzer::phase_peaks`
+    /// while it is).
     peaks: Peaks,
 }
 
@@ -73,17 +75,18 @@ struct Cell {
 pub struct ProcessAnalyzer {
     info: ProcessInfo,
     config: Config,
-    live: HashMap<u64, Live>,
+    live: LiveTable<Live>,
     /// Process-wide figures, independent of the phase filter.
     live_bytes: u64,
     live_allocations: u64,
     cumulated_upper: u64,
     cumulated_lower: u64,
-    process_peaks: Peaks,
-    thread_index: HashMap<u32, u32>,
+    /// Peaks of the current phase; the process peaks are merged from the selected phases' peaks.
+    phase_peaks: Peaks,
+    thread_index: FastMap<u32, u32>,
     threads: Vec<ThreadLive>,
     phases: Vec<Phase>,
-    cell_index: HashMap<(u32, u32), u32>,
+    cell_index: FastMap<(u32, u32), u32>,
     cells: Vec<Cell>,
     /// Direct-mapped cache tid -> cell in the current phase (threads interleave call by call),
     /// emptied by markers. Entries are (tid, cell), with cell u32::MAX for empty.
@@ -93,9 +96,14 @@ pub struct ProcessAnalyzer {
     calls: u64,
     last_seq: u64,
     last_ns: u64,
-    by_calls: Downsampler,
-    by_time: Downsampler,
+    timelines: Timelines,
 }
+
+/// How many events ahead `feed_chunk` prefetches (about the events that fit in a memory latency).
+const PREFETCH_AHEAD: usize = 8;
+
+/// Live blocks the map is sized for up front (typical live sets; it grows beyond).
+const LIVE_CAPACITY: usize = 1 << 12;
 
 impl ProcessAnalyzer {
     pub fn new(info: ProcessInfo, config: &Config) -> Self {
@@ -110,24 +118,23 @@ impl ProcessAnalyzer {
         };
         ProcessAnalyzer {
             info,
-            live: HashMap::new(),
+            live: LiveTable::with_capacity(LIVE_CAPACITY),
             live_bytes: 0,
             live_allocations: 0,
             cumulated_upper: 0,
             cumulated_lower: 0,
-            process_peaks: Peaks::default(),
-            thread_index: HashMap::new(),
+            phase_peaks: Peaks::default(),
+            thread_index: FastMap::default(),
             threads: Vec::new(),
             phases: vec![start],
-            cell_index: HashMap::new(),
+            cell_index: FastMap::default(),
             cells: Vec::new(),
             cell_cache: [(0, u32::MAX); CELL_CACHE],
             selected,
             calls: 0,
             last_seq: 0,
             last_ns: 0,
-            by_calls: Downsampler::new(Axis::Calls, config.timeline_points),
-            by_time: Downsampler::new(Axis::Time, config.timeline_points),
+            timelines: Timelines::new(config.timeline_points),
             config,
         }
     }
@@ -138,9 +145,18 @@ impl ProcessAnalyzer {
         }
     }
 
-    /// Feed a decoded chunk (records in seq order).
+    /// Feed a decoded chunk (records in seq order). The live-set slot of each event is
+    /// prefetched a few events ahead, so that its cache miss overlaps the work in between.
     pub fn feed_chunk(&mut self, records: &[Record]) {
-        for r in records {
+        for (i, r) in records.iter().enumerate() {
+            if let Some(Record::Event(ahead)) = records.get(i + PREFETCH_AHEAD) {
+                let key = if ahead.old_addr != 0 {
+                    ahead.old_addr
+                } else {
+                    ahead.addr
+                };
+                self.live.prefetch(key);
+            }
             self.feed(r);
         }
     }
@@ -154,6 +170,7 @@ impl ProcessAnalyzer {
     }
 
     pub fn marker(&mut self, m: &Marker) {
+        self.close_phase();
         let selected = matches(&self.config.phase, &m.label);
         self.phases.push(Phase {
             name: m.label.clone(),
@@ -164,6 +181,41 @@ impl ProcessAnalyzer {
         });
         self.selected = selected;
         self.cell_cache = [(0, u32::MAX); CELL_CACHE];
+    }
+
+    /// Store the running figures of the current phase (before a marker, and at the end).
+    fn close_phase(&mut self) {
+        if self.selected && self.calls > 0 {
+            let last = self.sample();
+            self.timelines.fold(&last);
+        }
+        self.phases
+            .last_mut()
+            .expect("there is always a phase")
+            .peaks = self.phase_peaks;
+        self.phase_peaks = Peaks::default();
+    }
+
+    /// The figures after the last call.
+    fn sample(&self) -> Sample {
+        Sample {
+            calls: self.last_seq + 1,
+            t_ns: self.last_ns,
+            live_bytes: self.live_bytes,
+            live_allocations: self.live_allocations,
+            cumulated_upper_bytes: self.cumulated_upper,
+            cumulated_lower_bytes: self.cumulated_lower,
+        }
+    }
+
+    /// The call at (`calls`, `t_ns`) starts a timeline step: finish the current one first.
+    #[cold]
+    fn timeline_step(&mut self, calls: u64, t_ns: u64) {
+        if self.calls > 0 {
+            let last = self.sample();
+            self.timelines.fold(&last);
+        }
+        self.timelines.enter(calls, t_ns);
     }
 
     /// The cell of the calling thread in the current phase.
@@ -200,9 +252,12 @@ impl ProcessAnalyzer {
         cell
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, e: &Event) {
         let c = self.cell(e.tid);
+        if self.selected && self.timelines.starts_step(e.seq + 1, e.t_ns) {
+            self.timeline_step(e.seq + 1, e.t_ns);
+        }
         self.calls += 1;
         self.last_seq = e.seq;
         self.last_ns = e.t_ns;
@@ -213,7 +268,7 @@ impl ProcessAnalyzer {
                 if e.addr == 0 {
                     self.cells[c as usize].stats.null_frees += 1;
                     None
-                } else if let Some(l) = self.live.remove(&e.addr) {
+                } else if let Some(l) = self.live.remove(e.addr) {
                     Some(self.end(l, e))
                 } else {
                     self.cells[c as usize].stats.unmatched_frees += 1;
@@ -229,27 +284,13 @@ impl ProcessAnalyzer {
             _ => Some(self.start(e, c)),
         };
         let (b, a) = (self.live_bytes, self.live_allocations);
-        self.phases
-            .last_mut()
-            .expect("there is always a phase")
-            .peaks
-            .observe(b, a, e.seq, e.t_ns);
+        self.phase_peaks.observe(b, a, e.seq, e.t_ns);
         if self.selected {
-            self.process_peaks.observe(b, a, e.seq, e.t_ns);
             if let Some(th) = touched {
                 let th = &mut self.threads[th as usize];
                 th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
             }
-            let s = Sample {
-                calls: e.seq + 1,
-                t_ns: e.t_ns,
-                live_bytes: b,
-                live_allocations: a,
-                cumulated_upper_bytes: self.cumulated_upper,
-                cumulated_lower_bytes: self.cumulated_lower,
-            };
-            self.by_calls.push(&s);
-            self.by_time.push(&s);
+            self.timelines.observe(b, a);
         }
     }
 
@@ -261,7 +302,7 @@ impl ProcessAnalyzer {
 
     /// A new allocation (or a realloc of an unknown pointer, which starts a chain we can follow).
     /// Returns the thread index whose live figures changed.
-    #[inline]
+    #[inline(always)]
     fn start(&mut self, e: &Event, c: u32) -> u32 {
         let size = e.size;
         let l = Live {
@@ -293,7 +334,7 @@ impl ProcessAnalyzer {
     }
 
     /// Remove a live allocation from the live figures without a lifetime; returns its thread index.
-    #[inline]
+    #[inline(always)]
     fn drop_live(&mut self, l: &Live) -> u32 {
         self.live_bytes = self.live_bytes.wrapping_sub(l.size);
         self.live_allocations -= 1;
@@ -305,7 +346,7 @@ impl ProcessAnalyzer {
     }
 
     /// The end of an allocation: free, or realloc to size 0 that returned NULL.
-    #[inline]
+    #[inline(always)]
     fn end(&mut self, l: Live, e: &Event) -> u32 {
         let t = self.drop_live(&l);
         let calls = e.seq.saturating_sub(l.start_seq).saturating_sub(1);
@@ -318,7 +359,7 @@ impl ProcessAnalyzer {
         if e.addr == 0 {
             if e.size == 0 {
                 // realloc(p, 0) returning NULL freed p.
-                if let Some(l) = self.live.remove(&e.old_addr) {
+                if let Some(l) = self.live.remove(e.old_addr) {
                     return Some(self.end(l, e));
                 }
                 self.cells[c as usize].stats.unmatched_frees += 1;
@@ -328,7 +369,7 @@ impl ProcessAnalyzer {
             }
             return None;
         }
-        let Some(mut l) = self.live.remove(&e.old_addr) else {
+        let Some(mut l) = self.live.remove(e.old_addr) else {
             // Resizing a block allocated before tracing began: follow it from here.
             self.cells[c as usize].stats.unmatched_reallocs += 1;
             return Some(self.start(e, c));
@@ -368,10 +409,11 @@ impl ProcessAnalyzer {
 
     /// Close the stream: what is still live is leaked; build the report.
     pub fn finish(mut self) -> ProcessReport {
+        self.close_phase();
         for l in self.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
         }
-        self.live = HashMap::new();
+        self.live = LiveTable::with_capacity(0);
         let life = self.calls;
         let settings = &self.config.report;
 
@@ -385,7 +427,10 @@ impl ProcessAnalyzer {
                 threads[cell.thread as usize].merge(&cell.stats);
             }
         }
-        process.peaks = self.process_peaks;
+        // Merged in phase order, ties keep the earlier: the first time the maximum was reached.
+        for ph in self.phases.iter().filter(|ph| ph.selected) {
+            process.peaks.merge(&ph.peaks);
+        }
 
         let end_call = if self.calls == 0 {
             0
@@ -438,10 +483,10 @@ impl ProcessAnalyzer {
             life_calls: life,
             duration_ns: self.last_ns,
             stats: process.report(life, settings),
-            timeline_calls_step: self.by_calls.step(),
-            timeline_by_calls: self.by_calls.points(),
-            timeline_time_step_ns: self.by_time.step(),
-            timeline_by_time: self.by_time.points(),
+            timeline_calls_step: self.timelines.by_calls.step(),
+            timeline_by_calls: self.timelines.by_calls.points(),
+            timeline_time_step_ns: self.timelines.by_time.step(),
+            timeline_by_time: self.timelines.by_time.points(),
             threads: thread_reports,
             phases: phase_reports,
         }

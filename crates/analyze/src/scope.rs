@@ -79,14 +79,14 @@ pub struct ScopeStats {
 }
 
 impl ScopeStats {
-    #[inline]
+    #[inline(always)]
     pub fn request(&mut self, size: u64) {
         self.requests += 1;
         self.requested_bytes = self.requested_bytes.wrapping_add(size);
         self.sizes.record(size);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn lifetime(&mut self, calls: u64, ns: u64) {
         self.lifetime_calls.record(calls);
         self.lifetime_ns.record(ns);

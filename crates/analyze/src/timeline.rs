@@ -37,33 +37,33 @@ pub struct TimelinePoint {
 }
 
 impl TimelinePoint {
-    fn from_sample(s: &Sample) -> Self {
+    /// A point with no sample yet (extremes empty), filled by `fold`.
+    fn empty() -> Self {
         TimelinePoint {
-            calls: s.calls,
-            t_ns: s.t_ns,
-            live_bytes: s.live_bytes,
-            live_bytes_max: s.live_bytes,
-            live_bytes_min: s.live_bytes,
-            live_allocations: s.live_allocations,
-            live_allocations_max: s.live_allocations,
-            live_allocations_min: s.live_allocations,
-            cumulated_upper_bytes: s.cumulated_upper_bytes,
-            cumulated_lower_bytes: s.cumulated_lower_bytes,
+            calls: 0,
+            t_ns: 0,
+            live_bytes: 0,
+            live_bytes_max: 0,
+            live_bytes_min: u64::MAX,
+            live_allocations: 0,
+            live_allocations_max: 0,
+            live_allocations_min: u64::MAX,
+            cumulated_upper_bytes: 0,
+            cumulated_lower_bytes: 0,
         }
     }
 
-    #[inline]
-    fn update(&mut self, s: &Sample) {
-        self.calls = s.calls;
-        self.t_ns = s.t_ns;
-        self.live_bytes = s.live_bytes;
-        self.live_allocations = s.live_allocations;
-        self.cumulated_upper_bytes = s.cumulated_upper_bytes;
-        self.cumulated_lower_bytes = s.cumulated_lower_bytes;
-        self.live_bytes_max = self.live_bytes_max.max(s.live_bytes);
-        self.live_bytes_min = self.live_bytes_min.min(s.live_bytes);
-        self.live_allocations_max = self.live_allocations_max.max(s.live_allocations);
-        self.live_allocations_min = self.live_allocations_min.min(s.live_allocations);
+    fn fold(&mut self, last: &Sample, seen: &Extremes) {
+        self.calls = last.calls;
+        self.t_ns = last.t_ns;
+        self.live_bytes = last.live_bytes;
+        self.live_allocations = last.live_allocations;
+        self.cumulated_upper_bytes = last.cumulated_upper_bytes;
+        self.cumulated_lower_bytes = last.cumulated_lower_bytes;
+        self.live_bytes_max = self.live_bytes_max.max(seen.bytes_max);
+        self.live_bytes_min = self.live_bytes_min.min(seen.bytes_min);
+        self.live_allocations_max = self.live_allocations_max.max(seen.allocations_max);
+        self.live_allocations_min = self.live_allocations_min.min(seen.allocations_min);
     }
 
     /// Absorb a later point into this one.
@@ -88,6 +88,36 @@ pub enum Axis {
     Time,
 }
 
+/// Extremes of the live figures over the samples seen since the last fold (empty: min > max).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extremes {
+    pub bytes_max: u64,
+    pub bytes_min: u64,
+    pub allocations_max: u64,
+    pub allocations_min: u64,
+}
+
+impl Extremes {
+    pub const EMPTY: Extremes = Extremes {
+        bytes_max: 0,
+        bytes_min: u64::MAX,
+        allocations_max: 0,
+        allocations_min: u64::MAX,
+    };
+
+    #[inline]
+    pub fn observe(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.bytes_max = self.bytes_max.max(live_bytes);
+        self.bytes_min = self.bytes_min.min(live_bytes);
+        self.allocations_max = self.allocations_max.max(live_allocations);
+        self.allocations_min = self.allocations_min.min(live_allocations);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes_min > self.bytes_max
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Downsampler {
     axis: Axis,
@@ -96,9 +126,9 @@ pub struct Downsampler {
     origin: u64,
     /// The step is 2^shift axis units.
     shift: u32,
-    last_x: u64,
-    /// The point of the current step, kept out of `closed` so the per-call path is a compare and
-    /// a few stores; `open_end` is where the current step ends (exclusive), 0 before the first sample.
+    /// The point of the current step, kept out of `closed`; it is brought up to date by `fold`,
+    /// so the per-call path only compares with `open_end`, where the current step ends
+    /// (exclusive; 0 before the first sample).
     open: Option<(u64, TimelinePoint)>,
     open_end: u64,
     /// (step index, point) of finished steps, step indices increasing.
@@ -113,33 +143,41 @@ impl Downsampler {
             started: false,
             origin: 0,
             shift: 0,
-            last_x: 0,
             open: None,
             open_end: 0,
             closed: Vec::new(),
         }
     }
 
-    #[inline]
+    /// One sample at a time: `enter` when it starts a step, then `fold` it alone.
     pub fn push(&mut self, s: &Sample) {
-        let raw = match self.axis {
-            Axis::Calls => s.calls,
-            Axis::Time => s.t_ns,
-        };
-        // Timestamps interpolated per buffer may step back slightly across threads: keep the axis monotone.
-        let x = raw.max(self.last_x);
-        self.last_x = x;
-        if x < self.open_end {
-            if let Some((_, p)) = &mut self.open {
-                p.update(s);
-                return;
-            }
+        let x = self.x(s);
+        if x >= self.open_end {
+            self.enter(x);
         }
-        self.open_step(s, x);
+        let mut e = Extremes::EMPTY;
+        e.observe(s.live_bytes, s.live_allocations);
+        self.fold(s, &e);
     }
 
-    #[cold]
-    fn open_step(&mut self, s: &Sample, x: u64) {
+    fn x(&self, s: &Sample) -> u64 {
+        match self.axis {
+            Axis::Calls => s.calls,
+            Axis::Time => s.t_ns,
+        }
+    }
+
+    /// Where the current step ends (exclusive): a sample at or beyond it must `enter` first.
+    /// Timestamps interpolated per buffer may step back slightly across threads; such a sample
+    /// stays in the current step, which keeps the axis monotone.
+    #[inline]
+    pub fn open_end(&self) -> u64 {
+        self.open_end
+    }
+
+    /// A sample at `x >= open_end()` is coming: finish the current step and open the one of `x`.
+    /// Fold the samples of the current step before calling this.
+    pub fn enter(&mut self, x: u64) {
         if !self.started {
             self.started = true;
             self.origin = x;
@@ -156,14 +194,20 @@ impl Downsampler {
         let point = match self.closed.last() {
             // After halving, the sample may fall in the step of the last finished point.
             Some((last_step, _)) if *last_step == step => {
-                let (_, mut p) = self.closed.pop().expect("checked above");
-                p.update(s);
-                p
+                self.closed.pop().expect("checked above").1
             }
-            _ => TimelinePoint::from_sample(s),
+            _ => TimelinePoint::empty(),
         };
         self.open = Some((step, point));
         self.open_end = self.origin.saturating_add((step + 1) << self.shift);
+    }
+
+    /// Bring the current step's point up to date: `last` is the latest sample, `seen` the
+    /// extremes of the samples since the previous fold (all of them in the current step).
+    pub fn fold(&mut self, last: &Sample, seen: &Extremes) {
+        if let Some((_, p)) = &mut self.open {
+            p.fold(last, seen);
+        }
     }
 
     /// Double the step, merging points that now share a step.
@@ -191,6 +235,59 @@ impl Downsampler {
             .chain(&self.open)
             .map(|(_, p)| *p)
             .collect()
+    }
+}
+
+/// The two timelines of a process (by calls and by time), fed with batched extremes: per call,
+/// two compares and four min/max; the points are updated only when a step ends (`fold`).
+#[derive(Debug, Clone)]
+pub struct Timelines {
+    pub by_calls: Downsampler,
+    pub by_time: Downsampler,
+    seen: Extremes,
+}
+
+impl Timelines {
+    pub fn new(max_points: usize) -> Self {
+        Timelines {
+            by_calls: Downsampler::new(Axis::Calls, max_points),
+            by_time: Downsampler::new(Axis::Time, max_points),
+            seen: Extremes::EMPTY,
+        }
+    }
+
+    /// Whether a sample at (`calls`, `t_ns`) starts a step: then call `fold` with the previous
+    /// sample and `enter` before observing it.
+    #[inline]
+    pub fn starts_step(&self, calls: u64, t_ns: u64) -> bool {
+        calls >= self.by_calls.open_end || t_ns >= self.by_time.open_end
+    }
+
+    /// Open the steps of a sample for which `starts_step` said yes (after `fold`).
+    pub fn enter(&mut self, calls: u64, t_ns: u64) {
+        if calls >= self.by_calls.open_end {
+            self.by_calls.enter(calls);
+        }
+        if t_ns >= self.by_time.open_end {
+            self.by_time.enter(t_ns);
+        }
+    }
+
+    /// The live figures after a sampled call.
+    #[inline]
+    pub fn observe(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.seen.observe(live_bytes, live_allocations);
+    }
+
+    /// Put what was observed since the last fold into the open points; `last` must be the last
+    /// observed sample. Does nothing when nothing was observed.
+    pub fn fold(&mut self, last: &Sample) {
+        if self.seen.is_empty() {
+            return;
+        }
+        self.by_calls.fold(last, &self.seen);
+        self.by_time.fold(last, &self.seen);
+        self.seen = Extremes::EMPTY;
     }
 }
 
@@ -251,5 +348,48 @@ mod tests {
         let pts = d.points();
         assert!(pts.len() <= 4);
         assert_eq!(pts.last().unwrap().calls, 5);
+    }
+
+    #[test]
+    fn batched_timelines_equal_sample_by_sample_downsampling() {
+        let (mut by_calls, mut by_time) = (
+            Downsampler::new(Axis::Calls, 16),
+            Downsampler::new(Axis::Time, 16),
+        );
+        let mut batched = Timelines::new(16);
+        let mut last: Option<Sample> = None;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut live = 1000u64;
+        for c in 1..=5000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            live = (live + rng % 64).saturating_sub(31);
+            // Time mostly advances, sometimes steps back a little, sometimes jumps.
+            let t = c * 10 + (rng >> 20) % 25 + if c > 3000 { 100_000 } else { 0 };
+            let s = Sample {
+                calls: c,
+                t_ns: t,
+                live_bytes: live,
+                live_allocations: live / 3,
+                cumulated_upper_bytes: c * 7,
+                cumulated_lower_bytes: c * 5,
+            };
+            by_calls.push(&s);
+            by_time.push(&s);
+            if batched.starts_step(s.calls, s.t_ns) {
+                if let Some(l) = &last {
+                    batched.fold(l);
+                }
+                batched.enter(s.calls, s.t_ns);
+            }
+            batched.observe(s.live_bytes, s.live_allocations);
+            last = Some(s);
+        }
+        batched.fold(&last.unwrap());
+        assert!(by_time.step() > 1 && by_calls.step() > 1);
+        assert_eq!(batched.by_calls.points(), by_calls.points());
+        assert_eq!(batched.by_time.points(), by_time.points());
+        assert_eq!(batched.by_time.step(), by_time.step());
     }
 }
