@@ -31,9 +31,11 @@ for T in 1 2; do
   rec_bytes=$(stat -c %s "$WORK/t$T.alt")
   ht="n/a"; ht_bytes=0
   if [ -z "${NO_HEAPTRACK:-}" ] && command -v heaptrack >/dev/null; then
-    t0=$(now); heaptrack -o "$WORK/ht$T" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>&1; t1=$(now)
+    # Debian's heaptrack 1.4 has no output option: it writes heaptrack.*.zst into the current directory.
+    mkdir -p "$WORK/ht$T"
+    t0=$(now); (cd "$WORK/ht$T" && heaptrack "$WORK/alloc-micro" "$T" "$ITER") >/dev/null 2>&1; t1=$(now)
     ht=$(secs "$t0" "$t1")
-    ht_bytes=$(stat -c %s "$WORK"/ht$T.* 2>/dev/null | head -1)
+    ht_bytes=$(cat "$WORK/ht$T"/heaptrack.*.zst 2>/dev/null | wc -c)
   fi
   python3 - "$T" "$base" "$rec" "$ht" "$events" "$rec_bytes" "$ht_bytes" <<'PY'
 import sys

@@ -51,24 +51,34 @@ peak() { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 printf '%-10s %9s %9s %9s %7s %7s %10s %9s %9s\n' program untraced record heaptrack rec/x ht/x events rec_B/ev ht_B/ev
+# Every python object through malloc, as in the git-cinnabar study (and so that tracers see them).
+export PYTHONMALLOC=malloc
+# The interpreter itself, not a wrapper script (pyenv's python3 is a bash script).
+PY=$(python3 -c 'import sys; print(sys.executable)')
 declare -A CMDS=(
-  [python3]="env PYTHONMALLOC=malloc python3 $WORK/service.py"
-  [gcc-O2]="gcc -O2 -c $WORK/big.c -o $WORK/big.o"
+  [python3]="$PY $WORK/service.py"
+  [gcc-O2]="$(command -v gcc) -O2 -c $WORK/big.c -o $WORK/big.o"
+  # The compiler proper alone: heaptrack follows neither fork nor exec, so on `gcc` it sees only the
+  # driver; on cc1 both tracers see the same work.
+  [cc1-O2]="$(gcc -print-prog-name=cc1) -quiet -O2 $WORK/big.c -o $WORK/big.s"
 )
-for name in python3 gcc-O2; do
+# Debian's heaptrack (1.4) has no output option: it writes heaptrack.NAME.PID.zst into the current
+# directory, so each run gets a directory of its own.
+heaptrack_run() { local dir=$1; shift; rm -rf "$dir"; mkdir -p "$dir"; (cd "$dir" && heaptrack "$@"); }
+heaptrack_file() { ls -S "$1"/heaptrack.*.zst 2>/dev/null | head -1; }
+for name in python3 gcc-O2 cc1-O2; do
   read -r -a cmd <<< "${CMDS[$name]}"
   base=(); rec=(); ht=()
   for _ in $(seq "$REPEATS"); do
     base+=("$(timed "${cmd[@]}")")
     rec+=("$(timed "$AL" record -q -o "$WORK/$name.alt" -- "${cmd[@]}")")
     if command -v heaptrack >/dev/null; then
-      rm -f "$WORK/$name.ht".*
-      ht+=("$(timed heaptrack -o "$WORK/$name.ht" "${cmd[@]}")")
+      ht+=("$(timed heaptrack_run "$WORK/ht-$name" "${cmd[@]}")")
     fi
   done
   b=$(median "${base[@]}"); r=$(median "${rec[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
   events=$("$AL" analyze --json "$WORK/$name.alt" | python3 -c "import json,sys; a=json.load(sys.stdin); print(sum(p['stats']['calls_total'] for p in a['processes']))" 2>/dev/null || echo 0)
-  rb=$(stat -c %s "$WORK/$name.alt"); hb=$(stat -c %s "$WORK/$name.ht".* 2>/dev/null | head -1 || echo 0)
+  rb=$(stat -c %s "$WORK/$name.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
   python3 - "$name" "$b" "$r" "$h" "$events" "$rb" "${hb:-0}" <<'PY'
 import sys
 n, b, r, h, e, rb, hb = sys.argv[1:]
@@ -82,7 +92,7 @@ echo
 printf '%-10s %14s %12s %16s %12s\n' trace analyze_s analyze_MiB heaptrack_print_s print_MiB
 while read -r name events; do
   read -r at am < <(peak "$AL" analyze "$WORK/$name.alt")
-  hp="0 0"; [ -e "$(ls "$WORK/$name.ht".* 2>/dev/null | head -1)" ] && hp=$(peak heaptrack_print "$(ls "$WORK/$name.ht".* | head -1)")
+  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-$name"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
   read -r ht hm <<< "$hp"
   python3 -c "
 e=$events; at=$at; am=$am/1024; ht=$ht; hm=$hm/1024

@@ -305,24 +305,36 @@ fn hostile_strings_show_as_text() {
     }
 }
 
+/// `alloclens record -q OPTIONS -o PATH -- PROGRAM...`.
+fn record(path: &Path, options: &[&str], program: &[&str]) {
+    let out = alloclens()
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(path)
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A trace of a program with phases (markers), shared by the trace tests.
 fn trace_fixture() -> &'static Path {
     static T: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, path) = T.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.alt");
-        let out = alloclens()
-            .args(["record", "-q", "--marker", "event (\\d+)", "-o"])
-            .arg(&path)
-            .args(["--", &exe(), "workload", "events", "--events", "8"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "record failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+        record(
+            &path,
+            &["--marker", "event (\\d+)"],
+            &[&exe(), "workload", "events", "--events", "8"],
         );
         (dir, path)
     });
@@ -523,6 +535,158 @@ fn compare_overlays_both_runs() {
     assert!(!html.contains(HOSTILE_ARG));
     if let Some(dom) = open_in_browser(&path, "report-run-compare") {
         assert_rendered(&dom, &html);
+    }
+}
+
+/// A C program holding N blocks (alternately 40000 and 100 bytes) then freeing them: its calls are
+/// one malloc and one free per block, plus the array's malloc and free.
+const HOLD_N_C: &str = r#"#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    void **keep = malloc(n * sizeof *keep);
+    for (int i = 0; i < n; i++) keep[i] = malloc(i % 2 ? 100 : 40000);
+    for (int i = 0; i < n; i++) free(keep[i]);
+    free(keep);
+    return 0;
+}
+"#;
+
+/// The JSON chart data embedded in a page.
+fn chart_data(html: &str) -> Value {
+    let start = html.find("id=\"report-data\">").expect("chart data") + "id=\"report-data\">".len();
+    let len = html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..start + len]).unwrap()
+}
+
+/// The cells after `<td>SCOPE</td><td>METRIC</td>` in the page's headline table.
+fn headline_cells(html: &str, scope: &str, metric: &str) -> Vec<String> {
+    let key = format!("<td>{scope}</td><td>{metric}</td>");
+    let start = html.find(&key).unwrap_or_else(|| panic!("no row {key}")) + key.len();
+    let row = &html[start..start + html[start..].find("</tr>").unwrap()];
+    row.split("<td>")
+        .skip(1)
+        .map(|c| unescape(c.trim_end_matches("</td>")))
+        .collect()
+}
+
+#[test]
+fn compare_overlays_two_traces_with_their_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hold.c");
+    std::fs::write(&src, HOLD_N_C).unwrap();
+    let prog = dir.path().join("hold");
+    let cc = Command::new("cc")
+        .args(["-O0", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let prog = prog.to_str().unwrap();
+    // "Version" B holds twice as many blocks as A (same argument length, so libc does the same).
+    let (na, nb) = (300_i64, 600_i64);
+    let (a, b) = (dir.path().join("a.alt"), dir.path().join("b.alt"));
+    record(&a, &[], &[prog, &na.to_string()]);
+    record(&b, &[], &[prog, &nb.to_string()]);
+
+    let html_path = dir.path().join("compare.html");
+    alloclens()
+        .arg("report")
+        .arg(&a)
+        .arg("--compare")
+        .arg(&b)
+        .arg("-o")
+        .arg(&html_path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_offline(&html);
+    assert!(html.contains("matched by position in pid order"));
+
+    // Every overlaid chart has A's and B's lines, each with points.
+    let data = chart_data(&html);
+    let charts = data["charts"].as_array().unwrap();
+    let chart = |id: &str| {
+        charts
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no chart {id}"))
+    };
+    let series_max = |id: &str, label: &str| {
+        chart(id)["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["label"] == label)
+            .unwrap_or_else(|| panic!("no series {label} in {id}"))["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            .unwrap_or_else(|| panic!("series {label} of {id} is empty"))
+    };
+    for (id, what) in [
+        ("p0-live-bytes-by-calls", "live bytes"),
+        ("p0-live-allocations-by-calls", "live allocations"),
+        ("p0-cumulated-by-calls", "upper bound (requested)"),
+        ("p0-cumulated-by-calls", "lower bound"),
+        ("p0-sizes-16", "requests"),
+        ("p0-sizes-32k", "requests"),
+        ("p0-lifetime-cdf", "fraction"),
+    ] {
+        series_max(id, &format!("A: {what}"));
+        series_max(id, &format!("B: {what}"));
+    }
+    // B holds twice the blocks: more live at its peak, twice as many 40000-byte requests.
+    assert!(
+        series_max("p0-live-allocations-by-calls", "B: live allocations")
+            > series_max("p0-live-allocations-by-calls", "A: live allocations")
+    );
+    let big = |label: &str| {
+        let c = chart("p0-sizes-32k");
+        let x = c["x"].as_array().unwrap();
+        let i = x.iter().position(|v| v.as_f64() == Some(32768.0)).unwrap();
+        let s = c["series"].as_array().unwrap();
+        let s = s.iter().find(|s| s["label"] == label).unwrap();
+        s["values"][i].as_f64().unwrap()
+    };
+    assert_eq!(big("A: requests"), (na / 2) as f64);
+    assert_eq!(big("B: requests"), (nb / 2) as f64);
+
+    // The headline table: both figures and the change the programs imply.
+    let calls = headline_cells(&html, "process #0", "calls");
+    assert_eq!(calls[0], calls_in_trace(&a).to_string());
+    assert_eq!(calls[1], calls_in_trace(&b).to_string());
+    assert_eq!(calls[2], format!("+{}", 2 * (nb - na)), "{calls:?}");
+    let allocations = headline_cells(&html, "all processes", "allocations");
+    assert_eq!(allocations[2], format!("+{}", nb - na), "{allocations:?}");
+
+    if let Some(dom) = open_in_browser(&html_path, "report-trace-compare") {
+        assert_rendered(&dom, &html);
+    }
+}
+
+#[test]
+fn compare_refuses_a_trace_with_a_results_directory() {
+    let trace = trace_fixture();
+    let run = &fixtures().hostile;
+    let dir = tempfile::tempdir().unwrap();
+    for (a, b) in [(trace, run.as_path()), (run.as_path(), trace)] {
+        let out = alloclens()
+            .arg("report")
+            .arg(a)
+            .arg("--compare")
+            .arg(b)
+            .arg("-o")
+            .arg(dir.path().join("compare.html"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(!dir.path().join("compare.html").exists());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("same kind"), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     }
 }
 

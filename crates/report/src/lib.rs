@@ -11,6 +11,7 @@ pub mod run_table;
 
 pub mod chart;
 pub mod compare;
+pub mod compare_trace;
 pub mod diff;
 pub mod document;
 pub mod escape;

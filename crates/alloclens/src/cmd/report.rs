@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use report::compare::merge_runs;
+use report::compare_trace::TraceComparison;
 use report::figures::{write_figures, FigureFormat};
 use report::sections::trace::TraceData;
 use report::{html, Document, Reportable, RunData};
@@ -16,7 +17,8 @@ pub struct Args {
     /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Overlay a second results directory in every chart (variants shown as "A: ..." and "B: ...")
+    /// Overlay a second results directory (or a second trace) in every chart (lines shown as "A: ..."
+    /// and "B: ...")
     #[arg(long, value_name = "DIR")]
     pub compare: Option<PathBuf>,
     /// Also write each chart as a PNG figure (1200x700) into DIR
@@ -33,6 +35,17 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let is_run = RunData::is_results_dir(&args.path);
+    if let Some(other) = &args.compare {
+        // Only when the other one is surely of the other kind: anything else fails to load, saying why.
+        let other_is_run = RunData::is_results_dir(other);
+        if other_is_run != is_run && (other_is_run || other.is_file()) {
+            bail!(
+                "cannot compare a results directory with a trace ('{}', '{}'): give two of the same kind",
+                args.path.display(),
+                other.display()
+            );
+        }
+    }
     let doc = if is_run {
         let data = RunData::load(&args.path)?;
         if let Some(dir) = &args.parquet {
@@ -54,9 +67,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.path.display()
             );
         }
-        if args.compare.is_some() {
-            bail!("--compare overlays two results directories; for two traces use `alloclens diff A B`");
-        }
         let data = TraceData::load(&args.path)?;
         if let Some(dir) = &args.parquet {
             let written =
@@ -65,7 +75,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 eprintln!("alloclens: {} rows in {}", rows, path.display());
             }
         }
-        data.document()
+        match &args.compare {
+            Some(other) => TraceComparison::new(data, TraceData::load(other)?).document(),
+            None => data.document(),
+        }
     };
     for (dir, format) in [
         (&args.png, FigureFormat::Png),

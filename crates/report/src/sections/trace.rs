@@ -51,12 +51,9 @@ impl Reportable for TraceData {
     }
 }
 
-fn process_name(p: &ProcessReport) -> String {
-    let exe = p
-        .cmdline
-        .first()
-        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
-        .unwrap_or_default();
+/// "PID EXE", with the exec number when the pid exec()ed.
+pub(crate) fn process_name(p: &ProcessReport) -> String {
+    let exe = executable(p);
     if p.exec_index > 0 {
         format!("{} {exe} (exec {})", p.pid, p.exec_index)
     } else {
@@ -380,6 +377,25 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
 
 impl Headlines for TraceData {
     fn headlines(&self) -> Vec<Headline> {
+        self.headlines_scoped(|i, p| format!("process #{i} {}", executable(p)))
+    }
+}
+
+/// The executable's file name (first word of the command line), "" when unknown.
+pub(crate) fn executable(p: &ProcessReport) -> &str {
+    p.cmdline
+        .first()
+        .map_or("", |c| c.rsplit('/').next().unwrap_or(c))
+}
+
+impl TraceData {
+    /// The headline figures, with `scope(i, process)` naming the i-th process (in pid order): `diff`
+    /// names it with its executable, a comparison page by its position only (matched processes may
+    /// run differently named executables).
+    pub fn headlines_scoped(
+        &self,
+        scope: impl Fn(usize, &ProcessReport) -> String,
+    ) -> Vec<Headline> {
         let mut out = Vec::new();
         let ps = &self.analysis.analysis.processes;
         let mut push = |scope: &str, metric: &str, unit: Unit, value: f64| {
@@ -393,17 +409,9 @@ impl Headlines for TraceData {
         let sum = |f: fn(&ScopeReport) -> u64| ps.iter().map(|p| f(&p.stats)).sum::<u64>() as f64;
         push("all processes", "processes", Unit::Count, ps.len() as f64);
         for (scope, stats) in std::iter::once(("all processes".to_string(), None)).chain(
-            ps.iter().enumerate().map(|(i, p)| {
-                (
-                    format!(
-                        "process #{i} {}",
-                        p.cmdline
-                            .first()
-                            .map_or("", |c| c.rsplit('/').next().unwrap_or(c))
-                    ),
-                    Some(&p.stats),
-                )
-            }),
+            ps.iter()
+                .enumerate()
+                .map(|(i, p)| (scope(i, p), Some(&p.stats))),
         ) {
             let v = |f: fn(&ScopeReport) -> u64| stats.map_or_else(|| sum(f), |s| f(s) as f64);
             push(&scope, "calls", Unit::Count, v(|s| s.calls_total));

@@ -1,0 +1,432 @@
+//! `report A.alt --compare B.alt`: two traces on one page, as the git-cinnabar study compared two
+//! versions of the same program. Processes are matched by position in pid order (pids differ between
+//! recordings), as `alloclens diff` does; each matched pair gets charts with A's and B's lines
+//! ("A: live bytes", "B: live bytes"), and a headline table gives both figures with the change.
+use analyze::report::Bucket;
+use analyze::ProcessReport;
+
+use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::diff::{diff, Diff, DiffRow};
+use crate::document::{Block, Document, Reportable, Section, Table};
+use crate::figures::format_value;
+use crate::sections::trace::{process_name, TraceData};
+
+/// Matched processes drawn (those with the most calls on either side); all are in the tables.
+const MAX_PROCESS_SECTIONS: usize = 8;
+
+/// Two analysed traces, A and B, reported as one page.
+pub struct TraceComparison {
+    pub a: TraceData,
+    pub b: TraceData,
+}
+
+/// Colours of A's and B's lines; a second shade for a second line of the same side (lower bound).
+const A_COLOR: usize = 0;
+const B_COLOR: usize = 1;
+const A_SECOND: usize = 7;
+const B_SECOND: usize = 3;
+
+impl TraceComparison {
+    pub fn new(a: TraceData, b: TraceData) -> TraceComparison {
+        TraceComparison { a, b }
+    }
+
+    /// Every headline figure of both with its change; processes are scoped by position only
+    /// ("process #0") so that matched processes meet even when their executables are named differently.
+    pub fn headline_diff(&self) -> Diff {
+        let by_position = |i: usize, _: &ProcessReport| format!("process #{i}");
+        diff(
+            &self.a.path.display().to_string(),
+            &self.a.headlines_scoped(by_position),
+            &self.b.path.display().to_string(),
+            &self.b.headlines_scoped(by_position),
+        )
+    }
+
+    /// Pairs (i, A's process i, B's process i), in pid order.
+    fn matched(&self) -> impl Iterator<Item = (usize, &ProcessReport, &ProcessReport)> {
+        self.a
+            .analysis
+            .analysis
+            .processes
+            .iter()
+            .zip(&self.b.analysis.analysis.processes)
+            .enumerate()
+            .map(|(i, (a, b))| (i, a, b))
+    }
+}
+
+impl Reportable for TraceComparison {
+    fn document(&self) -> Document {
+        let command = |t: &TraceData| {
+            if t.analysis.command.is_empty() {
+                t.path.display().to_string()
+            } else {
+                t.analysis.command.join(" ")
+            }
+        };
+        let title = format!(
+            "alloclens traces compared: A {} / B {}",
+            command(&self.a),
+            command(&self.b)
+        );
+        let mut sections = vec![
+            setup(self),
+            headlines_section(&self.headline_diff()),
+            matching_section(self),
+        ];
+        let mut ranked: Vec<_> = self.matched().collect();
+        ranked.sort_by(|x, y| {
+            let calls = |(_, a, b): &(usize, &ProcessReport, &ProcessReport)| {
+                a.life_calls.max(b.life_calls)
+            };
+            calls(y).cmp(&calls(x)).then(x.0.cmp(&y.0))
+        });
+        ranked.truncate(MAX_PROCESS_SECTIONS);
+        ranked.sort_by_key(|(i, _, _)| *i);
+        for (i, a, b) in ranked {
+            sections.push(process_section(i, a, b));
+        }
+        Document { title, sections }
+    }
+}
+
+fn setup(c: &TraceComparison) -> Section {
+    let mut s = Section::new("setup", "Traces compared");
+    for (name, t) in [("A", &c.a), ("B", &c.b)] {
+        let a = &t.analysis;
+        s.push(Block::Facts(vec![
+            (name.to_string(), t.path.display().to_string()),
+            ("command".to_string(), a.command.join(" ")),
+            ("allocator".to_string(), a.allocator.clone()),
+            (
+                "processes".to_string(),
+                a.analysis.processes.len().to_string(),
+            ),
+        ]));
+        for w in &a.analysis.warnings {
+            s.push(Block::Warning(format!("{name}: {w}")));
+        }
+    }
+    s.push(Block::Paragraph(
+        "Processes are matched by position in pid order (pids differ between recordings): process #i \
+         of A is compared with process #i of B, as `alloclens diff` does. Lines of A are labelled \
+         \"A: …\", lines of B \"B: …\". Cumulated upper bound: the sum of all requested sizes; lower \
+         bound: the sum over allocations of their last size (docs/metrics.md). Lifetimes are counted \
+         in allocator calls of the process."
+            .into(),
+    ));
+    s
+}
+
+fn headlines_section(d: &Diff) -> Section {
+    let mut s = Section::new("headlines", "Headline figures");
+    s.push(Block::Table(Table {
+        caption: Some(format!("A = {}, B = {}; change = B − A", d.a, d.b)),
+        headers: ["scope", "metric", "A", "B", "change", "change %"]
+            .map(String::from)
+            .to_vec(),
+        rows: d.rows.iter().map(diff_cells).collect(),
+    }));
+    s
+}
+
+/// A figure as a table cell: counts in full (the page has room), other units as the figures show them.
+fn value_cell(unit: Unit, v: f64) -> String {
+    if unit == Unit::Count && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format_value(unit, v)
+    }
+}
+
+fn diff_cells(r: &DiffRow) -> Vec<String> {
+    let dash = || "—".to_string();
+    let v = |x: Option<f64>| x.map_or_else(dash, |x| value_cell(r.unit, x));
+    let change = r.change.map_or_else(dash, |c| {
+        let sign = if c > 0.0 {
+            "+"
+        } else if c < 0.0 {
+            "-"
+        } else {
+            ""
+        };
+        format!("{sign}{}", value_cell(r.unit, c.abs()))
+    });
+    vec![
+        r.scope.clone(),
+        r.metric.clone(),
+        v(r.a),
+        v(r.b),
+        change,
+        r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
+    ]
+}
+
+fn matching_section(c: &TraceComparison) -> Section {
+    let mut s = Section::new("matching", "Processes matched");
+    let (pa, pb) = (
+        &c.a.analysis.analysis.processes,
+        &c.b.analysis.analysis.processes,
+    );
+    let side = |p: Option<&ProcessReport>| match p {
+        Some(p) => [
+            process_name(p),
+            p.cmdline.join(" "),
+            p.life_calls.to_string(),
+        ],
+        None => ["—".to_string(), "not in this trace".to_string(), dash()],
+    };
+    let rows = (0..pa.len().max(pb.len()))
+        .map(|i| {
+            let mut row = vec![format!("#{i}")];
+            row.extend(side(pa.get(i)));
+            row.extend(side(pb.get(i)));
+            row
+        })
+        .collect();
+    if pa.len() != pb.len() {
+        s.push(Block::Warning(format!(
+            "A has {} processes and B {}: only the first {} are matched",
+            pa.len(),
+            pb.len(),
+            pa.len().min(pb.len())
+        )));
+    }
+    s.push(Block::Table(Table {
+        caption: Some("By position in pid order".into()),
+        headers: [
+            "#",
+            "A process",
+            "A command",
+            "A calls",
+            "B process",
+            "B command",
+            "B calls",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }));
+    s
+}
+
+fn dash() -> String {
+    "—".to_string()
+}
+
+fn line(label: String, points: Vec<(f64, f64)>, color: usize, emphasis: Emphasis) -> Line {
+    Line {
+        label,
+        points,
+        color: palette(color),
+        emphasis,
+    }
+}
+
+/// A's and B's lines of one quantity: `f` gives a side's points.
+fn both(
+    what: &str,
+    a: &ProcessReport,
+    b: &ProcessReport,
+    f: impl Fn(&ProcessReport) -> Vec<(f64, f64)>,
+    colors: (usize, usize),
+    emphasis: Emphasis,
+) -> [Line; 2] {
+    [
+        line(format!("A: {what}"), f(a), colors.0, emphasis),
+        line(format!("B: {what}"), f(b), colors.1, emphasis),
+    ]
+}
+
+fn by_calls(p: &ProcessReport, f: fn(&analyze::TimelinePoint) -> u64) -> Vec<(f64, f64)> {
+    p.timeline_by_calls
+        .iter()
+        .map(|t| (t.calls as f64, f(t) as f64))
+        .collect()
+}
+
+type Buckets = fn(&ProcessReport) -> &[Bucket];
+
+fn buckets_16(p: &ProcessReport) -> &[Bucket] {
+    &p.stats.sizes.buckets_16
+}
+
+fn buckets_32k(p: &ProcessReport) -> &[Bucket] {
+    &p.stats.sizes.buckets_32k
+}
+
+fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
+    let id = |name: &str| format!("p{i}-{name}");
+    let mut s = Section::new(
+        format!("process-{i}"),
+        format!(
+            "Process #{i}: A {} / B {}",
+            process_name(a),
+            process_name(b)
+        ),
+    );
+    for (name, p) in [("A", a), ("B", b)] {
+        if p.truncated {
+            s.push(Block::Warning(format!(
+                "{name}: this process's stream is truncated: figures cover what was recorded"
+            )));
+        }
+    }
+    let sides = (A_COLOR, B_COLOR);
+    let calls_axis = || Axis::new("allocator calls", Unit::Count);
+    let cumulated = {
+        let [au, bu] = both(
+            "upper bound (requested)",
+            a,
+            b,
+            |p| by_calls(p, |t| t.cumulated_upper_bytes),
+            sides,
+            Emphasis::Bold,
+        );
+        let [al, bl] = both(
+            "lower bound",
+            a,
+            b,
+            |p| by_calls(p, |t| t.cumulated_lower_bytes),
+            (A_SECOND, B_SECOND),
+            Emphasis::Normal,
+        );
+        vec![au, al, bu, bl]
+    };
+    for (name, title, unit, lines) in [
+        (
+            "live-bytes",
+            "Live bytes",
+            Unit::Bytes,
+            both(
+                "live bytes",
+                a,
+                b,
+                |p| by_calls(p, |t| t.live_bytes),
+                sides,
+                Emphasis::Bold,
+            )
+            .to_vec(),
+        ),
+        (
+            "live-allocations",
+            "Live allocations",
+            Unit::Count,
+            both(
+                "live allocations",
+                a,
+                b,
+                |p| by_calls(p, |t| t.live_allocations),
+                sides,
+                Emphasis::Bold,
+            )
+            .to_vec(),
+        ),
+        ("cumulated", "Cumulated bytes", Unit::Bytes, cumulated),
+    ] {
+        s.push_chart(Chart::from_lines(
+            id(&format!("{name}-by-calls")),
+            format!("{title} against allocator calls"),
+            calls_axis(),
+            Axis::new(title.to_lowercase(), unit),
+            lines,
+        ));
+    }
+    for (name, title, buckets) in [
+        (
+            "sizes-16",
+            "Request sizes, 16 B buckets",
+            buckets_16 as Buckets,
+        ),
+        ("sizes-32k", "Request sizes, 32 KiB buckets", buckets_32k),
+    ] {
+        let mut chart = Chart::from_lines(
+            id(name),
+            title,
+            Axis::new("size (bucket low end)", Unit::Bytes).log(),
+            Axis::new("requests", Unit::Count).log(),
+            both(
+                "requests",
+                a,
+                b,
+                |p| {
+                    buckets(p)
+                        .iter()
+                        .map(|b| (b.low.max(1) as f64, b.count as f64))
+                        .collect()
+                },
+                sides,
+                Emphasis::Normal,
+            )
+            .to_vec(),
+        );
+        chart.points = true;
+        chart.connect = false;
+        s.push_chart(chart);
+    }
+    s.push_chart(Chart::from_lines(
+        id("lifetime-cdf"),
+        "Lifetime CDF (fraction of allocations freed within x calls)",
+        Axis::new("lifetime, allocator calls", Unit::Count).log(),
+        Axis::new("fraction of allocations", Unit::Plain),
+        both(
+            "fraction",
+            a,
+            b,
+            |p| {
+                p.stats
+                    .lifetimes
+                    .cdf
+                    .iter()
+                    .map(|c| (c.below_calls.max(1) as f64, c.fraction))
+                    .collect()
+            },
+            sides,
+            Emphasis::Bold,
+        )
+        .to_vec(),
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_shown_in_full_with_their_sign() {
+        let row = |unit, a, b| {
+            let d = diff(
+                "a",
+                &[crate::diff::Headline {
+                    scope: "process #0".into(),
+                    metric: "calls".into(),
+                    unit,
+                    value: Some(a),
+                }],
+                "b",
+                &[crate::diff::Headline {
+                    scope: "process #0".into(),
+                    metric: "calls".into(),
+                    unit,
+                    value: Some(b),
+                }],
+            );
+            diff_cells(&d.rows[0])
+        };
+        assert_eq!(
+            row(Unit::Count, 1_234_567.0, 1_200_000.0),
+            [
+                "process #0",
+                "calls",
+                "1234567",
+                "1200000",
+                "-34567",
+                "-2.8%"
+            ]
+        );
+        assert_eq!(row(Unit::Bytes, 1024.0, 3072.0)[4], "+2.00 KiB");
+        assert_eq!(row(Unit::Count, 0.0, 5.0)[5], "—", "no percentage of zero");
+    }
+}
