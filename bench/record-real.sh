@@ -60,7 +60,7 @@ declare -A CMDS=(
   [gcc-O2]="$(command -v gcc) -O2 -c $WORK/big.c -o $WORK/big.o"
   # The compiler proper alone: heaptrack follows neither fork nor exec, so on `gcc` it sees only the
   # driver; on cc1 both tracers see the same work.
-  [cc1-O2]="$(gcc -print-prog-name=cc1) -quiet -O2 $WORK/big.c -o $WORK/big.s"
+  [cc1-O2]="$(gcc -print-prog-name=cc1) -quiet -imultiarch $(gcc -print-multiarch) -O2 $WORK/big.c -o $WORK/big.s"
 )
 # Debian's heaptrack (1.4) has no output option: it writes heaptrack.NAME.PID.zst into the current
 # directory, so each run gets a directory of its own.
