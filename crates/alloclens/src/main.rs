@@ -14,12 +14,27 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            // One line: the error and its causes, outermost first.
-            let chain: Vec<String> = err.chain().map(|c| c.to_string()).collect();
-            eprintln!("alloclens: error: {}", chain.join(": "));
+            eprintln!("alloclens: error: {}", one_line(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, outermost first, on one line. A cause that its parent's message already
+/// quotes (typed errors often include their source) is not repeated.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

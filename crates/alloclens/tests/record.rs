@@ -170,3 +170,23 @@ fn unwritable_output_is_a_one_line_error() {
     );
     assert_eq!(stderr.lines().count(), 1);
 }
+
+#[test]
+fn a_missing_command_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = alloclens()
+        .args(["record", "-o"])
+        .arg(dir.path().join("x.alt"))
+        .args(["--", "no-such-command-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("command not found: 'no-such-command-xyz'"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // The cause is not repeated after the message that already quotes it.
+    assert_eq!(stderr.matches("os error").count(), 0, "{stderr}");
+}

@@ -111,6 +111,8 @@ pub enum RecordError {
     },
     #[error("cannot set up the recorder socket: {0}")]
     Socket(#[source] std::io::Error),
+    #[error("command not found: '{command}' (not in PATH; give a path or check the spelling)")]
+    CommandNotFound { command: String },
     #[error("cannot start '{command}': {source}")]
     Spawn {
         command: String,

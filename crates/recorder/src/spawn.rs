@@ -65,9 +65,13 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if o.marker.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
-    let mut child: Child = cmd.spawn().map_err(|source| RecordError::Spawn {
-        command: program.to_string_lossy().into_owned(),
-        source,
+    let mut child: Child = cmd.spawn().map_err(|source| {
+        let command = program.to_string_lossy().into_owned();
+        if source.kind() == std::io::ErrorKind::NotFound {
+            RecordError::CommandNotFound { command }
+        } else {
+            RecordError::Spawn { command, source }
+        }
     })?;
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
