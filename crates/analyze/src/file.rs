@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
 
+use trace::codec::ChunkDecoder;
 use trace::{human_count, RawChunk, Record, TraceError, TraceReader};
 
 use crate::error::AnalyzeError;
@@ -103,6 +104,11 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     let (raw_tx, raw_rx) = sync_channel::<(u64, Result<RawChunk, TraceError>)>(CHUNKS_AHEAD);
     let raw_rx = Mutex::new(raw_rx);
     let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, TraceError>)>(CHUNKS_AHEAD);
+    // Record buffers the pass is done with go back to the decoders: a chunk's records are
+    // written into memory already mapped and warm instead of a fresh multi-MiB allocation.
+    // At most one buffer per chunk in flight exists. Last in, first out: the most recently
+    // used buffer is the likeliest to be still in a cache.
+    let spares: Mutex<Vec<Vec<Record>>> = Mutex::new(Vec::new());
     // Set when the pass stops early: the reader stops reading, decoders stop decoding, and the
     // channels are drained so that no helper stays blocked on a full channel.
     let stop = AtomicBool::new(false);
@@ -127,17 +133,27 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
             }
         });
         for _ in 0..decoders {
-            let (raw_rx, dec_tx) = (&raw_rx, dec_tx.clone());
-            scope.spawn(move || loop {
-                let next = raw_rx.lock().map(|rx| rx.recv());
-                let Ok(Ok((i, chunk))) = next else { return };
-                let decoded = if stop.load(Ordering::Relaxed) {
-                    Ok(Vec::new())
-                } else {
-                    chunk.and_then(|c| c.decode())
-                };
-                if dec_tx.send((i, decoded)).is_err() {
-                    return;
+            let (raw_rx, dec_tx, spares) = (&raw_rx, dec_tx.clone(), &spares);
+            scope.spawn(move || {
+                let mut decoder = ChunkDecoder::new();
+                loop {
+                    let next = raw_rx.lock().map(|rx| rx.recv());
+                    let Ok(Ok((i, chunk))) = next else { return };
+                    let mut records = spares
+                        .lock()
+                        .ok()
+                        .and_then(|mut s| s.pop())
+                        .unwrap_or_default();
+                    let decoded = if stop.load(Ordering::Relaxed) {
+                        Ok(Vec::new())
+                    } else {
+                        chunk
+                            .and_then(|c| c.decode_into(&mut decoder, &mut records))
+                            .map(|()| records)
+                    };
+                    if dec_tx.send((i, decoded)).is_err() {
+                        return;
+                    }
                 }
             });
         }
@@ -150,9 +166,13 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
             while let Some(batch) = pending.remove(&next) {
                 next += 1;
                 match batch {
-                    Ok(records) => {
+                    Ok(mut records) => {
                         analyzer.feed_chunk(&records);
                         done += records.len() as u64;
+                        records.clear();
+                        if let Ok(mut s) = spares.lock() {
+                            s.push(records);
+                        }
                     }
                     Err(e) => {
                         failure = Some((e, done));

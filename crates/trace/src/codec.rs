@@ -77,11 +77,6 @@ impl Predictor {
     }
 
     #[inline]
-    fn freed(&mut self, addr: u64, size: u64) {
-        self.freed_in_class(addr, size_class(size));
-    }
-
-    #[inline]
     fn freed_in_class(&mut self, addr: u64, c: usize) {
         let d = self.depth[c] as usize;
         let stack = &mut self.stacks[c];
@@ -562,198 +557,370 @@ fn bad(what: &str) -> DecodeError {
     DecodeError(what.to_string())
 }
 
-/// Decompresses and decodes one events chunk payload.
+/// Decompresses and decodes one events chunk payload. For many chunks, a [`ChunkDecoder`]
+/// reuses its buffers (and the caller's record buffer) across chunks.
 pub fn decode_payload(payload: &[u8]) -> Result<Vec<Record>, DecodeError> {
-    if payload.len() < 4 {
-        return Err(bad("events payload too short"));
-    }
-    let (len, body) = payload.split_at(4);
-    let raw_len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
-    if raw_len > crate::format::MAX_RAW_CHUNK {
-        return Err(DecodeError(format!(
-            "declared raw size {raw_len} is implausible"
-        )));
-    }
-    let raw = zstd::bulk::decompress(body, raw_len as usize)
-        .map_err(|e| DecodeError(format!("zstd: {e}")))?;
-    if raw.len() != raw_len as usize {
-        return Err(bad("decompressed size differs from the declared size"));
-    }
-    decode_raw(&raw)
+    let mut out = Vec::new();
+    ChunkDecoder::new().decode(payload, &mut out)?;
+    Ok(out)
 }
 
-fn decode_raw(raw: &[u8]) -> Result<Vec<Record>, DecodeError> {
-    let mut c = Cursor::new(raw);
-    let trunc = || bad("chunk header cut short");
-    let first_seq = c.varint().ok_or_else(trunc)?;
-    let n = c.varint().ok_or_else(trunc)?;
-    if n > u64::from(crate::format::MAX_RAW_CHUNK) {
-        return Err(bad("implausible record count"));
+/// Decodes events chunks one after another without per-chunk allocation: the zstd context, the
+/// decompressed bytes and the decoder's tables are kept from one chunk to the next. One per
+/// decoding thread.
+pub struct ChunkDecoder {
+    /// Created on the first chunk.
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    raw: Vec<u8>,
+    predictor: Predictor,
+    /// Address and size class of each producer of the chunk (allocation or realloc with a
+    /// non-null result), in order: what a back-reference resolves to.
+    producers: Vec<(u64, u32)>,
+    tids: Vec<u32>,
+    anchors: Vec<(u64, u64)>,
+}
+
+impl Default for ChunkDecoder {
+    fn default() -> Self {
+        Self::new()
     }
-    let n_tids = c.varint().ok_or_else(trunc)?;
-    if n_tids > n.max(1) {
-        return Err(bad("more threads than records"));
-    }
-    let mut tids = Vec::with_capacity(n_tids as usize);
-    for _ in 0..n_tids {
-        tids.push(
-            u32::try_from(c.varint().ok_or_else(trunc)?).map_err(|_| bad("thread id too large"))?,
-        );
-    }
-    let n_anchors = c.varint().ok_or_else(trunc)?;
-    if n_anchors > raw.len() as u64 {
-        return Err(bad("implausible anchor count"));
-    }
-    let mut anchors: Vec<(u64, u64)> = Vec::with_capacity(n_anchors as usize);
-    for i in 0..n_anchors {
-        let a = c.varint().ok_or_else(trunc)?;
-        let b = c.varint().ok_or_else(trunc)?;
-        if i == 0 {
-            anchors.push((first_seq.wrapping_add(varint::unzigzag(a) as u64), b));
-        } else {
-            let (s, t) = anchors[anchors.len() - 1];
-            let s2 = s
-                .checked_add(a)
-                .ok_or_else(|| bad("anchor seq overflows"))?;
-            anchors.push((s2, t.wrapping_add(varint::unzigzag(b) as u64)));
+}
+
+impl ChunkDecoder {
+    pub fn new() -> Self {
+        ChunkDecoder {
+            decompressor: None,
+            raw: Vec::new(),
+            predictor: Predictor::new(),
+            producers: Vec::new(),
+            tids: Vec::new(),
+            anchors: Vec::new(),
         }
     }
-    let mut column = || -> Result<Cursor<'_>, DecodeError> {
-        let len = c.varint().ok_or_else(trunc)?;
-        let bytes = c
-            .take(usize::try_from(len).map_err(|_| trunc())?)
-            .ok_or_else(trunc)?;
-        Ok(Cursor::new(bytes))
-    };
-    let mut ops = column()?;
-    let mut gaps = column()?;
-    let mut tid_col = column()?;
-    let mut sizes = column()?;
-    let mut addrs = column()?;
-    let mut refs = column()?;
-    let mut mark_times = column()?;
-    let mut labels = column()?;
-    let single_tid = tids.len() <= 1;
-    let default_tid = tids.first().copied().unwrap_or(0);
 
-    let short = |what: &str| DecodeError(format!("{what} column ends early"));
-    let mut out: Vec<Record> = Vec::with_capacity(n as usize);
-    let mut expected = first_seq;
-    let mut predictor = Predictor::new();
-    let mut base: u64 = 0;
-    let mut anchor_i: usize = 0;
-    // Record index of each producer (allocation or realloc with a non-null result), in order.
-    let mut producers: Vec<u32> = Vec::new();
-
-    for index in 0..n as usize {
-        let byte = ops.byte().ok_or_else(|| short("op"))?;
-        let gap = gaps.varint().ok_or_else(|| short("seq"))?;
-        let seq = expected
-            .checked_add(gap)
-            .ok_or_else(|| bad("seq overflows"))?;
-        let tid = if single_tid {
-            default_tid
-        } else {
-            let i = tid_col.varint().ok_or_else(|| short("thread"))?;
-            *tids
-                .get(i as usize)
-                .ok_or_else(|| bad("thread index out of range"))?
+    /// Decodes one events chunk payload into `out` (cleared first; its capacity is reused).
+    /// On error `out` holds an unspecified prefix of the records.
+    pub fn decode(&mut self, payload: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
+        out.clear();
+        if payload.len() < 4 {
+            return Err(bad("events payload too short"));
+        }
+        let (len, body) = payload.split_at(4);
+        let raw_len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if raw_len > crate::format::MAX_RAW_CHUNK {
+            return Err(DecodeError(format!(
+                "declared raw size {raw_len} is implausible"
+            )));
+        }
+        if self.decompressor.is_none() {
+            self.decompressor = Some(
+                zstd::bulk::Decompressor::new().map_err(|e| DecodeError(format!("zstd: {e}")))?,
+            );
+        }
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        raw.reserve(raw_len as usize);
+        let result = match self.decompressor.as_mut() {
+            Some(d) => d
+                .decompress_to_buffer(body, &mut raw)
+                .map_err(|e| DecodeError(format!("zstd: {e}")))
+                .and_then(|n| {
+                    if n == raw_len as usize && raw.len() == n {
+                        self.decode_raw(&raw, out)
+                    } else {
+                        Err(bad("decompressed size differs from the declared size"))
+                    }
+                }),
+            None => Err(bad("no zstd context")),
         };
-        let tag = byte & TAG_MASK;
-        if tag == TAG_MARKER {
-            let t_ns = mark_times.varint().ok_or_else(|| short("marker time"))?;
-            let len = labels.varint().ok_or_else(|| short("label"))?;
-            let bytes = labels
-                .take(usize::try_from(len).map_err(|_| short("label"))?)
-                .ok_or_else(|| short("label"))?;
-            let label = String::from_utf8_lossy(bytes).into_owned();
-            out.push(Record::Marker(Marker {
+        self.raw = raw;
+        result
+    }
+
+    fn decode_raw(&mut self, raw: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
+        let mut c = Cursor::new(raw);
+        let trunc = || bad("chunk header cut short");
+        let first_seq = c.varint().ok_or_else(trunc)?;
+        let n = c.varint().ok_or_else(trunc)?;
+        if n > u64::from(crate::format::MAX_RAW_CHUNK) {
+            return Err(bad("implausible record count"));
+        }
+        let n_tids = c.varint().ok_or_else(trunc)?;
+        if n_tids > n.max(1) {
+            return Err(bad("more threads than records"));
+        }
+        let tids = &mut self.tids;
+        tids.clear();
+        for _ in 0..n_tids {
+            tids.push(
+                u32::try_from(c.varint().ok_or_else(trunc)?)
+                    .map_err(|_| bad("thread id too large"))?,
+            );
+        }
+        let n_anchors = c.varint().ok_or_else(trunc)?;
+        if n_anchors > raw.len() as u64 {
+            return Err(bad("implausible anchor count"));
+        }
+        let anchors = &mut self.anchors;
+        anchors.clear();
+        for i in 0..n_anchors {
+            let a = c.varint().ok_or_else(trunc)?;
+            let b = c.varint().ok_or_else(trunc)?;
+            if i == 0 {
+                anchors.push((first_seq.wrapping_add(varint::unzigzag(a) as u64), b));
+            } else {
+                let (s, t) = anchors[anchors.len() - 1];
+                let s2 = s
+                    .checked_add(a)
+                    .ok_or_else(|| bad("anchor seq overflows"))?;
+                anchors.push((s2, t.wrapping_add(varint::unzigzag(b) as u64)));
+            }
+        }
+        let mut column = || -> Result<Cursor<'_>, DecodeError> {
+            let len = c.varint().ok_or_else(trunc)?;
+            let bytes = c
+                .take(usize::try_from(len).map_err(|_| trunc())?)
+                .ok_or_else(trunc)?;
+            Ok(Cursor::new(bytes))
+        };
+        let mut ops = column()?;
+        let mut gaps = column()?;
+        let mut tid_col = column()?;
+        let mut sizes = column()?;
+        let mut addrs = column()?;
+        let mut refs = column()?;
+        let mut mark_times = column()?;
+        let mut labels = column()?;
+        let tids = &self.tids[..];
+        let anchors = &self.anchors[..];
+        let single_tid = tids.len() <= 1;
+        let default_tid = tids.first().copied().unwrap_or(0);
+
+        let short = |what: &str| DecodeError(format!("{what} column ends early"));
+        // Every record takes at least its op byte: a count beyond that is a lie, not a reason
+        // to reserve memory.
+        out.reserve((n as usize).min(ops.remaining()));
+        let predictor = &mut self.predictor;
+        predictor.reset();
+        let producers = &mut self.producers;
+        producers.clear();
+        let mut expected = first_seq;
+        let mut base: u64 = 0;
+        let mut clock = Clock::new(anchors);
+
+        for _ in 0..n {
+            let byte = ops.byte().ok_or_else(|| short("op"))?;
+            let gap = gaps.varint().ok_or_else(|| short("seq"))?;
+            let seq = expected
+                .checked_add(gap)
+                .ok_or_else(|| bad("seq overflows"))?;
+            let tid = if single_tid {
+                default_tid
+            } else {
+                let i = tid_col.varint().ok_or_else(|| short("thread"))?;
+                *tids
+                    .get(i as usize)
+                    .ok_or_else(|| bad("thread index out of range"))?
+            };
+            let tag = byte & TAG_MASK;
+            if tag == TAG_MARKER {
+                let t_ns = mark_times.varint().ok_or_else(|| short("marker time"))?;
+                let len = labels.varint().ok_or_else(|| short("label"))?;
+                let bytes = labels
+                    .take(usize::try_from(len).map_err(|_| short("label"))?)
+                    .ok_or_else(|| short("label"))?;
+                let label = String::from_utf8_lossy(bytes).into_owned();
+                out.push(Record::Marker(Marker {
+                    seq,
+                    t_ns,
+                    tid,
+                    label,
+                }));
+                continue;
+            }
+            let op =
+                Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
+            expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
+            let (addr, size, old_addr) = match shape(op) {
+                Shape::Alloc => {
+                    let size = sizes.varint().ok_or_else(|| short("size"))?;
+                    let addr =
+                        decode_new((byte >> 4) & 3, size, 0, &mut addrs, &mut base, predictor)?;
+                    (addr, size, 0)
+                }
+                Shape::Free => {
+                    let addr = decode_old(
+                        (byte >> 4) & 3,
+                        producers,
+                        &mut refs,
+                        &mut addrs,
+                        &mut base,
+                        predictor,
+                    )?;
+                    let size = if byte & FREE_HAS_SIZE != 0 {
+                        sizes.varint().ok_or_else(|| short("size"))?
+                    } else {
+                        0
+                    };
+                    (addr, size, 0)
+                }
+                Shape::Realloc => {
+                    let size = sizes.varint().ok_or_else(|| short("size"))?;
+                    let old = decode_old(
+                        byte >> 6,
+                        producers,
+                        &mut refs,
+                        &mut addrs,
+                        &mut base,
+                        predictor,
+                    )?;
+                    let addr =
+                        decode_new((byte >> 4) & 3, size, old, &mut addrs, &mut base, predictor)?;
+                    (addr, size, old)
+                }
+            };
+            let t_ns = clock.at(seq);
+            if addr != 0 && !op.is_free() {
+                producers.push((addr, size_class(size) as u32));
+            }
+            out.push(Record::Event(Event {
                 seq,
                 t_ns,
                 tid,
-                label,
+                op,
+                addr,
+                size,
+                old_addr,
             }));
-            continue;
         }
-        let op = Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
-        expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
-        let (addr, size, old_addr) = match shape(op) {
-            Shape::Alloc => {
-                let size = sizes.varint().ok_or_else(|| short("size"))?;
-                let addr = decode_new(
-                    (byte >> 4) & 3,
-                    size,
-                    0,
-                    &mut addrs,
-                    &mut base,
-                    &mut predictor,
-                )?;
-                (addr, size, 0)
-            }
-            Shape::Free => {
-                let addr = decode_old(
-                    (byte >> 4) & 3,
-                    &producers,
-                    &out,
-                    &mut refs,
-                    &mut addrs,
-                    &mut base,
-                    &mut predictor,
-                )?;
-                let size = if byte & FREE_HAS_SIZE != 0 {
-                    sizes.varint().ok_or_else(|| short("size"))?
-                } else {
-                    0
-                };
-                (addr, size, 0)
-            }
-            Shape::Realloc => {
-                let size = sizes.varint().ok_or_else(|| short("size"))?;
-                let old = decode_old(
-                    byte >> 6,
-                    &producers,
-                    &out,
-                    &mut refs,
-                    &mut addrs,
-                    &mut base,
-                    &mut predictor,
-                )?;
-                let addr = decode_new(
-                    (byte >> 4) & 3,
-                    size,
-                    old,
-                    &mut addrs,
-                    &mut base,
-                    &mut predictor,
-                )?;
-                (addr, size, old)
-            }
-        };
-        // Time: linear interpolation by seq between the bracketing anchors.
-        while anchor_i + 1 < anchors.len() && anchors[anchor_i + 1].0 <= seq {
-            anchor_i += 1;
-        }
-        let t_ns = interpolate(&anchors, anchor_i, seq);
-        if addr != 0 && !op.is_free() {
-            producers.push(index as u32);
-        }
-        out.push(Record::Event(Event {
-            seq,
-            t_ns,
-            tid,
-            op,
-            addr,
-            size,
-            old_addr,
-        }));
+        Ok(())
     }
-    Ok(out)
+}
+
+/// Event times: linear interpolation by seq between the bracketing anchors (see `interpolate`).
+/// Seqs only grow within a chunk and most events follow the previous one by 1, so the time of
+/// seq + 1 is derived from that of seq by adding the slope's quotient and remainder: no divide
+/// per event. A longer step divides once.
+struct Clock<'a> {
+    anchors: &'a [(u64, u64)],
+    i: usize,
+    /// The seq at which the clock moves to the next anchor pair.
+    next_anchor: u64,
+    /// The interpolation state of the anchor pair `i`, `i + 1` when it has a slope.
+    line: Option<Line>,
+    /// False until `line` is set up for anchor `i`: when every event is an anchor (the
+    /// writer's `write_records` makes such chunks), it never needs to be.
+    line_ready: bool,
+}
+
+/// `t(seq) = t0 + (dt * (seq - s0)) / ds`, kept as quotient `q` and remainder `r` at `seq`.
+#[derive(Clone, Copy)]
+struct Line {
+    s0: u64,
+    t0: u64,
+    dt: u64,
+    ds: u64,
+    /// `dt / ds` and `dt % ds`, the step from one seq to the next; computed on first use
+    /// (when every event is an anchor, it never is).
+    step: Option<(u64, u64)>,
+    seq: u64,
+    q: u64,
+    r: u64,
+}
+
+impl Line {
+    #[inline]
+    fn at(&mut self, seq: u64) -> u64 {
+        if seq == self.seq {
+            return self.t0 + self.q;
+        }
+        if seq == self.seq + 1 {
+            let (dt, ds) = (self.dt, self.ds);
+            let (step_q, step_r) = *self.step.get_or_insert_with(|| (dt / ds, dt % ds));
+            // r + step_r >= ds, written so that it cannot overflow.
+            if self.r >= self.ds - step_r {
+                self.r -= self.ds - step_r;
+                self.q += step_q + 1;
+            } else {
+                self.r += step_r;
+                self.q += step_q;
+            }
+        } else {
+            let n = u128::from(self.dt) * u128::from(seq - self.s0);
+            let ds = u128::from(self.ds);
+            self.q = (n / ds) as u64;
+            self.r = (n % ds) as u64;
+        }
+        self.seq = seq;
+        self.t0 + self.q
+    }
+}
+
+impl<'a> Clock<'a> {
+    fn new(anchors: &'a [(u64, u64)]) -> Self {
+        let mut clock = Clock {
+            anchors,
+            i: 0,
+            next_anchor: u64::MAX,
+            line: None,
+            line_ready: false,
+        };
+        clock.next_anchor = anchors.get(1).map_or(u64::MAX, |a| a.0);
+        clock
+    }
+
+    /// The line between anchors `i` and `i + 1`, when they are in order (else `interpolate`'s
+    /// clamping applies), positioned at s0.
+    fn set_line(&mut self) {
+        let next = self.anchors.get(self.i + 1).copied();
+        self.line_ready = true;
+        self.line = match (self.anchors.get(self.i), next) {
+            (Some(&(s0, t0)), Some((s1, t1))) if s1 > s0 && t1 >= t0 => Some(Line {
+                s0,
+                t0,
+                dt: t1 - t0,
+                ds: s1 - s0,
+                step: None,
+                seq: s0,
+                q: 0,
+                r: 0,
+            }),
+            _ => None,
+        };
+    }
+
+    #[cold]
+    fn advance(&mut self, seq: u64) {
+        while self.i + 1 < self.anchors.len() && self.anchors[self.i + 1].0 <= seq {
+            self.i += 1;
+        }
+        self.next_anchor = self.anchors.get(self.i + 1).map_or(u64::MAX, |a| a.0);
+        self.line_ready = false;
+    }
+
+    #[inline]
+    fn at(&mut self, seq: u64) -> u64 {
+        // With no next anchor, next_anchor is u64::MAX: a seq equal to it advances to nothing.
+        if seq >= self.next_anchor && self.i + 1 < self.anchors.len() {
+            self.advance(seq);
+        }
+        if !self.line_ready {
+            match self.anchors.get(self.i) {
+                // At the anchor itself the time is the anchor's (what `interpolate` gives).
+                Some(&(s0, t0)) if s0 == seq => return t0,
+                _ => self.set_line(),
+            }
+        }
+        match &mut self.line {
+            Some(line) if seq >= line.s0 => line.at(seq),
+            _ => interpolate(self.anchors, self.i, seq),
+        }
+    }
 }
 
 fn decode_old(
     mode: u8,
-    producers: &[u32],
-    out: &[Record],
+    producers: &[(u64, u32)],
     refs: &mut Cursor<'_>,
     addrs: &mut Cursor<'_>,
     base: &mut u64,
@@ -765,18 +932,14 @@ fn decode_old(
             let d = refs
                 .varint()
                 .ok_or_else(|| bad("reference column ends early"))?;
-            let j = usize::try_from(d)
+            let (addr, class) = usize::try_from(d)
                 .ok()
                 .filter(|&d| d > 0)
                 .and_then(|d| producers.len().checked_sub(d))
+                .map(|j| producers[j])
                 .ok_or_else(|| bad("reference before the chunk"))?;
-            match out.get(producers[j] as usize) {
-                Some(Record::Event(p)) if p.addr != 0 && !p.op.is_free() => {
-                    predictor.freed(p.addr, p.size);
-                    p.addr
-                }
-                _ => return Err(bad("reference to a record that is not an allocation")),
-            }
+            predictor.freed_in_class(addr, class as usize);
+            addr
         }
         OLD_EXPLICIT => {
             let z = addrs
@@ -790,6 +953,7 @@ fn decode_old(
     Ok(addr)
 }
 
+#[inline]
 fn decode_new(
     mode: u8,
     size: u64,
@@ -828,8 +992,12 @@ fn interpolate(anchors: &[(u64, u64)], i: usize, seq: u64) -> u64 {
     }
     match anchors.get(i + 1) {
         Some(&(s1, t1)) if s1 > s0 && t1 >= t0 => {
-            let span = u128::from(t1 - t0) * u128::from(seq - s0) / u128::from(s1 - s0);
-            t0 + span as u64
+            // Same quotient as in 128 bits; the 128-bit divide is a library call.
+            let span = match (t1 - t0).checked_mul(seq - s0) {
+                Some(p) => p / (s1 - s0),
+                None => (u128::from(t1 - t0) * u128::from(seq - s0) / u128::from(s1 - s0)) as u64,
+            };
+            t0 + span
         }
         _ => t0,
     }
@@ -870,6 +1038,92 @@ mod tests {
                 Record::Marker(m) => panic!("unexpected marker {m:?}"),
             })
             .collect()
+    }
+
+    /// The reference: `interpolate` with the anchor found by a scan.
+    fn time_by_scan(anchors: &[(u64, u64)], seq: u64) -> u64 {
+        let i = anchors.iter().rposition(|a| a.0 <= seq).unwrap_or(0);
+        interpolate(anchors, i, seq)
+    }
+
+    #[test]
+    fn stepped_clock_matches_interpolation() {
+        let cases: Vec<Vec<(u64, u64)>> = vec![
+            vec![],
+            vec![(5, 1000)],
+            vec![(0, 0), (7, 1000)],
+            vec![(3, 10), (3, 20), (10, 15), (17, 1_000_003), (40, 2_000_000)],
+            vec![(0, 5), (1 << 40, u64::MAX - 7)],
+            vec![(2, u64::MAX / 3), (9, u64::MAX / 3 + 1), (100, u64::MAX)],
+        ];
+        for anchors in &cases {
+            let mut clock = Clock::new(anchors);
+            // Steps of 1 mostly, some jumps, starting before the first anchor.
+            let mut seq = 0u64;
+            for k in 0..200u64 {
+                assert_eq!(
+                    clock.at(seq),
+                    time_by_scan(anchors, seq),
+                    "anchors {anchors:?}, seq {seq}"
+                );
+                seq += if k % 17 == 0 { 5 } else { 1 };
+            }
+            let far = (1u64 << 40) - 3;
+            assert_eq!(clock.at(far), time_by_scan(anchors, far));
+            assert_eq!(clock.at(far + 1), time_by_scan(anchors, far + 1));
+        }
+    }
+
+    #[test]
+    fn a_reused_decoder_gives_what_a_fresh_one_gives() {
+        // Chunks of different shapes (threads, reallocs, a marker) through one decoder and one
+        // record buffer, with a corrupt payload in between: no state leaks from chunk to chunk.
+        let mut enc = ChunkEncoder::new(1);
+        let mut payloads = Vec::new();
+        for (k, threads) in [(0u64, 1u32), (1, 3), (2, 40)] {
+            let n = 2000 + 500 * k;
+            enc.push_anchor(k * 10_000, k * 1_000_000);
+            for (i, e) in events(n, threads).iter().enumerate() {
+                let mut e = Event {
+                    seq: k * 10_000 + i as u64,
+                    ..*e
+                };
+                if i % 9 == 4 && e.op == Op::Malloc {
+                    e.op = Op::Realloc;
+                    e.old_addr = e.addr;
+                    e.addr += 16 * k;
+                }
+                if i == 7 {
+                    enc.push_marker(&Marker {
+                        seq: e.seq,
+                        t_ns: 5,
+                        tid: e.tid,
+                        label: format!("phase {k}"),
+                    })
+                    .unwrap();
+                }
+                enc.push_event(&e).unwrap();
+            }
+            enc.push_anchor(k * 10_000 + n, k * 1_000_000 + 777 * n);
+            payloads.push(enc.finish().unwrap().unwrap().payload);
+        }
+        let mut corrupt = payloads[1].clone();
+        corrupt.truncate(corrupt.len() / 2);
+        let mut decoder = ChunkDecoder::new();
+        let mut out = Vec::new();
+        for p in [
+            &payloads[0],
+            &corrupt,
+            &payloads[1],
+            &payloads[2],
+            &payloads[0],
+        ] {
+            let fresh = decode_payload(p);
+            let reused = decoder.decode(p, &mut out).map(|()| out.clone());
+            assert_eq!(reused, fresh);
+        }
+        assert!(decoder.decode(&corrupt, &mut out).is_err());
+        assert_eq!(out.len(), 0, "a payload cut short fails before any record");
     }
 
     #[test]

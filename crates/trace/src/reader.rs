@@ -6,7 +6,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::codec::decode_payload;
+use crate::codec::ChunkDecoder;
 use crate::error::{Damage, DamageKind, TraceError};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
@@ -51,12 +51,26 @@ pub struct RawChunk {
 impl RawChunk {
     /// The chunk's records in seq order.
     pub fn decode(&self) -> Result<Vec<Record>, TraceError> {
-        decode_payload(&self.payload).map_err(|e| TraceError::CorruptChunk {
-            path: self.path.to_path_buf(),
-            chunk: self.chunk.index,
-            offset: self.chunk.offset,
-            what: e.0,
-        })
+        let mut out = Vec::new();
+        self.decode_into(&mut ChunkDecoder::new(), &mut out)?;
+        Ok(out)
+    }
+
+    /// The chunk's records in seq order, into `out` (cleared first), reusing `decoder`'s buffers
+    /// and `out`'s capacity: what a thread decoding many chunks should call.
+    pub fn decode_into(
+        &self,
+        decoder: &mut ChunkDecoder,
+        out: &mut Vec<Record>,
+    ) -> Result<(), TraceError> {
+        decoder
+            .decode(&self.payload, out)
+            .map_err(|e| TraceError::CorruptChunk {
+                path: self.path.to_path_buf(),
+                chunk: self.chunk.index,
+                offset: self.chunk.offset,
+                what: e.0,
+            })
     }
 }
 
@@ -333,6 +347,7 @@ impl<R: Read + Seek> TraceReader<R> {
         Ok(Records {
             chunks: self.chunks(stream)?,
             current: Vec::new().into_iter(),
+            decoder: ChunkDecoder::new(),
             failed: false,
         })
     }
@@ -369,6 +384,7 @@ impl<R: Read + Seek> Iterator for Chunks<'_, R> {
 pub struct Records<'a, R> {
     chunks: Chunks<'a, R>,
     current: std::vec::IntoIter<Record>,
+    decoder: ChunkDecoder,
     failed: bool,
 }
 
@@ -383,8 +399,13 @@ impl<R: Read + Seek> Iterator for Records<'_, R> {
             if self.failed {
                 return None;
             }
-            match self.chunks.next()?.and_then(|c| c.decode()) {
-                Ok(records) => self.current = records.into_iter(),
+            let mut records = Vec::new();
+            match self
+                .chunks
+                .next()?
+                .and_then(|c| c.decode_into(&mut self.decoder, &mut records))
+            {
+                Ok(()) => self.current = records.into_iter(),
                 Err(e) => {
                     self.failed = true;
                     return Some(Err(e));

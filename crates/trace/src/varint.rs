@@ -30,8 +30,39 @@ impl<'a> Cursor<'a> {
         Cursor { bytes, pos: 0 }
     }
 
-    #[inline]
+    /// Most values of a column fit in one byte: that case is a load and a compare.
+    #[inline(always)]
     pub fn varint(&mut self) -> Option<u64> {
+        let b = *self.bytes.get(self.pos)?;
+        if b < 0x80 {
+            self.pos += 1;
+            return Some(u64::from(b));
+        }
+        self.varint_long()
+    }
+
+    /// A varint of two bytes or more. Away from the column's end, one bounds check covers the
+    /// longest varint (10 bytes).
+    #[inline]
+    fn varint_long(&mut self) -> Option<u64> {
+        if let Some(window) = self.bytes.get(self.pos..self.pos + 10) {
+            let mut v: u64 = 0;
+            for (i, &b) in window.iter().enumerate() {
+                if i == 9 && b > 1 {
+                    return None;
+                }
+                v |= u64::from(b & 0x7f) << (7 * i);
+                if b < 0x80 {
+                    self.pos += i + 1;
+                    return Some(v);
+                }
+            }
+            return None;
+        }
+        self.varint_checked()
+    }
+
+    fn varint_checked(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
         let mut shift = 0u32;
         loop {
@@ -63,6 +94,11 @@ impl<'a> Cursor<'a> {
         let s = self.bytes.get(self.pos..end)?;
         self.pos = end;
         Some(s)
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
     }
 
     #[cfg(test)]
