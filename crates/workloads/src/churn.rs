@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line};
-use crate::rng::{mix, Rng};
+use crate::rng::Rng;
 use crate::{require, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -72,22 +72,9 @@ pub fn run(opts: &ChurnOptions, out: &mut dyn Write) -> Result<Summary, Workload
         let handles: Vec<_> = (0..opts.threads)
             .map(|t| scope.spawn(move || churn_thread(opts, t)))
             .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(i, h)| {
-                h.join()
-                    .unwrap_or(Err(WorkloadError::ThreadPanicked { index: i }))
-            })
-            .collect()
+        crate::join_workers(handles)
     });
-    let mut calls = 0;
-    let mut checksum = opts.seed;
-    for (i, result) in results.into_iter().enumerate() {
-        let (c, sum) = result?;
-        calls += c;
-        checksum = checksum.wrapping_add(mix(sum ^ i as u64));
-    }
+    let (calls, checksum) = crate::combine_thread_results(results, opts.seed)?;
     let summary = Summary {
         workload: "churn",
         ops: opts.ops * u64::from(opts.threads),

@@ -133,3 +133,33 @@ pub(crate) fn require(ok: bool, name: &'static str, reason: &str) -> Result<(), 
         })
     }
 }
+
+/// Joins worker threads in spawn order; a panicked thread becomes an error naming its index.
+pub(crate) fn join_workers<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, WorkloadError>>>,
+) -> Vec<Result<T, WorkloadError>> {
+    handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h.join()
+                .unwrap_or(Err(WorkloadError::ThreadPanicked { index: i }))
+        })
+        .collect()
+}
+
+/// Adds up the (allocator calls, checksum) of each thread. Digests are combined order-independently
+/// (threads finish in any order) but keyed by thread index, so the same seed gives the same checksum.
+pub(crate) fn combine_thread_results(
+    results: Vec<Result<(u64, u64), WorkloadError>>,
+    seed: u64,
+) -> Result<(u64, u64), WorkloadError> {
+    let mut calls = 0;
+    let mut checksum = seed;
+    for (i, result) in results.into_iter().enumerate() {
+        let (c, sum) = result?;
+        calls += c;
+        checksum = checksum.wrapping_add(rng::mix(sum ^ i as u64));
+    }
+    Ok((calls, checksum))
+}

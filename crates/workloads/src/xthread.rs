@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line};
-use crate::rng::{mix, Rng};
+use crate::rng::Rng;
 use crate::{require, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,24 +114,10 @@ pub fn run(opts: &XthreadOptions, out: &mut dyn Write) -> Result<Summary, Worklo
                 Ok((heap.calls(), heap.checksum()))
             }));
         }
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(i, h)| {
-                h.join()
-                    .unwrap_or(Err(WorkloadError::ThreadPanicked { index: i }))
-            })
-            .collect()
+        crate::join_workers(handles)
     });
 
-    let mut calls = 0;
-    let mut checksum = opts.seed;
-    for (i, result) in results.into_iter().enumerate() {
-        let (c, sum) = result?;
-        calls += c;
-        // Thread digests are combined order-independently (threads finish in any order).
-        checksum = checksum.wrapping_add(mix(sum ^ i as u64));
-    }
+    let (calls, checksum) = crate::combine_thread_results(results, opts.seed)?;
     let summary = Summary {
         workload: "xthread",
         ops: u64::from(opts.threads) * opts.objects,
