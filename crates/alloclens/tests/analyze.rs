@@ -2,8 +2,10 @@
 //! writer (crafted sequences whose figures are computed by hand) and on a real recorded program.
 use std::path::Path;
 
-use assert_cmd::Command;
 use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+
+mod common;
+use common::{alloclens, json_stdout};
 
 fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
     Record::Event(Event {
@@ -77,23 +79,8 @@ fn write_trace(path: &Path, procs: &[(ProcessInfo, Vec<Record>)]) {
     .unwrap();
 }
 
-fn alloclens() -> Command {
-    Command::cargo_bin("alloclens").unwrap()
-}
-
 fn json_of(args: &[&str]) -> serde_json::Value {
-    let out = alloclens()
-        .arg("analyze")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_stdout(["analyze"].iter().chain(args).chain(&["--json"]))
 }
 
 #[test]

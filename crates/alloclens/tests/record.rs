@@ -3,8 +3,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use assert_cmd::cargo::CommandCargoExt;
 use trace::{EndReason, Op, Record, TraceReader};
+
+mod common;
+use common::alloclens;
 
 fn traced() -> &'static Path {
     static P: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
@@ -23,10 +25,6 @@ fn traced() -> &'static Path {
         (dir, exe)
     });
     path
-}
-
-fn alloclens() -> Command {
-    Command::cargo_bin("alloclens").unwrap()
 }
 
 fn count(path: &Path, op: Op, size: u64) -> usize {

@@ -1,31 +1,15 @@
 //! `alloclens report`, `diff` and `export` end to end: real runs, the HTML page opened in headless
 //! Chromium (Debian's `chromium`; the browser tests print a skip note when it is missing).
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use assert_cmd::assert::OutputAssertExt;
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
-fn alloclens() -> Command {
-    Command::cargo_bin("alloclens").expect("binary built")
-}
-
-fn exe() -> String {
-    assert_cmd::cargo::cargo_bin("alloclens")
-        .display()
-        .to_string()
-}
-
-fn installed(name: &str) -> bool {
-    let out = alloclens().args(["allocators", "--json"]).output().unwrap();
-    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .any(|a| a["name"] == name && a["installed"] == true)
-}
+mod common;
+use common::{alloclens, exe, installed, json_stdout};
 
 /// glibc plus jemalloc when installed: two variants to overlay.
 fn allocators() -> &'static str {
@@ -447,19 +431,12 @@ fn png_and_svg_figures_for_every_chart() {
 }
 
 fn diff_json(a: &Path, b: &Path) -> Value {
-    let out = alloclens()
-        .arg("diff")
-        .arg(a)
-        .arg(b)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_stdout([
+        OsStr::new("diff"),
+        a.as_os_str(),
+        b.as_os_str(),
+        OsStr::new("--json"),
+    ])
 }
 
 #[test]

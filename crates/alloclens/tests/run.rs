@@ -1,30 +1,13 @@
 //! `alloclens run` end to end: real child trees, real allocators via LD_PRELOAD, real /proc readings.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
-fn alloclens() -> Command {
-    Command::cargo_bin("alloclens").expect("binary built")
-}
-
-fn exe() -> String {
-    assert_cmd::cargo::cargo_bin("alloclens")
-        .display()
-        .to_string()
-}
-
-fn installed(name: &str) -> bool {
-    let out = alloclens().args(["allocators", "--json"]).output().unwrap();
-    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .any(|a| a["name"] == name && a["installed"] == true)
-}
+mod common;
+use common::{alloclens, exe, installed};
 
 /// Runs `alloclens run` with `args` into a fresh directory; returns (exit code, stderr, dir).
 fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
