@@ -22,7 +22,19 @@ fn param_names(data: &RunData) -> Vec<String> {
     data.results.params.iter().map(|p| p.name.clone()).collect()
 }
 
-/// The columns every row of a run carries: run, variant, repeat.
+/// The run columns, then `extra`, then one `param_NAME` column per parameter.
+fn table_schema(extra: &[(&str, ColumnType, bool)], params: &[String]) -> Schema {
+    let mut schema = run_schema();
+    schema.extend(extra.iter().map(|(n, t, null)| (n.to_string(), *t, *null)));
+    schema.extend(
+        params
+            .iter()
+            .map(|n| (format!("param_{n}"), ColumnType::Text, true)),
+    );
+    schema
+}
+
+/// The columns every row of a run carries: run, variant, repeat, time.
 fn run_schema() -> Schema {
     vec![
         ("run".into(), ColumnType::Int64, false),
@@ -82,27 +94,22 @@ impl RunColumns {
 fn samples(data: &RunData, dir: &Path) -> Result<(PathBuf, u64), ParquetError> {
     let path = dir.join("samples.parquet");
     let names = param_names(data);
-    let mut schema = run_schema();
-    for (n, t, null) in [
-        ("kind", ColumnType::Text, false),
-        ("label", ColumnType::Text, true),
-        ("scope", ColumnType::Text, false),
-        ("pid", ColumnType::Int64, true),
-        ("ppid", ColumnType::Int64, true),
-        ("comm", ColumnType::Text, true),
-        ("rss", ColumnType::Int64, false),
-        ("pss", ColumnType::Int64, false),
-        ("uss", ColumnType::Int64, false),
-        ("vss", ColumnType::Int64, false),
-        ("swap", ColumnType::Int64, false),
-        ("anon", ColumnType::Int64, false),
-    ] {
-        schema.push((n.to_string(), t, null));
-    }
-    schema.extend(
-        names
-            .iter()
-            .map(|n| (format!("param_{n}"), ColumnType::Text, true)),
+    let schema = table_schema(
+        &[
+            ("kind", ColumnType::Text, false),
+            ("label", ColumnType::Text, true),
+            ("scope", ColumnType::Text, false),
+            ("pid", ColumnType::Int64, true),
+            ("ppid", ColumnType::Int64, true),
+            ("comm", ColumnType::Text, true),
+            ("rss", ColumnType::Int64, false),
+            ("pss", ColumnType::Int64, false),
+            ("uss", ColumnType::Int64, false),
+            ("vss", ColumnType::Int64, false),
+            ("swap", ColumnType::Int64, false),
+            ("anon", ColumnType::Int64, false),
+        ],
+        &names,
     );
     let mut writer = TableWriter::create(&path, schema)?;
     for chunk in data.samples.chunks(BATCH) {
@@ -141,20 +148,15 @@ fn samples(data: &RunData, dir: &Path) -> Result<(PathBuf, u64), ParquetError> {
 fn markers(data: &RunData, dir: &Path) -> Result<(PathBuf, u64), ParquetError> {
     let path = dir.join("markers.parquet");
     let names = param_names(data);
-    let mut schema = run_schema();
-    for (n, t, null) in [
-        ("label", ColumnType::Text, false),
-        ("pss", ColumnType::Int64, true),
-        ("rss", ColumnType::Int64, true),
-        ("vss", ColumnType::Int64, true),
-        ("line", ColumnType::Text, false),
-    ] {
-        schema.push((n.to_string(), t, null));
-    }
-    schema.extend(
-        names
-            .iter()
-            .map(|n| (format!("param_{n}"), ColumnType::Text, true)),
+    let schema = table_schema(
+        &[
+            ("label", ColumnType::Text, false),
+            ("pss", ColumnType::Int64, true),
+            ("rss", ColumnType::Int64, true),
+            ("vss", ColumnType::Int64, true),
+            ("line", ColumnType::Text, false),
+        ],
+        &names,
     );
     let mut writer = TableWriter::create(&path, schema)?;
     for chunk in data.markers.chunks(BATCH) {
