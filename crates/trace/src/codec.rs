@@ -23,9 +23,12 @@ const OLD_NULL: u8 = 1;
 const OLD_BACKREF: u8 = 2;
 // Frees: bit 6 set when a size was given (free_sized and the like).
 const FREE_HAS_SIZE: u8 = 0x40;
+// Allocations (not realloc): bit 6 set when a predicted address is below the top of its class
+// stack; its depth is in the depths column.
+const ALLOC_DEEPER: u8 = 0x40;
 
 const TABLE_BITS: u32 = 15;
-const PREDICT_DEPTH: usize = 8;
+const PREDICT_DEPTH: usize = 16;
 const CLASSES: usize = 140;
 
 /// What kind of address fields an op has.
@@ -89,23 +92,25 @@ impl Predictor {
         }
     }
 
+    /// The address `k` places below the top of class `c`'s stack (0: the top), if any.
     #[inline]
-    fn guess(&self, size: u64) -> u64 {
-        let c = size_class(size);
-        match self.depth[c] {
-            0 => 0,
-            d => self.stacks[c][d as usize - 1],
-        }
+    fn guess(&self, c: usize, k: usize) -> Option<u64> {
+        let d = self.depth[c] as usize;
+        (k < d).then(|| self.stacks[c][d - 1 - k])
     }
 
-    /// After an allocation: the guess was used up if it was right.
+    /// After an allocation of class `c` at `addr`: takes `addr` out of the class's stack and
+    /// returns how far below the top it was (0: the top), or `None` when it was not there.
+    /// Allocators mostly hand back the top; the rest is often a few places down (glibc's tcache
+    /// keeps 7 blocks per size, the rest wait in other lists).
     #[inline]
-    fn allocated(&mut self, addr: u64, size: u64) {
-        let c = size_class(size);
+    fn allocated(&mut self, addr: u64, c: usize) -> Option<usize> {
         let d = self.depth[c] as usize;
-        if d > 0 && self.stacks[c][d - 1] == addr {
-            self.depth[c] -= 1;
-        }
+        let stack = &mut self.stacks[c];
+        let i = stack[..d].iter().rposition(|&a| a == addr)?;
+        stack.copy_within(i + 1..d, i);
+        self.depth[c] -= 1;
+        Some(d - 1 - i)
     }
 }
 
@@ -120,6 +125,106 @@ struct Slot {
 }
 
 const GENERATION_LIMIT: u32 = 1 << 24;
+
+/// A column of values split into planes: the low byte of each value in `lo`, the rest (`v >> 8`)
+/// as a nibble in `hi`, two per byte, with 15 meaning "15 + a varint in `big`". zstd codes bytes
+/// with whole-bit Huffman codes and finds spurious matches in low-entropy bytes; a varint mixes
+/// a value's low bits with continuation bits. Planes keep each distribution clean, and packing
+/// the small high parts in pairs halves the Huffman floor (together about 15 % smaller on
+/// sizes and back-references).
+#[derive(Default)]
+struct Split {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    big: Vec<u8>,
+    /// The last byte of `hi` has its high nibble free.
+    half: bool,
+}
+
+impl Split {
+    fn clear(&mut self) {
+        self.lo.clear();
+        self.hi.clear();
+        self.big.clear();
+        self.half = false;
+    }
+}
+
+#[inline]
+fn put_split(col: &mut Split, v: u64) {
+    col.lo.push(v as u8);
+    let h = v >> 8;
+    let nibble = h.min(15) as u8;
+    match (col.half, col.hi.last_mut()) {
+        (true, Some(last)) => {
+            *last |= nibble << 4;
+            col.half = false;
+        }
+        _ => {
+            col.hi.push(nibble);
+            col.half = true;
+        }
+    }
+    if h >= 15 {
+        varint::put(&mut col.big, h - 15);
+    }
+}
+
+/// The chunk's columns (docs/trace-format.md, "Events chunks").
+#[derive(Default)]
+struct Columns {
+    ops: Vec<u8>,
+    /// (records since the previous gap, gap) pairs: only where a seq is not the previous + 1.
+    gaps: Vec<u8>,
+    /// (thread index, run length) pairs.
+    tid_runs: Vec<u8>,
+    sizes: Split,
+    addrs: Vec<u8>,
+    refs: Split,
+    depths: Vec<u8>,
+    mark_times: Vec<u8>,
+    labels: Vec<u8>,
+}
+
+impl Columns {
+    fn in_file_order(&self) -> [&[u8]; 13] {
+        [
+            &self.ops,
+            &self.gaps,
+            &self.tid_runs,
+            &self.sizes.lo,
+            &self.sizes.hi,
+            &self.sizes.big,
+            &self.addrs,
+            &self.refs.lo,
+            &self.refs.hi,
+            &self.refs.big,
+            &self.depths,
+            &self.mark_times,
+            &self.labels,
+        ]
+    }
+
+    fn len(&self) -> usize {
+        self.in_file_order().iter().map(|c| c.len() + 10).sum()
+    }
+
+    fn clear(&mut self) {
+        self.sizes.clear();
+        self.refs.clear();
+        for col in [
+            &mut self.ops,
+            &mut self.gaps,
+            &mut self.tid_runs,
+            &mut self.addrs,
+            &mut self.depths,
+            &mut self.mark_times,
+            &mut self.labels,
+        ] {
+            col.clear();
+        }
+    }
+}
 
 /// An encoded events chunk, ready to be framed by the writer.
 #[derive(Debug, Clone)]
@@ -181,15 +286,11 @@ pub struct ChunkEncoder {
     tids: Vec<u32>,
     /// tid -> index in `tids`, used only once the table outgrows a linear scan.
     tid_index: HashMap<u32, u32>,
-    last_tid: (u32, u32),
-    ops: Vec<u8>,
-    gaps: Vec<u8>,
-    tid_col: Vec<u8>,
-    sizes: Vec<u8>,
-    addrs: Vec<u8>,
-    refs: Vec<u8>,
-    mark_times: Vec<u8>,
-    labels: Vec<u8>,
+    /// The current run of records of one thread: (tid, index in `tids`, length).
+    run: (u32, u32, u32),
+    /// Index of the record that carried the last seq gap.
+    last_gap_record: u32,
+    cols: Columns,
     table: Vec<Slot>,
     generation: u32,
     /// Blocks produced (allocations and realloc results) in this chunk: back-references count
@@ -224,15 +325,9 @@ impl ChunkEncoder {
             anchors: Vec::new(),
             tids: Vec::new(),
             tid_index: HashMap::new(),
-            last_tid: (u32::MAX, 0),
-            ops: Vec::new(),
-            gaps: Vec::new(),
-            tid_col: Vec::new(),
-            sizes: Vec::new(),
-            addrs: Vec::new(),
-            refs: Vec::new(),
-            mark_times: Vec::new(),
-            labels: Vec::new(),
+            run: (0, 0, 0),
+            last_gap_record: 0,
+            cols: Columns::default(),
             table: vec![Slot::default(); 1 << TABLE_BITS],
             generation: 1,
             produced: 0,
@@ -280,17 +375,31 @@ impl ChunkEncoder {
                 expected_at_least: self.expected,
             });
         }
-        varint::put(&mut self.gaps, seq - self.expected);
+        if seq != self.expected {
+            // Seqs are dense within an image: a gap (a hole, a skipped record) is rare.
+            varint::put(
+                &mut self.cols.gaps,
+                u64::from(self.records - self.last_gap_record),
+            );
+            varint::put(&mut self.cols.gaps, seq - self.expected);
+            self.last_gap_record = self.records;
+        }
         self.last_seq = self.last_seq.max(seq);
-        let idx = if self.last_tid.0 == tid {
-            self.last_tid.1
+        if self.run.2 > 0 && self.run.0 == tid {
+            self.run.2 += 1;
         } else {
+            self.end_tid_run();
             let idx = self.tid_slot(tid);
-            self.last_tid = (tid, idx);
-            idx
-        };
-        varint::put(&mut self.tid_col, u64::from(idx));
+            self.run = (tid, idx, 1);
+        }
         Ok(())
+    }
+
+    fn end_tid_run(&mut self) {
+        if self.run.2 > 0 {
+            varint::put(&mut self.cols.tid_runs, u64::from(self.run.1));
+            varint::put(&mut self.cols.tid_runs, u64::from(self.run.2));
+        }
     }
 
     /// Index of `tid` in the chunk's thread table, adding it if new. Threads interleave event by
@@ -318,10 +427,11 @@ impl ChunkEncoder {
 
     pub fn push_marker(&mut self, marker: &Marker) -> Result<(), OrderError> {
         self.begin_record(marker.seq, marker.tid)?;
-        self.ops.push(TAG_MARKER);
-        varint::put(&mut self.mark_times, marker.t_ns);
-        varint::put(&mut self.labels, marker.label.len() as u64);
-        self.labels.extend_from_slice(marker.label.as_bytes());
+        let cols = &mut self.cols;
+        cols.ops.push(TAG_MARKER);
+        varint::put(&mut cols.mark_times, marker.t_ns);
+        varint::put(&mut cols.labels, marker.label.len() as u64);
+        cols.labels.extend_from_slice(marker.label.as_bytes());
         self.records += 1;
         Ok(())
     }
@@ -333,8 +443,8 @@ impl ChunkEncoder {
         let tag = e.op as u8;
         let byte = match shape(e.op) {
             Shape::Alloc => {
-                varint::put(&mut self.sizes, e.size);
-                let mode = self.encode_new(e.addr, e.size, 0);
+                put_split(&mut self.cols.sizes, e.size);
+                let mode = self.encode_new(e.addr, e.size, 0, true);
                 self.produced(e.addr, e.size);
                 tag | mode << 4
             }
@@ -343,19 +453,19 @@ impl ChunkEncoder {
                 let mut b = tag | mode << 4;
                 if e.size != 0 {
                     b |= FREE_HAS_SIZE;
-                    varint::put(&mut self.sizes, e.size);
+                    put_split(&mut self.cols.sizes, e.size);
                 }
                 b
             }
             Shape::Realloc => {
-                varint::put(&mut self.sizes, e.size);
+                put_split(&mut self.cols.sizes, e.size);
                 let old_mode = self.encode_old(e.old_addr);
-                let new_mode = self.encode_new(e.addr, e.size, e.old_addr);
+                let new_mode = self.encode_new(e.addr, e.size, e.old_addr, false);
                 self.produced(e.addr, e.size);
                 tag | new_mode << 4 | old_mode << 6
             }
         };
-        self.ops.push(byte);
+        self.cols.ops.push(byte);
         self.records += 1;
         Ok(())
     }
@@ -367,14 +477,14 @@ impl ChunkEncoder {
         }
         let slot = &mut self.table[slot_of(addr)];
         let mode = if slot.tag >> 8 == self.generation && slot.addr == addr {
-            varint::put(&mut self.refs, u64::from(self.produced - slot.index));
+            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
             let class = (slot.tag & 0xff) as usize;
             slot.tag = 0; // released: a second free of it is not a back-reference
             self.predictor.freed_in_class(addr, class);
             OLD_BACKREF
         } else {
             varint::put(
-                &mut self.addrs,
+                &mut self.cols.addrs,
                 varint::zigzag(addr.wrapping_sub(self.base) as i64),
             );
             OLD_EXPLICIT
@@ -383,23 +493,28 @@ impl ChunkEncoder {
         mode
     }
 
-    /// Encodes a new block's address. `old` is realloc's argument (0 otherwise).
-    fn encode_new(&mut self, addr: u64, size: u64, old: u64) -> u8 {
+    /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
+    /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
+    fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
         if addr == 0 {
             return NEW_NULL;
         }
-        let mode = if old != 0 && addr == old {
-            NEW_SAME_AS_OLD
-        } else if self.predictor.guess(size) == addr {
-            NEW_PREDICTED
-        } else {
-            varint::put(
-                &mut self.addrs,
-                varint::zigzag(addr.wrapping_sub(self.base) as i64),
-            );
-            NEW_EXPLICIT
+        let found = self.predictor.allocated(addr, size_class(size));
+        let mode = match found {
+            _ if old != 0 && addr == old => NEW_SAME_AS_OLD,
+            Some(0) => NEW_PREDICTED,
+            Some(k) if deeper => {
+                varint::put(&mut self.cols.depths, k as u64 - 1);
+                NEW_PREDICTED | ALLOC_DEEPER >> 4
+            }
+            _ => {
+                varint::put(
+                    &mut self.cols.addrs,
+                    varint::zigzag(addr.wrapping_sub(self.base) as i64),
+                );
+                NEW_EXPLICIT
+            }
         };
-        self.predictor.allocated(addr, size);
         self.base = addr;
         mode
     }
@@ -436,6 +551,11 @@ impl ChunkEncoder {
     pub fn finish_raw(&mut self, mut raw: Vec<u8>) -> Option<UncompressedChunk> {
         let first_seq = self.first_seq?;
         let last_seq = self.last_seq;
+        self.end_tid_run();
+        self.run = (0, 0, 0);
+        if self.tids.len() <= 1 {
+            self.cols.tid_runs.clear(); // one thread: the thread table says it all
+        }
         // Anchors that bracket this chunk: the last at or before first_seq to the first after last_seq.
         let lo = self
             .anchors
@@ -450,22 +570,7 @@ impl ChunkEncoder {
         let anchors = &self.anchors[lo..hi.max(lo)];
 
         raw.clear();
-        raw.reserve(
-            64 + 20 * (self.tids.len() + anchors.len())
-                + [
-                    &self.ops,
-                    &self.gaps,
-                    &self.tid_col,
-                    &self.sizes,
-                    &self.addrs,
-                    &self.refs,
-                    &self.mark_times,
-                    &self.labels,
-                ]
-                .iter()
-                .map(|c| c.len() + 10)
-                .sum::<usize>(),
-        );
+        raw.reserve(64 + 20 * (self.tids.len() + anchors.len()) + self.cols.len());
         varint::put(&mut raw, first_seq);
         varint::put(&mut raw, u64::from(self.records));
         varint::put(&mut raw, self.tids.len() as u64);
@@ -484,18 +589,7 @@ impl ChunkEncoder {
             }
             prev = (s, t);
         }
-        let single_tid = self.tids.len() <= 1;
-        let tid_col: &[u8] = if single_tid { &[] } else { &self.tid_col };
-        for col in [
-            &self.ops[..],
-            &self.gaps,
-            tid_col,
-            &self.sizes,
-            &self.addrs,
-            &self.refs,
-            &self.mark_times,
-            &self.labels,
-        ] {
+        for col in self.cols.in_file_order() {
             varint::put(&mut raw, col.len() as u64);
             raw.extend_from_slice(col);
         }
@@ -523,19 +617,9 @@ impl ChunkEncoder {
         self.records = 0;
         self.tids.clear();
         self.tid_index.clear();
-        self.last_tid = (u32::MAX, 0);
-        for col in [
-            &mut self.ops,
-            &mut self.gaps,
-            &mut self.tid_col,
-            &mut self.sizes,
-            &mut self.addrs,
-            &mut self.refs,
-            &mut self.mark_times,
-            &mut self.labels,
-        ] {
-            col.clear();
-        }
+        self.run = (0, 0, 0);
+        self.last_gap_record = 0;
+        self.cols.clear();
         self.generation += 1;
         if self.generation == GENERATION_LIMIT {
             // Tags cannot tell this generation from an old one: start from an empty table.
@@ -685,16 +769,26 @@ impl ChunkDecoder {
         };
         let mut ops = column()?;
         let mut gaps = column()?;
-        let mut tid_col = column()?;
-        let mut sizes = column()?;
+        let mut tid_runs = column()?;
+        let mut sizes = SplitCursor {
+            lo: column()?,
+            hi: column()?,
+            big: column()?,
+            pending: None,
+        };
         let mut addrs = column()?;
-        let mut refs = column()?;
+        let mut refs = SplitCursor {
+            lo: column()?,
+            hi: column()?,
+            big: column()?,
+            pending: None,
+        };
+        let mut depths = column()?;
         let mut mark_times = column()?;
         let mut labels = column()?;
         let tids = &self.tids[..];
         let anchors = &self.anchors[..];
         let single_tid = tids.len() <= 1;
-        let default_tid = tids.first().copied().unwrap_or(0);
 
         let short = |what: &str| DecodeError(format!("{what} column ends early"));
         // Every record takes at least its op byte: a count beyond that is a lie, not a reason
@@ -707,21 +801,32 @@ impl ChunkDecoder {
         let mut expected = first_seq;
         let mut base: u64 = 0;
         let mut clock = Clock::new(anchors);
+        let mut gap = GapReader::new(&mut gaps)?;
+        let mut tid = tids.first().copied().unwrap_or(0);
+        let mut run_left = if single_tid { u64::MAX } else { 0 };
 
-        for _ in 0..n {
+        for i in 0..n {
             let byte = ops.byte().ok_or_else(|| short("op"))?;
-            let gap = gaps.varint().ok_or_else(|| short("seq"))?;
-            let seq = expected
-                .checked_add(gap)
-                .ok_or_else(|| bad("seq overflows"))?;
-            let tid = if single_tid {
-                default_tid
+            let seq = if i == gap.at {
+                let seq = expected
+                    .checked_add(gap.gap)
+                    .ok_or_else(|| bad("seq overflows"))?;
+                gap.next(&mut gaps, i)?;
+                seq
             } else {
-                let i = tid_col.varint().ok_or_else(|| short("thread"))?;
-                *tids
-                    .get(i as usize)
-                    .ok_or_else(|| bad("thread index out of range"))?
+                expected
             };
+            if run_left == 0 {
+                let idx = tid_runs.varint().ok_or_else(|| short("thread"))?;
+                run_left = tid_runs
+                    .varint()
+                    .filter(|&l| l > 0)
+                    .ok_or_else(|| bad("thread run of length 0"))?;
+                tid = *tids
+                    .get(idx as usize)
+                    .ok_or_else(|| bad("thread index out of range"))?;
+            }
+            run_left -= 1;
             let tag = byte & TAG_MASK;
             if tag == TAG_MARKER {
                 let t_ns = mark_times.varint().ok_or_else(|| short("marker time"))?;
@@ -743,9 +848,14 @@ impl ChunkDecoder {
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
             let (addr, size, old_addr) = match shape(op) {
                 Shape::Alloc => {
-                    let size = sizes.varint().ok_or_else(|| short("size"))?;
-                    let addr =
-                        decode_new((byte >> 4) & 3, size, 0, &mut addrs, &mut base, predictor)?;
+                    let size = sizes.value().ok_or_else(|| short("size"))?;
+                    let new = NewBlock {
+                        mode: (byte >> 4) & 3,
+                        deeper: byte & ALLOC_DEEPER != 0,
+                        size,
+                        old: 0,
+                    };
+                    let addr = decode_new(new, &mut addrs, &mut depths, &mut base, predictor)?;
                     (addr, size, 0)
                 }
                 Shape::Free => {
@@ -758,14 +868,14 @@ impl ChunkDecoder {
                         predictor,
                     )?;
                     let size = if byte & FREE_HAS_SIZE != 0 {
-                        sizes.varint().ok_or_else(|| short("size"))?
+                        sizes.value().ok_or_else(|| short("size"))?
                     } else {
                         0
                     };
                     (addr, size, 0)
                 }
                 Shape::Realloc => {
-                    let size = sizes.varint().ok_or_else(|| short("size"))?;
+                    let size = sizes.value().ok_or_else(|| short("size"))?;
                     let old = decode_old(
                         byte >> 6,
                         producers,
@@ -774,8 +884,13 @@ impl ChunkDecoder {
                         &mut base,
                         predictor,
                     )?;
-                    let addr =
-                        decode_new((byte >> 4) & 3, size, old, &mut addrs, &mut base, predictor)?;
+                    let new = NewBlock {
+                        mode: (byte >> 4) & 3,
+                        deeper: false,
+                        size,
+                        old,
+                    };
+                    let addr = decode_new(new, &mut addrs, &mut depths, &mut base, predictor)?;
                     (addr, size, old)
                 }
             };
@@ -921,7 +1036,7 @@ impl<'a> Clock<'a> {
 fn decode_old(
     mode: u8,
     producers: &[(u64, u32)],
-    refs: &mut Cursor<'_>,
+    refs: &mut SplitCursor<'_>,
     addrs: &mut Cursor<'_>,
     base: &mut u64,
     predictor: &mut Predictor,
@@ -930,7 +1045,7 @@ fn decode_old(
         OLD_NULL => return Ok(0),
         OLD_BACKREF => {
             let d = refs
-                .varint()
+                .value()
                 .ok_or_else(|| bad("reference column ends early"))?;
             let (addr, class) = usize::try_from(d)
                 .ok()
@@ -953,22 +1068,41 @@ fn decode_old(
     Ok(addr)
 }
 
+/// What the decoder knows of a new block before its address.
+struct NewBlock {
+    mode: u8,
+    deeper: bool,
+    size: u64,
+    /// realloc's argument (0 otherwise).
+    old: u64,
+}
+
 #[inline]
 fn decode_new(
-    mode: u8,
-    size: u64,
-    old: u64,
+    new: NewBlock,
     addrs: &mut Cursor<'_>,
+    depths: &mut Cursor<'_>,
     base: &mut u64,
     predictor: &mut Predictor,
 ) -> Result<u64, DecodeError> {
-    let addr = match mode {
+    let class = size_class(new.size);
+    let addr = match new.mode {
         NEW_NULL => return Ok(0),
-        NEW_SAME_AS_OLD if old != 0 => old,
-        NEW_PREDICTED => match predictor.guess(size) {
-            0 => return Err(bad("predicted address without a prediction")),
-            a => a,
-        },
+        NEW_SAME_AS_OLD if new.old != 0 => new.old,
+        NEW_PREDICTED => {
+            let k = if new.deeper {
+                depths
+                    .varint()
+                    .and_then(|k| usize::try_from(k).ok())
+                    .and_then(|k| k.checked_add(1))
+                    .ok_or_else(|| bad("depth column ends early"))?
+            } else {
+                0
+            };
+            predictor
+                .guess(class, k)
+                .ok_or_else(|| bad("predicted address without a prediction"))?
+        }
         NEW_EXPLICIT => {
             let z = addrs
                 .varint()
@@ -977,9 +1111,74 @@ fn decode_new(
         }
         _ => return Err(bad("invalid address mode")),
     };
-    predictor.allocated(addr, size);
+    predictor.allocated(addr, class);
     *base = addr;
     Ok(addr)
+}
+
+/// Reads a `Split` column: the low byte, then the high part's nibble (and its varint rest).
+struct SplitCursor<'a> {
+    lo: Cursor<'a>,
+    hi: Cursor<'a>,
+    big: Cursor<'a>,
+    /// The high nibble of the last `hi` byte, not used yet.
+    pending: Option<u8>,
+}
+
+impl SplitCursor<'_> {
+    #[inline]
+    fn value(&mut self) -> Option<u64> {
+        let lo = self.lo.byte()?;
+        let nibble = match self.pending.take() {
+            Some(n) => n,
+            None => {
+                let b = self.hi.byte()?;
+                self.pending = Some(b >> 4);
+                b & 15
+            }
+        };
+        let hi = match nibble {
+            15 => self.big.varint()?.checked_add(15)?,
+            n => u64::from(n),
+        };
+        (hi >> 56 == 0).then_some(hi << 8 | u64::from(lo))
+    }
+}
+
+/// Walks the gaps column: `at` is the index of the next record whose seq jumps by `gap`
+/// (u64::MAX when there is none).
+struct GapReader {
+    at: u64,
+    gap: u64,
+}
+
+impl GapReader {
+    fn new(gaps: &mut Cursor<'_>) -> Result<GapReader, DecodeError> {
+        let mut g = GapReader { at: 0, gap: 0 };
+        g.read(gaps, 0, 0)?;
+        Ok(g)
+    }
+
+    /// Past the gap at record `i`: reads the next one (at least one record further).
+    #[inline]
+    fn next(&mut self, gaps: &mut Cursor<'_>, i: u64) -> Result<(), DecodeError> {
+        self.read(gaps, i, 1)
+    }
+
+    fn read(&mut self, gaps: &mut Cursor<'_>, from: u64, min: u64) -> Result<(), DecodeError> {
+        if gaps.remaining() == 0 {
+            self.at = u64::MAX;
+            return Ok(());
+        }
+        let short = || bad("seq gap column ends early");
+        let after = gaps.varint().ok_or_else(short)?;
+        self.gap = gaps.varint().ok_or_else(short)?;
+        self.at = from
+            .checked_add(after)
+            .filter(|_| after >= min)
+            .ok_or_else(|| bad("seq gaps out of order"))?;
+        Ok(())
+    }
 }
 
 /// Time of `seq` given `anchors[i]`, the last anchor at or before it (clamped at both ends).
@@ -1124,6 +1323,183 @@ mod tests {
         }
         assert!(decoder.decode(&corrupt, &mut out).is_err());
         assert_eq!(out.len(), 0, "a payload cut short fails before any record");
+    }
+
+    /// A varied stream: seq gaps, thread runs of all lengths, sizes and back-references past
+    /// every split boundary, reallocs of each address mode, sized and double frees, and blocks
+    /// reused out of LIFO order (deeper predictions).
+    fn varied_events(n: usize, seed: u64) -> Vec<Event> {
+        let mut x = seed | 1;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut freed: Vec<u64> = Vec::new();
+        let mut next_addr = 0x7f00_0000_0000u64;
+        let mut seq = 100u64;
+        let mut tid = 1u32;
+        let mut out = Vec::new();
+        while out.len() < n {
+            let r = rand();
+            seq += if r % 97 == 0 { 1 + r % 5000 } else { 1 };
+            if r % 7 == 0 {
+                tid = 1 + (r >> 20) as u32 % 40;
+            }
+            let size = match (r >> 8) % 10 {
+                0 => 0,
+                1 => 3840 + (r >> 16) % 100,
+                2 => 1 << (20 + (r >> 16) % 40),
+                3 => u64::MAX - (r >> 16) % 3,
+                _ => 1 + (r >> 16) % 600,
+            };
+            let pick = |r: u64, len: usize| (r >> 32) as usize % len.max(1);
+            let e = |op, addr, size, old_addr| Event {
+                seq,
+                t_ns: 0,
+                tid,
+                op,
+                addr,
+                size,
+                old_addr,
+            };
+            let new_addr = |r: u64, freed: &mut Vec<u64>, next: &mut u64| {
+                if !freed.is_empty() && !r.is_multiple_of(3) {
+                    // Mostly the last freed, sometimes a few down.
+                    let k = (freed.len() - 1)
+                        .saturating_sub(((r >> 40) % 4) as usize * (r % 2) as usize);
+                    freed.remove(k)
+                } else {
+                    *next += 16 * (1 + (r >> 44) % 64);
+                    *next
+                }
+            };
+            match r % 13 {
+                0..=4 => {
+                    let a = if size > 1 << 40 {
+                        0
+                    } else {
+                        new_addr(r, &mut freed, &mut next_addr)
+                    };
+                    out.push(e(Op::Malloc, a, size, 0));
+                    if a != 0 {
+                        live.push((a, size));
+                    }
+                }
+                5..=8 if !live.is_empty() => {
+                    let (a, s) = live.swap_remove(pick(r, live.len()));
+                    let op = if r % 11 == 0 { Op::FreeSized } else { Op::Free };
+                    out.push(e(op, a, if op == Op::FreeSized { s } else { 0 }, 0));
+                    freed.push(a);
+                }
+                9 => out.push(e(Op::Free, 0, 0, 0)),
+                10 if !freed.is_empty() => {
+                    // A double free: an explicit address, not a back-reference.
+                    out.push(e(Op::Free, freed[pick(r, freed.len())], 0, 0));
+                }
+                11 if !live.is_empty() => {
+                    let i = pick(r, live.len());
+                    let (old, _) = live[i];
+                    let a = match (r >> 20) % 3 {
+                        0 => old,
+                        1 => new_addr(r, &mut freed, &mut next_addr),
+                        _ => 0,
+                    };
+                    out.push(e(Op::Realloc, a, size, old));
+                    if a != 0 {
+                        live[i] = (a, size);
+                    }
+                }
+                _ => {
+                    let a = new_addr(r, &mut freed, &mut next_addr);
+                    out.push(e(Op::Calloc, a, size % 4096, 0));
+                    live.push((a, size % 4096));
+                }
+            }
+            if freed.len() > 64 {
+                freed.remove(0);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn varied_streams_round_trip_exactly() {
+        for seed in [1u64, 2, 3, 0xdead_beef] {
+            let input = varied_events(20_000, seed);
+            let mut enc = ChunkEncoder::new(1);
+            let mut decoded = Vec::new();
+            for (i, part) in input.chunks(7_000).enumerate() {
+                for (j, e) in part.iter().enumerate() {
+                    if j == 11 {
+                        enc.push_marker(&Marker {
+                            seq: e.seq,
+                            t_ns: 42,
+                            tid: e.tid,
+                            label: format!("part {i}"),
+                        })
+                        .unwrap();
+                    }
+                    enc.push_event(e).unwrap();
+                }
+                let payload = enc.finish().unwrap().unwrap().payload;
+                let records = decode_payload(&payload).unwrap();
+                let markers = records
+                    .iter()
+                    .filter(|r| matches!(r, Record::Marker(_)))
+                    .count();
+                assert_eq!(markers, 1);
+                decoded.extend(records.into_iter().filter_map(|r| match r {
+                    Record::Event(e) => Some(Event { t_ns: 0, ..e }),
+                    Record::Marker(_) => None,
+                }));
+            }
+            assert_eq!(decoded.len(), input.len());
+            for (d, i) in decoded.iter().zip(&input) {
+                assert_eq!(d, i, "seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn deeper_predictions_are_used_and_decoded() {
+        // Blocks come back three at a time in the order they were freed (FIFO, not LIFO): the
+        // top guess misses, the deeper one hits.
+        let mut input = Vec::new();
+        let mut seq = 0;
+        let mut push = |op, addr, size| {
+            input.push(Event {
+                seq,
+                t_ns: 0,
+                tid: 1,
+                op,
+                addr,
+                size,
+                old_addr: 0,
+            });
+            seq += 1;
+        };
+        for round in 0..100u64 {
+            let blocks: Vec<u64> = (0..3).map(|k| 0x1000 + 0x100 * k).collect();
+            if round == 0 {
+                blocks.iter().for_each(|&a| push(Op::Malloc, a, 40));
+            }
+            blocks.iter().for_each(|&a| push(Op::Free, a, 0));
+            blocks.iter().for_each(|&a| push(Op::Malloc, a, 40));
+        }
+        let mut enc = ChunkEncoder::new(1);
+        for e in &input {
+            enc.push_event(e).unwrap();
+        }
+        assert!(!enc.cols.depths.is_empty(), "no deeper prediction was used");
+        assert!(
+            enc.cols.addrs.len() <= 3 * 2,
+            "addresses spelled out after the first round"
+        );
+        let chunk = enc.finish().unwrap().unwrap();
+        assert_eq!(decoded_events(&chunk.payload), input);
     }
 
     #[test]

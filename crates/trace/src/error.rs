@@ -22,6 +22,15 @@ pub enum TraceError {
         found: u32,
         supported: u32,
     },
+    #[error(
+        "'{path}' is a trace of format version {found}, written by an older alloclens; this one \
+         reads version {supported}: record it again"
+    )]
+    OlderVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     #[error("'{path}': the trace header is damaged: {what}")]
     BadHeader { path: PathBuf, what: String },
     #[error("'{path}': chunk {chunk} at byte {offset} is corrupt: {what}")]

@@ -4,8 +4,11 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"\x89ALCTRC\n";
-/// Version of the format this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the format this crate writes and the only one it reads (2: split columns, seq gaps
+/// and thread runs, deeper address predictions; see docs/trace-format.md, "History").
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest version this crate reads.
+pub const OLDEST_READ_VERSION: u32 = 2;
 /// Bytes before the header JSON: magic, version, header length, header CRC32.
 pub const FILE_PREFIX_LEN: usize = 20;
 

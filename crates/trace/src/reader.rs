@@ -11,7 +11,7 @@ use crate::error::{Damage, DamageKind, TraceError};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, CHUNK_FRAME_LEN, FILE_PREFIX_LEN, FORMAT_VERSION,
-    MAGIC, MAX_PAYLOAD,
+    MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
 
 /// Where one events chunk lies in the file.
@@ -130,6 +130,13 @@ impl<R: Read + Seek> TraceReader<R> {
         }
         if version == 0 {
             return Err(bad_header("format version 0 does not exist"));
+        }
+        if version < OLDEST_READ_VERSION {
+            return Err(TraceError::OlderVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
         }
         let header_len = u32::from_le_bytes(prefix[12..16].try_into().unwrap_or_default());
         let header_crc = u32::from_le_bytes(prefix[16..20].try_into().unwrap_or_default());
