@@ -16,6 +16,7 @@ fn main() {
     let level: i32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let events = micro_events(n);
     let mut comp = zstd::bulk::Compressor::new(level).unwrap();
+    let mut payloads = Vec::new();
     // Best of three passes: the machine is shared.
     let mut best = (f64::MAX, f64::MAX, 0usize, 0usize, 0usize);
     for _ in 0..3 {
@@ -23,6 +24,7 @@ fn main() {
         let (mut raw_bytes, mut bytes, mut chunks) = (0usize, 0usize, 0usize);
         let (mut t_enc, mut t_comp) = (0.0, 0.0);
         let mut spare = Vec::new();
+        payloads.clear();
         let mut t = Instant::now();
         for (i, e) in events.iter().enumerate() {
             enc.push_event(e).unwrap();
@@ -32,10 +34,12 @@ fn main() {
                 t_enc += t.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 raw_bytes += raw.raw.len();
+                let payload = raw.compress(&mut comp).unwrap().payload;
                 if chunks == 1 && std::env::var_os("COLUMNS").is_some() {
-                    column_sizes(&raw.raw, raw.records, level);
+                    column_sizes(&payload, raw.records, level);
                 }
-                bytes += raw.compress(&mut comp).unwrap().payload.len();
+                bytes += payload.len();
+                payloads.push(payload);
                 chunks += 1;
                 spare = raw.raw;
                 t_comp += t1.elapsed().as_secs_f64();
@@ -48,6 +52,17 @@ fn main() {
     }
     let (t_enc, t_comp, raw_bytes, bytes, chunks) = best;
     let n = events.len() as f64;
+    let mut decoder = trace::codec::ChunkDecoder::new();
+    let mut records = Vec::new();
+    let mut t_dec = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for p in &payloads {
+            decoder.decode(p, &mut records).unwrap();
+        }
+        t_dec = t_dec.min(t.elapsed().as_secs_f64());
+    }
+    println!("decode (with zstd): {:.1} ns/event", t_dec * 1e9 / n);
     println!(
         "{} events, {chunks} chunks: encode {:.1} ns/event, zstd -{level} {:.1} ns/event; raw {:.2} B/event, compressed {:.3} B/event",
         events.len(),
@@ -104,55 +119,15 @@ extern "C" {
     fn libc_free(p: *mut u8);
 }
 
-/// Prints each column's raw and separately compressed size per record (layout: docs/trace-format.md).
-fn column_sizes(raw: &[u8], records: u32, level: i32) {
-    let mut pos = 0;
-    let varint = |pos: &mut usize| {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let b = raw[*pos];
-            *pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b < 0x80 {
-                return v;
-            }
-        }
-    };
-    varint(&mut pos);
-    varint(&mut pos);
-    let tids = varint(&mut pos);
-    for _ in 0..tids {
-        varint(&mut pos);
-    }
-    let anchors = varint(&mut pos);
-    for _ in 0..2 * anchors {
-        varint(&mut pos);
-    }
-    let names = [
-        "ops",
-        "gaps",
-        "tid_runs",
-        "sizes_lo",
-        "sizes_hi",
-        "sizes_big",
-        "addrs",
-        "refs_lo",
-        "refs_hi",
-        "refs_big",
-        "depths",
-        "mark_times",
-        "labels",
-    ];
-    for name in names {
-        let len = varint(&mut pos) as usize;
-        let col = &raw[pos..pos + len];
-        pos += len;
-        let z = zstd::bulk::compress(col, level).unwrap().len();
+/// Prints each column's raw and separately compressed size per record.
+fn column_sizes(payload: &[u8], records: u32, level: i32) {
+    for (name, col) in trace::codec::payload_columns(payload).unwrap() {
+        let z = zstd::bulk::compress(&col, level).unwrap().len();
+        let per = |b: usize| b as f64 / f64::from(records);
         println!(
             "  {name:>10}: raw {:.3} B/rec, zstd {:.3} B/rec",
-            len as f64 / f64::from(records),
-            z as f64 / f64::from(records)
+            per(col.len()),
+            per(z)
         );
     }
 }

@@ -641,6 +641,52 @@ fn bad(what: &str) -> DecodeError {
     DecodeError(what.to_string())
 }
 
+/// Names of an events chunk's columns, in file order.
+pub const COLUMN_NAMES: [&str; 13] = [
+    "ops",
+    "gaps",
+    "tid_runs",
+    "sizes_lo",
+    "sizes_hi",
+    "sizes_big",
+    "addrs",
+    "refs_lo",
+    "refs_hi",
+    "refs_big",
+    "depths",
+    "mark_times",
+    "labels",
+];
+
+/// The columns of an events chunk payload, decompressed (a diagnostic: where the bytes go).
+pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, DecodeError> {
+    let body = payload
+        .get(4..)
+        .ok_or_else(|| bad("events payload too short"))?;
+    let raw = zstd::bulk::decompress(body, crate::format::MAX_RAW_CHUNK as usize)
+        .map_err(|e| DecodeError(format!("zstd: {e}")))?;
+    let mut c = Cursor::new(&raw);
+    let trunc = || bad("chunk header cut short");
+    c.varint().ok_or_else(trunc)?;
+    c.varint().ok_or_else(trunc)?;
+    for _ in 0..c.varint().ok_or_else(trunc)? {
+        c.varint().ok_or_else(trunc)?;
+    }
+    for _ in 0..2 * c.varint().ok_or_else(trunc)? {
+        c.varint().ok_or_else(trunc)?;
+    }
+    COLUMN_NAMES
+        .iter()
+        .map(|&name| {
+            let len = c.varint().ok_or_else(trunc)?;
+            let bytes = c
+                .take(usize::try_from(len).map_err(|_| trunc())?)
+                .ok_or_else(trunc)?;
+            Ok((name, bytes.to_vec()))
+        })
+        .collect()
+}
+
 /// Decompresses and decodes one events chunk payload. For many chunks, a [`ChunkDecoder`]
 /// reuses its buffers (and the caller's record buffer) across chunks.
 pub fn decode_payload(payload: &[u8]) -> Result<Vec<Record>, DecodeError> {

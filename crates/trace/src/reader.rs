@@ -49,6 +49,11 @@ pub struct RawChunk {
 }
 
 impl RawChunk {
+    /// The chunk's payload as stored (for events: raw length, then the zstd frame).
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
     /// The chunk's records in seq order.
     pub fn decode(&self) -> Result<Vec<Record>, TraceError> {
         let mut out = Vec::new();
