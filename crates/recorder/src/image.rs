@@ -1,4 +1,5 @@
-//! One traced process image: its rings, the merge into seq order, and its chunk encoder.
+//! One traced process image: its rings and the merge into seq order, into batches (one per
+//! future chunk) that encoder threads turn into chunks.
 //!
 //! Each thread's ring is in seq order; across threads the records interleave. Seqs are dense per
 //! image, so a reorder window indexed by `seq - next_seq` merges them in O(1) per record. A hole
@@ -8,7 +9,9 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
-use trace::{ChunkEncoder, EndReason, Event, Marker, Op, UncompressedChunk};
+use trace::{EndReason, Marker, Op};
+
+use crate::batch::Batch;
 
 use crate::protocol::{
     OP_RING_OWNER, OP_SHIFT, PAGE_BYTES, PAGE_COUNTER_OFFSET, RECORD_SIZE, RING_HEADER_BYTES,
@@ -16,12 +19,18 @@ use crate::protocol::{
 };
 use crate::sys::Mapping;
 
+/// Records the fast path copies at a time: the check that follows the copy reads them while
+/// they are still in the L2 cache.
+const FAST_BLOCK: usize = 2048;
+
 /// A seq this far ahead of the merge point is corruption, not a slow thread.
 const MAX_WINDOW: u64 = 1 << 26;
 
 struct Ring {
     map: Mapping,
     tail: u64,
+    /// The producer's head as read at the start of this round's drain.
+    head: u64,
     tid: u32,
 }
 
@@ -103,6 +112,21 @@ pub struct Drained {
     pub records: u64,
 }
 
+/// Where sealed batches go and fresh ones come from (recycled by the server).
+pub struct Batches<'a> {
+    /// Cleared batches to reuse.
+    pub spare: &'a mut Vec<Batch>,
+    /// Full (or sealed) batches, in order, to hand to the encoders.
+    pub out: &'a mut Vec<Batch>,
+    pub chunk_records: usize,
+}
+
+impl Batches<'_> {
+    fn fresh(&mut self) -> Batch {
+        self.spare.pop().unwrap_or_default()
+    }
+}
+
 pub struct Image {
     pub stream: u32,
     pub pid: u32,
@@ -115,7 +139,8 @@ pub struct Image {
     next_seq: u64,
     /// Sorted by seq.
     markers: VecDeque<Marker>,
-    pub encoder: ChunkEncoder,
+    /// The chunk being filled.
+    batch: Batch,
     pub records: u64,
     pub events: u64,
     pub markers_written: u64,
@@ -137,11 +162,11 @@ impl Image {
         start_ticks: u64,
         mono0: u64,
         page_fd: &OwnedFd,
+        mut batch: Batch,
     ) -> std::io::Result<Image> {
         let page = Mapping::map(page_fd, PAGE_BYTES)?;
-        // Compression runs on the writer thread (`pipeline`): the encoder's level is unused.
-        let mut encoder = ChunkEncoder::new(1);
-        encoder.push_anchor(0, 0);
+        batch.clear();
+        batch.push_anchor(0, 0);
         Ok(Image {
             stream,
             pid,
@@ -152,7 +177,7 @@ impl Image {
             window: Window::new(),
             next_seq: 0,
             markers: VecDeque::new(),
-            encoder,
+            batch,
             records: 0,
             events: 0,
             markers_written: 0,
@@ -171,7 +196,12 @@ impl Image {
         }
         let map = Mapping::map(fd, len)?;
         let tail = map.atomic_u64(RING_TAIL_OFFSET).load(Ordering::Acquire);
-        self.rings.push(Ring { map, tail, tid: 0 });
+        self.rings.push(Ring {
+            map,
+            tail,
+            head: tail,
+            tid: 0,
+        });
         Ok(())
     }
 
@@ -188,13 +218,16 @@ impl Image {
         })
     }
 
-    /// Drops the shared mappings and buffers of a finished image.
-    pub fn release(&mut self) {
+    /// Drops the shared mappings and buffers of a finished image; returns its batch buffers
+    /// for reuse.
+    pub fn release(&mut self) -> Batch {
         self.page = None;
         self.rings = Vec::new();
         self.window = Window::new();
         self.markers = VecDeque::new();
-        self.encoder = ChunkEncoder::new(1);
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.clear();
+        batch
     }
 
     pub fn add_marker(&mut self, marker: Marker) {
@@ -206,76 +239,157 @@ impl Image {
         self.markers.insert(at, marker);
     }
 
-    /// Drains the rings into the window and encodes every event the anchor covers. With
-    /// `last`, the image is gone: holes are skipped and everything left is encoded. Returns the
-    /// sealed chunks (full ones, or the last one).
-    pub fn drain(
-        &mut self,
-        last: bool,
-        chunk_records: usize,
-        out: &mut Vec<UncompressedChunk>,
-    ) -> std::io::Result<Drained> {
+    /// Drains the rings and moves every record the anchor covers into batches, in seq order.
+    /// With `last`, the image is gone: holes are skipped, everything left is taken and the
+    /// batch is sealed. Full batches (and the last one) go to `batches.out`.
+    pub fn drain(&mut self, last: bool, batches: &mut Batches) -> Drained {
         let (c, t) = self.round;
         let mut drained = Drained::default();
+        self.batch.push_anchor(c, t);
+        // Records left from earlier rounds precede everything in the rings.
+        self.take_front(c, false, batches);
         for ring in &mut self.rings {
-            let head = ring
+            ring.head = ring
                 .map
                 .atomic_u64(RING_HEAD_OFFSET)
                 .load(Ordering::Acquire);
-            if head.wrapping_sub(ring.tail) > RING_RECORDS as u64 {
-                ring.tail = head; // impossible unless the shim is broken: resynchronise
-                continue;
-            }
-            while ring.tail < head {
-                let slot = (ring.tail as usize) & (RING_RECORDS - 1);
-                let [seq_op, addr, size, old] =
-                    ring.map.read_record(RING_HEADER_BYTES + slot * RECORD_SIZE);
-                ring.tail += 1;
-                let tag = (seq_op >> OP_SHIFT) as u8;
-                if tag == OP_RING_OWNER {
-                    ring.tid = addr as u32;
-                    continue;
-                }
-                if Op::from_tag(tag).is_none() {
-                    self.misplaced += 1;
-                    continue;
-                }
-                let seq = seq_op & SEQ_MASK;
-                drained.records += 1;
-                let Some(idx) = seq.checked_sub(self.next_seq) else {
-                    self.misplaced += 1;
-                    continue;
-                };
-                if idx > MAX_WINDOW {
-                    self.misplaced += 1;
-                    continue;
-                }
-                self.window
-                    .put(idx as usize, [seq_op, addr, size, old, u64::from(ring.tid)]);
-            }
-            ring.map
-                .atomic_u64(RING_TAIL_OFFSET)
-                .store(ring.tail, Ordering::Release);
         }
-        self.encoder.push_anchor(c, t);
+        let only_busy = {
+            let mut busy =
+                (0..self.rings.len()).filter(|&r| self.rings[r].tail != self.rings[r].head);
+            match (busy.next(), busy.next()) {
+                (Some(r), None) => Some(r),
+                _ => None,
+            }
+        };
+        if let Some(r) = only_busy {
+            let ring = &self.rings[r];
+            let sane = ring.head.wrapping_sub(ring.tail) <= RING_RECORDS as u64;
+            if sane && self.window.len == 0 {
+                drained.records += self.fast_path(r, c, batches);
+                // What is left is past the anchor cut: it stays in the ring for the next round
+                // (where the fast path takes it) instead of passing through the window.
+                if !last && self.next_seq >= c {
+                    return drained;
+                }
+            }
+        }
+        for r in 0..self.rings.len() {
+            drained.records += self.ring_to_window(r);
+        }
         // A hole is skipped only when the image is gone and its rings are empty (`last`).
-        self.encode_front(c, last, chunk_records, out)?;
+        self.take_front(c, last, batches);
         if last {
-            self.flush_markers_before(u64::MAX)?;
-            self.seal(out)?;
+            self.flush_markers_before(u64::MAX);
+            self.seal(batches);
         }
-        Ok(drained)
+        drained
     }
 
-    /// Encodes the window's front run of records below the anchor `c`. With `skip_holes` (the
-    /// image is gone and its rings are empty) holes are skipped and everything is encoded.
-    fn encode_front(
-        &mut self,
-        c: u64,
-        skip_holes: bool,
-        chunk_records: usize,
-        out: &mut Vec<UncompressedChunk>,
-    ) -> std::io::Result<()> {
+    /// The common case of one busy ring and nothing pending: its records are already in seq
+    /// order, so they are copied straight into the batch (one copy per run, then a check per
+    /// record) without passing through the window. Stops at the first record that needs the
+    /// general path: out of order (another thread's record is not visible yet), at or past the
+    /// anchor cut, or at a marker's place. Returns the records taken.
+    fn fast_path(&mut self, r: usize, c: u64, batches: &mut Batches) -> u64 {
+        let mut taken = 0;
+        loop {
+            let ring = &self.rings[r];
+            let stop = self.markers.front().map_or(c, |m| m.seq.min(c));
+            if ring.tail >= ring.head || self.next_seq >= stop {
+                break;
+            }
+            if self.batch.len() >= batches.chunk_records {
+                self.seal(batches);
+                continue;
+            }
+            let slot = (ring.tail as usize) & (RING_RECORDS - 1);
+            let n = ((ring.head - ring.tail) as usize)
+                .min(RING_RECORDS - slot)
+                .min(batches.chunk_records - self.batch.len())
+                .min((stop - self.next_seq).min(FAST_BLOCK as u64) as usize);
+            let from = self.batch.records.len();
+            ring.map.copy_records(
+                RING_HEADER_BYTES + slot * RECORD_SIZE,
+                n,
+                &mut self.batch.records,
+            );
+            let k = in_order_prefix(&self.batch.records[from..], self.next_seq);
+            let stopped_at = self.batch.records.get(from + k).copied();
+            self.batch.records.truncate(from + k);
+            self.batch.tids.resize(from + k, ring.tid);
+            let ring = &mut self.rings[r];
+            ring.tail += k as u64;
+            self.next_seq += k as u64;
+            self.records += k as u64;
+            self.events += k as u64;
+            taken += k as u64;
+            if let Some([seq_op, addr, ..]) = stopped_at {
+                // A thread announcing itself (the first record of a ring) is handled here;
+                // anything else goes to the general path.
+                if (seq_op >> OP_SHIFT) as u8 != OP_RING_OWNER {
+                    break;
+                }
+                ring.tid = addr as u32;
+                ring.tail += 1;
+            }
+        }
+        if self.batch.len() >= batches.chunk_records {
+            self.seal(batches);
+        }
+        let ring = &self.rings[r];
+        ring.map
+            .atomic_u64(RING_TAIL_OFFSET)
+            .store(ring.tail, Ordering::Release);
+        taken
+    }
+
+    /// Moves ring `r`'s published records (up to the head read this round) into the window.
+    fn ring_to_window(&mut self, r: usize) -> u64 {
+        let ring = &mut self.rings[r];
+        let head = ring.head;
+        if head.wrapping_sub(ring.tail) > RING_RECORDS as u64 {
+            ring.tail = head; // impossible unless the shim is broken: resynchronise
+            return 0;
+        }
+        let mut records = 0;
+        while ring.tail < head {
+            let slot = (ring.tail as usize) & (RING_RECORDS - 1);
+            let [seq_op, addr, size, old] =
+                ring.map.read_record(RING_HEADER_BYTES + slot * RECORD_SIZE);
+            ring.tail += 1;
+            let tag = (seq_op >> OP_SHIFT) as u8;
+            if tag == OP_RING_OWNER {
+                ring.tid = addr as u32;
+                continue;
+            }
+            if Op::from_tag(tag).is_none() {
+                self.misplaced += 1;
+                continue;
+            }
+            let seq = seq_op & SEQ_MASK;
+            records += 1;
+            let Some(idx) = seq.checked_sub(self.next_seq) else {
+                self.misplaced += 1;
+                continue;
+            };
+            if idx > MAX_WINDOW {
+                self.misplaced += 1;
+                continue;
+            }
+            self.window
+                .put(idx as usize, [seq_op, addr, size, old, u64::from(ring.tid)]);
+        }
+        ring.map
+            .atomic_u64(RING_TAIL_OFFSET)
+            .store(ring.tail, Ordering::Release);
+        records
+    }
+
+    /// Moves the window's front run of records below the anchor `c` into the batch. With
+    /// `skip_holes` (the image is gone and its rings are empty) holes are skipped and
+    /// everything is taken.
+    fn take_front(&mut self, c: u64, skip_holes: bool, batches: &mut Batches) {
         while let Some(front) = self.window.front() {
             let Some(&[seq_op, addr, size, old_addr, tid]) = front else {
                 if !skip_holes {
@@ -291,57 +405,60 @@ impl Image {
                 break;
             }
             self.window.pop_front();
-            // Tags were checked when the record entered the window.
-            let Some(op) = Op::from_tag((seq_op >> OP_SHIFT) as u8) else {
-                continue;
-            };
             if self.markers.front().is_some_and(|m| m.seq <= seq) {
-                self.flush_markers_before(seq)?;
+                self.flush_markers_before(seq);
             }
-            let event = Event {
-                seq,
-                t_ns: 0,
-                tid: tid as u32,
-                op,
-                addr,
-                size,
-                old_addr,
-            };
-            self.encoder
-                .push_event(&event)
-                .map_err(std::io::Error::other)?;
+            self.batch.records.push([seq_op, addr, size, old_addr]);
+            self.batch.tids.push(tid as u32);
             self.next_seq = seq + 1;
             self.records += 1;
             self.events += 1;
-            if self.encoder.len() >= chunk_records {
-                self.seal(out)?;
+            if self.batch.len() >= batches.chunk_records {
+                self.seal(batches);
             }
         }
-        Ok(())
     }
 
-    fn flush_markers_before(&mut self, seq: u64) -> std::io::Result<()> {
+    fn flush_markers_before(&mut self, seq: u64) {
         while self.markers.front().is_some_and(|m| m.seq <= seq) {
             let Some(mut m) = self.markers.pop_front() else {
                 break;
             };
             m.seq = m.seq.max(self.next_seq); // arrived late: placed at the earliest possible point
-            self.encoder
-                .push_marker(&m)
-                .map_err(std::io::Error::other)?;
+            self.batch.markers.push((self.batch.records.len(), m));
             self.records += 1;
             self.markers_written += 1;
         }
-        Ok(())
     }
 
-    /// Seals the current chunk (periodic flush or full).
-    pub fn seal(&mut self, out: &mut Vec<UncompressedChunk>) -> std::io::Result<()> {
-        if let Some(chunk) = self.encoder.finish_raw(Vec::new()) {
-            out.push(chunk);
+    /// Seals the current batch (periodic flush or full): hands it off when it holds records,
+    /// starting the next one with the anchors it needs.
+    pub fn seal(&mut self, batches: &mut Batches) {
+        if self.batch.is_empty() {
+            return;
         }
-        Ok(())
+        let mut next = batches.fresh();
+        next.clear();
+        self.batch.carry_anchors_to(&mut next);
+        let mut full = std::mem::replace(&mut self.batch, next);
+        full.stream = self.stream;
+        full.pid = self.pid;
+        batches.out.push(full);
     }
+}
+
+/// How many of `records` continue the seq order from `next_seq` (dense, valid op tags): the
+/// per-record check of the fast path, a tight loop over memory just copied.
+#[inline]
+fn in_order_prefix(records: &[[u64; 4]], next_seq: u64) -> usize {
+    records
+        .iter()
+        .zip(next_seq..)
+        .take_while(|(r, want)| {
+            let tag = (r[0] >> OP_SHIFT) as u8;
+            r[0] & SEQ_MASK == *want && Op::from_tag(tag).is_some()
+        })
+        .count()
 }
 
 #[cfg(test)]
@@ -360,6 +477,166 @@ mod tests {
             w.pop_front();
         }
         out
+    }
+
+    /// A shared file of `len` bytes standing in for one the shim hands over.
+    fn memfd(len: usize) -> OwnedFd {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain system calls; the descriptor is checked and then owned.
+        unsafe {
+            let fd = libc::memfd_create(c"alloclens-test".as_ptr(), 0);
+            assert!(fd >= 0, "memfd_create failed");
+            assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
+            OwnedFd::from_raw_fd(fd)
+        }
+    }
+
+    /// The producer side of a ring: writes records and publishes them like the shim.
+    struct Producer {
+        map: Mapping,
+        head: u64,
+    }
+
+    impl Producer {
+        fn push(&mut self, seq_op: u64, addr: u64) {
+            let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
+            for (i, word) in [seq_op, addr, 16, 0].into_iter().enumerate() {
+                self.map
+                    .atomic_u64(at + 8 * i)
+                    .store(word, Ordering::Relaxed);
+            }
+            self.head += 1;
+            self.map
+                .atomic_u64(RING_HEAD_OFFSET)
+                .store(self.head, Ordering::Release);
+        }
+
+        fn event(&mut self, seq: u64) {
+            self.push(seq | u64::from(Op::Malloc as u8) << OP_SHIFT, 0x1000 + seq);
+        }
+    }
+
+    fn image_with_ring() -> (Image, Mapping, Producer) {
+        let page_fd = memfd(PAGE_BYTES);
+        let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
+        let mut img = Image::new(3, 42, 0, 0, &page_fd, Batch::default()).unwrap();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let ring_fd = memfd(ring_len);
+        img.add_ring(&ring_fd).unwrap();
+        let map = Mapping::map(&ring_fd, ring_len).unwrap();
+        let mut producer = Producer { map, head: 0 };
+        producer.push(u64::from(OP_RING_OWNER) << OP_SHIFT, 77); // the thread announces itself
+        (img, page, producer)
+    }
+
+    fn round(img: &mut Image, page: &Mapping, counter: u64, last: bool, out: &mut Vec<Batch>) {
+        page.atomic_u64(PAGE_COUNTER_OFFSET)
+            .store(counter, Ordering::Release);
+        img.start_round(counter * 10);
+        let mut spare = Vec::new();
+        img.drain(
+            last,
+            &mut Batches {
+                spare: &mut spare,
+                out,
+                chunk_records: 4,
+            },
+        );
+    }
+
+    /// (seq, is marker) of every record of the batches, in order.
+    fn flatten(batches: &[Batch]) -> Vec<(u64, bool)> {
+        let mut all = Vec::new();
+        for b in batches {
+            assert_eq!(b.records.len(), b.tids.len());
+            assert!(b.tids.iter().all(|&t| t == 77), "the ring owner's tid");
+            let mut markers = b.markers.iter().peekable();
+            for (i, r) in b.records.iter().enumerate() {
+                while let Some((_, m)) = markers.next_if(|(at, _)| *at <= i) {
+                    all.push((m.seq, true));
+                }
+                all.push((r[0] & SEQ_MASK, false));
+            }
+            all.extend(markers.map(|(_, m)| (m.seq, true)));
+        }
+        all
+    }
+
+    #[test]
+    fn drain_respects_the_anchor_cut_markers_and_holes() {
+        let (mut img, page, mut producer) = image_with_ring();
+        let mut out = Vec::new();
+        for seq in 0..10 {
+            producer.event(seq);
+        }
+        img.add_marker(Marker {
+            seq: 3,
+            t_ns: 5,
+            tid: 77,
+            label: "m".into(),
+        });
+        // The counter was read at 8: records 8 and 9 were published after, they wait.
+        round(&mut img, &page, 8, false, &mut out);
+        let ev = |s: u64| (s, false);
+        // A batch is sealed once it reaches chunk_records after an event (a marker may make
+        // it one longer), as the encoder did.
+        assert_eq!(
+            flatten(&out),
+            [
+                ev(0),
+                ev(1),
+                ev(2),
+                (3, true),
+                ev(3),
+                ev(4),
+                ev(5),
+                ev(6),
+                ev(7)
+            ]
+        );
+        assert_eq!(out.iter().map(Batch::len).collect::<Vec<_>>(), [5, 4]);
+        assert_eq!((img.events, img.markers_written), (8, 1));
+        assert!(out.iter().all(|b| (b.stream, b.pid) == (3, 42)));
+        // Each batch carries the anchors that bracket it: from (0, 0) to the cut's (8, 80).
+        assert_eq!(out[1].anchors, [(0, 0), (8, 80)]);
+
+        // Seq 10 is reserved but never published (the thread died): a hole holds the merge.
+        out.clear();
+        producer.event(11);
+        producer.event(12);
+        round(&mut img, &page, 13, false, &mut out);
+        assert!(out.is_empty(), "8 and 9 wait in the open batch");
+        assert_eq!((img.events, img.holes), (10, 0));
+        // The image is gone: the hole is skipped and the last batch sealed.
+        round(&mut img, &page, 13, true, &mut out);
+        assert_eq!(flatten(&out), [ev(8), ev(9), ev(11), ev(12)]);
+        assert_eq!((img.events, img.holes, img.misplaced), (12, 1, 0));
+        assert_eq!(out[0].anchors, [(8, 80), (13, 130)]);
+    }
+
+    #[test]
+    fn one_busy_ring_leaves_records_past_the_cut_in_the_ring() {
+        let (mut img, page, mut producer) = image_with_ring();
+        let mut out = Vec::new();
+        for seq in 0..10 {
+            producer.event(seq);
+        }
+        round(&mut img, &page, 6, false, &mut out);
+        let tail = producer
+            .map
+            .atomic_u64(RING_TAIL_OFFSET)
+            .load(Ordering::Acquire);
+        assert_eq!(
+            tail, 7,
+            "the owner record and seqs 0..6 consumed, 6..10 left"
+        );
+        assert_eq!(img.events, 6);
+        round(&mut img, &page, 10, false, &mut out);
+        round(&mut img, &page, 10, true, &mut out);
+        let ev = |s: u64| (s, false);
+        assert_eq!(flatten(&out), (0..10).map(ev).collect::<Vec<_>>());
+        assert_eq!(out.iter().map(Batch::len).collect::<Vec<_>>(), [4, 4, 2]);
+        assert_eq!((img.events, img.holes, img.misplaced), (10, 0, 0));
     }
 
     #[test]

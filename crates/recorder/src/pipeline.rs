@@ -1,26 +1,47 @@
-//! The recorder's second thread: compresses events chunks and writes the file, so the thread
-//! that drains the rings only drains, merges and encodes (on an allocation-bound program it is the
-//! bottleneck; zstd would take 10-30 % of it).
+//! The recorder's other threads: a pool of encoder threads turns batches into compressed events
+//! chunks, and one writer thread writes every job to the file in the order the server issued it.
 //!
-//! Jobs keep their order (one channel, one consumer), so the file's chunk order is the order the
-//! server issued them in. The channel is bounded: when the writer falls behind, the server waits
-//! and the rings fill, which is the back-pressure the shim already handles.
+//! On an allocation-bound program the recorder is the bottleneck, so the drain thread only drains
+//! and merges; encoding (the largest cost per event) and zstd run on every core. Chunks decode on
+//! their own, so batches of one stream can be encoded on different threads.
+//!
+//! Order: the server numbers every job (process begin, events, end, note, flush, finish). Events
+//! jobs go through the encoder queue, the others straight to the writer; the writer holds early
+//! arrivals in a small reorder buffer and writes job `n` only after `n - 1`.
+//!
+//! Memory and back-pressure: the server issues job `n` only once the writer has written job
+//! `n - limit`, so at most `limit` batches are anywhere in the pipeline. When the encoders or the
+//! disk fall behind, the server waits and the rings fill, which is the back-pressure the shim
+//! already handles. Batches and raw buffers are recycled.
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use trace::{EndReason, ProcessInfo, TraceWriter, Trailer, UncompressedChunk};
+use trace::{ChunkEncoder, EncodedChunk, EndReason, ProcessInfo, TraceWriter, Trailer};
+
+use crate::batch::Batch;
 
 type FileWriter = TraceWriter<BufWriter<File>>;
 
-/// Chunks in flight between the threads (each up to a few MiB raw).
-const QUEUE: usize = 4;
+/// Encoders an encoder thread keeps, one per recent stream (each holds a 512 KiB address table
+/// and its columns' capacity). A reused encoder must only have seen earlier batches of the same
+/// stream (see `Batch::encode`).
+const CACHED_ENCODERS: usize = 3;
 
 enum Job {
     Process(ProcessInfo),
-    Events(u32, UncompressedChunk),
+    Events(u32, EncodedChunk),
+    /// An empty batch: nothing to write, the number is used up.
+    Nothing,
+    /// A batch the encoder refused (records out of order: a recorder bug). Written as a note;
+    /// tracing goes on.
+    Unencodable(String),
+    /// Compression failed: like a write error, writing stops.
+    Failed(String),
     End(u32, EndReason, u64),
     Note(String),
     Flush,
@@ -34,35 +55,105 @@ pub struct Finished {
     pub error: Option<String>,
 }
 
-/// The sending side; stream ids are assigned here, in the order `begin_process` is called
+/// State shared between the server and the writer thread.
+#[derive(Default)]
+struct Shared {
+    /// Jobs written (or skipped after a failure).
+    written: Mutex<u64>,
+    progress: Condvar,
+    /// The first write error, taken once by `failure`.
+    error: Mutex<Option<String>>,
+    /// Warnings for the summary (already written into the trace as notes).
+    notes: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The server's side; stream ids are assigned here, in the order `begin_process` is called
 /// (the same order the writer assigns them in).
 pub struct Pipeline {
-    tx: Option<SyncSender<Job>>,
-    thread: Option<JoinHandle<Finished>>,
+    encode_tx: Option<Sender<(u64, Batch)>>,
+    write_tx: Option<Sender<(u64, Job)>>,
+    returned: Receiver<Batch>,
+    encoders: Vec<JoinHandle<()>>,
+    writer: Option<JoinHandle<Finished>>,
+    shared: Arc<Shared>,
+    next_job: u64,
+    /// Jobs issued but not yet written, at most.
+    limit: u64,
     next_stream: u32,
-    error: Arc<Mutex<Option<String>>>,
 }
 
 impl Pipeline {
+    /// Starts the writer and `available_parallelism` (at least 2) encoder threads.
     pub fn start(writer: FileWriter, level: i32) -> std::io::Result<Pipeline> {
-        let (tx, rx) = sync_channel(QUEUE);
-        let error = Arc::new(Mutex::new(None));
-        let shared = Arc::clone(&error);
-        let thread = std::thread::Builder::new()
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let shared = Arc::new(Shared::default());
+        let (write_tx, write_rx) = channel();
+        let (encode_tx, encode_rx) = channel();
+        let (returned_tx, returned) = channel();
+        let queue = Arc::new(Mutex::new(encode_rx));
+        let s = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
             .name("alloclens-writer".into())
-            .spawn(move || run(writer, level, rx, shared))?;
+            .spawn(move || write_loop(writer, write_rx, &s))?;
+        let mut encoders = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (queue, out, back) = (Arc::clone(&queue), write_tx.clone(), returned_tx.clone());
+            encoders.push(
+                std::thread::Builder::new()
+                    .name(format!("alloclens-enc{i}"))
+                    .spawn(move || encode_loop(&queue, &out, &back, level))?,
+            );
+        }
         Ok(Pipeline {
-            tx: Some(tx),
-            thread: Some(thread),
+            encode_tx: Some(encode_tx),
+            write_tx: Some(write_tx),
+            returned,
+            encoders,
+            writer: Some(writer),
+            shared,
+            next_job: 0,
+            limit: 2 * threads as u64,
             next_stream: 0,
-            error,
         })
     }
 
+    /// The next job number, once the writer is less than `limit` jobs behind; `None` when the
+    /// threads are gone.
+    fn issue(&mut self) -> Option<u64> {
+        self.write_tx.as_ref()?;
+        let n = self.next_job;
+        let shared = Arc::clone(&self.shared);
+        let mut written = lock(&shared.written);
+        while n >= *written + self.limit {
+            written = shared
+                .progress
+                .wait_timeout(written, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            let writer_gone = self.writer.as_ref().is_none_or(JoinHandle::is_finished);
+            if writer_gone || self.encoders.iter().all(JoinHandle::is_finished) {
+                self.stop(); // a thread panicked: `failure` reports it
+                return None;
+            }
+        }
+        self.next_job += 1;
+        Some(n)
+    }
+
+    fn stop(&mut self) {
+        self.write_tx = None;
+        self.encode_tx = None;
+    }
+
     fn send(&mut self, job: Job) {
-        if let Some(tx) = &self.tx {
-            if tx.send(job).is_err() {
-                self.tx = None; // the thread ended (it panicked): `failure` reports it
+        let Some(n) = self.issue() else { return };
+        if let Some(tx) = &self.write_tx {
+            if tx.send((n, job)).is_err() {
+                self.stop();
             }
         }
     }
@@ -74,8 +165,35 @@ impl Pipeline {
         id
     }
 
-    pub fn write_events(&mut self, stream: u32, chunk: UncompressedChunk) {
-        self.send(Job::Events(stream, chunk));
+    /// Queues a batch for encoding; gives it back when the threads are gone.
+    pub fn write_events(&mut self, batch: Batch) -> Option<Batch> {
+        let Some(n) = self.issue() else {
+            return Some(batch);
+        };
+        let Some(tx) = self.encode_tx.as_ref() else {
+            return Some(batch);
+        };
+        match tx.send((n, batch)) {
+            Ok(()) => None,
+            Err(e) => {
+                self.stop();
+                Some(e.0 .1)
+            }
+        }
+    }
+
+    /// Moves the batches the encoders are done with into `spare` (keeping at most `keep`).
+    pub fn recycle(&mut self, spare: &mut Vec<Batch>, keep: usize) {
+        while let Ok(batch) = self.returned.try_recv() {
+            if spare.len() < keep {
+                spare.push(batch);
+            }
+        }
+    }
+
+    /// How many batches can be in the pipeline at once.
+    pub fn in_flight(&self) -> usize {
+        self.limit as usize
     }
 
     pub fn end_process(&mut self, stream: u32, reason: EndReason, records: u64) {
@@ -90,24 +208,36 @@ impl Pipeline {
         self.send(Job::Flush);
     }
 
-    /// The first write error the thread met, once (the caller stops writing).
+    /// The first write error the threads met, once (the caller stops writing).
     pub fn failure(&mut self) -> Option<String> {
-        let e = self.error.lock().ok().and_then(|mut e| e.take());
-        match e {
+        match lock(&self.shared.error).take() {
             Some(e) => Some(e),
-            None if self.tx.is_none() => Some("the trace writer thread stopped".into()),
+            None if self.write_tx.is_none() => Some("the trace writer thread stopped".into()),
             None => None,
         }
     }
 
-    /// Writes the trailer (with `Some`) and waits for the thread to write everything queued.
+    /// Warnings the threads wrote into the trace (a batch that could not be encoded).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.shared.notes))
+    }
+
+    /// Writes the trailer (with `Some`) and waits for the threads to write everything queued.
     pub fn finish(mut self, trailer: Option<Trailer>) -> Finished {
         if let Some(t) = trailer {
             self.send(Job::Finish(t));
         }
-        self.tx = None;
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(f)) => f,
+        self.stop();
+        let mut panicked = false;
+        for e in self.encoders.drain(..) {
+            panicked |= e.join().is_err();
+        }
+        match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(f)) if !panicked || f.error.is_some() => f,
+            Some(Ok(f)) => Finished {
+                bytes: f.bytes,
+                error: Some("an encoder thread panicked".into()),
+            },
             _ => Finished {
                 bytes: 0,
                 error: Some("the trace writer thread panicked".into()),
@@ -116,60 +246,244 @@ impl Pipeline {
     }
 }
 
-fn run(
-    writer: FileWriter,
+/// Sends a failure for the job an encoder holds if the thread unwinds, so the writer never
+/// waits for a number that will not come.
+struct Holding<'a> {
+    job: u64,
+    out: &'a Sender<(u64, Job)>,
+    done: bool,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self
+                .out
+                .send((self.job, Job::Failed("an encoder thread panicked".into())));
+        }
+    }
+}
+
+fn encode_loop(
+    queue: &Mutex<Receiver<(u64, Batch)>>,
+    out: &Sender<(u64, Job)>,
+    returned: &Sender<Batch>,
     level: i32,
-    rx: Receiver<Job>,
-    shared: Arc<Mutex<Option<String>>>,
-) -> Finished {
-    let mut writer = Some(writer);
-    let mut bytes = 0;
-    let mut error: Option<String> = None;
-    let mut compressor = match zstd::bulk::Compressor::new(level) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            error = Some(format!("cannot set up zstd level {level}: {e}"));
-            writer = None;
-            None
+) {
+    let mut compressor = zstd::bulk::Compressor::new(level)
+        .map_err(|e| format!("cannot set up zstd level {level}: {e}"));
+    let mut encoders: Vec<(u32, ChunkEncoder)> = Vec::new();
+    let mut raw = Vec::new();
+    loop {
+        // Only one thread waits in `recv`; the others wait for the lock.
+        let next = lock(queue).recv();
+        let Ok((n, mut batch)) = next else { break };
+        let mut holding = Holding {
+            job: n,
+            out,
+            done: false,
+        };
+        let encoder = encoder_for(&mut encoders, batch.stream);
+        let job = match batch.encode(encoder, std::mem::take(&mut raw)) {
+            Ok(Some(chunk)) => {
+                let job = match compressor.as_mut() {
+                    Ok(c) => match chunk.compress(c) {
+                        Ok(encoded) => Job::Events(batch.stream, encoded),
+                        Err(e) => Job::Failed(format!("cannot compress events: {e}")),
+                    },
+                    Err(e) => Job::Failed(e.clone()),
+                };
+                raw = chunk.raw;
+                job
+            }
+            Ok(None) => Job::Nothing,
+            Err(e) => Job::Unencodable(format!("pid {}: cannot encode its events: {e}", batch.pid)),
+        };
+        holding.done = true;
+        let _ = out.send((n, job));
+        batch.clear();
+        let _ = returned.send(batch);
+    }
+}
+
+/// The encoder this thread uses for `stream` (the most recently used one last).
+fn encoder_for(cache: &mut Vec<(u32, ChunkEncoder)>, stream: u32) -> &mut ChunkEncoder {
+    let i = match cache.iter().position(|(s, _)| *s == stream) {
+        Some(i) => i,
+        None => {
+            if cache.len() >= CACHED_ENCODERS {
+                cache.remove(0);
+            }
+            // The level is unused: compression runs here, with the thread's own context.
+            cache.push((stream, ChunkEncoder::new(1)));
+            cache.len() - 1
         }
     };
-    for job in rx {
-        let Some(w) = writer.as_mut() else {
-            continue; // failed: keep consuming so the server never blocks
+    cache[i..].rotate_left(1);
+    let last = cache.len() - 1;
+    &mut cache[last].1
+}
+
+/// The writer's state: the file until it fails or is finished.
+struct Output {
+    writer: Option<FileWriter>,
+    bytes: u64,
+    error: Option<String>,
+}
+
+fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> Finished {
+    let mut out = Output {
+        writer: Some(writer),
+        bytes: 0,
+        error: None,
+    };
+    // Jobs that arrived before their turn (an encoder finished a later chunk first).
+    let mut early: BTreeMap<u64, Job> = BTreeMap::new();
+    let mut next = 0u64;
+    for (n, job) in rx {
+        early.insert(n, job);
+        while let Some(job) = early.remove(&next) {
+            out.handle(job, shared);
+            next += 1;
+            *lock(&shared.written) = next;
+            shared.progress.notify_all();
+        }
+    }
+    if let Some(w) = out.writer {
+        out.bytes = w.bytes_written();
+    }
+    Finished {
+        bytes: out.bytes,
+        error: out.error,
+    }
+}
+
+impl Output {
+    fn handle(&mut self, job: Job, shared: &Shared) {
+        let Some(w) = self.writer.as_mut() else {
+            return; // failed: keep consuming so the server never blocks
         };
         let result = match job {
             Job::Process(info) => w.begin_process(&info).map(|_| ()),
-            Job::Events(stream, chunk) => match compressor.as_mut() {
-                Some(c) => chunk.compress(c).and_then(|c| w.write_events(stream, &c)),
-                None => Ok(()),
-            },
+            Job::Events(stream, chunk) => w.write_events(stream, &chunk),
+            Job::Nothing => Ok(()),
+            Job::Unencodable(text) => {
+                let done = w.note(&text);
+                lock(&shared.notes).push(text);
+                done
+            }
+            Job::Failed(text) => Err(std::io::Error::other(text)),
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
             Job::Flush => w.flush(),
             Job::Finish(trailer) => {
-                let Some(w) = writer.take() else { continue };
-                bytes = w.bytes_written();
+                let Some(w) = self.writer.take() else { return };
+                self.bytes = w.bytes_written();
                 let done = w
                     .finish(&trailer)
                     .and_then(|mut out| std::io::Write::flush(&mut out));
                 if let Err(e) = done {
-                    error = Some(format!("cannot finish the trace file: {e}"));
+                    self.error = Some(format!("cannot finish the trace file: {e}"));
                 }
-                continue;
+                return;
             }
         };
         if let Err(e) = result {
-            bytes = w.bytes_written();
-            writer = None;
+            self.bytes = w.bytes_written();
+            self.writer = None;
             let msg = e.to_string();
-            if let Ok(mut s) = shared.lock() {
-                *s = Some(msg.clone());
-            }
-            error = Some(msg);
+            *lock(&shared.error) = Some(msg.clone());
+            self.error = Some(msg);
         }
     }
-    if let Some(w) = writer {
-        bytes = w.bytes_written();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::OP_SHIFT;
+    use trace::{Op, Record, TraceHeader, TraceReader};
+
+    fn batch(stream: u32, seqs: std::ops::Range<u64>) -> Batch {
+        let mut b = Batch {
+            stream,
+            pid: 100 + stream,
+            ..Batch::default()
+        };
+        b.push_anchor(seqs.start, seqs.start * 10);
+        for seq in seqs.clone() {
+            b.records
+                .push([seq | (Op::Malloc as u64) << OP_SHIFT, 0x10 * seq, 8, 0]);
+            b.tids.push(stream);
+        }
+        b.push_anchor(seqs.end, seqs.end * 10);
+        b
     }
-    Finished { bytes, error }
+
+    /// Large and tiny batches alternate, so encoder threads finish them out of order; the file
+    /// still has every job in the order it was issued.
+    #[test]
+    fn jobs_are_written_in_issue_order_whatever_the_encoders_finish_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.alt");
+        let file = BufWriter::new(File::create(&path).unwrap());
+        let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
+        let mut p = Pipeline::start(writer, 1).unwrap();
+        let info = |pid| ProcessInfo {
+            pid,
+            ppid: 1,
+            exec_index: 0,
+            cmdline: vec!["x".into()],
+            start_unix_ns: 0,
+            truncated: false,
+        };
+        let streams = [p.begin_process(&info(100)), p.begin_process(&info(101))];
+        let mut next = [0u64; 2];
+        for i in 0..40u64 {
+            let s = (i % 2) as usize;
+            let n = if i % 4 < 2 { 20_000 } else { 1 + i };
+            assert!(p
+                .write_events(batch(streams[s], next[s]..next[s] + n))
+                .is_none());
+            next[s] += n;
+            if i % 10 == 9 {
+                p.note(&format!("note {i}"));
+                p.flush();
+            }
+        }
+        p.end_process(streams[0], EndReason::Exit, next[0]);
+        let trailer = Trailer {
+            exit: "exit 0".into(),
+            events: next[0] + next[1],
+            end_unix_ns: 1,
+        };
+        let done = p.finish(Some(trailer));
+        assert_eq!(done.error, None);
+
+        let mut r = TraceReader::open(&path).unwrap();
+        let notes: Vec<String> = (0..4).map(|k| format!("note {}", k * 10 + 9)).collect();
+        assert_eq!(r.notes(), notes);
+        assert!(r.trailer().is_some());
+        assert_eq!(r.streams()[0].end, Some(EndReason::Exit));
+        assert_eq!(r.streams()[1].end, None);
+        for (s, &count) in next.iter().enumerate() {
+            let seqs: Vec<u64> = r
+                .records(s)
+                .unwrap()
+                .map(|rec| match rec.unwrap() {
+                    Record::Event(e) => {
+                        assert_eq!(e.t_ns, e.seq * 10, "times from the batch's own anchors");
+                        e.seq
+                    }
+                    Record::Marker(m) => panic!("no markers were sent: {m:?}"),
+                })
+                .collect();
+            let first_wrong = seqs.iter().zip(0..).position(|(&a, b)| a != b);
+            assert_eq!(
+                (first_wrong, seqs.len() as u64),
+                (None, count),
+                "stream {s}"
+            );
+        }
+    }
 }

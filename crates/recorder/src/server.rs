@@ -7,9 +7,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use trace::{EndReason, Marker, ProcessInfo, TraceWriter, UncompressedChunk};
+use trace::{EndReason, Marker, ProcessInfo, TraceWriter};
 
-use crate::image::{liveness, Image, Liveness};
+use crate::batch::Batch;
+use crate::image::{liveness, Batches, Image, Liveness};
 use crate::pipeline::Pipeline;
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
@@ -35,12 +36,15 @@ pub struct Server {
     pub images: Vec<Image>,
     finished: Vec<bool>,
     pub summaries: Vec<ProcessSummary>,
-    /// The writer thread; None once writing failed or finished.
+    /// The encoder and writer threads; None once writing failed or finished.
     writer: Option<Pipeline>,
     pub warnings: Vec<String>,
     chunk_records: usize,
     buf: Vec<u8>,
-    chunks: Vec<UncompressedChunk>,
+    /// Cleared batches to reuse.
+    spare: Vec<Batch>,
+    /// Batches sealed this round, to hand to the encoders.
+    sealed: Vec<Batch>,
     last_flush: Instant,
     pub markers: u64,
     pub bytes: u64,
@@ -81,7 +85,8 @@ impl Server {
             warnings,
             chunk_records,
             buf: vec![0u8; protocol::MAX_MESSAGE + 64],
-            chunks: Vec::new(),
+            spare: Vec::new(),
+            sealed: Vec::new(),
             last_flush: Instant::now(),
             markers: 0,
             bytes: 0,
@@ -294,7 +299,8 @@ impl Server {
             truncated: false,
         };
         let stream = self.writer.as_mut().map_or(0, |w| w.begin_process(&info));
-        match Image::new(stream, pid, start_ticks, mono0, page_fd) {
+        let batch = self.spare.pop().unwrap_or_default();
+        match Image::new(stream, pid, start_ticks, mono0, page_fd, batch) {
             Ok(img) => {
                 self.conns[c].image = Some(self.images.len());
                 self.images.push(img);
@@ -332,32 +338,51 @@ impl Server {
     }
 
     fn drain(&mut self, i: usize, last: bool) -> u64 {
-        let mut chunks = std::mem::take(&mut self.chunks);
-        let result = self.images[i].drain(last, self.chunk_records, &mut chunks);
-        let moved = match result {
-            Ok(d) => d.records,
-            Err(e) => {
-                let pid = self.images[i].pid;
-                self.warn(format!("pid {pid}: cannot encode its events: {e}"));
-                0
-            }
+        self.recycle();
+        let mut batches = Batches {
+            spare: &mut self.spare,
+            out: &mut self.sealed,
+            chunk_records: self.chunk_records,
         };
-        let stream = self.images[i].stream;
-        for chunk in chunks.drain(..) {
-            self.write_chunk(stream, chunk);
-        }
-        self.chunks = chunks;
+        let moved = self.images[i].drain(last, &mut batches).records;
+        self.hand_off();
         moved
     }
 
-    fn write_chunk(&mut self, stream: u32, chunk: UncompressedChunk) {
+    /// Takes back the batches the encoders are done with.
+    fn recycle(&mut self) {
         if let Some(w) = self.writer.as_mut() {
-            w.write_events(stream, chunk);
+            let keep = w.in_flight() + 2;
+            w.recycle(&mut self.spare, keep);
+        }
+    }
+
+    /// Queues the sealed batches for encoding (in order), or recycles them when not writing.
+    fn hand_off(&mut self) {
+        for batch in std::mem::take(&mut self.sealed) {
+            let unsent = match self.writer.as_mut() {
+                Some(w) => w.write_events(batch),
+                None => Some(batch),
+            };
+            if let Some(mut batch) = unsent {
+                batch.clear();
+                self.spare.push(batch);
+            }
         }
     }
 
     /// Reports a failure of the writer thread (checked once per round and at the end).
     fn check_writer(&mut self) {
+        for note in self
+            .writer
+            .as_mut()
+            .map(Pipeline::take_notes)
+            .unwrap_or_default()
+        {
+            if !self.warnings.contains(&note) {
+                self.warnings.push(note);
+            }
+        }
         if let Some(e) = self.writer.as_mut().and_then(Pipeline::failure) {
             self.write_failed(e);
         }
@@ -379,26 +404,30 @@ impl Server {
             w.end_process(stream, reason, records);
         }
         // Unmap its rings now: a long recording with many short processes must not pile up.
-        self.images[i].release();
+        let batch = self.images[i].release();
+        if self.spare.len() < 4 {
+            self.spare.push(batch);
+        }
     }
 
     /// Seals partial chunks and flushes the file so a crash leaves a readable prefix.
     pub fn flush(&mut self) {
         self.last_flush = Instant::now();
-        for i in 0..self.images.len() {
-            if self.finished[i] {
-                continue;
-            }
-            let mut chunks = std::mem::take(&mut self.chunks);
-            if let Err(e) = self.images[i].seal(&mut chunks) {
-                self.warn(format!("cannot encode events: {e}"));
-            }
-            let stream = self.images[i].stream;
-            for chunk in chunks.drain(..) {
-                self.write_chunk(stream, chunk);
-            }
-            self.chunks = chunks;
+        self.recycle();
+        let mut batches = Batches {
+            spare: &mut self.spare,
+            out: &mut self.sealed,
+            chunk_records: self.chunk_records,
+        };
+        for (img, _) in self
+            .images
+            .iter_mut()
+            .zip(&self.finished)
+            .filter(|(_, f)| !**f)
+        {
+            img.seal(&mut batches);
         }
+        self.hand_off();
         if let Some(w) = self.writer.as_mut() {
             w.flush();
         }

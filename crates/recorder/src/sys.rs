@@ -208,6 +208,25 @@ impl Mapping {
         unsafe { std::ptr::read_volatile(self.ptr.add(offset) as *const [u64; 4]) }
     }
 
+    /// Appends `n` records starting at `offset` to `out` with one copy (the fast drain path):
+    /// records the producer published before we read `head` with acquire ordering; it does not
+    /// touch them again until we advance the tail.
+    #[inline]
+    pub fn copy_records(&self, offset: usize, n: usize, out: &mut Vec<[u64; 4]>) {
+        assert!(offset + n * 32 <= self.len && offset & 7 == 0);
+        out.reserve(n);
+        // SAFETY: the source is in bounds and 8-aligned; the destination has room for `n` more
+        // records, which the copy initialises before `set_len`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.add(offset) as *const [u64; 4],
+                out.as_mut_ptr().add(out.len()),
+                n,
+            );
+            out.set_len(out.len() + n);
+        }
+    }
+
     /// Size of the file behind `fd`.
     pub fn fd_size(fd: &OwnedFd) -> io::Result<u64> {
         // SAFETY: fstat on a descriptor we own into a zeroed stat buffer.
