@@ -297,7 +297,11 @@ pub struct ChunkEncoder {
     /// in producers, not records, which keeps them about half as large.
     produced: u32,
     predictor: Predictor,
+    /// Last new (allocated) address: explicit new addresses are deltas from it.
     base: u64,
+    /// Last released address: explicit released addresses are deltas from it (frees walk their
+    /// own part of the heap, allocations theirs).
+    base_old: u64,
     level: i32,
     /// Created on the first `finish` (callers that compress elsewhere never need one).
     compressor: Option<zstd::bulk::Compressor<'static>>,
@@ -333,6 +337,7 @@ impl ChunkEncoder {
             produced: 0,
             predictor: Predictor::new(),
             base: 0,
+            base_old: 0,
             level,
             compressor: None,
         }
@@ -485,11 +490,11 @@ impl ChunkEncoder {
         } else {
             varint::put(
                 &mut self.cols.addrs,
-                varint::zigzag(addr.wrapping_sub(self.base) as i64),
+                varint::zigzag(addr.wrapping_sub(self.base_old) as i64),
             );
             OLD_EXPLICIT
         };
-        self.base = addr;
+        self.base_old = addr;
         mode
     }
 
@@ -629,6 +634,7 @@ impl ChunkEncoder {
         self.produced = 0;
         self.predictor.reset();
         self.base = 0;
+        self.base_old = 0;
     }
 }
 
@@ -846,6 +852,7 @@ impl ChunkDecoder {
         producers.clear();
         let mut expected = first_seq;
         let mut base: u64 = 0;
+        let mut base_old: u64 = 0;
         let mut clock = Clock::new(anchors);
         let mut gap = GapReader::new(&mut gaps)?;
         let mut tid = tids.first().copied().unwrap_or(0);
@@ -910,7 +917,7 @@ impl ChunkDecoder {
                         producers,
                         &mut refs,
                         &mut addrs,
-                        &mut base,
+                        &mut base_old,
                         predictor,
                     )?;
                     let size = if byte & FREE_HAS_SIZE != 0 {
@@ -927,7 +934,7 @@ impl ChunkDecoder {
                         producers,
                         &mut refs,
                         &mut addrs,
-                        &mut base,
+                        &mut base_old,
                         predictor,
                     )?;
                     let new = NewBlock {
