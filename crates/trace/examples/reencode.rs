@@ -25,6 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         bytes += enc.finish()?.map_or(0, |c| c.payload.len());
     }
-    println!("{records} records, {:.3} B/record", bytes as f64 / records.max(1) as f64);
+    println!(
+        "{records} records, {:.3} B/record",
+        bytes as f64 / records.max(1) as f64
+    );
     Ok(())
 }
