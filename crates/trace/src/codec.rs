@@ -63,40 +63,60 @@ fn size_class(size: u64) -> usize {
 /// recently freed block of the class first (glibc's tcache, most free lists). Encoder and decoder
 /// run the same predictor over the same events, so a hit costs no bytes.
 struct Predictor {
-    stacks: Vec<[u64; PREDICT_DEPTH]>,
-    depth: Vec<u8>,
+    classes: Vec<ClassStack>,
+}
+
+/// One class's stack of freed addresses, kept in a ring so that pushing onto a full stack (the
+/// oldest drops out) moves nothing.
+#[derive(Clone, Copy)]
+struct ClassStack {
+    slots: [u64; PREDICT_DEPTH],
+    /// Slot of the top (valid when `depth > 0`).
+    top: u8,
+    depth: u8,
+}
+
+const _: () = assert!(PREDICT_DEPTH.is_power_of_two() && PREDICT_DEPTH <= 128);
+
+impl ClassStack {
+    /// Slot of the entry `k` places below the top.
+    #[inline]
+    fn slot(&self, k: usize) -> usize {
+        (self.top as usize).wrapping_sub(k) & (PREDICT_DEPTH - 1)
+    }
 }
 
 impl Predictor {
     fn new() -> Self {
         Predictor {
-            stacks: vec![[0; PREDICT_DEPTH]; CLASSES],
-            depth: vec![0; CLASSES],
+            classes: vec![
+                ClassStack {
+                    slots: [0; PREDICT_DEPTH],
+                    top: 0,
+                    depth: 0,
+                };
+                CLASSES
+            ],
         }
     }
 
     fn reset(&mut self) {
-        self.depth.iter_mut().for_each(|d| *d = 0);
+        self.classes.iter_mut().for_each(|c| c.depth = 0);
     }
 
     #[inline]
     fn freed_in_class(&mut self, addr: u64, c: usize) {
-        let d = self.depth[c] as usize;
-        let stack = &mut self.stacks[c];
-        if d == PREDICT_DEPTH {
-            stack.copy_within(1.., 0);
-            stack[PREDICT_DEPTH - 1] = addr;
-        } else {
-            stack[d] = addr;
-            self.depth[c] += 1;
-        }
+        let s = &mut self.classes[c];
+        s.top = ((s.top as usize + 1) & (PREDICT_DEPTH - 1)) as u8;
+        s.slots[s.top as usize] = addr;
+        s.depth = (s.depth + 1).min(PREDICT_DEPTH as u8);
     }
 
     /// The address `k` places below the top of class `c`'s stack (0: the top), if any.
     #[inline]
     fn guess(&self, c: usize, k: usize) -> Option<u64> {
-        let d = self.depth[c] as usize;
-        (k < d).then(|| self.stacks[c][d - 1 - k])
+        let s = &self.classes[c];
+        (k < s.depth as usize).then(|| s.slots[s.slot(k)])
     }
 
     /// After an allocation of class `c` at `addr`: takes `addr` out of the class's stack and
@@ -105,12 +125,15 @@ impl Predictor {
     /// keeps 7 blocks per size, the rest wait in other lists).
     #[inline]
     fn allocated(&mut self, addr: u64, c: usize) -> Option<usize> {
-        let d = self.depth[c] as usize;
-        let stack = &mut self.stacks[c];
-        let i = stack[..d].iter().rposition(|&a| a == addr)?;
-        stack.copy_within(i + 1..d, i);
-        self.depth[c] -= 1;
-        Some(d - 1 - i)
+        let s = &mut self.classes[c];
+        let k = (0..s.depth as usize).find(|&k| s.slots[s.slot(k)] == addr)?;
+        // The entries above it move one place down; the top slot is given up.
+        for j in (1..=k).rev() {
+            s.slots[s.slot(j)] = s.slots[s.slot(j - 1)];
+        }
+        s.top = s.slot(1) as u8;
+        s.depth -= 1;
+        Some(k)
     }
 }
 
