@@ -5,6 +5,7 @@
 //! (defaults: 20 M events, 65 536, 0.95). The file is written to a temporary directory first.
 //! `... --example file_throughput -- --file PATH` analyses an existing trace instead (e.g. one
 //! written by `alloclens record`; `KEEP_TRACE=PATH` keeps the synthetic one there).
+//! `REPORT_JSON=PATH` writes the analysis as JSON (to compare reports byte for byte across changes).
 use std::time::Instant;
 
 use analyze::{analyze_file, Options};
@@ -66,6 +67,11 @@ fn measure(path: &std::path::Path) {
     let t = Instant::now();
     let result = analyze_file(path, &Options::default()).expect("analysis");
     let secs = t.elapsed().as_secs_f64();
+    if let Some(out) = std::env::var_os("REPORT_JSON") {
+        let file = std::fs::File::create(out).expect("create REPORT_JSON");
+        analyze::output::json::write_json(&result.analysis, std::io::BufWriter::new(file))
+            .expect("write REPORT_JSON");
+    }
     let calls: u64 = result.analysis.processes.iter().map(|p| p.life_calls).sum();
     println!(
         "analyze_file: {calls} events ({:.2} B/event on disk) in {secs:.2} s = {:.1} M events/s; peak RSS {} MiB",

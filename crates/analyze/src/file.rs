@@ -144,6 +144,10 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                         .ok()
                         .and_then(|mut s| s.pop())
                         .unwrap_or_default();
+                    // Emptied here, not by the pass: dropping the records walks the whole buffer
+                    // (a marker owns its label), and the pass is the one stage that cannot run
+                    // in parallel. Here the walk also brings in lines about to be written.
+                    records.clear();
                     let decoded = if stop.load(Ordering::Relaxed) {
                         Ok(Vec::new())
                     } else {
@@ -166,10 +170,9 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
             while let Some(batch) = pending.remove(&next) {
                 next += 1;
                 match batch {
-                    Ok(mut records) => {
+                    Ok(records) => {
                         analyzer.feed_chunk(&records);
                         done += records.len() as u64;
-                        records.clear();
                         if let Ok(mut s) = spares.lock() {
                             s.push(records);
                         }

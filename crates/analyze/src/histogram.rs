@@ -9,16 +9,14 @@ use crate::hash::FastMap;
 const LINEAR_BITS: u32 = 7;
 const LINEAR: u64 = 1 << LINEAR_BITS;
 
-/// Log-linear histogram of u64 values (HDR-style, 7 bits of precision). Exact below 128.
+/// Counts per log-linear bucket (HDR-style, 7 bits of precision; exact below 128). The hot path
+/// is one increment: the total is the sum of the counts, computed when asked.
 #[derive(Debug, Clone, Default)]
-pub struct LogHistogram {
+pub struct LogCounts {
     counts: Vec<u64>,
-    total: u64,
-    sum: u128,
-    max: u64,
 }
 
-impl LogHistogram {
+impl LogCounts {
     /// Branch-free (lifetimes straddle 128 unpredictably): with `shift` the octave above
     /// [128, 256), the bucket is `shift * 128 + (value >> shift)`, which is `value` below 256.
     #[inline(always)]
@@ -47,9 +45,6 @@ impl LogHistogram {
             Some(c) => *c += 1,
             None => self.grow(b),
         }
-        self.total += 1;
-        self.sum += u128::from(value);
-        self.max = self.max.max(value);
     }
 
     /// First value in a new highest bucket.
@@ -59,32 +54,17 @@ impl LogHistogram {
         self.counts[bucket] = 1;
     }
 
-    pub fn merge(&mut self, other: &LogHistogram) {
+    pub fn merge(&mut self, other: &LogCounts) {
         if other.counts.len() > self.counts.len() {
             self.counts.resize(other.counts.len(), 0);
         }
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
         }
-        self.total += other.total;
-        self.sum += other.sum;
-        self.max = self.max.max(other.max);
     }
 
     pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
-    pub fn mean(&self) -> f64 {
-        if self.total == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.total as f64
-        }
+        self.counts.iter().sum()
     }
 
     /// Number of recorded values strictly below `x`. Exact when `x` is a bucket's lower edge
@@ -97,10 +77,11 @@ impl LogHistogram {
     /// Nearest-rank quantile: the smallest recorded bucket such that at least `q` of the values
     /// are in it or below, reported as that bucket's lower edge. None when empty.
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        if self.total == 0 {
+        let total = self.total();
+        if total == 0 {
             return None;
         }
-        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
         let mut seen = 0;
         for (b, c) in self.counts.iter().enumerate() {
             seen += c;
@@ -108,7 +89,65 @@ impl LogHistogram {
                 return Some(Self::bucket_low(b));
             }
         }
-        Some(self.max)
+        // Not reached: the counts add up to the total.
+        Some(Self::bucket_low(self.counts.len() - 1))
+    }
+}
+
+/// Log-linear histogram with the exact sum and maximum (lifetimes in calls, whose mean and
+/// maximum are reported exactly). Lifetimes in ns only need `LogCounts`.
+#[derive(Debug, Clone, Default)]
+pub struct LogHistogram {
+    counts: LogCounts,
+    sum: u128,
+    max: u64,
+}
+
+impl LogHistogram {
+    pub fn bucket_of(value: u64) -> usize {
+        LogCounts::bucket_of(value)
+    }
+
+    pub fn bucket_low(bucket: usize) -> u64 {
+        LogCounts::bucket_low(bucket)
+    }
+
+    #[inline(always)]
+    pub fn record(&mut self, value: u64) {
+        self.counts.record(value);
+        self.sum += u128::from(value);
+        self.max = self.max.max(value);
+    }
+
+    pub fn merge(&mut self, other: &LogHistogram) {
+        self.counts.merge(&other.counts);
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.total()
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    pub fn mean(&self) -> f64 {
+        let total = self.total();
+        if total == 0 {
+            0.0
+        } else {
+            self.sum as f64 / total as f64
+        }
+    }
+
+    pub fn count_below(&self, x: u64) -> u64 {
+        self.counts.count_below(x)
+    }
+
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        self.counts.quantile(q)
     }
 }
 
@@ -117,42 +156,123 @@ impl LogHistogram {
 const PAGED_LIMIT: u64 = 1 << 20;
 const PAGE_BITS: u32 = 7;
 const PAGE: usize = 1 << PAGE_BITS;
+/// Sizes from which `SizeCounts::prefetch` does something.
+const PREFETCH_FROM: u64 = 1024;
 
 /// Exact count of each requested size.
+///
+/// Paged counts are u32, which halves the cache footprint of the hot path (a page of 128 sizes
+/// is 512 bytes); the multiples of 2^32 a count carries into go to the map, so counts stay exact.
 #[derive(Debug, Clone, Default)]
 pub struct SizeCounts {
-    /// For each run of `PAGE` sizes below `PAGED_LIMIT`: 1 + its index in `pages`, 0 if none yet.
+    /// For each run of `PAGE` sizes below `PAGED_LIMIT`: 1 + its page number, 0 if none yet.
     /// Grown to what is used: a scope that only sees small sizes stays small.
     directory: Vec<u32>,
-    pages: Vec<[u64; PAGE]>,
+    /// The pages, one after the other (`PAGE` counts each).
+    pages: Vec<u32>,
+    /// Counts of sizes >= `PAGED_LIMIT`, and the carries (multiples of 2^32) of paged counts.
     sparse: FastMap<u64, u64>,
-    total: u64,
 }
 
 impl SizeCounts {
     #[inline(always)]
     pub fn record(&mut self, size: u64) {
-        self.add(size, 1);
-    }
-
-    pub fn merge(&mut self, other: &SizeCounts) {
-        for (size, count) in other.iter() {
-            self.add(size, count);
+        if size < PAGED_LIMIT {
+            let slot = self.slot(size);
+            let (count, carry) = self.pages[slot].overflowing_add(1);
+            self.pages[slot] = count;
+            if carry {
+                self.carry(size, 1 << 32);
+            }
+        } else {
+            self.carry(size, 1);
         }
     }
 
+    /// Hint that `size` will be counted soon. With sizes spread over tens of KiB (0.25 MiB of
+    /// counts per scope), the counter is often out of the caches; the pass hides that miss as it
+    /// does the live-set one. The counters of small sizes (most requests: 4 KiB for all sizes
+    /// below `PREFETCH_FROM`) stay in the caches, so they are not worth the lookup.
     #[inline(always)]
+    pub fn prefetch(&self, size: u64) {
+        if size < PREFETCH_FROM {
+            return;
+        }
+        let d = (size >> PAGE_BITS) as usize;
+        if let Some(&p) = self.directory.get(d) {
+            let slot = (p as usize).wrapping_sub(1) << PAGE_BITS | (size as usize & (PAGE - 1));
+            if let Some(c) = self.pages.get(slot) {
+                crate::live_table::prefetch_ptr(c);
+            }
+        }
+    }
+
+    /// Index in `pages` of a size below `PAGED_LIMIT`.
+    #[inline(always)]
+    fn slot(&mut self, size: u64) -> usize {
+        let d = (size >> PAGE_BITS) as usize;
+        let page = match self.directory.get(d) {
+            Some(&p) if p != 0 => p as usize - 1,
+            _ => self.new_page(d),
+        };
+        (page << PAGE_BITS) | (size as usize & (PAGE - 1))
+    }
+
+    #[cold]
+    fn carry(&mut self, size: u64, count: u64) {
+        *self.sparse.entry(size).or_insert(0) += count;
+    }
+
+    /// Add another scope's counts, page by page (a report merges every cell into several
+    /// scopes: this is the bulk of building it).
+    pub fn merge(&mut self, other: &SizeCounts) {
+        for (d, &p) in other.directory.iter().enumerate() {
+            if p == 0 {
+                continue;
+            }
+            let from = (p as usize - 1) << PAGE_BITS;
+            let to = self.slot((d as u64) << PAGE_BITS);
+            let mut carried = false;
+            for (a, b) in self.pages[to..to + PAGE]
+                .iter_mut()
+                .zip(&other.pages[from..from + PAGE])
+            {
+                let (sum, carry) = a.overflowing_add(*b);
+                *a = sum;
+                carried |= carry;
+            }
+            if carried {
+                self.carry_page(to, from, other, (d as u64) << PAGE_BITS);
+            }
+        }
+        for (size, count) in &other.sparse {
+            self.carry(*size, *count);
+        }
+    }
+
+    /// After a page merge that wrapped: find the counts that did (the sum is now below the
+    /// added count) and move 2^32 each to the map.
+    #[cold]
+    fn carry_page(&mut self, to: usize, from: usize, other: &SizeCounts, base: u64) {
+        for i in 0..PAGE {
+            if self.pages[to + i] < other.pages[from + i] {
+                self.carry(base + i as u64, 1 << 32);
+            }
+        }
+    }
+
+    #[cfg(test)]
     fn add(&mut self, size: u64, count: u64) {
-        self.total += count;
         if size < PAGED_LIMIT {
-            let d = (size >> PAGE_BITS) as usize;
-            let page = match self.directory.get(d) {
-                Some(&p) if p != 0 => p as usize - 1,
-                _ => self.new_page(d),
-            };
-            self.pages[page][size as usize & (PAGE - 1)] += count;
+            let slot = self.slot(size);
+            let (low, carry) = self.pages[slot].overflowing_add(count as u32);
+            self.pages[slot] = low;
+            let high = (count >> 32) + u64::from(carry);
+            if high != 0 {
+                self.carry(size, high << 32);
+            }
         } else {
-            *self.sparse.entry(size).or_insert(0) += count;
+            self.carry(size, count);
         }
     }
 
@@ -161,32 +281,38 @@ impl SizeCounts {
         if d >= self.directory.len() {
             self.directory.resize(d + 1, 0);
         }
-        self.pages.push([0; PAGE]);
-        self.directory[d] = self.pages.len() as u32;
-        self.pages.len() - 1
+        let page = self.pages.len() / PAGE;
+        self.pages.resize(self.pages.len() + PAGE, 0);
+        self.directory[d] = page as u32 + 1;
+        page
     }
 
     pub fn total(&self) -> u64 {
-        self.total
+        self.pages.iter().map(|c| u64::from(*c)).sum::<u64>() + self.sparse.values().sum::<u64>()
     }
 
     /// (size, count) for every size seen, in increasing size order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let mut sparse: Vec<(u64, u64)> = self.sparse.iter().map(|(s, c)| (*s, *c)).collect();
         sparse.sort_unstable();
-        self.directory
+        let paged = self
+            .directory
             .iter()
             .enumerate()
             .filter(|(_, p)| **p != 0)
             .flat_map(move |(d, p)| {
                 let base = (d as u64) << PAGE_BITS;
-                self.pages[*p as usize - 1]
+                let start = (*p as usize - 1) << PAGE_BITS;
+                self.pages[start..start + PAGE]
                     .iter()
                     .enumerate()
                     .filter(|(_, c)| **c > 0)
-                    .map(move |(i, c)| (base + i as u64, *c))
-            })
-            .chain(sparse)
+                    .map(move |(i, c)| (base + i as u64, u64::from(*c)))
+            });
+        MergeSorted {
+            a: paged.peekable(),
+            b: sparse.into_iter().peekable(),
+        }
     }
 
     /// Number of recorded sizes strictly below `limit`.
@@ -195,6 +321,34 @@ impl SizeCounts {
             .take_while(|(s, _)| *s < limit)
             .map(|(_, c)| c)
             .sum()
+    }
+}
+
+/// Two (size, count) streams in increasing size order, merged; equal sizes add up (a paged
+/// count and its carry).
+struct MergeSorted<A: Iterator<Item = (u64, u64)>, B: Iterator<Item = (u64, u64)>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A, B> Iterator for MergeSorted<A, B>
+where
+    A: Iterator<Item = (u64, u64)>,
+    B: Iterator<Item = (u64, u64)>,
+{
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match (self.a.peek().copied(), self.b.peek().copied()) {
+            (Some((sa, ca)), Some((sb, cb))) if sa == sb => {
+                self.a.next();
+                self.b.next();
+                Some((sa, ca + cb))
+            }
+            (Some((sa, _)), Some((sb, _))) if sb < sa => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
     }
 }
 
@@ -271,5 +425,40 @@ mod tests {
         m.merge(&s);
         assert_eq!(m.iter().collect::<Vec<_>>()[0], (3, 4));
         assert_eq!(m.total(), 20);
+    }
+
+    #[test]
+    fn size_counts_stay_exact_beyond_u32() {
+        let mut s = SizeCounts::default();
+        s.add(100, (1 << 32) - 1);
+        s.record(100); // carries into the map
+        s.record(100);
+        s.add(7, 5 << 32 | 3);
+        s.record(1 << 30);
+        let mut m = SizeCounts::default();
+        m.merge(&s);
+        m.merge(&s);
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![(7, 5 << 32 | 3), (100, (1 << 32) + 1), (1 << 30, 1)]
+        );
+        assert_eq!(
+            m.iter().collect::<Vec<_>>(),
+            vec![(7, 10 << 32 | 6), (100, (1 << 33) + 2), (1 << 30, 2)]
+        );
+        assert_eq!(s.total(), (5 << 32 | 3) + (1 << 32) + 1 + 1);
+        assert_eq!(m.count_below(101), 2 * ((5 << 32 | 3) + (1 << 32) + 1));
+        // Page-wise merges that wrap the u32 counters carry too.
+        let mut near = SizeCounts::default();
+        near.add(9, u64::from(u32::MAX));
+        near.record(10);
+        let mut sum = SizeCounts::default();
+        for _ in 0..3 {
+            sum.merge(&near);
+        }
+        assert_eq!(
+            sum.iter().collect::<Vec<_>>(),
+            vec![(9, 3 * u64::from(u32::MAX)), (10, 3)]
+        );
     }
 }

@@ -45,16 +45,19 @@ impl<V: Copy + Default> LiveTable<V> {
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         let i = self.home(key);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults, and `i` is in bounds of both arrays (mask = len - 1).
-        #[allow(unused_unsafe)]
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.keys.as_ptr().add(i).cast());
-            _mm_prefetch::<_MM_HINT_T0>(self.values.as_ptr().add(i).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        // `i` is in bounds of both arrays (mask = len - 1).
+        prefetch_ptr(&self.keys[i]);
+        prefetch_ptr(&self.values[i]);
+    }
+
+    /// The key in slot `i & mask`, without a bounds check on the probe path.
+    #[inline(always)]
+    fn key_at(&self, i: usize) -> u64 {
+        let i = i & self.mask;
+        debug_assert!(i < self.keys.len());
+        // SAFETY: `keys.len()` is a power of two (at least 16) and `mask` is `keys.len() - 1`
+        // (both set together in `with_capacity` and `grow`), so `i & mask` is in bounds.
+        unsafe { *self.keys.get_unchecked(i) }
     }
 
     /// Slot holding `key`, or the empty slot where its probe ends.
@@ -62,7 +65,7 @@ impl<V: Copy + Default> LiveTable<V> {
     fn find(&self, key: u64) -> (usize, bool) {
         let mut i = self.home(key);
         loop {
-            let k = self.keys[i];
+            let k = self.key_at(i);
             if k == key {
                 return (i, true);
             }
@@ -105,7 +108,7 @@ impl<V: Copy + Default> LiveTable<V> {
         let mut j = hole;
         loop {
             j = (j + 1) & self.mask;
-            let k = self.keys[j];
+            let k = self.key_at(j);
             if k == 0 {
                 break;
             }
@@ -142,6 +145,20 @@ impl<V: Copy + Default> LiveTable<V> {
             .filter(|(k, _)| **k != 0)
             .map(|(_, v)| v)
     }
+}
+
+/// Ask the CPU to bring the cache line of `r` in (a hint: it never faults, nothing else changes).
+#[inline(always)]
+pub fn prefetch_ptr<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `r` is a valid reference, and a prefetch has no effect besides the cache.
+    #[allow(unused_unsafe)]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
 }
 
 #[cfg(test)]

@@ -41,6 +41,9 @@ struct Live {
     size: u64,
     /// The (thread, phase) cell where the chain started.
     cell: u32,
+    /// That cell's thread (the padding after `cell` holds it for free; saves a dependent load
+    /// from the cell on every end and realloc).
+    thread: u32,
 }
 
 struct Phase {
@@ -156,6 +159,7 @@ impl ProcessAnalyzer {
                     ahead.addr
                 };
                 self.live.prefetch(key);
+                self.prefetch_size(ahead.tid, ahead.size);
             }
             self.feed(r);
         }
@@ -216,6 +220,18 @@ impl ProcessAnalyzer {
             self.timelines.fold(&last);
         }
         self.timelines.enter(calls, t_ns);
+    }
+
+    /// Prefetch the size counter an event of `tid` will increment (when its cell is cached; a
+    /// marker in between makes it a useless but harmless hint).
+    #[inline(always)]
+    fn prefetch_size(&self, tid: u32, size: u64) {
+        let (t, c) = self.cell_cache[tid as usize % CELL_CACHE];
+        if t == tid {
+            if let Some(cell) = self.cells.get(c as usize) {
+                cell.stats.sizes.prefetch(size);
+            }
+        }
     }
 
     /// The cell of the calling thread in the current phase.
@@ -305,11 +321,13 @@ impl ProcessAnalyzer {
     #[inline(always)]
     fn start(&mut self, e: &Event, c: u32) -> u32 {
         let size = e.size;
+        let thread = self.cells[c as usize].thread;
         let l = Live {
             start_seq: e.seq,
             start_ns: e.t_ns,
             size,
             cell: c,
+            thread,
         };
         if let Some(old) = self.live.insert(e.addr, l) {
             // The allocator handed out an address we think is live: its free was not traced
@@ -321,16 +339,14 @@ impl ProcessAnalyzer {
         self.live_allocations += 1;
         self.cumulated_upper = self.cumulated_upper.wrapping_add(size);
         self.cumulated_lower = self.cumulated_lower.wrapping_add(size);
-        let cell = &mut self.cells[c as usize];
-        let s = &mut cell.stats;
+        let s = &mut self.cells[c as usize].stats;
         s.allocations += 1;
         s.request(size);
         s.cumulated_lower_bytes = s.cumulated_lower_bytes.wrapping_add(size);
-        let t = cell.thread;
-        let th = &mut self.threads[t as usize];
+        let th = &mut self.threads[thread as usize];
         th.bytes = th.bytes.wrapping_add(size);
         th.allocations += 1;
-        t
+        thread
     }
 
     /// Remove a live allocation from the live figures without a lifetime; returns its thread index.
@@ -338,11 +354,10 @@ impl ProcessAnalyzer {
     fn drop_live(&mut self, l: &Live) -> u32 {
         self.live_bytes = self.live_bytes.wrapping_sub(l.size);
         self.live_allocations -= 1;
-        let t = self.cells[l.cell as usize].thread;
-        let th = &mut self.threads[t as usize];
+        let th = &mut self.threads[l.thread as usize];
         th.bytes = th.bytes.wrapping_sub(l.size);
         th.allocations -= 1;
-        t
+        l.thread
     }
 
     /// The end of an allocation: free, or realloc to size 0 that returned NULL.
@@ -385,16 +400,14 @@ impl ProcessAnalyzer {
         self.cumulated_lower = self.cumulated_lower.wrapping_sub(old).wrapping_add(new);
         // The upper bound counts the request where it is made; the lower bound belongs to the chain.
         self.cells[c as usize].stats.request(new);
-        let origin = &mut self.cells[l.cell as usize];
-        origin.stats.cumulated_lower_bytes = origin
-            .stats
+        let origin = &mut self.cells[l.cell as usize].stats;
+        origin.cumulated_lower_bytes = origin
             .cumulated_lower_bytes
             .wrapping_sub(old)
             .wrapping_add(new);
-        let t = origin.thread;
-        let th = &mut self.threads[t as usize];
+        let th = &mut self.threads[l.thread as usize];
         th.bytes = th.bytes.wrapping_sub(old).wrapping_add(new);
-        Some(t)
+        Some(l.thread)
     }
 
     /// The stream was cut short (damaged chunk): the report says truncated.

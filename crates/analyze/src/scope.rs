@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use hashbrown::HashMap;
 use trace::Op;
 
-use crate::histogram::{LogHistogram, SizeCounts};
+use crate::histogram::{LogCounts, LogHistogram, SizeCounts};
 use crate::report::{
     CdfPoint, LeakReport, LeakSize, LifetimeReport, Peak, Percentile, ScopeReport,
 };
@@ -72,7 +72,7 @@ pub struct ScopeStats {
     pub peaks: Peaks,
     pub sizes: SizeCounts,
     pub lifetime_calls: LogHistogram,
-    pub lifetime_ns: LogHistogram,
+    pub lifetime_ns: LogCounts,
     pub leak_count: u64,
     pub leak_bytes: u64,
     pub leak_sizes: HashMap<u64, u64>,

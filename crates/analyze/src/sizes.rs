@@ -32,10 +32,11 @@ impl Default for OverRepresentedRule {
     }
 }
 
-/// Counts per fixed-width bucket, non-empty buckets only, in increasing order.
-pub fn fixed_buckets(sizes: &SizeCounts, width: u64) -> Vec<Bucket> {
+/// Counts per fixed-width bucket, non-empty buckets only, in increasing order. `sizes` are
+/// (size, count) pairs in increasing size order (`SizeCounts::iter`).
+pub fn fixed_buckets(sizes: &[(u64, u64)], width: u64) -> Vec<Bucket> {
     let mut out: Vec<Bucket> = Vec::new();
-    for (size, count) in sizes.iter() {
+    for &(size, count) in sizes {
         let low = size / width * width;
         match out.last_mut() {
             Some(b) if b.low == low => b.count += count,
@@ -50,9 +51,9 @@ pub fn fixed_buckets(sizes: &SizeCounts, width: u64) -> Vec<Bucket> {
 }
 
 /// Counts per power-of-two bucket: size 0 alone, then [2^k, 2^(k+1) - 1].
-pub fn pow2_buckets(sizes: &SizeCounts) -> Vec<Bucket> {
+pub fn pow2_buckets(sizes: &[(u64, u64)]) -> Vec<Bucket> {
     let mut out: Vec<Bucket> = Vec::new();
-    for (size, count) in sizes.iter() {
+    for &(size, count) in sizes {
         let (low, high) = if size == 0 {
             (0, 0)
         } else {
@@ -67,12 +68,13 @@ pub fn pow2_buckets(sizes: &SizeCounts) -> Vec<Bucket> {
     out
 }
 
-pub fn over_represented(sizes: &SizeCounts, rule: &OverRepresentedRule) -> Vec<OverRepresented> {
+/// Over-represented 16-byte buckets of `sizes` ((size, count) in increasing size order).
+pub fn over_represented(sizes: &[(u64, u64)], rule: &OverRepresentedRule) -> Vec<OverRepresented> {
     let buckets = fixed_buckets(sizes, 16);
     let by_low: HashMap<u64, u64> = buckets.iter().map(|b| (b.low, b.count)).collect();
-    let total = sizes.total();
+    let total: u64 = sizes.iter().map(|(_, c)| c).sum();
     let mut top: HashMap<u64, (u64, u64)> = HashMap::new();
-    for (size, count) in sizes.iter() {
+    for &(size, count) in sizes {
         let e = top.entry(size / 16 * 16).or_insert((size, 0));
         if count > e.1 {
             *e = (size, count);
@@ -121,9 +123,16 @@ fn median(values: &mut [u64]) -> u64 {
     values[values.len() / 2]
 }
 
-pub fn size_report(sizes: &SizeCounts, rule: &OverRepresentedRule) -> SizeReport {
-    let count = sizes.total();
-    let below = sizes.count_below(512);
+pub fn size_report(counts: &SizeCounts, rule: &OverRepresentedRule) -> SizeReport {
+    // Walked once: the buckets and the rule below all read this list.
+    let sizes: Vec<(u64, u64)> = counts.iter().collect();
+    let sizes = sizes.as_slice();
+    let count: u64 = sizes.iter().map(|(_, c)| c).sum();
+    let below: u64 = sizes
+        .iter()
+        .take_while(|(s, _)| *s < 512)
+        .map(|(_, c)| c)
+        .sum();
     SizeReport {
         count,
         share_below_512: if count == 0 {
@@ -152,6 +161,10 @@ mod tests {
         s
     }
 
+    fn entries(sizes: &SizeCounts) -> Vec<(u64, u64)> {
+        sizes.iter().collect()
+    }
+
     #[test]
     fn bucket_edges() {
         let s = counts(&[
@@ -163,7 +176,7 @@ mod tests {
             (32767, 1),
             (32768, 1),
         ]);
-        let b16 = fixed_buckets(&s, 16);
+        let b16 = fixed_buckets(&entries(&s), 16);
         let lows: Vec<(u64, u64, u64)> = b16.iter().map(|b| (b.low, b.high, b.count)).collect();
         assert_eq!(
             lows,
@@ -176,10 +189,10 @@ mod tests {
                 (32768, 32783, 1)
             ]
         );
-        let b32 = fixed_buckets(&s, 32768);
+        let b32 = fixed_buckets(&entries(&s), 32768);
         let lows: Vec<(u64, u64, u64)> = b32.iter().map(|b| (b.low, b.high, b.count)).collect();
         assert_eq!(lows, vec![(0, 32767, 6), (32768, 65535, 1)]);
-        let p2 = pow2_buckets(&s);
+        let p2 = pow2_buckets(&entries(&s));
         let lows: Vec<(u64, u64, u64)> = p2.iter().map(|b| (b.low, b.high, b.count)).collect();
         assert_eq!(
             lows,
@@ -201,7 +214,7 @@ mod tests {
     #[test]
     fn pow2_top_bucket_does_not_overflow() {
         let s = counts(&[(u64::MAX, 1), (1 << 63, 1)]);
-        let p2 = pow2_buckets(&s);
+        let p2 = pow2_buckets(&entries(&s));
         assert_eq!(
             p2,
             vec![Bucket {
@@ -218,7 +231,7 @@ mod tests {
         let mut pairs: Vec<(u64, u64)> = (32..128).map(|i| (i * 16 + 8, 10)).collect();
         pairs.push((768, 200));
         let s = counts(&pairs);
-        let found = over_represented(&s, &OverRepresentedRule::default());
+        let found = over_represented(&entries(&s), &OverRepresentedRule::default());
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].low, 768);
         assert_eq!(found[0].count, 210);
@@ -228,6 +241,8 @@ mod tests {
         // Just below the factor: 39 < 4 * 10 is not flagged.
         let mut pairs: Vec<(u64, u64)> = (32..128).map(|i| (i * 16 + 8, 10)).collect();
         pairs.push((768, 29));
-        assert!(over_represented(&counts(&pairs), &OverRepresentedRule::default()).is_empty());
+        assert!(
+            over_represented(&entries(&counts(&pairs)), &OverRepresentedRule::default()).is_empty()
+        );
     }
 }
