@@ -16,6 +16,13 @@ fn main() -> ExitCode {
     {
         options.zstd_level = level;
     }
+    // For measuring the chunk size's effect: CHUNK_RECORDS=65536 ...
+    if let Some(n) = std::env::var("CHUNK_RECORDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        options.chunk_records = n;
+    }
     match recorder::record(&options) {
         Ok(s) => {
             eprintln!(

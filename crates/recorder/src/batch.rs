@@ -44,20 +44,9 @@ impl Batch {
         self.anchors.clear();
     }
 
-    /// Adds an anchor with the encoder's rules (in seq order; of a run with the same seq only
-    /// the first and last are kept), so an idle image's list stays short.
+    /// Adds an anchor with the encoder's rules (`trace::codec::append_anchor`).
     pub fn push_anchor(&mut self, seq: u64, t_ns: u64) {
-        if let Some(&(s, t)) = self.anchors.last() {
-            if seq < s || (seq == s && t_ns == t) {
-                return;
-            }
-            let n = self.anchors.len();
-            if seq == s && n >= 2 && self.anchors[n - 2].0 == seq {
-                self.anchors[n - 1] = (seq, t_ns);
-                return;
-            }
-        }
-        self.anchors.push((seq, t_ns));
+        trace::codec::append_anchor(&mut self.anchors, seq, t_ns);
     }
 
     /// The highest seq in the batch (markers included), `None` when empty.

@@ -249,6 +249,23 @@ impl Columns {
     }
 }
 
+/// Appends the anchor `(seq, t_ns)` to a list in seq order: an anchor behind the last one, or a
+/// repeat of it, is dropped, and of a run with the same seq only the first and last are kept (so
+/// an idle image's list stays short). The encoder's rule, for callers that gather anchors first.
+pub fn append_anchor(anchors: &mut Vec<(u64, u64)>, seq: u64, t_ns: u64) {
+    if let Some(&(s, t)) = anchors.last() {
+        if seq < s || (seq == s && t_ns == t) {
+            return;
+        }
+        let n = anchors.len();
+        if seq == s && n >= 2 && anchors[n - 2].0 == seq {
+            anchors[n - 1] = (seq, t_ns);
+            return;
+        }
+    }
+    anchors.push((seq, t_ns));
+}
+
 /// An encoded events chunk, ready to be framed by the writer.
 #[derive(Debug, Clone)]
 pub struct EncodedChunk {
@@ -378,18 +395,7 @@ impl ChunkEncoder {
     /// The stream's counter was `seq` at `t_ns`: events with a lower seq happened before, events
     /// from `seq` on after. Anchors must come in seq order (equal seqs allowed).
     pub fn push_anchor(&mut self, seq: u64, t_ns: u64) {
-        if let Some(&(s, t)) = self.anchors.last() {
-            if seq < s || (seq == s && t_ns == t) {
-                return;
-            }
-            // Keep only the first and last anchor of a run with the same seq.
-            let n = self.anchors.len();
-            if seq == s && n >= 2 && self.anchors[n - 2].0 == seq {
-                self.anchors[n - 1] = (seq, t_ns);
-                return;
-            }
-        }
-        self.anchors.push((seq, t_ns));
+        append_anchor(&mut self.anchors, seq, t_ns);
     }
 
     fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
