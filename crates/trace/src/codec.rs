@@ -125,15 +125,24 @@ impl Predictor {
     /// keeps 7 blocks per size, the rest wait in other lists).
     #[inline]
     fn allocated(&mut self, addr: u64, c: usize) -> Option<usize> {
-        let s = &mut self.classes[c];
+        let s = &self.classes[c];
         let k = (0..s.depth as usize).find(|&k| s.slots[s.slot(k)] == addr)?;
+        self.take(c, k);
+        Some(k)
+    }
+
+    /// Takes out the entry `k` places below the top of class `c` (which exists): what
+    /// `allocated` does once it found the address there. The decoder of a predicted address
+    /// knows `k` already and skips the search.
+    #[inline]
+    fn take(&mut self, c: usize, k: usize) {
+        let s = &mut self.classes[c];
         // The entries above it move one place down; the top slot is given up.
         for j in (1..=k).rev() {
             s.slots[s.slot(j)] = s.slots[s.slot(j - 1)];
         }
         s.top = s.slot(1) as u8;
         s.depth -= 1;
-        Some(k)
     }
 }
 
@@ -1224,9 +1233,14 @@ fn decode_new(
             } else {
                 0
             };
-            predictor
+            let addr = predictor
                 .guess(class, k)
-                .ok_or_else(|| bad("predicted address without a prediction"))?
+                .ok_or_else(|| bad("predicted address without a prediction"))?;
+            // In a valid chunk the entry at `k` is the address's first occurrence from the top,
+            // the one the encoder's search found: take it without searching.
+            predictor.take(class, k);
+            *base = addr;
+            return Ok(addr);
         }
         NEW_EXPLICIT => {
             let z = addrs
