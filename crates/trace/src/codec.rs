@@ -182,7 +182,7 @@ impl Split {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn put_split(col: &mut Split, v: u64) {
     col.lo.push(v as u8);
     let h = v >> 8;
@@ -407,6 +407,7 @@ impl ChunkEncoder {
         append_anchor(&mut self.anchors, seq, t_ns);
     }
 
+    #[inline(always)]
     fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
         if self.first_seq.is_none() {
             self.first_seq = Some(seq);
@@ -438,6 +439,7 @@ impl ChunkEncoder {
         Ok(())
     }
 
+    #[cold]
     fn end_tid_run(&mut self) {
         if self.run.2 > 0 {
             varint::put(&mut self.cols.tid_runs, u64::from(self.run.1));
@@ -480,6 +482,7 @@ impl ChunkEncoder {
     }
 
     /// Pushes an event; its `t_ns` is ignored (times come from the anchors).
+    #[inline]
     pub fn push_event(&mut self, e: &Event) -> Result<(), OrderError> {
         self.begin_record(e.seq, e.tid)?;
         self.expected = e.seq + 1;
@@ -514,6 +517,7 @@ impl ChunkEncoder {
     }
 
     /// Encodes a released address; updates the predictor like the decoder will.
+    #[inline(always)]
     fn encode_old(&mut self, addr: u64) -> u8 {
         if addr == 0 {
             return OLD_NULL;
@@ -538,6 +542,7 @@ impl ChunkEncoder {
 
     /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
     /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
+    #[inline(always)]
     fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
         if addr == 0 {
             return NEW_NULL;
@@ -563,6 +568,7 @@ impl ChunkEncoder {
     }
 
     /// Every realloc and non-failed allocation is a producer, numbered in order.
+    #[inline(always)]
     fn produced(&mut self, addr: u64, size: u64) {
         if addr != 0 {
             self.table[slot_of(addr)] = Slot {
