@@ -195,7 +195,7 @@ impl SizeCounts {
     /// below `PREFETCH_FROM`) stay in the caches, so they are not worth the lookup.
     #[inline(always)]
     pub fn prefetch(&self, size: u64) {
-        if size < PREFETCH_FROM {
+        if !Self::worth_prefetching(size) {
             return;
         }
         let d = (size >> PAGE_BITS) as usize;
@@ -205,6 +205,12 @@ impl SizeCounts {
                 crate::live_table::prefetch_ptr(c);
             }
         }
+    }
+
+    /// Whether `prefetch(size)` does anything (callers test it before finding the counts).
+    #[inline(always)]
+    pub fn worth_prefetching(size: u64) -> bool {
+        size >= PREFETCH_FROM
     }
 
     /// Index in `pages` of a size below `PAGED_LIMIT`.

@@ -45,19 +45,53 @@ impl<V: Copy + Default> LiveTable<V> {
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         let i = self.home(key);
-        // `i` is in bounds of both arrays (mask = len - 1).
-        prefetch_ptr(&self.keys[i]);
-        prefetch_ptr(&self.values[i]);
+        // A hint needs no bounds check: `prefetch_ptr` never dereferences (and `i` is in bounds).
+        prefetch_ptr(self.keys.as_ptr().wrapping_add(i));
+        prefetch_ptr(self.values.as_ptr().wrapping_add(i));
     }
 
-    /// The key in slot `i & mask`, without a bounds check on the probe path.
+    // The slot accessors below skip bounds checks on the probe path. SAFETY (all of them):
+    // `keys.len() == values.len()`, a power of two (at least 16), and `mask == keys.len() - 1`
+    // (the three are set together in `with_capacity` and `grow`), so `i & mask` is in bounds of
+    // both arrays. `behaves_like_a_map_through_growth_and_deletions` exercises every path.
+
+    /// The key in slot `i & mask`.
     #[inline(always)]
     fn key_at(&self, i: usize) -> u64 {
         let i = i & self.mask;
-        debug_assert!(i < self.keys.len());
-        // SAFETY: `keys.len()` is a power of two (at least 16) and `mask` is `keys.len() - 1`
-        // (both set together in `with_capacity` and `grow`), so `i & mask` is in bounds.
+        debug_assert!(i < self.keys.len() && i < self.values.len());
+        // SAFETY: see above.
         unsafe { *self.keys.get_unchecked(i) }
+    }
+
+    /// The value in slot `i & mask`.
+    #[inline(always)]
+    fn value_at(&self, i: usize) -> V {
+        let i = i & self.mask;
+        debug_assert!(i < self.keys.len() && i < self.values.len());
+        // SAFETY: see above.
+        unsafe { *self.values.get_unchecked(i) }
+    }
+
+    /// Store `key` and `value` in slot `i & mask`.
+    #[inline(always)]
+    fn set_at(&mut self, i: usize, key: u64, value: V) {
+        let i = i & self.mask;
+        debug_assert!(i < self.keys.len() && i < self.values.len());
+        // SAFETY: see above.
+        unsafe {
+            *self.keys.get_unchecked_mut(i) = key;
+            *self.values.get_unchecked_mut(i) = value;
+        }
+    }
+
+    /// Empty slot `i & mask` (its stale value is never read).
+    #[inline(always)]
+    fn clear_at(&mut self, i: usize) {
+        let i = i & self.mask;
+        debug_assert!(i < self.keys.len());
+        // SAFETY: see above.
+        unsafe { *self.keys.get_unchecked_mut(i) = 0 };
     }
 
     /// Slot holding `key`, or the empty slot where its probe ends.
@@ -81,16 +115,15 @@ impl<V: Copy + Default> LiveTable<V> {
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
         debug_assert_ne!(key, 0);
         let (i, found) = self.find(key);
-        if found {
-            return Some(std::mem::replace(&mut self.values[i], value));
+        let old = found.then(|| self.value_at(i));
+        self.set_at(i, key, value);
+        if !found {
+            self.len += 1;
+            if self.len * 2 > self.keys.len() {
+                self.grow();
+            }
         }
-        self.keys[i] = key;
-        self.values[i] = value;
-        self.len += 1;
-        if self.len * 2 > self.keys.len() {
-            self.grow();
-        }
-        None
+        old
     }
 
     #[inline(always)]
@@ -102,7 +135,7 @@ impl<V: Copy + Default> LiveTable<V> {
         if !found {
             return None;
         }
-        let value = self.values[hole];
+        let value = self.value_at(hole);
         self.len -= 1;
         // Backward shift: move up each later entry of the run whose home is not in (hole, j].
         let mut j = hole;
@@ -114,12 +147,12 @@ impl<V: Copy + Default> LiveTable<V> {
             }
             let home = self.home(k);
             if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
-                self.keys[hole] = k;
-                self.values[hole] = self.values[j];
+                let v = self.value_at(j);
+                self.set_at(hole, k, v);
                 hole = j;
             }
         }
-        self.keys[hole] = 0;
+        self.clear_at(hole);
         Some(value)
     }
 
@@ -147,18 +180,19 @@ impl<V: Copy + Default> LiveTable<V> {
     }
 }
 
-/// Ask the CPU to bring the cache line of `r` in (a hint: it never faults, nothing else changes).
+/// Ask the CPU to bring the cache line at `p` in. A hint: `p` is never dereferenced, a prefetch
+/// of any address (even invalid) never faults, and nothing but the caches changes.
 #[inline(always)]
-pub fn prefetch_ptr<T>(r: &T) {
+pub fn prefetch_ptr<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `r` is a valid reference, and a prefetch has no effect besides the cache.
+    // SAFETY: a prefetch has no effect besides the cache, whatever the address.
     #[allow(unused_unsafe)]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast());
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
 
 #[cfg(test)]

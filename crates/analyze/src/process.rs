@@ -6,6 +6,7 @@
 use trace::{Event, Marker, Op, ProcessInfo, Record};
 
 use crate::hash::FastMap;
+use crate::histogram::SizeCounts;
 use crate::live_table::LiveTable;
 use crate::report::{PhaseReport, ProcessReport, ThreadReport};
 use crate::scope::{Peaks, ReportSettings, ScopeStats};
@@ -32,6 +33,32 @@ impl Default for Config {
 }
 
 const CELL_CACHE: usize = 64;
+
+/// The empty cell cache: slot `i` holds tid `i ^ 1`, which maps to slot `i ^ 1`, never to `i`.
+const EMPTY_CELL_CACHE: [(u32, u32); CELL_CACHE] = {
+    let mut cache = [(0, 0); CELL_CACHE];
+    let mut i = 0;
+    while i < CELL_CACHE {
+        cache[i] = ((i ^ 1) as u32, 0);
+        i += 1;
+    }
+    cache
+};
+
+/// How an event moved the process-wide live figures (bytes, allocations) from the previous
+/// event's. Running maxima and minima that already saw the previous figures need only the side
+/// that can change: a free skips the peak checks, an allocation the minima.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moved {
+    /// Both unchanged (free(NULL), unmatched free, failed allocation).
+    Not,
+    /// Neither went down.
+    Up,
+    /// Neither went up.
+    Down,
+    /// Either way (realloc, replaced entries, wrapped sums): observe both sides.
+    Any,
+}
 
 /// An allocation that is live: a realloc chain keeps its start across moves.
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,6 +98,21 @@ struct Cell {
     stats: ScopeStats,
 }
 
+/// What every event reads and updates besides its cell: the live set and the live figures of the
+/// process and of each thread. Kept apart from the cells so that an event borrows its cell once
+/// (one bounds check) while these are updated.
+struct LiveState {
+    live: LiveTable<Live>,
+    /// Process-wide figures, independent of the phase filter.
+    live_bytes: u64,
+    live_allocations: u64,
+    cumulated_upper: u64,
+    cumulated_lower: u64,
+    threads: Vec<ThreadLive>,
+    /// Whether the current phase passes the filter (thread peaks are observed only then).
+    selected: bool,
+}
+
 /// Feed it a process's records in `seq` order, then call `finish`.
 ///
 /// Each event updates exactly one (thread, phase) cell; process, thread and phase figures are merged
@@ -78,24 +120,25 @@ struct Cell {
 pub struct ProcessAnalyzer {
     info: ProcessInfo,
     config: Config,
-    live: LiveTable<Live>,
-    /// Process-wide figures, independent of the phase filter.
-    live_bytes: u64,
-    live_allocations: u64,
-    cumulated_upper: u64,
-    cumulated_lower: u64,
+    state: LiveState,
     /// Peaks of the current phase; the process peaks are merged from the selected phases' peaks.
     phase_peaks: Peaks,
     thread_index: FastMap<u32, u32>,
-    threads: Vec<ThreadLive>,
     phases: Vec<Phase>,
     cell_index: FastMap<(u32, u32), u32>,
     cells: Vec<Cell>,
     /// Direct-mapped cache tid -> cell in the current phase (threads interleave call by call),
-    /// emptied by markers. Entries are (tid, cell), with cell u32::MAX for empty.
+    /// emptied by markers. Entries are (tid, cell); an empty entry holds a tid that does not map
+    /// to its slot (`EMPTY_CELL_CACHE`), so a hit is one compare.
     cell_cache: [(u32, u32); CELL_CACHE],
-    /// Whether the current phase passes the filter.
-    selected: bool,
+    /// Where the current timeline steps end, (calls, ns): an event at or past either starts a
+    /// step. (u64::MAX, u64::MAX) while the current phase is not selected (no timeline then), so
+    /// the per-event test is two compares.
+    step_end: (u64, u64),
+    /// The phase peaks or the timeline extremes were just reset (marker, timeline step): the next
+    /// event observes both sides whatever it moved (`Moved` relies on the previous figures
+    /// having been observed).
+    fresh: bool,
     calls: u64,
     last_seq: u64,
     last_ns: u64,
@@ -119,27 +162,34 @@ impl ProcessAnalyzer {
             selected,
             peaks: Peaks::default(),
         };
-        ProcessAnalyzer {
+        let timelines = Timelines::new(config.timeline_points);
+        let mut a = ProcessAnalyzer {
             info,
-            live: LiveTable::with_capacity(LIVE_CAPACITY),
-            live_bytes: 0,
-            live_allocations: 0,
-            cumulated_upper: 0,
-            cumulated_lower: 0,
+            state: LiveState {
+                live: LiveTable::with_capacity(LIVE_CAPACITY),
+                live_bytes: 0,
+                live_allocations: 0,
+                cumulated_upper: 0,
+                cumulated_lower: 0,
+                threads: Vec::new(),
+                selected,
+            },
             phase_peaks: Peaks::default(),
             thread_index: FastMap::default(),
-            threads: Vec::new(),
             phases: vec![start],
             cell_index: FastMap::default(),
             cells: Vec::new(),
-            cell_cache: [(0, u32::MAX); CELL_CACHE],
-            selected,
+            cell_cache: EMPTY_CELL_CACHE,
+            step_end: (0, 0),
+            fresh: true,
             calls: 0,
             last_seq: 0,
             last_ns: 0,
-            timelines: Timelines::new(config.timeline_points),
+            timelines,
             config,
-        }
+        };
+        a.update_step_end();
+        a
     }
 
     pub fn feed_all<I: IntoIterator<Item = Record>>(&mut self, records: I) {
@@ -151,17 +201,41 @@ impl ProcessAnalyzer {
     /// Feed a decoded chunk (records in seq order). The live-set slot of each event is
     /// prefetched a few events ahead, so that its cache miss overlaps the work in between.
     pub fn feed_chunk(&mut self, records: &[Record]) {
-        for (i, r) in records.iter().enumerate() {
-            if let Some(Record::Event(ahead)) = records.get(i + PREFETCH_AHEAD) {
-                let key = if ahead.old_addr != 0 {
-                    ahead.old_addr
-                } else {
-                    ahead.addr
-                };
-                self.live.prefetch(key);
-                self.prefetch_size(ahead.tid, ahead.size);
+        let split = records.len().saturating_sub(PREFETCH_AHEAD);
+        let (head, tail) = records.split_at(split);
+        // Pairs (record, record PREFETCH_AHEAD later): no index arithmetic, no bounds checks.
+        for (r, ahead) in head
+            .iter()
+            .zip(&records[PREFETCH_AHEAD.min(records.len())..])
+        {
+            if let Record::Event(ahead) = ahead {
+                self.prefetch(ahead);
             }
             self.feed(r);
+        }
+        for r in tail {
+            self.feed(r);
+        }
+    }
+
+    /// Prefetch what the event `ahead` will touch: its live-set slot, and its size counter
+    /// when its cell is cached (a marker in between makes it a useless but harmless hint).
+    #[inline(always)]
+    fn prefetch(&self, ahead: &Event) {
+        let key = if ahead.old_addr != 0 {
+            ahead.old_addr
+        } else {
+            ahead.addr
+        };
+        self.state.live.prefetch(key);
+        // Checked first: most sizes are small, and their counters stay in the caches.
+        if SizeCounts::worth_prefetching(ahead.size) {
+            let (t, c) = self.cell_cache[ahead.tid as usize % CELL_CACHE];
+            if t == ahead.tid {
+                if let Some(cell) = self.cells.get(c as usize) {
+                    cell.stats.sizes.prefetch(ahead.size);
+                }
+            }
         }
     }
 
@@ -183,13 +257,14 @@ impl ProcessAnalyzer {
             selected,
             peaks: Peaks::default(),
         });
-        self.selected = selected;
-        self.cell_cache = [(0, u32::MAX); CELL_CACHE];
+        self.state.selected = selected;
+        self.update_step_end();
+        self.cell_cache = EMPTY_CELL_CACHE;
     }
 
     /// Store the running figures of the current phase (before a marker, and at the end).
     fn close_phase(&mut self) {
-        if self.selected && self.calls > 0 {
+        if self.state.selected && self.calls > 0 {
             let last = self.sample();
             self.timelines.fold(&last);
         }
@@ -198,6 +273,7 @@ impl ProcessAnalyzer {
             .expect("there is always a phase")
             .peaks = self.phase_peaks;
         self.phase_peaks = Peaks::default();
+        self.fresh = true;
     }
 
     /// The figures after the last call.
@@ -205,11 +281,23 @@ impl ProcessAnalyzer {
         Sample {
             calls: self.last_seq + 1,
             t_ns: self.last_ns,
-            live_bytes: self.live_bytes,
-            live_allocations: self.live_allocations,
-            cumulated_upper_bytes: self.cumulated_upper,
-            cumulated_lower_bytes: self.cumulated_lower,
+            live_bytes: self.state.live_bytes,
+            live_allocations: self.state.live_allocations,
+            cumulated_upper_bytes: self.state.cumulated_upper,
+            cumulated_lower_bytes: self.state.cumulated_lower,
         }
+    }
+
+    /// Mirror the ends of the open timeline steps (or none while the phase is not selected).
+    fn update_step_end(&mut self) {
+        self.step_end = if self.state.selected {
+            (
+                self.timelines.by_calls.open_end(),
+                self.timelines.by_time.open_end(),
+            )
+        } else {
+            (u64::MAX, u64::MAX)
+        };
     }
 
     /// The call at (`calls`, `t_ns`) starts a timeline step: finish the current one first.
@@ -220,25 +308,15 @@ impl ProcessAnalyzer {
             self.timelines.fold(&last);
         }
         self.timelines.enter(calls, t_ns);
-    }
-
-    /// Prefetch the size counter an event of `tid` will increment (when its cell is cached; a
-    /// marker in between makes it a useless but harmless hint).
-    #[inline(always)]
-    fn prefetch_size(&self, tid: u32, size: u64) {
-        let (t, c) = self.cell_cache[tid as usize % CELL_CACHE];
-        if t == tid {
-            if let Some(cell) = self.cells.get(c as usize) {
-                cell.stats.sizes.prefetch(size);
-            }
-        }
+        self.update_step_end();
+        self.fresh = true;
     }
 
     /// The cell of the calling thread in the current phase.
     #[inline]
     fn cell(&mut self, tid: u32) -> u32 {
         let (t, c) = self.cell_cache[tid as usize % CELL_CACHE];
-        if t == tid && c != u32::MAX {
+        if t == tid {
             return c;
         }
         self.cell_slow(tid)
@@ -246,10 +324,11 @@ impl ProcessAnalyzer {
 
     #[cold]
     fn cell_slow(&mut self, tid: u32) -> u32 {
-        let next_thread = self.threads.len() as u32;
+        let threads = &mut self.state.threads;
+        let next_thread = threads.len() as u32;
         let thread = *self.thread_index.entry(tid).or_insert(next_thread);
         if thread == next_thread {
-            self.threads.push(ThreadLive {
+            threads.push(ThreadLive {
                 tid,
                 ..Default::default()
             });
@@ -271,143 +350,69 @@ impl ProcessAnalyzer {
     #[inline(always)]
     pub fn event(&mut self, e: &Event) {
         let c = self.cell(e.tid);
-        if self.selected && self.timelines.starts_step(e.seq + 1, e.t_ns) {
-            self.timeline_step(e.seq + 1, e.t_ns);
+        let calls = e.seq + 1;
+        // `|`, not `||`: one branch (rarely taken) instead of two.
+        if (calls >= self.step_end.0) | (e.t_ns >= self.step_end.1) {
+            self.timeline_step(calls, e.t_ns);
         }
         self.calls += 1;
         self.last_seq = e.seq;
         self.last_ns = e.t_ns;
-        self.cells[c as usize].stats.calls[e.op as usize] += 1;
-        // The thread whose own live figures changed: the one that started the affected allocation.
-        let touched = match e.op {
+        let state = &mut self.state;
+        // The one bounds check of the event's cell: its figures are updated through `cell`.
+        let cell = &mut self.cells[c as usize];
+        cell.stats.calls[e.op as usize] += 1;
+        let moved = match e.op {
             Op::Free | Op::FreeSized | Op::FreeAlignedSized => {
                 if e.addr == 0 {
-                    self.cells[c as usize].stats.null_frees += 1;
-                    None
-                } else if let Some(l) = self.live.remove(e.addr) {
-                    Some(self.end(l, e))
+                    cell.stats.null_frees += 1;
+                    Moved::Not
+                } else if let Some(l) = state.live.remove(e.addr) {
+                    state.end(&l, e, &mut self.cells)
                 } else {
-                    self.cells[c as usize].stats.unmatched_frees += 1;
-                    None
+                    cell.stats.unmatched_frees += 1;
+                    Moved::Not
                 }
             }
-            Op::Realloc | Op::Reallocarray if e.old_addr != 0 => self.realloc(e, c),
+            Op::Realloc | Op::Reallocarray if e.old_addr != 0 => {
+                state.realloc(e, c, &mut self.cells)
+            }
             // Every allocating entry point, and realloc(NULL, n).
             _ if e.addr == 0 => {
-                self.failed(e.size, c);
-                None
+                cell.stats.failed(e.size);
+                Moved::Not
             }
-            _ => Some(self.start(e, c)),
+            _ => state.start(e, c, cell),
         };
-        let (b, a) = (self.live_bytes, self.live_allocations);
-        self.phase_peaks.observe(b, a, e.seq, e.t_ns);
-        if self.selected {
-            if let Some(th) = touched {
-                let th = &mut self.threads[th as usize];
-                th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
-            }
-            self.timelines.observe(b, a);
-        }
-    }
-
-    fn failed(&mut self, size: u64, c: u32) {
-        let s = &mut self.cells[c as usize].stats;
-        s.failed_allocations += 1;
-        s.failed_bytes = s.failed_bytes.wrapping_add(size);
-    }
-
-    /// A new allocation (or a realloc of an unknown pointer, which starts a chain we can follow).
-    /// Returns the thread index whose live figures changed.
-    #[inline(always)]
-    fn start(&mut self, e: &Event, c: u32) -> u32 {
-        let size = e.size;
-        let thread = self.cells[c as usize].thread;
-        let l = Live {
-            start_seq: e.seq,
-            start_ns: e.t_ns,
-            size,
-            cell: c,
-            thread,
+        let moved = if self.fresh {
+            self.fresh = false;
+            Moved::Any
+        } else {
+            moved
         };
-        if let Some(old) = self.live.insert(e.addr, l) {
-            // The allocator handed out an address we think is live: its free was not traced
-            // (e.g. made through an entry point we do not see). Count it as unmatched and drop it.
-            self.drop_live(&old);
-            self.cells[c as usize].stats.unmatched_frees += 1;
-        }
-        self.live_bytes = self.live_bytes.wrapping_add(size);
-        self.live_allocations += 1;
-        self.cumulated_upper = self.cumulated_upper.wrapping_add(size);
-        self.cumulated_lower = self.cumulated_lower.wrapping_add(size);
-        let s = &mut self.cells[c as usize].stats;
-        s.allocations += 1;
-        s.request(size);
-        s.cumulated_lower_bytes = s.cumulated_lower_bytes.wrapping_add(size);
-        let th = &mut self.threads[thread as usize];
-        th.bytes = th.bytes.wrapping_add(size);
-        th.allocations += 1;
-        thread
-    }
-
-    /// Remove a live allocation from the live figures without a lifetime; returns its thread index.
-    #[inline(always)]
-    fn drop_live(&mut self, l: &Live) -> u32 {
-        self.live_bytes = self.live_bytes.wrapping_sub(l.size);
-        self.live_allocations -= 1;
-        let th = &mut self.threads[l.thread as usize];
-        th.bytes = th.bytes.wrapping_sub(l.size);
-        th.allocations -= 1;
-        l.thread
-    }
-
-    /// The end of an allocation: free, or realloc to size 0 that returned NULL.
-    #[inline(always)]
-    fn end(&mut self, l: Live, e: &Event) -> u32 {
-        let t = self.drop_live(&l);
-        let calls = e.seq.saturating_sub(l.start_seq).saturating_sub(1);
-        let ns = e.t_ns.saturating_sub(l.start_ns);
-        self.cells[l.cell as usize].stats.lifetime(calls, ns);
-        t
-    }
-
-    fn realloc(&mut self, e: &Event, c: u32) -> Option<u32> {
-        if e.addr == 0 {
-            if e.size == 0 {
-                // realloc(p, 0) returning NULL freed p.
-                if let Some(l) = self.live.remove(e.old_addr) {
-                    return Some(self.end(l, e));
+        let (b, a) = (state.live_bytes, state.live_allocations);
+        // Equivalent to observing both sides every time: the previous figures were observed
+        // (`fresh` covers resets), so a side that did not move cannot change a running extreme.
+        match moved {
+            Moved::Not => {}
+            Moved::Up => {
+                self.phase_peaks.observe(b, a, e.seq, e.t_ns);
+                if state.selected {
+                    self.timelines.observe_rise(b, a);
                 }
-                self.cells[c as usize].stats.unmatched_frees += 1;
-            } else {
-                // Failed: the old block stays live and unchanged.
-                self.failed(e.size, c);
             }
-            return None;
+            Moved::Down => {
+                if state.selected {
+                    self.timelines.observe_fall(b, a);
+                }
+            }
+            Moved::Any => {
+                self.phase_peaks.observe(b, a, e.seq, e.t_ns);
+                if state.selected {
+                    self.timelines.observe(b, a);
+                }
+            }
         }
-        let Some(mut l) = self.live.remove(e.old_addr) else {
-            // Resizing a block allocated before tracing began: follow it from here.
-            self.cells[c as usize].stats.unmatched_reallocs += 1;
-            return Some(self.start(e, c));
-        };
-        let (old, new) = (l.size, e.size);
-        l.size = new;
-        if let Some(other) = self.live.insert(e.addr, l) {
-            self.drop_live(&other);
-            self.cells[c as usize].stats.unmatched_frees += 1;
-        }
-        self.live_bytes = self.live_bytes.wrapping_sub(old).wrapping_add(new);
-        self.cumulated_upper = self.cumulated_upper.wrapping_add(new);
-        self.cumulated_lower = self.cumulated_lower.wrapping_sub(old).wrapping_add(new);
-        // The upper bound counts the request where it is made; the lower bound belongs to the chain.
-        self.cells[c as usize].stats.request(new);
-        let origin = &mut self.cells[l.cell as usize].stats;
-        origin.cumulated_lower_bytes = origin
-            .cumulated_lower_bytes
-            .wrapping_sub(old)
-            .wrapping_add(new);
-        let th = &mut self.threads[l.thread as usize];
-        th.bytes = th.bytes.wrapping_sub(old).wrapping_add(new);
-        Some(l.thread)
     }
 
     /// The stream was cut short (damaged chunk): the report says truncated.
@@ -417,21 +422,21 @@ impl ProcessAnalyzer {
 
     /// Current process-wide live figures: (bytes, allocations).
     pub fn live(&self) -> (u64, u64) {
-        (self.live_bytes, self.live_allocations)
+        (self.state.live_bytes, self.state.live_allocations)
     }
 
     /// Close the stream: what is still live is leaked; build the report.
     pub fn finish(mut self) -> ProcessReport {
         self.close_phase();
-        for l in self.live.values() {
+        for l in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
         }
-        self.live = LiveTable::with_capacity(0);
+        self.state.live = LiveTable::with_capacity(0);
         let life = self.calls;
         let settings = &self.config.report;
 
         let mut process = ScopeStats::default();
-        let mut threads: Vec<ScopeStats> = vec![ScopeStats::default(); self.threads.len()];
+        let mut threads: Vec<ScopeStats> = vec![ScopeStats::default(); self.state.threads.len()];
         let mut phases: Vec<ScopeStats> = vec![ScopeStats::default(); self.phases.len()];
         for cell in &self.cells {
             phases[cell.phase as usize].merge(&cell.stats);
@@ -471,6 +476,7 @@ impl ProcessAnalyzer {
             });
         }
         let mut thread_reports: Vec<ThreadReport> = self
+            .state
             .threads
             .iter()
             .zip(threads)
@@ -503,6 +509,126 @@ impl ProcessAnalyzer {
             threads: thread_reports,
             phases: phase_reports,
         }
+    }
+}
+
+impl LiveState {
+    /// A new allocation (or a realloc of an unknown pointer, which starts a chain we can follow)
+    /// in cell `c`, which is `cell`.
+    #[inline(always)]
+    fn start(&mut self, e: &Event, c: u32, cell: &mut Cell) -> Moved {
+        let size = e.size;
+        let thread = cell.thread;
+        let mut moved = Moved::Up;
+        let l = Live {
+            start_seq: e.seq,
+            start_ns: e.t_ns,
+            size,
+            cell: c,
+            thread,
+        };
+        if let Some(old) = self.live.insert(e.addr, l) {
+            // The allocator handed out an address we think is live: its free was not traced
+            // (e.g. made through an entry point we do not see). Count it as unmatched and drop it.
+            self.drop_live(&old);
+            cell.stats.unmatched_frees += 1;
+            moved = Moved::Any;
+        }
+        let (bytes, wrapped) = self.live_bytes.overflowing_add(size);
+        if wrapped {
+            moved = Moved::Any;
+        }
+        self.live_bytes = bytes;
+        self.live_allocations += 1;
+        self.cumulated_upper = self.cumulated_upper.wrapping_add(size);
+        self.cumulated_lower = self.cumulated_lower.wrapping_add(size);
+        let s = &mut cell.stats;
+        s.allocations += 1;
+        s.request(size);
+        s.cumulated_lower_bytes = s.cumulated_lower_bytes.wrapping_add(size);
+        let th = &mut self.threads[thread as usize];
+        th.bytes = th.bytes.wrapping_add(size);
+        th.allocations += 1;
+        if self.selected {
+            th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
+        }
+        moved
+    }
+
+    /// Remove a live allocation from the live figures without a lifetime; returns its thread.
+    #[inline(always)]
+    fn drop_live(&mut self, l: &Live) -> &mut ThreadLive {
+        self.live_bytes = self.live_bytes.wrapping_sub(l.size);
+        self.live_allocations -= 1;
+        let th = &mut self.threads[l.thread as usize];
+        th.bytes = th.bytes.wrapping_sub(l.size);
+        th.allocations -= 1;
+        th
+    }
+
+    /// The end of an allocation: free, or realloc to size 0 that returned NULL.
+    #[inline(always)]
+    fn end(&mut self, l: &Live, e: &Event, cells: &mut [Cell]) -> Moved {
+        // The live bytes wrap only if their sum did (sizes near 2^64 in a damaged trace).
+        let moved = if l.size <= self.live_bytes {
+            Moved::Down
+        } else {
+            Moved::Any
+        };
+        let selected = self.selected;
+        let th = self.drop_live(l);
+        if selected {
+            th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
+        }
+        let calls = e.seq.saturating_sub(l.start_seq).saturating_sub(1);
+        let ns = e.t_ns.saturating_sub(l.start_ns);
+        cells[l.cell as usize].stats.lifetime(calls, ns);
+        moved
+    }
+
+    /// A realloc of a non-NULL pointer by a thread whose cell is `c`.
+    fn realloc(&mut self, e: &Event, c: u32, cells: &mut [Cell]) -> Moved {
+        if e.addr == 0 {
+            if e.size == 0 {
+                // realloc(p, 0) returning NULL freed p.
+                if let Some(l) = self.live.remove(e.old_addr) {
+                    return self.end(&l, e, cells);
+                }
+                cells[c as usize].stats.unmatched_frees += 1;
+            } else {
+                // Failed: the old block stays live and unchanged.
+                cells[c as usize].stats.failed(e.size);
+            }
+            return Moved::Not;
+        }
+        let Some(mut l) = self.live.remove(e.old_addr) else {
+            // Resizing a block allocated before tracing began: follow it from here.
+            let cell = &mut cells[c as usize];
+            cell.stats.unmatched_reallocs += 1;
+            return self.start(e, c, cell);
+        };
+        let (old, new) = (l.size, e.size);
+        l.size = new;
+        if let Some(other) = self.live.insert(e.addr, l) {
+            self.drop_live(&other);
+            cells[c as usize].stats.unmatched_frees += 1;
+        }
+        self.live_bytes = self.live_bytes.wrapping_sub(old).wrapping_add(new);
+        self.cumulated_upper = self.cumulated_upper.wrapping_add(new);
+        self.cumulated_lower = self.cumulated_lower.wrapping_sub(old).wrapping_add(new);
+        // The upper bound counts the request where it is made; the lower bound belongs to the chain.
+        cells[c as usize].stats.request(new);
+        let origin = &mut cells[l.cell as usize].stats;
+        origin.cumulated_lower_bytes = origin
+            .cumulated_lower_bytes
+            .wrapping_sub(old)
+            .wrapping_add(new);
+        let th = &mut self.threads[l.thread as usize];
+        th.bytes = th.bytes.wrapping_sub(old).wrapping_add(new);
+        if self.selected {
+            th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);
+        }
+        Moved::Any
     }
 }
 

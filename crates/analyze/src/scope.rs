@@ -86,6 +86,13 @@ impl ScopeStats {
         self.sizes.record(size);
     }
 
+    /// An allocation of `size` bytes that returned NULL.
+    #[inline]
+    pub fn failed(&mut self, size: u64) {
+        self.failed_allocations += 1;
+        self.failed_bytes = self.failed_bytes.wrapping_add(size);
+    }
+
     #[inline(always)]
     pub fn lifetime(&mut self, calls: u64, ns: u64) {
         self.lifetime_calls.record(calls);

@@ -113,6 +113,22 @@ impl Extremes {
         self.allocations_min = self.allocations_min.min(live_allocations);
     }
 
+    /// `observe` of a sample that did not go below the previous one, already observed since
+    /// the last fold: only the maxima can move.
+    #[inline]
+    pub fn observe_rise(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.bytes_max = self.bytes_max.max(live_bytes);
+        self.allocations_max = self.allocations_max.max(live_allocations);
+    }
+
+    /// `observe` of a sample that did not go above the previous one, already observed since
+    /// the last fold: only the minima can move.
+    #[inline]
+    pub fn observe_fall(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.bytes_min = self.bytes_min.min(live_bytes);
+        self.allocations_min = self.allocations_min.min(live_allocations);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bytes_min > self.bytes_max
     }
@@ -277,6 +293,20 @@ impl Timelines {
     #[inline]
     pub fn observe(&mut self, live_bytes: u64, live_allocations: u64) {
         self.seen.observe(live_bytes, live_allocations);
+    }
+
+    /// `observe` when both figures are at or above the previous sample's (see
+    /// `Extremes::observe_rise`). The first sample after a fold needs `observe`.
+    #[inline]
+    pub fn observe_rise(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.seen.observe_rise(live_bytes, live_allocations);
+    }
+
+    /// `observe` when both figures are at or below the previous sample's. The first sample after
+    /// a fold needs `observe`.
+    #[inline]
+    pub fn observe_fall(&mut self, live_bytes: u64, live_allocations: u64) {
+        self.seen.observe_fall(live_bytes, live_allocations);
     }
 
     /// Put what was observed since the last fold into the open points; `last` must be the last
