@@ -274,6 +274,17 @@ impl Image {
                 }
             }
         }
+        let busy = self.rings.iter().filter(|r| r.tail != r.head).count();
+        let sane = self
+            .rings
+            .iter()
+            .all(|r| r.head.wrapping_sub(r.tail) <= RING_RECORDS as u64);
+        if busy >= 2 && sane && self.window.len == 0 {
+            drained.records += self.merge_path(c, batches);
+            if !last && self.next_seq >= c {
+                return drained;
+            }
+        }
         for r in 0..self.rings.len() {
             drained.records += self.ring_to_window(r);
         }
@@ -341,6 +352,65 @@ impl Image {
         ring.map
             .atomic_u64(RING_TAIL_OFFSET)
             .store(ring.tail, Ordering::Release);
+        taken
+    }
+
+    /// Several busy rings and nothing pending (threads allocating at the same time): merges
+    /// them straight into the batch, taking each next seq from the ring whose oldest record it
+    /// is (the ring of the previous record first: threads run in bursts), without the window.
+    /// Stops where the general path is needed: no ring holds the next seq at its front (a
+    /// thread has not published it yet), an unknown tag, the anchor cut or a marker's place.
+    /// Returns the records taken.
+    fn merge_path(&mut self, c: u64, batches: &mut Batches) -> u64 {
+        let mut taken = 0;
+        let mut first = 0;
+        'records: loop {
+            let stop = self.markers.front().map_or(c, |m| m.seq.min(c));
+            if self.next_seq >= stop {
+                break;
+            }
+            if self.batch.len() >= batches.chunk_records {
+                self.seal(batches);
+                continue;
+            }
+            let n = self.rings.len();
+            for k in 0..n {
+                let i = if first + k >= n {
+                    first + k - n
+                } else {
+                    first + k
+                };
+                let ring = &mut self.rings[i];
+                while ring.tail < ring.head {
+                    let slot = (ring.tail as usize) & (RING_RECORDS - 1);
+                    let record = ring.map.read_record(RING_HEADER_BYTES + slot * RECORD_SIZE);
+                    let tag = (record[0] >> OP_SHIFT) as u8;
+                    if tag == OP_RING_OWNER {
+                        ring.tid = record[1] as u32;
+                        ring.tail += 1;
+                        continue;
+                    }
+                    if record[0] & SEQ_MASK != self.next_seq || Op::from_tag(tag).is_none() {
+                        break;
+                    }
+                    self.batch.records.push(record);
+                    self.batch.tids.push(ring.tid);
+                    ring.tail += 1;
+                    self.next_seq += 1;
+                    self.records += 1;
+                    self.events += 1;
+                    taken += 1;
+                    first = i;
+                    continue 'records;
+                }
+            }
+            break;
+        }
+        for ring in &self.rings {
+            ring.map
+                .atomic_u64(RING_TAIL_OFFSET)
+                .store(ring.tail, Ordering::Release);
+        }
         taken
     }
 
@@ -612,6 +682,51 @@ mod tests {
         assert_eq!(flatten(&out), [ev(8), ev(9), ev(11), ev(12)]);
         assert_eq!((img.events, img.holes, img.misplaced), (12, 1, 0));
         assert_eq!(out[0].anchors, [(8, 80), (13, 130)]);
+    }
+
+    #[test]
+    fn busy_rings_merge_in_seq_order_with_their_threads() {
+        let (mut img, page, mut a) = image_with_ring();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let ring_fd = memfd(ring_len);
+        img.add_ring(&ring_fd).unwrap();
+        let mut b = Producer {
+            map: Mapping::map(&ring_fd, ring_len).unwrap(),
+            head: 0,
+        };
+        b.push(u64::from(OP_RING_OWNER) << OP_SHIFT, 88);
+        // Thread 77 takes 0-2, 5, 6 and 9; thread 88 takes 3, 4, 7 and reserves 8 without
+        // publishing it (yet): the merge stops there.
+        for seq in [0, 1, 2, 5, 6, 9] {
+            a.event(seq);
+        }
+        for seq in [3, 4, 7] {
+            b.event(seq);
+        }
+        let mut out = Vec::new();
+        round(&mut img, &page, 10, false, &mut out);
+        b.event(8);
+        round(&mut img, &page, 10, true, &mut out);
+        let merged: Vec<(u64, u32)> = out
+            .iter()
+            .flat_map(|batch| {
+                batch
+                    .records
+                    .iter()
+                    .zip(&batch.tids)
+                    .map(|(r, &t)| (r[0] & SEQ_MASK, t))
+            })
+            .collect();
+        let tid = |s: u64| if [3, 4, 7, 8].contains(&s) { 88 } else { 77 };
+        assert_eq!(merged, (0..10).map(|s| (s, tid(s))).collect::<Vec<_>>());
+        assert_eq!((img.events, img.holes, img.misplaced), (10, 0, 0));
+        for (producer, head) in [(&a, 7), (&b, 5)] {
+            let tail = producer
+                .map
+                .atomic_u64(RING_TAIL_OFFSET)
+                .load(Ordering::Acquire);
+            assert_eq!(tail, head, "every published record consumed");
+        }
     }
 
     #[test]
