@@ -158,6 +158,20 @@ struct Slot {
 
 const GENERATION_LIMIT: u32 = 1 << 24;
 
+/// An explicit address: its zigzag delta from `base`.
+#[inline(always)]
+fn put_address(col: &mut Vec<u8>, addr: u64, base: u64) {
+    varint::put(col, varint::zigzag(addr.wrapping_sub(base) as i64));
+}
+
+#[inline(always)]
+fn read_address(addrs: &mut Cursor<'_>, base: u64) -> Result<u64, DecodeError> {
+    let z = addrs
+        .varint()
+        .ok_or_else(|| bad("address column ends early"))?;
+    Ok(base.wrapping_add(varint::unzigzag(z) as u64))
+}
+
 /// A column of values split into planes: the low byte of each value in `lo`, the rest (`v >> 8`)
 /// as a nibble in `hi`, two per byte, with 15 meaning "15 + a varint in `big`". zstd codes bytes
 /// with whole-bit Huffman codes and finds spurious matches in low-entropy bytes; a varint mixes
@@ -530,10 +544,7 @@ impl ChunkEncoder {
             self.predictor.freed_in_class(addr, class);
             OLD_BACKREF
         } else {
-            varint::put(
-                &mut self.cols.addrs,
-                varint::zigzag(addr.wrapping_sub(self.base_old) as i64),
-            );
+            put_address(&mut self.cols.addrs, addr, self.base_old);
             OLD_EXPLICIT
         };
         self.base_old = addr;
@@ -556,10 +567,7 @@ impl ChunkEncoder {
                 NEW_PREDICTED | ALLOC_DEEPER >> 4
             }
             _ => {
-                varint::put(
-                    &mut self.cols.addrs,
-                    varint::zigzag(addr.wrapping_sub(self.base) as i64),
-                );
+                put_address(&mut self.cols.addrs, addr, self.base);
                 NEW_EXPLICIT
             }
         };
@@ -1196,12 +1204,7 @@ fn decode_old(
             predictor.freed_in_class(addr, class as usize);
             addr
         }
-        OLD_EXPLICIT => {
-            let z = addrs
-                .varint()
-                .ok_or_else(|| bad("address column ends early"))?;
-            base.wrapping_add(varint::unzigzag(z) as u64)
-        }
+        OLD_EXPLICIT => read_address(addrs, *base)?,
         _ => return Err(bad("unknown address mode")),
     };
     *base = addr;
@@ -1248,12 +1251,7 @@ fn decode_new(
             *base = addr;
             return Ok(addr);
         }
-        NEW_EXPLICIT => {
-            let z = addrs
-                .varint()
-                .ok_or_else(|| bad("address column ends early"))?;
-            base.wrapping_add(varint::unzigzag(z) as u64)
-        }
+        NEW_EXPLICIT => read_address(addrs, *base)?,
         _ => return Err(bad("invalid address mode")),
     };
     predictor.allocated(addr, class);
