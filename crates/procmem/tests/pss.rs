@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 use std::process::Command;
 
-use common::Tree;
+use common::{smaps_pss, Tree};
 use procmem::{SamplerOptions, TreeSample, TreeSampler};
 
 const SHARED: u64 = 16 << 20;
@@ -27,21 +27,6 @@ fn spawn_tree() -> (Tree, Vec<u32>) {
     ));
     let pids = tree.pids(3);
     (tree, pids)
-}
-
-/// (sum of the per-mapping Pss lines in bytes, number of mappings) of /proc/PID/smaps.
-fn smaps_pss(pid: u32) -> (u64, u64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
-    let mut sum = 0;
-    let mut mappings = 0;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("Pss:") {
-            let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap();
-            sum += kb * 1024;
-            mappings += 1;
-        }
-    }
-    (sum, mappings)
 }
 
 /// A full sample (every PSS read now) taken while smaps stays the same before and after it (the

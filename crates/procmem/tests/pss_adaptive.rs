@@ -6,25 +6,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::Tree;
+use common::{smaps_pss, Tree};
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 const MAX_AGE: u32 = 4;
-
-/// (sum of the per-mapping Pss lines in bytes, number of mappings) of /proc/PID/smaps.
-fn smaps_pss(pid: u32) -> (u64, u64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
-    let mut sum = 0;
-    let mut mappings = 0;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("Pss:") {
-            let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap();
-            sum += kb * 1024;
-            mappings += 1;
-        }
-    }
-    (sum, mappings)
-}
 
 fn smaps_all(pids: &[u32]) -> HashMap<u32, (u64, u64)> {
     pids.iter().map(|&p| (p, smaps_pss(p))).collect()

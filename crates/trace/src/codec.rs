@@ -461,9 +461,9 @@ impl ChunkEncoder {
         }
     }
 
-    /// Index of `tid` in the chunk's thread table, adding it if new. Threads interleave event by
-    /// event, so this runs often: a linear scan while the table is small (the common case), a map
-    /// beyond.
+    /// Index of `tid` in the chunk's thread table, adding it if new. Called at each change of
+    /// thread (often, when threads allocate at the same time): a linear scan while the table is
+    /// small (the common case), a map beyond.
     fn tid_slot(&mut self, tid: u32) -> u32 {
         const SCAN: usize = 32;
         let next = self.tids.len() as u32;

@@ -97,3 +97,19 @@ pub fn stat_field(pid: u32, n: usize) -> Option<String> {
     let after = &text[text.rfind(')')? + 1..];
     after.split_whitespace().nth(n - 3).map(str::to_owned)
 }
+
+/// (sum of the per-mapping Pss lines in bytes, number of mappings) of /proc/PID/smaps: an
+/// independent reading to check the sampler's smaps_rollup figures against.
+pub fn smaps_pss(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut sum = 0;
+    let mut mappings = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Pss:") {
+            let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap();
+            sum += kb * 1024;
+            mappings += 1;
+        }
+    }
+    (sum, mappings)
+}
