@@ -5,7 +5,7 @@ use std::path::Path;
 use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
 
 mod common;
-use common::{alloclens, json_stdout};
+use common::{alloclens, compile_c, json_stdout, record};
 
 fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
     Record::Event(Event {
@@ -231,9 +231,9 @@ fn a_foreign_file_gets_a_one_line_error() {
 #[test]
 fn a_recorded_program_has_its_known_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("prog.c");
-    std::fs::write(
-        &src,
+    let exe = compile_c(
+        dir.path(),
+        "prog",
         r#"#include <stdlib.h>
 int main(void) {
     void *p = malloc(12345); free(p);                       /* lifetime 0 */
@@ -245,32 +245,10 @@ int main(void) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let exe = dir.path().join("prog");
-    let cc = std::process::Command::new("cc")
-        .arg("-O0")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success());
-    let trace = dir.path().join("prog.alt");
-    let rec = alloclens()
-        .arg("record")
-        .arg("-q")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        rec.status.success(),
-        "record failed: {}",
-        String::from_utf8_lossy(&rec.stderr)
+        &["-O0"],
     );
+    let trace = dir.path().join("prog.alt");
+    record(&trace, &[], &[&exe]);
     let v = json_of(&[trace.to_str().unwrap()]);
     let procs = v["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 1);
@@ -305,9 +283,9 @@ int main(void) {
 #[test]
 fn a_recorded_threaded_program_with_markers() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("threads.c");
-    std::fs::write(
-        &src,
+    let exe = compile_c(
+        dir.path(),
+        "threads",
         r#"#include <pthread.h>
 #include <stdlib.h>
 void alloclens_mark(const char *label) __attribute__((weak));
@@ -326,31 +304,10 @@ int main(void) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let exe = dir.path().join("threads");
-    let cc = std::process::Command::new("cc")
-        .args(["-O0", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success());
-    let trace = dir.path().join("threads.alt");
-    let rec = alloclens()
-        .arg("record")
-        .arg("-q")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        rec.status.success(),
-        "record failed: {}",
-        String::from_utf8_lossy(&rec.stderr)
+        &["-O0", "-pthread"],
     );
+    let trace = dir.path().join("threads.alt");
+    record(&trace, &[], &[&exe]);
     let v = json_of(&[trace.to_str().unwrap()]);
     let p = &v["processes"][0];
     let names: Vec<&str> = p["phases"]

@@ -9,7 +9,7 @@ use assert_cmd::assert::OutputAssertExt;
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, exe, installed, json_stdout};
+use common::{alloclens, compile_c, exe, installed, json_stdout, record};
 
 /// glibc plus jemalloc when installed: two variants to overlay.
 fn allocators() -> &'static str {
@@ -289,26 +289,6 @@ fn hostile_strings_show_as_text() {
     }
 }
 
-/// `alloclens record -q OPTIONS -o PATH -- PROGRAM...`.
-fn record(path: &Path, options: &[&str], program: &[&str]) {
-    let out = alloclens()
-        .args(["record", "-q"])
-        .args(options)
-        .arg("-o")
-        .arg(path)
-        .arg("--")
-        .args(program)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A trace of a program with phases (markers), shared by the trace tests.
 fn trace_fixture() -> &'static Path {
     static T: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
@@ -549,16 +529,7 @@ fn headline_cells(html: &str, scope: &str, metric: &str) -> Vec<String> {
 #[test]
 fn compare_overlays_two_traces_with_their_change() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("hold.c");
-    std::fs::write(&src, HOLD_N_C).unwrap();
-    let prog = dir.path().join("hold");
-    let cc = Command::new("cc")
-        .args(["-O0", "-o"])
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success());
+    let prog = compile_c(dir.path(), "hold", HOLD_N_C, &["-O0"]);
     let prog = prog.to_str().unwrap();
     // "Version" B holds twice as many blocks as A (same argument length, so libc does the same).
     let (na, nb) = (300_i64, 600_i64);

@@ -2,7 +2,8 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::ffi::OsStr;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
@@ -42,4 +43,40 @@ where
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Writes `source` to DIR/NAME.c and compiles it with `cc FLAGS` into DIR/NAME.
+pub fn compile_c(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let ok = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "cc failed on {name}.c");
+    exe
+}
+
+/// `alloclens record -q OPTIONS -o TRACE -- PROGRAM...`, which must succeed.
+pub fn record<S: AsRef<OsStr>>(trace: &Path, options: &[&str], program: &[S]) {
+    let out = alloclens()
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(trace)
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
