@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line};
 use crate::rng::Rng;
-use crate::{require, Summary, WorkloadError};
+use crate::{require, require_size_range, require_threads, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChurnOptions {
@@ -39,22 +39,13 @@ impl Default for ChurnOptions {
 
 impl ChurnOptions {
     pub fn validate(&self) -> Result<(), WorkloadError> {
-        require(
-            (1..=1024).contains(&self.threads),
-            "threads",
-            "must be between 1 and 1024",
-        )?;
+        require_threads(self.threads)?;
         require(
             (1..=10_000_000).contains(&self.slots),
             "slots",
             "must be between 1 and 10000000",
         )?;
-        require(self.min_size >= 1, "min_size", "must be at least 1")?;
-        require(
-            self.min_size <= self.max_size,
-            "min_size",
-            "must not exceed max_size",
-        )
+        require_size_range(self.min_size, self.max_size)
     }
 }
 

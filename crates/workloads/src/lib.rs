@@ -134,6 +134,21 @@ pub(crate) fn require(ok: bool, name: &'static str, reason: &str) -> Result<(), 
     }
 }
 
+/// The request size range of a workload: `1 <= min_size <= max_size`.
+pub(crate) fn require_size_range(min_size: u64, max_size: u64) -> Result<(), WorkloadError> {
+    require(min_size >= 1, "min_size", "must be at least 1")?;
+    require(min_size <= max_size, "min_size", "must not exceed max_size")
+}
+
+/// Threads of a workload: 1 to 1024.
+pub(crate) fn require_threads(threads: u32) -> Result<(), WorkloadError> {
+    require(
+        (1..=1024).contains(&threads),
+        "threads",
+        "must be between 1 and 1024",
+    )
+}
+
 /// Joins worker threads in spawn order; a panicked thread becomes an error naming its index.
 pub(crate) fn join_workers<T>(
     handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, WorkloadError>>>,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line, self_vmrss_kb};
 use crate::rng::Rng;
-use crate::{require, RssMark, Summary, WorkloadError};
+use crate::{require, require_size_range, RssMark, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TwowaveOptions {
@@ -52,12 +52,7 @@ impl TwowaveOptions {
             "wave_mb",
             "must be at most 1048576 (1 TiB)",
         )?;
-        require(self.min_size >= 1, "min_size", "must be at least 1")?;
-        require(
-            self.min_size <= self.max_size,
-            "min_size",
-            "must not exceed max_size",
-        )?;
+        require_size_range(self.min_size, self.max_size)?;
         require(
             self.max_size <= self.wave_mb << 20,
             "max_size",

@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line};
 use crate::rng::Rng;
-use crate::{require, Summary, WorkloadError};
+use crate::{require, require_size_range, require_threads, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct XthreadOptions {
@@ -46,17 +46,8 @@ impl Default for XthreadOptions {
 
 impl XthreadOptions {
     pub fn validate(&self) -> Result<(), WorkloadError> {
-        require(
-            (1..=1024).contains(&self.threads),
-            "threads",
-            "must be between 1 and 1024",
-        )?;
-        require(self.min_size >= 1, "min_size", "must be at least 1")?;
-        require(
-            self.min_size <= self.max_size,
-            "min_size",
-            "must not exceed max_size",
-        )?;
+        require_threads(self.threads)?;
+        require_size_range(self.min_size, self.max_size)?;
         require(self.batch >= 1, "batch", "must be at least 1")?;
         require(self.queue >= 1, "queue", "must be at least 1")
     }
