@@ -14,38 +14,9 @@
 
 #include "internal.h"
 
-static void record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr);
-
-/* The hot path: a TLS guard, a ring slot, one atomic increment on the image's counter. */
-static inline void record(uint64_t op, const void *addr, size_t size, const void *old_addr)
-{
-    struct al_tls *t = &al_tls;
-    struct al_ring *r = t->ring;
-    if (AL_UNLIKELY(r == NULL || t->busy || atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
-        record_slow(op, addr, size, old_addr);
-        return;
-    }
-    uint64_t head = r->local_head;
-    if (AL_UNLIKELY(head - r->cached_tail >= AL_RING_RECORDS)) {
-        t->busy++;
-        int ok = al_ring_wait(r, head);
-        t->busy--;
-        if (!ok)
-            return;
-    }
-    uint64_t seq = atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
-    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
-    rec->seq_op = seq | (op << AL_OP_SHIFT);
-    rec->addr = (uint64_t)(uintptr_t)addr;
-    rec->size = size;
-    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
-    r->local_head = head + 1;
-    atomic_store_explicit(&r->head, head + 1, memory_order_release);
-}
-
 /* First event of a thread or of the image, or tracing off / re-entered. */
-static __attribute__((noinline)) void record_slow(uint64_t op, const void *addr, size_t size,
-                                                  const void *old_addr)
+AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void *addr, size_t size,
+                                                      const void *old_addr)
 {
     struct al_tls *t = &al_tls;
     if (t->busy)
@@ -64,7 +35,7 @@ static __attribute__((noinline)) void record_slow(uint64_t op, const void *addr,
         if (r == NULL)
             return;
     }
-    record(op, addr, size, old_addr);
+    al_record(op, addr, size, old_addr);
 }
 
 /* The aligned entry points run with the guard up: an allocator may implement one with another
@@ -82,7 +53,7 @@ AL_EXPORT void *malloc(size_t size)
     if (AL_UNLIKELY(!ready()))
         return al_arena_alloc(size, 16);
     void *p = al_real.malloc(size);
-    record(AL_OP_MALLOC, p, size, NULL);
+    al_record(AL_OP_MALLOC, p, size, NULL);
     return p;
 }
 
@@ -98,7 +69,7 @@ AL_EXPORT void *calloc(size_t n, size_t size)
     size_t total;
     if (__builtin_mul_overflow(n, size, &total))
         total = SIZE_MAX;
-    record(AL_OP_CALLOC, p, total, NULL);
+    al_record(AL_OP_CALLOC, p, total, NULL);
     return p;
 }
 
@@ -119,7 +90,7 @@ AL_EXPORT void *realloc(void *old, size_t size)
     if (AL_UNLIKELY(!ready()))
         return al_arena_alloc(size, 16);
     void *p = al_real.realloc(old, size);
-    record(AL_OP_REALLOC, p, size, old);
+    al_record(AL_OP_REALLOC, p, size, old);
     return p;
 }
 
@@ -137,7 +108,7 @@ AL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
     /* realloc, not the real reallocarray: glibc's calls realloc through the PLT, which would
      * record the call twice. The overflow check above is what reallocarray adds. */
     void *p = al_real.realloc(old, total);
-    record(AL_OP_REALLOCARRAY, p, total, old);
+    al_record(AL_OP_REALLOCARRAY, p, total, old);
     return p;
 }
 
@@ -147,7 +118,7 @@ AL_EXPORT void free(void *p)
         return; /* bootstrap arena: never returned */
     if (AL_UNLIKELY(!ready()))
         return;
-    record(AL_OP_FREE, p, 0, NULL);
+    al_record(AL_OP_FREE, p, 0, NULL);
     al_real.free(p);
 }
 
@@ -155,7 +126,7 @@ AL_EXPORT void free_sized(void *p, size_t size)
 {
     if (AL_UNLIKELY(al_arena_owns(p)) || AL_UNLIKELY(!ready()))
         return;
-    record(AL_OP_FREE_SIZED, p, size, NULL);
+    al_record(AL_OP_FREE_SIZED, p, size, NULL);
     if (al_real.free_sized)
         al_real.free_sized(p, size);
     else
@@ -166,7 +137,7 @@ AL_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
     if (AL_UNLIKELY(al_arena_owns(p)) || AL_UNLIKELY(!ready()))
         return;
-    record(AL_OP_FREE_ALIGNED_SIZED, p, size, NULL);
+    al_record(AL_OP_FREE_ALIGNED_SIZED, p, size, NULL);
     if (al_real.free_aligned_sized)
         al_real.free_aligned_sized(p, align, size);
     else
@@ -182,7 +153,7 @@ AL_EXPORT int posix_memalign(void **out, size_t align, size_t size)
     al_tls.busy++;
     int rc = al_real.posix_memalign(out, align, size);
     al_tls.busy--;
-    record(AL_OP_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size, NULL);
+    al_record(AL_OP_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size, NULL);
     return rc;
 }
 
@@ -193,7 +164,7 @@ AL_EXPORT void *aligned_alloc(size_t align, size_t size)
     al_tls.busy++;
     void *p = al_real.aligned_alloc(align, size);
     al_tls.busy--;
-    record(AL_OP_ALIGNED_ALLOC, p, size, NULL);
+    al_record(AL_OP_ALIGNED_ALLOC, p, size, NULL);
     return p;
 }
 
@@ -204,7 +175,7 @@ AL_EXPORT void *memalign(size_t align, size_t size)
     al_tls.busy++;
     void *p = al_real.memalign(align, size);
     al_tls.busy--;
-    record(AL_OP_MEMALIGN, p, size, NULL);
+    al_record(AL_OP_MEMALIGN, p, size, NULL);
     return p;
 }
 
@@ -215,7 +186,7 @@ AL_EXPORT void *valloc(size_t size)
     al_tls.busy++;
     void *p = al_real.valloc(size);
     al_tls.busy--;
-    record(AL_OP_VALLOC, p, size, NULL);
+    al_record(AL_OP_VALLOC, p, size, NULL);
     return p;
 }
 
@@ -226,7 +197,7 @@ AL_EXPORT void *pvalloc(size_t size)
     al_tls.busy++;
     void *p = al_real.pvalloc(size);
     al_tls.busy--;
-    record(AL_OP_PVALLOC, p, size, NULL);
+    al_record(AL_OP_PVALLOC, p, size, NULL);
     return p;
 }
 

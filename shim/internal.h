@@ -109,4 +109,36 @@ AL_HIDDEN uint32_t al_gettid(void);
 AL_HIDDEN uint64_t al_clock_ns(int clock);
 AL_HIDDEN void al_write_stderr(const char *a, const char *b);
 
+/* ---------------------------------------------------------------- hooks.c: recording one call */
+
+/* First event of a thread or of the image, or tracing off / re-entered (hooks.c). */
+AL_HIDDEN void al_record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr);
+
+/* The hot path: a TLS guard, a ring slot, one atomic increment on the image's counter. */
+static inline void al_record(uint64_t op, const void *addr, size_t size, const void *old_addr)
+{
+    struct al_tls *t = &al_tls;
+    struct al_ring *r = t->ring;
+    if (AL_UNLIKELY(r == NULL || t->busy || atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
+        al_record_slow(op, addr, size, old_addr);
+        return;
+    }
+    uint64_t head = r->local_head;
+    if (AL_UNLIKELY(head - r->cached_tail >= AL_RING_RECORDS)) {
+        t->busy++;
+        int ok = al_ring_wait(r, head);
+        t->busy--;
+        if (!ok)
+            return;
+    }
+    uint64_t seq = atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
+    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
+    rec->seq_op = seq | (op << AL_OP_SHIFT);
+    rec->addr = (uint64_t)(uintptr_t)addr;
+    rec->size = size;
+    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
+    r->local_head = head + 1;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
 #endif

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 4] = ["bootstrap.c", "buffer.c", "hooks.c", "transport.c"];
+const SOURCES: [&str; 5] = ["bootstrap.c", "buffer.c", "cxx.c", "hooks.c", "transport.c"];
 
 fn main() {
     let manifest = PathBuf::from(
@@ -29,6 +29,8 @@ fn main() {
             "-fPIC",
             "-fvisibility=hidden",
             "-ftls-model=initial-exec",
+            // operator new may throw through cxx.c: its guard cleanup must run on unwinding.
+            "-fexceptions",
         ])
         .args([
             "-fno-builtin-malloc",

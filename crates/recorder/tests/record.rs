@@ -210,19 +210,71 @@ fn dlopened_library_calls_are_traced() {
     assert_eq!(images[0].frees_of(1901), N as usize);
 }
 
+/// Records `newdelete 3000 [throw]` behind `preload` (an allocator library, or glibc when None)
+/// and checks that every form of new and delete was seen once per round, as the C call it stands
+/// for (tests/progs/newdelete.cpp).
+fn check_new_and_delete(preload: Option<&str>, throw: bool) {
+    const ROUNDS: usize = 3000;
+    let name = preload.map_or("glibc".into(), |p| {
+        p.rsplit('/').next().unwrap().to_string()
+    });
+    let out = programs().dir.path().join(format!("cpp-{name}.alt"));
+    let mut command = vec![
+        programs().newdelete.clone().into(),
+        ROUNDS.to_string().into(),
+    ];
+    if throw {
+        command.push("throw".into());
+    }
+    let mut o = recorder::RecordOptions::new(command, out.clone());
+    if let Some(lib) = preload {
+        o.env = vec![("LD_PRELOAD".into(), lib.into())];
+    }
+    let summary = recorder::record(&o).unwrap();
+    assert!(summary.status.success(), "{name}: {:?}", summary.status);
+    let images = common::read_trace(&out);
+    let image = &images[0];
+    for (op, size) in [
+        (Op::Malloc, 2101),       // new, freed by sized delete
+        (Op::Malloc, 2102),       // new[], delete[]
+        (Op::AlignedAlloc, 2112), // new of an alignas(64) type
+        (Op::Malloc, 2104),       // new (std::nothrow) [], its delete[]
+    ] {
+        assert_eq!(image.count(op, size), ROUNDS, "{name}: {op:?} of {size} B");
+        assert_eq!(image.frees_of(size), ROUNDS, "{name}: frees of {size} B");
+    }
+}
+
 #[test]
 fn cpp_new_and_delete_are_traced() {
-    let out = programs().dir.path().join("cpp.alt");
-    let o = recorder::RecordOptions::new(
-        vec![programs().newdelete.clone().into(), "3000".into()],
-        out.clone(),
+    check_new_and_delete(None, true);
+}
+
+/// tcmalloc, jemalloc, mimalloc and tbbmalloc's proxy define operator new and delete without
+/// calling malloc: the shim interposes the operators too.
+#[test]
+fn cpp_new_and_delete_are_traced_behind_allocators_that_define_them() {
+    let dir = "/usr/lib/x86_64-linux-gnu";
+    let mut tested = 0;
+    // mimalloc aborts on a failed new instead of throwing (untraced too).
+    for (lib, throw) in [
+        ("libtcmalloc_minimal.so.4", true),
+        ("libjemalloc.so.2", true),
+        ("libmimalloc.so.2", false),
+        ("libtbbmalloc_proxy.so.2", true),
+    ] {
+        let path = format!("{dir}/{lib}");
+        if !std::path::Path::new(&path).exists() {
+            eprintln!("skipped: {path} not installed (scripts/setup.sh installs it)");
+            continue;
+        }
+        check_new_and_delete(Some(&path), throw);
+        tested += 1;
+    }
+    assert!(
+        tested > 0,
+        "no allocator library installed: run scripts/setup.sh"
     );
-    let summary = recorder::record(&o).unwrap();
-    assert!(summary.status.success());
-    let images = common::read_trace(&out);
-    assert_eq!(images[0].count(Op::Malloc, 2101), 3000);
-    assert_eq!(images[0].count(Op::Malloc, 2102), 3000);
-    assert_eq!(images[0].frees_of(2101), 3000);
 }
 
 #[test]

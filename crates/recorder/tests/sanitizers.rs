@@ -48,12 +48,14 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         "-std=gnu11",
         "-fPIC",
     ];
-    ubsan_shim.extend(["-fvisibility=hidden", "-ftls-model=initial-exec", "-shared"]);
+    ubsan_shim.extend(["-fvisibility=hidden", "-ftls-model=initial-exec"]);
+    ubsan_shim.extend(["-fexceptions", "-shared"]);
     let map = format!("-Wl,--version-script={}", src("exports.map"));
     let out = d("shim_ubsan.so");
     let sources = [
         src("bootstrap.c"),
         src("buffer.c"),
+        src("cxx.c"),
         src("hooks.c"),
         src("transport.c"),
     ];
