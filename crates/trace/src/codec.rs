@@ -21,11 +21,27 @@ const NEW_SAME_AS_OLD: u8 = 3;
 const OLD_EXPLICIT: u8 = 0;
 const OLD_NULL: u8 = 1;
 const OLD_BACKREF: u8 = 2;
+/// Only in chunks without addresses: a block allocated in an earlier chunk, by the seq of its
+/// allocation (a delta from the previous one in the chunk, in the addrs column).
+const OLD_SYNTHETIC: u8 = 3;
 // Frees: bit 6 set when a size was given (free_sized and the like).
 const FREE_HAS_SIZE: u8 = 0x40;
 // Allocations (not realloc): bit 6 set when a predicted address is below the top of its class
 // stack; its depth is in the depths column.
 const ALLOC_DEEPER: u8 = 0x40;
+
+/// Chunk flags (header): the chunk stores no heap addresses (`ChunkEncoder::without_addresses`).
+const FLAG_SYNTHETIC: u64 = 1;
+
+/// The top bit of a synthetic address: user-space pointers never have it.
+pub const SYNTHETIC_BIT: u64 = 1 << 63;
+
+/// The address a trace without addresses gives the block allocated by the event `seq`: a block
+/// id, unique in its process image, that no real pointer can equal.
+#[inline]
+pub fn synthetic_address(seq: u64) -> u64 {
+    SYNTHETIC_BIT | seq
+}
 
 const TABLE_BITS: u32 = 15;
 const PREDICT_DEPTH: usize = 16;
@@ -365,6 +381,10 @@ pub struct ChunkEncoder {
     /// Last released address: explicit released addresses are deltas from it (frees walk their
     /// own part of the heap, allocations theirs).
     base_old: u64,
+    /// Store no addresses (`without_addresses`).
+    synthetic: bool,
+    /// Seq of the last block referred to by `OLD_SYNTHETIC` in this chunk.
+    last_synthetic: u64,
     level: i32,
     /// Created on the first `finish` (callers that compress elsewhere never need one).
     compressor: Option<zstd::bulk::Compressor<'static>>,
@@ -401,9 +421,22 @@ impl ChunkEncoder {
             predictor: Predictor::new(),
             base: 0,
             base_old: 0,
+            synthetic: false,
+            last_synthetic: 0,
             level,
             compressor: None,
         }
+    }
+
+    /// Chunks without heap addresses: an allocation's block is known by the seq of its event
+    /// (the decoder gives it `synthetic_address(seq)`), and a free or realloc must name a block
+    /// allocated in the trace by that synthetic address (a real address when it is not known:
+    /// allocated before tracing began). The caller keeps the map from real addresses across
+    /// chunks; the encoder then needs neither predictions nor address deltas, and a free of a
+    /// block from an earlier chunk costs about a bit when blocks die in allocation order.
+    pub fn without_addresses(mut self) -> Self {
+        self.synthetic = true;
+        self
     }
 
     /// Records pushed since the last `finish`.
@@ -426,6 +459,7 @@ impl ChunkEncoder {
         if self.first_seq.is_none() {
             self.first_seq = Some(seq);
             self.expected = seq;
+            self.last_synthetic = seq;
         }
         if seq < self.expected {
             return Err(OrderError {
@@ -501,6 +535,9 @@ impl ChunkEncoder {
         self.begin_record(e.seq, e.tid)?;
         self.expected = e.seq + 1;
         let tag = e.op as u8;
+        if self.synthetic {
+            return self.push_synthetic(e, tag);
+        }
         let byte = match shape(e.op) {
             Shape::Alloc => {
                 put_split(&mut self.cols.sizes, e.size);
@@ -528,6 +565,68 @@ impl ChunkEncoder {
         self.cols.ops.push(byte);
         self.records += 1;
         Ok(())
+    }
+
+    /// `push_event` without addresses: new blocks cost nothing beyond their op byte (NULL or
+    /// not), released ones a back-reference, a synthetic seq delta or (unknown) an address.
+    fn push_synthetic(&mut self, e: &Event, tag: u8) -> Result<(), OrderError> {
+        let new_mode = |addr: u64| if addr == 0 { NEW_NULL } else { NEW_EXPLICIT };
+        let byte = match shape(e.op) {
+            Shape::Alloc => {
+                put_split(&mut self.cols.sizes, e.size);
+                self.produced_synthetic(e.addr, e.seq);
+                tag | new_mode(e.addr) << 4
+            }
+            Shape::Free => {
+                let mut b = tag | self.encode_old_synthetic(e.addr) << 4;
+                if e.size != 0 {
+                    b |= FREE_HAS_SIZE;
+                    put_split(&mut self.cols.sizes, e.size);
+                }
+                b
+            }
+            Shape::Realloc => {
+                put_split(&mut self.cols.sizes, e.size);
+                let old_mode = self.encode_old_synthetic(e.old_addr);
+                self.produced_synthetic(e.addr, e.seq);
+                tag | new_mode(e.addr) << 4 | old_mode << 6
+            }
+        };
+        self.cols.ops.push(byte);
+        self.records += 1;
+        Ok(())
+    }
+
+    /// A released block without addresses: see `without_addresses`.
+    #[inline(always)]
+    fn encode_old_synthetic(&mut self, addr: u64) -> u8 {
+        if addr == 0 {
+            return OLD_NULL;
+        }
+        let slot = &mut self.table[slot_of(addr)];
+        if slot.tag >> 8 == self.generation && slot.addr == addr {
+            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
+            slot.tag = 0;
+            OLD_BACKREF
+        } else if addr & SYNTHETIC_BIT != 0 {
+            let seq = addr & !SYNTHETIC_BIT;
+            let delta = seq.wrapping_sub(self.last_synthetic) as i64;
+            varint::put(&mut self.cols.addrs, varint::zigzag(delta));
+            self.last_synthetic = seq;
+            OLD_SYNTHETIC
+        } else {
+            put_address(&mut self.cols.addrs, addr, self.base_old);
+            self.base_old = addr;
+            OLD_EXPLICIT
+        }
+    }
+
+    /// A new block without addresses is known by its event's seq.
+    #[inline(always)]
+    fn produced_synthetic(&mut self, addr: u64, seq: u64) {
+        if addr != 0 {
+            self.produced(synthetic_address(seq), 0);
+        }
     }
 
     /// Encodes a released address; updates the predictor like the decoder will.
@@ -629,6 +728,7 @@ impl ChunkEncoder {
         raw.clear();
         raw.reserve(64 + 20 * (self.tids.len() + anchors.len()) + self.cols.len());
         varint::put(&mut raw, first_seq);
+        varint::put(&mut raw, if self.synthetic { FLAG_SYNTHETIC } else { 0 });
         varint::put(&mut raw, u64::from(self.records));
         varint::put(&mut raw, self.tids.len() as u64);
         for &t in &self.tids {
@@ -725,8 +825,9 @@ pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, D
         .map_err(|e| DecodeError(format!("zstd: {e}")))?;
     let mut c = Cursor::new(&raw);
     let trunc = || bad("chunk header cut short");
-    c.varint().ok_or_else(trunc)?;
-    c.varint().ok_or_else(trunc)?;
+    c.varint().ok_or_else(trunc)?; // first seq
+    c.varint().ok_or_else(trunc)?; // flags
+    c.varint().ok_or_else(trunc)?; // records
     for _ in 0..c.varint().ok_or_else(trunc)? {
         c.varint().ok_or_else(trunc)?;
     }
@@ -829,6 +930,11 @@ impl ChunkDecoder {
         let mut c = Cursor::new(raw);
         let trunc = || bad("chunk header cut short");
         let first_seq = c.varint().ok_or_else(trunc)?;
+        let flags = c.varint().ok_or_else(trunc)?;
+        if flags & !FLAG_SYNTHETIC != 0 {
+            return Err(DecodeError(format!("unknown chunk flags {flags:#x}")));
+        }
+        let synthetic = flags & FLAG_SYNTHETIC != 0;
         let n = c.varint().ok_or_else(trunc)?;
         if n > u64::from(crate::format::MAX_RAW_CHUNK) {
             return Err(bad("implausible record count"));
@@ -905,6 +1011,7 @@ impl ChunkDecoder {
         let mut expected = first_seq;
         let mut base: u64 = 0;
         let mut base_old: u64 = 0;
+        let mut last_synthetic = first_seq;
         let mut clock = Clock::new(anchors);
         let mut gap = GapReader::new(&mut gaps)?;
         let mut tid = tids.first().copied().unwrap_or(0);
@@ -952,6 +1059,38 @@ impl ChunkDecoder {
                 Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
             let (addr, size, old_addr) = match shape(op) {
+                _ if synthetic => {
+                    let mut old_block = |mode| {
+                        decode_old_synthetic(
+                            mode,
+                            producers,
+                            &mut refs,
+                            &mut addrs,
+                            &mut base_old,
+                            &mut last_synthetic,
+                        )
+                    };
+                    match shape(op) {
+                        Shape::Alloc => {
+                            let size = sizes.value().ok_or_else(|| short("size"))?;
+                            (new_synthetic((byte >> 4) & 3, seq)?, size, 0)
+                        }
+                        Shape::Free => {
+                            let addr = old_block((byte >> 4) & 3)?;
+                            let size = if byte & FREE_HAS_SIZE != 0 {
+                                sizes.value().ok_or_else(|| short("size"))?
+                            } else {
+                                0
+                            };
+                            (addr, size, 0)
+                        }
+                        Shape::Realloc => {
+                            let size = sizes.value().ok_or_else(|| short("size"))?;
+                            let old = old_block(byte >> 6)?;
+                            (new_synthetic((byte >> 4) & 3, seq)?, size, old)
+                        }
+                    }
+                }
                 Shape::Alloc => {
                     let size = sizes.value().ok_or_else(|| short("size"))?;
                     let new = NewBlock {
@@ -1209,6 +1348,57 @@ fn decode_old(
     };
     *base = addr;
     Ok(addr)
+}
+
+/// `decode_old` in a chunk without addresses (`ChunkEncoder::without_addresses`).
+fn decode_old_synthetic(
+    mode: u8,
+    producers: &[(u64, u32)],
+    refs: &mut SplitCursor<'_>,
+    addrs: &mut Cursor<'_>,
+    base: &mut u64,
+    last_synthetic: &mut u64,
+) -> Result<u64, DecodeError> {
+    match mode {
+        OLD_NULL => Ok(0),
+        OLD_BACKREF => {
+            let d = refs
+                .value()
+                .ok_or_else(|| bad("reference column ends early"))?;
+            usize::try_from(d)
+                .ok()
+                .filter(|&d| d > 0)
+                .and_then(|d| producers.len().checked_sub(d))
+                .map(|j| producers[j].0)
+                .ok_or_else(|| bad("reference before the chunk"))
+        }
+        OLD_SYNTHETIC => {
+            let z = addrs
+                .varint()
+                .ok_or_else(|| bad("address column ends early"))?;
+            let seq = last_synthetic.wrapping_add(varint::unzigzag(z) as u64);
+            if seq & SYNTHETIC_BIT != 0 {
+                return Err(bad("synthetic reference out of range"));
+            }
+            *last_synthetic = seq;
+            Ok(synthetic_address(seq))
+        }
+        _ => {
+            let addr = read_address(addrs, *base)?;
+            *base = addr;
+            Ok(addr)
+        }
+    }
+}
+
+/// A new block's address in a chunk without addresses: the block id of its event.
+#[inline]
+fn new_synthetic(mode: u8, seq: u64) -> Result<u64, DecodeError> {
+    match mode {
+        NEW_NULL => Ok(0),
+        NEW_EXPLICIT => Ok(synthetic_address(seq)),
+        _ => Err(bad("predicted address in a chunk without addresses")),
+    }
 }
 
 /// What the decoder knows of a new block before its address.
@@ -1606,12 +1796,132 @@ mod tests {
         }
     }
 
+    /// `events` with the addresses a recorder without addresses writes (`BlockIds`).
+    fn with_block_ids(events: &[Event]) -> Vec<Event> {
+        let mut ids = crate::BlockIds::new();
+        events
+            .iter()
+            .map(|e| {
+                let mut e = *e;
+                ids.rewrite(e.op, e.seq, &mut e.addr, &mut e.old_addr);
+                e
+            })
+            .collect()
+    }
+
+    /// Encodes `events` in chunks of `per_chunk` (with or without addresses) and decodes them.
+    fn through_chunks(events: &[Event], per_chunk: usize, synthetic: bool) -> (Vec<Event>, usize) {
+        let mut enc = ChunkEncoder::new(1);
+        if synthetic {
+            enc = enc.without_addresses();
+        }
+        let (mut decoded, mut bytes) = (Vec::new(), 0);
+        for part in events.chunks(per_chunk) {
+            for e in part {
+                enc.push_event(e).unwrap();
+            }
+            let payload = enc.finish().unwrap().unwrap().payload;
+            bytes += payload.len();
+            decoded.extend(decoded_events(&payload));
+        }
+        (decoded, bytes)
+    }
+
+    #[test]
+    fn streams_without_addresses_decode_to_block_ids() {
+        for seed in [1u64, 5, 0xfeed] {
+            let input = varied_events(20_000, seed);
+            let expected = with_block_ids(&input);
+            let (decoded, _) = through_chunks(&expected, 7_000, true);
+            assert_eq!(decoded, expected, "seed {seed}");
+            // Every free of a block allocated in the stream names the seq of its allocation,
+            // across chunk boundaries too (a model of the pairing, by real address).
+            let mut born = HashMap::new();
+            let mut checked = 0;
+            for (d, e) in decoded.iter().zip(&input) {
+                let released = if e.op.is_free() {
+                    Some((e.addr, d.addr))
+                } else if e.op.is_realloc() {
+                    Some((e.old_addr, d.old_addr))
+                } else {
+                    None
+                };
+                if let Some((real, id)) = released.filter(|r| r.0 != 0) {
+                    match born.remove(&real) {
+                        Some(seq) => {
+                            assert_eq!(id, synthetic_address(seq));
+                            checked += 1;
+                        }
+                        None => assert_eq!(id, real, "an unknown block keeps its address"),
+                    }
+                }
+                if e.addr != 0 && !e.op.is_free() {
+                    born.insert(e.addr, e.seq);
+                    assert_eq!(d.addr, synthetic_address(e.seq));
+                }
+            }
+            assert!(checked > 5_000, "{checked} releases checked");
+        }
+    }
+
+    #[test]
+    fn blocks_freed_in_allocation_order_cost_about_a_bit_across_chunks() {
+        // 20,000 blocks allocated, then freed oldest first: every free is in a later chunk than
+        // its allocation. With addresses each costs an address delta; without, a seq delta of
+        // nearly constant value.
+        let mut events = Vec::new();
+        for i in 0..20_000u64 {
+            let addr = 0x5500_0000_0000 + (i * 7919 % 20_000) * 48;
+            events.push(Event {
+                seq: i,
+                t_ns: 0,
+                tid: 1,
+                op: Op::Malloc,
+                addr,
+                size: 40,
+                old_addr: 0,
+            });
+        }
+        for i in 0..20_000u64 {
+            let a = events[i as usize].addr;
+            events.push(Event {
+                seq: 20_000 + i,
+                op: Op::Free,
+                addr: a,
+                size: 0,
+                ..events[0]
+            });
+        }
+        let (plain, with_addresses) = through_chunks(&events, 4_000, false);
+        assert_eq!(plain, events);
+        let ids = with_block_ids(&events);
+        let (decoded, without) = through_chunks(&ids, 4_000, true);
+        assert_eq!(decoded, ids);
+        let per_free = without as f64 / 20_000.0;
+        assert!(
+            per_free < 0.3 && without * 4 < with_addresses,
+            "{without} bytes without addresses, {with_addresses} with"
+        );
+    }
+
     #[test]
     fn damaged_columns_give_errors_not_panics() {
+        for synthetic in [false, true] {
+            damaged_columns_give_errors(synthetic);
+        }
+    }
+
+    fn damaged_columns_give_errors(synthetic: bool) {
         // The decoder meets hostile bytes after zstd too (a frame that decompresses fine): flip
         // bytes of a real chunk's raw columns, recompress, decode. Any result but a panic.
         let mut enc = ChunkEncoder::new(1);
-        for e in varied_events(3000, 7) {
+        let mut events = varied_events(3000, 7);
+        if synthetic {
+            enc = enc.without_addresses();
+            // Blocks from before the chunk: synthetic references.
+            events = with_block_ids(&events)[1000..].to_vec();
+        }
+        for e in events {
             enc.push_event(&e).unwrap();
         }
         let raw = enc.finish_raw(Vec::new()).unwrap();

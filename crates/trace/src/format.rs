@@ -4,11 +4,11 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"\x89ALCTRC\n";
-/// Version of the format this crate writes and the only one it reads (2: split columns, seq gaps
-/// and thread runs, deeper address predictions; see docs/trace-format.md, "History").
-pub const FORMAT_VERSION: u32 = 2;
+/// Version of the format this crate writes and the only one it reads (3: chunk flags, chunks
+/// without addresses; see docs/trace-format.md, "History").
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest version this crate reads.
-pub const OLDEST_READ_VERSION: u32 = 2;
+pub const OLDEST_READ_VERSION: u32 = 3;
 /// Bytes before the header JSON: magic, version, header length, header CRC32.
 pub const FILE_PREFIX_LEN: usize = 20;
 

@@ -5,7 +5,8 @@
 //!   framed with a sync word, kind, stream id, length, record count and CRC32;
 //! - each process image is a stream: a PROCESS chunk, EVENTS chunks (zstd-compressed columns with
 //!   delta-coded sizes, frees as back-references to their allocation, predicted addresses and time
-//!   anchors), and an END chunk saying why it ended;
+//!   anchors; or, recorded without addresses, blocks known by the seq of their allocation), and an
+//!   END chunk saying why it ended;
 //! - a truncated or damaged file reads up to the damage ([`TraceReader::damage`]); a newer version
 //!   is refused naming both versions; chunks decode independently ([`RawChunk::decode`]).
 //!
@@ -18,15 +19,20 @@
 //! }
 //! # Ok::<(), trace::TraceError>(())
 //! ```
+pub mod block_ids;
 pub mod codec;
 pub mod error;
 pub mod event;
 pub mod format;
+pub mod hash;
 pub mod reader;
 mod varint;
 pub mod writer;
 
-pub use codec::{ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk};
+pub use block_ids::BlockIds;
+pub use codec::{
+    synthetic_address, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk, SYNTHETIC_BIT,
+};
 pub use error::{human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{EndReason, TraceHeader, Trailer, FORMAT_VERSION, MAGIC};

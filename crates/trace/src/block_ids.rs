@@ -1,0 +1,49 @@
+//! Block ids for traces without addresses (`ChunkEncoder::without_addresses`): the map from each
+//! live block's real address to the seq of the event that allocated it, kept across chunks by
+//! whoever feeds the encoder (the recorder, in seq order). Memory: about 24 bytes per live block.
+use crate::codec::synthetic_address;
+use crate::event::Op;
+use crate::hash::FoldMap;
+
+#[derive(Default)]
+pub struct BlockIds {
+    live: FoldMap<u64, u64>,
+}
+
+impl BlockIds {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rewrites the addresses of one event (events in seq order): a new block becomes
+    /// `synthetic_address(seq)`; a released block becomes its allocation's id, or keeps its real
+    /// address when it was not allocated in the trace (before tracing began, or a double free).
+    #[inline]
+    pub fn rewrite(&mut self, op: Op, seq: u64, addr: &mut u64, old_addr: &mut u64) {
+        if op.is_free() {
+            self.release(addr);
+            return;
+        }
+        if op.is_realloc() {
+            self.release(old_addr);
+        }
+        if *addr != 0 {
+            self.live.insert(*addr, seq);
+            *addr = synthetic_address(seq);
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, addr: &mut u64) {
+        if *addr != 0 {
+            if let Some(seq) = self.live.remove(addr) {
+                *addr = synthetic_address(seq);
+            }
+        }
+    }
+
+    /// Blocks allocated and not released so far.
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+}
