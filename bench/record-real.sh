@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Tracing real programs: untraced vs `alloclens record` vs heaptrack on a python3 script and a gcc -O2
-# compile, then `alloclens analyze` vs `heaptrack_print` on the traces they made. Prints, side by side
-# from one run: wall times, slowdown ratios, trace bytes per event, analysis events/s and peak memory.
+# Tracing real programs: untraced vs `alloclens record` (with and without addresses) vs heaptrack on a
+# python3 script and a gcc -O2 compile, then `alloclens analyze` vs `heaptrack_print` on the traces
+# they made. Prints, side by side from one run: wall times, slowdown ratios, trace bytes per event,
+# analysis events/s and peak memory. The `-na` columns are `record --no-addresses`.
 # Usage: bench/record-real.sh [REPEATS]  (default 3; the median wall time of the repeats is used)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
@@ -50,7 +51,7 @@ timed() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N
 peak() { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-printf '%-10s %9s %9s %9s %7s %7s %10s %9s %9s\n' program untraced record heaptrack rec/x ht/x events rec_B/ev ht_B/ev
+printf '%-10s %9s %9s %9s %9s %7s %7s %7s %10s %9s %9s %9s\n' program untraced record rec-na heaptrack rec/x na/x ht/x events rec_B/ev na_B/ev ht_B/ev
 # Every python object through malloc, as in the git-cinnabar study (and so that tracers see them).
 export PYTHONMALLOC=malloc
 # The interpreter itself, not a wrapper script (pyenv's python3 is a bash script).
@@ -68,31 +69,35 @@ heaptrack_run() { local dir=$1; shift; rm -rf "$dir"; mkdir -p "$dir"; (cd "$dir
 heaptrack_file() { ls -S "$1"/heaptrack.*.zst 2>/dev/null | head -1; }
 for name in python3 gcc-O2 cc1-O2; do
   read -r -a cmd <<< "${CMDS[$name]}"
-  base=(); rec=(); ht=()
+  base=(); rec=(); na=(); ht=()
   for _ in $(seq "$REPEATS"); do
     base+=("$(timed "${cmd[@]}")")
     rec+=("$(timed "$AL" record -q -o "$WORK/$name.alt" -- "${cmd[@]}")")
+    na+=("$(timed "$AL" record -q --no-addresses -o "$WORK/$name-na.alt" -- "${cmd[@]}")")
     if command -v heaptrack >/dev/null; then
       ht+=("$(timed heaptrack_run "$WORK/ht-$name" "${cmd[@]}")")
     fi
   done
-  b=$(median "${base[@]}"); r=$(median "${rec[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
+  b=$(median "${base[@]}"); r=$(median "${rec[@]}"); n=$(median "${na[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
   events=$("$AL" analyze --json "$WORK/$name.alt" | python3 -c "import json,sys; a=json.load(sys.stdin); print(sum(p['stats']['calls_total'] for p in a['processes']))" 2>/dev/null || echo 0)
-  rb=$(stat -c %s "$WORK/$name.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
-  python3 - "$name" "$b" "$r" "$h" "$events" "$rb" "${hb:-0}" <<'PY'
+  rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-na.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
+  python3 - "$name" "$b" "$r" "$n" "$h" "$events" "$rb" "$nb" "${hb:-0}" <<'PY'
 import sys
-n, b, r, h, e, rb, hb = sys.argv[1:]
-b, r, h, e, rb, hb = float(b), float(r), float(h), max(int(e), 1), int(rb), int(hb)
-print(f"{n:<10} {b:9.3f} {r:9.3f} {h:9.3f} {r/b:7.2f} {(h/b if h else 0):7.2f} {e:10d} {rb/e:9.3f} {hb/e:9.3f}")
+name, b, r, n, h, e, rb, nb, hb = sys.argv[1:]
+b, r, n, h, e = float(b), float(r), float(n), float(h), max(int(e), 1)
+rb, nb, hb = int(rb), int(nb), int(hb)
+print(f"{name:<10} {b:9.3f} {r:9.3f} {n:9.3f} {h:9.3f} {r/b:7.2f} {n/b:7.2f} {(h/b if h else 0):7.2f}"
+      f" {e:10d} {rb/e:9.3f} {nb/e:9.3f} {hb/e:9.3f}")
 PY
   echo "$name $events" >> "$WORK/events"
+  echo "$name-na $events" >> "$WORK/events"
 done
 
 echo
 printf '%-10s %14s %12s %16s %12s\n' trace analyze_s analyze_MiB heaptrack_print_s print_MiB
 while read -r name events; do
   read -r at am < <(peak "$AL" analyze "$WORK/$name.alt")
-  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-$name"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
+  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-na}"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
   read -r ht hm <<< "$hp"
   python3 -c "
 e=$events; at=$at; am=$am/1024; ht=$ht; hm=$hm/1024

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
     {
         options.chunk_records = n;
     }
+    // Recording without addresses (`alloclens record --no-addresses`): NO_ADDRESSES=1 ...
+    options.addresses = std::env::var_os("NO_ADDRESSES").is_none();
     match recorder::record(&options) {
         Ok(s) => {
             eprintln!(

@@ -141,6 +141,9 @@ pub struct Image {
     markers: VecDeque<Marker>,
     /// The chunk being filled.
     batch: Batch,
+    /// Recording without addresses: the live blocks' ids, applied to each batch when sealed
+    /// (in seq order, so across chunks).
+    block_ids: Option<trace::BlockIds>,
     pub records: u64,
     pub events: u64,
     pub markers_written: u64,
@@ -163,6 +166,7 @@ impl Image {
         mono0: u64,
         page_fd: &OwnedFd,
         mut batch: Batch,
+        block_ids: Option<trace::BlockIds>,
     ) -> std::io::Result<Image> {
         let page = Mapping::map(page_fd, PAGE_BYTES)?;
         batch.clear();
@@ -178,6 +182,7 @@ impl Image {
             next_seq: 0,
             markers: VecDeque::new(),
             batch,
+            block_ids,
             records: 0,
             events: 0,
             markers_written: 0,
@@ -511,6 +516,14 @@ impl Image {
         next.clear();
         self.batch.carry_anchors_to(&mut next);
         let mut full = std::mem::replace(&mut self.batch, next);
+        if let Some(ids) = &mut self.block_ids {
+            for r in &mut full.records {
+                if let Some(op) = Op::from_tag((r[0] >> OP_SHIFT) as u8) {
+                    let [seq_op, addr, _, old_addr] = r;
+                    ids.rewrite(op, *seq_op & SEQ_MASK, addr, old_addr);
+                }
+            }
+        }
         full.stream = self.stream;
         full.pid = self.pid;
         batches.out.push(full);
@@ -589,7 +602,7 @@ mod tests {
     fn image_with_ring() -> (Image, Mapping, Producer) {
         let page_fd = memfd(PAGE_BYTES);
         let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
-        let mut img = Image::new(3, 42, 0, 0, &page_fd, Batch::default()).unwrap();
+        let mut img = Image::new(3, 42, 0, 0, &page_fd, Batch::default(), None).unwrap();
         let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
         let ring_fd = memfd(ring_len);
         img.add_ring(&ring_fd).unwrap();

@@ -87,8 +87,9 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Starts the writer and `available_parallelism` (at least 2) encoder threads.
-    pub fn start(writer: FileWriter, level: i32) -> std::io::Result<Pipeline> {
+    /// Starts the writer and `available_parallelism` (at least 2) encoder threads; `addresses`
+    /// false: batches carry block ids (`trace::BlockIds`) and chunks store no addresses.
+    pub fn start(writer: FileWriter, level: i32, addresses: bool) -> std::io::Result<Pipeline> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let shared = Arc::new(Shared::default());
         let (write_tx, write_rx) = channel();
@@ -105,7 +106,7 @@ impl Pipeline {
             encoders.push(
                 std::thread::Builder::new()
                     .name(format!("alloclens-enc{i}"))
-                    .spawn(move || encode_loop(&queue, &out, &back, level))?,
+                    .spawn(move || encode_loop(&queue, &out, &back, level, addresses))?,
             );
         }
         Ok(Pipeline {
@@ -269,6 +270,7 @@ fn encode_loop(
     out: &Sender<(u64, Job)>,
     returned: &Sender<Batch>,
     level: i32,
+    addresses: bool,
 ) {
     let mut compressor = zstd::bulk::Compressor::new(level)
         .map_err(|e| format!("cannot set up zstd level {level}: {e}"));
@@ -283,7 +285,7 @@ fn encode_loop(
             out,
             done: false,
         };
-        let encoder = encoder_for(&mut encoders, batch.stream);
+        let encoder = encoder_for(&mut encoders, batch.stream, addresses);
         let job = match batch.encode(encoder, std::mem::take(&mut raw)) {
             Ok(Some(chunk)) => {
                 let job = match compressor.as_mut() {
@@ -307,7 +309,11 @@ fn encode_loop(
 }
 
 /// The encoder this thread uses for `stream` (the most recently used one last).
-fn encoder_for(cache: &mut Vec<(u32, ChunkEncoder)>, stream: u32) -> &mut ChunkEncoder {
+fn encoder_for(
+    cache: &mut Vec<(u32, ChunkEncoder)>,
+    stream: u32,
+    addresses: bool,
+) -> &mut ChunkEncoder {
     let i = match cache.iter().position(|(s, _)| *s == stream) {
         Some(i) => i,
         None => {
@@ -315,7 +321,13 @@ fn encoder_for(cache: &mut Vec<(u32, ChunkEncoder)>, stream: u32) -> &mut ChunkE
                 cache.remove(0);
             }
             // The level is unused: compression runs here, with the thread's own context.
-            cache.push((stream, ChunkEncoder::new(1)));
+            let encoder = ChunkEncoder::new(1);
+            let encoder = if addresses {
+                encoder
+            } else {
+                encoder.without_addresses()
+            };
+            cache.push((stream, encoder));
             cache.len() - 1
         }
     };
@@ -428,7 +440,7 @@ mod tests {
         let path = dir.path().join("t.alt");
         let file = BufWriter::new(File::create(&path).unwrap());
         let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-        let mut p = Pipeline::start(writer, 1).unwrap();
+        let mut p = Pipeline::start(writer, 1, true).unwrap();
         let info = |pid| ProcessInfo {
             pid,
             ppid: 1,

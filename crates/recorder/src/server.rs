@@ -40,6 +40,8 @@ pub struct Server {
     writer: Option<Pipeline>,
     pub warnings: Vec<String>,
     chunk_records: usize,
+    /// Store addresses (`RecordOptions::addresses`); without, each image keeps `BlockIds`.
+    addresses: bool,
     buf: Vec<u8>,
     /// Cleared batches to reuse.
     spare: Vec<Batch>,
@@ -66,9 +68,10 @@ impl Server {
         writer: TraceWriter<BufWriter<File>>,
         chunk_records: usize,
         level: i32,
+        addresses: bool,
     ) -> Server {
         let mut warnings = Vec::new();
-        let writer = match Pipeline::start(writer, level) {
+        let writer = match Pipeline::start(writer, level, addresses) {
             Ok(p) => Some(p),
             Err(e) => {
                 warnings.push(format!("cannot start the trace writer thread: {e}"));
@@ -84,6 +87,7 @@ impl Server {
             writer,
             warnings,
             chunk_records,
+            addresses,
             buf: vec![0u8; protocol::MAX_MESSAGE + 64],
             spare: Vec::new(),
             sealed: Vec::new(),
@@ -300,7 +304,8 @@ impl Server {
         };
         let stream = self.writer.as_mut().map_or(0, |w| w.begin_process(&info));
         let batch = self.spare.pop().unwrap_or_default();
-        match Image::new(stream, pid, start_ticks, mono0, page_fd, batch) {
+        let block_ids = (!self.addresses).then(trace::BlockIds::new);
+        match Image::new(stream, pid, start_ticks, mono0, page_fd, batch, block_ids) {
             Ok(img) => {
                 self.conns[c].image = Some(self.images.len());
                 self.images.push(img);

@@ -45,7 +45,13 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
                 source,
             }
         })?;
-    let mut server = Server::new(listener, writer, o.chunk_records.max(1), o.zstd_level);
+    let mut server = Server::new(
+        listener,
+        writer,
+        o.chunk_records.max(1),
+        o.zstd_level,
+        o.addresses,
+    );
 
     let mut cmd = Command::new(program);
     cmd.args(&o.command[1..]);

@@ -401,6 +401,13 @@ fn slot_of(addr: u64) -> usize {
     ((addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
 }
 
+/// `slot_of` for synthetic addresses: consecutive seqs, not 16-byte steps (`addr >> 4` would put
+/// 16 blocks in one slot).
+#[inline]
+fn slot_of_id(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
+}
+
 impl ChunkEncoder {
     /// `level`: zstd level (1 = fastest; 3 is a good default).
     pub fn new(level: i32) -> Self {
@@ -569,6 +576,7 @@ impl ChunkEncoder {
 
     /// `push_event` without addresses: new blocks cost nothing beyond their op byte (NULL or
     /// not), released ones a back-reference, a synthetic seq delta or (unknown) an address.
+    #[inline(always)]
     fn push_synthetic(&mut self, e: &Event, tag: u8) -> Result<(), OrderError> {
         let new_mode = |addr: u64| if addr == 0 { NEW_NULL } else { NEW_EXPLICIT };
         let byte = match shape(e.op) {
@@ -603,7 +611,7 @@ impl ChunkEncoder {
         if addr == 0 {
             return OLD_NULL;
         }
-        let slot = &mut self.table[slot_of(addr)];
+        let slot = &mut self.table[slot_of_id(addr)];
         if slot.tag >> 8 == self.generation && slot.addr == addr {
             put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
             slot.tag = 0;
@@ -625,7 +633,13 @@ impl ChunkEncoder {
     #[inline(always)]
     fn produced_synthetic(&mut self, addr: u64, seq: u64) {
         if addr != 0 {
-            self.produced(synthetic_address(seq), 0);
+            let id = synthetic_address(seq);
+            self.table[slot_of_id(id)] = Slot {
+                addr: id,
+                index: self.produced,
+                tag: self.generation << 8,
+            };
+            self.produced += 1;
         }
     }
 
