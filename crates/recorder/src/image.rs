@@ -141,9 +141,11 @@ pub struct Image {
     markers: VecDeque<Marker>,
     /// The chunk being filled.
     batch: Batch,
-    /// Recording without addresses: the live blocks' ids, applied to each batch when sealed
-    /// (in seq order, so across chunks).
+    /// Recording without addresses: the live blocks' ids, applied to the batch's records as they
+    /// are merged (in seq order, so across chunks).
     block_ids: Option<trace::BlockIds>,
+    /// Records of `batch` that have their block ids.
+    ids_given: usize,
     pub records: u64,
     pub events: u64,
     pub markers_written: u64,
@@ -183,6 +185,7 @@ impl Image {
             markers: VecDeque::new(),
             batch,
             block_ids,
+            ids_given: 0,
             records: 0,
             events: 0,
             markers_written: 0,
@@ -248,6 +251,24 @@ impl Image {
     /// With `last`, the image is gone: holes are skipped, everything left is taken and the
     /// batch is sealed. Full batches (and the last one) go to `batches.out`.
     pub fn drain(&mut self, last: bool, batches: &mut Batches) -> Drained {
+        let drained = self.drain_rings(last, batches);
+        self.give_block_ids();
+        drained
+    }
+
+    /// Without addresses: the records merged since the last call get their block ids, round by
+    /// round (at one go per sealed batch, the drain thread would stop for milliseconds with a
+    /// large live set, and a program allocating in a burst would find its ring full).
+    fn give_block_ids(&mut self) {
+        if let Some(ids) = &mut self.block_ids {
+            let records = &mut self.batch.records;
+            let from = self.ids_given.min(records.len());
+            rewrite_with_block_ids(ids, &mut records[from..]);
+            self.ids_given = records.len();
+        }
+    }
+
+    fn drain_rings(&mut self, last: bool, batches: &mut Batches) -> Drained {
         let (c, t) = self.round;
         let mut drained = Drained::default();
         self.batch.push_anchor(c, t);
@@ -515,18 +536,28 @@ impl Image {
         let mut next = batches.fresh();
         next.clear();
         self.batch.carry_anchors_to(&mut next);
+        self.give_block_ids();
+        self.ids_given = 0;
         let mut full = std::mem::replace(&mut self.batch, next);
-        if let Some(ids) = &mut self.block_ids {
-            for r in &mut full.records {
-                if let Some(op) = Op::from_tag((r[0] >> OP_SHIFT) as u8) {
-                    let [seq_op, addr, _, old_addr] = r;
-                    ids.rewrite(op, *seq_op & SEQ_MASK, addr, old_addr);
-                }
-            }
-        }
         full.stream = self.stream;
         full.pid = self.pid;
         batches.out.push(full);
+    }
+}
+
+/// Gives the blocks of `records` (in seq order) their ids. The map slot of the record
+/// `PREFETCH_AHEAD` later is fetched meanwhile: with a large live set (python3: 1.8 M blocks)
+/// every lookup would otherwise wait for memory.
+fn rewrite_with_block_ids(ids: &mut trace::BlockIds, records: &mut [[u64; 4]]) {
+    const PREFETCH_AHEAD: usize = 16;
+    for i in 0..records.len() {
+        if let Some(&[_, addr, _, old_addr]) = records.get(i + PREFETCH_AHEAD) {
+            ids.prefetch(if old_addr != 0 { old_addr } else { addr });
+        }
+        let [seq_op, addr, _, old_addr] = &mut records[i];
+        if let Some(op) = Op::from_tag((*seq_op >> OP_SHIFT) as u8) {
+            ids.rewrite(op, *seq_op & SEQ_MASK, addr, old_addr);
+        }
     }
 }
 

@@ -51,7 +51,7 @@ pub struct RecordOptions {
     pub zstd_level: i32,
     /// Store heap addresses (default). When false, blocks are known by the seq of their
     /// allocation (docs/trace-format.md, "Chunks without addresses"): several times smaller
-    /// traces of long-lived heaps, the same reports, about 24 bytes of recorder memory per live
+    /// traces of long-lived heaps, the same reports, 32-64 bytes of recorder memory per live
     /// block.
     pub addresses: bool,
 }

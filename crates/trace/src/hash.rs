@@ -1,9 +1,9 @@
-//! A cheap hasher for the hot-path maps of the recorder and the analysis, keyed by addresses and
+//! A cheap hash for the hot-path maps of the recorder and the analysis, keyed by addresses and
 //! sizes (u64) chosen by the traced program, not by an adversary: one widening multiply, folded so
 //! that both the low bits (bucket index) and the high bits (the hash table's tag) depend on every
 //! input bit.
 
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 /// Odd constant with well-spread bits (2^64 / golden ratio).
 const K: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -43,13 +43,10 @@ impl Hasher for FoldHasher {
     }
 }
 
-/// `std::collections::HashMap` with `FoldHasher`.
-pub type FoldMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FoldHasher>>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::BuildHasher;
+    use std::hash::{BuildHasher, BuildHasherDefault};
 
     #[test]
     fn aligned_addresses_spread_over_low_and_high_bits() {

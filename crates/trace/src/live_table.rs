@@ -1,4 +1,5 @@
-//! The live set: an open-addressing table from address to the allocation living there.
+//! The live set: an open-addressing table from address to what the recorder (`BlockIds`) or the
+//! analysis keeps of the block living there.
 //!
 //! Linear probing over a dense array of keys (8 per cache line) with the values in a parallel
 //! array, and backward-shift deletion (no tombstones, so a long trace of frees and mallocs never
