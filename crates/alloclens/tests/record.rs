@@ -278,6 +278,15 @@ fn without_addresses_the_trace_is_smaller_and_the_figures_are_the_same() {
         size(&without),
         size(&with)
     );
+    let text = alloclens().arg("analyze").arg(&without).output().unwrap();
+    let first = String::from_utf8_lossy(&text.stdout)
+        .lines()
+        .next()
+        .map(String::from);
+    assert!(
+        first.is_some_and(|l| l.ends_with("recorded without addresses)")),
+        "the summary says how the trace was recorded"
+    );
     // Blocks are ids: the allocation at seq s has address 2^63 | s.
     let mut r = TraceReader::open(&without).unwrap();
     for rec in r.records(0).unwrap().take(1000) {

@@ -25,6 +25,8 @@ pub struct FileAnalysis {
     /// The recorded command and allocator, from the trace header.
     pub command: Vec<String>,
     pub allocator: String,
+    /// Recorded with `--no-addresses` (addresses in the trace are block ids).
+    pub no_addresses: bool,
 }
 
 /// Analyse every (selected) process stream of the trace at `path`.
@@ -86,6 +88,7 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
         analysis,
         command: header.command,
         allocator: header.allocator,
+        no_addresses: header.no_addresses,
     })
 }
 

@@ -37,6 +37,7 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         allocator: o.allocator.clone(),
         start_unix_ns: unix_ns(),
         writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
+        no_addresses: !o.addresses,
     };
     let writer =
         TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header).map_err(|source| {

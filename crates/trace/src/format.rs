@@ -50,6 +50,10 @@ pub struct TraceHeader {
     pub start_unix_ns: u64,
     /// Version of alloclens that wrote the file.
     pub writer: String,
+    /// Recorded with `--no-addresses`: blocks are ids (docs/trace-format.md). Informational; the
+    /// decoder goes by each chunk's flags.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_addresses: bool,
 }
 
 /// Written last by a recording that finished (its absence means the recorder itself died).

@@ -15,6 +15,7 @@ fn sample_trace() -> Vec<u8> {
         allocator: "glibc".into(),
         start_unix_ns: 1,
         writer: "robustness test".into(),
+        ..Default::default()
     };
     let mut w = TraceWriter::new(Vec::new(), &header).unwrap();
     for pid in [10u32, 11] {

@@ -142,6 +142,7 @@ fn header() -> TraceHeader {
         allocator: "glibc".into(),
         start_unix_ns: 1,
         writer: "test".into(),
+        ..Default::default()
     }
 }
 

@@ -51,9 +51,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !result.command.is_empty() {
             writeln!(
                 out,
-                "trace of: {} (allocator: {})",
+                "trace of: {} (allocator: {}{})",
                 result.command.join(" "),
-                result.allocator
+                result.allocator,
+                if result.no_addresses {
+                    ", recorded without addresses"
+                } else {
+                    ""
+                }
             )?;
         }
         analyze::output::text::write_text(analysis, &mut out)?;
