@@ -110,5 +110,30 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         );
         assert!(common::read_trace(&trace)[0].events().count() >= 6000);
     }
+    // The C++ operators (cxx.c), a bad_alloc unwinding through them included, behind glibc's
+    // operators and behind tcmalloc's.
+    let tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+    for preload in [None, Some(tcmalloc)] {
+        if preload.is_some_and(|p| !Path::new(p).exists()) {
+            continue;
+        }
+        let trace = dir.path().join("ubsan-cxx.alt");
+        let command = vec![
+            common::programs().newdelete.clone().into(),
+            "3000".into(),
+            "throw".into(),
+        ];
+        let mut o = recorder::RecordOptions::new(command, trace.clone());
+        if let Some(p) = preload {
+            o.env = vec![("LD_PRELOAD".into(), p.into())];
+        }
+        let summary = recorder::record(&o).unwrap();
+        assert!(
+            summary.status.success(),
+            "UBSan stopped newdelete ({preload:?}): {:?}",
+            summary.status
+        );
+        assert!(common::read_trace(&trace)[0].events().count() >= 24_000);
+    }
     std::env::remove_var(recorder::ENV_SHIM_OVERRIDE);
 }
