@@ -7,7 +7,7 @@ use trace::{Event, Marker, Op, ProcessInfo, Record};
 
 use crate::hash::FastMap;
 use crate::histogram::SizeCounts;
-use crate::live_table::LiveTable;
+use crate::live_set::LiveSet;
 use crate::report::{PhaseReport, ProcessReport, ThreadReport};
 use crate::scope::{Peaks, ReportSettings, ScopeStats};
 use crate::timeline::{Sample, Timelines};
@@ -102,7 +102,7 @@ struct Cell {
 /// process and of each thread. Kept apart from the cells so that an event borrows its cell once
 /// (one bounds check) while these are updated.
 struct LiveState {
-    live: LiveTable<Live>,
+    live: LiveSet<Live>,
     /// Process-wide figures, independent of the phase filter.
     live_bytes: u64,
     live_allocations: u64,
@@ -166,7 +166,7 @@ impl ProcessAnalyzer {
         let mut a = ProcessAnalyzer {
             info,
             state: LiveState {
-                live: LiveTable::with_capacity(LIVE_CAPACITY),
+                live: LiveSet::with_capacity(LIVE_CAPACITY),
                 live_bytes: 0,
                 live_allocations: 0,
                 cumulated_upper: 0,
@@ -431,7 +431,7 @@ impl ProcessAnalyzer {
         for l in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
         }
-        self.state.live = LiveTable::with_capacity(0);
+        self.state.live = LiveSet::with_capacity(0);
         let life = self.calls;
         let settings = &self.config.report;
 
