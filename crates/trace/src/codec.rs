@@ -1074,15 +1074,11 @@ impl ChunkDecoder {
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
             let (addr, size, old_addr) = match shape(op) {
                 _ if synthetic => {
-                    let mut old_block = |mode| {
-                        decode_old_synthetic(
-                            mode,
-                            producers,
-                            &mut refs,
-                            &mut addrs,
-                            &mut base_old,
-                            &mut last_synthetic,
-                        )
+                    let mut released = OldSynthetic {
+                        refs: &mut refs,
+                        addrs: &mut addrs,
+                        base: &mut base_old,
+                        last_synthetic: &mut last_synthetic,
                     };
                     match shape(op) {
                         Shape::Alloc => {
@@ -1090,7 +1086,7 @@ impl ChunkDecoder {
                             (new_synthetic((byte >> 4) & 3, seq)?, size, 0)
                         }
                         Shape::Free => {
-                            let addr = old_block((byte >> 4) & 3)?;
+                            let addr = released.decode((byte >> 4) & 3, producers)?;
                             let size = if byte & FREE_HAS_SIZE != 0 {
                                 sizes.value().ok_or_else(|| short("size"))?
                             } else {
@@ -1100,7 +1096,7 @@ impl ChunkDecoder {
                         }
                         Shape::Realloc => {
                             let size = sizes.value().ok_or_else(|| short("size"))?;
-                            let old = old_block(byte >> 6)?;
+                            let old = released.decode(byte >> 6, producers)?;
                             (new_synthetic((byte >> 4) & 3, seq)?, size, old)
                         }
                     }
@@ -1364,43 +1360,51 @@ fn decode_old(
     Ok(addr)
 }
 
-/// `decode_old` in a chunk without addresses (`ChunkEncoder::without_addresses`).
-fn decode_old_synthetic(
-    mode: u8,
-    producers: &[(u64, u32)],
-    refs: &mut SplitCursor<'_>,
-    addrs: &mut Cursor<'_>,
-    base: &mut u64,
-    last_synthetic: &mut u64,
-) -> Result<u64, DecodeError> {
-    match mode {
-        OLD_NULL => Ok(0),
-        OLD_BACKREF => {
-            let d = refs
-                .value()
-                .ok_or_else(|| bad("reference column ends early"))?;
-            usize::try_from(d)
-                .ok()
-                .filter(|&d| d > 0)
-                .and_then(|d| producers.len().checked_sub(d))
-                .map(|j| producers[j].0)
-                .ok_or_else(|| bad("reference before the chunk"))
-        }
-        OLD_SYNTHETIC => {
-            let z = addrs
-                .varint()
-                .ok_or_else(|| bad("address column ends early"))?;
-            let seq = last_synthetic.wrapping_add(varint::unzigzag(z) as u64);
-            if seq & SYNTHETIC_BIT != 0 {
-                return Err(bad("synthetic reference out of range"));
+/// `decode_old` in a chunk without addresses (`ChunkEncoder::without_addresses`): the columns and
+/// bases it reads and moves.
+struct OldSynthetic<'a, 'b> {
+    refs: &'a mut SplitCursor<'b>,
+    addrs: &'a mut Cursor<'b>,
+    base: &'a mut u64,
+    last_synthetic: &'a mut u64,
+}
+
+impl OldSynthetic<'_, '_> {
+    #[inline(always)]
+    fn decode(&mut self, mode: u8, producers: &[(u64, u32)]) -> Result<u64, DecodeError> {
+        match mode {
+            OLD_NULL => Ok(0),
+            OLD_BACKREF => {
+                let d = self
+                    .refs
+                    .value()
+                    .ok_or_else(|| bad("reference column ends early"))?;
+                usize::try_from(d)
+                    .ok()
+                    .filter(|&d| d > 0)
+                    .and_then(|d| producers.len().checked_sub(d))
+                    .map(|j| producers[j].0)
+                    .ok_or_else(|| bad("reference before the chunk"))
             }
-            *last_synthetic = seq;
-            Ok(synthetic_address(seq))
-        }
-        _ => {
-            let addr = read_address(addrs, *base)?;
-            *base = addr;
-            Ok(addr)
+            OLD_SYNTHETIC => {
+                let z = self
+                    .addrs
+                    .varint()
+                    .ok_or_else(|| bad("address column ends early"))?;
+                let seq = self
+                    .last_synthetic
+                    .wrapping_add(varint::unzigzag(z) as u64);
+                if seq & SYNTHETIC_BIT != 0 {
+                    return Err(bad("synthetic reference out of range"));
+                }
+                *self.last_synthetic = seq;
+                Ok(synthetic_address(seq))
+            }
+            _ => {
+                let addr = read_address(self.addrs, *self.base)?;
+                *self.base = addr;
+                Ok(addr)
+            }
         }
     }
 }
