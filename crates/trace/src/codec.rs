@@ -1391,9 +1391,7 @@ impl OldSynthetic<'_, '_> {
                     .addrs
                     .varint()
                     .ok_or_else(|| bad("address column ends early"))?;
-                let seq = self
-                    .last_synthetic
-                    .wrapping_add(varint::unzigzag(z) as u64);
+                let seq = self.last_synthetic.wrapping_add(varint::unzigzag(z) as u64);
                 if seq & SYNTHETIC_BIT != 0 {
                     return Err(bad("synthetic reference out of range"));
                 }
