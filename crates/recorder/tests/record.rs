@@ -79,6 +79,24 @@ fn every_entry_point_is_recorded_with_its_size() {
         .all(|e| mallocs.contains(&e.old_addr)));
 }
 
+/// Four threads recorded without addresses: block ids are given in seq order across the threads'
+/// rings, and every free still names its own allocation.
+#[test]
+fn threads_without_addresses_free_their_own_blocks() {
+    let (summary, images) = record(&["threads", "20000", "4"], |o| o.addresses = false);
+    assert!(summary.status.success());
+    let img = &images[0];
+    check_order(img);
+    for t in 0..4u64 {
+        let size = 2000 + t;
+        assert_eq!(img.count(Op::Malloc, size), 20000, "thread {t}");
+        assert_eq!(img.frees_of(size), 20000, "thread {t}");
+    }
+    for e in img.events().filter(|e| e.addr != 0 && !e.op.is_free()) {
+        assert_eq!(e.addr, trace::synthetic_address(e.seq));
+    }
+}
+
 #[test]
 fn fork_without_exec_gets_its_own_stream() {
     let (summary, images) = record(&["fork", &N.to_string()], |_| {});
