@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side cost of tracing: untraced vs `alloclens record` vs heaptrack, on an allocation-bound
 # microbenchmark (1 and 2 threads). Prints wall times, slowdown ratios and trace bytes per event;
-# the `na` columns are `record --no-addresses` (NO_ADDRESSES=1 for the library front end).
+# the `addr` columns are `record --addresses` (ADDRESSES=1 for the library front end).
 # Usage: bench/record-overhead.sh [ITERATIONS_PER_THREAD] [REPEATS]   (defaults 5000000, 3;
 # the median of the repeats is printed)
 # NO_HEAPTRACK=1 skips heaptrack (quicker while iterating on the recorder).
@@ -25,7 +25,7 @@ secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "workload: alloc-micro, $ITER replacements per thread (2 calls each)"
 # rec_ns/ev: wall time added by recording, per event (the "2 threads no worse per event than 1" figure).
-printf '%-8s %10s %10s %10s %10s %8s %8s %8s %10s %12s %10s %12s\n' threads untraced record rec-na heaptrack rec/x na/x ht/x rec_ns/ev rec_B/event na_B/event ht_B/event
+printf '%-8s %10s %10s %10s %10s %8s %8s %8s %10s %12s %11s %12s\n' threads untraced record rec-addr heaptrack rec/x addr/x ht/x rec_ns/ev rec_B/event addr_B/event ht_B/event
 median() { python3 -c "import sys,statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
 for T in 1 2; do
   bases=(); recs=(); nas=(); hts=()
@@ -36,7 +36,7 @@ for T in 1 2; do
     bases+=("$(secs "$t0" "$t1")")
     t0=$(now); "$REC" "$WORK/t$T.alt" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>"$WORK/rec$T.log"; t1=$(now)
     recs+=("$(secs "$t0" "$t1")")
-    t0=$(now); NO_ADDRESSES=1 "$REC" "$WORK/n$T.alt" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>&1; t1=$(now)
+    t0=$(now); ADDRESSES=1 "$REC" "$WORK/n$T.alt" "$WORK/alloc-micro" "$T" "$ITER" >/dev/null 2>&1; t1=$(now)
     nas+=("$(secs "$t0" "$t1")")
     if [ -z "${NO_HEAPTRACK:-}" ] && command -v heaptrack >/dev/null; then
       # Debian's heaptrack 1.4 has no output option: it writes heaptrack.*.zst into the current directory.
@@ -59,6 +59,6 @@ htr = f"{float(ht)/base:.2f}" if ht != "n/a" else "n/a"
 hts = f"{float(ht):.3f}" if ht != "n/a" else "n/a"
 added = (rec - base) * 1e9 / events
 print(f"{t:<8} {base:10.3f} {rec:10.3f} {na:10.3f} {hts:>10} {rec/base:8.2f} {na/base:8.2f} {htr:>8}"
-      f" {added:10.1f} {rb/events:12.3f} {nb/events:10.3f} {hb/events:12.3f}")
+      f" {added:10.1f} {rb/events:12.3f} {nb/events:11.3f} {hb/events:12.3f}")
 PY
 done

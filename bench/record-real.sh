@@ -2,7 +2,7 @@
 # Tracing real programs: untraced vs `alloclens record` (with and without addresses) vs heaptrack on a
 # python3 script and a gcc -O2 compile, then `alloclens analyze` vs `heaptrack_print` on the traces
 # they made. Prints, side by side from one run: wall times, slowdown ratios, trace bytes per event,
-# analysis events/s and peak memory. The `-na` columns are `record --no-addresses`.
+# analysis events/s and peak memory. The `-addr` columns are `record --addresses`.
 # Usage: bench/record-real.sh [REPEATS]  (default 3; the median wall time of the repeats is used)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
@@ -51,7 +51,7 @@ timed() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N
 peak() { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-printf '%-10s %9s %9s %9s %9s %7s %7s %7s %10s %9s %9s %9s\n' program untraced record rec-na heaptrack rec/x na/x ht/x events rec_B/ev na_B/ev ht_B/ev
+printf '%-10s %9s %9s %9s %9s %7s %7s %7s %10s %9s %9s %9s\n' program untraced record rec-addr heaptrack rec/x addr/x ht/x events rec_B/ev addr_B/ev ht_B/ev
 # Every python object through malloc, as in the git-cinnabar study (and so that tracers see them).
 export PYTHONMALLOC=malloc
 # The interpreter itself, not a wrapper script (pyenv's python3 is a bash script).
@@ -73,14 +73,14 @@ for name in python3 gcc-O2 cc1-O2; do
   for _ in $(seq "$REPEATS"); do
     base+=("$(timed "${cmd[@]}")")
     rec+=("$(timed "$AL" record -q -o "$WORK/$name.alt" -- "${cmd[@]}")")
-    na+=("$(timed "$AL" record -q --no-addresses -o "$WORK/$name-na.alt" -- "${cmd[@]}")")
+    na+=("$(timed "$AL" record -q --addresses -o "$WORK/$name-addr.alt" -- "${cmd[@]}")")
     if command -v heaptrack >/dev/null; then
       ht+=("$(timed heaptrack_run "$WORK/ht-$name" "${cmd[@]}")")
     fi
   done
   b=$(median "${base[@]}"); r=$(median "${rec[@]}"); n=$(median "${na[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
   events=$("$AL" analyze --json "$WORK/$name.alt" | python3 -c "import json,sys; a=json.load(sys.stdin); print(sum(p['stats']['calls_total'] for p in a['processes']))" 2>/dev/null || echo 0)
-  rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-na.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
+  rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-addr.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
   python3 - "$name" "$b" "$r" "$n" "$h" "$events" "$rb" "$nb" "${hb:-0}" <<'PY'
 import sys
 name, b, r, n, h, e, rb, nb, hb = sys.argv[1:]
@@ -90,14 +90,14 @@ print(f"{name:<10} {b:9.3f} {r:9.3f} {n:9.3f} {h:9.3f} {r/b:7.2f} {n/b:7.2f} {(h
       f" {e:10d} {rb/e:9.3f} {nb/e:9.3f} {hb/e:9.3f}")
 PY
   echo "$name $events" >> "$WORK/events"
-  echo "$name-na $events" >> "$WORK/events"
+  echo "$name-addr $events" >> "$WORK/events"
 done
 
 echo
 printf '%-10s %14s %12s %16s %12s\n' trace analyze_s analyze_MiB heaptrack_print_s print_MiB
 while read -r name events; do
   read -r at am < <(peak "$AL" analyze "$WORK/$name.alt")
-  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-na}"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
+  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-addr}"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
   read -r ht hm <<< "$hp"
   python3 -c "
 e=$events; at=$at; am=$am/1024; ht=$ht; hm=$hm/1024

@@ -246,8 +246,8 @@ fn without_addresses_the_trace_is_smaller_and_the_figures_are_the_same() {
     let exe = common::compile_c(dir.path(), "blocks", BLOCK_IDS_PROGRAM, &["-O1"]);
     let with = dir.path().join("with.alt");
     let without = dir.path().join("without.alt");
-    common::record(&with, &[], &[&exe]);
-    common::record(&without, &["--no-addresses"], &[&exe]);
+    common::record(&with, &["--addresses"], &[&exe]);
+    common::record(&without, &[], &[&exe]);
 
     let report = |trace: &Path| {
         let mut v = common::json_stdout([

@@ -25,7 +25,7 @@ pub struct FileAnalysis {
     /// The recorded command and allocator, from the trace header.
     pub command: Vec<String>,
     pub allocator: String,
-    /// Recorded with `--no-addresses` (addresses in the trace are block ids).
+    /// Recorded without addresses (the addresses in the trace are block ids).
     pub no_addresses: bool,
 }
 

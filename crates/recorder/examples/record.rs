@@ -23,8 +23,8 @@ fn main() -> ExitCode {
     {
         options.chunk_records = n;
     }
-    // Recording without addresses (`alloclens record --no-addresses`): NO_ADDRESSES=1 ...
-    options.addresses = std::env::var_os("NO_ADDRESSES").is_none();
+    // Recording with addresses (`alloclens record --addresses`): ADDRESSES=1 ...
+    options.addresses = std::env::var_os("ADDRESSES").is_some();
     match recorder::record(&options) {
         Ok(s) => {
             eprintln!(

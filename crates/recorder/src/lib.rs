@@ -49,10 +49,10 @@ pub struct RecordOptions {
     /// zstd level of the chunks (default 1: on bench/alloc-micro level 3 cost the writer thread
     /// about a third more CPU for 0.3 % fewer bytes; the columns are already delta coded).
     pub zstd_level: i32,
-    /// Store heap addresses (default). When false, blocks are known by the seq of their
-    /// allocation (docs/trace-format.md, "Chunks without addresses"): several times smaller
-    /// traces of long-lived heaps, the same reports, 32-64 bytes of recorder memory per live
-    /// block.
+    /// Store heap addresses. By default (false) blocks are known by the seq of their allocation
+    /// (docs/trace-format.md, "Chunks without addresses"): the same reports from traces several
+    /// times smaller when blocks live long, for 32-64 bytes of recorder memory per live block.
+    /// Addresses are for studies of heap layout, or exports joined with other pointer data.
     pub addresses: bool,
 }
 
@@ -67,7 +67,7 @@ impl RecordOptions {
             linger: Duration::from_secs(2),
             chunk_records: trace::format::DEFAULT_CHUNK_RECORDS,
             zstd_level: 1,
-            addresses: true,
+            addresses: false,
         }
     }
 }

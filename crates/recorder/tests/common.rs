@@ -164,6 +164,8 @@ pub fn record(
     command.extend(args.iter().map(OsString::from));
     let mut o = recorder::RecordOptions::new(command, out.clone());
     o.linger = std::time::Duration::from_secs(5);
+    // Real pointers: `check_order` verifies that no address is handed out again before its free.
+    o.addresses = true;
     configure(&mut o);
     let summary = recorder::record(&o).unwrap();
     let images = read_trace(&out);

@@ -20,10 +20,10 @@ pub struct Args {
     /// Seconds to keep following descendants after the command itself exited
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     linger: f64,
-    /// Store no heap addresses: blocks are known by the seq of their allocation. Same reports,
-    /// traces several times smaller when blocks live long (see docs/trace-format.md)
+    /// Store heap addresses. Without, blocks are known by the seq of their allocation: the same
+    /// reports from traces several times smaller when blocks live long (docs/trace-format.md)
     #[arg(long)]
-    no_addresses: bool,
+    addresses: bool,
     /// Do not print the summary line
     #[arg(short, long)]
     quiet: bool,
@@ -54,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--linger must be a number of seconds >= 0");
     }
     options.linger = Duration::from_secs_f64(args.linger);
-    options.addresses = !args.no_addresses;
+    options.addresses = args.addresses;
 
     // Ctrl-C and Ctrl-\ reach the whole foreground group: the command decides what to do with
     // them, we keep recording until it ends. A handler (not SIG_IGN) is reset by exec, so the
