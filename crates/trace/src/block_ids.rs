@@ -61,4 +61,10 @@ impl BlockIds {
     pub fn live(&self) -> usize {
         self.live.len()
     }
+
+    /// True when the map has outgrown a core's caches (about 32 Ki blocks), so that prefetching
+    /// pays: below, a prefetch costs more than the lookup it prepares.
+    pub fn worth_prefetching(&self) -> bool {
+        self.live.len() > 1 << 15
+    }
 }
