@@ -542,19 +542,13 @@ impl ChunkEncoder {
         self.begin_record(e.seq, e.tid)?;
         self.expected = e.seq + 1;
         let tag = e.op as u8;
-        if self.synthetic {
-            return self.push_synthetic(e, tag);
-        }
         let byte = match shape(e.op) {
             Shape::Alloc => {
                 put_split(&mut self.cols.sizes, e.size);
-                let mode = self.encode_new(e.addr, e.size, 0, true);
-                self.produced(e.addr, e.size);
-                tag | mode << 4
+                tag | self.new_block(e, 0, true) << 4
             }
             Shape::Free => {
-                let mode = self.encode_old(e.addr);
-                let mut b = tag | mode << 4;
+                let mut b = tag | self.encode_old(e.addr) << 4;
                 if e.size != 0 {
                     b |= FREE_HAS_SIZE;
                     put_split(&mut self.cols.sizes, e.size);
@@ -564,8 +558,7 @@ impl ChunkEncoder {
             Shape::Realloc => {
                 put_split(&mut self.cols.sizes, e.size);
                 let old_mode = self.encode_old(e.old_addr);
-                let new_mode = self.encode_new(e.addr, e.size, e.old_addr, false);
-                self.produced(e.addr, e.size);
+                let new_mode = self.new_block(e, e.old_addr, false);
                 tag | new_mode << 4 | old_mode << 6
             }
         };
@@ -574,94 +567,63 @@ impl ChunkEncoder {
         Ok(())
     }
 
-    /// `push_event` without addresses: new blocks cost nothing beyond their op byte (NULL or
-    /// not), released ones a back-reference, a synthetic seq delta or (unknown) an address.
+    /// A new block (allocation, realloc result): its address mode; a non-null block becomes a
+    /// producer. Without addresses it is known by its event's seq and costs nothing more.
     #[inline(always)]
-    fn push_synthetic(&mut self, e: &Event, tag: u8) -> Result<(), OrderError> {
-        let new_mode = |addr: u64| if addr == 0 { NEW_NULL } else { NEW_EXPLICIT };
-        let byte = match shape(e.op) {
-            Shape::Alloc => {
-                put_split(&mut self.cols.sizes, e.size);
-                self.produced_synthetic(e.addr, e.seq);
-                tag | new_mode(e.addr) << 4
+    fn new_block(&mut self, e: &Event, old: u64, deeper: bool) -> u8 {
+        if self.synthetic {
+            if e.addr == 0 {
+                return NEW_NULL;
             }
-            Shape::Free => {
-                let mut b = tag | self.encode_old_synthetic(e.addr) << 4;
-                if e.size != 0 {
-                    b |= FREE_HAS_SIZE;
-                    put_split(&mut self.cols.sizes, e.size);
-                }
-                b
-            }
-            Shape::Realloc => {
-                put_split(&mut self.cols.sizes, e.size);
-                let old_mode = self.encode_old_synthetic(e.old_addr);
-                self.produced_synthetic(e.addr, e.seq);
-                tag | new_mode(e.addr) << 4 | old_mode << 6
-            }
-        };
-        self.cols.ops.push(byte);
-        self.records += 1;
-        Ok(())
-    }
-
-    /// A released block without addresses: see `without_addresses`.
-    #[inline(always)]
-    fn encode_old_synthetic(&mut self, addr: u64) -> u8 {
-        if addr == 0 {
-            return OLD_NULL;
-        }
-        let slot = &mut self.table[slot_of_id(addr)];
-        if slot.tag >> 8 == self.generation && slot.addr == addr {
-            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
-            slot.tag = 0;
-            OLD_BACKREF
-        } else if addr & SYNTHETIC_BIT != 0 {
-            let seq = addr & !SYNTHETIC_BIT;
-            let delta = seq.wrapping_sub(self.last_synthetic) as i64;
-            varint::put(&mut self.cols.addrs, varint::zigzag(delta));
-            self.last_synthetic = seq;
-            OLD_SYNTHETIC
-        } else {
-            put_address(&mut self.cols.addrs, addr, self.base_old);
-            self.base_old = addr;
-            OLD_EXPLICIT
-        }
-    }
-
-    /// A new block without addresses is known by its event's seq.
-    #[inline(always)]
-    fn produced_synthetic(&mut self, addr: u64, seq: u64) {
-        if addr != 0 {
-            let id = synthetic_address(seq);
+            let id = synthetic_address(e.seq);
             self.table[slot_of_id(id)] = Slot {
                 addr: id,
                 index: self.produced,
                 tag: self.generation << 8,
             };
             self.produced += 1;
+            return NEW_EXPLICIT;
         }
+        let mode = self.encode_new(e.addr, e.size, old, deeper);
+        self.produced(e.addr, e.size);
+        mode
     }
 
-    /// Encodes a released address; updates the predictor like the decoder will.
+    /// Encodes a released address; updates the predictor like the decoder will. Without
+    /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
+    /// synthetic reference, and only explicit addresses move their base.
     #[inline(always)]
     fn encode_old(&mut self, addr: u64) -> u8 {
         if addr == 0 {
             return OLD_NULL;
         }
-        let slot = &mut self.table[slot_of(addr)];
-        let mode = if slot.tag >> 8 == self.generation && slot.addr == addr {
+        let synthetic = self.synthetic;
+        let slot = if synthetic {
+            slot_of_id(addr)
+        } else {
+            slot_of(addr)
+        };
+        let slot = &mut self.table[slot];
+        if slot.tag >> 8 == self.generation && slot.addr == addr {
             put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
             let class = (slot.tag & 0xff) as usize;
             slot.tag = 0; // released: a second free of it is not a back-reference
-            self.predictor.freed_in_class(addr, class);
-            OLD_BACKREF
-        } else {
-            put_address(&mut self.cols.addrs, addr, self.base_old);
-            OLD_EXPLICIT
-        };
+            if !synthetic {
+                self.predictor.freed_in_class(addr, class);
+                self.base_old = addr;
+            }
+            return OLD_BACKREF;
+        }
+        if synthetic && addr & SYNTHETIC_BIT != 0 {
+            let seq = addr & !SYNTHETIC_BIT;
+            let delta = seq.wrapping_sub(self.last_synthetic) as i64;
+            varint::put(&mut self.cols.addrs, varint::zigzag(delta));
+            self.last_synthetic = seq;
+            return OLD_SYNTHETIC;
+        }
+        put_address(&mut self.cols.addrs, addr, self.base_old);
         self.base_old = addr;
-        mode
+        OLD_EXPLICIT
     }
 
     /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
