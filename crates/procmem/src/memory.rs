@@ -351,6 +351,11 @@ fn skip(e: io::Error) -> Skip {
 mod tests {
     use super::*;
 
+    /// The tests that read this process's own memory run one at a time: one of them grows the
+    /// heap by 32 MiB, which breaks the other's rss ~ uss + shared identity when it lands
+    /// between its two reads (seen once in a full workspace run).
+    static OWN_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn read_self(reader: &mut ProcessReader) -> (StatusFigures, RollupFigures) {
         let me = std::process::id();
         let ReadOutcome::Read(status) = reader.read_status(me) else {
@@ -364,6 +369,7 @@ mod tests {
 
     #[test]
     fn reads_own_process() {
+        let _serial = OWN_MEMORY.lock().unwrap_or_else(|e| e.into_inner());
         let mut reader = ProcessReader::default();
         let (s, r) = read_self(&mut reader);
         let m = ProcessMemory::new(std::process::id(), s, r, 0);
@@ -382,6 +388,7 @@ mod tests {
 
     #[test]
     fn kept_files_show_fresh_figures() {
+        let _serial = OWN_MEMORY.lock().unwrap_or_else(|e| e.into_inner());
         const GROWTH: usize = 32 << 20;
         let mut reader = ProcessReader::default();
         let (before, before_rollup) = read_self(&mut reader);
