@@ -60,8 +60,14 @@ impl<V: Copy + Default> LiveSet<V> {
             self.table.prefetch(key);
         } else if !self.nursery_keys.is_empty() {
             let i = Self::slot(key);
-            prefetch_ptr(self.nursery_keys.as_ptr().wrapping_add(i));
             prefetch_ptr(self.nursery_values.as_ptr().wrapping_add(i));
+            // The nursery's keys are read in seq order (a cached line): the resident of the
+            // slot tells what the event will touch in the table. An allocation moves it there
+            // (python3: 5 M of 13.6 M blocks), an end of an older block looks the key up.
+            let resident = self.nursery_keys[i];
+            if resident != 0 && resident != key {
+                self.table.prefetch(resident);
+            }
             if key <= self.max_moved {
                 self.table.prefetch(key);
             }
