@@ -136,19 +136,13 @@ fn allocator_variant_runs_behind_the_shim() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("je.alt");
-    let run = alloclens()
-        .args(["record", "-q", "-a", "jemalloc", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(traced())
-        .args(["threads", "1000", "2"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let program = [
+        traced().as_os_str(),
+        "threads".as_ref(),
+        "1000".as_ref(),
+        "2".as_ref(),
+    ];
+    common::record(&out, &["-a", "jemalloc"], &program);
     let r = TraceReader::open(&out).unwrap();
     assert_eq!(r.header().allocator, "jemalloc");
     assert_eq!(count(&out, Op::Malloc, 2001), 1000);

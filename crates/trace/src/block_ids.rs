@@ -57,11 +57,6 @@ impl BlockIds {
         }
     }
 
-    /// Blocks allocated and not released so far.
-    pub fn live(&self) -> usize {
-        self.live.len()
-    }
-
     /// True when the map has outgrown a core's caches (about 32 Ki blocks), so that prefetching
     /// pays: below, a prefetch costs more than the lookup it prepares.
     pub fn worth_prefetching(&self) -> bool {
