@@ -9,13 +9,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut reader = TraceReader::open(&path)?;
     let mut raw = vec![0usize; COLUMN_NAMES.len()];
     let mut packed = vec![0usize; COLUMN_NAMES.len()];
-    let (mut records, mut stored) = (0u64, 0usize);
+    let (mut records, mut stored, mut count) = (0u64, 0usize, 0usize);
+    // The chunk headers (threads, time anchors): whole payloads minus their columns.
+    let (mut whole_raw, mut headers_packed) = (0usize, 0usize);
     for stream in 0..reader.streams().len() {
         let chunks: Vec<RawChunk> = reader.chunks(stream)?.collect::<Result<_, _>>()?;
+        count += chunks.len();
         for chunk in chunks {
             records += u64::from(chunk.chunk.records);
             stored += chunk.payload().len();
-            for (i, (_, bytes)) in payload_columns(chunk.payload())?.iter().enumerate() {
+            let whole = zstd::bulk::decompress(&chunk.payload()[4..], 1 << 30)?;
+            whole_raw += whole.len();
+            let columns = payload_columns(chunk.payload())?;
+            let header = whole.len() - columns.iter().map(|(_, c)| c.len()).sum::<usize>();
+            headers_packed += zstd::bulk::compress(&whole[..header], 1)?.len();
+            for (i, (_, bytes)) in columns.iter().enumerate() {
                 raw[i] += bytes.len();
                 packed[i] += zstd::bulk::compress(bytes, 1)?.len();
             }
@@ -23,8 +31,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let per = |b: usize| b as f64 / records.max(1) as f64;
     println!(
-        "{records} records, events payloads {:.3} B/record",
+        "{records} records in {count} events chunks, payloads {:.3} B/record",
         per(stored)
+    );
+    println!(
+        "{:>10}: raw {:.3}, alone zstd -1 {:.3} B/record",
+        "headers",
+        per(whole_raw - raw.iter().sum::<usize>()),
+        per(headers_packed)
     );
     for (i, name) in COLUMN_NAMES.iter().enumerate() {
         println!(
