@@ -39,12 +39,12 @@ fn crafted() -> Vec<(ProcessInfo, Vec<Record>)> {
         ev(2, 1, Op::Malloc, 0x10, 42, 0),
         ev(3, 2, Op::Malloc, 0x20, 42, 0),
         ev(4, 1, Op::Free, 0x10, 0, 0), // lifetime 1
-        Record::Marker(Marker {
+        Record::Marker(Box::new(Marker {
             seq: 5,
             t_ns: 550,
             tid: 1,
             label: "resize".into(),
-        }),
+        })),
         ev(5, 1, Op::Malloc, 0x30, 42, 0),
         ev(6, 1, Op::Realloc, 0x40, 84, 0x30),
         ev(7, 1, Op::Free, 0x40, 0, 0),   // lifetime 1

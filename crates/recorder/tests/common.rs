@@ -94,7 +94,7 @@ impl Image {
             .iter()
             .filter_map(|r| {
                 if let Record::Marker(m) = r {
-                    Some(m)
+                    Some(&**m)
                 } else {
                     None
                 }

@@ -1029,12 +1029,12 @@ impl ChunkDecoder {
                     .take(usize::try_from(len).map_err(|_| short("label"))?)
                     .ok_or_else(|| short("label"))?;
                 let label = String::from_utf8_lossy(bytes).into_owned();
-                out.push(Record::Marker(Marker {
+                out.push(Record::Marker(Box::new(Marker {
                     seq,
                     t_ns,
                     tid,
                     label,
-                }));
+                })));
                 continue;
             }
             let op =

@@ -120,8 +120,13 @@ pub struct Marker {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Event(Event),
-    Marker(Marker),
+    /// Boxed: markers are rare, and a `Record` is then no larger than an `Event` (the enum's tag
+    /// lives in a value `op` cannot take). The analysis writes and reads every decoded record;
+    /// 48 instead of 56 bytes each is that much less memory traffic.
+    Marker(Box<Marker>),
 }
+
+const _: () = assert!(std::mem::size_of::<Record>() == std::mem::size_of::<Event>());
 
 /// One process image (a fork child and an exec'd image each get their own).
 #[derive(Debug, Clone, PartialEq, Eq)]

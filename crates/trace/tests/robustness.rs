@@ -31,12 +31,12 @@ fn sample_trace() -> Vec<u8> {
         let mut records = Vec::new();
         for i in 0..600u64 {
             if i % 100 == 0 {
-                records.push(Record::Marker(Marker {
+                records.push(Record::Marker(Box::new(Marker {
                     seq: i,
                     t_ns: i * 10,
                     tid: pid,
                     label: format!("phase {i}"),
-                }));
+                })));
             }
             let addr = 0x1000 + 16 * (i % 37);
             let (op, a, size) = if i % 2 == 0 {

@@ -44,12 +44,12 @@ fn random_records(seed: u64, n: usize) -> Vec<Record> {
         let tid = 100 + rng.below(3) as u32;
         t += rng.below(500);
         if rng.below(50) == 0 {
-            out.push(Record::Marker(Marker {
+            out.push(Record::Marker(Box::new(Marker {
                 seq,
                 t_ns: t,
                 tid,
                 label: format!("phase {i}"),
-            }));
+            })));
             continue;
         }
         if rng.below(40) == 0 {

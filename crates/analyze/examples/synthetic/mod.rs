@@ -53,12 +53,12 @@ impl Iterator for Synthetic {
         }
         if self.pending_marker {
             self.pending_marker = false;
-            return Some(Record::Marker(Marker {
+            return Some(Record::Marker(Box::new(Marker {
                 seq: self.seq,
                 t_ns: self.seq * 20,
                 tid: 1,
                 label: format!("phase {}", self.seq / 10_000_000),
-            }));
+            })));
         }
         let r = self.next_rand();
         let slot = if (r >> 16) & 0xFFFF < self.young_threshold {

@@ -56,12 +56,12 @@ impl Seq {
         self
     }
     pub fn mark(&mut self, label: &str) {
-        self.records.push(Record::Marker(Marker {
+        self.records.push(Record::Marker(Box::new(Marker {
             seq: self.seq,
             t_ns: Self::t_of(self.seq),
             tid: self.tid,
             label: label.to_string(),
-        }));
+        })));
     }
 }
 
