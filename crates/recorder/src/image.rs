@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use trace::{EndReason, Marker, Op};
 
+use crate::anchors::Anchors;
 use crate::batch::Batch;
 
 use crate::protocol::{
@@ -141,6 +142,8 @@ pub struct Image {
     markers: VecDeque<Marker>,
     /// The chunk being filled.
     batch: Batch,
+    /// Which round anchors go into the batches.
+    anchors: Anchors,
     /// Recording without addresses: the live blocks' ids, applied to the batch's records as they
     /// are merged (in seq order, so across chunks).
     block_ids: Option<trace::BlockIds>,
@@ -172,7 +175,8 @@ impl Image {
     ) -> std::io::Result<Image> {
         let page = Mapping::map(page_fd, PAGE_BYTES)?;
         batch.clear();
-        batch.push_anchor(0, 0);
+        let mut anchors = Anchors::default();
+        anchors.offer(0, 0, &mut batch);
         Ok(Image {
             stream,
             pid,
@@ -184,6 +188,7 @@ impl Image {
             next_seq: 0,
             markers: VecDeque::new(),
             batch,
+            anchors,
             block_ids,
             ids_given: 0,
             records: 0,
@@ -271,7 +276,7 @@ impl Image {
     fn drain_rings(&mut self, last: bool, batches: &mut Batches) -> Drained {
         let (c, t) = self.round;
         let mut drained = Drained::default();
-        self.batch.push_anchor(c, t);
+        self.anchors.offer(c, t, &mut self.batch);
         // Records left from earlier rounds precede everything in the rings.
         self.take_front(c, false, batches);
         for ring in &mut self.rings {
@@ -535,6 +540,7 @@ impl Image {
         }
         let mut next = batches.fresh();
         next.clear();
+        self.anchors.flush(&mut self.batch);
         self.batch.carry_anchors_to(&mut next);
         self.give_block_ids();
         self.ids_given = 0;

@@ -8,6 +8,7 @@
 //!
 //! Library only: nothing here prints. The program's output passes through untouched (it is read
 //! line by line only when `marker` is set).
+mod anchors;
 mod batch;
 mod image;
 mod pipeline;
