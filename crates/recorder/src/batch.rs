@@ -88,13 +88,25 @@ impl Batch {
     }
 
     fn push_records(&self, encoder: &mut ChunkEncoder) -> Result<(), OrderError> {
-        let mut markers = self.markers.iter().peekable();
-        for (i, (&[seq_op, addr, size, old_addr], &tid)) in
-            self.records.iter().zip(&self.tids).enumerate()
-        {
-            while let Some((_, m)) = markers.next_if(|(at, _)| *at <= i) {
-                encoder.push_marker(m)?;
-            }
+        // The records between two markers' places in one loop: no marker test per record.
+        let mut from = 0;
+        for (at, m) in &self.markers {
+            let to = (*at).clamp(from, self.records.len());
+            self.push_events(encoder, from..to)?;
+            encoder.push_marker(m)?;
+            from = to;
+        }
+        self.push_events(encoder, from..self.records.len())
+    }
+
+    fn push_events(
+        &self,
+        encoder: &mut ChunkEncoder,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), OrderError> {
+        let records = self.records.get(range.clone()).unwrap_or_default();
+        let tids = self.tids.get(range).unwrap_or_default();
+        for (&[seq_op, addr, size, old_addr], &tid) in records.iter().zip(tids) {
             // Tags were checked when the record left the ring.
             let Some(op) = Op::from_tag((seq_op >> OP_SHIFT) as u8) else {
                 continue;
@@ -108,9 +120,6 @@ impl Batch {
                 size,
                 old_addr,
             })?;
-        }
-        for (_, m) in markers {
-            encoder.push_marker(m)?;
         }
         Ok(())
     }
