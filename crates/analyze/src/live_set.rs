@@ -71,6 +71,39 @@ impl<V: Copy + Default> LiveSet<V> {
         key as usize & self.nursery_mask
     }
 
+    // Slot accessors without bounds checks on the pass's hot path. SAFETY (all four): they are
+    // called with `i = self.slot(key)` once the ring exists, and `resize_nursery` sets both
+    // vectors to `nursery_mask + 1` slots together, so `i` is in bounds of both.
+
+    #[inline(always)]
+    fn key_at(&self, i: usize) -> u64 {
+        debug_assert!(i < self.nursery_keys.len());
+        // SAFETY: see above.
+        unsafe { *self.nursery_keys.get_unchecked(i) }
+    }
+
+    #[inline(always)]
+    fn set_key(&mut self, i: usize, key: u64) {
+        debug_assert!(i < self.nursery_keys.len());
+        // SAFETY: see above.
+        unsafe { *self.nursery_keys.get_unchecked_mut(i) = key }
+    }
+
+    /// The value of an occupied slot (its key is not 0).
+    #[inline(always)]
+    fn value_at(&self, i: usize) -> V {
+        debug_assert!(i < self.nursery_values.len() && self.key_at(i) != 0);
+        // SAFETY: see above; a slot with a key holds its value.
+        unsafe { self.nursery_values.get_unchecked(i).assume_init() }
+    }
+
+    #[inline(always)]
+    fn set_value(&mut self, i: usize, value: V) {
+        debug_assert!(i < self.nursery_values.len());
+        // SAFETY: see above.
+        unsafe { *self.nursery_values.get_unchecked_mut(i) = MaybeUninit::new(value) }
+    }
+
     /// A ring of `len` empty slots with the residents of the current one at their new slots.
     #[cold]
     fn resize_nursery(&mut self, len: usize) {
@@ -101,7 +134,7 @@ impl<V: Copy + Default> LiveSet<V> {
             // The nursery's keys are read in seq order (a cached line): the resident of the
             // slot tells what the event will touch in the table. An allocation moves it there
             // (python3: 5 M of 13.6 M blocks), an end of an older block looks the key up.
-            let resident = self.nursery_keys[i];
+            let resident = self.key_at(i);
             if resident != 0 && resident != key {
                 self.table.prefetch(resident);
             }
@@ -121,11 +154,10 @@ impl<V: Copy + Default> LiveSet<V> {
             self.resize_nursery(NURSERY_MIN);
         }
         let i = self.slot(key);
-        let resident = self.nursery_keys[i];
+        let resident = self.key_at(i);
         if resident == key {
-            // SAFETY: a slot with a key holds its value.
-            let old = unsafe { self.nursery_values[i].assume_init() };
-            self.nursery_values[i] = MaybeUninit::new(value);
+            let old = self.value_at(i);
+            self.set_value(i, value);
             return Some(old);
         }
         let replaced = if key <= self.max_moved {
@@ -135,15 +167,13 @@ impl<V: Copy + Default> LiveSet<V> {
         };
         if resident != 0 {
             // Still live a whole ring later: old enough for the table.
-            // SAFETY: a slot with a key holds its value.
-            self.table
-                .insert(resident, unsafe { self.nursery_values[i].assume_init() });
+            self.table.insert(resident, self.value_at(i));
             self.max_moved = self.max_moved.max(resident);
         } else {
             self.in_nursery += 1;
         }
-        self.nursery_keys[i] = key;
-        self.nursery_values[i] = MaybeUninit::new(value);
+        self.set_key(i, key);
+        self.set_value(i, value);
         let len = self.nursery_keys.len();
         if resident != 0 && self.table.len() > len / 4 && len < NURSERY_MAX {
             self.resize_nursery(2 * len);
@@ -158,11 +188,11 @@ impl<V: Copy + Default> LiveSet<V> {
         }
         if !self.nursery_keys.is_empty() {
             let i = self.slot(key);
-            if self.nursery_keys[i] == key {
-                self.nursery_keys[i] = 0;
+            if self.key_at(i) == key {
+                let value = self.value_at(i);
+                self.set_key(i, 0);
                 self.in_nursery -= 1;
-                // SAFETY: a slot with a key holds its value.
-                return Some(unsafe { self.nursery_values[i].assume_init() });
+                return Some(value);
             }
         }
         if key <= self.max_moved {

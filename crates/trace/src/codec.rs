@@ -1121,7 +1121,13 @@ impl ChunkDecoder {
             };
             let t_ns = clock.at(seq);
             if addr != 0 && !op.is_free() {
-                producers.push((addr, size_class(size) as u32));
+                // The class is for the predictor, which chunks without addresses do not use.
+                let class = if synthetic {
+                    0
+                } else {
+                    size_class(size) as u32
+                };
+                producers.push((addr, class));
             }
             push_record(
                 out,
