@@ -1385,7 +1385,7 @@ impl OldSynthetic<'_, '_> {
 }
 
 /// A new block's address in a chunk without addresses: the block id of its event.
-#[inline]
+#[inline(always)]
 fn new_synthetic(mode: u8, seq: u64) -> Result<u64, DecodeError> {
     match mode {
         NEW_NULL => Ok(0),
