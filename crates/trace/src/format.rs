@@ -20,8 +20,11 @@ pub const CHUNK_FRAME_LEN: usize = 24;
 pub const MAX_PAYLOAD: u32 = 64 << 20;
 /// Largest decoded events chunk a reader accepts.
 pub const MAX_RAW_CHUNK: u32 = 256 << 20;
-/// Records per events chunk the recorder aims for (readers accept any count).
-pub const DEFAULT_CHUNK_RECORDS: usize = 1 << 18;
+/// Records per events chunk the recorder aims for (readers accept any count). A chunk is zstd's
+/// whole context: re-encoding the cc1 trace at level 12 gave 0.072 B/record with 2^18 records
+/// and 0.054 with 2^19 (python3: 0.090, 0.087; alloc-micro unchanged), for 18 MiB of recorder
+/// memory per batch in flight and 24 MiB per decoded chunk in `analyze`.
+pub const DEFAULT_CHUNK_RECORDS: usize = 1 << 19;
 
 /// Chunk kinds. Explicit tags, never reused. Readers skip kinds they do not know.
 pub mod kind {
