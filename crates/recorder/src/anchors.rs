@@ -1,8 +1,9 @@
 //! Which time anchors go into the trace.
 //!
 //! The drain reads an image's counter and the clock every round: under load tens of thousands of
-//! anchors a second, 18 % of a python3 trace (0.027 of 0.151 B/event). Where the allocation rate is steady, most of them
-//! lie on the line between their neighbours and say nothing that interpolation would not.
+//! anchors a second, 18 % of a python3 trace (0.027 of 0.151 B/event). Where the allocation rate
+//! is steady, most of them lie on the line between their neighbours and say nothing that
+//! interpolation would not.
 //! `Anchors` keeps an anchor only where leaving it out would move an interpolated time by more
 //! than `TOLERANCE_NS`, with the swing-door test used for sensor series: from the last kept
 //! anchor, the candidate line to each new anchor must pass within the tolerance of every anchor

@@ -36,8 +36,8 @@ const CACHED_ENCODERS: usize = 3;
 /// The zstd level for chunks of a stream whose last chunk compressed `STRONG_RATIO` times or
 /// better, when no batch is waiting for an encoder. Real programs repeat their allocation
 /// patterns (cc1's chunks compress 15-fold at the base level, python3's 20-fold) and leave the
-/// encoders idle most of the time; there a stronger level pays. Re-encoding the bench/ traces:
-/// cc1 0.110 B/event at level 1, 0.078 at 9, 0.072 at 12; python3 0.113, 0.093, 0.090; the
+/// encoders idle most of the time; there a stronger level pays. Re-encoding the bench/ traces
+/// (chunks of 2^18 records): cc1 0.110 B/event at level 1, 0.078 at 9, 0.072 at 12; python3 0.113, 0.093, 0.090; the
 /// whole trace's encoding took 2.0x (cc1) and 2.3x (python3) the time at 9, 2.3x and 3.6x at 12
 /// (for cc1, 0.33 s over a run of several seconds, on the core the program leaves free).
 /// An allocation-bound program's chunks compress 3-fold (nothing for a stronger level to find:
