@@ -1040,7 +1040,8 @@ impl ChunkDecoder {
             let op =
                 Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
-            let (addr, size, old_addr) = match shape(op) {
+            let shape = shape(op);
+            let (addr, size, old_addr) = match shape {
                 // Chunks without addresses get their own arm: one arm for both modes, choosing
                 // the address decoding per call, ran 8 % more instructions per event (cachegrind,
                 // `analyze` of a cc1 trace, either mode).
@@ -1051,7 +1052,7 @@ impl ChunkDecoder {
                         base: &mut base_old,
                         last_synthetic: &mut last_synthetic,
                     };
-                    match shape(op) {
+                    match shape {
                         Shape::Alloc => {
                             let size = sizes.value().ok_or_else(|| short("size"))?;
                             (new_synthetic((byte >> 4) & 3, seq)?, size, 0)
@@ -1120,7 +1121,7 @@ impl ChunkDecoder {
                 }
             };
             let t_ns = clock.at(seq);
-            if addr != 0 && !op.is_free() {
+            if addr != 0 && shape != Shape::Free {
                 // The class is for the predictor, which chunks without addresses do not use.
                 let class = if synthetic {
                     0
