@@ -473,24 +473,33 @@ mod tests {
         b
     }
 
+    /// A pipeline writing into a new trace file `t.alt` in `dir`.
+    fn pipeline(dir: &std::path::Path, addresses: bool) -> (Pipeline, std::path::PathBuf) {
+        let path = dir.join("t.alt");
+        let file = BufWriter::new(File::create(&path).unwrap());
+        let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
+        (Pipeline::start(writer, 1, addresses).unwrap(), path)
+    }
+
+    fn info(pid: u32) -> ProcessInfo {
+        ProcessInfo {
+            pid,
+            ppid: 1,
+            exec_index: 0,
+            cmdline: vec!["x".into()],
+            start_unix_ns: 0,
+            truncated: false,
+        }
+    }
+
     /// A stream whose chunks compress well gets the strong level once an encoder has seen one of
     /// its chunks, while nothing waits (seen in the sizes: every batch has the same content, and
     /// the strong level makes its chunk 6 % smaller).
     #[test]
     fn compressible_streams_get_the_strong_level_when_the_encoders_keep_up() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.alt");
-        let file = BufWriter::new(File::create(&path).unwrap());
-        let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-        let mut p = Pipeline::start(writer, 1, false).unwrap();
-        let stream = p.begin_process(&ProcessInfo {
-            pid: 100,
-            ppid: 1,
-            exec_index: 0,
-            cmdline: vec!["x".into()],
-            start_unix_ns: 0,
-            truncated: false,
-        });
+        let (mut p, path) = pipeline(dir.path(), false);
+        let stream = p.begin_process(&info(100));
         // A pattern of 3,000 allocation sizes that repeats, as a program's phases do.
         let pattern: Vec<u64> = (0..3_000u64)
             .map(|i| 16 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 4000)
@@ -554,18 +563,7 @@ mod tests {
     #[test]
     fn jobs_are_written_in_issue_order_whatever_the_encoders_finish_first() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.alt");
-        let file = BufWriter::new(File::create(&path).unwrap());
-        let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-        let mut p = Pipeline::start(writer, 1, true).unwrap();
-        let info = |pid| ProcessInfo {
-            pid,
-            ppid: 1,
-            exec_index: 0,
-            cmdline: vec!["x".into()],
-            start_unix_ns: 0,
-            truncated: false,
-        };
+        let (mut p, path) = pipeline(dir.path(), true);
         let streams = [p.begin_process(&info(100)), p.begin_process(&info(101))];
         let mut next = [0u64; 2];
         for i in 0..40u64 {
