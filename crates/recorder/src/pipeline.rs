@@ -29,8 +29,8 @@ use crate::batch::Batch;
 type FileWriter = TraceWriter<BufWriter<File>>;
 
 /// Encoders an encoder thread keeps, one per recent stream (each holds its producer table, 2 MiB
-/// without addresses and 512 KiB with them, and its columns' capacity). A reused encoder must only have seen earlier batches of the same
-/// stream (see `Batch::encode`).
+/// without addresses and 512 KiB with them, and its columns' capacity). A reused encoder must
+/// only have seen earlier batches of the same stream (see `Batch::encode`).
 const CACHED_ENCODERS: usize = 3;
 
 /// The zstd level for chunks of a stream whose last chunk compressed `STRONG_RATIO` times or
