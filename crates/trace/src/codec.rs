@@ -167,7 +167,8 @@ impl Predictor {
 }
 
 /// A producer of the current chunk, found by address. 16 bytes, so the table with addresses
-/// (512 KiB) stays in a core's L2 cache: every free looks it up, at an address-hashed (random) slot.
+/// (512 KiB) stays in a core's L2 cache: every free looks it up, at an address-hashed (random)
+/// slot.
 #[derive(Clone, Copy, Default)]
 struct Slot {
     addr: u64,
@@ -407,7 +408,7 @@ fn slot_of(addr: u64) -> usize {
 
 /// `slot_of` for synthetic addresses: direct-mapped by seq. Blocks are produced in seq order, so
 /// the table is written sequentially (a hashed slot was a cache miss per allocation) and a block
-/// keeps its slot until `2^TABLE_BITS` seqs later, the young blocks most frees name.
+/// keeps its slot until `2^ID_TABLE_BITS` seqs later, the young blocks most frees name.
 #[inline]
 fn slot_of_id(id: u64) -> usize {
     (id & ((1 << ID_TABLE_BITS) - 1)) as usize
@@ -1909,13 +1910,14 @@ mod tests {
         let mut events = Vec::new();
         let mut seq = 0;
         let mut born = std::collections::VecDeque::new();
-        for i in 0..3 * live {
+        // As the recorder hands them to the encoder: blocks named by their ids.
+        for _ in 0..3 * live {
             events.push(Event {
                 seq,
                 t_ns: 0,
                 tid: 1,
                 op: Op::Malloc,
-                addr: 0x7000_0000_0000 + i * 32,
+                addr: synthetic_address(seq),
                 size: 24,
                 old_addr: 0,
             });
@@ -1932,10 +1934,6 @@ mod tests {
                 });
                 seq += 1;
             }
-        }
-        // Allocations keep the real addresses the ids replaced; only frees name ids here.
-        for e in events.iter_mut().filter(|e| e.op == Op::Malloc) {
-            e.addr = synthetic_address(e.seq);
         }
         let mut enc = ChunkEncoder::new(1).without_addresses();
         for e in &events {
