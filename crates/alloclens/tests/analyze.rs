@@ -5,7 +5,7 @@ use std::path::Path;
 use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
 
 mod common;
-use common::{alloclens, compile_c, json_stdout, record};
+use common::{alloclens, compile_c, json_stdout, record, succeeded};
 
 fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
     Record::Event(Event {
@@ -173,17 +173,12 @@ fn text_summary_and_csv_directory() {
     let path = dir.path().join("t.alt");
     write_trace(&path, &crafted());
     let out_dir = dir.path().join("csv");
-    let out = alloclens()
-        .arg("analyze")
-        .arg(&path)
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        alloclens()
+            .arg("analyze")
+            .arg(&path)
+            .arg("-o")
+            .arg(&out_dir),
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("== process 10"), "{text}");

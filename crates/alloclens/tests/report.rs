@@ -9,7 +9,7 @@ use assert_cmd::assert::OutputAssertExt;
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, compile_c, exe, installed, json_stdout, record};
+use common::{alloclens, compile_c, exe, installed, json_stdout, record, succeeded};
 
 /// glibc plus jemalloc when installed: two variants to overlay.
 fn allocators() -> &'static str {
@@ -23,19 +23,14 @@ fn allocators() -> &'static str {
 /// Runs `alloclens run -o DIR ARGS` and returns DIR (inside `root`).
 fn run_into(root: &Path, name: &str, args: &[&str]) -> PathBuf {
     let dir = root.join(name);
-    let out = alloclens()
-        .arg("run")
-        .arg("-o")
-        .arg(&dir)
-        .args(["--program-output", "discard", "--interval", "20ms"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        alloclens()
+            .arg("run")
+            .arg("-o")
+            .arg(&dir)
+            .args(["--program-output", "discard", "--interval", "20ms"])
+            .args(args)
+            .stdin(Stdio::null()),
     );
     dir
 }
@@ -104,18 +99,13 @@ fn fixtures() -> &'static Fixtures {
 
 fn report_html(results: &Path, extra: &[&str]) -> (PathBuf, String) {
     let html = results.join("report.html");
-    let out = alloclens()
-        .arg("report")
-        .arg(results)
-        .arg("-o")
-        .arg(&html)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        alloclens()
+            .arg("report")
+            .arg(results)
+            .arg("-o")
+            .arg(&html)
+            .args(extra),
     );
     let text = std::fs::read_to_string(&html).unwrap();
     (html, text)

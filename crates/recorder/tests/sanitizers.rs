@@ -10,6 +10,7 @@
 //! which allocates, which enters the instrumented shim before ASan's shadow memory exists.
 mod common;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
@@ -18,6 +19,21 @@ use trace::Op;
 fn cc(args: &[&str]) {
     let ok = Command::new("cc").args(args).status().unwrap();
     assert!(ok.success(), "cc {args:?}");
+}
+
+/// Records `command` (with `env`) into `trace`; the sanitizer must not have stopped it (`what`
+/// names the run). Returns the trace's images.
+fn record_clean(
+    command: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    trace: &Path,
+    what: &str,
+) -> Vec<common::Image> {
+    let mut o = recorder::RecordOptions::new(command, trace.to_path_buf());
+    o.env = env;
+    let summary = recorder::record(&o).unwrap();
+    assert!(summary.status.success(), "{what}: {:?}", summary.status);
+    common::read_trace(trace)
 }
 
 #[test]
@@ -72,19 +88,12 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         if !mode[2].is_empty() {
             command.push(mode[2].into());
         }
-        let mut o = recorder::RecordOptions::new(command, trace.clone());
-        o.env = vec![(
+        let env = vec![(
             "ASAN_OPTIONS".into(),
             "verify_asan_link_order=0:detect_leaks=0:abort_on_error=0".into(),
         )];
-        let summary = recorder::record(&o).unwrap();
-        assert!(
-            summary.status.success(),
-            "ASan reported an error in mode {}: {:?}",
-            mode[0],
-            summary.status
-        );
-        let images = common::read_trace(&trace);
+        let what = format!("ASan reported an error in mode {}", mode[0]);
+        let images = record_clean(command, env, &trace, &what);
         if mode[0] == "threads" {
             assert_eq!(images[0].count(Op::Malloc, 2003), 20000);
         } else {
@@ -98,17 +107,14 @@ fn shim_runs_clean_under_asan_and_ubsan() {
     let plain = common::programs().traced.clone();
     for mode in ["threads", "fork", "mark", "ops"] {
         let trace = dir.path().join(format!("ubsan-{mode}.alt"));
-        let o = recorder::RecordOptions::new(
-            vec![plain.clone().into(), mode.into(), "3000".into()],
-            trace.clone(),
+        let command = vec![plain.clone().into(), mode.into(), "3000".into()];
+        let images = record_clean(
+            command,
+            Vec::new(),
+            &trace,
+            &format!("UBSan stopped mode {mode}"),
         );
-        let summary = recorder::record(&o).unwrap();
-        assert!(
-            summary.status.success(),
-            "UBSan stopped mode {mode}: {:?}",
-            summary.status
-        );
-        assert!(common::read_trace(&trace)[0].events().count() >= 6000);
+        assert!(images[0].events().count() >= 6000);
     }
     // The C++ operators (cxx.c), a bad_alloc unwinding through them included, behind glibc's
     // operators and behind tcmalloc's.
@@ -123,17 +129,10 @@ fn shim_runs_clean_under_asan_and_ubsan() {
             "3000".into(),
             "throw".into(),
         ];
-        let mut o = recorder::RecordOptions::new(command, trace.clone());
-        if let Some(p) = preload {
-            o.env = vec![("LD_PRELOAD".into(), p.into())];
-        }
-        let summary = recorder::record(&o).unwrap();
-        assert!(
-            summary.status.success(),
-            "UBSan stopped newdelete ({preload:?}): {:?}",
-            summary.status
-        );
-        assert!(common::read_trace(&trace)[0].events().count() >= 24_000);
+        let env = preload.map_or(Vec::new(), |p| vec![("LD_PRELOAD".into(), p.into())]);
+        let what = format!("UBSan stopped newdelete ({preload:?})");
+        let images = record_clean(command, env, &trace, &what);
+        assert!(images[0].events().count() >= 24_000);
     }
     std::env::remove_var(recorder::ENV_SHIM_OVERRIDE);
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
@@ -30,18 +30,24 @@ pub fn installed(name: &str) -> bool {
         .any(|a| a["name"] == name && a["installed"] == true)
 }
 
+/// Runs `cmd` (an alloclens command), asserting that it succeeds; its stderr is the message.
+pub fn succeeded(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs alloclens with `args`, asserts success, and parses its stdout as JSON.
 pub fn json_stdout<I, S>(args: I) -> Value
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let out = alloclens().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(alloclens().args(args));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -63,20 +69,15 @@ pub fn compile_c(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBu
 
 /// `alloclens record -q OPTIONS -o TRACE -- PROGRAM...`, which must succeed.
 pub fn record<S: AsRef<OsStr>>(trace: &Path, options: &[&str], program: &[S]) {
-    let out = alloclens()
-        .args(["record", "-q"])
-        .args(options)
-        .arg("-o")
-        .arg(trace)
-        .arg("--")
-        .args(program)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        alloclens()
+            .args(["record", "-q"])
+            .args(options)
+            .arg("-o")
+            .arg(trace)
+            .arg("--")
+            .args(program)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
     );
 }
