@@ -1060,12 +1060,7 @@ impl ChunkDecoder {
                         }
                         Shape::Free => {
                             let addr = released.decode((byte >> 4) & 3, producers)?;
-                            let size = if byte & FREE_HAS_SIZE != 0 {
-                                sizes.value().ok_or_else(|| short("size"))?
-                            } else {
-                                0
-                            };
-                            (addr, size, 0)
+                            (addr, free_size(byte, &mut sizes)?, 0)
                         }
                         Shape::Realloc => {
                             let size = sizes.value().ok_or_else(|| short("size"))?;
@@ -1094,12 +1089,7 @@ impl ChunkDecoder {
                         &mut base_old,
                         predictor,
                     )?;
-                    let size = if byte & FREE_HAS_SIZE != 0 {
-                        sizes.value().ok_or_else(|| short("size"))?
-                    } else {
-                        0
-                    };
-                    (addr, size, 0)
+                    (addr, free_size(byte, &mut sizes)?, 0)
                 }
                 Shape::Realloc => {
                     let size = sizes.value().ok_or_else(|| short("size"))?;
@@ -1443,6 +1433,15 @@ impl OldSynthetic<'_, '_> {
             }
         }
     }
+}
+
+/// The size a free carries (`free_sized`, `free_aligned_sized`), 0 for a plain free.
+#[inline(always)]
+fn free_size(byte: u8, sizes: &mut SplitCursor<'_>) -> Result<u64, DecodeError> {
+    if byte & FREE_HAS_SIZE == 0 {
+        return Ok(0);
+    }
+    sizes.value().ok_or_else(|| bad("size column ends early"))
 }
 
 /// A new block's address in a chunk without addresses: the block id of its event.
