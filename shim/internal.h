@@ -57,6 +57,7 @@ struct al_ring {
     char pad1[56];
     uint64_t local_head;  /* == head, without the atomic load */
     uint64_t cached_tail; /* last tail seen; refreshed only when the ring looks full */
+    _Atomic int busy;     /* set around taking a seq (see al_next_seq) */
     struct al_ring *next_free;
     struct al_ring *next_all;
 };
@@ -93,9 +94,23 @@ struct al_proc {
     int sock;
     _Atomic uint64_t *counter; /* in the shared process page */
     pid_t pid;
+    /* The ring of the thread that may take seqs without a locked instruction (al_next_seq):
+     * NULL until the first thread claims it, or one of the two marks below. */
+    _Atomic(struct al_ring *) owner;
+    int claims_left; /* ownership changes still allowed; then every thread shares the counter */
 };
 
+#define AL_OWNER_SWITCHING ((struct al_ring *)1)
+#define AL_OWNER_SHARED ((struct al_ring *)2)
+
 AL_HIDDEN extern struct al_proc al_proc;
+
+/* Registers the image for membarrier and opens the counter to an owner (every thread shares it
+ * when membarrier is refused). When an image starts, and again in a fork child. */
+AL_HIDDEN void al_order_init(void);
+/* The seq for a thread that does not own the counter: claims it, waits for a claim in progress,
+ * or takes a shared seq. */
+AL_HIDDEN uint64_t al_next_seq_slow(struct al_ring *r);
 
 /* Connects to the recorder and announces this image. Returns when state is no longer INITIALIZING
  * because of this call (ACTIVE or OFF), or immediately if another thread is initialising. */
@@ -114,8 +129,37 @@ AL_HIDDEN void al_write_stderr(const char *a, const char *b);
 /* First event of a thread or of the image, or tracing off / re-entered (hooks.c). */
 AL_HIDDEN void al_record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr);
 
-/* The hot path: a TLS guard, a ring slot, one atomic increment on the image's counter. */
-static inline void al_record(uint64_t op, const void *addr, size_t size, const void *old_addr)
+/* The next seq of the image. The image's counter has an owner thread (biased, as in biased
+ * locking): the one thread that allocates in a single-threaded program, or the busy worker of a
+ * main thread that only waits. It increments with a plain load and store, flagged by its ring's
+ * `busy`: no locked instruction. Another thread that allocates claims the counter (at most
+ * `claims_left` times per image, then all threads share it with a fetch-add) with the
+ * asymmetric-fence pattern of liburcu (al_next_seq_slow): it marks the counter SWITCHING, calls
+ * membarrier (a full barrier on every running thread of the image) and waits for the old
+ * owner's `busy` to drop. After that barrier the old owner either sees it is no longer the owner,
+ * or is inside an increment whose `busy = 1` is visible and is waited for: no seq is taken twice.
+ */
+static inline uint64_t al_next_seq(struct al_ring *r)
+{
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the store before the load */
+    struct al_ring *owner = atomic_load_explicit(&al_proc.owner, memory_order_acquire);
+    if (AL_LIKELY(owner == r)) {
+        uint64_t seq = atomic_load_explicit(al_proc.counter, memory_order_relaxed);
+        atomic_store_explicit(al_proc.counter, seq + 1, memory_order_relaxed);
+        atomic_store_explicit(&r->busy, 0, memory_order_release);
+        return seq;
+    }
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
+    if (AL_LIKELY(owner == AL_OWNER_SHARED))
+        return atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
+    return al_next_seq_slow(r);
+}
+
+/* The hot path: a TLS guard, a ring slot, the next seq (al_next_seq). */
+/* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
+static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
+                                                           size_t size, const void *old_addr)
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
@@ -131,7 +175,7 @@ static inline void al_record(uint64_t op, const void *addr, size_t size, const v
         if (!ok)
             return;
     }
-    uint64_t seq = atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
+    uint64_t seq = al_next_seq(r);
     struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
     rec->seq_op = seq | (op << AL_OP_SHIFT);
     rec->addr = (uint64_t)(uintptr_t)addr;

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -181,6 +183,53 @@ AL_HIDDEN void al_disable(const char *why)
     al_write_stderr(msg, pid);
 }
 
+/* ------------------------------------------------------------------------- seq order */
+
+/* Ownership changes per image before the counter is shared for good: a main thread and one
+ * worker taking turns costs a few; threads that keep alternating would cost a system call each. */
+#define AL_CLAIMS 8
+
+static int membarrier(int cmd)
+{
+    return (int)syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+AL_HIDDEN void al_order_init(void)
+{
+    /* A fork child is a new address space and registers again. */
+    int ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    al_proc.claims_left = ok ? AL_CLAIMS : 0;
+    atomic_store(&al_proc.owner, ok ? NULL : AL_OWNER_SHARED);
+}
+
+AL_HIDDEN uint64_t al_next_seq_slow(struct al_ring *r)
+{
+    for (;;) {
+        struct al_ring *owner = atomic_load(&al_proc.owner);
+        if (owner == r || owner == AL_OWNER_SHARED)
+            return al_next_seq(r);
+        if (owner == AL_OWNER_SWITCHING) {
+            sched_yield();
+            continue;
+        }
+        if (!atomic_compare_exchange_strong(&al_proc.owner, &owner, AL_OWNER_SWITCHING))
+            continue;
+        /* This thread holds the switch: `claims_left` is ours to change. */
+        struct al_ring *next = al_proc.claims_left > 0 ? r : AL_OWNER_SHARED;
+        if (al_proc.claims_left > 0)
+            al_proc.claims_left--;
+        if (owner != NULL) {
+            /* The expedited barrier was registered when the image started; the global one
+             * (slower, no registration) is the fallback should it be refused. */
+            if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+                membarrier(MEMBARRIER_CMD_GLOBAL);
+            while (atomic_load_explicit(&owner->busy, memory_order_acquire))
+                sched_yield();
+        }
+        atomic_store(&al_proc.owner, next);
+    }
+}
+
 /* ------------------------------------------------------------------------- image lifecycle */
 
 static void atfork_prepare(void)
@@ -206,6 +255,7 @@ static void atfork_child(void)
     if (al_proc.counter)
         munmap((void *)al_proc.counter, AL_PAGE_BYTES);
     al_proc.counter = NULL;
+    atomic_store(&al_proc.owner, NULL); /* the parent's rings are gone; al_order_init reopens */
     if (al_proc.sock >= 0)
         close(al_proc.sock);
     al_proc.sock = -1;
@@ -297,6 +347,7 @@ AL_HIDDEN void al_proc_init(void)
         goto fail;
     al_proc.counter = (_Atomic uint64_t *)((char *)page + AL_PAGE_COUNTER_OFFSET);
     atomic_store(al_proc.counter, 0);
+    al_order_init();
     al_rings_init();
     if (!atfork_registered) {
         /* Registered once per image: the registration survives fork. */

@@ -41,6 +41,33 @@ fn threads_each_get_their_events_and_their_tid() {
     assert_eq!(summary.events, img.events().count() as u64);
 }
 
+/// Two threads allocating at once while blocks move from one to the other: the shim's counter
+/// changes owner under them (in the process and in each fork child, which starts over), and
+/// still every event is there once, in an order where each free follows its allocation.
+#[test]
+fn threads_taking_turns_with_the_counter_lose_no_event_and_keep_the_order() {
+    let n = 20_000;
+    let (summary, images) = record(&["handoff", &n.to_string(), "8"], |_| {});
+    assert!(summary.status.success());
+    assert_eq!(images.len(), 9, "the process and eight fork children");
+    for img in &images {
+        check_order(img);
+        assert_eq!(img.count(Op::Malloc, 1901), n, "pid {}", img.info.pid);
+        // A free recorded before its allocation would not be counted here.
+        assert_eq!(img.frees_of(1901), n, "pid {}", img.info.pid);
+        for size in [1902, 1903] {
+            assert_eq!(img.count(Op::Malloc, size), 4 * n, "pid {}", img.info.pid);
+            assert_eq!(img.frees_of(size), 4 * n, "pid {}", img.info.pid);
+        }
+        let seqs: Vec<u64> = img.events().map(|e| e.seq).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "pid {}: seqs are dense (none taken twice, none lost)",
+            img.info.pid
+        );
+    }
+}
+
 #[test]
 fn every_entry_point_is_recorded_with_its_size() {
     let (_, images) = record(&["ops", &N.to_string()], |_| {});

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -33,6 +34,44 @@ static void *worker(void *arg)
 {
     churn((size_t)(uintptr_t)arg, count);
     return NULL;
+}
+
+/* handoff: one thread allocates blocks and hands them to another that frees them, while that one
+ * allocates too. Both allocate at once, so the counter's owner (the shim's al_next_seq) changes
+ * while the other thread allocates, until the image shares the counter. */
+#define HANDOFF_SLOTS 256
+static void *handoff_slots[HANDOFF_SLOTS];
+
+static void *handoff_receiver(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < count; i++) {
+        void *p;
+        for (int spins = 0; (p = __atomic_exchange_n(&handoff_slots[i % HANDOFF_SLOTS], NULL,
+                                                     __ATOMIC_ACQUIRE)) == NULL;
+             spins++)
+            if (spins > 1000)
+                sched_yield();
+        free(p);
+        churn(1902, 4);
+    }
+    return NULL;
+}
+
+static void handoff(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, handoff_receiver, NULL);
+    for (long i = 0; i < count; i++) {
+        void *p = malloc(1901);
+        churn(1903, 4);
+        for (int spins = 0; __atomic_load_n(&handoff_slots[i % HANDOFF_SLOTS], __ATOMIC_ACQUIRE) != NULL;
+             spins++)
+            if (spins > 1000)
+                sched_yield();
+        __atomic_store_n(&handoff_slots[i % HANDOFF_SLOTS], p, __ATOMIC_RELEASE);
+    }
+    pthread_join(t, NULL);
 }
 
 int main(int argc, char **argv)
@@ -121,6 +160,21 @@ int main(int argc, char **argv)
         if (!fn)
             return 7;
         fn(count);
+    } else if (!strcmp(mode, "handoff")) {
+        /* In the process, then in fork children: each image starts with its own counter. */
+        handoff();
+        int children = argc > 3 ? atoi(argv[3]) : 0;
+        for (int c = 0; c < children; c++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                handoff();
+                exit(0);
+            }
+            int st;
+            waitpid(pid, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return 8;
+        }
     } else if (!strcmp(mode, "exitcode")) {
         churn(1801, count);
         return 42;
