@@ -144,11 +144,15 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                 loop {
                     let next = raw_rx.lock().map(|rx| rx.recv());
                     let Ok(Ok((i, chunk))) = next else { return };
-                    let mut records = spares
-                        .lock()
-                        .ok()
-                        .and_then(|mut s| s.pop())
-                        .unwrap_or_default();
+                    let mut records =
+                        spares
+                            .lock()
+                            .ok()
+                            .and_then(|mut s| s.pop())
+                            .unwrap_or_else(|| {
+                                let n = chunk.as_ref().map_or(0, |c| c.chunk.records);
+                                trace::huge_pages::vec_with_capacity(n as usize)
+                            });
                     // Emptied here, not by the pass: dropping the records walks the whole buffer
                     // (a marker owns its label), and the pass is the one stage that cannot run
                     // in parallel. Here the walk also brings in lines about to be written.

@@ -22,6 +22,7 @@
 //! looked for in its nursery slot alone.
 use std::mem::MaybeUninit;
 
+use trace::huge_pages;
 use trace::live_table::{prefetch_ptr, LiveTable};
 use trace::SYNTHETIC_BIT;
 
@@ -107,9 +108,9 @@ impl<V: Copy + Default> LiveSet<V> {
     /// A ring of `len` empty slots with the residents of the current one at their new slots.
     #[cold]
     fn resize_nursery(&mut self, len: usize) {
-        let keys = std::mem::replace(&mut self.nursery_keys, vec![0; len]);
+        let keys = std::mem::replace(&mut self.nursery_keys, huge_pages::vec_filled(0, len));
         let values = std::mem::take(&mut self.nursery_values);
-        self.nursery_values = Vec::with_capacity(len);
+        self.nursery_values = huge_pages::vec_with_capacity(len);
         // SAFETY: `MaybeUninit` needs no initialisation; the capacity is `len`.
         unsafe { self.nursery_values.set_len(len) };
         self.nursery_mask = len - 1;

@@ -25,6 +25,7 @@ pub mod error;
 pub mod event;
 pub mod format;
 pub mod hash;
+pub mod huge_pages;
 pub mod live_table;
 pub mod reader;
 mod varint;

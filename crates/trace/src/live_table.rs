@@ -9,6 +9,7 @@
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
+use crate::huge_pages::vec_filled;
 
 pub struct LiveTable<V> {
     keys: Vec<u64>,
@@ -22,8 +23,8 @@ impl<V: Copy + Default> LiveTable<V> {
     pub fn with_capacity(capacity: usize) -> Self {
         let slots = (capacity * 2 + 1).next_power_of_two().max(16);
         LiveTable {
-            keys: vec![0; slots],
-            values: vec![V::default(); slots],
+            keys: vec_filled(0, slots),
+            values: vec_filled(V::default(), slots),
             mask: slots - 1,
             len: 0,
         }
@@ -160,8 +161,8 @@ impl<V: Copy + Default> LiveTable<V> {
     #[cold]
     fn grow(&mut self) {
         let slots = self.keys.len() * 2;
-        let keys = std::mem::replace(&mut self.keys, vec![0; slots]);
-        let values = std::mem::replace(&mut self.values, vec![V::default(); slots]);
+        let keys = std::mem::replace(&mut self.keys, vec_filled(0, slots));
+        let values = std::mem::replace(&mut self.values, vec_filled(V::default(), slots));
         self.mask = slots - 1;
         for (k, v) in keys.into_iter().zip(values) {
             if k != 0 {
