@@ -79,27 +79,44 @@ for name in python3 gcc-O2 cc1-O2; do
     fi
   done
   b=$(median "${base[@]}"); r=$(median "${rec[@]}"); n=$(median "${na[@]}"); h=$( [ ${#ht[@]} -gt 0 ] && median "${ht[@]}" || echo 0)
-  events=$("$AL" analyze --json "$WORK/$name.alt" | python3 -c "import json,sys; a=json.load(sys.stdin); print(sum(p['stats']['calls_total'] for p in a['processes']))" 2>/dev/null || echo 0)
+  read -r events allocs < <("$AL" analyze --json "$WORK/$name.alt" | python3 -c "
+import json, sys
+a = json.load(sys.stdin)
+calls = [p['stats']['calls'] for p in a['processes']]
+frees = ('free', 'free_sized', 'free_aligned_sized')
+print(sum(sum(c.values()) for c in calls), sum(n for c in calls for k, n in c.items() if k not in frees))" 2>/dev/null || echo 0 0)
   rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-addr.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
-  python3 - "$name" "$b" "$r" "$n" "$h" "$events" "$rb" "$nb" "${hb:-0}" <<'PY'
+  # heaptrack's own count of allocation calls: when it saw far fewer than we did (it follows
+  # neither fork nor exec), its trace is not of the same work and its columns are left out.
+  ht_allocs=0; htf=$(heaptrack_file "$WORK/ht-$name")
+  [ -n "$htf" ] && ht_allocs=$(heaptrack_print -p 0 -a 0 -T 0 -f "$htf" 2>/dev/null | sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
+  ht_same=1; [ "${ht_allocs:-0}" -lt $(( allocs / 2 )) ] && ht_same=0
+  python3 - "$name" "$b" "$r" "$n" "$h" "$events" "$rb" "$nb" "${hb:-0}" "$ht_same" <<'PY'
 import sys
-name, b, r, n, h, e, rb, nb, hb = sys.argv[1:]
+name, b, r, n, h, e, rb, nb, hb, same = sys.argv[1:]
 b, r, n, h, e = float(b), float(r), float(n), float(h), max(int(e), 1)
 rb, nb, hb = int(rb), int(nb), int(hb)
-print(f"{name:<10} {b:9.3f} {r:9.3f} {n:9.3f} {h:9.3f} {r/b:7.2f} {n/b:7.2f} {(h/b if h else 0):7.2f}"
-      f" {e:10d} {rb/e:9.3f} {nb/e:9.3f} {hb/e:9.3f}")
+same = same == "1" and h > 0
+ht_x = f"{h/b:7.2f}" if same else f"{'n/a':>7}"
+ht_b = f"{hb/e:9.3f}" if same else f"{'n/a':>9}"
+print(f"{name:<10} {b:9.3f} {r:9.3f} {n:9.3f} {h:9.3f} {r/b:7.2f} {n/b:7.2f} {ht_x}"
+      f" {e:10d} {rb/e:9.3f} {nb/e:9.3f} {ht_b}")
 PY
-  echo "$name $events" >> "$WORK/events"
-  echo "$name-addr $events" >> "$WORK/events"
+  if [ "$ht_same" = 0 ] && [ -n "$htf" ]; then
+    echo "  (${name}: heaptrack recorded ${ht_allocs:-0} of ${allocs} allocation calls: it does not follow exec, so it traced another program than record did; its figures are left out)"
+  fi
+  echo "$name $events $ht_same" >> "$WORK/events"
+  echo "$name-addr $events $ht_same" >> "$WORK/events"
 done
 
 echo
 printf '%-10s %14s %12s %16s %12s\n' trace analyze_s analyze_MiB heaptrack_print_s print_MiB
-while read -r name events; do
+while read -r name events ht_same; do
   read -r at am < <(peak "$AL" analyze "$WORK/$name.alt")
-  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-addr}"); [ -n "$htf" ] && hp=$(peak heaptrack_print "$htf")
+  hp="0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-addr}"); [ -n "$htf" ] && [ "$ht_same" = 1 ] && hp=$(peak heaptrack_print "$htf")
   read -r ht hm <<< "$hp"
   python3 -c "
 e=$events; at=$at; am=$am/1024; ht=$ht; hm=$hm/1024
-print(f'{\"$name\":<10} {at:8.3f} ({e/max(at,1e-9)/1e6:5.1f} M ev/s) {am:8.0f} {ht:10.3f} ({e/max(ht,1e-9)/1e6:5.1f} M ev/s) {hm:8.0f}')"
+hts = f'{ht:10.3f} ({e/ht/1e6:5.1f} M ev/s) {hm:8.0f}' if ht > 0 else f'{\"n/a\":>10}'
+print(f'{\"$name\":<10} {at:8.3f} ({e/max(at,1e-9)/1e6:5.1f} M ev/s) {am:8.0f} {hts}')"
 done < "$WORK/events"

@@ -98,7 +98,7 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         // Decide on the state seen by a whole round that started after the exit: hellos and
         // hang-ups sent before the command died are read by then.
         let seen_exit = exited_at;
-        let moved = server.round(&rx, &mut output_open);
+        let moved = server.round(&rx, &mut output_open, seen_exit.is_some());
         if status.is_none() {
             if let Some(s) = child.try_wait().map_err(RecordError::Wait)? {
                 status = Some(s);
@@ -116,7 +116,7 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
     }
     // Output lines that are still buffered in the channel.
-    server.round(&rx, &mut output_open);
+    server.round(&rx, &mut output_open, true);
     server.abandon_remaining();
     let status =
         status.ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
