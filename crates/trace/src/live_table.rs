@@ -1,19 +1,26 @@
 //! The live set: an open-addressing table from address to what the recorder (`BlockIds`) or the
 //! analysis keeps of the block living there.
 //!
-//! Linear probing over a dense array of keys (8 per cache line) with the values in a parallel
-//! array, and backward-shift deletion (no tombstones, so a long trace of frees and mallocs never
-//! degrades it). Unlike a general-purpose map it can `prefetch` the slot of an address, which lets
-//! the pass hide the cache miss of an event behind the work of the events before it: with a live
-//! set larger than the caches (millions of blocks) that halves the time of the pass.
+//! Linear probing over one array of (key, value) entries, and backward-shift deletion (no
+//! tombstones, so a long trace of frees and mallocs never degrades it). A lookup that hits its
+//! home slot (most do: the table is at most half full) touches one cache line, where parallel
+//! key and value arrays cost two. Unlike a general-purpose map it can `prefetch` the slot of an
+//! address, which lets the pass hide the cache miss of an event behind the work of the events
+//! before it: with a live set larger than the caches (millions of blocks) that halves the time
+//! of the pass.
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
 use crate::huge_pages::vec_filled;
 
+#[derive(Clone, Copy, Default)]
+struct Entry<V> {
+    key: u64,
+    value: V,
+}
+
 pub struct LiveTable<V> {
-    keys: Vec<u64>,
-    values: Vec<V>,
+    entries: Vec<Entry<V>>,
     mask: usize,
     len: usize,
 }
@@ -23,8 +30,7 @@ impl<V: Copy + Default> LiveTable<V> {
     pub fn with_capacity(capacity: usize) -> Self {
         let slots = (capacity * 2 + 1).next_power_of_two().max(16);
         LiveTable {
-            keys: vec_filled(0, slots),
-            values: vec_filled(V::default(), slots),
+            entries: vec_filled(Entry::default(), slots),
             mask: slots - 1,
             len: 0,
         }
@@ -46,54 +52,34 @@ impl<V: Copy + Default> LiveTable<V> {
     /// Hint that `key` will be looked up soon.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        let i = self.home(key);
-        // A hint needs no bounds check: `prefetch_ptr` never dereferences (and `i` is in bounds).
-        prefetch_ptr(self.keys.as_ptr().wrapping_add(i));
-        prefetch_ptr(self.values.as_ptr().wrapping_add(i));
+        let entry = self.entries.as_ptr().wrapping_add(self.home(key));
+        // A hint needs no bounds check: `prefetch_ptr` never dereferences (and the slot is in
+        // bounds). Both ends: an entry larger than 16 bytes may straddle two lines.
+        prefetch_ptr(entry);
+        prefetch_ptr(entry.cast::<u8>().wrapping_add(size_of::<Entry<V>>() - 1));
     }
 
     // The slot accessors below skip bounds checks on the probe path. SAFETY (all of them):
-    // `keys.len() == values.len()`, a power of two (at least 16), and `mask == keys.len() - 1`
-    // (the three are set together in `with_capacity` and `grow`), so `i & mask` is in bounds of
-    // both arrays. `behaves_like_a_map_through_growth_and_deletions` exercises every path.
+    // `entries.len()` is a power of two (at least 16) and `mask == entries.len() - 1` (set
+    // together in `with_capacity` and `grow`), so `i & mask` is in bounds.
+    // `behaves_like_a_map_through_growth_and_deletions` exercises every path.
 
-    /// The key in slot `i & mask`.
+    /// The entry in slot `i & mask`.
     #[inline(always)]
-    fn key_at(&self, i: usize) -> u64 {
+    fn at(&self, i: usize) -> &Entry<V> {
         let i = i & self.mask;
-        debug_assert!(i < self.keys.len() && i < self.values.len());
+        debug_assert!(i < self.entries.len());
         // SAFETY: see above.
-        unsafe { *self.keys.get_unchecked(i) }
+        unsafe { self.entries.get_unchecked(i) }
     }
 
-    /// The value in slot `i & mask`.
+    /// The entry in slot `i & mask`, to write.
     #[inline(always)]
-    fn value_at(&self, i: usize) -> V {
+    fn at_mut(&mut self, i: usize) -> &mut Entry<V> {
         let i = i & self.mask;
-        debug_assert!(i < self.keys.len() && i < self.values.len());
+        debug_assert!(i < self.entries.len());
         // SAFETY: see above.
-        unsafe { *self.values.get_unchecked(i) }
-    }
-
-    /// Store `key` and `value` in slot `i & mask`.
-    #[inline(always)]
-    fn set_at(&mut self, i: usize, key: u64, value: V) {
-        let i = i & self.mask;
-        debug_assert!(i < self.keys.len() && i < self.values.len());
-        // SAFETY: see above.
-        unsafe {
-            *self.keys.get_unchecked_mut(i) = key;
-            *self.values.get_unchecked_mut(i) = value;
-        }
-    }
-
-    /// Empty slot `i & mask` (its stale value is never read).
-    #[inline(always)]
-    fn clear_at(&mut self, i: usize) {
-        let i = i & self.mask;
-        debug_assert!(i < self.keys.len());
-        // SAFETY: see above.
-        unsafe { *self.keys.get_unchecked_mut(i) = 0 };
+        unsafe { self.entries.get_unchecked_mut(i) }
     }
 
     /// Slot holding `key`, or the empty slot where its probe ends.
@@ -101,7 +87,7 @@ impl<V: Copy + Default> LiveTable<V> {
     fn find(&self, key: u64) -> (usize, bool) {
         let mut i = self.home(key);
         loop {
-            let k = self.key_at(i);
+            let k = self.at(i).key;
             if k == key {
                 return (i, true);
             }
@@ -117,11 +103,11 @@ impl<V: Copy + Default> LiveTable<V> {
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
         debug_assert_ne!(key, 0);
         let (i, found) = self.find(key);
-        let old = found.then(|| self.value_at(i));
-        self.set_at(i, key, value);
+        let old = found.then(|| self.at(i).value);
+        *self.at_mut(i) = Entry { key, value };
         if !found {
             self.len += 1;
-            if self.len * 2 > self.keys.len() {
+            if self.len * 2 > self.entries.len() {
                 self.grow();
             }
         }
@@ -137,48 +123,42 @@ impl<V: Copy + Default> LiveTable<V> {
         if !found {
             return None;
         }
-        let value = self.value_at(hole);
+        let value = self.at(hole).value;
         self.len -= 1;
         // Backward shift: move up each later entry of the run whose home is not in (hole, j].
         let mut j = hole;
         loop {
             j = (j + 1) & self.mask;
-            let k = self.key_at(j);
-            if k == 0 {
+            let entry = *self.at(j);
+            if entry.key == 0 {
                 break;
             }
-            let home = self.home(k);
+            let home = self.home(entry.key);
             if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
-                let v = self.value_at(j);
-                self.set_at(hole, k, v);
+                *self.at_mut(hole) = entry;
                 hole = j;
             }
         }
-        self.clear_at(hole);
+        // Emptied (its stale value is never read).
+        self.at_mut(hole).key = 0;
         Some(value)
     }
 
     #[cold]
     fn grow(&mut self) {
-        let slots = self.keys.len() * 2;
-        let keys = std::mem::replace(&mut self.keys, vec_filled(0, slots));
-        let values = std::mem::replace(&mut self.values, vec_filled(V::default(), slots));
+        let slots = self.entries.len() * 2;
+        let old = std::mem::replace(&mut self.entries, vec_filled(Entry::default(), slots));
         self.mask = slots - 1;
-        for (k, v) in keys.into_iter().zip(values) {
-            if k != 0 {
-                let (i, _) = self.find(k);
-                self.keys[i] = k;
-                self.values[i] = v;
+        for entry in old {
+            if entry.key != 0 {
+                let (i, _) = self.find(entry.key);
+                self.entries[i] = entry;
             }
         }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
-        self.keys
-            .iter()
-            .zip(&self.values)
-            .filter(|(k, _)| **k != 0)
-            .map(|(_, v)| v)
+        self.entries.iter().filter(|e| e.key != 0).map(|e| &e.value)
     }
 }
 
