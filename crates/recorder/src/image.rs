@@ -667,6 +667,20 @@ mod tests {
         (img, page, producer)
     }
 
+    /// An image with the ring of thread 77 and a second one, of thread 88.
+    fn image_with_two_rings() -> (Image, Mapping, Producer, Producer) {
+        let (mut img, page, a) = image_with_ring();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let ring_fd = memfd(ring_len);
+        img.add_ring(&ring_fd).unwrap();
+        let mut b = Producer {
+            map: Mapping::map(&ring_fd, ring_len).unwrap(),
+            head: 0,
+        };
+        b.push(u64::from(OP_RING_OWNER) << OP_SHIFT, 88);
+        (img, page, a, b)
+    }
+
     fn round(img: &mut Image, page: &Mapping, counter: u64, last: bool, out: &mut Vec<Batch>) {
         page.atomic_u64(PAGE_COUNTER_OFFSET)
             .store(counter, Ordering::Release);
@@ -754,15 +768,7 @@ mod tests {
 
     #[test]
     fn busy_rings_merge_in_seq_order_with_their_threads() {
-        let (mut img, page, mut a) = image_with_ring();
-        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
-        let ring_fd = memfd(ring_len);
-        img.add_ring(&ring_fd).unwrap();
-        let mut b = Producer {
-            map: Mapping::map(&ring_fd, ring_len).unwrap(),
-            head: 0,
-        };
-        b.push(u64::from(OP_RING_OWNER) << OP_SHIFT, 88);
+        let (mut img, page, mut a, mut b) = image_with_two_rings();
         // Thread 77 takes 0-2, 5, 6 and 9; thread 88 takes 3, 4, 7 and reserves 8 without
         // publishing it (yet): the merge stops there.
         for seq in [0, 1, 2, 5, 6, 9] {
@@ -801,15 +807,7 @@ mod tests {
     /// at the anchor cut and at a full batch, and the merge resumes there in seq order.
     #[test]
     fn busy_rings_merge_runs_up_to_markers_cuts_and_full_batches() {
-        let (mut img, page, mut a) = image_with_ring();
-        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
-        let ring_fd = memfd(ring_len);
-        img.add_ring(&ring_fd).unwrap();
-        let mut b = Producer {
-            map: Mapping::map(&ring_fd, ring_len).unwrap(),
-            head: 0,
-        };
-        b.push(u64::from(OP_RING_OWNER) << OP_SHIFT, 88);
+        let (mut img, page, mut a, mut b) = image_with_two_rings();
         for seq in (0..5).chain(9..15) {
             a.event(seq);
         }
