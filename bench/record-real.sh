@@ -74,7 +74,7 @@ declare -A CMDS=(
 # Debian's heaptrack (1.4) has no output option: it writes heaptrack.NAME.PID.zst into the current
 # directory, so each run gets a directory of its own.
 heaptrack_run() { local dir=$1; shift; rm -rf "$dir"; mkdir -p "$dir"; (cd "$dir" && heaptrack "$@"); }
-heaptrack_file() { ls -S "$1"/heaptrack.*.zst 2>/dev/null | head -1; }
+heaptrack_file() { { ls -S "$1"/heaptrack.*.zst 2>/dev/null || true; } | head -1; }
 for name in python3 gcc-O2 cc1-O2; do
   read -r -a cmd <<< "${CMDS[$name]}"
   base=(); rec=(); na=(); ht=()
@@ -93,11 +93,11 @@ a = json.load(sys.stdin)
 calls = [p['stats']['calls'] for p in a['processes']]
 frees = ('free', 'free_sized', 'free_aligned_sized')
 print(sum(sum(c.values()) for c in calls), sum(n for c in calls for k, n in c.items() if k not in frees))" 2>/dev/null || echo 0 0)
-  rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-addr.alt"); hb=$(cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null | wc -c)
+  rb=$(stat -c %s "$WORK/$name.alt"); nb=$(stat -c %s "$WORK/$name-addr.alt"); hb=$({ cat "$WORK/ht-$name"/heaptrack.*.zst 2>/dev/null || true; } | wc -c)
   # heaptrack's own count of allocation calls: when it saw far fewer than we did (it follows
   # neither fork nor exec), its trace is not of the same work and its columns are left out.
   ht_allocs=0; htf=$(heaptrack_file "$WORK/ht-$name")
-  [ -n "$htf" ] && ht_allocs=$(heaptrack_print -p 0 -a 0 -T 0 -f "$htf" 2>/dev/null | sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
+  [ -n "$htf" ] && ht_allocs=$(heaptrack_print -p 0 -a 0 -T 0 -f "$htf" 2>/dev/null | sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p') || true
   ht_same=1; [ "${ht_allocs:-0}" -lt $(( allocs / 2 )) ] && ht_same=0
   python3 - "$name" "$b" "$r" "$n" "$h" "$events" "$rb" "$nb" "${hb:-0}" "$ht_same" <<'PY'
 import sys
@@ -120,10 +120,16 @@ done
 echo
 echo "analysis: median of 3 runs, first_s the first of them, peak memory the largest of the 3"
 printf '%-12s %9s %8s %15s %11s %29s %8s %10s\n' trace analyze_s first_s events/s analyze_MiB heaptrack_print_s first_s print_MiB
+# heaptrack_print once per program: the "-addr" row shares its heaptrack trace.
+declare -A HT_PRINT=()
 while read -r name events ht_same; do
   read -r at af am < <(peak3 "$AL" analyze "$WORK/$name.alt")
-  hp="0 0 0"; htf=$(heaptrack_file "$WORK/ht-${name%-addr}"); [ -n "$htf" ] && [ "$ht_same" = 1 ] && hp=$(peak3 heaptrack_print "$htf")
-  read -r ht hf hm <<< "$hp"
+  program=${name%-addr}
+  if [ -z "${HT_PRINT[$program]:-}" ]; then
+    HT_PRINT[$program]="0 0 0"; htf=$(heaptrack_file "$WORK/ht-$program")
+    [ -n "$htf" ] && [ "$ht_same" = 1 ] && HT_PRINT[$program]=$(peak3 heaptrack_print "$htf")
+  fi
+  read -r ht hf hm <<< "${HT_PRINT[$program]}"
   python3 -c "
 e=$events; at=$at; af=$af; am=$am/1024; ht=$ht; hf=$hf; hm=$hm/1024
 hts = f'{ht:10.3f} ({e/ht/1e6:5.1f} M ev/s) {hf:8.3f} {hm:10.0f}' if ht > 0 else f'{\"n/a\":>17}'
