@@ -12,7 +12,17 @@
 //! Interpolation between the kept anchors is piecewise linear, like the one between all of them,
 //! and the two differ most at the skipped anchors: by at most `TOLERANCE_NS`, for every event.
 //! Anchors where the counter stood still (idle stretches) are kept: they bound a gap in time.
-use crate::batch::Batch;
+/// Where kept anchors go: the image's chunk being built (or a list, in tests).
+pub trait AnchorSink {
+    /// With the encoder's rules (`trace::codec::append_anchor`).
+    fn push_anchor(&mut self, seq: u64, t_ns: u64);
+}
+
+impl AnchorSink for Vec<(u64, u64)> {
+    fn push_anchor(&mut self, seq: u64, t_ns: u64) {
+        trace::codec::append_anchor(self, seq, t_ns);
+    }
+}
 
 /// How far thinning may move an interpolated time: a fiftieth of an idle round's interval (about
 /// 1 ms); under load, rounds are 10-50 µs apart.
@@ -20,7 +30,7 @@ pub const TOLERANCE_NS: u64 = 20_000;
 
 #[derive(Default)]
 pub struct Anchors {
-    /// The last anchor put in a batch.
+    /// The last anchor kept.
     kept: Option<(u64, u64)>,
     /// The newest anchor, not kept yet: kept when the next one does not extend its line.
     pending: Option<(u64, u64)>,
@@ -31,7 +41,7 @@ pub struct Anchors {
 
 impl Anchors {
     /// A new round's anchor: the counter was `seq` at `t_ns`.
-    pub fn offer(&mut self, seq: u64, t_ns: u64, batch: &mut Batch) {
+    pub fn offer(&mut self, seq: u64, t_ns: u64, sink: &mut impl AnchorSink) {
         if let (Some((s0, t0)), Some((ps, _))) = (self.kept, self.pending) {
             if seq > ps {
                 let slope = t_ns.wrapping_sub(t0) as i64 as f64 / (seq - s0) as f64;
@@ -42,7 +52,7 @@ impl Anchors {
                 }
             }
             // The line breaks here, or the counter stood still: the pending anchor ends it.
-            self.flush(batch);
+            self.flush(sink);
         }
         match self.kept {
             Some((s0, _)) if seq > s0 => {
@@ -52,21 +62,21 @@ impl Anchors {
                 self.narrow(seq, t_ns);
             }
             // The first anchor, or no event since the last kept one: an idle stretch, kept as
-            // it is (the batch keeps the first and last anchor of a run with one seq).
-            _ => self.keep(seq, t_ns, batch),
+            // it is (the sink keeps the first and last anchor of a run with one seq).
+            _ => self.keep(seq, t_ns, sink),
         }
     }
 
-    /// Puts the pending anchor in `batch` (before the batch is sealed: a chunk needs the anchor
+    /// Puts the pending anchor in `sink` (before a chunk is sealed: a chunk needs the anchor
     /// after its last event).
-    pub fn flush(&mut self, batch: &mut Batch) {
+    pub fn flush(&mut self, sink: &mut impl AnchorSink) {
         if let Some((s, t)) = self.pending.take() {
-            self.keep(s, t, batch);
+            self.keep(s, t, sink);
         }
     }
 
-    fn keep(&mut self, seq: u64, t_ns: u64, batch: &mut Batch) {
-        batch.push_anchor(seq, t_ns);
+    fn keep(&mut self, seq: u64, t_ns: u64, sink: &mut impl AnchorSink) {
+        sink.push_anchor(seq, t_ns);
         self.kept = Some((seq, t_ns));
     }
 
@@ -132,18 +142,16 @@ mod tests {
     fn interpolated_times_move_by_at_most_the_tolerance() {
         for seed in [1u64, 7, 0x5eed] {
             let all = rounds(seed);
-            let mut batch = Batch::default();
+            let mut kept = Vec::new();
             let mut anchors = Anchors::default();
             for &(s, t) in &all {
-                anchors.offer(s, t, &mut batch);
+                anchors.offer(s, t, &mut kept);
             }
-            anchors.flush(&mut batch);
-            let kept = batch.anchors.clone();
-            let mut reference = Batch::default();
+            anchors.flush(&mut kept);
+            let mut dense = Vec::new();
             for &(s, t) in &all {
-                reference.push_anchor(s, t);
+                dense.push_anchor(s, t);
             }
-            let dense = reference.anchors;
             assert!(
                 kept.len() * 3 < dense.len(),
                 "{} of {}",
@@ -165,19 +173,19 @@ mod tests {
 
     #[test]
     fn a_steady_rate_keeps_few_anchors_and_idle_stretches_stay() {
-        let mut batch = Batch::default();
+        let mut kept = Vec::new();
         let mut anchors = Anchors::default();
         for i in 0..1_000u64 {
-            anchors.offer(i * 500, i * 20_000, &mut batch);
+            anchors.offer(i * 500, i * 20_000, &mut kept);
         }
         // Idle for 3 ms: the counter stands still.
         for k in 1..=3u64 {
-            anchors.offer(999 * 500, 999 * 20_000 + k * 1_000_000, &mut batch);
+            anchors.offer(999 * 500, 999 * 20_000 + k * 1_000_000, &mut kept);
         }
-        anchors.offer(999 * 500 + 10, 999 * 20_000 + 3_000_100, &mut batch);
-        anchors.flush(&mut batch);
+        anchors.offer(999 * 500 + 10, 999 * 20_000 + 3_000_100, &mut kept);
+        anchors.flush(&mut kept);
         assert_eq!(
-            batch.anchors,
+            kept,
             [
                 (0, 0),
                 (499_500, 19_980_000),

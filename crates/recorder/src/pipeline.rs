@@ -1,18 +1,18 @@
-//! The recorder's other threads: a pool of encoder threads turns batches into compressed events
-//! chunks, and one writer thread writes every job to the file in the order the server issued it.
+//! The recorder's other threads: a pool of compressor threads turns sealed chunks (batches) into
+//! zstd-compressed events chunks, and one writer thread writes every job to the file in the
+//! order the server issued it.
 //!
-//! On an allocation-bound program the recorder is the bottleneck, so the drain thread only drains
-//! and merges; encoding (the largest cost per event) and zstd run on every core. Chunks decode on
-//! their own, so batches of one stream can be encoded on different threads.
+//! The drain thread encodes as it merges (`batch::ChunkBuilder`); zstd, a stronger level for
+//! streams that compress well, and the writes run on the other threads.
 //!
 //! Order: the server numbers every job (process begin, events, end, note, flush, finish). Events
-//! jobs go through the encoder queue, the others straight to the writer; the writer holds early
-//! arrivals in a small reorder buffer and writes job `n` only after `n - 1`.
+//! jobs go through the compressor queue, the others straight to the writer; the writer holds
+//! early arrivals in a small reorder buffer and writes job `n` only after `n - 1`.
 //!
 //! Memory and back-pressure: the server issues job `n` only once the writer has written job
-//! `n - limit`, so at most `limit` batches are anywhere in the pipeline. When the encoders or the
-//! disk fall behind, the server waits and the rings fill, which is the back-pressure the shim
-//! already handles. Batches and raw buffers are recycled.
+//! `n - limit`, so at most `limit` batches are anywhere in the pipeline. When the compressors or
+//! the disk fall behind, the server waits and the rings fill, which is the back-pressure the
+//! shim already handles. Chunk buffers are recycled.
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
@@ -22,38 +22,31 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use trace::{ChunkEncoder, EncodedChunk, EndReason, ProcessInfo, TraceWriter, Trailer};
+use trace::{EncodedChunk, EndReason, ProcessInfo, TraceWriter, Trailer};
 
 use crate::batch::Batch;
 
 type FileWriter = TraceWriter<BufWriter<File>>;
 
-/// Encoders an encoder thread keeps, one per recent stream (each holds its producer table, 2 MiB
-/// without addresses and 512 KiB with them, and its columns' capacity). A reused encoder must
-/// only have seen earlier batches of the same stream (see `Batch::encode`).
-const CACHED_ENCODERS: usize = 3;
+/// Streams a compressor thread remembers the last ratio of.
+const REMEMBERED_STREAMS: usize = 8;
 
 /// The zstd level for chunks of a stream whose last chunk compressed `STRONG_RATIO` times or
-/// better, when no batch is waiting for an encoder. Real programs repeat their allocation
+/// better, when no batch is waiting for a compressor. Real programs repeat their allocation
 /// patterns (cc1's chunks compress 15-fold at the base level, python3's 20-fold) and leave the
-/// encoders idle most of the time; there a stronger level pays. Re-encoding the bench/ traces
+/// compressors idle most of the time; there a stronger level pays. Re-encoding the bench/ traces
 /// (chunks of 2^18 records): cc1 0.110 B/event at level 1, 0.078 at 9, 0.072 at 12; python3 0.113, 0.093, 0.090; the
 /// whole trace's encoding took 2.0x (cc1) and 2.3x (python3) the time at 9, 2.3x and 3.6x at 12
 /// (for cc1, 0.33 s over a run of several seconds, on the core the program leaves free).
 /// An allocation-bound program's chunks compress 3-fold (nothing for a stronger level to find:
 /// alloc-micro 1.198 at 1, 1.189 at 9) and keep the base level, as does any chunk while the
-/// encoders are behind.
+/// compressors are behind.
 const STRONG_LEVEL: i32 = 12;
 const STRONG_RATIO: usize = 8;
 
 enum Job {
     Process(ProcessInfo),
     Events(u32, EncodedChunk),
-    /// An empty batch: nothing to write, the number is used up.
-    Nothing,
-    /// A batch the encoder refused (records out of order: a recorder bug). Written as a note;
-    /// tracing goes on.
-    Unencodable(String),
     /// Compression failed: like a write error, writing stops.
     Failed(String),
     End(u32, EndReason, u64),
@@ -72,15 +65,13 @@ pub struct Finished {
 /// State shared between the server and the writer thread.
 #[derive(Default)]
 struct Shared {
-    /// Batches queued for the encoders and not taken yet.
+    /// Batches queued for the compressors and not taken yet.
     queued: AtomicUsize,
     /// Jobs written (or skipped after a failure).
     written: Mutex<u64>,
     progress: Condvar,
     /// The first write error, taken once by `failure`.
     error: Mutex<Option<String>>,
-    /// Warnings for the summary (already written into the trace as notes).
-    notes: Mutex<Vec<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -90,10 +81,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The server's side; stream ids are assigned here, in the order `begin_process` is called
 /// (the same order the writer assigns them in).
 pub struct Pipeline {
-    encode_tx: Option<Sender<(u64, Batch)>>,
+    compress_tx: Option<Sender<(u64, Batch)>>,
     write_tx: Option<Sender<(u64, Job)>>,
-    returned: Receiver<Batch>,
-    encoders: Vec<JoinHandle<()>>,
+    /// Buffers of compressed batches, to seal chunks into again.
+    returned: Receiver<Vec<u8>>,
+    compressors: Vec<JoinHandle<()>>,
     writer: Option<JoinHandle<Finished>>,
     shared: Arc<Shared>,
     next_job: u64,
@@ -103,34 +95,33 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Starts the writer and `available_parallelism` (at least 2) encoder threads; `addresses`
-    /// false: batches carry block ids (`trace::BlockIds`) and chunks store no addresses.
-    pub fn start(writer: FileWriter, level: i32, addresses: bool) -> std::io::Result<Pipeline> {
+    /// Starts the writer and `available_parallelism` (at least 2) compressor threads.
+    pub fn start(writer: FileWriter, level: i32) -> std::io::Result<Pipeline> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let shared = Arc::new(Shared::default());
         let (write_tx, write_rx) = channel();
-        let (encode_tx, encode_rx) = channel();
+        let (compress_tx, compress_rx) = channel();
         let (returned_tx, returned) = channel();
-        let queue = Arc::new(Mutex::new(encode_rx));
+        let queue = Arc::new(Mutex::new(compress_rx));
         let s = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
             .name("alloclens-writer".into())
             .spawn(move || write_loop(writer, write_rx, &s))?;
-        let mut encoders = Vec::with_capacity(threads);
+        let mut compressors = Vec::with_capacity(threads);
         for i in 0..threads {
             let (queue, out, back) = (Arc::clone(&queue), write_tx.clone(), returned_tx.clone());
             let s = Arc::clone(&shared);
-            encoders.push(
+            compressors.push(
                 std::thread::Builder::new()
-                    .name(format!("alloclens-enc{i}"))
-                    .spawn(move || encode_loop(&queue, &out, &back, &s, level, addresses))?,
+                    .name(format!("alloclens-zstd{i}"))
+                    .spawn(move || compress_loop(&queue, &out, &back, &s, level))?,
             );
         }
         Ok(Pipeline {
-            encode_tx: Some(encode_tx),
+            compress_tx: Some(compress_tx),
             write_tx: Some(write_tx),
             returned,
-            encoders,
+            compressors,
             writer: Some(writer),
             shared,
             next_job: 0,
@@ -153,7 +144,7 @@ impl Pipeline {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
             let writer_gone = self.writer.as_ref().is_none_or(JoinHandle::is_finished);
-            if writer_gone || self.encoders.iter().all(JoinHandle::is_finished) {
+            if writer_gone || self.compressors.iter().all(JoinHandle::is_finished) {
                 self.stop(); // a thread panicked: `failure` reports it
                 return None;
             }
@@ -164,7 +155,7 @@ impl Pipeline {
 
     fn stop(&mut self) {
         self.write_tx = None;
-        self.encode_tx = None;
+        self.compress_tx = None;
     }
 
     fn send(&mut self, job: Job) {
@@ -183,12 +174,12 @@ impl Pipeline {
         id
     }
 
-    /// Queues a batch for encoding; gives it back when the threads are gone.
+    /// Queues a batch for compression; gives it back when the threads are gone.
     pub fn write_events(&mut self, batch: Batch) -> Option<Batch> {
         let Some(n) = self.issue() else {
             return Some(batch);
         };
-        let Some(tx) = self.encode_tx.as_ref() else {
+        let Some(tx) = self.compress_tx.as_ref() else {
             return Some(batch);
         };
         self.shared.queued.fetch_add(1, Ordering::Relaxed);
@@ -202,11 +193,12 @@ impl Pipeline {
         }
     }
 
-    /// Moves the batches the encoders are done with into `spare` (keeping at most `keep`).
-    pub fn recycle(&mut self, spare: &mut Vec<Batch>, keep: usize) {
-        while let Ok(batch) = self.returned.try_recv() {
+    /// Moves the buffers of the batches the compressors are done with into `spare` (keeping at
+    /// most `keep`).
+    pub fn recycle(&mut self, spare: &mut Vec<Vec<u8>>, keep: usize) {
+        while let Ok(buffer) = self.returned.try_recv() {
             if spare.len() < keep {
-                spare.push(batch);
+                spare.push(buffer);
             }
         }
     }
@@ -237,11 +229,6 @@ impl Pipeline {
         }
     }
 
-    /// Warnings the threads wrote into the trace (a batch that could not be encoded).
-    pub fn take_notes(&mut self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.shared.notes))
-    }
-
     /// Writes the trailer (with `Some`) and waits for the threads to write everything queued.
     pub fn finish(mut self, trailer: Option<Trailer>) -> Finished {
         if let Some(t) = trailer {
@@ -249,14 +236,14 @@ impl Pipeline {
         }
         self.stop();
         let mut panicked = false;
-        for e in self.encoders.drain(..) {
+        for e in self.compressors.drain(..) {
             panicked |= e.join().is_err();
         }
         match self.writer.take().map(JoinHandle::join) {
             Some(Ok(f)) if !panicked || f.error.is_some() => f,
             Some(Ok(f)) => Finished {
                 bytes: f.bytes,
-                error: Some("an encoder thread panicked".into()),
+                error: Some("a compressor thread panicked".into()),
             },
             _ => Finished {
                 bytes: 0,
@@ -266,7 +253,7 @@ impl Pipeline {
     }
 }
 
-/// Sends a failure for the job an encoder holds if the thread unwinds, so the writer never
+/// Sends a failure for the job a compressor holds if the thread unwinds, so the writer never
 /// waits for a number that will not come.
 struct Holding<'a> {
     job: u64,
@@ -279,102 +266,62 @@ impl Drop for Holding<'_> {
         if !self.done {
             let _ = self
                 .out
-                .send((self.job, Job::Failed("an encoder thread panicked".into())));
+                .send((self.job, Job::Failed("a compressor thread panicked".into())));
         }
     }
 }
 
-fn encode_loop(
+fn compress_loop(
     queue: &Mutex<Receiver<(u64, Batch)>>,
     out: &Sender<(u64, Job)>,
-    returned: &Sender<Batch>,
+    returned: &Sender<Vec<u8>>,
     shared: &Shared,
     level: i32,
-    addresses: bool,
 ) {
     let mut base = zstd::bulk::Compressor::new(level)
         .map_err(|e| format!("cannot set up zstd level {level}: {e}"));
     let strong_level = STRONG_LEVEL.max(level);
     let mut strong = zstd::bulk::Compressor::new(strong_level)
         .map_err(|e| format!("cannot set up zstd level {strong_level}: {e}"));
-    let mut encoders: Vec<CachedEncoder> = Vec::new();
-    let mut raw = Vec::new();
+    // (stream, its last chunk compressed STRONG_RATIO times or better), the most recent last.
+    let mut compressible: Vec<(u32, bool)> = Vec::new();
     loop {
         // Only one thread waits in `recv`; the others wait for the lock.
         let next = lock(queue).recv();
-        let Ok((n, mut batch)) = next else { break };
+        let Ok((n, batch)) = next else { break };
         let behind = shared.queued.fetch_sub(1, Ordering::Relaxed) > 1;
         let mut holding = Holding {
             job: n,
             out,
             done: false,
         };
-        let cached = encoder_for(&mut encoders, batch.stream, addresses);
-        let job = match batch.encode(&mut cached.encoder, std::mem::take(&mut raw)) {
-            Ok(Some(chunk)) => {
-                let compressor = if cached.compressible && !behind {
-                    &mut strong
-                } else {
-                    &mut base
-                };
-                let job = match compressor.as_mut() {
-                    Ok(c) => match chunk.compress(c) {
-                        Ok(encoded) => {
-                            cached.compressible =
-                                chunk.raw.len() >= STRONG_RATIO * encoded.payload.len();
-                            Job::Events(batch.stream, encoded)
-                        }
-                        Err(e) => Job::Failed(format!("cannot compress events: {e}")),
-                    },
-                    Err(e) => Job::Failed(e.clone()),
-                };
-                raw = chunk.raw;
-                job
-            }
-            Ok(None) => Job::Nothing,
-            Err(e) => Job::Unencodable(format!("pid {}: cannot encode its events: {e}", batch.pid)),
+        let seen = compressible.iter().position(|&(s, _)| s == batch.stream);
+        let strong_pays = seen.is_some_and(|i| compressible[i].1);
+        let compressor = if strong_pays && !behind {
+            &mut strong
+        } else {
+            &mut base
+        };
+        let job = match compressor.as_mut() {
+            Ok(c) => match batch.chunk.compress(c) {
+                Ok(encoded) => {
+                    let ratio_pays = batch.chunk.raw.len() >= STRONG_RATIO * encoded.payload.len();
+                    if let Some(i) = seen {
+                        compressible.remove(i);
+                    } else if compressible.len() >= REMEMBERED_STREAMS {
+                        compressible.remove(0);
+                    }
+                    compressible.push((batch.stream, ratio_pays));
+                    Job::Events(batch.stream, encoded)
+                }
+                Err(e) => Job::Failed(format!("cannot compress events: {e}")),
+            },
+            Err(e) => Job::Failed(e.clone()),
         };
         holding.done = true;
         let _ = out.send((n, job));
-        batch.clear();
-        let _ = returned.send(batch);
+        let _ = returned.send(batch.into_buffer());
     }
-}
-
-/// An encoder thread's encoder for one stream, and how the stream's last chunk compressed.
-struct CachedEncoder {
-    stream: u32,
-    encoder: ChunkEncoder,
-    /// The last chunk compressed `STRONG_RATIO` times or better.
-    compressible: bool,
-}
-
-/// The encoder this thread uses for `stream` (the most recently used one last).
-fn encoder_for(cache: &mut Vec<CachedEncoder>, stream: u32, addresses: bool) -> &mut CachedEncoder {
-    let i = match cache.iter().position(|c| c.stream == stream) {
-        Some(i) => i,
-        None => {
-            if cache.len() >= CACHED_ENCODERS {
-                cache.remove(0);
-            }
-            // The level is unused: compression runs here, with the thread's own context.
-            let encoder = ChunkEncoder::new(1);
-            let encoder = if addresses {
-                encoder
-            } else {
-                encoder.without_addresses()
-            };
-            cache.push(CachedEncoder {
-                stream,
-                encoder,
-                compressible: false,
-            });
-            cache.len() - 1
-        }
-    };
-    cache[i..].rotate_left(1);
-    let last = cache.len() - 1;
-    &mut cache[last]
 }
 
 /// The writer's state: the file until it fails or is finished.
@@ -390,7 +337,7 @@ fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> 
         bytes: 0,
         error: None,
     };
-    // Jobs that arrived before their turn (an encoder finished a later chunk first).
+    // Jobs that arrived before their turn (a compressor finished a later chunk first).
     let mut early: BTreeMap<u64, Job> = BTreeMap::new();
     let mut next = 0u64;
     for (n, job) in rx {
@@ -419,12 +366,6 @@ impl Output {
         let result = match job {
             Job::Process(info) => w.begin_process(&info).map(|_| ()),
             Job::Events(stream, chunk) => w.write_events(stream, &chunk),
-            Job::Nothing => Ok(()),
-            Job::Unencodable(text) => {
-                let done = w.note(&text);
-                lock(&shared.notes).push(text);
-                done
-            }
             Job::Failed(text) => Err(std::io::Error::other(text)),
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
@@ -454,31 +395,45 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::anchors::AnchorSink;
+    use crate::batch::ChunkBuilder;
     use crate::protocol::OP_SHIFT;
     use trace::{Op, Record, TraceHeader, TraceReader};
 
-    fn batch(stream: u32, seqs: std::ops::Range<u64>) -> Batch {
-        let mut b = Batch {
-            stream,
-            pid: 100 + stream,
-            ..Batch::default()
-        };
+    /// A sealed chunk of mallocs `seqs` of thread `stream`, of `size(seq)` bytes, with anchors
+    /// at both ends (10 ns per seq).
+    fn batch_of(stream: u32, seqs: std::ops::Range<u64>, size: impl Fn(u64) -> u64) -> Batch {
+        let mut b = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
         b.push_anchor(seqs.start, seqs.start * 10);
-        for seq in seqs.clone() {
-            b.records
-                .push([seq | (Op::Malloc as u64) << OP_SHIFT, 0x10 * seq, 8, 0]);
-            b.tids.push(stream);
-        }
+        let records: Vec<[u64; 4]> = seqs
+            .clone()
+            .map(|seq| {
+                [
+                    seq | (Op::Malloc as u64) << OP_SHIFT,
+                    0x10 * seq,
+                    size(seq),
+                    0,
+                ]
+            })
+            .collect();
+        b.push_records(&records, stream);
         b.push_anchor(seqs.end, seqs.end * 10);
-        b
+        Batch {
+            stream,
+            chunk: b.seal(Vec::new()).unwrap(),
+        }
+    }
+
+    fn batch(stream: u32, seqs: std::ops::Range<u64>) -> Batch {
+        batch_of(stream, seqs, |_| 8)
     }
 
     /// A pipeline writing into a new trace file `t.alt` in `dir`.
-    fn pipeline(dir: &std::path::Path, addresses: bool) -> (Pipeline, std::path::PathBuf) {
+    fn pipeline(dir: &std::path::Path) -> (Pipeline, std::path::PathBuf) {
         let path = dir.join("t.alt");
         let file = BufWriter::new(File::create(&path).unwrap());
         let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-        (Pipeline::start(writer, 1, addresses).unwrap(), path)
+        (Pipeline::start(writer, 1).unwrap(), path)
     }
 
     fn info(pid: u32) -> ProcessInfo {
@@ -492,13 +447,13 @@ mod tests {
         }
     }
 
-    /// A stream whose chunks compress well gets the strong level once an encoder has seen one of
-    /// its chunks, while nothing waits (seen in the sizes: every batch has the same content, and
-    /// the strong level makes its chunk 6 % smaller).
+    /// A stream whose chunks compress well gets the strong level once a compressor has seen one
+    /// of its chunks, while nothing waits (seen in the sizes: every batch has the same content,
+    /// and the strong level makes its chunk 6 % smaller).
     #[test]
-    fn compressible_streams_get_the_strong_level_when_the_encoders_keep_up() {
+    fn compressible_streams_get_the_strong_level_when_the_compressors_keep_up() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut p, path) = pipeline(dir.path(), false);
+        let (mut p, path) = pipeline(dir.path());
         let stream = p.begin_process(&info(100));
         // A pattern of 3,000 allocation sizes that repeats, as a program's phases do.
         let pattern: Vec<u64> = (0..3_000u64)
@@ -507,26 +462,12 @@ mod tests {
         let batches = 8;
         let per_batch = 60_000u64;
         for b in 0..batches {
-            let mut batch = Batch {
-                stream,
-                pid: 100,
-                ..Batch::default()
-            };
             let first = b * per_batch;
-            batch.push_anchor(first, first);
-            for seq in first..first + per_batch {
-                let size = pattern[(seq % pattern.len() as u64) as usize];
-                batch.records.push([
-                    seq | (Op::Malloc as u64) << OP_SHIFT,
-                    trace::synthetic_address(seq),
-                    size,
-                    0,
-                ]);
-                batch.tids.push(1);
-            }
-            batch.push_anchor(first + per_batch, first + per_batch);
+            let batch = batch_of(stream, first..first + per_batch, |seq| {
+                pattern[(seq % pattern.len() as u64) as usize]
+            });
             assert!(p.write_events(batch).is_none());
-            // One at a time: the encoders are never behind.
+            // One at a time: the compressors are never behind.
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
             while *lock(&p.shared.written) < 2 + b && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(2));
@@ -549,7 +490,7 @@ mod tests {
         let (small, large) = (*sizes.iter().min().unwrap(), *sizes.iter().max().unwrap());
         // Chunk headers differ by a few bytes (seqs, anchors); the levels by about 200.
         assert!(small * 100 < large * 97, "chunk sizes {sizes:?}");
-        // Each encoder thread compresses its first chunk of the stream at the base level.
+        // Each compressor thread compresses its first chunk of the stream at the base level.
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let strong = sizes.iter().filter(|&&s| s * 100 < large * 97).count();
         assert!(
@@ -558,12 +499,12 @@ mod tests {
         );
     }
 
-    /// Large and tiny batches alternate, so encoder threads finish them out of order; the file
-    /// still has every job in the order it was issued.
+    /// Large and tiny batches alternate, so compressor threads finish them out of order; the
+    /// file still has every job in the order it was issued.
     #[test]
-    fn jobs_are_written_in_issue_order_whatever_the_encoders_finish_first() {
+    fn jobs_are_written_in_issue_order_whatever_the_compressors_finish_first() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut p, path) = pipeline(dir.path(), true);
+        let (mut p, path) = pipeline(dir.path());
         let streams = [p.begin_process(&info(100)), p.begin_process(&info(101))];
         let mut next = [0u64; 2];
         for i in 0..40u64 {

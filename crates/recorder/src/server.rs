@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trace::{EndReason, Marker, ProcessInfo, TraceWriter};
 
-use crate::batch::Batch;
+use crate::batch::{Batch, ChunkBuilder};
 use crate::image::{liveness, Batches, Image, Liveness};
 use crate::pipeline::Pipeline;
 use crate::protocol::{self, Message};
@@ -43,9 +43,11 @@ pub struct Server {
     /// Store addresses (`RecordOptions::addresses`); without, each image keeps `BlockIds`.
     addresses: bool,
     buf: Vec<u8>,
-    /// Cleared batches to reuse.
-    spare: Vec<Batch>,
-    /// Batches sealed this round, to hand to the encoders.
+    /// Chunk buffers to reuse.
+    spare: Vec<Vec<u8>>,
+    /// Encoders of finished images, reset, for new ones (an encoder's tables take 0.5-2 MiB).
+    spare_encoders: Vec<trace::ChunkEncoder>,
+    /// Batches sealed this round, to hand to the compressors.
     sealed: Vec<Batch>,
     last_flush: Instant,
     pub markers: u64,
@@ -81,7 +83,7 @@ impl Server {
         addresses: bool,
     ) -> Server {
         let mut warnings = Vec::new();
-        let writer = match Pipeline::start(writer, level, addresses) {
+        let writer = match Pipeline::start(writer, level) {
             Ok(p) => Some(p),
             Err(e) => {
                 warnings.push(format!("cannot start the trace writer thread: {e}"));
@@ -100,6 +102,7 @@ impl Server {
             addresses,
             buf: vec![0u8; protocol::MAX_MESSAGE + 64],
             spare: Vec::new(),
+            spare_encoders: Vec::new(),
             sealed: Vec::new(),
             last_flush: Instant::now(),
             markers: 0,
@@ -322,9 +325,12 @@ impl Server {
             truncated: false,
         };
         let stream = self.writer.as_mut().map_or(0, |w| w.begin_process(&info));
-        let batch = self.spare.pop().unwrap_or_default();
-        let block_ids = (!self.addresses).then(trace::BlockIds::new);
-        match Image::new(stream, pid, start_ticks, mono0, page_fd, batch, block_ids) {
+        let encoder = self
+            .spare_encoders
+            .pop()
+            .unwrap_or_else(|| trace::ChunkEncoder::new(1));
+        let chunk = ChunkBuilder::new(encoder, self.addresses);
+        match Image::new(stream, pid, start_ticks, mono0, page_fd, chunk) {
             Ok(img) => {
                 self.conns[c].image = Some(self.images.len());
                 self.images.push(img);
@@ -373,7 +379,7 @@ impl Server {
         moved
     }
 
-    /// Takes back the batches the encoders are done with.
+    /// Takes back the buffers of the batches the compressors are done with.
     fn recycle(&mut self) {
         if let Some(w) = self.writer.as_mut() {
             let keep = w.in_flight() + 2;
@@ -381,32 +387,21 @@ impl Server {
         }
     }
 
-    /// Queues the sealed batches for encoding (in order), or recycles them when not writing.
+    /// Queues the sealed batches for compression (in order), or recycles them when not writing.
     fn hand_off(&mut self) {
         for batch in std::mem::take(&mut self.sealed) {
             let unsent = match self.writer.as_mut() {
                 Some(w) => w.write_events(batch),
                 None => Some(batch),
             };
-            if let Some(mut batch) = unsent {
-                batch.clear();
-                self.spare.push(batch);
+            if let Some(batch) = unsent {
+                self.spare.push(batch.into_buffer());
             }
         }
     }
 
     /// Reports a failure of the writer thread (checked once per round and at the end).
     fn check_writer(&mut self) {
-        for note in self
-            .writer
-            .as_mut()
-            .map(Pipeline::take_notes)
-            .unwrap_or_default()
-        {
-            if !self.warnings.contains(&note) {
-                self.warnings.push(note);
-            }
-        }
         if let Some(e) = self.writer.as_mut().and_then(Pipeline::failure) {
             self.write_failed(e);
         }
@@ -428,9 +423,10 @@ impl Server {
             w.end_process(stream, reason, records);
         }
         // Unmap its rings now: a long recording with many short processes must not pile up.
-        let batch = self.images[i].release();
-        if self.spare.len() < 4 {
-            self.spare.push(batch);
+        if let Some(encoder) = self.images[i].release() {
+            if self.spare_encoders.len() < 4 {
+                self.spare_encoders.push(encoder);
+            }
         }
     }
 

@@ -210,32 +210,13 @@ impl Mapping {
 
     /// The `n` records starting at `offset`, in place: only records the producer published
     /// before we read `head` with acquire ordering, which it does not touch again until we
-    /// advance the tail (as for `copy_records`).
+    /// advance the tail.
     #[inline]
     pub fn published_records(&self, offset: usize, n: usize) -> &[[u64; 4]] {
         assert!(offset + n * 32 <= self.len && offset & 7 == 0);
         // SAFETY: in bounds and 8-aligned; the producer does not write these records while the
         // slice lives (see above), and it lives no longer than &self.
         unsafe { std::slice::from_raw_parts(self.ptr.add(offset) as *const [u64; 4], n) }
-    }
-
-    /// Appends `n` records starting at `offset` to `out` with one copy (the fast drain path):
-    /// records the producer published before we read `head` with acquire ordering; it does not
-    /// touch them again until we advance the tail.
-    #[inline]
-    pub fn copy_records(&self, offset: usize, n: usize, out: &mut Vec<[u64; 4]>) {
-        assert!(offset + n * 32 <= self.len && offset & 7 == 0);
-        out.reserve(n);
-        // SAFETY: the source is in bounds and 8-aligned; the destination has room for `n` more
-        // records, which the copy initialises before `set_len`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.add(offset) as *const [u64; 4],
-                out.as_mut_ptr().add(out.len()),
-                n,
-            );
-            out.set_len(out.len() + n);
-        }
     }
 
     /// Size of the file behind `fd`.
