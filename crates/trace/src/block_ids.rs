@@ -33,7 +33,7 @@ impl BlockIds {
     /// Rewrites the addresses of one event (events in seq order): a new block becomes
     /// `synthetic_address(seq)`; a released block becomes its allocation's id, or keeps its real
     /// address when it was not allocated in the trace (before tracing began, or a double free).
-    #[inline]
+    #[inline(always)]
     pub fn rewrite(&mut self, op: Op, seq: u64, addr: &mut u64, old_addr: &mut u64) {
         if op.is_free() {
             self.release(addr);
