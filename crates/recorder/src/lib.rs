@@ -47,10 +47,10 @@ pub struct RecordOptions {
     pub linger: Duration,
     /// Records per chunk.
     pub chunk_records: usize,
-    /// zstd level of the chunks (default 1: on bench/alloc-micro level 3 cost the writer thread
+    /// zstd level of the chunks (default 1: on bench/alloc-micro level 3 cost the compressors
     /// about a third more CPU for 0.3 % fewer bytes; the columns are already delta coded).
-    /// Chunks of a stream that compresses well go through a stronger level while the encoders
-    /// keep up (docs/architecture.md).
+    /// Chunks of a stream that compresses well go through a stronger level while the
+    /// compressor threads keep up (docs/architecture.md).
     pub zstd_level: i32,
     /// Store heap addresses. By default (false) blocks are known by the seq of their allocation
     /// (docs/trace-format.md, "Chunks without addresses"): the same reports from traces several
