@@ -44,7 +44,7 @@ pub fn synthetic_address(seq: u64) -> u64 {
 }
 
 const TABLE_BITS: u32 = 15;
-/// The table without addresses (`slot_of_id`): 2 MiB, written in seq order. Measured against
+/// The table without addresses (`slot_of_id`): 1 MiB of `IdSlot`s, written in seq order. Measured against
 /// 2^15..2^18 slots by re-encoding traces: python3's chunks shrank from 0.125 (2^15) to 0.113
 /// B/record at 2^17, no gain beyond; cc1 and alloc-micro stayed within 1 %.
 const ID_TABLE_BITS: u32 = 17;
@@ -178,6 +178,22 @@ struct Slot {
 }
 
 const GENERATION_LIMIT: u32 = 1 << 24;
+
+/// A producer of the current chunk without addresses, in the slot of its seq (`slot_of_id`): the
+/// slot tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
+/// table's 1 MiB stays in a core's L2 cache next to the recorder's block-id map, where 16-byte
+/// slots took 2 MiB).
+#[derive(Clone, Copy, Default)]
+struct IdSlot {
+    index: u32,
+    /// `seq >> ID_TABLE_BITS`, truncated: seqs of one chunk that share a slot differ there.
+    seq_high: u16,
+    /// The chunk's generation, truncated (0 = empty; the table is cleared when it wraps).
+    generation: u16,
+}
+
+/// `IdSlot::index` of a producer already released in this chunk.
+const RELEASED: u32 = u32::MAX;
 
 /// An explicit address: its zigzag delta from `base`.
 #[inline(always)]
@@ -375,7 +391,10 @@ pub struct ChunkEncoder {
     /// Index of the record that carried the last seq gap.
     last_gap_record: u32,
     cols: Columns,
+    /// Producers by address (chunks with addresses).
     table: Vec<Slot>,
+    /// Producers by seq (chunks without addresses).
+    ids: Vec<IdSlot>,
     generation: u32,
     /// Blocks produced (allocations and realloc results) in this chunk: back-references count
     /// in producers, not records, which keeps them about half as large.
@@ -429,6 +448,7 @@ impl ChunkEncoder {
             last_gap_record: 0,
             cols: Columns::default(),
             table: vec![Slot::default(); 1 << TABLE_BITS],
+            ids: Vec::new(),
             generation: 1,
             produced: 0,
             predictor: Predictor::new(),
@@ -449,8 +469,9 @@ impl ChunkEncoder {
     /// block from an earlier chunk costs about a bit when blocks die in allocation order.
     pub fn without_addresses(mut self) -> Self {
         self.synthetic = true;
-        if self.table.len() != 1 << ID_TABLE_BITS {
-            self.table = vec![Slot::default(); 1 << ID_TABLE_BITS];
+        self.table = Vec::new();
+        if self.ids.len() != 1 << ID_TABLE_BITS {
+            self.ids = vec![IdSlot::default(); 1 << ID_TABLE_BITS];
         }
         self
     }
@@ -592,11 +613,10 @@ impl ChunkEncoder {
             if e.addr == 0 {
                 return NEW_NULL;
             }
-            let id = synthetic_address(e.seq);
-            self.table[slot_of_id(id)] = Slot {
-                addr: id,
+            self.ids[slot_of_id(e.seq)] = IdSlot {
                 index: self.produced,
-                tag: self.generation << 8,
+                seq_high: (e.seq >> ID_TABLE_BITS) as u16,
+                generation: self.generation as u16,
             };
             self.produced += 1;
             return NEW_EXPLICIT;
@@ -614,33 +634,46 @@ impl ChunkEncoder {
         if addr == 0 {
             return OLD_NULL;
         }
-        let synthetic = self.synthetic;
-        let slot = if synthetic {
-            slot_of_id(addr)
-        } else {
-            slot_of(addr)
-        };
-        let slot = &mut self.table[slot];
+        if self.synthetic {
+            if addr & SYNTHETIC_BIT != 0 {
+                return self.encode_old_id(addr & !SYNTHETIC_BIT);
+            }
+            // A block allocated before tracing keeps its real address: no producer has it.
+            put_address(&mut self.cols.addrs, addr, self.base_old);
+            self.base_old = addr;
+            return OLD_EXPLICIT;
+        }
+        let slot = &mut self.table[slot_of(addr)];
         if slot.tag >> 8 == self.generation && slot.addr == addr {
             put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
             let class = (slot.tag & 0xff) as usize;
             slot.tag = 0; // released: a second free of it is not a back-reference
-            if !synthetic {
-                self.predictor.freed_in_class(addr, class);
-                self.base_old = addr;
-            }
+            self.predictor.freed_in_class(addr, class);
+            self.base_old = addr;
             return OLD_BACKREF;
-        }
-        if synthetic && addr & SYNTHETIC_BIT != 0 {
-            let seq = addr & !SYNTHETIC_BIT;
-            let delta = seq.wrapping_sub(self.last_synthetic) as i64;
-            varint::put(&mut self.cols.addrs, varint::zigzag(delta));
-            self.last_synthetic = seq;
-            return OLD_SYNTHETIC;
         }
         put_address(&mut self.cols.addrs, addr, self.base_old);
         self.base_old = addr;
         OLD_EXPLICIT
+    }
+
+    /// Encodes the release of the block allocated by the event `seq`: a back-reference when it
+    /// was produced in this chunk (and not released yet), else its seq.
+    #[inline(always)]
+    fn encode_old_id(&mut self, seq: u64) -> u8 {
+        let slot = &mut self.ids[slot_of_id(seq)];
+        if slot.generation == self.generation as u16
+            && slot.seq_high == (seq >> ID_TABLE_BITS) as u16
+            && slot.index != RELEASED
+        {
+            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
+            slot.index = RELEASED; // a second free of it is not a back-reference
+            return OLD_BACKREF;
+        }
+        let delta = seq.wrapping_sub(self.last_synthetic) as i64;
+        varint::put(&mut self.cols.addrs, varint::zigzag(delta));
+        self.last_synthetic = seq;
+        OLD_SYNTHETIC
     }
 
     /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
@@ -771,9 +804,16 @@ impl ChunkEncoder {
         self.last_gap_record = 0;
         self.cols.clear();
         self.generation += 1;
-        if self.generation == GENERATION_LIMIT {
-            // Tags cannot tell this generation from an old one: start from an empty table.
+        // The id table keeps 16 bits of the generation.
+        let limit = if self.synthetic {
+            1 << 16
+        } else {
+            GENERATION_LIMIT
+        };
+        if self.generation == limit {
+            // Tags cannot tell this generation from an old one: start from empty tables.
             self.table.fill(Slot::default());
+            self.ids.fill(IdSlot::default());
             self.generation = 1;
         }
         self.produced = 0;
