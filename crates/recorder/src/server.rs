@@ -45,7 +45,7 @@ pub struct Server {
     buf: Vec<u8>,
     /// Chunk buffers to reuse.
     spare: Vec<Vec<u8>>,
-    /// Encoders of finished images, reset, for new ones (an encoder's tables take 0.5-2 MiB).
+    /// Encoders of finished images, reset, for new ones (an encoder's tables take 0.5-1 MiB).
     spare_encoders: Vec<trace::ChunkEncoder>,
     /// Batches sealed this round, to hand to the compressors.
     sealed: Vec<Batch>,

@@ -477,7 +477,7 @@ impl ChunkEncoder {
     }
 
     /// Forgets everything of the stream it encoded (records not sealed yet, anchors) so it can
-    /// encode another stream: cheaper than a new encoder, whose tables take 0.5 to 2 MiB.
+    /// encode another stream: cheaper than a new encoder, whose tables take 0.5 to 1 MiB.
     pub fn reset(&mut self) {
         self.anchors.clear();
         self.reset_columns();
