@@ -35,6 +35,19 @@ struct Ring {
     tid: u32,
 }
 
+impl Ring {
+    /// The published records from the tail on, up to the end of the ring's memory (the next
+    /// ones wrap to its start), at most `limit`.
+    fn published(&self, limit: usize) -> &[[u64; 4]] {
+        let slot = (self.tail as usize) & (RING_RECORDS - 1);
+        let n = ((self.head - self.tail) as usize)
+            .min(RING_RECORDS - slot)
+            .min(limit);
+        self.map
+            .published_records(RING_HEADER_BYTES + slot * RECORD_SIZE, n)
+    }
+}
+
 /// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address)
 /// and the thread id. An empty slot has a zero first word (op tags start at 1).
 type Pending = [u64; 5];
@@ -333,14 +346,10 @@ impl Image {
                 self.seal_chunk(batches, chunk);
                 continue;
             }
-            let slot = (ring.tail as usize) & (RING_RECORDS - 1);
-            let n = ((ring.head - ring.tail) as usize)
-                .min(RING_RECORDS - slot)
-                .min(batches.chunk_records - chunk.len())
-                .min((stop - self.next_seq).min(FAST_BLOCK as u64) as usize);
-            let records = ring
-                .map
-                .published_records(RING_HEADER_BYTES + slot * RECORD_SIZE, n);
+            let records = ring.published(
+                (batches.chunk_records - chunk.len())
+                    .min((stop - self.next_seq).min(FAST_BLOCK as u64) as usize),
+            );
             let k = in_order_prefix(records, self.next_seq);
             chunk.push_records(&records[..k], ring.tid);
             let stopped_at = records.get(k).copied();
@@ -397,14 +406,10 @@ impl Image {
                 };
                 let ring = &mut self.rings[i];
                 while ring.tail < ring.head {
-                    let slot = (ring.tail as usize) & (RING_RECORDS - 1);
-                    let n = ((ring.head - ring.tail) as usize)
-                        .min(RING_RECORDS - slot)
-                        .min(batches.chunk_records - chunk.len())
-                        .min((stop - self.next_seq).min(RING_RECORDS as u64) as usize);
-                    let records = ring
-                        .map
-                        .published_records(RING_HEADER_BYTES + slot * RECORD_SIZE, n);
+                    let records = ring.published(
+                        (batches.chunk_records - chunk.len())
+                            .min((stop - self.next_seq).min(RING_RECORDS as u64) as usize),
+                    );
                     // The thread's run of consecutive seqs (12 events on average with two
                     // threads on alloc-micro), taken at once.
                     let k = in_order_prefix(records, self.next_seq);
