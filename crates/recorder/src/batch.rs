@@ -33,10 +33,10 @@ pub struct ChunkBuilder {
     pub refused: u64,
 }
 
-/// Past this many live blocks the id map outgrows a core's caches and the slot of the record
-/// `PREFETCH_AHEAD` later is fetched while the current one is encoded (python3: 1.8 M blocks).
-/// A small map stays in the caches, where the prefetch only costs (alloc-micro: a tenth of the
-/// drain thread).
+/// Once the id map outgrows a core's caches (`BlockIds::worth_prefetching`; python3: 1.8 M
+/// blocks), the slot of the record this many places ahead is fetched while the current one is
+/// encoded. A small map stays in the caches, where the prefetch only costs (alloc-micro: a
+/// tenth of the drain thread).
 const PREFETCH_AHEAD: usize = 16;
 
 impl ChunkBuilder {
