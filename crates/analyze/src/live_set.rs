@@ -10,12 +10,16 @@
 //! again moves to the table.
 //!
 //! The ring starts small (64 Ki slots, in the caches) and doubles while the table holds more
-//! than a quarter as many blocks as the ring has slots, up to 4 Mi slots: a program whose
+//! than a sixteenth as many blocks as the ring has slots, up to 16 Mi slots: a program whose
 //! blocks outlive the ring in large numbers (python3 frees a whole generation of objects
 //! millions of allocations after creating it, in creation order) then finds them in the ring,
-//! read in order, instead of at random table slots. `analyze` of a python3 trace: 1.35 to 1.05 s
-//! (`perf stat -r 6`), the ring grown to 4 Mi slots; a cc1 trace's grew to 256 Ki. The ring
-//! stays under four times the blocks in the table, so memory stays bounded by the live set.
+//! read in order, instead of at random table slots. A block that moves costs a random table
+//! insert and a random table remove; the ring's growth is what keeps moves rare. `analyze` of a
+//! python3 trace: 1.35 to 1.05 s (`perf stat -r 6`) with the ring growing to 4 Mi slots while the
+//! table held more than a quarter of its slots (2.43 M of 13.6 M blocks moved); 0.61-0.67 to
+//! 0.42-0.47 s (0.86 to 0.63 s of CPU) with a sixteenth (the ring grew to 8 Mi slots, 0.26 M
+//! blocks moved, 367 to 492 MiB peak). A cc1 trace's ring grows to 1 Mi (256 Ki before). The ring stays under
+//! sixteen times the blocks in the table, so memory stays bounded by the live set.
 //!
 //! Same semantics as a map, also for ids out of order or repeated (damaged or crafted traces): an
 //! id is in the table only if it was moved there, so an id above the largest one ever moved is
@@ -29,9 +33,10 @@ use trace::SYNTHETIC_BIT;
 /// Slots of the nursery at first: the youngest 64 Ki block ids (a cc1 trace: 1 % of its blocks
 /// outlive that window).
 const NURSERY_MIN: usize = 1 << 16;
-/// Its largest size (160 MiB with 32-byte values). python3's service script in bench/: 1.8 M
-/// blocks live at the peak; 4 Mi slots ran faster than 1 or 2 Mi.
-const NURSERY_MAX: usize = 1 << 22;
+/// Its largest size (640 MiB with 32-byte values; reserved address space, faulted in as the ring
+/// reaches it). python3's service script in bench/: 1.8 M blocks live at the peak; its ring grows
+/// to 8 Mi slots.
+const NURSERY_MAX: usize = 1 << 24;
 
 pub struct LiveSet<V> {
     table: LiveTable<V>,
@@ -188,7 +193,8 @@ impl<V: Copy + Default> LiveSet<V> {
         self.set_key(i, key);
         self.set_value(i, value);
         let len = self.nursery_keys.len();
-        if resident != 0 && self.table.len() > len / 4 && len < NURSERY_MAX {
+        // See the module doc: a sixteenth moved 9 times fewer python3 blocks than a quarter.
+        if resident != 0 && self.table.len() > len / 16 && len < NURSERY_MAX {
             self.resize_nursery(2 * len);
         }
         replaced
