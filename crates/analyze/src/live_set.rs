@@ -17,9 +17,10 @@
 //! insert and a random table remove; the ring's growth is what keeps moves rare. `analyze` of a
 //! python3 trace: 1.35 to 1.05 s (`perf stat -r 6`) with the ring growing to 4 Mi slots while the
 //! table held more than a quarter of its slots (2.43 M of 13.6 M blocks moved); 0.61-0.67 to
-//! 0.42-0.47 s (0.86 to 0.63 s of CPU) with a sixteenth (the ring grew to 8 Mi slots, 0.26 M
-//! blocks moved, 367 to 492 MiB peak). A cc1 trace's ring grows to 1 Mi (256 Ki before). The ring stays under
-//! sixteen times the blocks in the table, so memory stays bounded by the live set.
+//! 0.40-0.41 s (0.86 to 0.60-0.63 s of CPU) with a sixteenth (the ring grew to 8 Mi slots, 0.26 M
+//! blocks moved, 367 to 492 MiB peak). A cc1 trace's ring grows to 1 Mi (256 Ki before). The
+//! ring stays under sixteen times the blocks in the table, so memory stays bounded by the live
+//! set.
 //!
 //! Same semantics as a map, also for ids out of order or repeated (damaged or crafted traces): an
 //! id is in the table only if it was moved there, so an id above the largest one ever moved is
