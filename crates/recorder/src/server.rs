@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use trace::{EndReason, Marker, ProcessInfo, TraceWriter};
@@ -22,6 +24,42 @@ pub enum Input {
     OutputMarker(String),
     /// One output pipe reached its end.
     OutputClosed,
+}
+
+/// An output pipe read for `--marker`, as its reader thread shows it to the loop: an image that
+/// ended may still have matching lines in the pipe, and its stream must not close before they
+/// became markers (a short program's markers were lost whenever the reader thread ran late).
+pub struct OutputPipe {
+    /// The pipe's read end (owned by the reader thread; looked at while `closed` is false).
+    pub fd: RawFd,
+    /// The reader has nothing buffered and waits on the pipe (or is about to).
+    pub idle: AtomicBool,
+    /// The reader is done and the pipe closed.
+    pub closed: AtomicBool,
+}
+
+impl OutputPipe {
+    pub fn new(fd: RawFd) -> Self {
+        OutputPipe {
+            fd,
+            idle: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Lines written to the pipe have not all been read and matched yet.
+    fn behind(&self) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        if !self.idle.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int; `fd` is open while `closed` is false.
+        let r = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut unread) };
+        r == 0 && unread > 0
+    }
 }
 
 struct Conn {
@@ -60,10 +98,18 @@ pub struct Server {
     /// When `round` last looked for new connections, and what the last round moved.
     last_accept_ns: u64,
     last_moved: u64,
+    /// The pipes read for `--marker`.
+    outputs: Vec<Arc<OutputPipe>>,
+    /// Since when an ended image has been waiting for the output readers to catch up.
+    output_wait: Option<Instant>,
 }
 
 /// How long a vanished image waits for its exec'd successor before it is declared lost.
 const VERDICT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long ended images wait for the output readers (`OutputPipe`) before closing anyway: a
+/// partial line with no newline keeps a reader busy for as long as the program leaves it so.
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
 
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
@@ -111,6 +157,8 @@ impl Server {
             verdict_pending: Vec::new(),
             last_accept_ns: 0,
             last_moved: 0,
+            outputs: Vec::new(),
+            output_wait: None,
         }
     }
 
@@ -137,18 +185,15 @@ impl Server {
             }
         }
         self.read_messages();
-        while let Ok(input) = inputs.try_recv() {
-            match input {
-                Input::OutputMarker(label) => self.output_marker(label),
-                Input::OutputClosed => *output_open = output_open.saturating_sub(1),
-            }
-        }
+        self.take_inputs(inputs, output_open);
         let mut moved = 0;
         for i in 0..self.images.len() {
             if self.finished[i] {
                 continue;
             }
-            let gone = self.images[i].hung_up && self.is_gone(i);
+            let gone = self.images[i].hung_up
+                && self.is_gone(i)
+                && self.output_caught_up(inputs, output_open);
             moved += self.drain(i, gone);
             if gone {
                 match self.images[i].said_end {
@@ -175,6 +220,34 @@ impl Server {
         }
         self.last_moved = moved;
         moved
+    }
+
+    pub fn watch_output(&mut self, pipe: Arc<OutputPipe>) {
+        self.outputs.push(pipe);
+    }
+
+    fn take_inputs(&mut self, inputs: &Receiver<Input>, output_open: &mut usize) {
+        while let Ok(input) = inputs.try_recv() {
+            match input {
+                Input::OutputMarker(label) => self.output_marker(label),
+                Input::OutputClosed => *output_open = output_open.saturating_sub(1),
+            }
+        }
+    }
+
+    /// Whether an ended image may close: every line its process wrote has been read and its
+    /// marker taken (or the readers kept it waiting `OUTPUT_GRACE`). A reader marks itself idle
+    /// after sending its markers, so the markers are in the channel once it is seen idle.
+    fn output_caught_up(&mut self, inputs: &Receiver<Input>, output_open: &mut usize) -> bool {
+        if self.outputs.iter().any(|p| p.behind()) {
+            let since = *self.output_wait.get_or_insert_with(Instant::now);
+            if since.elapsed() < OUTPUT_GRACE {
+                return false;
+            }
+        }
+        self.output_wait = None;
+        self.take_inputs(inputs, output_open);
+        true
     }
 
     /// Blocks until a socket has something or `timeout_ms` passed.

@@ -3,14 +3,17 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use trace::{TraceHeader, TraceWriter, Trailer};
 
 use crate::protocol::ENV_SOCKET;
-use crate::server::{Input, Server};
+use crate::server::{Input, OutputPipe, Server};
 use crate::{shim, sys, RecordError, RecordOptions, RecordSummary};
 
 pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
@@ -82,11 +85,15 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     })?;
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
-            forward_lines(out, std::io::stdout(), re.clone(), tx.clone());
+            let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
+            server.watch_output(pipe.clone());
+            forward_lines(out, std::io::stdout(), re.clone(), tx.clone(), pipe);
             output_open += 1;
         }
         if let Some(err) = child.stderr.take() {
-            forward_lines(err, std::io::stderr(), re.clone(), tx.clone());
+            let pipe = Arc::new(OutputPipe::new(err.as_raw_fd()));
+            server.watch_output(pipe.clone());
+            forward_lines(err, std::io::stderr(), re.clone(), tx.clone(), pipe);
             output_open += 1;
         }
     }
@@ -153,12 +160,23 @@ fn forward_lines<R: Read + Send + 'static, W: Write + Send + 'static>(
     mut to: W,
     re: regex::Regex,
     tx: Sender<Input>,
+    pipe: Arc<OutputPipe>,
 ) {
     std::thread::spawn(move || {
         let mut reader = BufReader::with_capacity(1 << 16, from);
         let mut line = Vec::new();
         loop {
             line.clear();
+            if reader.buffer().is_empty() {
+                // Everything read so far was matched and its markers sent (Release: the loop
+                // that sees this sees them).
+                pipe.idle.store(true, Ordering::Release);
+                let more = reader.fill_buf().map_or(0, |b| b.len());
+                pipe.idle.store(false, Ordering::Release);
+                if more == 0 {
+                    break;
+                }
+            }
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
@@ -175,6 +193,8 @@ fn forward_lines<R: Read + Send + 'static, W: Write + Send + 'static>(
             // Output is passed on even when nobody reads ours any more (broken pipe ignored).
             let _ = to.write_all(&line).and_then(|_| to.flush());
         }
+        pipe.closed.store(true, Ordering::Release);
+        drop(reader); // closes the pipe, after `closed` tells the loop to stop looking at it
         let _ = tx.send(Input::OutputClosed);
     });
 }
