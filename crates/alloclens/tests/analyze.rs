@@ -357,3 +357,79 @@ int main(void) {
     );
     assert_eq!(bucket_777(&cleanup["processes"][0]["stats"]), 0);
 }
+
+/// `alloclens analyze TRACE --json` under an address-space limit of `limit_mib` (`ulimit -v`, as
+/// batch systems set it).
+fn analyze_limited(trace: &Path, limit_mib: u64) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {} && exec \"$0\" analyze --json \"$1\"",
+            limit_mib << 10
+        ))
+        .arg(common::exe())
+        .arg(trace)
+        .output()
+        .unwrap()
+}
+
+/// A program whose blocks outlive one another in waves (the analysis's nursery and table both
+/// grow), recorded, then analysed under a limit far below the buffers the analysis would reserve
+/// without one (it used to reserve 640 MiB of address space on the first block and abort).
+#[test]
+fn under_an_address_space_limit_the_figures_are_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(
+        dir.path(),
+        "waves",
+        r#"#include <stdlib.h>
+enum { N = 200000 };
+static void *keep[N];
+int main(void) {
+    for (int wave = 0; wave < 3; wave++) {
+        for (int i = 0; i < N; i++) keep[i] = malloc(16 + (i % 7) * 8);
+        for (int i = 0; i < N; i += 2) free(keep[i]);
+        for (int i = 1; i < N; i += 2) free(keep[i]);
+    }
+    return 0;
+}
+"#,
+        &["-O1"],
+    );
+    let trace = dir.path().join("waves.alt");
+    record(&trace, &[], &[&exe]);
+    let unlimited = succeeded(alloclens().arg("analyze").arg("--json").arg(&trace));
+    let limited = analyze_limited(&trace, 256);
+    assert!(
+        limited.status.success(),
+        "analyze under a 256 MiB limit: {}",
+        String::from_utf8_lossy(&limited.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&limited.stdout),
+        String::from_utf8_lossy(&unlimited.stdout)
+    );
+}
+
+/// A live set that does not fit the limit: one line that says so and which limit, exit 2, no
+/// abort, no backtrace, no figures (they would be wrong, not short).
+#[test]
+fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 Mi blocks, none freed: the analysis's table grows to 2 Mi slots of 40 bytes (80 MiB, and
+    // 120 while it doubles).
+    let records: Vec<Record> = (0..1u64 << 20)
+        .map(|i| ev(i, 1, Op::Malloc, 0x1000 + 16 * i, 8, 0))
+        .collect();
+    let trace = dir.path().join("big.alt");
+    write_trace(&trace, &[(info(7), records)]);
+    let out = analyze_limited(&trace, 80);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("out of memory analysing process 7") && err.contains("ulimit -v) is 80 MiB"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -71,14 +71,25 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
-        if let Some((e, done)) = feed_stream(&mut reader, i, &mut analyzer) {
-            warnings.push(format!(
-                "process {} (exec {}): {e}; analysed its first {} records",
-                info.pid,
-                info.exec_index,
-                human_count(done)
-            ));
-            analyzer.mark_truncated();
+        match feed_stream(&mut reader, i, &mut analyzer) {
+            None => {}
+            Some((Stop::Damaged(e), done)) => {
+                warnings.push(format!(
+                    "process {} (exec {}): {e}; analysed its first {} records",
+                    info.pid,
+                    info.exec_index,
+                    human_count(done)
+                ));
+                analyzer.mark_truncated();
+            }
+            // Unlike damage, a partial analysis would be wrong, not short: blocks are missing.
+            Some((Stop::OutOfMemory, done)) => {
+                return Err(AnalyzeError::out_of_memory(
+                    info.pid,
+                    done,
+                    analyzer.live_blocks(),
+                ));
+            }
         }
         processes.push(analyzer.finish());
     }
@@ -94,13 +105,21 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     })
 }
 
+/// Why the analysis of a stream stopped before its end.
+enum Stop {
+    /// The trace is damaged there: what precedes is analysed.
+    Damaged(TraceError),
+    /// A buffer sized by the trace (decoded records, the live set) could not be had.
+    OutOfMemory,
+}
+
 /// Read chunks on one helper thread, decode them on `decoders` others, analyse here, in order.
-/// Returns the error that stopped the stream, if any, with the number of records analysed before it.
+/// Returns what stopped the stream, if anything, with the number of records analysed before it.
 fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     reader: &mut TraceReader<R>,
     stream: usize,
     analyzer: &mut ProcessAnalyzer,
-) -> Option<(TraceError, u64)> {
+) -> Option<(Stop, u64)> {
     // One core is the pass's. With a decoder per core, the pass shared its core with a decoder
     // on a 2-core machine: one decoder there analysed python3's trace (26.5 M records) in
     // 0.76-1.09 s against 0.85-2.03 s, in 456 MiB against 514 (cc1's: 128 MiB against 208),
@@ -113,7 +132,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     let mut failure = None;
     let (raw_tx, raw_rx) = sync_channel::<(u64, Result<RawChunk, TraceError>)>(CHUNKS_AHEAD);
     let raw_rx = Mutex::new(raw_rx);
-    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, TraceError>)>(CHUNKS_AHEAD);
+    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, Stop>)>(CHUNKS_AHEAD);
     // Record buffers the pass is done with go back to the decoders: a chunk's records are
     // written into memory already mapped and warm instead of a fresh multi-MiB allocation.
     // At most one buffer per chunk in flight exists. Last in, first out: the most recently
@@ -149,25 +168,27 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                 loop {
                     let next = raw_rx.lock().map(|rx| rx.recv());
                     let Ok(Ok((i, chunk))) = next else { return };
-                    let mut records =
-                        spares
-                            .lock()
-                            .ok()
-                            .and_then(|mut s| s.pop())
-                            .unwrap_or_else(|| {
-                                let n = chunk.as_ref().map_or(0, |c| c.chunk.records);
-                                trace::huge_pages::vec_with_capacity(n as usize)
-                            });
-                    // Emptied here, not by the pass: dropping the records walks the whole buffer
-                    // (a marker owns its label), and the pass is the one stage that cannot run
-                    // in parallel. Here the walk also brings in lines about to be written.
-                    records.clear();
-                    let decoded = if stop.load(Ordering::Relaxed) {
-                        Ok(Vec::new())
-                    } else {
-                        chunk
+                    let n = chunk.as_ref().map_or(0, |c| c.chunk.records) as usize;
+                    let spare = spares.lock().ok().and_then(|mut s| s.pop());
+                    // A spare is emptied here, not by the pass: dropping the records walks the
+                    // whole buffer (a marker owns its label), and the pass is the one stage that
+                    // cannot run in parallel. Here the walk also brings in lines about to be
+                    // written. Room for the chunk is asked for here too, where a refusal can be
+                    // reported (the recorder's chunks fill every spare alike).
+                    let records = match spare {
+                        Some(mut r) => {
+                            r.clear();
+                            r.try_reserve_exact(n).is_ok().then_some(r)
+                        }
+                        None => trace::huge_pages::try_vec_with_capacity(n),
+                    };
+                    let decoded = match records {
+                        None => Err(Stop::OutOfMemory),
+                        Some(_) if stop.load(Ordering::Relaxed) => Ok(Vec::new()),
+                        Some(mut records) => chunk
                             .and_then(|c| c.decode_into(&mut decoder, &mut records))
                             .map(|()| records)
+                            .map_err(Stop::Damaged),
                     };
                     if dec_tx.send((i, decoded)).is_err() {
                         return;
@@ -177,7 +198,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
         }
         drop(dec_tx);
         // Chunks finish decoding out of order: hold the early ones (at most the chunks in flight).
-        let mut pending: BTreeMap<u64, Result<Vec<Record>, TraceError>> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, Result<Vec<Record>, Stop>> = BTreeMap::new();
         let mut next = 0u64;
         'receive: for (i, batch) in dec_rx.iter() {
             pending.insert(i, batch);
@@ -189,6 +210,10 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                         done += records.len() as u64;
                         if let Ok(mut s) = spares.lock() {
                             s.push(records);
+                        }
+                        if analyzer.lost_blocks() > 0 {
+                            failure = Some((Stop::OutOfMemory, done));
+                            break 'receive;
                         }
                     }
                     Err(e) => {

@@ -48,6 +48,9 @@ pub struct LiveSet<V> {
     nursery_values: Vec<MaybeUninit<V>>,
     /// `nursery_keys.len() - 1` (0 before the first block id).
     nursery_mask: usize,
+    /// The slots the ring may grow to: `NURSERY_MAX`, or what could be reserved under an
+    /// address-space limit (0 before the first block id).
+    nursery_cap: usize,
     in_nursery: usize,
     /// The largest block id ever moved to the table (0: none).
     max_moved: u64,
@@ -60,6 +63,7 @@ impl<V: Copy + Default> LiveSet<V> {
             nursery_keys: Vec::new(),
             nursery_values: Vec::new(),
             nursery_mask: 0,
+            nursery_cap: 0,
             in_nursery: 0,
             max_moved: 0,
         }
@@ -67,6 +71,11 @@ impl<V: Copy + Default> LiveSet<V> {
 
     pub fn len(&self) -> usize {
         self.table.len() + self.in_nursery
+    }
+
+    /// Blocks refused for want of memory (`LiveTable::lost`): not 0 means the set is incomplete.
+    pub fn lost(&self) -> u64 {
+        self.table.lost()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,13 +129,13 @@ impl<V: Copy + Default> LiveSet<V> {
     #[cold]
     fn resize_nursery(&mut self, len: usize) {
         let old = self.nursery_keys.len();
-        debug_assert!(len.is_power_of_two() && len <= NURSERY_MAX && (old == 0 || len == 2 * old));
+        debug_assert!(len.is_power_of_two() && (old == 0 || len == 2 * old));
         if old == 0 {
-            self.nursery_keys = huge_pages::vec_with_capacity(NURSERY_MAX);
-            self.nursery_values = huge_pages::vec_with_capacity(NURSERY_MAX);
+            self.reserve_nursery();
         }
+        debug_assert!(len <= self.nursery_cap);
         self.nursery_keys.resize(len, 0);
-        // SAFETY: `MaybeUninit` needs no initialisation; the capacity is `NURSERY_MAX` >= `len`.
+        // SAFETY: `MaybeUninit` needs no initialisation; the capacity is `nursery_cap` >= `len`.
         unsafe { self.nursery_values.set_len(len) };
         self.nursery_mask = len - 1;
         // A resident of slot `i` (its residue modulo `old`) stays there or moves to `i + old`,
@@ -139,6 +148,41 @@ impl<V: Copy + Default> LiveSet<V> {
                 self.nursery_values[i + old] = v;
                 self.nursery_keys[i] = 0;
             }
+        }
+    }
+
+    /// Reserves the ring's buffers at their largest size, or at the largest power of two that
+    /// can be had (down to `NURSERY_MIN`): under an address-space limit (`ulimit -v`, common on
+    /// batch systems) the 640 MiB of `NURSERY_MAX` may be refused while the live set itself fits.
+    /// A smaller ring moves more blocks to the table; the figures are the same.
+    fn reserve_nursery(&mut self) {
+        // Under a limit, a quarter of what is left: the table, the decoded chunks and the other
+        // threads need the rest.
+        let slot_bytes = std::mem::size_of::<u64>() + std::mem::size_of::<V>();
+        let budget = huge_pages::address_space_left().map_or(usize::MAX, |left| left / 4);
+        let mut cap = NURSERY_MAX;
+        while cap > NURSERY_MIN && cap * slot_bytes > budget {
+            cap /= 2;
+        }
+        loop {
+            let keys = huge_pages::try_vec_with_capacity(cap);
+            let values = keys
+                .as_ref()
+                .and_then(|_| huge_pages::try_vec_with_capacity(cap));
+            if let (Some(keys), Some(values)) = (keys, values) {
+                self.nursery_keys = keys;
+                self.nursery_values = values;
+                self.nursery_cap = cap;
+                return;
+            }
+            if cap == NURSERY_MIN {
+                // Not even that: the ring's smallest size, allocated as any other buffer.
+                self.nursery_keys = Vec::with_capacity(cap);
+                self.nursery_values = Vec::with_capacity(cap);
+                self.nursery_cap = cap;
+                return;
+            }
+            cap /= 2;
         }
     }
 
@@ -195,7 +239,7 @@ impl<V: Copy + Default> LiveSet<V> {
         self.set_value(i, value);
         let len = self.nursery_keys.len();
         // See the module doc: a sixteenth moved 9 times fewer python3 blocks than a quarter.
-        if resident != 0 && self.table.len() > len / 16 && len < NURSERY_MAX {
+        if resident != 0 && self.table.len() > len / 16 && len < self.nursery_cap {
             self.resize_nursery(2 * len);
         }
         replaced

@@ -198,6 +198,17 @@ impl ProcessAnalyzer {
         }
     }
 
+    /// Blocks live now.
+    pub fn live_blocks(&self) -> usize {
+        self.state.live.len()
+    }
+
+    /// Blocks the live set refused for want of memory: not 0 means the figures are wrong from
+    /// there on (see `LiveTable::lost`).
+    pub fn lost_blocks(&self) -> u64 {
+        self.state.live.lost()
+    }
+
     /// Feed a decoded chunk (records in seq order). The live-set slot of each event is
     /// prefetched a few events ahead, so that its cache miss overlaps the work in between.
     pub fn feed_chunk(&mut self, records: &[Record]) {

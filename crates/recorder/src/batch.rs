@@ -121,6 +121,11 @@ impl ChunkBuilder {
     pub fn seal(&mut self, buffer: Vec<u8>) -> Option<UncompressedChunk> {
         self.encoder.finish_raw(buffer)
     }
+
+    /// Blocks the id map had no memory for (`BlockIds::lost`); 0 with addresses.
+    pub fn ids_lost(&self) -> u64 {
+        self.block_ids.as_ref().map_or(0, BlockIds::lost)
+    }
 }
 
 impl AnchorSink for ChunkBuilder {

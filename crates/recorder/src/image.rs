@@ -240,6 +240,11 @@ impl Image {
         self.chunk.take().map(ChunkBuilder::into_encoder)
     }
 
+    /// Blocks left without an id for want of memory (`ChunkBuilder::ids_lost`).
+    pub fn ids_lost(&self) -> u64 {
+        self.chunk.as_ref().map_or(0, ChunkBuilder::ids_lost)
+    }
+
     pub fn add_marker(&mut self, marker: Marker) {
         let at = self
             .markers

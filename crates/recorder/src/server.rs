@@ -484,10 +484,17 @@ impl Server {
         self.finished[i] = true;
         let img = &self.images[i];
         let (stream, records, pid, events) = (img.stream, img.records, img.pid, img.events);
-        let (h, m) = (img.holes, img.misplaced);
+        let (h, m, lost) = (img.holes, img.misplaced, img.ids_lost());
         if h > 0 || m > 0 {
             self.warn(format!(
                 "pid {pid}: {h} events lost in flight, {m} records out of place"
+            ));
+        }
+        if lost > 0 {
+            self.warn(format!(
+                "pid {pid}: out of memory for the block-id map: {lost} blocks got no id, so \
+                 their releases show as unmatched; raise the address-space limit (ulimit -v) \
+                 or record with --addresses"
             ));
         }
         self.summaries[i].events = events;

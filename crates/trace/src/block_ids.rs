@@ -57,6 +57,12 @@ impl BlockIds {
         }
     }
 
+    /// Blocks left without an id because the map could not grow (out of memory, see
+    /// `LiveTable::lost`): their releases keep the real address.
+    pub fn lost(&self) -> u64 {
+        self.live.lost()
+    }
+
     /// True when the map has outgrown a core's caches (about 32 Ki blocks), so that prefetching
     /// pays: below, a prefetch costs more than the lookup it prepares.
     pub fn worth_prefetching(&self) -> bool {

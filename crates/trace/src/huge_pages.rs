@@ -24,6 +24,50 @@ pub fn vec_filled<T: Clone>(value: T, len: usize) -> Vec<T> {
     v
 }
 
+/// `vec_with_capacity`, or `None` when the memory cannot be had (an address-space limit such as
+/// `ulimit -v`, strict overcommit): for the buffers whose size follows the input, so that a
+/// caller can make do with less or say what went wrong instead of aborting.
+pub fn try_vec_with_capacity<T>(capacity: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(capacity).ok()?;
+    advise(v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+    Some(v)
+}
+
+/// `vec_filled`, or `None` when the memory cannot be had (see `try_vec_with_capacity`).
+pub fn try_vec_filled<T: Clone>(value: T, len: usize) -> Option<Vec<T>> {
+    let mut v = try_vec_with_capacity(len)?;
+    v.resize(len, value);
+    Some(v)
+}
+
+/// This process's address-space limit (`RLIMIT_AS`, `ulimit -v`) in bytes, `None` without one.
+pub fn address_space_limit() -> Option<usize> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX))
+}
+
+/// Bytes of address space this process may still map under its `address_space_limit`, or `None`
+/// without one. Buffers reserved ahead of use count against that limit as soon as they are
+/// reserved, so a reservation sized by it leaves room for the rest.
+pub fn address_space_left() -> Option<usize> {
+    let limit = address_space_limit()?;
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    Some(limit.saturating_sub(pages * page))
+}
+
 fn advise(addr: usize, bytes: usize) {
     if bytes < MIN_BYTES {
         return;
@@ -50,5 +94,13 @@ mod tests {
         assert!(v.iter().all(|&x| x == 7));
         let w: Vec<[u64; 4]> = vec_with_capacity(1 << 18);
         assert!(w.is_empty() && w.capacity() >= 1 << 18);
+        let t: Vec<u32> = try_vec_filled(3, 1 << 20).expect("4 MiB can be had");
+        assert!(t.len() == 1 << 20 && t.iter().all(|&x| x == 3));
+    }
+
+    #[test]
+    fn a_buffer_larger_than_the_address_space_is_refused_not_fatal() {
+        assert!(try_vec_with_capacity::<u64>(usize::MAX / 16).is_none());
+        assert!(try_vec_filled(0u64, 1 << 60).is_none());
     }
 }

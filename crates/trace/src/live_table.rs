@@ -11,7 +11,7 @@
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
-use crate::huge_pages::vec_filled;
+use crate::huge_pages::{try_vec_filled, vec_filled};
 
 #[derive(Clone, Copy, Default)]
 struct Entry<V> {
@@ -23,7 +23,18 @@ pub struct LiveTable<V> {
     entries: Vec<Entry<V>>,
     mask: usize,
     len: usize,
+    /// Grows past this many entries: half the slots, or 7/8 once a larger table could not be had.
+    grow_at: usize,
+    /// Entries refused since the table could grow no more (see `lost`).
+    lost: u64,
+    /// Largest table tried (slots); lower only in tests, which cannot make an allocation fail.
+    max_slots: usize,
 }
+
+/// How full the table may get when memory for a larger one cannot be had: probes get longer, the
+/// figures stay exact.
+const DENSE_NUM: usize = 7;
+const DENSE_DEN: usize = 8;
 
 impl<V: Copy + Default> LiveTable<V> {
     /// A table with room for about `capacity` entries before it grows.
@@ -33,7 +44,17 @@ impl<V: Copy + Default> LiveTable<V> {
             entries: vec_filled(Entry::default(), slots),
             mask: slots - 1,
             len: 0,
+            grow_at: slots / 2,
+            lost: 0,
+            max_slots: usize::MAX,
         }
+    }
+
+    /// Insertions refused because the table was full and no memory could be had for a larger
+    /// one (an address-space limit such as `ulimit -v`, or strict overcommit): those keys are
+    /// missing, so a caller that sees a non-zero count must not trust what the table says.
+    pub fn lost(&self) -> u64 {
+        self.lost
     }
 
     pub fn len(&self) -> usize {
@@ -108,8 +129,8 @@ impl<V: Copy + Default> LiveTable<V> {
         *self.at_mut(i) = Entry { key, value };
         if !found {
             self.len += 1;
-            if self.len * 2 > self.entries.len() {
-                self.grow();
+            if self.len > self.grow_at {
+                self.grow(i);
             }
         }
         old
@@ -145,10 +166,29 @@ impl<V: Copy + Default> LiveTable<V> {
         Some(value)
     }
 
+    /// Doubles the table, `just_placed` being the slot of the entry that made it too full. When
+    /// the memory cannot be had, the table fills further (up to 7/8), then refuses that entry:
+    /// its slot was empty before, so emptying it again undoes the insertion exactly.
     #[cold]
-    fn grow(&mut self) {
+    fn grow(&mut self, just_placed: usize) {
         let slots = self.entries.len() * 2;
-        let old = std::mem::replace(&mut self.entries, vec_filled(Entry::default(), slots));
+        // Once an entry was refused, no more tries: each costs a system call.
+        let bigger = (self.lost == 0 && slots <= self.max_slots)
+            .then(|| try_vec_filled(Entry::default(), slots))
+            .flatten();
+        let Some(bigger) = bigger else {
+            let dense = self.entries.len() / DENSE_DEN * DENSE_NUM;
+            if self.grow_at < dense {
+                self.grow_at = dense;
+            } else {
+                self.at_mut(just_placed).key = 0;
+                self.len -= 1;
+                self.lost += 1;
+            }
+            return;
+        };
+        self.grow_at = slots / 2;
+        let old = std::mem::replace(&mut self.entries, bigger);
         self.mask = slots - 1;
         for entry in old {
             if entry.key != 0 {
@@ -211,5 +251,30 @@ mod tests {
             assert!(t.remove(*k).is_some());
         }
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn without_memory_for_a_larger_table_it_fills_to_seven_eighths_then_refuses() {
+        let mut t: LiveTable<u64> = LiveTable::with_capacity(4);
+        t.max_slots = 64;
+        let mut m: HashMap<u64, u64> = HashMap::new();
+        for i in 1..=100u64 {
+            let refused = t.lost();
+            let old = t.insert(16 * i, i);
+            if t.lost() == refused {
+                assert_eq!(old, m.insert(16 * i, i));
+            }
+        }
+        // 64 slots: 32 entries at half load, 56 at seven eighths, the other 44 refused.
+        assert_eq!((t.len(), t.lost()), (56, 44));
+        // The table answers like a map of what it accepted, removals and re-insertions too.
+        for i in 1..=100u64 {
+            let accepted = m.contains_key(&(16 * i));
+            assert_eq!(t.remove(16 * i), m.remove(&(16 * i)), "remove {i}");
+            assert_eq!(accepted, i <= 56);
+        }
+        assert!(t.is_empty());
+        assert_eq!(t.insert(16, 1), None);
+        assert_eq!(t.remove(16), Some(1));
     }
 }
