@@ -9,8 +9,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // Under an address-space limit (`ulimit -v`, common on batch systems) each of glibc's
     // per-thread arenas reserves 64 MiB of it; with one arena that space is left to the buffers
-    // that follow the input (analysing the python3 trace of bench/: 500 MiB were enough with
-    // one arena and 700 MiB were not with the default ones).
+    // that follow the input (analysing the python3 trace of bench/: 300 MiB were enough with
+    // one arena, 400 MiB were not with the default ones).
     if trace::huge_pages::address_space_limit().is_some() {
         // SAFETY: mallopt only sets a tunable of the C allocator.
         unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
