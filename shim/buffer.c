@@ -86,20 +86,27 @@ AL_HIDDEN void al_rings_forget(void)
     atomic_store(&rings_lock_word, 0);
 }
 
+/* A thread without a ring cannot be traced, and the trace would miss its events without saying
+ * so: tracing stops in the image, with the reason, instead (an address-space limit, `ulimit -v`,
+ * is the usual cause; retrying on every call would cost three system calls per call). */
+static struct al_ring *no_ring(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+    al_disable("cannot map a 4 MiB ring for a new thread (no memory or address space left)");
+    return NULL;
+}
+
 static struct al_ring *ring_create(uint32_t tid)
 {
     int fd = memfd_create("alloclens-ring", MFD_CLOEXEC);
     if (fd < 0)
-        return NULL;
-    if (ftruncate(fd, (off_t)RING_MAP_BYTES) != 0) {
-        close(fd);
-        return NULL;
-    }
+        return no_ring(-1);
+    if (ftruncate(fd, (off_t)RING_MAP_BYTES) != 0)
+        return no_ring(fd);
     struct al_ring *r = mmap(NULL, RING_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (r == MAP_FAILED) {
-        close(fd);
-        return NULL;
-    }
+    if (r == MAP_FAILED)
+        return no_ring(fd);
     struct {
         struct al_msg_hdr h;
         struct al_ring_msg m;

@@ -21,21 +21,21 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
     struct al_tls *t = &al_tls;
     if (t->busy)
         return;
+    /* The set-up below makes system calls; the program sees errno as the allocator left it. */
+    int saved_errno = errno;
     int state = atomic_load(&al_proc.state);
     if (state == AL_UNINIT) {
         al_proc_init();
         state = atomic_load(&al_proc.state);
     }
-    if (state != AL_ACTIVE || t->released)
-        return;
-    if (t->ring == NULL) {
+    if (state == AL_ACTIVE && !t->released && t->ring == NULL) {
         t->busy++;
-        struct al_ring *r = al_ring_attach(t);
+        al_ring_attach(t);
         t->busy--;
-        if (r == NULL)
-            return;
     }
-    al_record(op, addr, size, old_addr);
+    if (state == AL_ACTIVE && !t->released && t->ring != NULL)
+        al_record(op, addr, size, old_addr);
+    errno = saved_errno;
 }
 
 /* The aligned entry points run with the guard up: an allocator may implement one with another

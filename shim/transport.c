@@ -170,6 +170,17 @@ AL_HIDDEN void al_disable(const char *why)
     int expected = AL_ACTIVE;
     if (!atomic_compare_exchange_strong(&al_proc.state, &expected, AL_OFF))
         return;
+    /* The recorder too, so that the trace says why it ends there (when the link is what failed,
+     * this send fails quietly: the state is already OFF). */
+    struct {
+        struct al_msg_hdr h;
+        char why[200];
+    } stopped = {{AL_MSG_STOPPED, 0}, {0}};
+    size_t len = 0;
+    for (const char *s = why; *s && len < sizeof stopped.why; s++)
+        stopped.why[len++] = *s;
+    stopped.h.len = (uint32_t)(sizeof stopped.h + len);
+    al_send(&stopped, stopped.h.len, -1);
     char pid[24];
     fmt_u64(pid, (uint64_t)al_proc.pid);
     char msg[256];

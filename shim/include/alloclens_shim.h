@@ -61,6 +61,7 @@ struct al_record {
 #define AL_MSG_RING 2u  /* + struct al_ring_msg; fd: the ring */
 #define AL_MSG_MARK 3u  /* + struct al_mark + label bytes (not NUL-terminated) */
 #define AL_MSG_END 4u   /* + struct al_end */
+#define AL_MSG_STOPPED 5u /* + why the shim stopped tracing this image (bytes, not NUL-terminated) */
 
 #define AL_END_EXIT 1u  /* exit() / return from main: destructors ran */
 #define AL_END__EXIT 2u /* _exit() / _Exit() */

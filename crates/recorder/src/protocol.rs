@@ -20,6 +20,7 @@ pub const MSG_HELLO: u32 = 1;
 pub const MSG_RING: u32 = 2;
 pub const MSG_MARK: u32 = 3;
 pub const MSG_END: u32 = 4;
+pub const MSG_STOPPED: u32 = 5;
 
 pub const END_EXIT: u32 = 1;
 pub const END_QUICK_EXIT: u32 = 2;
@@ -58,6 +59,10 @@ pub enum Message {
     },
     End {
         reason: u32,
+    },
+    /// The shim stopped tracing the image (its reason): no event follows.
+    Stopped {
+        reason: String,
     },
 }
 
@@ -108,6 +113,9 @@ pub fn parse(b: &[u8]) -> Option<Message> {
         }),
         MSG_END => Some(Message::End {
             reason: u32_at(body, 0)?,
+        }),
+        MSG_STOPPED => Some(Message::Stopped {
+            reason: String::from_utf8_lossy(body).into_owned(),
         }),
         _ => None,
     }

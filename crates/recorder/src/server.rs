@@ -349,6 +349,10 @@ impl Server {
                     EndReason::Exit
                 });
             }
+            (Message::Stopped { reason }, Some(i)) => {
+                let pid = self.images[i].pid;
+                self.warn(format!("pid {pid}: tracing stopped: {reason}"));
+            }
             _ => self.warn("ignored a message out of protocol order".into()),
         }
     }

@@ -215,6 +215,35 @@ fn sigkill_keeps_what_was_written_and_says_truncated() {
     assert_eq!(images[0].count(Op::Malloc, 1601), N as usize);
 }
 
+/// A thread that the shim cannot give a ring (no address space left) stops tracing in its
+/// process, with the reason on the program's stderr and in the trace, instead of losing that
+/// thread's events without a word; the program runs on, output and exit status unchanged.
+#[test]
+fn a_thread_without_room_for_its_ring_stops_tracing_with_the_reason() {
+    let warned = programs().dir.path().join("nomem-stderr.txt");
+    let (summary, images) = record(&["nomem", &N.to_string(), warned.to_str().unwrap()], |_| {});
+    assert_eq!(summary.status.code(), Some(0));
+    let stderr = std::fs::read_to_string(&warned).unwrap();
+    assert!(
+        stderr.contains("cannot map a 4 MiB ring for a new thread")
+            && stderr.contains("tracing stopped in pid"),
+        "{stderr}"
+    );
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("tracing stopped: cannot map a 4 MiB ring")),
+        "{:?}",
+        summary.warnings
+    );
+    let img = &images[0];
+    assert_eq!(img.count(Op::Malloc, 2101), N as usize, "before the thread");
+    assert_eq!(img.count(Op::Malloc, 2102), 0, "the thread without a ring");
+    assert_eq!(img.count(Op::Malloc, 2103), 0, "after tracing stopped");
+    assert!(img.info.truncated, "the trace says the image is incomplete");
+}
+
 #[test]
 fn markers_from_the_program_and_from_its_output() {
     let (summary, images) = record(&["mark", "1000"], |o| {

@@ -63,7 +63,7 @@ fn op_tags_match_the_trace_format() {
 #[test]
 fn layout_and_messages_match_the_protocol_module() {
     let c = header_constants();
-    let pairs: [(&str, u64); 20] = [
+    let pairs: [(&str, u64); 21] = [
         ("AL_PROTOCOL_VERSION", p::PROTOCOL_VERSION.into()),
         ("AL_OP_RING_OWNER", p::OP_RING_OWNER.into()),
         ("AL_OP_SHIFT", p::OP_SHIFT.into()),
@@ -78,6 +78,7 @@ fn layout_and_messages_match_the_protocol_module() {
         ("AL_MSG_RING", p::MSG_RING.into()),
         ("AL_MSG_MARK", p::MSG_MARK.into()),
         ("AL_MSG_END", p::MSG_END.into()),
+        ("AL_MSG_STOPPED", p::MSG_STOPPED.into()),
         ("AL_END_EXIT", p::END_EXIT.into()),
         ("AL_END__EXIT", p::END_QUICK_EXIT.into()),
         ("AL_MAX_MESSAGE", p::MAX_MESSAGE as u64),

@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +74,37 @@ static void handoff(void)
         __atomic_store_n(&handoff_slots[i % HANDOFF_SLOTS], p, __ATOMIC_RELEASE);
     }
     pthread_join(t, NULL);
+}
+
+/* nomem: a thread starts once the address space is nearly all used (`ulimit -v` as batch
+ * systems set it): its first allocation finds no room for the shim's ring. Its stack is small and
+ * glibc then serves it from the main arena, so the program itself runs on. */
+static int nomem(const char *stderr_path)
+{
+    churn(2101, count);
+    int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* where the shim warns */
+    if (fd < 0 || dup2(fd, 2) < 0)
+        return 9;
+    close(fd);
+    long pages = 0;
+    FILE *statm = fopen("/proc/self/statm", "r");
+    if (!statm || fscanf(statm, "%ld", &pages) != 1)
+        return 10;
+    fclose(statm);
+    struct rlimit limit;
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (2 << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+        return 11;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    pthread_t t;
+    if (pthread_create(&t, &attr, worker, (void *)(uintptr_t)2102) != 0)
+        return 12;
+    pthread_join(t, NULL);
+    churn(2103, count);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -175,6 +208,12 @@ int main(int argc, char **argv)
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                 return 8;
         }
+    } else if (!strcmp(mode, "nomem")) {
+        if (argc < 4)
+            return 2;
+        int status = nomem(argv[3]);
+        if (status != 0)
+            return status;
     } else if (!strcmp(mode, "exitcode")) {
         churn(1801, count);
         return 42;
