@@ -4,11 +4,10 @@
 //! Linear probing over one array of (key, value) entries, and backward-shift deletion (no
 //! tombstones, so a long trace of frees and mallocs never degrades it). A lookup that hits its
 //! home slot (most do: the table is at most half full, 7/8 when memory for a larger one cannot
-//! be had) touches one cache line, where parallel
-//! key and value arrays cost two. Unlike a general-purpose map it can `prefetch` the slot of an
-//! address, which lets the pass hide the cache miss of an event behind the work of the events
-//! before it: with a live set larger than the caches (millions of blocks) that halves the time
-//! of the pass.
+//! be had) touches one cache line, where parallel key and value arrays cost two. Unlike a
+//! general-purpose map it can `prefetch` the slot of an address, which lets the pass hide the
+//! cache miss of an event behind the work of the events before it: with a live set larger than
+//! the caches (millions of blocks) that halves the time of the pass.
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
