@@ -291,3 +291,87 @@ fn without_addresses_the_trace_is_smaller_and_the_figures_are_the_same() {
         }
     }
 }
+
+/// The pids of the live children of `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the comm may hold spaces, the fields after it do not.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        let pid = head
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok());
+        if let (Some(pid), Some(ppid)) = (pid, ppid) {
+            if ppid == parent {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// The recorder dies (here SIGKILL; out of memory or a bug alike) while the command runs: the
+/// command runs on untraced, and `alloclens record` still waits for it and ends with its exit
+/// status, saying what happened; the trace keeps what was written before.
+#[test]
+fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let (started, go) = (dir.path().join("started"), dir.path().join("go"));
+    // The command waits for the test to kill the recorder, then finishes.
+    let script = format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.02; done; echo finished; exit 7",
+        started.display(),
+        go.display()
+    );
+    let supervisor = alloclens()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Started, and its process in the file (the recorder flushes twice a second).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let flushed = || TraceReader::open(&trace).is_ok_and(|r| !r.streams().is_empty());
+    while !(started.exists() && flushed()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The recorder is the process alloclens forked; the command is the recorder's child.
+    let recorder = children_of(supervisor.id());
+    assert_eq!(recorder.len(), 1, "one recorder process: {recorder:?}");
+    assert!(
+        !children_of(recorder[0]).is_empty(),
+        "the command runs under the recorder"
+    );
+    // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
+    assert_eq!(unsafe { libc::kill(recorder[0] as i32, libc::SIGKILL) }, 0);
+    std::fs::write(&go, "").unwrap();
+    let out = supervisor.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "finished\n");
+    assert!(
+        stderr.contains("the recorder died (signal 9, SIGKILL)") && stderr.contains("t.alt"),
+        "{stderr}"
+    );
+    assert!(
+        flushed(),
+        "what was written before the recorder died is still there"
+    );
+}

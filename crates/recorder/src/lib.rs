@@ -16,6 +16,7 @@ pub mod protocol;
 mod server;
 mod shim;
 mod spawn;
+pub mod supervisor;
 mod sys;
 
 pub use spawn::describe_status;
@@ -57,6 +58,9 @@ pub struct RecordOptions {
     /// times smaller when blocks live long, for 32-64 bytes of recorder memory per live block.
     /// Addresses are for studies of heap layout, or exports joined with other pointer data.
     pub addresses: bool,
+    /// Where to write the command's pid (decimal, then a newline) once it started: for a
+    /// supervisor that waits for the command should the recorder itself die.
+    pub announce_pid: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl RecordOptions {
@@ -71,6 +75,7 @@ impl RecordOptions {
             chunk_records: trace::format::DEFAULT_CHUNK_RECORDS,
             zstd_level: 1,
             addresses: false,
+            announce_pid: None,
         }
     }
 }

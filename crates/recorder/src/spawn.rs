@@ -42,12 +42,13 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
         no_addresses: !o.addresses,
     };
-    let writer =
-        TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header).map_err(|source| {
-            RecordError::Output {
-                path: o.output.clone(),
-                source,
-            }
+    // The header reaches the file at once: should the recorder die before its first periodic
+    // flush, the file is still a trace (of no process yet), not an empty file.
+    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header)
+        .and_then(|mut w| w.flush().map(|()| w))
+        .map_err(|source| RecordError::Output {
+            path: o.output.clone(),
+            source,
         })?;
     let mut server = Server::new(
         listener,
@@ -83,6 +84,10 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
             RecordError::Spawn { command, source }
         }
     })?;
+    if let Some(mut to) = o.announce_pid.as_deref() {
+        // A supervisor that cannot read it only loses the fallback: not worth failing for.
+        let _ = writeln!(to, "{}", child.id());
+    }
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
             let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));

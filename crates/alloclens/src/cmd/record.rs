@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use recorder::supervisor::{Outcome, Side};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,6 +71,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ignore_signal as *const () as libc::sighandler_t,
         );
     }
+    // From here on two processes: this one waits, its child records (recorder::supervisor).
+    match recorder::supervisor::split().context("cannot start the recorder process")? {
+        Side::Recorder(announce) => options.announce_pid = Some(announce),
+        Side::Supervisor(Outcome::Exited(code)) => return Ok(ExitCode::from(code as u8)),
+        Side::Supervisor(Outcome::RecorderDied { signal, command }) => {
+            eprintln!(
+                "alloclens: error: the recorder died (signal {signal}, {}); the command ran on \
+                 untraced, and {} keeps what was written before",
+                recorder::signal_name(signal),
+                args.output.display()
+            );
+            return Ok(command.map_or(ExitCode::from(2), exit_code));
+        }
+    }
     let summary = recorder::record(&options)?;
 
     for w in &summary.warnings {
@@ -96,8 +111,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             per_event
         );
     }
+    Ok(exit_code(summary.status))
+}
+
+/// The command's status as ours: its exit code, or 128 + the signal that killed it.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     use std::os::unix::process::ExitStatusExt;
-    Ok(match (summary.status.code(), summary.status.signal()) {
+    match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(code as u8),
         (None, Some(sig)) => {
             eprintln!(
@@ -107,5 +127,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::from((128 + sig) as u8)
         }
         _ => ExitCode::from(1),
-    })
+    }
 }
