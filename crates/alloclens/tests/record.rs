@@ -328,11 +328,14 @@ fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.alt");
     let (started, go) = (dir.path().join("started"), dir.path().join("go"));
-    // The command waits for the test to kill the recorder, then finishes.
+    // The command waits for the test to kill the recorder, then finishes. It also ends when the
+    // test's directory is gone (a failed run) and after 30 s: a failure leaves nothing running.
     let script = format!(
-        "touch {}; while [ ! -e {} ]; do sleep 0.02; done; echo finished; exit 7",
-        started.display(),
-        go.display()
+        "touch {s}; n=0; while [ ! -e {g} ] && [ -d {d} ] && [ $n -lt 300 ]; do sleep 0.1; \
+         n=$((n+1)); done; echo finished; exit 7",
+        s = started.display(),
+        g = go.display(),
+        d = dir.path().display()
     );
     let supervisor = alloclens()
         .args(["record", "-q", "-o"])
