@@ -321,24 +321,27 @@ fn children_of(parent: u32) -> Vec<u32> {
 }
 
 /// The recorder dies (here SIGKILL; out of memory or a bug alike) while the command runs: the
-/// command runs on untraced, and `alloclens record` still waits for it and ends with its exit
-/// status, saying what happened; the trace keeps what was written before.
-#[test]
-fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
+/// command runs on untraced, and `alloclens record OPTIONS` still waits for it and ends with its
+/// exit status, saying what happened; what the command writes afterwards still arrives (with
+/// `--marker` its output goes through the recorder), and the trace keeps what was written before.
+fn the_command_outlives_a_dead_recorder(options: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.alt");
     let (started, go) = (dir.path().join("started"), dir.path().join("go"));
     // The command waits for the test to kill the recorder, then finishes. It also ends when the
     // test's directory is gone (a failed run) and after 30 s: a failure leaves nothing running.
     let script = format!(
-        "touch {s}; n=0; while [ ! -e {g} ] && [ -d {d} ] && [ $n -lt 300 ]; do sleep 0.1; \
-         n=$((n+1)); done; echo finished; exit 7",
+        "echo phase one; touch {s}; n=0; \
+         while [ ! -e {g} ] && [ -d {d} ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done; \
+         echo phase two; echo still here >&2; exit 7",
         s = started.display(),
         g = go.display(),
         d = dir.path().display()
     );
     let supervisor = alloclens()
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
         .arg(&trace)
         .args(["--", "sh", "-c", &script])
         .stdout(std::process::Stdio::piped())
@@ -368,13 +371,28 @@ fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
     let out = supervisor.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "finished\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "phase one\nphase two\n"
+    );
     assert!(
-        stderr.contains("the recorder died (signal 9, SIGKILL)") && stderr.contains("t.alt"),
+        stderr.contains("still here")
+            && stderr.contains("the recorder died (signal 9, SIGKILL)")
+            && stderr.contains("t.alt"),
         "{stderr}"
     );
     assert!(
         flushed(),
         "what was written before the recorder died is still there"
     );
+}
+
+#[test]
+fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
+    the_command_outlives_a_dead_recorder(&[]);
+}
+
+#[test]
+fn a_dead_recorder_reading_marker_lines_leaves_the_command_its_output() {
+    the_command_outlives_a_dead_recorder(&["--marker", "phase (\\w+)"]);
 }

@@ -58,9 +58,9 @@ pub struct RecordOptions {
     /// times smaller when blocks live long, for 32-64 bytes of recorder memory per live block.
     /// Addresses are for studies of heap layout, or exports joined with other pointer data.
     pub addresses: bool,
-    /// Where to write the command's pid (decimal, then a newline) once it started: for a
-    /// supervisor that waits for the command should the recorder itself die.
-    pub announce_pid: Option<std::sync::Arc<std::fs::File>>,
+    /// The link to a supervisor (`supervisor::split`) that takes over should the recorder
+    /// itself die: the command's pid and, with `marker`, its output pipes are sent there.
+    pub supervisor: Option<supervisor::Link>,
 }
 
 impl RecordOptions {
@@ -75,7 +75,7 @@ impl RecordOptions {
             chunk_records: trace::format::DEFAULT_CHUNK_RECORDS,
             zstd_level: 1,
             addresses: false,
-            announce_pid: None,
+            supervisor: None,
         }
     }
 }

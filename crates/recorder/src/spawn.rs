@@ -84,9 +84,8 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
             RecordError::Spawn { command, source }
         }
     })?;
-    if let Some(mut to) = o.announce_pid.as_deref() {
-        // A supervisor that cannot read it only loses the fallback: not worth failing for.
-        let _ = writeln!(to, "{}", child.id());
+    if let Some(link) = &o.supervisor {
+        link.announce(&child);
     }
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {

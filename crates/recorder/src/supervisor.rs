@@ -1,22 +1,23 @@
-//! `alloclens record` as two processes, so that the command keeps its exit status when the
-//! recorder dies (killed, out of memory, a bug): a small supervisor, which the user started, and
-//! the recorder, its child, which starts the command as before. The supervisor only waits. When
-//! the recorder ends normally it exits as the recorder did (the recorder mirrors the command's
+//! `alloclens record` as two processes, so that the command is not affected when the recorder
+//! dies (killed, out of memory, a bug): a small supervisor, which the user started, and the
+//! recorder, its child, which starts the command as before. The supervisor only waits. When the
+//! recorder ends normally it exits as the recorder did (the recorder mirrors the command's
 //! status). When the recorder dies, the command runs on untraced (the shim stops tracing once the
 //! recorder's socket is gone) and becomes the supervisor's child (`PR_SET_CHILD_SUBREAPER`): the
-//! supervisor waits for it and ends with its status, instead of handing the terminal back while
-//! the command still runs.
-use std::fs::File;
-use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+//! supervisor forwards the command's output where the recorder read it (`--marker`), waits for
+//! it and ends with its status, instead of handing the terminal back while the command runs on.
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::process::{Child, ExitStatus};
 use std::sync::Arc;
+
+use crate::sys::{self, Received};
 
 /// Which process this is after `split`.
 pub enum Side {
-    /// The child: record as usual, with `RecordOptions::announce_pid` set to this pipe.
-    Recorder(Arc<File>),
+    /// The child: record as usual, with `RecordOptions::supervisor` set to this link.
+    Recorder(Link),
     /// The parent, once the recorder has ended.
     Supervisor(Outcome),
 }
@@ -32,17 +33,50 @@ pub enum Outcome {
     },
 }
 
+/// The recorder's end of its socket to the supervisor.
+#[derive(Debug, Clone)]
+pub struct Link(Arc<OwnedFd>);
+
+/// Message tags: the command's pid, then (with `--marker`) the read ends of its output pipes.
+const PID: u8 = b'p';
+const STDOUT: u8 = b'o';
+const STDERR: u8 = b'e';
+
+impl Link {
+    /// Tells the supervisor the command's pid, and hands it a copy of the command's output pipes
+    /// when the recorder reads them. A supervisor that does not get them only loses the fallback:
+    /// not worth failing the recording for.
+    pub fn announce(&self, child: &Child) {
+        let mut pid = vec![PID];
+        pid.extend_from_slice(child.id().to_string().as_bytes());
+        let _ = sys::send_message(&self.0, &pid, None);
+        if let Some(out) = &child.stdout {
+            let _ = sys::send_message(&self.0, &[STDOUT], Some(out.as_raw_fd()));
+        }
+        if let Some(err) = &child.stderr {
+            let _ = sys::send_message(&self.0, &[STDERR], Some(err.as_raw_fd()));
+        }
+    }
+}
+
 /// Splits the process in two. Call it before any thread starts: the child goes on from a copy
 /// of this single thread.
 pub fn split() -> std::io::Result<Side> {
     let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    // SAFETY: socketpair writes two descriptors into the array it is given.
+    let made = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if made != 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: both descriptors were just created and are owned by nothing else.
-    let (announced, announce) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // Orphans below this process (the command, once the recorder is gone) become its children.
     // Not inherited by the recorder. Refused on old kernels: then only the fallback is lost.
     // SAFETY: prctl with integer arguments only.
@@ -51,17 +85,17 @@ pub fn split() -> std::io::Result<Side> {
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
-            drop(announced);
-            Ok(Side::Recorder(Arc::new(File::from(announce))))
+            drop(ours);
+            Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
         recorder => {
-            drop(announce);
-            Ok(Side::Supervisor(supervise(recorder, announced)))
+            drop(theirs);
+            Ok(Side::Supervisor(supervise(recorder, ours)))
         }
     }
 }
 
-fn supervise(recorder: libc::pid_t, announced: OwnedFd) -> Outcome {
+fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
     let Some(status) = wait_for(recorder) else {
         return Outcome::Exited(2);
     };
@@ -69,18 +103,70 @@ fn supervise(recorder: libc::pid_t, announced: OwnedFd) -> Outcome {
     if let Some(code) = status.code() {
         return Outcome::Exited(code);
     }
-    // The recorder is gone, and with it the pipe's last writer: this read ends.
-    let mut text = String::new();
-    let _ = File::from(announced).read_to_string(&mut text);
-    let command = text
-        .trim()
-        .parse::<libc::pid_t>()
-        .ok()
-        .and_then(wait_for)
-        .map(ExitStatus::from_raw);
+    // What the recorder sent before it died is still in the socket.
+    let (mut pid, mut stdout, mut stderr) = (None, None, None);
+    let mut buf = [0u8; 64];
+    while let Ok(Received::Message { len, fd }) = sys::recv_message(&link, &mut buf) {
+        match (buf.first(), fd) {
+            (Some(&PID), _) => {
+                pid = std::str::from_utf8(&buf[1..len])
+                    .ok()
+                    .and_then(|p| p.parse::<libc::pid_t>().ok());
+            }
+            (Some(&STDOUT), Some(fd)) => stdout = Some(fd),
+            (Some(&STDERR), Some(fd)) => stderr = Some(fd),
+            _ => {}
+        }
+    }
+    forward_until_closed(stdout, stderr);
     Outcome::RecorderDied {
         signal: status.signal().unwrap_or(0),
-        command,
+        command: pid.and_then(wait_for).map(ExitStatus::from_raw),
+    }
+}
+
+/// Copies what the command still writes into the pipes the recorder read (lines the recorder
+/// had read but not yet passed on are lost) to our stdout and stderr, until the command and its
+/// descendants have closed them.
+fn forward_until_closed(stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) {
+    let mut pipes: Vec<(std::fs::File, bool)> = Vec::new();
+    pipes.extend(stdout.map(|fd| (std::fs::File::from(fd), true)));
+    pipes.extend(stderr.map(|fd| (std::fs::File::from(fd), false)));
+    let mut buf = vec![0u8; 1 << 16];
+    while !pipes.is_empty() {
+        let mut polls: Vec<libc::pollfd> = pipes
+            .iter()
+            .map(|(f, _)| libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `polls` is a valid array of pollfd for the duration of the call.
+        if unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) } < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        // Backwards, so that removing a closed pipe leaves the indices still to visit in place.
+        for i in (0..polls.len()).rev() {
+            if polls[i].revents == 0 {
+                continue;
+            }
+            let (file, is_stdout) = &mut pipes[i];
+            match file.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    pipes.remove(i);
+                }
+                Ok(n) if *is_stdout => {
+                    let _ = std::io::stdout().write_all(&buf[..n]);
+                }
+                Ok(n) => {
+                    let _ = std::io::stderr().write_all(&buf[..n]);
+                }
+            }
+        }
     }
 }
 

@@ -85,6 +85,36 @@ pub enum Received {
     Closed,
 }
 
+/// Sends one message on a connected socket, with `fd` passed along when given.
+pub fn send_message(sock: &OwnedFd, bytes: &[u8], fd: Option<RawFd>) -> io::Result<()> {
+    let mut control = [0u64; 8]; // aligned room for one SCM_RIGHTS descriptor
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is plain data; the pointers stay valid for the call; the control message
+    // is written within control's size (CMSG_SPACE of one descriptor is 24 bytes).
+    let n = unsafe {
+        let mut mh: libc::msghdr = std::mem::zeroed();
+        mh.msg_iov = &mut iov;
+        mh.msg_iovlen = 1;
+        if let Some(fd) = fd {
+            mh.msg_control = control.as_mut_ptr().cast();
+            mh.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+            let c = libc::CMSG_FIRSTHDR(&mh);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
+        }
+        libc::sendmsg(sock.as_raw_fd(), &mh, libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Receives one message into `buf`, with at most one passed descriptor.
 pub fn recv_message(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Received> {
     let mut control = [0u64; 8]; // aligned room for one SCM_RIGHTS descriptor

@@ -73,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // From here on two processes: this one waits, its child records (recorder::supervisor).
     match recorder::supervisor::split().context("cannot start the recorder process")? {
-        Side::Recorder(announce) => options.announce_pid = Some(announce),
+        Side::Recorder(link) => options.supervisor = Some(link),
         Side::Supervisor(Outcome::Exited(code)) => return Ok(ExitCode::from(code as u8)),
         Side::Supervisor(Outcome::RecorderDied { signal, command }) => {
             eprintln!(
