@@ -396,3 +396,47 @@ fn a_dead_recorder_leaves_the_command_its_run_and_its_exit_status() {
 fn a_dead_recorder_reading_marker_lines_leaves_the_command_its_output() {
     the_command_outlives_a_dead_recorder(&["--marker", "phase (\\w+)"]);
 }
+
+/// SIGTERM to `alloclens record` (a batch system's time limit, `kill`) goes on to the command,
+/// which decides; the recording ends, complete, when the command does, with its exit status.
+#[test]
+fn a_termination_signal_goes_to_the_command_and_the_trace_is_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let started = dir.path().join("started");
+    // Ends by itself when the test's directory is gone or after 30 s: a failure leaves nothing.
+    let script = format!(
+        "trap 'echo got TERM; exit 3' TERM; touch {s}; n=0; \
+         while [ -d {d} ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done; echo not stopped",
+        s = started.display(),
+        d = dir.path().display()
+    );
+    let supervisor = alloclens()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill with a pid this test started and a signal number.
+    assert_eq!(
+        unsafe { libc::kill(supervisor.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let out = supervisor.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "got TERM\n");
+    let reader = TraceReader::open(&trace).unwrap();
+    assert!(reader.damage().is_none(), "{:?}", reader.damage());
+    assert!(reader.trailer().is_some(), "the recording was finished");
+}

@@ -106,6 +106,10 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let mut status = None;
     let mut exited_at: Option<Instant> = None;
     loop {
+        if let (Some(signal), None) = (crate::supervisor::take_pending_signal(), status) {
+            // SAFETY: kill with our child's pid (not yet waited for, so not reused).
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        }
         // Decide on the state seen by a whole round that started after the exit: hellos and
         // hang-ups sent before the command died are read by then.
         let seen_exit = exited_at;

@@ -6,6 +6,10 @@
 //! recorder's socket is gone) and becomes the supervisor's child (`PR_SET_CHILD_SUBREAPER`): the
 //! supervisor forwards the command's output where the recorder read it (`--marker`), waits for
 //! it and ends with its status, instead of handing the terminal back while the command runs on.
+//!
+//! SIGTERM and SIGHUP (a batch system's time limit, `kill`, a closed terminal) are passed on, by
+//! the supervisor to the recorder and by the recorder to the command, instead of ending
+//! `alloclens` at once: the command decides, and the recording ends, complete, when it does.
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -13,6 +17,47 @@ use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 
 use crate::sys::{self, Received};
+
+/// Where the supervisor passes termination signals on: the recorder, then (once the recorder is
+/// gone) the command. 0: nowhere yet.
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Termination requests a wrapper passes on rather than dies of (as tini and init systems do):
+/// the command decides, and the recording ends when it does.
+const FORWARDED: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
+
+extern "C" fn forward(signal: libc::c_int) {
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// Termination signals the recorder received, for its loop to pass on to the command
+/// (`take_pending_signal`); 0: none.
+static PENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn remember(signal: libc::c_int) {
+    PENDING.store(signal, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Installs `handler` for the forwarded signals. A handler, unlike SIG_IGN, is reset by exec:
+/// the command starts with the default dispositions.
+fn handle_forwarded(handler: extern "C" fn(libc::c_int)) {
+    for signal in FORWARDED {
+        // SAFETY: installing an async-signal-safe handler.
+        unsafe { libc::signal(signal, handler as *const () as libc::sighandler_t) };
+    }
+}
+
+/// A termination signal the recorder received since the last call, to pass on to the command.
+pub fn take_pending_signal() -> Option<libc::c_int> {
+    match PENDING.swap(0, std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
 
 /// Which process this is after `split`.
 pub enum Side {
@@ -86,10 +131,13 @@ pub fn split() -> std::io::Result<Side> {
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
             drop(ours);
+            handle_forwarded(remember);
             Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
         recorder => {
             drop(theirs);
+            FORWARD_TO.store(recorder, std::sync::atomic::Ordering::Relaxed);
+            handle_forwarded(forward);
             Ok(Side::Supervisor(supervise(recorder, ours)))
         }
     }
@@ -118,6 +166,7 @@ fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
             _ => {}
         }
     }
+    FORWARD_TO.store(pid.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     forward_until_closed(stdout, stderr);
     Outcome::RecorderDied {
         signal: status.signal().unwrap_or(0),
