@@ -320,6 +320,29 @@ fn children_of(parent: u32) -> Vec<u32> {
     out
 }
 
+/// `alloclens record -q OPTIONS -o TRACE -- sh -c SCRIPT`, started, its output captured.
+fn start_recording(trace: &Path, options: &[&str], script: &str) -> std::process::Child {
+    alloclens()
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(trace)
+        .args(["--", "sh", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `done` until it holds, for 20 s at most.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The recorder dies (here SIGKILL; out of memory or a bug alike) while the command runs: the
 /// command runs on untraced, and `alloclens record OPTIONS` still waits for it and ends with its
 /// exit status, saying what happened; what the command writes afterwards still arrives (with
@@ -338,26 +361,10 @@ fn the_command_outlives_a_dead_recorder(options: &[&str]) {
         g = go.display(),
         d = dir.path().display()
     );
-    let supervisor = alloclens()
-        .args(["record", "-q"])
-        .args(options)
-        .arg("-o")
-        .arg(&trace)
-        .args(["--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let supervisor = start_recording(&trace, options, &script);
     // Started, and its process in the file (the recorder flushes twice a second).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let flushed = || TraceReader::open(&trace).is_ok_and(|r| !r.streams().is_empty());
-    while !(started.exists() && flushed()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the command started", || started.exists() && flushed());
     // The recorder is the process alloclens forked; the command is the recorder's child.
     let recorder = children_of(supervisor.id());
     assert_eq!(recorder.len(), 1, "one recorder process: {recorder:?}");
@@ -411,22 +418,8 @@ fn a_termination_signal_goes_to_the_command_and_the_trace_is_complete() {
         s = started.display(),
         d = dir.path().display()
     );
-    let supervisor = alloclens()
-        .args(["record", "-q", "-o"])
-        .arg(&trace)
-        .args(["--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let supervisor = start_recording(&trace, &[], &script);
+    wait_until("the command started", || started.exists());
     // SAFETY: kill with a pid this test started and a signal number.
     assert_eq!(
         unsafe { libc::kill(supervisor.id() as i32, libc::SIGTERM) },
