@@ -334,6 +334,14 @@ fn start_recording(trace: &Path, options: &[&str], script: &str) -> std::process
         .unwrap()
 }
 
+/// Whether process `pid` is gone or a zombie (all its threads have exited).
+fn is_dead(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
 /// Polls `done` until it holds, for 20 s at most.
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -374,6 +382,9 @@ fn the_command_outlives_a_dead_recorder(options: &[&str]) {
     );
     // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
     assert_eq!(unsafe { libc::kill(recorder[0] as i32, libc::SIGKILL) }, 0);
+    // Only once it is dead: a reader thread of a dying recorder may still take a line written
+    // right after the kill (on a busy VM its wake-up can come late), and that line is lost.
+    wait_until("the recorder died", || is_dead(recorder[0]));
     std::fs::write(&go, "").unwrap();
     let out = supervisor.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

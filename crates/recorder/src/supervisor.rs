@@ -104,9 +104,12 @@ impl Link {
     }
 }
 
-/// Splits the process in two. Call it before any thread starts: the child goes on from a copy
-/// of this single thread.
-pub fn split() -> std::io::Result<Side> {
+/// Splits the process in two.
+///
+/// # Safety
+/// No other thread may exist yet: the child goes on from a copy of this single thread, and a
+/// lock another thread held at the fork would stay locked there forever.
+pub unsafe fn split() -> std::io::Result<Side> {
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two descriptors into the array it is given.
     let made = unsafe {
@@ -127,7 +130,7 @@ pub fn split() -> std::io::Result<Side> {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     // SAFETY: the caller guarantees a single thread, so the child's copy is consistent.
-    match unsafe { libc::fork() } {
+    match libc::fork() {
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
             drop(ours);

@@ -72,7 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     // From here on two processes: this one waits, its child records (recorder::supervisor).
-    match recorder::supervisor::split().context("cannot start the recorder process")? {
+    // SAFETY: no thread has been started yet (argument parsing and checks only so far).
+    let side = unsafe { recorder::supervisor::split() };
+    match side.context("cannot start the recorder process")? {
         Side::Recorder(link) => options.supervisor = Some(link),
         Side::Supervisor(Outcome::Exited(code)) => return Ok(ExitCode::from(code as u8)),
         Side::Supervisor(Outcome::RecorderDied { signal, command }) => {
