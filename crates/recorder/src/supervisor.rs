@@ -7,9 +7,11 @@
 //! supervisor forwards the command's output where the recorder read it (`--marker`), waits for
 //! it and ends with its status, instead of handing the terminal back while the command runs on.
 //!
-//! SIGTERM and SIGHUP (a batch system's time limit, `kill`, a closed terminal) are passed on, by
-//! the supervisor to the recorder and by the recorder to the command, instead of ending
-//! `alloclens` at once: the command decides, and the recording ends, complete, when it does.
+//! Signals: SIGTERM and SIGHUP (a batch system's time limit, `kill`, a closed terminal) are
+//! passed on, by the supervisor to the recorder and by the recorder to the command, instead of
+//! ending `alloclens` at once; SIGINT and SIGQUIT, which the terminal sends the whole group, are
+//! left to the command. Either way the command decides, and the recording ends, complete, when
+//! it does.
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -42,10 +44,16 @@ extern "C" fn remember(signal: libc::c_int) {
     PENDING.store(signal, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Installs `handler` for the forwarded signals. A handler, unlike SIG_IGN, is reset by exec:
-/// the command starts with the default dispositions.
-fn handle_forwarded(handler: extern "C" fn(libc::c_int)) {
-    for signal in FORWARDED {
+/// Ctrl-C and Ctrl-\ reach the whole foreground group: the command decides what to do with
+/// them, and both processes go on until it ends.
+const IGNORED: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];
+
+extern "C" fn ignore(_: libc::c_int) {}
+
+/// Installs `handler` for `signals`. A handler, unlike SIG_IGN, is reset by exec: the command
+/// starts with the default dispositions.
+fn handle(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &signal in signals {
         // SAFETY: installing an async-signal-safe handler.
         unsafe { libc::signal(signal, handler as *const () as libc::sighandler_t) };
     }
@@ -129,18 +137,19 @@ pub unsafe fn split() -> std::io::Result<Side> {
     // Not inherited by the recorder. Refused on old kernels: then only the fallback is lost.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    handle(&IGNORED, ignore);
     // SAFETY: the caller guarantees a single thread, so the child's copy is consistent.
     match libc::fork() {
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
             drop(ours);
-            handle_forwarded(remember);
+            handle(&FORWARDED, remember);
             Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
         recorder => {
             drop(theirs);
             FORWARD_TO.store(recorder, std::sync::atomic::Ordering::Relaxed);
-            handle_forwarded(forward);
+            handle(&FORWARDED, forward);
             Ok(Side::Supervisor(supervise(recorder, ours)))
         }
     }
@@ -186,26 +195,14 @@ fn forward_until_closed(stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) {
     pipes.extend(stderr.map(|fd| (std::fs::File::from(fd), false)));
     let mut buf = vec![0u8; 1 << 16];
     while !pipes.is_empty() {
-        let mut polls: Vec<libc::pollfd> = pipes
-            .iter()
-            .map(|(f, _)| libc::pollfd {
-                fd: f.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: `polls` is a valid array of pollfd for the duration of the call.
-        if unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) } < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
+        let fds: Vec<_> = pipes.iter().map(|(f, _)| f.as_raw_fd()).collect();
+        let ready = match sys::poll(&fds, -1) {
+            Ok(ready) => ready,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
         // Backwards, so that removing a closed pipe leaves the indices still to visit in place.
-        for i in (0..polls.len()).rev() {
-            if polls[i].revents == 0 {
-                continue;
-            }
+        for i in (0..ready.len()).rev().filter(|&i| ready[i]) {
             let (file, is_stdout) = &mut pipes[i];
             match file.read(&mut buf) {
                 Ok(0) | Err(_) => {

@@ -175,6 +175,12 @@ pub fn recv_message(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Received> {
 
 /// Waits until one of `fds` is readable or `timeout_ms` passed.
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) {
+    let _ = poll(fds, timeout_ms);
+}
+
+/// Waits until one of `fds` is readable (or at its end) or `timeout_ms` passed (-1: no limit);
+/// says which are.
+pub fn poll(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -184,9 +190,10 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) {
         })
         .collect();
     // SAFETY: p is a valid array of pollfd for the duration of the call.
-    unsafe {
-        libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms);
+    if unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) } < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(p.iter().map(|p| p.revents != 0).collect())
 }
 
 /// A shared mapping of a descriptor handed over by the shim.

@@ -11,7 +11,7 @@ const MIN_BYTES: usize = 4 << 20;
 
 /// An empty vector with room for `capacity` elements whose buffer the kernel is asked to back
 /// with huge pages, before anything touches it.
-pub fn vec_with_capacity<T>(capacity: usize) -> Vec<T> {
+fn vec_with_capacity<T>(capacity: usize) -> Vec<T> {
     let v = Vec::with_capacity(capacity);
     advise(v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
     v

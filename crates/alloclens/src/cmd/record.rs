@@ -38,8 +38,6 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-extern "C" fn ignore_signal(_: libc::c_int) {}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut options = recorder::RecordOptions::new(args.command, args.output.clone());
     if let Some(spec) = &args.allocator {
@@ -57,21 +55,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.linger = Duration::from_secs_f64(args.linger);
     options.addresses = args.addresses;
 
-    // Ctrl-C and Ctrl-\ reach the whole foreground group: the command decides what to do with
-    // them, we keep recording until it ends. A handler (not SIG_IGN) is reset by exec, so the
-    // command gets the default disposition.
-    // SAFETY: installing an async-signal-safe no-op handler.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            ignore_signal as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGQUIT,
-            ignore_signal as *const () as libc::sighandler_t,
-        );
-    }
-    // From here on two processes: this one waits, its child records (recorder::supervisor).
+    // From here on two processes: this one waits, its child records (recorder::supervisor, which
+    // also sets what signals do to both).
     // SAFETY: no thread has been started yet (argument parsing and checks only so far).
     let side = unsafe { recorder::supervisor::split() };
     match side.context("cannot start the recorder process")? {
