@@ -738,3 +738,62 @@ fn export_writes_one_row_per_call() {
         assert!(columns.iter().any(|x| x == c), "no column {c}");
     }
 }
+
+/// A copy of the results directory `from` whose results.json says `schema_version: VERSION`.
+fn with_schema_version(from: &Path, to: &Path, version: u64) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    let path = to.join("results.json");
+    let mut results: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    results["schema_version"] = version.into();
+    std::fs::write(&path, serde_json::to_string(&results).unwrap()).unwrap();
+}
+
+#[test]
+fn a_newer_results_schema_is_refused_naming_both_versions() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("newer");
+    with_schema_version(&f.hostile, &newer, 99);
+    let html = dir.path().join("r.html");
+    for args in [
+        vec![
+            OsStr::new("report"),
+            newer.as_os_str(),
+            OsStr::new("-o"),
+            html.as_os_str(),
+        ],
+        vec![OsStr::new("diff"), f.hostile.as_os_str(), newer.as_os_str()],
+        vec![
+            OsStr::new("report"),
+            f.hostile.as_os_str(),
+            OsStr::new("--compare"),
+            newer.as_os_str(),
+            OsStr::new("-o"),
+            html.as_os_str(),
+        ],
+    ] {
+        let out = alloclens().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("alloclens: error: ")
+                && stderr.contains("schema version 99")
+                && stderr.contains("version 1)")
+                && stderr.contains("upgrade alloclens"),
+            "{stderr}"
+        );
+    }
+    assert!(!html.exists(), "no report of a refused results directory");
+    // The current version still loads.
+    let same = dir.path().join("same");
+    with_schema_version(&f.hostile, &same, 1);
+    diff_json(&f.hostile, &same);
+}

@@ -1,12 +1,15 @@
 //! Reading a results directory of `alloclens run` back (docs/results-format.md): results.json, samples.csv
 //! and markers.csv. Reading is lenient: unknown fields are ignored and missing ones take defaults, so
-//! results of a later alloclens still load.
+//! results of a later alloclens with the same schema version still load; a newer schema version is
+//! refused.
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::results_dir::RESULTS_SCHEMA_VERSION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDataError {
@@ -18,6 +21,15 @@ pub enum RunDataError {
     Json {
         path: PathBuf,
         source: serde_json::Error,
+    },
+    #[error(
+        "'{path}' has results schema version {found}, newer than this alloclens reads (version \
+         {supported}): upgrade alloclens"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
     },
     #[error("cannot parse '{path}' line {line}: {message}")]
     Csv {
@@ -240,6 +252,15 @@ impl RunData {
                 path: json_path.clone(),
                 source,
             })?;
+        // Additions keep the version (and load, unknown fields ignored); a newer version changed or
+        // removed a field, so its figures would be read wrongly.
+        if results.schema_version > RESULTS_SCHEMA_VERSION {
+            return Err(RunDataError::NewerSchema {
+                path: json_path,
+                found: results.schema_version,
+                supported: RESULTS_SCHEMA_VERSION,
+            });
+        }
         let samples = read_csv(&dir.join("samples.csv"), sample_row)?;
         let markers = read_csv(&dir.join("markers.csv"), marker_row)?;
         Ok(RunData {
