@@ -797,3 +797,75 @@ fn a_newer_results_schema_is_refused_naming_both_versions() {
     with_schema_version(&f.hostile, &same, 1);
     diff_json(&f.hostile, &same);
 }
+
+/// `(low, count)` of the process rows of a sizes CSV written by `analyze -o`.
+fn process_buckets(path: &Path) -> Vec<(u64, u64)> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (scope, low, count) = (col("scope"), col("low"), col("count"));
+    reader
+        .records()
+        .map(Result::unwrap)
+        .filter(|r| &r[scope] == "process")
+        .map(|r| (r[low].parse().unwrap(), r[count].parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn size_histograms_draw_every_bucket_of_the_csv() {
+    // Strings grown by realloc up to 256 KiB: about 16 k non-empty 16 B buckets, the small ones
+    // holding most requests (thinning to 2000 points once kept 2 of the 16 below 256 B).
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("realloc.alt");
+    record(
+        &trace,
+        &[],
+        &[&exe(), "workload", "realloc", "--appends", "300000"],
+    );
+    let csv_dir = dir.path().join("csv");
+    succeeded(
+        alloclens()
+            .arg("analyze")
+            .arg(&trace)
+            .arg("-o")
+            .arg(&csv_dir)
+            .stdout(Stdio::null()),
+    );
+    let html_path = dir.path().join("realloc.html");
+    succeeded(
+        alloclens()
+            .arg("report")
+            .arg(&trace)
+            .arg("-o")
+            .arg(&html_path),
+    );
+    let data = chart_data(&std::fs::read_to_string(&html_path).unwrap());
+    let charts = data["charts"].as_array().unwrap();
+    for (id, csv) in [
+        ("p0-sizes-16", "sizes_16.csv"),
+        ("p0-sizes-32k", "sizes_32k.csv"),
+        ("p0-sizes-pow2", "sizes_pow2.csv"),
+    ] {
+        let expected = process_buckets(&csv_dir.join(csv));
+        let chart = charts
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no chart {id}"));
+        let xs = chart["x"].as_array().unwrap();
+        let ys = chart["series"][0]["values"].as_array().unwrap();
+        let drawn: Vec<(u64, u64)> = xs
+            .iter()
+            .zip(ys)
+            .map(|(x, y)| (x.as_f64().unwrap() as u64, y.as_f64().unwrap() as u64))
+            .collect();
+        // The chart puts the [0, 15] bucket at 1 (log axis).
+        let expected: Vec<(u64, u64)> = expected.iter().map(|&(l, c)| (l.max(1), c)).collect();
+        assert_eq!(drawn.len(), expected.len(), "{id}: bars drawn vs CSV rows");
+        assert_eq!(drawn, expected, "{id}");
+    }
+    let buckets_16 = process_buckets(&csv_dir.join("sizes_16.csv"));
+    assert!(buckets_16.len() > 2000, "{} buckets", buckets_16.len());
+    let small = buckets_16.iter().filter(|b| b.0 < 256).count();
+    assert!(small >= 15, "{small} buckets below 256 B");
+}

@@ -9,7 +9,7 @@ use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::diff::{diff, Diff, DiffRow};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::figures::format_value;
-use crate::sections::trace::{process_name, TraceData};
+use crate::sections::trace::{process_name, size_histogram, TraceData};
 
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
@@ -333,37 +333,29 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
             lines,
         ));
     }
-    for (name, title, buckets) in [
+    for (name, title, width, buckets) in [
         (
             "sizes-16",
             "Request sizes, 16 B buckets",
+            16,
             buckets_16 as Buckets,
         ),
-        ("sizes-32k", "Request sizes, 32 KiB buckets", buckets_32k),
+        (
+            "sizes-32k",
+            "Request sizes, 32 KiB buckets",
+            32 * 1024,
+            buckets_32k,
+        ),
     ] {
-        let mut chart = Chart::from_lines(
+        s.push_chart(size_histogram(
             id(name),
             title,
-            Axis::new("size (bucket low end)", Unit::Bytes).log(),
-            Axis::new("requests", Unit::Count).log(),
-            both(
-                "requests",
-                a,
-                b,
-                |p| {
-                    buckets(p)
-                        .iter()
-                        .map(|b| (b.low.max(1) as f64, b.count as f64))
-                        .collect()
-                },
-                sides,
-                Emphasis::Normal,
-            )
-            .to_vec(),
-        );
-        chart.points = true;
-        chart.connect = false;
-        s.push_chart(chart);
+            width,
+            vec![
+                ("A: requests".into(), buckets(a), palette(A_COLOR)),
+                ("B: requests".into(), buckets(b), palette(B_COLOR)),
+            ],
+        ));
     }
     s.push_chart(Chart::from_lines(
         id("lifetime-cdf"),

@@ -3,9 +3,12 @@
 //! scales, the lifetime CDF; tables per process, thread and phase.
 use std::path::PathBuf;
 
+use analyze::report::Bucket;
 use analyze::{FileAnalysis, ProcessReport, ScopeReport};
 
-use crate::chart::{palette, Axis, Band, Chart, Emphasis, Line, Unit};
+use crate::chart::{
+    merge_bars, merge_into, palette, Axis, Band, Chart, Emphasis, Line, Unit, MAX_HISTOGRAM_BARS,
+};
 use crate::diff::{Headline, Headlines};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
@@ -312,37 +315,33 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
         }));
     }
     let sizes = &p.stats.sizes;
-    for (name, title, buckets) in [
-        ("sizes-16", "Request sizes, 16 B buckets", &sizes.buckets_16),
+    for (name, title, width, buckets) in [
+        (
+            "sizes-16",
+            "Request sizes, 16 B buckets",
+            16,
+            &sizes.buckets_16,
+        ),
         (
             "sizes-32k",
             "Request sizes, 32 KiB buckets",
+            32 * 1024,
             &sizes.buckets_32k,
         ),
         (
             "sizes-pow2",
             "Request sizes, power-of-two buckets",
+            // At most 65 buckets: never merged.
+            1,
             &sizes.buckets_pow2,
         ),
     ] {
-        let mut chart = Chart::from_lines(
+        s.push_chart(size_histogram(
             id(name),
             title,
-            Axis::new("size (bucket low end)", Unit::Bytes).log(),
-            Axis::new("requests", Unit::Count).log(),
-            vec![line(
-                "requests",
-                buckets
-                    .iter()
-                    .map(|b| (b.low.max(1) as f64, b.count as f64))
-                    .collect(),
-                0,
-                Emphasis::Normal,
-            )],
-        );
-        chart.points = true;
-        chart.connect = false;
-        s.push_chart(chart);
+            width,
+            vec![("requests".into(), buckets, palette(0))],
+        ));
     }
     let cdf = &p.stats.lifetimes.cdf;
     s.push_chart(Chart::from_lines(
@@ -373,6 +372,55 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
             .collect(),
     }));
     s
+}
+
+/// A chart of request-size histograms, one line per `(label, buckets width bytes wide, colour)`, every
+/// bucket drawn as its CSV row has it (x = low end, at least 1 for the log axis; y = count). Beyond
+/// `MAX_HISTOGRAM_BARS` buckets on a line, all lines are summed into the same wider buckets and the
+/// title says so: a histogram is never thinned into another shape.
+pub(crate) fn size_histogram(
+    id: String,
+    title: &str,
+    width: u64,
+    lines: Vec<(String, &[Bucket], String)>,
+) -> Chart {
+    let bars: Vec<Vec<(u64, u64)>> = lines
+        .iter()
+        .map(|(_, buckets, _)| buckets.iter().map(|b| (b.low, b.count)).collect())
+        .collect();
+    let merged_width = bars
+        .iter()
+        .map(|b| merge_bars(b, width, MAX_HISTOGRAM_BARS).1)
+        .max()
+        .unwrap_or(width);
+    let title = if merged_width > width {
+        format!(
+            "{title}, merged into {} buckets (more than {MAX_HISTOGRAM_BARS} non-empty ones)",
+            format::bytes(merged_width as f64)
+        )
+    } else {
+        title.to_string()
+    };
+    let lines = lines
+        .into_iter()
+        .zip(bars)
+        .map(|((label, _, color), bars)| Line {
+            label,
+            points: merge_into(&bars, merged_width)
+                .into_iter()
+                .map(|(low, count)| (low.max(1) as f64, count as f64))
+                .collect(),
+            color,
+            emphasis: Emphasis::Normal,
+        })
+        .collect();
+    Chart::histogram(
+        id,
+        title,
+        Axis::new("size (bucket low end)", Unit::Bytes).log(),
+        Axis::new("requests", Unit::Count).log(),
+        lines,
+    )
 }
 
 impl Headlines for TraceData {
