@@ -53,10 +53,15 @@ impl Column {
     }
 }
 
+/// Writes one Parquet file. Rows go to a hidden partial file beside it (`.NAME.PID.partial`), renamed
+/// to the file's name by `finish`: a failure or an interruption never leaves a file without its
+/// footer under that name, and a writer dropped unfinished removes its partial file.
 pub struct TableWriter {
     path: PathBuf,
+    partial: PathBuf,
     schema: Schema,
-    writer: SerializedFileWriter<File>,
+    /// None once finished.
+    writer: Option<SerializedFileWriter<File>>,
     rows: u64,
 }
 
@@ -96,13 +101,18 @@ impl TableWriter {
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("alloclens {}", env!("CARGO_PKG_VERSION")))
             .build();
-        let file = File::create(path).map_err(|e| err(e.to_string()))?;
-        let writer = SerializedFileWriter::new(file, Arc::new(root), Arc::new(props))
-            .map_err(|e| err(e.to_string()))?;
+        let partial = partial_path(path);
+        let file = File::create(&partial).map_err(|e| err(e.to_string()))?;
+        let writer =
+            SerializedFileWriter::new(file, Arc::new(root), Arc::new(props)).map_err(|e| {
+                let _ = std::fs::remove_file(&partial);
+                err(e.to_string())
+            })?;
         Ok(TableWriter {
             path: path.to_path_buf(),
+            partial,
             schema,
-            writer,
+            writer: Some(writer),
             rows: 0,
         })
     }
@@ -130,6 +140,8 @@ impl TableWriter {
         }
         let mut group = self
             .writer
+            .as_mut()
+            .ok_or_else(|| err("the table is finished".into()))?
             .next_row_group()
             .map_err(|e| err(e.to_string()))?;
         for (column, (name, _, nullable)) in columns.iter().zip(&self.schema) {
@@ -178,14 +190,36 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Finishes the file (writes the footer); returns the number of rows.
-    pub fn finish(self) -> Result<u64, ParquetError> {
-        self.writer.close().map_err(|e| ParquetError::Write {
+    /// Finishes the file (writes the footer) and gives it its name; returns the number of rows.
+    pub fn finish(mut self) -> Result<u64, ParquetError> {
+        let err = |message: String| ParquetError::Write {
             path: self.path.clone(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        if let Some(writer) = self.writer.take() {
+            writer.close().map_err(|e| err(e.to_string()))?;
+        }
+        std::fs::rename(&self.partial, &self.path).map_err(|e| err(e.to_string()))?;
+        self.partial = PathBuf::new();
         Ok(self.rows)
     }
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        if !self.partial.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.partial);
+        }
+    }
+}
+
+/// `DIR/.NAME.PID.partial` for `DIR/NAME`: in the same directory, so the rename cannot cross file
+/// systems; with the pid, so two alloclens writing the same table do not share it.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "table".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
 }
 
 /// Rows and column names of a Parquet file, read from its footer (used by tests and `diff`).
@@ -232,6 +266,24 @@ mod tests {
         let (rows, names) = describe(&path).unwrap();
         assert_eq!(rows, 30);
         assert_eq!(names, ["n", "x", "s"]);
+    }
+
+    #[test]
+    fn only_a_finished_table_has_its_name_and_an_unfinished_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        let schema = || vec![("n".to_string(), ColumnType::Int64, false)];
+        let mut w = TableWriter::create(&path, schema()).unwrap();
+        w.write_batch(&[Column::Int64(vec![Some(1)])]).unwrap();
+        assert!(!path.exists(), "named before its footer is written");
+        drop(w);
+        assert_eq!(files(), 0, "an unfinished table is removed");
+        let mut w = TableWriter::create(&path, schema()).unwrap();
+        w.write_batch(&[Column::Int64(vec![Some(1)])]).unwrap();
+        assert_eq!(w.finish().unwrap(), 1);
+        assert_eq!(describe(&path).unwrap().0, 1);
+        assert_eq!(files(), 1);
     }
 
     #[test]
