@@ -8,7 +8,7 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
 
 use trace::codec::ChunkDecoder;
-use trace::{human_count, RawChunk, Record, TraceError, TraceReader};
+use trace::{Losses, RawChunk, Record, TraceError, TraceReader};
 
 use crate::error::AnalyzeError;
 use crate::process::ProcessAnalyzer;
@@ -34,21 +34,12 @@ pub struct FileAnalysis {
 /// Analyse every (selected) process stream of the trace at `path`.
 ///
 /// A damaged or truncated file is analysed up to the damage; what was lost is said in
-/// `analysis.warnings`. Fails when the file cannot be opened as a trace, or when a filter
+/// `analysis.warnings` (by `trace::Losses`, as every command reading traces says it), and a missing
+/// trailer in `analysis.recorder_finished`. Fails when the file cannot be opened as a trace, or when a filter
 /// matches nothing.
 pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, AnalyzeError> {
     let mut reader = TraceReader::open(path)?;
-    let mut warnings: Vec<String> = reader
-        .notes()
-        .iter()
-        .map(|n| format!("recorder note: {n}"))
-        .collect();
-    if let Some(d) = reader.damage() {
-        warnings.push(format!(
-            "'{}' is {d}; analysed what precedes the damage",
-            path.display()
-        ));
-    }
+    let mut losses = Losses::of(&reader);
     let selected: Vec<usize> = (0..reader.streams().len())
         .filter(|i| options.wants(&reader.streams()[*i].info))
         .collect();
@@ -74,12 +65,7 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
         match feed_stream(&mut reader, i, &mut analyzer) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
-                warnings.push(format!(
-                    "process {} (exec {}): {e}; analysed its first {} records",
-                    info.pid,
-                    info.exec_index,
-                    human_count(done)
-                ));
+                losses.stream_stopped(&info, &e, done);
                 analyzer.mark_truncated();
             }
             // Unlike damage, a partial analysis would be wrong, not short: blocks are missing.
@@ -95,7 +81,8 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     }
     let header = reader.header().clone();
     let mut analysis = assemble(processes, options);
-    analysis.warnings = warnings;
+    analysis.warnings = losses.warnings("analysed");
+    analysis.recorder_finished = losses.recorder_finished();
     check_phase(&analysis, options)?;
     Ok(FileAnalysis {
         analysis,

@@ -82,5 +82,6 @@ pub fn assemble(mut processes: Vec<ProcessReport>, options: &Options) -> Analysi
         },
         processes,
         warnings: Vec::new(),
+        recorder_finished: true,
     }
 }

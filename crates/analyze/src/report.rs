@@ -13,8 +13,17 @@ pub struct Analysis {
     pub schema_version: u32,
     pub filters: Filters,
     pub processes: Vec<ProcessReport>,
-    /// What could not be analysed (damaged file, recorder notes), one sentence each.
+    /// What could not be analysed (damaged file, recorder notes, missing trailer), one sentence each.
     pub warnings: Vec<String>,
+    /// The trace ends with the trailer of a finished recording; false when the recorder was killed or
+    /// crashed, or the file was cut (its figures may then stop short). True for records analysed in
+    /// memory.
+    #[serde(default = "yes")]
+    pub recorder_finished: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::diff::{diff, Diff, DiffRow};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::figures::format_value;
-use crate::sections::trace::{process_name, size_histogram, TraceData};
+use crate::sections::trace::{process_name, recording, size_histogram, TraceData};
 
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
@@ -103,6 +103,7 @@ fn setup(c: &TraceComparison) -> Section {
                 "processes".to_string(),
                 a.analysis.processes.len().to_string(),
             ),
+            ("recording".to_string(), recording(a)),
         ]));
         for w in &a.analysis.warnings {
             s.push(Block::Warning(format!("{name}: {w}")));

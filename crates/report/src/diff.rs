@@ -40,6 +40,8 @@ pub struct Diff {
     pub a: String,
     pub b: String,
     pub rows: Vec<DiffRow>,
+    /// What could not be read of A or B (a damaged trace's figures stop short), one sentence each.
+    pub warnings: Vec<String>,
 }
 
 /// Matches the headlines of A and B by (scope, metric), in A's order then B's extras.
@@ -62,6 +64,7 @@ pub fn diff(a_name: &str, a: &[Headline], b_name: &str, b: &[Headline]) -> Diff 
         a: a_name.to_string(),
         b: b_name.to_string(),
         rows,
+        warnings: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use trace::{Record, TraceReader};
+use trace::{Losses, Record, TraceReader};
 
 use crate::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
 
@@ -30,6 +30,9 @@ pub struct Exported {
     pub rows: u64,
     /// Marker records are not calls: counted, not exported.
     pub markers_skipped: u64,
+    /// What could not be read of the trace (damage, streams stopped at a corrupt chunk, a missing
+    /// trailer): said as `analyze` says it.
+    pub losses: Losses,
 }
 
 #[derive(Default)]
@@ -76,10 +79,12 @@ fn bits(v: u64) -> i64 {
     v as i64
 }
 
-/// Writes DIR/events.parquet from the trace at `path`. A damaged trace exports up to the damage (as
-/// far as the reader goes) and stops with its error.
+/// Writes DIR/events.parquet from the trace at `path`. A damaged trace exports what is readable, as
+/// `analyze` analyses it: every stream up to the damage of the file, or up to its first corrupt chunk;
+/// `Exported::losses` says what was lost. The file gets its name only once complete.
 pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
     let mut reader = TraceReader::open(path)?;
+    let mut losses = Losses::of(&reader);
     std::fs::create_dir_all(dir).map_err(|source| ExportError::Dir {
         path: dir.to_path_buf(),
         source,
@@ -109,8 +114,16 @@ pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
     for (s, info) in streams.iter().enumerate() {
         // Pointer -> (seq, t_ns) of the call that returned it, for the lifetime of the call ending it.
         let mut live: HashMap<u64, (u64, u64)> = HashMap::new();
-        for record in reader.records(s)? {
-            let e = match record? {
+        for (read, record) in reader.records(s)?.enumerate() {
+            let record = match record {
+                Ok(r) => r,
+                // The records before the corrupt chunk are exported; the stream stops there.
+                Err(e) => {
+                    losses.stream_stopped(info, &e, read as u64);
+                    break;
+                }
+            };
+            let e = match record {
                 Record::Event(e) => e,
                 Record::Marker(_) => {
                     markers += 1;
@@ -155,6 +168,7 @@ pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
         path: out,
         rows,
         markers_skipped: markers,
+        losses,
     })
 }
 

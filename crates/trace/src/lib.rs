@@ -7,8 +7,9 @@
 //!   delta-coded sizes, frees as back-references to their allocation, predicted addresses and time
 //!   anchors; or, recorded without addresses, blocks known by the seq of their allocation), and an
 //!   END chunk saying why it ended;
-//! - a truncated or damaged file reads up to the damage ([`TraceReader::damage`]); a newer version
-//!   is refused naming both versions; chunks decode independently ([`RawChunk::decode`]).
+//! - a truncated or damaged file reads up to the damage ([`TraceReader::damage`]); what a reader
+//!   could not read, and a missing trailer, are said one way by [`Losses`]; a newer version is
+//!   refused naming both versions; chunks decode independently ([`RawChunk::decode`]).
 //!
 //! ```no_run
 //! let mut reader = trace::TraceReader::open("run.alt")?;
@@ -27,6 +28,7 @@ pub mod format;
 pub mod hash;
 pub mod huge_pages;
 pub mod live_table;
+pub mod losses;
 pub mod reader;
 mod varint;
 pub mod writer;
@@ -38,5 +40,6 @@ pub use codec::{
 pub use error::{human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{EndReason, TraceHeader, Trailer, FORMAT_VERSION, MAGIC};
+pub use losses::{Losses, StreamLoss};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use writer::{StreamId, TraceWriter};

@@ -37,9 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Library errors already name the file and what was recovered.
     let result = analyze::analyze_file(&args.trace, &args.options())?;
     let analysis = &result.analysis;
-    for w in &analysis.warnings {
-        eprintln!("alloclens: warning: {w}");
-    }
+    super::warn(&analysis.warnings);
     if let Some(dir) = &args.output {
         analyze::output::csv::write_csv_dir(analysis, dir)?;
     }

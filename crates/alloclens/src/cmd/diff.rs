@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use report::diff::{diff, Headline, Headlines};
-use report::sections::trace::TraceData;
 use report::RunData;
 
 #[derive(clap::Args)]
@@ -14,16 +13,20 @@ pub struct Args {
     pub a: PathBuf,
     /// Second one, of the same kind
     pub b: PathBuf,
-    /// Print the comparison as JSON ({a, b, rows: [{scope, metric, unit, a, b, change, change_percent}]})
+    /// Print the comparison as JSON ({a, b, rows: [{scope, metric, unit, a, b, change, change_percent}],
+    /// warnings})
     #[arg(long)]
     pub json: bool,
 }
 
-fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>)> {
+/// Whether `path` is a results directory, its headlines, and what could not be read of it (a trace's
+/// damage, said on stderr as well).
+fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>, Vec<String>)> {
     if RunData::is_results_dir(path) {
-        Ok((true, RunData::load(path)?.headlines()))
+        Ok((true, RunData::load(path)?.headlines(), Vec::new()))
     } else if path.is_file() {
-        Ok((false, TraceData::load(path)?.headlines()))
+        let trace = super::load_trace(path)?;
+        Ok((false, trace.headlines(), trace.analysis.analysis.warnings))
     } else {
         bail!(
             "'{}' is neither a results directory of `alloclens run` nor a trace file",
@@ -33,17 +36,18 @@ fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>)> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (a_run, a) = headlines(&args.a)?;
-    let (b_run, b) = headlines(&args.b)?;
+    let (a_run, a, a_warnings) = headlines(&args.a)?;
+    let (b_run, b, b_warnings) = headlines(&args.b)?;
     if a_run != b_run {
         bail!("cannot compare a results directory with a trace: give two of the same kind");
     }
-    let result = diff(
+    let mut result = diff(
         &args.a.display().to_string(),
         &a,
         &args.b.display().to_string(),
         &b,
     );
+    result.warnings = [a_warnings, b_warnings].concat();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {

@@ -15,6 +15,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exported = export_events(&args.trace, &args.parquet)?;
+    super::warn(&exported.losses.warnings("exported"));
     eprintln!(
         "alloclens: {} calls in {}",
         exported.rows,

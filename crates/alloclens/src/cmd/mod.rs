@@ -10,7 +10,10 @@ pub mod report;
 pub mod run;
 pub mod workload;
 
+use std::path::Path;
 use std::process::ExitCode;
+
+use ::report::sections::trace::TraceData;
 
 use crate::cli::Command;
 
@@ -26,4 +29,20 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => diff::run(args),
         Command::Export(args) => export::run(args),
     }
+}
+
+/// Says on stderr what could not be read of a trace, one `alloclens: warning:` line per sentence (the
+/// sentences of `trace::Losses`, which name the file): how every command that reads traces reports
+/// damage, recorder notes and a missing trailer.
+pub fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("alloclens: warning: {w}");
+    }
+}
+
+/// Analyses the trace at `path` for a report or a diff, saying what could not be read.
+pub fn load_trace(path: &Path) -> anyhow::Result<TraceData> {
+    let data = TraceData::load(path)?;
+    warn(&data.analysis.analysis.warnings);
+    Ok(data)
 }

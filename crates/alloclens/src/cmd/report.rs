@@ -6,7 +6,6 @@ use anyhow::{bail, Context};
 use report::compare::merge_runs;
 use report::compare_trace::TraceComparison;
 use report::figures::{write_figures, FigureFormat};
-use report::sections::trace::TraceData;
 use report::{html, Document, Reportable, RunData};
 
 #[derive(clap::Args)]
@@ -67,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.path.display()
             );
         }
-        let data = TraceData::load(&args.path)?;
+        let data = super::load_trace(&args.path)?;
         if let Some(dir) = &args.parquet {
             let written =
                 report::trace_parquet::write_analysis_parquet(&data.analysis.analysis, dir)?;
@@ -76,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         match &args.compare {
-            Some(other) => TraceComparison::new(data, TraceData::load(other)?).document(),
+            Some(other) => TraceComparison::new(data, super::load_trace(other)?).document(),
             None => data.document(),
         }
     };

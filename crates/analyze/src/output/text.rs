@@ -7,6 +7,13 @@ use crate::report::{Analysis, Peak, ProcessReport, ScopeReport};
 const TOP: usize = 8;
 
 pub fn write_text<W: Write>(analysis: &Analysis, mut out: W) -> io::Result<()> {
+    if !analysis.recorder_finished {
+        writeln!(
+            out,
+            "UNFINISHED recording: the trace has no trailer (the recorder was killed or crashed, or \
+             the file was cut); the figures cover what it wrote"
+        )?;
+    }
     let f = &analysis.filters;
     if f.phase.is_some() || f.process.is_some() {
         let mut parts = Vec::new();

@@ -77,6 +77,7 @@ fn setup(t: &TraceData) -> Section {
             "processes".to_string(),
             a.analysis.processes.len().to_string(),
         ),
+        ("recording".to_string(), recording(a)),
     ];
     if let Some(phase) = &a.analysis.filters.phase {
         facts.push(("phase filter".into(), phase.clone()));
@@ -94,6 +95,15 @@ fn setup(t: &TraceData) -> Section {
         s.push(Block::Warning(w.clone()));
     }
     s
+}
+
+/// Whether the recorder finished the trace (wrote its trailer).
+pub(crate) fn recording(a: &FileAnalysis) -> String {
+    if a.analysis.recorder_finished {
+        "finished".into()
+    } else {
+        "UNFINISHED: no trailer (the recorder was killed or crashed, or the file was cut)".into()
+    }
 }
 
 fn scope_headers(first: &str) -> Vec<String> {
