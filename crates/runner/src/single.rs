@@ -441,13 +441,14 @@ fn spawn_reader(pipe: impl Read + Send + 'static, stream: Stream, tx: Sender<Mes
         let mut line = Vec::new();
         loop {
             line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx.send(Message::Line(stream, line.clone())).is_err() {
-                        return;
-                    }
-                }
+            let read = reader.read_until(b'\n', &mut line);
+            // The end may come as an error after a last line without a newline (a pty master
+            // reports the hang-up of its last slave as EIO): that line is output too.
+            if !line.is_empty() && tx.send(Message::Line(stream, line.clone())).is_err() {
+                return;
+            }
+            if !matches!(read, Ok(n) if n > 0) {
+                break;
             }
         }
         let _ = tx.send(Message::Eof);

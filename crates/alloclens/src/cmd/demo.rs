@@ -149,6 +149,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         for w in &outcome.warnings {
             println!("  warning: {w}");
         }
+        for p in &outcome.write_problems {
+            println!("  error: {p}");
+        }
         if outcome.execution.interrupted {
             return Ok(outcome.exit_code());
         }

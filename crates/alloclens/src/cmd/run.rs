@@ -169,6 +169,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let options = RunOptions::from_args(a)?;
     let outcome = execute(&options, true)?;
     let mut stdout = std::io::stdout().lock();
+    // The command's last line may lack its newline: ours start on a line of their own.
+    if outcome.open_lines[0] {
+        writeln!(stdout)?;
+    }
+    if outcome.open_lines[1] {
+        eprintln!();
+    }
     if json {
         serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
         writeln!(stdout)?;
@@ -179,6 +186,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     for w in &outcome.warnings {
         eprintln!("alloclens: warning: {w}");
     }
+    for p in &outcome.write_problems {
+        eprintln!("alloclens: error: {p}");
+    }
     eprintln!("alloclens: results in {}", outcome.dir.display());
     Ok(outcome.exit_code())
 }
@@ -188,13 +198,20 @@ pub struct Outcome {
     pub summary: Vec<runner::Group>,
     pub table: String,
     pub warnings: Vec<String>,
+    /// One line per results file that misses something (a full disk): the measurements are all in
+    /// `execution` and the table, the files hold what fitted.
+    pub write_problems: Vec<String>,
     pub dir: PathBuf,
+    /// Whether the command's passed-through stdout and stderr end in the middle of a line.
+    pub open_lines: [bool; 2],
 }
 
 impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
         if self.execution.interrupted {
             ExitCode::from(130)
+        } else if !self.write_problems.is_empty() {
+            ExitCode::from(2)
         } else if self.execution.runs.iter().any(|r| !r.ending.ok()) {
             ExitCode::from(1)
         } else {
@@ -231,13 +248,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         dir: &mut dir,
         plan,
         mode: options.program_output,
-        error: None,
+        open_lines: [false; 2],
     };
     let execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
-    if let Some(err) = observer.error.take() {
-        return Err(err.into());
-    }
+    let open_lines = observer.open_lines;
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
@@ -249,7 +264,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
             total
         ));
     }
-    let results = RunResults {
+    let mut results = RunResults {
         schema_version: report::RESULTS_SCHEMA_VERSION,
         tool: "alloclens",
         tool_version: env!("CARGO_PKG_VERSION"),
@@ -265,10 +280,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         variants: plan.variants.iter().map(variant_info).collect(),
         interrupted: execution.interrupted,
         warnings: warnings.clone(),
+        incomplete_files: Vec::new(),
         runs: &execution.runs,
         summary: &summary,
     };
-    dir.write_results(&results)?;
+    dir.write_results(&mut results);
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
     let mut table = report::render_run_table(&summary, &names);
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
@@ -279,7 +295,9 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         summary,
         table,
         warnings,
+        write_problems: dir.problems(),
         dir: options.output.clone(),
+        open_lines,
     })
 }
 
@@ -325,16 +343,11 @@ struct CliObserver<'a> {
     dir: &'a mut ResultsDir,
     plan: &'a RunPlan,
     mode: ProgramOutput,
-    error: Option<report::ResultsDirError>,
+    /// Pass mode: whether the last bytes passed to stdout and stderr ended without a newline.
+    open_lines: [bool; 2],
 }
 
 impl CliObserver<'_> {
-    fn keep(&mut self, r: Result<(), report::ResultsDirError>) {
-        if let (Err(e), None) = (r, &self.error) {
-            self.error = Some(e);
-        }
-    }
-
     fn label(&self, spec: &RunSpec) -> &str {
         &self.plan.variants[spec.variant].label
     }
@@ -357,16 +370,20 @@ impl Observer for CliObserver<'_> {
 
     fn output(&mut self, spec: &RunSpec, stream: Stream, line: &[u8]) {
         match self.mode {
-            ProgramOutput::Pass => self.bar.suspend(|| {
-                let _ = match stream {
-                    Stream::Stdout => std::io::stdout().write_all(line),
-                    Stream::Stderr => std::io::stderr().write_all(line),
-                };
-            }),
-            ProgramOutput::Save => {
-                let r = self.dir.write_output(spec, line);
-                self.keep(r);
+            ProgramOutput::Pass => {
+                self.bar.suspend(|| {
+                    let _ = match stream {
+                        Stream::Stdout => std::io::stdout().write_all(line),
+                        Stream::Stderr => std::io::stderr().write_all(line),
+                    };
+                });
+                let open = !line.ends_with(b"\n");
+                match stream {
+                    Stream::Stdout => self.open_lines[0] = open,
+                    Stream::Stderr => self.open_lines[1] = open,
+                }
             }
+            ProgramOutput::Save => self.dir.write_output(spec, line),
             ProgramOutput::Discard => {}
         }
     }
@@ -380,21 +397,17 @@ impl Observer for CliObserver<'_> {
         sample: &procmem::TreeSample,
     ) {
         let variant = self.plan.variants[spec.variant].label.clone();
-        let r = self
-            .dir
+        self.dir
             .write_sample(spec, &variant, t.as_secs_f64(), kind, label, sample);
-        self.keep(r);
     }
 
     fn marker(&mut self, spec: &RunSpec, marker: &MarkerRecord) {
         let variant = self.plan.variants[spec.variant].label.clone();
-        let r = self.dir.write_marker(spec, &variant, marker);
-        self.keep(r);
+        self.dir.write_marker(spec, &variant, marker);
     }
 
-    fn run_finished(&mut self, _spec: &RunSpec, _record: &RunRecord) {
-        let r = self.dir.flush();
-        self.keep(r);
+    fn run_finished(&mut self, spec: &RunSpec, _record: &RunRecord) {
+        self.dir.finish_run(spec.index);
         self.bar.inc(1);
     }
 }

@@ -1,0 +1,310 @@
+//! `alloclens run` loses nothing and hides nothing: a full disk, output without a final newline,
+//! alloclens killed, absurd options. Real processes, a real tmpfs, real signals.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::{alloclens, compile_c};
+
+/// A C program printing `event I` for I in 0..N, one line each.
+const MARKERS_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) printf("event %d\n", i);
+    return 0;
+}
+"#;
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None (with the reason printed) when this machine cannot mount one (not root, no tmpfs).
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|r| {
+            headers
+                .iter()
+                .zip(r.unwrap().iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn run_into(out_dir: &Path, args: &[&str]) -> Output {
+    alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(out_dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn markers_program(dir: &Path) -> PathBuf {
+    compile_c(dir, "markers", MARKERS_C, &["-O2"])
+}
+
+#[test]
+fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
+    let Some(disk) = SmallDisk::mount("512k") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let markers = markers_program(work.path());
+    let out_dir = disk.path().join("r");
+    // About 370 KB of markers.csv per run: the second run does not fit.
+    let out = run_into(
+        &out_dir,
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--marker",
+            r"event (\d+)",
+            "--program-output",
+            "discard",
+            "--",
+            markers.to_str().unwrap(),
+            "10000",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stdout.contains("Summary"), "the table is printed: {stdout}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        r["runs"][1]["markers"], 10000,
+        "the measurement is all there"
+    );
+    let problems: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error:"))
+        .collect();
+    assert_eq!(problems.len(), 1, "{stderr}");
+    assert!(
+        problems[0].contains("markers.csv: the rows of run 1 are missing")
+            && problems[0].contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(r["incomplete_files"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("markers.csv"));
+    // The file holds whole runs only and still parses.
+    let rows = csv_rows(&out_dir.join("markers.csv"));
+    assert_eq!(rows.len(), 10000);
+    assert!(rows.iter().all(|row| row["run"] == "0"));
+    assert_eq!(rows[9999]["label"], "9999");
+}
+
+#[test]
+fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
+    let Some(disk) = SmallDisk::mount("512k") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let markers = markers_program(work.path());
+    let out_dir = disk.path().join("r");
+    let filler = disk.path().join("filler");
+    let flag = disk.path().join("flag");
+    // Run 0 prints 1000 markers; run 1 prints them too, then fills the disk to the last byte.
+    let script = format!(
+        "{m} 1000; if [ -e {f} ]; then cat /dev/zero > {z} 2>/dev/null; fi; touch {f}; true",
+        m = markers.display(),
+        f = flag.display(),
+        z = filler.display()
+    );
+    let out = run_into(
+        &out_dir,
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--marker",
+            r"event (\d+)",
+            "--program-output",
+            "discard",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.contains("Summary"), "{stdout}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert!(
+        stderr.contains("to make room for results.json"),
+        "our own rows were given up, not the user's file: {stderr}"
+    );
+    assert!(filler.exists());
+    // One line per file that lost something, and results.json names them too.
+    let problems = stderr
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error:"))
+        .count();
+    assert_eq!(
+        problems,
+        r["incomplete_files"].as_array().unwrap().len(),
+        "{stderr}"
+    );
+    let _ = csv_rows(&out_dir.join("markers.csv"));
+}
+
+/// Every byte value, several times over, then a last line without a newline.
+const BYTES_C: &str = r#"
+#include <unistd.h>
+int main(void) {
+    unsigned char b[256 * 8];
+    for (int i = 0; i < (int)sizeof b; i++) b[i] = (unsigned char)i;
+    for (int r = 0; r < 4; r++) write(1, b, sizeof b);
+    write(1, "last line", 9);
+    return 0;
+}
+"#;
+
+fn every_byte_expected() -> Vec<u8> {
+    let mut expected = Vec::new();
+    for _ in 0..4 * 8 {
+        expected.extend(0..=255u8);
+    }
+    expected.extend_from_slice(b"last line");
+    expected
+}
+
+#[test]
+fn pty_output_is_byte_exact_in_save_mode() {
+    let work = tempfile::tempdir().unwrap();
+    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    for extra in [&["--pty"][..], &[][..]] {
+        let out_dir = work.path().join(format!("r{}", extra.len()));
+        let mut args = vec!["-a", "glibc", "-r", "1", "--program-output", "save"];
+        args.extend_from_slice(extra);
+        args.extend(["--", bytes.to_str().unwrap()]);
+        let out = run_into(&out_dir, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let saved = std::fs::read(out_dir.join("output/run-0.log")).unwrap();
+        assert!(
+            saved == every_byte_expected(),
+            "{extra:?}: {} bytes saved, {} written; tail {:?}",
+            saved.len(),
+            every_byte_expected().len(),
+            String::from_utf8_lossy(&saved[saved.len().saturating_sub(12)..])
+        );
+    }
+}
+
+#[test]
+fn pty_output_is_byte_exact_in_pass_mode() {
+    let work = tempfile::tempdir().unwrap();
+    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    let out = run_into(
+        &work.path().join("r"),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--pty",
+            "--",
+            bytes.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let expected = every_byte_expected();
+    assert!(out.stdout.len() > expected.len());
+    let (passed, ours) = out.stdout.split_at(expected.len());
+    assert!(
+        passed == expected,
+        "the command's bytes come first, unchanged"
+    );
+    assert!(
+        ours.starts_with(b"\nSummary"),
+        "the table starts on a line of its own: {:?}",
+        String::from_utf8_lossy(&ours[..ours.len().min(20)])
+    );
+}
+
+/// The state letter of /proc/PID/stat, None when the pid is gone.
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+#[allow(dead_code)]
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
