@@ -291,13 +291,17 @@ fn pty_output_is_byte_exact_in_pass_mode() {
     );
 }
 
-/// The state letter of /proc/PID/stat, None when the pid is gone.
-fn proc_state(pid: i32) -> Option<char> {
+/// The start time (field 22 of /proc/PID/stat) of a live process, None when it is gone or a zombie
+/// (in a container whose init does not reap, killed orphans stay zombies).
+fn live_start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.trim_start().chars().next()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
-#[allow(dead_code)]
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -307,4 +311,71 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     done()
+}
+
+#[test]
+fn sigkill_of_alloclens_kills_the_whole_tree() {
+    let work = tempfile::tempdir().unwrap();
+    let pids_file = work.path().join("pids");
+    // The shell, a child in its group, and one that left the group with setsid.
+    let script = format!(
+        "sleep 300 & echo $! >> {f}; setsid sleep 300 & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = pids_file.display()
+    );
+    let mut alloclens_run = alloclens()
+        .args([
+            "run",
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--program-output",
+            "discard",
+            "-o",
+        ])
+        .arg(work.path().join("r"))
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let read_pids = || -> Vec<i32> {
+        std::fs::read_to_string(&pids_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || read_pids().len() == 3),
+        "the command did not start its tree"
+    );
+    // Identify each process by pid and start time, so a reused pid does not count as alive.
+    let tree: Vec<(i32, u64)> = read_pids()
+        .into_iter()
+        .map(|pid| (pid, live_start_time(pid).expect("tree member alive")))
+        .collect();
+    // Let a few samples see the tree (the watchdog learns the members from them).
+    std::thread::sleep(Duration::from_millis(800));
+    alloclens_run.kill().unwrap(); // SIGKILL
+    alloclens_run.wait().unwrap();
+    let alive = || -> Vec<i32> {
+        tree.iter()
+            .filter(|(pid, start)| live_start_time(*pid) == Some(*start))
+            .map(|(pid, _)| *pid)
+            .collect()
+    };
+    wait_until(Duration::from_secs(10), || alive().is_empty());
+    let survivors = alive();
+    for pid in &survivors {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        survivors.is_empty(),
+        "still running after alloclens was killed: {survivors:?}"
+    );
 }

@@ -97,11 +97,22 @@ pub fn spawn(
     } else {
         None
     };
-    // SAFETY: setpgid is async-signal-safe and touches no memory of the parent.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: setpgid, prctl and getppid are async-signal-safe and touch no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setpgid(0, 0) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // SIGKILL when alloclens dies. It fires when the forking *thread* ends: the caller's
+            // thread waits for the command (run_one), so it outlives it. The watchdog covers the
+            // command's own children, and this command too if its exec clears the signal (setuid).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // alloclens already ended (no allocation here: this is after fork).
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });

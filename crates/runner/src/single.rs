@@ -16,6 +16,7 @@ use crate::observer::{Observer, Stream};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind};
 use crate::stats::series_stats;
+use crate::watchdog::Watchdog;
 
 /// How long the tree gets between SIGTERM and SIGKILL when it must be stopped.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -54,6 +55,7 @@ pub(crate) struct RunContext<'a> {
     pub command: Vec<String>,
     pub env: Vec<(OsString, OsString)>,
     pub interrupted: &'a AtomicBool,
+    pub watchdog: Option<&'a mut Watchdog>,
 }
 
 struct Run<'a, 'o> {
@@ -102,6 +104,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         ctx,
     };
     let pid = started.child.id();
+    if let Some(w) = run.ctx.watchdog.as_mut() {
+        w.group(pid);
+    }
     let (tx, rx) = mpsc::channel();
     spawn_reader(started.stdout, Stream::Stdout, tx.clone());
     spawn_reader(started.stderr, Stream::Stderr, tx.clone());
@@ -120,6 +125,7 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         pid,
         SamplerOptions {
             include_reparented_to_self: true,
+            exclude_child: run.ctx.watchdog.as_ref().map(|w| w.pid()),
             pss_refresh: if run.ctx.plan.exact_pss {
                 PssRefresh::EverySample
             } else {
@@ -219,6 +225,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
     let wall = exited_at
         .map(|at| at.duration_since(run.started_at))
         .unwrap_or_default();
+    if let Some(w) = run.ctx.watchdog.as_mut() {
+        w.done();
+    }
     let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
     run.finish(ending, wall, cpu, sampler_cpu)
 }
@@ -245,7 +254,13 @@ impl Run<'_, '_> {
         if sample.processes.is_empty() {
             return None;
         }
-        self.last_pids = sample.processes.iter().map(|p| p.pid).collect();
+        let pids: Vec<u32> = sample.processes.iter().map(|p| p.pid).collect();
+        if let Some(w) = self.ctx.watchdog.as_mut() {
+            if pids != self.last_pids || w.is_stale() {
+                w.members(&pids);
+            }
+        }
+        self.last_pids = pids;
         self.pids_seen.extend(self.last_pids.iter().copied());
         self.max_processes = self.max_processes.max(sample.processes.len() as u32);
         let total = &sample.total;
