@@ -379,3 +379,51 @@ fn sigkill_of_alloclens_kills_the_whole_tree() {
         "still running after alloclens was killed: {survivors:?}"
     );
 }
+
+#[test]
+fn huge_durations_get_one_line_naming_the_option_and_its_maximum() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("r");
+    let out = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "run",
+                "-o",
+                out,
+                "--interval",
+                "99999999999999999999s",
+                "--",
+                "true",
+            ],
+            "--interval '99999999999999999999s' is too long: at most 1h",
+        ),
+        (
+            &["run", "-o", out, "--timeout", "1e300s", "--", "true"],
+            "--timeout '1e300s' is too long: at most 365 days",
+        ),
+        (
+            &["run", "-o", out, "--timeout", "1e300", "--", "true"],
+            "--timeout '1e300' is too long: at most 365 days",
+        ),
+        (
+            &["workload", "twowave", "--hold-ms", "18446744073709551615"],
+            "hold_ms: must be at most 86400000",
+        ),
+        (
+            &["record", "-o", out, "--linger", "1e300", "--", "true"],
+            "--linger must be a number of seconds between 0 and 86400",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = alloclens()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}

@@ -49,8 +49,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.marker =
             Some(regex::Regex::new(re).with_context(|| format!("invalid --marker regex '{re}'"))?);
     }
-    if !(args.linger.is_finite() && args.linger >= 0.0) {
-        anyhow::bail!("--linger must be a number of seconds >= 0");
+    if !(args.linger.is_finite() && (0.0..=86_400.0).contains(&args.linger)) {
+        anyhow::bail!("--linger must be a number of seconds between 0 and 86400 (one day)");
     }
     options.linger = Duration::from_secs_f64(args.linger);
     options.addresses = args.addresses;

@@ -45,7 +45,7 @@ pub struct Args {
     /// Runs per variant and parameter point, interleaved across variants
     #[arg(short, long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// Time between memory samples (e.g. 100ms, 0.5s, 2s)
+    /// Time between memory samples (e.g. 100ms, 0.5s, 2s; at most 1h)
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub interval: String,
     /// Take a sample at each output line matching REGEX, labelled with its first capture group
@@ -55,7 +55,7 @@ pub struct Args {
     /// (default: markers per second)
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
-    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m)
+    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
@@ -86,6 +86,10 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// Longer sampling intervals measure nothing useful; the bound keeps the tick arithmetic safe.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
+
 /// Typed options of one `run`, shared with `demo`.
 pub struct RunOptions {
     pub plan: RunPlan,
@@ -111,7 +115,7 @@ impl RunOptions {
         if a.repeat == 0 {
             bail!("--repeat must be at least 1");
         }
-        let interval = args::duration(&a.interval).context("--interval")?;
+        let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
         if interval < Duration::from_millis(1) {
             bail!("--interval must be at least 1ms");
         }
@@ -135,9 +139,8 @@ impl RunOptions {
             timeout: a
                 .timeout
                 .as_deref()
-                .map(args::duration)
-                .transpose()
-                .context("--timeout")?,
+                .map(|t| args::duration(t, "--timeout", MAX_TIMEOUT))
+                .transpose()?,
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
         };
