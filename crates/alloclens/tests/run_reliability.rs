@@ -427,3 +427,127 @@ fn huge_durations_get_one_line_naming_the_option_and_its_maximum() {
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_repeated_param_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_into(
+        &work.path().join("r"),
+        &["--param", "a=1", "--param", "a=2", "--", "echo", "{a}"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "alloclens: error: --param a is given twice (give all its values in one: --param a=V1,V2,...)"
+    );
+}
+
+#[test]
+fn a_baseline_that_is_not_a_variant_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_into(
+        &work.path().join("r"),
+        &["-a", "glibc", "--baseline", "tcmalloc", "--", "true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--baseline 'tcmalloc' is not one of the variants (glibc)"),
+        "{stderr}"
+    );
+    assert!(!work.path().join("r").exists(), "nothing ran");
+}
+
+#[test]
+fn force_leaves_only_this_sessions_files_and_never_a_users_file() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("r");
+    let session = |repeats: &str, force: bool| {
+        let mut args = vec!["-a", "glibc", "-r", repeats, "--program-output", "save"];
+        if force {
+            args.push("--force");
+        }
+        args.extend(["--", "echo", "hello"]);
+        run_into(&dir, &args)
+    };
+    assert_eq!(session("3", false).status.code(), Some(0));
+    std::fs::write(dir.join("report.html"), "an earlier report").unwrap();
+    let out = session("1", true);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut logs: Vec<String> = std::fs::read_dir(dir.join("output"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert_eq!(logs, ["run-0.log"], "the logs of runs 1 and 2 are gone");
+    assert!(!dir.join("report.html").exists(), "the old report is gone");
+    let runs: Vec<String> = csv_rows(&dir.join("samples.csv"))
+        .into_iter()
+        .map(|r| r["run"].clone())
+        .collect();
+    assert!(runs.iter().all(|r| r == "0"), "{runs:?}");
+
+    // Something alloclens did not write: refused, and nothing is removed.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = session("1", true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("'notes.txt'"), "{stderr}");
+    assert!(dir.join("notes.txt").exists());
+    assert!(dir.join("results.json").exists());
+    assert!(dir.join("output/run-0.log").exists());
+}
+
+/// `alloclens run ARGS` with `input` on its stdin (a pipe).
+fn run_with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn stdin_reaches_a_single_run_and_several_runs_are_warned() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_with_stdin(
+        &work.path().join("one"),
+        &["-a", "glibc", "-r", "1", "--", "wc", "-c"],
+        b"data\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout.lines().next(), Some("5"), "{stdout}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+
+    let out = run_with_stdin(
+        &work.path().join("two"),
+        &["-a", "glibc", "-r", "2", "--", "wc", "-c"],
+        b"data\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let counts: Vec<&str> = stdout.lines().take(2).collect();
+    assert_eq!(counts, ["0", "0"], "each run reads /dev/null: {stdout}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("stdin")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].starts_with("alloclens: warning: stdin is not passed on"));
+}

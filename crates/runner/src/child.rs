@@ -73,13 +73,14 @@ pub struct Started {
 }
 
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
-/// closed and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
+/// /dev/null (ours with `pass_stdin`) and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
 /// pseudo-terminal instead of a pipe: C stdio and Python then flush each line as it is written (they
 /// buffer whole blocks into a pipe), so marker lines arrive when they happen.
 pub fn spawn(
     command: &[String],
     env: &[(OsString, OsString)],
     stdout_pty: bool,
+    pass_stdin: bool,
 ) -> io::Result<Started> {
     let (program, args) = command
         .split_first()
@@ -87,7 +88,11 @@ pub fn spawn(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if pass_stdin {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let pty_master = if stdout_pty {

@@ -79,7 +79,12 @@ struct Run<'a, 'o> {
 pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
     let sampler_cpu_before = procmem::thread_cpu_time();
     observer.run_started(ctx.spec, &ctx.command);
-    let started = match child::spawn(&ctx.command, &ctx.env, ctx.plan.stdout_pty) {
+    let started = match child::spawn(
+        &ctx.command,
+        &ctx.env,
+        ctx.plan.stdout_pty,
+        ctx.plan.pass_stdin,
+    ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),
     };

@@ -58,6 +58,53 @@ pub fn param(text: &str) -> anyhow::Result<Param> {
     })
 }
 
+/// Refuses a parameter given twice: the second would silently replace the first.
+pub fn distinct_params(params: &[Param]) -> anyhow::Result<()> {
+    for (i, p) in params.iter().enumerate() {
+        if params[..i].iter().any(|q| q.name == p.name) {
+            bail!(
+                "--param {} is given twice (give all its values in one: --param {}=V1,V2,...)",
+                p.name,
+                p.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The baseline variant: the one asked for, which must be among the variants, else glibc when it is
+/// one of them, else the first.
+pub fn baseline(asked: Option<String>, variants: &[allocators::Variant]) -> anyhow::Result<String> {
+    let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
+    match asked {
+        Some(b) if labels.contains(&b.as_str()) => Ok(b),
+        Some(b) => bail!(
+            "--baseline '{b}' is not one of the variants ({}); add it to -a or choose one of those",
+            labels.join(", ")
+        ),
+        None if labels.contains(&"glibc") => Ok("glibc".to_string()),
+        None => Ok(labels.first().copied().unwrap_or("glibc").to_string()),
+    }
+}
+
+/// True when stdin is worth passing to the command: neither a terminal (the command runs in a process
+/// group of its own, so a read from the terminal would stop it) nor /dev/null nor closed.
+pub fn stdin_is_input() -> bool {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return false;
+    }
+    let (Ok(ours), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/0"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    !(ours.file_type().is_char_device() && ours.rdev() == null.rdev())
+}
+
 /// `NAME=VALUE`
 pub fn env_pair(text: &str) -> anyhow::Result<(String, String)> {
     match text.split_once('=') {

@@ -36,7 +36,8 @@ pub struct Args {
     /// known allocator. Syntax in docs/allocators.md
     #[arg(short, long, value_name = "LIST")]
     pub allocators: Option<String>,
-    /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable)
+    /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable, once per
+    /// NAME)
     #[arg(long = "param", value_name = "NAME=V1,V2,...")]
     pub params: Vec<String>,
     /// Extra environment variable for the command; {NAME} placeholders are substituted (repeatable)
@@ -66,13 +67,15 @@ pub struct Args {
     /// least every 10 samples; marker samples are always exact). Costs more CPU on large trees
     #[arg(long)]
     pub exact_pss: bool,
-    /// The variant ratios are computed against
-    #[arg(long, default_value = "glibc", value_name = "VARIANT")]
-    pub baseline: String,
+    /// The variant ratios are computed against: one of -a's labels [default: glibc, or the first
+    /// variant when glibc is not among them]
+    #[arg(long, value_name = "VARIANT")]
+    pub baseline: Option<String>,
     /// Results directory [default: alloclens-run-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Write into the results directory even if it exists
+    /// Replace the results of an earlier session in the output directory: its files are removed first.
+    /// A directory holding files alloclens did not write is refused
     #[arg(long)]
     pub force: bool,
     /// What to do with the command's own output
@@ -81,7 +84,9 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// The command to run, after `--`
+    /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
+    /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
+    /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
@@ -107,6 +112,8 @@ impl RunOptions {
             .iter()
             .map(|p| args::param(p))
             .collect::<anyhow::Result<Vec<Param>>>()?;
+        args::distinct_params(&params)?;
+        let baseline = args::baseline(a.baseline, &variants)?;
         let env = a
             .env
             .iter()
@@ -143,6 +150,11 @@ impl RunOptions {
                 .transpose()?,
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
+            pass_stdin: false,
+        };
+        let plan = RunPlan {
+            pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
+            ..plan
         };
         // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
         let unknown = plan.unknown_placeholders();
@@ -159,7 +171,7 @@ impl RunOptions {
         args::check_command_exists(&plan.command[0])?;
         Ok(RunOptions {
             plan,
-            baseline: a.baseline,
+            baseline,
             output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
             force: a.force,
             program_output: a.program_output,
@@ -170,6 +182,12 @@ impl RunOptions {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let options = RunOptions::from_args(a)?;
+    let runs = options.plan.schedule().len();
+    if runs > 1 && args::stdin_is_input() {
+        eprintln!(
+            "alloclens: warning: stdin is not passed on: each of the {runs} runs reads /dev/null (give the input inside the command: sh -c 'prog < file')"
+        );
+    }
     let outcome = execute(&options, true)?;
     let mut stdout = std::io::stdout().lock();
     // The command's last line may lack its newline: ours start on a line of their own.
