@@ -137,7 +137,7 @@ unsafe fn watch(socket: libc::c_int) -> ! {
     for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGTSTP] {
         libc::signal(signal, libc::SIG_IGN);
     }
-    libc::prctl(libc::PR_SET_NAME, b"lens-watchdog\0".as_ptr(), 0, 0, 0);
+    libc::prctl(libc::PR_SET_NAME, c"lens-watchdog".as_ptr(), 0, 0, 0);
     close_other_descriptors(socket);
 
     let mut packet = [0u32; 2 + MAX_MEMBERS];

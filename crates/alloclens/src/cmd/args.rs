@@ -150,8 +150,8 @@ fn describe_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         86_400 => "1 day".to_string(),
-        _ if s >= 86_400 && s % 86_400 == 0 => format!("{} days", s / 86_400),
-        _ if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        _ if s >= 86_400 && s.is_multiple_of(86_400) => format!("{} days", s / 86_400),
+        _ if s >= 3600 && s.is_multiple_of(3600) => format!("{}h", s / 3600),
         _ => format!("{s}s"),
     }
 }

@@ -18,7 +18,7 @@ pub struct Args {
     /// Trace file to write
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// Seconds to keep following descendants after the command itself exited
+    /// Seconds to keep following descendants after the command itself exited (at most 86400)
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     linger: f64,
     /// Store heap addresses. Without, blocks are known by the seq of their allocation: the same

@@ -60,7 +60,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
-    /// pipe (C stdio, Python) print each marker line when it happens
+    /// pipe (C stdio, Python) print each marker line when it happens. Its output is kept byte for byte
+    /// (no "\n" to "\r\n" translation)
     #[arg(long)]
     pub pty: bool,
     /// Re-read PSS and USS at every sample (default: when the process's RSS or the tree changed, and at
