@@ -132,23 +132,47 @@ fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
     );
     let problems: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("alloclens: error:"))
+        .filter_map(|l| l.strip_prefix("alloclens: error: "))
         .collect();
-    assert_eq!(problems.len(), 1, "{stderr}");
+    assert!(!problems.is_empty(), "{stderr}");
+    assert_eq!(
+        problems,
+        r["incomplete_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect::<Vec<_>>(),
+        "the same lines in results.json"
+    );
     assert!(
-        problems[0].contains("markers.csv: the rows of run 1 are missing")
-            && problems[0].contains("No space left on device"),
+        problems
+            .iter()
+            .all(|p| p.contains("are missing (No space left on device")),
         "{stderr}"
     );
-    assert!(r["incomplete_files"][0]
-        .as_str()
-        .unwrap()
-        .starts_with("markers.csv"));
-    // The file holds whole runs only and still parses.
+    // markers.csv holds whole runs only (10000 rows each, in run order), still parses, and when it
+    // misses a run (its rows alone, 33 to 60 bytes each, cannot all fit) its line says which.
     let rows = csv_rows(&out_dir.join("markers.csv"));
-    assert_eq!(rows.len(), 10000);
-    assert!(rows.iter().all(|row| row["run"] == "0"));
-    assert_eq!(rows[9999]["label"], "9999");
+    assert_eq!(rows.len() % 10000, 0, "whole runs: {} rows", rows.len());
+    let kept = rows.len() / 10000;
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["run"], (i / 10000).to_string());
+        assert_eq!(row["label"], (i % 10000).to_string());
+    }
+    assert!(kept < 2, "two runs of markers cannot fit in 512 KiB");
+    let line = problems
+        .iter()
+        .find(|p| p.starts_with("markers.csv"))
+        .expect("markers.csv says what it misses");
+    let missing = if kept == 0 { "runs 0-1" } else { "run 1" };
+    assert!(
+        line.starts_with(&format!("markers.csv: the rows of {missing} are missing")),
+        "{line}"
+    );
+    // samples.csv parses and holds whole runs from run 0 on.
+    let samples = csv_rows(&out_dir.join("samples.csv"));
+    assert!(samples.windows(2).all(|w| w[0]["run"] <= w[1]["run"]));
 }
 
 #[test]
@@ -161,9 +185,11 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
     let out_dir = disk.path().join("r");
     let filler = disk.path().join("filler");
     let flag = disk.path().join("flag");
-    // Run 0 prints 1000 markers; run 1 prints them too, then fills the disk to the last byte.
+    // Run 0 prints 1000 markers; run 1 fills the disk to the last byte. One sample per run (at the
+    // start, --interval 1h): run 1 writes no new page after the fill, so nothing of it can be cut
+    // to free one, and only giving up earlier runs makes room for results.json.
     let script = format!(
-        "{m} 1000; if [ -e {f} ]; then cat /dev/zero > {z} 2>/dev/null; fi; touch {f}; true",
+        "if [ -e {f} ]; then cat /dev/zero > {z} 2>/dev/null; else {m} 1000; fi; touch {f}; true",
         m = markers.display(),
         f = flag.display(),
         z = filler.display()
@@ -179,6 +205,8 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
             r"event (\d+)",
             "--program-output",
             "discard",
+            "--interval",
+            "1h",
             "--",
             "sh",
             "-c",
