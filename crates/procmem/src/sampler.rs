@@ -18,6 +18,8 @@ pub struct SamplerOptions {
     /// reparented to us after [`crate::become_child_subreaper`]. This accepts *every* child of the
     /// calling process, so enable it only while the sampled tree is our only child.
     pub include_reparented_to_self: bool,
+    /// A child of ours that is not part of the tree even so (the runner's watchdog).
+    pub exclude_child: Option<u32>,
     /// When smaps_rollup (PSS, USS, swap, sharing) is re-read; default `Adaptive { max_age: 10 }`.
     pub pss_refresh: PssRefresh,
 }
@@ -67,6 +69,7 @@ impl TreeSampler {
             root,
             self_pid: std::process::id(),
             include_reparented_to_self: options.include_reparented_to_self,
+            excluded: options.exclude_child,
         })?;
         Ok(TreeSampler {
             index,

@@ -36,6 +36,8 @@ pub(crate) struct TreeRule {
     pub root: u32,
     pub self_pid: u32,
     pub include_reparented_to_self: bool,
+    /// A child of ours that is never part of the tree (the runner's watchdog).
+    pub excluded: Option<u32>,
 }
 
 /// A process of the tree: pid and start time identify it for good.
@@ -158,6 +160,9 @@ pub(crate) fn classify(known: &mut HashMap<u32, KnownPid>, rule: TreeRule, chain
             if let Some(v) = k.in_tree {
                 break Some(v);
             }
+            if rule.excluded == Some(pid) {
+                break Some(false);
+            }
             chain.push(pid);
             if pid == rule.root {
                 break Some(true);
@@ -232,6 +237,7 @@ mod tests {
             root: 100,
             self_pid: 50,
             include_reparented_to_self: false,
+            excluded: None,
         };
         let mut map = known(TABLE);
         classify(&mut map, rule, &mut Vec::new());
@@ -247,10 +253,19 @@ mod tests {
             root: 100,
             self_pid: 50,
             include_reparented_to_self: true,
+            excluded: None,
         };
         let mut map = known(TABLE);
         classify(&mut map, rule, &mut Vec::new());
         assert_eq!(members(&map), vec![7, 100, 300, 301, 400]);
+        // A child of ours that is not the command's (alloclens's watchdog) stays out.
+        let rule = TreeRule {
+            excluded: Some(400),
+            ..rule
+        };
+        let mut map = known(TABLE);
+        classify(&mut map, rule, &mut Vec::new());
+        assert_eq!(members(&map), vec![7, 100, 300, 301]);
     }
 
     #[test]
@@ -259,6 +274,7 @@ mod tests {
             root: 100,
             self_pid: 50,
             include_reparented_to_self: false,
+            excluded: None,
         };
         let mut map = known(TABLE);
         classify(&mut map, rule, &mut Vec::new());

@@ -20,6 +20,8 @@ pub enum ResultsDirError {
     Exists(PathBuf),
     #[error("cannot write results in '{path}': {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("output directory '{dir}' holds '{entry}', which alloclens did not write: --force only replaces an earlier alloclens session (choose another directory with -o)")]
+    NotOurs { dir: PathBuf, entry: String },
 }
 
 /// How a variant was configured, as results.json records it.
@@ -51,6 +53,8 @@ pub struct RunResults<'a> {
     pub variants: Vec<VariantInfo>,
     pub interrupted: bool,
     pub warnings: Vec<String>,
+    /// Results files that miss something (a full disk), one line each; filled by `write_results`.
+    pub incomplete_files: Vec<String>,
     pub runs: &'a [runner::RunRecord],
     pub summary: &'a [Group],
 }
@@ -58,10 +62,12 @@ pub struct RunResults<'a> {
 pub struct ResultsDir {
     dir: PathBuf,
     param_names: Vec<String>,
-    samples: csv::Writer<BufWriter<File>>,
-    markers: csv::Writer<BufWriter<File>>,
-    save_output: bool,
-    output_file: Option<(usize, BufWriter<File>)>,
+    samples: RunCsv,
+    markers: RunCsv,
+    output: OutputLogs,
+    /// Runs finished so far (they run in index order).
+    runs_done: usize,
+    results_json: Option<String>,
 }
 
 const SAMPLE_COLUMNS: [&str; 15] = [
@@ -69,36 +75,33 @@ const SAMPLE_COLUMNS: [&str; 15] = [
     "pss", "uss", "vss", "swap",
 ];
 
+/// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
+/// removes these and refuses a directory holding anything else.
+const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
+const OUTPUT_DIR: &str = "output";
+
 impl ResultsDir {
-    /// Creates the directory (refusing an existing one unless `force`) and the CSV files with headers.
+    /// Creates the directory and the CSV files with headers. An existing directory is refused unless
+    /// `force`; with `force`, the files of an earlier session are removed first, so the directory holds
+    /// this session's files only, and a directory holding anything alloclens did not write is refused.
     pub fn create(
         dir: &Path,
         force: bool,
         params: &[Param],
         save_output: bool,
     ) -> Result<ResultsDir, ResultsDirError> {
-        let io_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ResultsDirError::Io { path, source }
-        };
-        if dir.exists() && !force {
-            return Err(ResultsDirError::Exists(dir.to_path_buf()));
+        if dir.exists() {
+            if !force {
+                return Err(ResultsDirError::Exists(dir.to_path_buf()));
+            }
+            remove_earlier_session(dir)?;
         }
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let param_names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
-        let open = |name: &str| -> Result<csv::Writer<BufWriter<File>>, ResultsDirError> {
-            let path = dir.join(name);
-            let file = File::create(&path).map_err(io_err(&path))?;
-            Ok(csv::Writer::from_writer(BufWriter::new(file)))
-        };
-        let mut samples = open("samples.csv")?;
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(["anon".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
-        samples
-            .write_record(&header)
-            .map_err(|e| csv_err(dir, "samples.csv", e))?;
-        let mut markers = open("markers.csv")?;
+        let samples = RunCsv::create(dir, "samples.csv", &header)?;
         let mut header: Vec<String> = [
             "run", "variant", "repeat", "t_s", "label", "pss", "rss", "vss", "line",
         ]
@@ -106,19 +109,25 @@ impl ResultsDir {
         .map(|s| s.to_string())
         .collect();
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
-        markers
-            .write_record(&header)
-            .map_err(|e| csv_err(dir, "markers.csv", e))?;
+        let markers = RunCsv::create(dir, "markers.csv", &header)?;
         if save_output {
-            fs::create_dir_all(dir.join("output")).map_err(io_err(&dir.join("output")))?;
+            let out = dir.join(OUTPUT_DIR);
+            fs::create_dir_all(&out).map_err(io_err(&out))?;
         }
         Ok(ResultsDir {
             dir: dir.to_path_buf(),
             param_names,
             samples,
             markers,
-            save_output,
-            output_file: None,
+            output: OutputLogs {
+                dir: dir.join(OUTPUT_DIR),
+                save: save_output,
+                current: None,
+                logs: Vec::new(),
+                lost: None,
+            },
+            runs_done: 0,
+            results_json: None,
         })
     }
 
@@ -133,7 +142,9 @@ impl ResultsDir {
             .collect()
     }
 
-    /// Appends one row per process and one `total` row for the tree.
+    /// Appends one row per process and one `total` row for the tree. A write that fails (a full disk)
+    /// is remembered, not returned: the session goes on and [`ResultsDir::problems`] says what is
+    /// missing.
     pub fn write_sample(
         &mut self,
         spec: &RunSpec,
@@ -142,7 +153,7 @@ impl ResultsDir {
         kind: &SampleKind,
         label: Option<&str>,
         sample: &TreeSample,
-    ) -> Result<(), ResultsDirError> {
+    ) {
         let kind = match kind {
             SampleKind::Interval => "interval",
             SampleKind::Marker => "marker",
@@ -166,24 +177,16 @@ impl ResultsDir {
             let mut row = base("process", p.pid.to_string(), p.ppid.to_string(), &p.comm);
             row.extend(process_figures(p));
             row.extend(params.iter().cloned());
-            self.samples
-                .write_record(&row)
-                .map_err(|e| csv_err(&self.dir, "samples.csv", e))?;
+            self.samples.write(spec.index, &row);
         }
         let mut row = base("total", String::new(), String::new(), "");
         row.extend(total_figures(&sample.total));
         row.extend(params);
-        self.samples
-            .write_record(&row)
-            .map_err(|e| csv_err(&self.dir, "samples.csv", e))
+        self.samples.write(spec.index, &row);
     }
 
-    pub fn write_marker(
-        &mut self,
-        spec: &RunSpec,
-        variant: &str,
-        marker: &MarkerRecord,
-    ) -> Result<(), ResultsDirError> {
+    /// Appends the marker's row (a failed write is remembered as in `write_sample`).
+    pub fn write_marker(&mut self, spec: &RunSpec, variant: &str, marker: &MarkerRecord) {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let mut row = vec![
             spec.index.to_string(),
@@ -197,62 +200,331 @@ impl ResultsDir {
             marker.line.clone(),
         ];
         row.extend(self.param_values(spec));
-        self.markers
-            .write_record(&row)
-            .map_err(|e| csv_err(&self.dir, "markers.csv", e))
+        self.markers.write(spec.index, &row);
     }
 
-    /// Saves a line of the command's output to output/run-N.log (only with save_output).
-    pub fn write_output(&mut self, spec: &RunSpec, line: &[u8]) -> Result<(), ResultsDirError> {
-        if !self.save_output {
-            return Ok(());
+    /// Saves output of the command to output/run-N.log (only with save_output), byte for byte.
+    pub fn write_output(&mut self, spec: &RunSpec, bytes: &[u8]) {
+        self.output.write(spec.index, bytes);
+    }
+
+    /// Ends run `run`: flushes every file, so an interruption loses nothing, and marks where the run's
+    /// rows end (a file that fails later is cut back to whole runs).
+    pub fn finish_run(&mut self, run: usize) {
+        self.samples.finish_run(run);
+        self.markers.finish_run(run);
+        self.output.finish_run(run);
+        self.runs_done = run + 1;
+    }
+
+    /// Writes results.json. It is the file that matters most: when the disk is full, output logs,
+    /// then samples.csv, then markers.csv give up their last runs until it fits. Never fails: what
+    /// could not be written is listed by [`ResultsDir::problems`].
+    pub fn write_results(&mut self, results: &mut RunResults<'_>) {
+        let path = self.dir.join("results.json");
+        loop {
+            results.incomplete_files = self.problems();
+            let mut text = match serde_json::to_vec_pretty(results) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.results_json = Some(format!("results.json: not written: {e}"));
+                    return;
+                }
+            };
+            text.push(b'\n');
+            let err = match write_file(&path, &text) {
+                Ok(()) => return,
+                Err(e) => e,
+            };
+            let _ = fs::remove_file(&path);
+            let freed = is_disk_full(&err)
+                && (self.output.give_up_last_run()
+                    || self.samples.give_up_last_run()
+                    || self.markers.give_up_last_run());
+            if !freed {
+                self.results_json = Some(format!("results.json: not written: {err}"));
+                return;
+            }
         }
-        if self.output_file.as_ref().map(|(i, _)| *i) != Some(spec.index) {
-            let path = self
-                .dir
-                .join("output")
-                .join(format!("run-{}.log", spec.index));
-            let file =
-                File::create(&path).map_err(|source| ResultsDirError::Io { path, source })?;
-            self.output_file = Some((spec.index, BufWriter::new(file)));
-        }
-        let (_, file) = self.output_file.as_mut().expect("opened above");
-        file.write_all(line).map_err(|source| ResultsDirError::Io {
-            path: self.dir.join("output"),
-            source,
+    }
+
+    /// One line per file that misses something (disk full, write error), saying which runs are
+    /// missing and why; empty when everything was written.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.results_json.iter().cloned().collect();
+        out.extend(self.markers.problem(self.runs_done));
+        out.extend(self.samples.problem(self.runs_done));
+        out.extend(self.output.problem(self.runs_done));
+        out
+    }
+}
+
+/// Why the rows of runs `from` and later are missing from a file.
+struct Lost {
+    from: usize,
+    reason: String,
+}
+
+const MADE_ROOM: &str = "removed to make room for results.json on the full disk";
+
+/// The reason of a loss once runs were also given up for results.json.
+fn made_room(earlier: Option<Lost>) -> String {
+    match earlier {
+        Some(l) if l.reason.ends_with(MADE_ROOM) => l.reason,
+        Some(l) => format!("{}; then {MADE_ROOM}", l.reason),
+        None => MADE_ROOM.to_string(),
+    }
+}
+
+/// "runs 2-3", "run 2"
+fn run_range(from: usize, done: usize) -> String {
+    if done <= from + 1 {
+        format!("run {from}")
+    } else {
+        format!("runs {from}-{}", done - 1)
+    }
+}
+
+/// A CSV file written as runs go, kept to whole runs: when a write fails (disk full) the file is cut
+/// back to the end of the last complete run and nothing more goes into it, so it stays a valid CSV
+/// whose missing rows are exactly those of the later runs.
+struct RunCsv {
+    name: &'static str,
+    path: PathBuf,
+    writer: Option<csv::Writer<BufWriter<File>>>,
+    /// The file's length after the header, then after each complete run.
+    ends: Vec<u64>,
+    lost: Option<Lost>,
+}
+
+impl RunCsv {
+    fn create(
+        dir: &Path,
+        name: &'static str,
+        header: &[String],
+    ) -> Result<RunCsv, ResultsDirError> {
+        let path = dir.join(name);
+        let file = File::create(&path).map_err(io_err(&path))?;
+        let mut writer = csv::Writer::from_writer(BufWriter::new(file));
+        writer
+            .write_record(header)
+            .and_then(|()| writer.flush().map_err(csv::Error::from))
+            .map_err(|e| ResultsDirError::Io {
+                path: path.clone(),
+                source: io::Error::other(e),
+            })?;
+        let len = fs::metadata(&path).map_err(io_err(&path))?.len();
+        Ok(RunCsv {
+            name,
+            path,
+            writer: Some(writer),
+            ends: vec![len],
+            lost: None,
         })
     }
 
-    /// Flushes the CSV files (called after each run so an interruption loses nothing).
-    pub fn flush(&mut self) -> Result<(), ResultsDirError> {
-        let err = |path: PathBuf| move |source| ResultsDirError::Io { path, source };
-        self.samples
-            .flush()
-            .map_err(err(self.dir.join("samples.csv")))?;
-        self.markers
-            .flush()
-            .map_err(err(self.dir.join("markers.csv")))?;
-        if let Some((_, f)) = self.output_file.as_mut() {
-            f.flush().map_err(err(self.dir.join("output")))?;
+    fn write(&mut self, run: usize, row: &[String]) {
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        if let Err(e) = writer.write_record(row) {
+            self.fail(run, e.to_string());
         }
-        Ok(())
     }
 
-    pub fn write_results(&mut self, results: &RunResults<'_>) -> Result<PathBuf, ResultsDirError> {
-        self.flush()?;
-        let path = self.dir.join("results.json");
-        let write = || -> io::Result<()> {
-            let mut f = BufWriter::new(File::create(&path)?);
-            serde_json::to_writer_pretty(&mut f, results)?;
-            f.write_all(b"\n")?;
-            f.flush()
+    fn finish_run(&mut self, run: usize) {
+        let Some(writer) = self.writer.as_mut() else {
+            return;
         };
-        write().map_err(|source| ResultsDirError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        Ok(path)
+        let len = writer
+            .flush()
+            .and_then(|()| writer.get_ref().get_ref().metadata())
+            .map(|m| m.len());
+        match len {
+            Ok(len) => self.ends.push(len),
+            Err(e) => self.fail(run, e.to_string()),
+        }
     }
+
+    fn fail(&mut self, run: usize, reason: String) {
+        if let Some(writer) = self.writer.take() {
+            // Dropping flushes what it can; the cut below removes the partial run.
+            drop(writer);
+        }
+        self.cut();
+        self.lost = Some(Lost { from: run, reason });
+    }
+
+    /// Truncates the file to its last complete run.
+    fn cut(&mut self) {
+        let end = *self.ends.last().expect("header length");
+        let _ = fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|f| f.set_len(end));
+    }
+
+    /// Removes the last complete run's rows to make room; false when none is left.
+    fn give_up_last_run(&mut self) -> bool {
+        if self.ends.len() < 2 {
+            return false;
+        }
+        self.writer = None;
+        self.ends.pop();
+        self.cut();
+        self.lost = Some(Lost {
+            from: self.ends.len() - 1,
+            reason: made_room(self.lost.take()),
+        });
+        true
+    }
+
+    fn problem(&self, runs_done: usize) -> Option<String> {
+        let lost = self.lost.as_ref()?;
+        let kept = match lost.from {
+            0 => "no complete run".to_string(),
+            n => format!("{} complete", run_range(0, n)),
+        };
+        Some(format!(
+            "{}: the rows of {} are missing ({}); it holds {kept}",
+            self.name,
+            run_range(lost.from, runs_done.max(lost.from + 1)),
+            lost.reason
+        ))
+    }
+}
+
+/// output/run-N.log, one file per run, each whole or absent.
+struct OutputLogs {
+    dir: PathBuf,
+    save: bool,
+    current: Option<(usize, BufWriter<File>)>,
+    /// The logs of complete runs, in run order.
+    logs: Vec<usize>,
+    lost: Option<Lost>,
+}
+
+impl OutputLogs {
+    fn path(&self, run: usize) -> PathBuf {
+        self.dir.join(format!("run-{run}.log"))
+    }
+
+    fn write(&mut self, run: usize, bytes: &[u8]) {
+        if !self.save || self.lost.is_some() {
+            return;
+        }
+        if self.current.as_ref().map(|(i, _)| *i) != Some(run) {
+            match File::create(self.path(run)) {
+                Ok(file) => self.current = Some((run, BufWriter::new(file))),
+                Err(e) => return self.fail(run, e.to_string()),
+            }
+        }
+        let (_, file) = self.current.as_mut().expect("opened above");
+        if let Err(e) = file.write_all(bytes) {
+            self.fail(run, e.to_string());
+        }
+    }
+
+    fn finish_run(&mut self, run: usize) {
+        if let Some((i, mut file)) = self.current.take() {
+            match file.flush() {
+                Ok(()) => self.logs.push(i),
+                Err(e) => self.fail(run, e.to_string()),
+            }
+        }
+    }
+
+    /// Stops saving: the log of `run` is removed (it would be cut short), later runs get none.
+    fn fail(&mut self, run: usize, reason: String) {
+        self.current = None;
+        let _ = fs::remove_file(self.path(run));
+        self.lost = Some(Lost { from: run, reason });
+    }
+
+    fn give_up_last_run(&mut self) -> bool {
+        let Some(run) = self.logs.pop() else {
+            return false;
+        };
+        let _ = fs::remove_file(self.path(run));
+        self.lost = Some(Lost {
+            from: run,
+            reason: made_room(self.lost.take()),
+        });
+        true
+    }
+
+    fn problem(&self, runs_done: usize) -> Option<String> {
+        let lost = self.lost.as_ref()?;
+        Some(format!(
+            "output/: the logs of {} are missing ({})",
+            run_range(lost.from, runs_done.max(lost.from + 1)),
+            lost.reason
+        ))
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ResultsDirError {
+    let path = path.to_path_buf();
+    move |source| ResultsDirError::Io { path, source }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    File::create(path)?.write_all(bytes)
+}
+
+fn is_disk_full(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// With --force: removes the files an earlier session wrote, refusing a directory that holds anything
+/// else (the user's own files are never deleted).
+fn remove_earlier_session(dir: &Path) -> Result<(), ResultsDirError> {
+    let entries = fs::read_dir(dir).map_err(io_err(dir))?;
+    let mut ours = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        let path = entry.path();
+        let is_dir = entry.file_type().map_err(io_err(&path))?.is_dir();
+        let own = match name.to_str() {
+            Some(OUTPUT_DIR) if is_dir => output_dir_is_ours(&path)?,
+            Some(n) if !is_dir => OWN_FILES.contains(&n),
+            _ => false,
+        };
+        if !own {
+            return Err(ResultsDirError::NotOurs {
+                dir: dir.to_path_buf(),
+                entry: name.to_string_lossy().into_owned(),
+            });
+        }
+        ours.push((path, is_dir));
+    }
+    for (path, is_dir) in ours {
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        removed.map_err(io_err(&path))?;
+    }
+    Ok(())
+}
+
+/// True when output/ holds only run-N.log files.
+fn output_dir_is_ours(path: &Path) -> Result<bool, ResultsDirError> {
+    for entry in fs::read_dir(path).map_err(io_err(path))? {
+        let entry = entry.map_err(io_err(path))?;
+        let name = entry.file_name();
+        let log = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|n| n.strip_suffix(".log"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !log || !entry.file_type().map_err(io_err(path))?.is_file() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Runs that failed, as warnings for results.json and the terminal.
@@ -287,11 +559,4 @@ fn total_figures(t: &MemoryTotals) -> Vec<String> {
         .iter()
         .map(u64::to_string)
         .collect()
-}
-
-fn csv_err(dir: &Path, file: &str, e: csv::Error) -> ResultsDirError {
-    ResultsDirError::Io {
-        path: dir.join(file),
-        source: io::Error::other(e),
-    }
 }

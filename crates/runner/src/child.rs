@@ -73,13 +73,14 @@ pub struct Started {
 }
 
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
-/// closed and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
+/// /dev/null (ours with `pass_stdin`) and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
 /// pseudo-terminal instead of a pipe: C stdio and Python then flush each line as it is written (they
 /// buffer whole blocks into a pipe), so marker lines arrive when they happen.
 pub fn spawn(
     command: &[String],
     env: &[(OsString, OsString)],
     stdout_pty: bool,
+    pass_stdin: bool,
 ) -> io::Result<Started> {
     let (program, args) = command
         .split_first()
@@ -87,7 +88,11 @@ pub fn spawn(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if pass_stdin {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let pty_master = if stdout_pty {
@@ -97,11 +102,22 @@ pub fn spawn(
     } else {
         None
     };
-    // SAFETY: setpgid is async-signal-safe and touches no memory of the parent.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: setpgid, prctl and getppid are async-signal-safe and touch no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setpgid(0, 0) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // SIGKILL when alloclens dies. It fires when the forking *thread* ends: the caller's
+            // thread waits for the command (run_one), so it outlives it. The watchdog covers the
+            // command's own children, and this command too if its exec clears the signal (setuid).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // alloclens already ended (no allocation here: this is after fork).
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });

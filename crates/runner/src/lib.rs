@@ -8,6 +8,7 @@ mod results;
 mod single;
 mod stats;
 mod summary;
+mod watchdog;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,9 +42,14 @@ pub fn install_interrupt_flag() -> std::io::Result<Arc<AtomicBool>> {
 }
 
 /// Runs every run of the plan in its schedule order. Descendants orphaned during a run are reparented
-/// to this process (child subreaper) so they stay visible to the sampler and are reaped.
+/// to this process (child subreaper) so they stay visible to the sampler and are reaped. The command's
+/// tree dies with this process, however it ends (a watchdog process, see `watchdog.rs`, and the
+/// command's parent-death signal: each command is started from the thread that calls `execute`, which
+/// waits for it).
 pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &AtomicBool) -> Execution {
     let _ = procmem::become_child_subreaper();
+    // Without it (fork failed) the tree is still stopped on every ending but alloclens's own death.
+    let mut watchdog = watchdog::Watchdog::start().ok();
     let mut runs = Vec::new();
     for spec in plan.schedule() {
         if interrupted.load(Ordering::Relaxed) {
@@ -61,6 +67,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
             command,
             env,
             interrupted,
+            watchdog: watchdog.as_mut(),
         };
         let record = single::run_one(ctx, observer);
         observer.run_finished(&spec, &record);

@@ -35,6 +35,9 @@ pub struct RunPlan {
     pub exact_pss: bool,
     /// Give the command a pseudo-terminal as stdout (see `child::spawn`).
     pub stdout_pty: bool,
+    /// Give the command our stdin instead of /dev/null (only sensible with a single run: each run
+    /// would otherwise read what the previous ones left).
+    pub pass_stdin: bool,
 }
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
@@ -151,6 +154,7 @@ mod tests {
             timeout: None,
             exact_pss: false,
             stdout_pty: false,
+            pass_stdin: false,
         }
     }
 

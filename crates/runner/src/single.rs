@@ -16,6 +16,7 @@ use crate::observer::{Observer, Stream};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind};
 use crate::stats::series_stats;
+use crate::watchdog::Watchdog;
 
 /// How long the tree gets between SIGTERM and SIGKILL when it must be stopped.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -54,6 +55,7 @@ pub(crate) struct RunContext<'a> {
     pub command: Vec<String>,
     pub env: Vec<(OsString, OsString)>,
     pub interrupted: &'a AtomicBool,
+    pub watchdog: Option<&'a mut Watchdog>,
 }
 
 struct Run<'a, 'o> {
@@ -77,7 +79,12 @@ struct Run<'a, 'o> {
 pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
     let sampler_cpu_before = procmem::thread_cpu_time();
     observer.run_started(ctx.spec, &ctx.command);
-    let started = match child::spawn(&ctx.command, &ctx.env, ctx.plan.stdout_pty) {
+    let started = match child::spawn(
+        &ctx.command,
+        &ctx.env,
+        ctx.plan.stdout_pty,
+        ctx.plan.pass_stdin,
+    ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),
     };
@@ -102,6 +109,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         ctx,
     };
     let pid = started.child.id();
+    if let Some(w) = run.ctx.watchdog.as_mut() {
+        w.group(pid);
+    }
     let (tx, rx) = mpsc::channel();
     spawn_reader(started.stdout, Stream::Stdout, tx.clone());
     spawn_reader(started.stderr, Stream::Stderr, tx.clone());
@@ -120,6 +130,7 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         pid,
         SamplerOptions {
             include_reparented_to_self: true,
+            exclude_child: run.ctx.watchdog.as_ref().map(|w| w.pid()),
             pss_refresh: if run.ctx.plan.exact_pss {
                 PssRefresh::EverySample
             } else {
@@ -219,6 +230,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
     let wall = exited_at
         .map(|at| at.duration_since(run.started_at))
         .unwrap_or_default();
+    if let Some(w) = run.ctx.watchdog.as_mut() {
+        w.done();
+    }
     let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
     run.finish(ending, wall, cpu, sampler_cpu)
 }
@@ -245,7 +259,13 @@ impl Run<'_, '_> {
         if sample.processes.is_empty() {
             return None;
         }
-        self.last_pids = sample.processes.iter().map(|p| p.pid).collect();
+        let pids: Vec<u32> = sample.processes.iter().map(|p| p.pid).collect();
+        if let Some(w) = self.ctx.watchdog.as_mut() {
+            if pids != self.last_pids || w.is_stale() {
+                w.members(&pids);
+            }
+        }
+        self.last_pids = pids;
         self.pids_seen.extend(self.last_pids.iter().copied());
         self.max_processes = self.max_processes.max(sample.processes.len() as u32);
         let total = &sample.total;
@@ -441,13 +461,14 @@ fn spawn_reader(pipe: impl Read + Send + 'static, stream: Stream, tx: Sender<Mes
         let mut line = Vec::new();
         loop {
             line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx.send(Message::Line(stream, line.clone())).is_err() {
-                        return;
-                    }
-                }
+            let read = reader.read_until(b'\n', &mut line);
+            // The end may come as an error after a last line without a newline (a pty master
+            // reports the hang-up of its last slave as EIO): that line is output too.
+            if !line.is_empty() && tx.send(Message::Line(stream, line.clone())).is_err() {
+                return;
+            }
+            if !matches!(read, Ok(n) if n > 0) {
+                break;
             }
         }
         let _ = tx.send(Message::Eof);

@@ -52,6 +52,11 @@ impl TwowaveOptions {
             "wave_mb",
             "must be at most 1048576 (1 TiB)",
         )?;
+        require(
+            self.hold_ms <= 86_400_000,
+            "hold_ms",
+            "must be at most 86400000 (one day)",
+        )?;
         require_size_range(self.min_size, self.max_size)?;
         require(
             self.max_size <= self.wave_mb << 20,

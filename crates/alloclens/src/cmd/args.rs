@@ -58,6 +58,53 @@ pub fn param(text: &str) -> anyhow::Result<Param> {
     })
 }
 
+/// Refuses a parameter given twice: the second would silently replace the first.
+pub fn distinct_params(params: &[Param]) -> anyhow::Result<()> {
+    for (i, p) in params.iter().enumerate() {
+        if params[..i].iter().any(|q| q.name == p.name) {
+            bail!(
+                "--param {} is given twice (give all its values in one: --param {}=V1,V2,...)",
+                p.name,
+                p.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The baseline variant: the one asked for, which must be among the variants, else glibc when it is
+/// one of them, else the first.
+pub fn baseline(asked: Option<String>, variants: &[allocators::Variant]) -> anyhow::Result<String> {
+    let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
+    match asked {
+        Some(b) if labels.contains(&b.as_str()) => Ok(b),
+        Some(b) => bail!(
+            "--baseline '{b}' is not one of the variants ({}); add it to -a or choose one of those",
+            labels.join(", ")
+        ),
+        None if labels.contains(&"glibc") => Ok("glibc".to_string()),
+        None => Ok(labels.first().copied().unwrap_or("glibc").to_string()),
+    }
+}
+
+/// True when stdin is worth passing to the command: neither a terminal (the command runs in a process
+/// group of its own, so a read from the terminal would stop it) nor /dev/null nor closed.
+pub fn stdin_is_input() -> bool {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return false;
+    }
+    let (Ok(ours), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/0"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    !(ours.file_type().is_char_device() && ours.rdev() == null.rdev())
+}
+
 /// `NAME=VALUE`
 pub fn env_pair(text: &str) -> anyhow::Result<(String, String)> {
     match text.split_once('=') {
@@ -66,8 +113,11 @@ pub fn env_pair(text: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
-/// "250ms", "1.5s", "2m", "1h", or a bare number of seconds.
-pub fn duration(text: &str) -> anyhow::Result<Duration> {
+/// A duration option's value: "250ms", "1.5s", "2m" (or "2min"), "1h", or a bare number of seconds,
+/// at most `max`. Hand-written rather than `humantime`, which takes neither fractions ("2.5s") nor bare
+/// numbers, both accepted since the first version. `max` keeps the value far from what `Duration`
+/// and `Instant` arithmetic can hold, and from values that can only be typing mistakes.
+pub fn duration(text: &str, option: &str, max: Duration) -> anyhow::Result<Duration> {
     let t = text.trim();
     let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -80,14 +130,30 @@ pub fn duration(text: &str) -> anyhow::Result<Duration> {
     } else {
         (t, 1.0)
     };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("'{text}' is not a duration (e.g. 100ms, 2.5s, 5m)"))?;
+    let not_a_duration = || anyhow!("{option} '{text}' is not a duration (e.g. 100ms, 2.5s, 5m)");
+    let value: f64 = number.trim().parse().map_err(|_| not_a_duration())?;
     if !value.is_finite() || value < 0.0 {
-        bail!("'{text}' is not a duration (e.g. 100ms, 2.5s, 5m)");
+        return Err(not_a_duration());
     }
-    Ok(Duration::from_secs_f64(value * scale))
+    let seconds = value * scale;
+    if seconds > max.as_secs_f64() {
+        bail!(
+            "{option} '{text}' is too long: at most {}",
+            describe_duration(max)
+        );
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// "1h", "365 days", "90s": the maximum as the error line shows it.
+fn describe_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        86_400 => "1 day".to_string(),
+        _ if s >= 86_400 && s.is_multiple_of(86_400) => format!("{} days", s / 86_400),
+        _ if s >= 3600 && s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        _ => format!("{s}s"),
+    }
 }
 
 pub fn regex(text: &str, option: &str) -> anyhow::Result<Regex> {
@@ -135,12 +201,22 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(duration("100ms").unwrap(), Duration::from_millis(100));
-        assert_eq!(duration("2.5s").unwrap(), Duration::from_millis(2500));
-        assert_eq!(duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(duration("5m").unwrap(), Duration::from_secs(300));
-        assert!(duration("soon").is_err());
-        assert!(duration("-1s").is_err());
+        let d = |t| duration(t, "--x", Duration::from_secs(86_400));
+        assert_eq!(d("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(d("2.5s").unwrap(), Duration::from_millis(2500));
+        assert_eq!(d("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(d("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(d("5min").unwrap(), Duration::from_secs(300));
+        assert_eq!(d("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(d("24h").unwrap(), Duration::from_secs(86_400));
+        assert!(d("soon").is_err());
+        assert!(d("-1s").is_err());
+        assert!(d("nan").is_err());
+        assert!(d("infs").is_err());
+        let e = d("99999999999999999999s").unwrap_err().to_string();
+        assert_eq!(e, "--x '99999999999999999999s' is too long: at most 1 day");
+        assert!(d("1e300s").is_err());
+        assert!(d("24.001h").is_err());
     }
 
     #[test]

@@ -134,8 +134,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 timeout: Some(Duration::from_secs(120)),
                 exact_pss: false,
                 stdout_pty: false,
+                pass_stdin: false,
             },
-            baseline: "glibc".to_string(),
+            baseline: args::baseline(None, &variants)?,
             output: root.join(scenario.name),
             force: a.force,
             program_output: ProgramOutput::Save,
@@ -148,6 +149,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         for w in &outcome.warnings {
             println!("  warning: {w}");
+        }
+        for p in &outcome.write_problems {
+            println!("  error: {p}");
         }
         if outcome.execution.interrupted {
             return Ok(outcome.exit_code());

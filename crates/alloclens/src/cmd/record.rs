@@ -18,7 +18,7 @@ pub struct Args {
     /// Trace file to write
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// Seconds to keep following descendants after the command itself exited
+    /// Seconds to keep following descendants after the command itself exited (at most 86400)
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     linger: f64,
     /// Store heap addresses. Without, blocks are known by the seq of their allocation: the same
@@ -49,8 +49,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.marker =
             Some(regex::Regex::new(re).with_context(|| format!("invalid --marker regex '{re}'"))?);
     }
-    if !(args.linger.is_finite() && args.linger >= 0.0) {
-        anyhow::bail!("--linger must be a number of seconds >= 0");
+    if !(args.linger.is_finite() && (0.0..=86_400.0).contains(&args.linger)) {
+        anyhow::bail!("--linger must be a number of seconds between 0 and 86400 (one day)");
     }
     options.linger = Duration::from_secs_f64(args.linger);
     options.addresses = args.addresses;

@@ -36,7 +36,8 @@ pub struct Args {
     /// known allocator. Syntax in docs/allocators.md
     #[arg(short, long, value_name = "LIST")]
     pub allocators: Option<String>,
-    /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable)
+    /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable, once per
+    /// NAME)
     #[arg(long = "param", value_name = "NAME=V1,V2,...")]
     pub params: Vec<String>,
     /// Extra environment variable for the command; {NAME} placeholders are substituted (repeatable)
@@ -45,7 +46,7 @@ pub struct Args {
     /// Runs per variant and parameter point, interleaved across variants
     #[arg(short, long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// Time between memory samples (e.g. 100ms, 0.5s, 2s)
+    /// Time between memory samples (e.g. 100ms, 0.5s, 2s; at most 1h)
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub interval: String,
     /// Take a sample at each output line matching REGEX, labelled with its first capture group
@@ -55,24 +56,27 @@ pub struct Args {
     /// (default: markers per second)
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
-    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m)
+    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
-    /// pipe (C stdio, Python) print each marker line when it happens
+    /// pipe (C stdio, Python) print each marker line when it happens. Its output is kept byte for byte
+    /// (no "\n" to "\r\n" translation)
     #[arg(long)]
     pub pty: bool,
     /// Re-read PSS and USS at every sample (default: when the process's RSS or the tree changed, and at
     /// least every 10 samples; marker samples are always exact). Costs more CPU on large trees
     #[arg(long)]
     pub exact_pss: bool,
-    /// The variant ratios are computed against
-    #[arg(long, default_value = "glibc", value_name = "VARIANT")]
-    pub baseline: String,
+    /// The variant ratios are computed against: one of -a's labels [default: glibc, or the first
+    /// variant when glibc is not among them]
+    #[arg(long, value_name = "VARIANT")]
+    pub baseline: Option<String>,
     /// Results directory [default: alloclens-run-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Write into the results directory even if it exists
+    /// Replace the results of an earlier session in the output directory: its files are removed first.
+    /// A directory holding files alloclens did not write is refused
     #[arg(long)]
     pub force: bool,
     /// What to do with the command's own output
@@ -81,10 +85,16 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// The command to run, after `--`
+    /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
+    /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
+    /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
+
+/// Longer sampling intervals measure nothing useful; the bound keeps the tick arithmetic safe.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
 
 /// Typed options of one `run`, shared with `demo`.
 pub struct RunOptions {
@@ -103,6 +113,8 @@ impl RunOptions {
             .iter()
             .map(|p| args::param(p))
             .collect::<anyhow::Result<Vec<Param>>>()?;
+        args::distinct_params(&params)?;
+        let baseline = args::baseline(a.baseline, &variants)?;
         let env = a
             .env
             .iter()
@@ -111,7 +123,7 @@ impl RunOptions {
         if a.repeat == 0 {
             bail!("--repeat must be at least 1");
         }
-        let interval = args::duration(&a.interval).context("--interval")?;
+        let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
         if interval < Duration::from_millis(1) {
             bail!("--interval must be at least 1ms");
         }
@@ -135,11 +147,15 @@ impl RunOptions {
             timeout: a
                 .timeout
                 .as_deref()
-                .map(args::duration)
-                .transpose()
-                .context("--timeout")?,
+                .map(|t| args::duration(t, "--timeout", MAX_TIMEOUT))
+                .transpose()?,
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
+            pass_stdin: false,
+        };
+        let plan = RunPlan {
+            pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
+            ..plan
         };
         // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
         let unknown = plan.unknown_placeholders();
@@ -156,7 +172,7 @@ impl RunOptions {
         args::check_command_exists(&plan.command[0])?;
         Ok(RunOptions {
             plan,
-            baseline: a.baseline,
+            baseline,
             output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
             force: a.force,
             program_output: a.program_output,
@@ -167,8 +183,21 @@ impl RunOptions {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let options = RunOptions::from_args(a)?;
+    let runs = options.plan.schedule().len();
+    if runs > 1 && args::stdin_is_input() {
+        eprintln!(
+            "alloclens: warning: stdin is not passed on: each of the {runs} runs reads /dev/null (give the input inside the command: sh -c 'prog < file')"
+        );
+    }
     let outcome = execute(&options, true)?;
     let mut stdout = std::io::stdout().lock();
+    // The command's last line may lack its newline: ours start on a line of their own.
+    if outcome.open_lines[0] {
+        writeln!(stdout)?;
+    }
+    if outcome.open_lines[1] {
+        eprintln!();
+    }
     if json {
         serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
         writeln!(stdout)?;
@@ -179,6 +208,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     for w in &outcome.warnings {
         eprintln!("alloclens: warning: {w}");
     }
+    for p in &outcome.write_problems {
+        eprintln!("alloclens: error: {p}");
+    }
     eprintln!("alloclens: results in {}", outcome.dir.display());
     Ok(outcome.exit_code())
 }
@@ -188,13 +220,20 @@ pub struct Outcome {
     pub summary: Vec<runner::Group>,
     pub table: String,
     pub warnings: Vec<String>,
+    /// One line per results file that misses something (a full disk): the measurements are all in
+    /// `execution` and the table, the files hold what fitted.
+    pub write_problems: Vec<String>,
     pub dir: PathBuf,
+    /// Whether the command's passed-through stdout and stderr end in the middle of a line.
+    pub open_lines: [bool; 2],
 }
 
 impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
         if self.execution.interrupted {
             ExitCode::from(130)
+        } else if !self.write_problems.is_empty() {
+            ExitCode::from(2)
         } else if self.execution.runs.iter().any(|r| !r.ending.ok()) {
             ExitCode::from(1)
         } else {
@@ -231,13 +270,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         dir: &mut dir,
         plan,
         mode: options.program_output,
-        error: None,
+        open_lines: [false; 2],
     };
     let execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
-    if let Some(err) = observer.error.take() {
-        return Err(err.into());
-    }
+    let open_lines = observer.open_lines;
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
@@ -249,7 +286,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
             total
         ));
     }
-    let results = RunResults {
+    let mut results = RunResults {
         schema_version: report::RESULTS_SCHEMA_VERSION,
         tool: "alloclens",
         tool_version: env!("CARGO_PKG_VERSION"),
@@ -265,10 +302,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         variants: plan.variants.iter().map(variant_info).collect(),
         interrupted: execution.interrupted,
         warnings: warnings.clone(),
+        incomplete_files: Vec::new(),
         runs: &execution.runs,
         summary: &summary,
     };
-    dir.write_results(&results)?;
+    dir.write_results(&mut results);
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
     let mut table = report::render_run_table(&summary, &names);
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
@@ -279,7 +317,9 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         summary,
         table,
         warnings,
+        write_problems: dir.problems(),
         dir: options.output.clone(),
+        open_lines,
     })
 }
 
@@ -325,16 +365,11 @@ struct CliObserver<'a> {
     dir: &'a mut ResultsDir,
     plan: &'a RunPlan,
     mode: ProgramOutput,
-    error: Option<report::ResultsDirError>,
+    /// Pass mode: whether the last bytes passed to stdout and stderr ended without a newline.
+    open_lines: [bool; 2],
 }
 
 impl CliObserver<'_> {
-    fn keep(&mut self, r: Result<(), report::ResultsDirError>) {
-        if let (Err(e), None) = (r, &self.error) {
-            self.error = Some(e);
-        }
-    }
-
     fn label(&self, spec: &RunSpec) -> &str {
         &self.plan.variants[spec.variant].label
     }
@@ -357,16 +392,20 @@ impl Observer for CliObserver<'_> {
 
     fn output(&mut self, spec: &RunSpec, stream: Stream, line: &[u8]) {
         match self.mode {
-            ProgramOutput::Pass => self.bar.suspend(|| {
-                let _ = match stream {
-                    Stream::Stdout => std::io::stdout().write_all(line),
-                    Stream::Stderr => std::io::stderr().write_all(line),
-                };
-            }),
-            ProgramOutput::Save => {
-                let r = self.dir.write_output(spec, line);
-                self.keep(r);
+            ProgramOutput::Pass => {
+                self.bar.suspend(|| {
+                    let _ = match stream {
+                        Stream::Stdout => std::io::stdout().write_all(line),
+                        Stream::Stderr => std::io::stderr().write_all(line),
+                    };
+                });
+                let open = !line.ends_with(b"\n");
+                match stream {
+                    Stream::Stdout => self.open_lines[0] = open,
+                    Stream::Stderr => self.open_lines[1] = open,
+                }
             }
+            ProgramOutput::Save => self.dir.write_output(spec, line),
             ProgramOutput::Discard => {}
         }
     }
@@ -380,21 +419,17 @@ impl Observer for CliObserver<'_> {
         sample: &procmem::TreeSample,
     ) {
         let variant = self.plan.variants[spec.variant].label.clone();
-        let r = self
-            .dir
+        self.dir
             .write_sample(spec, &variant, t.as_secs_f64(), kind, label, sample);
-        self.keep(r);
     }
 
     fn marker(&mut self, spec: &RunSpec, marker: &MarkerRecord) {
         let variant = self.plan.variants[spec.variant].label.clone();
-        let r = self.dir.write_marker(spec, &variant, marker);
-        self.keep(r);
+        self.dir.write_marker(spec, &variant, marker);
     }
 
-    fn run_finished(&mut self, _spec: &RunSpec, _record: &RunRecord) {
-        let r = self.dir.flush();
-        self.keep(r);
+    fn run_finished(&mut self, spec: &RunSpec, _record: &RunRecord) {
+        self.dir.finish_run(spec.index);
         self.bar.inc(1);
     }
 }

@@ -49,7 +49,7 @@ struct TwowaveArgs {
     /// Largest object, bytes
     #[arg(long, default_value_t = TwowaveOptions::default().max_size)]
     max_size: u64,
-    /// Hold wave B this long after freeing A, with light allocator activity, ms
+    /// Hold wave B this long after freeing A, with light allocator activity, ms (at most 86400000)
     #[arg(long, default_value_t = TwowaveOptions::default().hold_ms)]
     hold_ms: u64,
     /// malloc/free pairs per ms during the hold

@@ -1,0 +1,581 @@
+//! `alloclens run` loses nothing and hides nothing: a full disk, output without a final newline,
+//! alloclens killed, absurd options. Real processes, a real tmpfs, real signals.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::{alloclens, compile_c};
+
+/// A C program printing `event I` for I in 0..N, one line each.
+const MARKERS_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) printf("event %d\n", i);
+    return 0;
+}
+"#;
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None (with the reason printed) when this machine cannot mount one (not root, no tmpfs).
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|r| {
+            headers
+                .iter()
+                .zip(r.unwrap().iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn run_into(out_dir: &Path, args: &[&str]) -> Output {
+    alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(out_dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn markers_program(dir: &Path) -> PathBuf {
+    compile_c(dir, "markers", MARKERS_C, &["-O2"])
+}
+
+#[test]
+fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
+    let Some(disk) = SmallDisk::mount("512k") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let markers = markers_program(work.path());
+    let out_dir = disk.path().join("r");
+    // About 370 KB of markers.csv per run: the second run does not fit.
+    let out = run_into(
+        &out_dir,
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--marker",
+            r"event (\d+)",
+            "--program-output",
+            "discard",
+            "--",
+            markers.to_str().unwrap(),
+            "10000",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stdout.contains("Summary"), "the table is printed: {stdout}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        r["runs"][1]["markers"], 10000,
+        "the measurement is all there"
+    );
+    let problems: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("alloclens: error: "))
+        .collect();
+    assert!(!problems.is_empty(), "{stderr}");
+    assert_eq!(
+        problems,
+        r["incomplete_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect::<Vec<_>>(),
+        "the same lines in results.json"
+    );
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.contains("are missing (No space left on device")),
+        "{stderr}"
+    );
+    // markers.csv holds whole runs only (10000 rows each, in run order), still parses, and when it
+    // misses a run (its rows alone, 33 to 60 bytes each, cannot all fit) its line says which.
+    let rows = csv_rows(&out_dir.join("markers.csv"));
+    assert_eq!(rows.len() % 10000, 0, "whole runs: {} rows", rows.len());
+    let kept = rows.len() / 10000;
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["run"], (i / 10000).to_string());
+        assert_eq!(row["label"], (i % 10000).to_string());
+    }
+    assert!(kept < 2, "two runs of markers cannot fit in 512 KiB");
+    let line = problems
+        .iter()
+        .find(|p| p.starts_with("markers.csv"))
+        .expect("markers.csv says what it misses");
+    let missing = if kept == 0 { "runs 0-1" } else { "run 1" };
+    assert!(
+        line.starts_with(&format!("markers.csv: the rows of {missing} are missing")),
+        "{line}"
+    );
+    // samples.csv parses and holds whole runs from run 0 on.
+    let samples = csv_rows(&out_dir.join("samples.csv"));
+    assert!(samples.windows(2).all(|w| w[0]["run"] <= w[1]["run"]));
+}
+
+#[test]
+fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
+    let Some(disk) = SmallDisk::mount("512k") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let markers = markers_program(work.path());
+    let out_dir = disk.path().join("r");
+    let filler = disk.path().join("filler");
+    let flag = disk.path().join("flag");
+    // Run 0 prints 1000 markers; run 1 fills the disk to the last byte. One sample per run (at the
+    // start, --interval 1h): run 1 writes no new page after the fill, so nothing of it can be cut
+    // to free one, and only giving up earlier runs makes room for results.json.
+    let script = format!(
+        "if [ -e {f} ]; then cat /dev/zero > {z} 2>/dev/null; else {m} 1000; fi; touch {f}; true",
+        m = markers.display(),
+        f = flag.display(),
+        z = filler.display()
+    );
+    let out = run_into(
+        &out_dir,
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--marker",
+            r"event (\d+)",
+            "--program-output",
+            "discard",
+            "--interval",
+            "1h",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.contains("Summary"), "{stdout}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert!(
+        stderr.contains("to make room for results.json"),
+        "our own rows were given up, not the user's file: {stderr}"
+    );
+    assert!(filler.exists());
+    // One line per file that lost something, and results.json names them too.
+    let problems = stderr
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error:"))
+        .count();
+    assert_eq!(
+        problems,
+        r["incomplete_files"].as_array().unwrap().len(),
+        "{stderr}"
+    );
+    let _ = csv_rows(&out_dir.join("markers.csv"));
+}
+
+/// Every byte value, several times over, then a last line without a newline.
+const BYTES_C: &str = r#"
+#include <unistd.h>
+int main(void) {
+    unsigned char b[256 * 8];
+    for (int i = 0; i < (int)sizeof b; i++) b[i] = (unsigned char)i;
+    for (int r = 0; r < 4; r++) write(1, b, sizeof b);
+    write(1, "last line", 9);
+    return 0;
+}
+"#;
+
+fn every_byte_expected() -> Vec<u8> {
+    let mut expected = Vec::new();
+    for _ in 0..4 * 8 {
+        expected.extend(0..=255u8);
+    }
+    expected.extend_from_slice(b"last line");
+    expected
+}
+
+#[test]
+fn pty_output_is_byte_exact_in_save_mode() {
+    let work = tempfile::tempdir().unwrap();
+    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    for extra in [&["--pty"][..], &[][..]] {
+        let out_dir = work.path().join(format!("r{}", extra.len()));
+        let mut args = vec!["-a", "glibc", "-r", "1", "--program-output", "save"];
+        args.extend_from_slice(extra);
+        args.extend(["--", bytes.to_str().unwrap()]);
+        let out = run_into(&out_dir, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let saved = std::fs::read(out_dir.join("output/run-0.log")).unwrap();
+        assert!(
+            saved == every_byte_expected(),
+            "{extra:?}: {} bytes saved, {} written; tail {:?}",
+            saved.len(),
+            every_byte_expected().len(),
+            String::from_utf8_lossy(&saved[saved.len().saturating_sub(12)..])
+        );
+    }
+}
+
+#[test]
+fn pty_output_is_byte_exact_in_pass_mode() {
+    let work = tempfile::tempdir().unwrap();
+    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    let out = run_into(
+        &work.path().join("r"),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--pty",
+            "--",
+            bytes.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let expected = every_byte_expected();
+    assert!(out.stdout.len() > expected.len());
+    let (passed, ours) = out.stdout.split_at(expected.len());
+    assert!(
+        passed == expected,
+        "the command's bytes come first, unchanged"
+    );
+    assert!(
+        ours.starts_with(b"\nSummary"),
+        "the table starts on a line of its own: {:?}",
+        String::from_utf8_lossy(&ours[..ours.len().min(20)])
+    );
+}
+
+/// The start time (field 22 of /proc/PID/stat) of a live process, None when it is gone or a zombie
+/// (in a container whose init does not reap, killed orphans stay zombies).
+fn live_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+#[test]
+fn sigkill_of_alloclens_kills_the_whole_tree() {
+    let work = tempfile::tempdir().unwrap();
+    let pids_file = work.path().join("pids");
+    // The shell, a child in its group, and one that left the group with setsid.
+    let script = format!(
+        "sleep 300 & echo $! >> {f}; setsid sleep 300 & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = pids_file.display()
+    );
+    let mut alloclens_run = alloclens()
+        .args([
+            "run",
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--program-output",
+            "discard",
+            "-o",
+        ])
+        .arg(work.path().join("r"))
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let read_pids = || -> Vec<i32> {
+        std::fs::read_to_string(&pids_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || read_pids().len() == 3),
+        "the command did not start its tree"
+    );
+    // Identify each process by pid and start time, so a reused pid does not count as alive.
+    let tree: Vec<(i32, u64)> = read_pids()
+        .into_iter()
+        .map(|pid| (pid, live_start_time(pid).expect("tree member alive")))
+        .collect();
+    // Let a few samples see the tree (the watchdog learns the members from them).
+    std::thread::sleep(Duration::from_millis(800));
+    alloclens_run.kill().unwrap(); // SIGKILL
+    alloclens_run.wait().unwrap();
+    let alive = || -> Vec<i32> {
+        tree.iter()
+            .filter(|(pid, start)| live_start_time(*pid) == Some(*start))
+            .map(|(pid, _)| *pid)
+            .collect()
+    };
+    wait_until(Duration::from_secs(10), || alive().is_empty());
+    let survivors = alive();
+    for pid in &survivors {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        survivors.is_empty(),
+        "still running after alloclens was killed: {survivors:?}"
+    );
+}
+
+#[test]
+fn huge_durations_get_one_line_naming_the_option_and_its_maximum() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("r");
+    let out = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "run",
+                "-o",
+                out,
+                "--interval",
+                "99999999999999999999s",
+                "--",
+                "true",
+            ],
+            "--interval '99999999999999999999s' is too long: at most 1h",
+        ),
+        (
+            &["run", "-o", out, "--timeout", "1e300s", "--", "true"],
+            "--timeout '1e300s' is too long: at most 365 days",
+        ),
+        (
+            &["run", "-o", out, "--timeout", "1e300", "--", "true"],
+            "--timeout '1e300' is too long: at most 365 days",
+        ),
+        (
+            &["workload", "twowave", "--hold-ms", "18446744073709551615"],
+            "hold_ms: must be at most 86400000",
+        ),
+        (
+            &["record", "-o", out, "--linger", "1e300", "--", "true"],
+            "--linger must be a number of seconds between 0 and 86400",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = alloclens()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_repeated_param_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_into(
+        &work.path().join("r"),
+        &["--param", "a=1", "--param", "a=2", "--", "echo", "{a}"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "alloclens: error: --param a is given twice (give all its values in one: --param a=V1,V2,...)"
+    );
+}
+
+#[test]
+fn a_baseline_that_is_not_a_variant_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_into(
+        &work.path().join("r"),
+        &["-a", "glibc", "--baseline", "tcmalloc", "--", "true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--baseline 'tcmalloc' is not one of the variants (glibc)"),
+        "{stderr}"
+    );
+    assert!(!work.path().join("r").exists(), "nothing ran");
+}
+
+#[test]
+fn force_leaves_only_this_sessions_files_and_never_a_users_file() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("r");
+    let session = |repeats: &str, force: bool| {
+        let mut args = vec!["-a", "glibc", "-r", repeats, "--program-output", "save"];
+        if force {
+            args.push("--force");
+        }
+        args.extend(["--", "echo", "hello"]);
+        run_into(&dir, &args)
+    };
+    assert_eq!(session("3", false).status.code(), Some(0));
+    std::fs::write(dir.join("report.html"), "an earlier report").unwrap();
+    let out = session("1", true);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut logs: Vec<String> = std::fs::read_dir(dir.join("output"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert_eq!(logs, ["run-0.log"], "the logs of runs 1 and 2 are gone");
+    assert!(!dir.join("report.html").exists(), "the old report is gone");
+    let runs: Vec<String> = csv_rows(&dir.join("samples.csv"))
+        .into_iter()
+        .map(|r| r["run"].clone())
+        .collect();
+    assert!(runs.iter().all(|r| r == "0"), "{runs:?}");
+
+    // Something alloclens did not write: refused, and nothing is removed.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = session("1", true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("'notes.txt'"), "{stderr}");
+    assert!(dir.join("notes.txt").exists());
+    assert!(dir.join("results.json").exists());
+    assert!(dir.join("output/run-0.log").exists());
+}
+
+/// `alloclens run ARGS` with `input` on its stdin (a pipe).
+fn run_with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn stdin_reaches_a_single_run_and_several_runs_are_warned() {
+    let work = tempfile::tempdir().unwrap();
+    let out = run_with_stdin(
+        &work.path().join("one"),
+        &["-a", "glibc", "-r", "1", "--", "wc", "-c"],
+        b"data\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout.lines().next(), Some("5"), "{stdout}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+
+    let out = run_with_stdin(
+        &work.path().join("two"),
+        &["-a", "glibc", "-r", "2", "--", "wc", "-c"],
+        b"data\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let counts: Vec<&str> = stdout.lines().take(2).collect();
+    assert_eq!(counts, ["0", "0"], "each run reads /dev/null: {stdout}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("stdin")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].starts_with("alloclens: warning: stdin is not passed on"));
+}
