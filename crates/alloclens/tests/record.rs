@@ -855,3 +855,47 @@ fn issue_15_a_huge_linger_is_a_one_line_error() {
         "{line}"
     );
 }
+
+/// The file size limit (`ulimit -f`) as a second way for writes to fail (EFBIG): the recording
+/// stops there as on a full disk, instead of SIGXFSZ killing the recorder. The limit leaves room
+/// for the shim's 16 MiB ring files, which are files too.
+#[test]
+fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
+    let trace = dir.path().join("t.alt");
+    const LIMIT: u64 = 17 << 20;
+    let mut cmd = alloclens();
+    // With addresses, 8 M events make about 22 MB of trace.
+    cmd.args(["record", "--addresses", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .arg("4000000");
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("alloclens: warning: writing the trace failed (File too large"),
+        "{stderr}"
+    );
+    let reader = TraceReader::open(&trace).unwrap();
+    assert!(reader.damage().is_none(), "{:?}", reader.damage());
+    assert!(std::fs::metadata(&trace).unwrap().len() <= LIMIT);
+    let readable: u64 = reader.streams().iter().map(|s| s.records).sum();
+    assert!(readable > 0 && readable < 8_000_000, "{readable}");
+}

@@ -172,6 +172,9 @@ pub unsafe fn split() -> std::io::Result<Side> {
         0 => {
             drop(ours);
             handle(&FORWARDED, remember);
+            // Past the file size limit (`ulimit -f`) a write fails with EFBIG, which the writer
+            // handles as it does a full disk, instead of SIGXFSZ killing the recorder.
+            handle(&[libc::SIGXFSZ], ignore);
             Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
         recorder => {
