@@ -858,7 +858,7 @@ fn issue_15_a_huge_linger_is_a_one_line_error() {
 
 /// The file size limit (`ulimit -f`) as a second way for writes to fail (EFBIG): the recording
 /// stops there as on a full disk, instead of SIGXFSZ killing the recorder. The limit leaves room
-/// for the shim's 16 MiB ring files, which are files too.
+/// for the shim's 4 MiB ring files (one per thread), which are files too.
 #[test]
 fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
     use std::os::unix::process::CommandExt;
