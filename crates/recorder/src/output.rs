@@ -135,8 +135,9 @@ fn is_our_output(meta: &std::fs::Metadata) -> bool {
     [libc::STDOUT_FILENO, libc::STDERR_FILENO]
         .iter()
         .any(|&fd| {
-            // SAFETY: fstat writes one struct stat; an unused descriptor just fails.
+            // SAFETY: struct stat is plain data, valid when zeroed.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: fstat writes one struct stat; a descriptor that is not open just fails.
             let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
             ok && st.st_dev == meta.dev() && st.st_ino == meta.ino()
         })
