@@ -90,7 +90,7 @@ pub struct Server {
     pub bytes: u64,
     /// Events that reached the file, per stream, once writing failed (`None` while it works:
     /// then every event drained is written).
-    pub written: Option<Vec<u64>>,
+    written: Option<Vec<u64>>,
     /// (pid, start ticks) -> images seen, for exec numbering.
     images_of: HashMap<(u32, u64), u32>,
     /// Images that vanished without a goodbye: an exec in progress looks the same until the new

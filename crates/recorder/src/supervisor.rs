@@ -88,7 +88,7 @@ pub enum Outcome {
     RecorderDied {
         signal: i32,
         command: Option<ExitStatus>,
-        /// Why the trace could not take the target's name (`--force`), if it could not.
+        /// Where the trace is, and why, when it could not take the target's name (`--force`).
         rename_error: Option<String>,
     },
 }
@@ -225,7 +225,13 @@ fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
     let rename_error = match (&trace, pid) {
         (Some(trace), Some(_)) => trace.commit().err().and_then(|e| {
             // Already renamed by the recorder, just before it died.
-            (trace.written().exists()).then(|| e.to_string())
+            trace.written().exists().then(|| {
+                format!(
+                    "'{}' (renaming it to '{}' failed: {e})",
+                    trace.written().display(),
+                    trace.target().display()
+                )
+            })
         }),
         (Some(trace), None) => {
             trace.discard();

@@ -73,15 +73,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             command,
             rename_error,
         }) => {
-            let kept =
-                match rename_error {
-                    None => format!("{} keeps what was written before", args.output.display()),
-                    Some(e) => format!(
-                    "what was written before is in a .{}.*.partial file beside it (renaming it \
-                     failed: {e})",
-                    args.output.file_name().unwrap_or_default().to_string_lossy()
-                ),
-                };
+            let kept = match rename_error {
+                None => format!("{} keeps what was written before", args.output.display()),
+                Some(where_) => format!("what was written before is in {where_}"),
+            };
             eprintln!(
                 "alloclens: error: the recorder died (signal {signal}, {}); the command ran on \
                  untraced, and {kept}",
@@ -127,8 +122,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(exit_code(summary.status))
 }
 
-/// `--linger` as a duration: a number of seconds from 0 to `MAX_LINGER_S` (a larger one would
-/// overflow `Duration`, and means nothing a day could not say).
+/// `--linger` as a duration: a number of seconds from 0 to `MAX_LINGER_S` (a much larger one
+/// would overflow `Duration`, and no descendant needs more than a week).
 fn linger(seconds: f64) -> anyhow::Result<Duration> {
     if !(seconds.is_finite() && (0.0..=MAX_LINGER_S).contains(&seconds)) {
         anyhow::bail!(
