@@ -236,9 +236,9 @@ fn start(
         writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
         no_addresses: !o.addresses,
     };
-    // Chunks go to the file as they are written, unbuffered (an events chunk of 2^19 records is tens to hundreds of kilobytes): a
-    // failed write is seen with the chunk it failed on, so the recorder knows which events
-    // reached the file, and the header is there at once should the recorder die early.
+    // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
+    // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
+    // which events reached the file, and the header is there at once should the recorder die.
     let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
         path: o.output.clone(),
         source,
