@@ -80,8 +80,8 @@ for name in python3 gcc-O2 cc1-O2; do
   base=(); rec=(); na=(); ht=()
   for _ in $(seq "$REPEATS"); do
     base+=("$(timed "${cmd[@]}")")
-    rec+=("$(timed "$AL" record -q -o "$WORK/$name.alt" -- "${cmd[@]}")")
-    na+=("$(timed "$AL" record -q --addresses -o "$WORK/$name-addr.alt" -- "${cmd[@]}")")
+    rec+=("$(timed "$AL" record -q --force -o "$WORK/$name.alt" -- "${cmd[@]}")")
+    na+=("$(timed "$AL" record -q --force --addresses -o "$WORK/$name-addr.alt" -- "${cmd[@]}")")
     if command -v heaptrack >/dev/null; then
       ht+=("$(timed heaptrack_run "$WORK/ht-$name" "${cmd[@]}")")
     fi

@@ -444,3 +444,458 @@ fn a_termination_signal_goes_to_the_command_and_the_trace_is_complete() {
     assert!(reader.damage().is_none(), "{:?}", reader.damage());
     assert!(reader.trailer().is_some(), "the recording was finished");
 }
+
+/// `alloclens record -q OPTIONS -o TRACE -- sh -c SCRIPT` with TMPDIR set, started.
+fn start_recording_in(
+    tmp: &Path,
+    trace: &Path,
+    options: &[&str],
+    script: &str,
+) -> std::process::Child {
+    alloclens()
+        .env("TMPDIR", tmp)
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(trace)
+        .args(["--", "sh", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A command that touches DIR/started, then waits for DIR/go (or for DIR to go, or 30 s: a
+/// failed test leaves nothing running) and exits 7.
+fn waiting_script(dir: &Path) -> String {
+    format!(
+        "touch {d}/started; n=0; \
+         while [ ! -e {d}/go ] && [ -d {d} ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done; exit 7",
+        d = dir.display()
+    )
+}
+
+/// The one line of an error run of `alloclens`, checked to exit 2.
+fn error_line(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A whole trace: no damage, a trailer.
+fn is_complete(trace: &Path) -> bool {
+    TraceReader::open(trace).is_ok_and(|r| r.damage().is_none() && r.trailer().is_some())
+}
+
+/// Issue 15: a second recording into the file of a running one succeeded, and both wrote into
+/// it ("corrupt after chunk 604"). The second is refused at once now; the first stays whole.
+#[test]
+fn issue_15_a_second_recording_into_a_busy_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("s.alt");
+    let first = start_recording(&trace, &[], &waiting_script(dir.path()));
+    wait_until("the first recording started", || {
+        dir.path().join("started").exists()
+    });
+    let second = alloclens()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(traced())
+        .args(["ops", "300"])
+        .output()
+        .unwrap();
+    let line = error_line(&second);
+    assert!(
+        line.contains("s.alt' exists; pass --force to replace it, or choose another name"),
+        "{line}"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(7));
+    assert!(is_complete(&trace));
+    assert_eq!(TraceReader::open(&trace).unwrap().header().command[0], "sh");
+}
+
+/// With --force each recording writes a file of its own beside the target and renames it over
+/// the target when it ends: two at once both end whole, the last one to end is the target.
+#[test]
+fn issue_15_with_force_recordings_replace_the_file_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("s.alt");
+    std::fs::write(&trace, "an old file").unwrap();
+    let first = start_recording(&trace, &["--force"], &waiting_script(dir.path()));
+    wait_until("the first recording started", || {
+        dir.path().join("started").exists()
+    });
+    assert_eq!(
+        std::fs::read(&trace).unwrap(),
+        b"an old file",
+        "replaced at the end only"
+    );
+    common::record(
+        &trace,
+        &["--force"],
+        &[traced().as_os_str(), "ops".as_ref(), "300".as_ref()],
+    );
+    assert!(is_complete(&trace));
+    assert_eq!(count(&trace, Op::Pvalloc, 1107), 300);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(7));
+    assert!(is_complete(&trace));
+    assert_eq!(TraceReader::open(&trace).unwrap().header().command[0], "sh");
+    assert_eq!(
+        names_in(dir.path()),
+        ["go", "s.alt", "started"],
+        "no partial file left"
+    );
+}
+
+/// Issue 15: `record -o good.alt -- /nonexistent/cmd` replaced a good trace with a 167-byte stub,
+/// and said "not in PATH" of a path.
+#[test]
+fn issue_15_a_command_that_cannot_start_leaves_the_old_trace_and_no_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.alt");
+    common::record(
+        &good,
+        &[],
+        &[traced().as_os_str(), "ops".as_ref(), "300".as_ref()],
+    );
+    let before = std::fs::read(&good).unwrap();
+    let record = |options: &[&str], out: &Path, program: &Path| {
+        alloclens()
+            .arg("record")
+            .args(options)
+            .arg("-o")
+            .arg(out)
+            .arg("--")
+            .arg(program)
+            .output()
+            .unwrap()
+    };
+    let missing = Path::new("/nonexistent/cmd");
+    let line = error_line(&record(&[], &good, missing));
+    assert!(line.contains("good.alt' exists; pass --force"), "{line}");
+    let line = error_line(&record(&["--force"], &good, missing));
+    assert!(
+        line.contains("cannot run '/nonexistent/cmd': no such file (check the path)"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(&good).unwrap(), before);
+    let fresh = dir.path().join("fresh.alt");
+    error_line(&record(&[], &fresh, missing));
+    let not_executable = dir.path().join("script.sh");
+    std::fs::write(&not_executable, "echo hi\n").unwrap();
+    let line = error_line(&record(&[], &fresh, &not_executable));
+    assert!(
+        line.contains(&format!(
+            "cannot run '{}': not an executable file",
+            not_executable.display()
+        )),
+        "{line}"
+    );
+    assert_eq!(names_in(dir.path()), ["good.alt", "script.sh"]);
+}
+
+/// Issue 15: `record -o /dev/stdout > f` made an unreadable trace (the command's output went
+/// into the same file) without a word. A trace goes to a regular file of its own.
+#[test]
+fn issue_15_the_trace_goes_to_a_regular_file_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = error_line(
+        &alloclens()
+            .args(["record", "-o", "/dev/null", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert!(line.contains("'/dev/null': not a regular file"), "{line}");
+    let f = dir.path().join("f");
+    for options in [&[][..], &["--force"]] {
+        let out = alloclens()
+            .arg("record")
+            .args(options)
+            .args(["-o", "/dev/stdout", "--", "echo", "hello"])
+            .stdout(std::fs::File::create(&f).unwrap())
+            .output()
+            .unwrap();
+        let line = error_line(&out);
+        assert!(
+            line.contains("it is where this process's output goes"),
+            "{line}"
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"", "nothing written into it");
+    }
+}
+
+/// Allocation sizes and frees from an LCG: a trace that compresses poorly (about 1.6 B/event).
+const NOISY_PROGRAM: &str = r#"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    static void *slot[4096];
+    unsigned long x = 12345;
+    for (long i = 0; i < n; i++) {
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        unsigned k = (x >> 33) % 4096;
+        free(slot[k]);
+        slot[k] = malloc(1 + (x >> 45) % 5000);
+    }
+    return 0;
+}
+"#;
+
+/// A small tmpfs, unmounted when dropped; `None` (with the reason printed) when mounting is
+/// impossible here (not root, no mount namespace rights).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk(at.to_path_buf())),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Issue 15: after a disk-full recording the summary said "recorded 8.0 M events" where 3.1 M
+/// were readable. Writing stops at the first failed write, the file ends after its last whole
+/// chunk, the command runs on, and the counts printed are what the file holds.
+#[test]
+fn issue_15_a_full_disk_leaves_a_readable_trace_and_the_count_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), "2m") else {
+        return;
+    };
+    let trace = disk.0.join("t.alt");
+    // 6 M events, about 10 MB of trace.
+    let out = alloclens()
+        .args(["record", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .arg("3000000")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the command's own status: {stderr}"
+    );
+    let reader = TraceReader::open(&trace).unwrap();
+    assert!(
+        reader.damage().is_none(),
+        "ends after a whole chunk: {:?}",
+        reader.damage()
+    );
+    assert!(reader.trailer().is_none());
+    assert!(
+        reader
+            .notes()
+            .iter()
+            .any(|n| n.contains("No space left on device")),
+        "{:?}",
+        reader.notes()
+    );
+    let analysis = common::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let readable = analysis["processes"][0]["stats"]["calls_total"]
+        .as_u64()
+        .unwrap();
+    assert!(readable > 0 && readable < 6_000_000, "{readable}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("alloclens: warning: writing the trace failed"))
+        .unwrap_or_else(|| panic!("one warning line: {stderr}"));
+    assert!(
+        warning.contains("No space left on device")
+            && warning.contains(&format!("it holds the first {readable} events")),
+        "{warning}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "recorded {} events (of 6.0 M intercepted; writing failed)",
+            trace::human_count(readable)
+        )),
+        "{stderr}"
+    );
+}
+
+/// Issue 15: a recorder killed with SIGKILL left its socket directory in the temporary
+/// directory. The supervisor removes it, and with --force renames the partial trace over the
+/// target: what was recorded is there, under the name asked for.
+#[test]
+fn issue_15_a_killed_recorder_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let trace = dir.path().join("t.alt");
+    std::fs::write(&trace, "an old file").unwrap();
+    let supervisor = start_recording_in(&tmp, &trace, &["--force"], &waiting_script(dir.path()));
+    wait_until("the command started", || {
+        dir.path().join("started").exists()
+    });
+    let recorder = children_of(supervisor.id());
+    assert_eq!(recorder.len(), 1, "one recorder process: {recorder:?}");
+    assert_eq!(
+        names_in(&tmp).len(),
+        1,
+        "its socket directory: {:?}",
+        names_in(&tmp)
+    );
+    // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
+    assert_eq!(unsafe { libc::kill(recorder[0] as i32, libc::SIGKILL) }, 0);
+    wait_until("the recorder died", || is_dead(recorder[0]));
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = supervisor.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("t.alt keeps what was written before"),
+        "{stderr}"
+    );
+    assert_eq!(names_in(&tmp), Vec::<String>::new());
+    assert_eq!(names_in(dir.path()), ["go", "started", "t.alt", "tmp"]);
+    let reader = TraceReader::open(&trace).unwrap();
+    assert_eq!(reader.header().command[0], "sh");
+}
+
+/// When the supervisor dies too (SIGKILL to both), the next recording removes the directory.
+#[test]
+fn issue_15_the_socket_directory_of_a_dead_recording_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let supervisor = start_recording_in(
+        &tmp,
+        &dir.path().join("t.alt"),
+        &[],
+        &waiting_script(dir.path()),
+    );
+    wait_until("the command started", || {
+        dir.path().join("started").exists()
+    });
+    let recorder = children_of(supervisor.id());
+    assert_eq!(recorder.len(), 1, "one recorder process: {recorder:?}");
+    for pid in [supervisor.id(), recorder[0]] {
+        // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    }
+    wait_until("the recorder died", || is_dead(recorder[0]));
+    let left = names_in(&tmp);
+    assert_eq!(left.len(), 1, "{left:?}");
+    // The command, which holds the output pipes, ends.
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    supervisor.wait_with_output().unwrap();
+    let next = alloclens()
+        .env("TMPDIR", &tmp)
+        .args(["record", "-q", "-o"])
+        .arg(dir.path().join("next.alt"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    assert_eq!(names_in(&tmp), Vec::<String>::new());
+}
+
+/// Issue 15: `record --linger 1e300` panicked (exit 101).
+#[test]
+fn issue_15_a_huge_linger_is_a_one_line_error() {
+    let out = alloclens()
+        .args([
+            "record",
+            "--linger",
+            "1e300",
+            "-o",
+            "/nonexistent-dir/x.alt",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let line = error_line(&out);
+    assert!(
+        line.contains("--linger must be a number of seconds from 0 to 604800"),
+        "{line}"
+    );
+}
+
+/// The file size limit (`ulimit -f`) as a second way for writes to fail (EFBIG): the recording
+/// stops there as on a full disk, instead of SIGXFSZ killing the recorder. The limit leaves room
+/// for the shim's 4 MiB ring files (one per thread), which are files too.
+#[test]
+fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
+    let trace = dir.path().join("t.alt");
+    const LIMIT: u64 = 17 << 20;
+    let mut cmd = alloclens();
+    // With addresses, 8 M events make about 22 MB of trace.
+    cmd.args(["record", "--addresses", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .arg("4000000");
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("alloclens: warning: writing the trace failed (File too large"),
+        "{stderr}"
+    );
+    let reader = TraceReader::open(&trace).unwrap();
+    assert!(reader.damage().is_none(), "{:?}", reader.damage());
+    assert!(std::fs::metadata(&trace).unwrap().len() <= LIMIT);
+    let readable: u64 = reader.streams().iter().map(|s| s.records).sum();
+    assert!(readable > 0 && readable < 8_000_000, "{readable}");
+}

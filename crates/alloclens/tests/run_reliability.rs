@@ -440,7 +440,7 @@ fn huge_durations_get_one_line_naming_the_option_and_its_maximum() {
         ),
         (
             &["record", "-o", out, "--linger", "1e300", "--", "true"],
-            "--linger must be a number of seconds between 0 and 86400",
+            "--linger must be a number of seconds from 0 to 604800",
         ),
     ];
     for (args, needle) in cases {

@@ -1,5 +1,6 @@
 //! Minimal front end for the library, for development and benchmarks when the full CLI is not
-//! at hand: `cargo run -p recorder --example record -- OUT.alt CMD ARGS...`.
+//! at hand: `cargo run -p recorder --example record -- OUT.alt CMD ARGS...` (OUT.alt is
+//! replaced if it exists, as with `alloclens record --force`).
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -9,6 +10,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let mut options = recorder::RecordOptions::new(args.collect(), out.into());
+    // Benchmarks record into the same file again and again.
+    options.existing = recorder::Existing::Replace;
     // For measuring the level's cost (bench/record-overhead.sh): ZSTD_LEVEL=1 ...
     if let Some(level) = std::env::var("ZSTD_LEVEL")
         .ok()

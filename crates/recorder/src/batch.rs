@@ -15,6 +15,8 @@ pub struct Batch {
     /// The stream (process image) it belongs to.
     pub stream: u32,
     pub chunk: UncompressedChunk,
+    /// Events among the chunk's records (the others are markers).
+    pub events: u32,
 }
 
 impl Batch {
@@ -31,6 +33,8 @@ pub struct ChunkBuilder {
     block_ids: Option<BlockIds>,
     /// Records the encoder refused (out of order: a recorder bug), left out of the trace.
     pub refused: u64,
+    /// Markers in the chunk being built.
+    markers: u32,
 }
 
 /// Once the id map outgrows a core's caches (`BlockIds::worth_prefetching`; python3: 1.8 M
@@ -52,6 +56,7 @@ impl ChunkBuilder {
             encoder,
             block_ids,
             refused: 0,
+            markers: 0,
         }
     }
 
@@ -111,9 +116,15 @@ impl ChunkBuilder {
 
     /// A marker at its place (before the records with a higher seq).
     pub fn push_marker(&mut self, marker: &Marker) {
-        if self.encoder.push_marker(marker).is_err() {
-            self.refused += 1;
+        match self.encoder.push_marker(marker) {
+            Ok(()) => self.markers += 1,
+            Err(_) => self.refused += 1,
         }
+    }
+
+    /// Markers in the chunk being built; the count starts again (call before `seal`).
+    pub fn take_markers(&mut self) -> u32 {
+        std::mem::take(&mut self.markers)
     }
 
     /// Seals the chunk into `buffer` (a buffer to reuse); `None` when it is empty. The encoder

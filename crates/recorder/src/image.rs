@@ -555,9 +555,11 @@ impl Image {
         }
         self.anchors.flush(chunk);
         let buffer = batches.spare.pop().unwrap_or_default();
+        let markers = chunk.take_markers();
         if let Some(sealed) = chunk.seal(buffer) {
             batches.out.push(Batch {
                 stream: self.stream,
+                events: sealed.records.saturating_sub(markers),
                 chunk: sealed,
             });
         }

@@ -11,6 +11,7 @@
 mod anchors;
 mod batch;
 mod image;
+mod output;
 mod pipeline;
 pub mod protocol;
 mod server;
@@ -19,6 +20,7 @@ mod spawn;
 pub mod supervisor;
 mod sys;
 
+pub use output::{Existing, TraceFile};
 pub use spawn::describe_status;
 pub use sys::signal_name;
 
@@ -35,8 +37,11 @@ pub use trace::EndReason;
 pub struct RecordOptions {
     /// The command and its arguments.
     pub command: Vec<OsString>,
-    /// The trace file to write (replaced if it exists).
+    /// The trace file to write.
     pub output: PathBuf,
+    /// What to do when `output` exists: refuse (the default) or replace it when the recording
+    /// ends (`output` module).
+    pub existing: Existing,
     /// Extra environment for the command (e.g. an allocator variant's). An `LD_PRELOAD` here
     /// replaces the inherited one; the shim is put first in either case.
     pub env: Vec<(OsString, OsString)>,
@@ -68,6 +73,7 @@ impl RecordOptions {
         RecordOptions {
             command,
             output,
+            existing: Existing::Refuse,
             env: Vec::new(),
             allocator: "glibc".into(),
             marker: None,
@@ -88,6 +94,7 @@ pub struct ProcessSummary {
     pub exec_index: u32,
     /// argv[0].
     pub command: String,
+    /// Events of this image in the trace.
     pub events: u64,
     pub end: Option<EndReason>,
 }
@@ -98,8 +105,11 @@ pub struct RecordSummary {
     /// How the command ended (its exit status is alloclens record's own).
     pub status: ExitStatus,
     pub processes: Vec<ProcessSummary>,
-    /// Events written, all processes.
+    /// Events written into the trace, all processes.
     pub events: u64,
+    /// Events the shim intercepted: `events`, unless writing the trace failed (a full disk),
+    /// after which the calls are no longer written.
+    pub events_intercepted: u64,
     /// Output lines turned into markers.
     pub output_markers: u64,
     /// Size of the trace file.
@@ -124,10 +134,28 @@ pub enum RecordError {
         #[source]
         source: std::io::Error,
     },
+    #[error("'{path}' exists; pass --force to replace it, or choose another name")]
+    Exists { path: PathBuf },
+    #[error(
+        "cannot write the trace to '{path}': not a regular file (a trace is read back with \
+         seeks, so it must be a regular file)"
+    )]
+    NotRegular { path: PathBuf },
+    #[error(
+        "cannot write the trace to '{path}': it is where this process's output goes, and the \
+         command's output would overwrite it; give the trace a file of its own"
+    )]
+    OwnOutput { path: PathBuf },
     #[error("cannot set up the recorder socket: {0}")]
     Socket(#[source] std::io::Error),
     #[error("command not found: '{command}' (not in PATH; give a path or check the spelling)")]
     CommandNotFound { command: String },
+    #[error("cannot run '{path}': no such file (check the path)")]
+    NoSuchProgram { path: PathBuf },
+    #[error("cannot run '{path}': its interpreter (#! line) or its dynamic loader is missing")]
+    InterpreterMissing { path: PathBuf },
+    #[error("cannot run '{path}': not an executable file (a directory, or no execute permission)")]
+    NotExecutable { path: PathBuf },
     #[error("cannot start '{command}': {source}")]
     Spawn {
         command: String,

@@ -15,7 +15,7 @@
 //! shim already handles. Chunk buffers are recycled.
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{Seek, SeekFrom};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -26,7 +26,8 @@ use trace::{EncodedChunk, EndReason, ProcessInfo, TraceWriter, Trailer};
 
 use crate::batch::Batch;
 
-type FileWriter = TraceWriter<BufWriter<File>>;
+/// Unbuffered: a write that fails is seen with the chunk it failed on (`Output::handle`).
+pub type FileWriter = TraceWriter<File>;
 
 /// Streams a compressor thread remembers the last ratio of.
 const REMEMBERED_STREAMS: usize = 8;
@@ -46,7 +47,8 @@ const STRONG_RATIO: usize = 8;
 
 enum Job {
     Process(ProcessInfo),
-    Events(u32, EncodedChunk),
+    /// Stream, chunk, events among its records.
+    Events(u32, EncodedChunk, u32),
     /// Compression failed: like a write error, writing stops.
     Failed(String),
     End(u32, EndReason, u64),
@@ -60,6 +62,8 @@ pub struct Finished {
     pub bytes: u64,
     /// The first write error, if any (nothing was written after it).
     pub error: Option<String>,
+    /// Events written, per stream (in the file, whatever happened after).
+    pub events: Vec<u64>,
 }
 
 /// State shared between the server and the writer thread.
@@ -242,12 +246,13 @@ impl Pipeline {
         match self.writer.take().map(JoinHandle::join) {
             Some(Ok(f)) if !panicked || f.error.is_some() => f,
             Some(Ok(f)) => Finished {
-                bytes: f.bytes,
                 error: Some("a compressor thread panicked".into()),
+                ..f
             },
             _ => Finished {
                 bytes: 0,
                 error: Some("the trace writer thread panicked".into()),
+                events: Vec::new(),
             },
         }
     }
@@ -313,7 +318,7 @@ fn compress_loop(
                         compressible.remove(0);
                     }
                     compressible.push((batch.stream, ratio_pays));
-                    Job::Events(batch.stream, encoded)
+                    Job::Events(batch.stream, encoded, batch.events)
                 }
                 Err(e) => Job::Failed(format!("cannot compress events: {e}")),
             },
@@ -330,6 +335,8 @@ struct Output {
     writer: Option<FileWriter>,
     bytes: u64,
     error: Option<String>,
+    /// Events written, per stream.
+    events: Vec<u64>,
 }
 
 /// How much lower the compressor and writer threads' priority is than the drain thread's (nice
@@ -353,6 +360,7 @@ fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> 
         writer: Some(writer),
         bytes: 0,
         error: None,
+        events: Vec::new(),
     };
     // Jobs that arrived before their turn (a compressor finished a later chunk first).
     let mut early: BTreeMap<u64, Job> = BTreeMap::new();
@@ -372,6 +380,7 @@ fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> 
     Finished {
         bytes: out.bytes,
         error: out.error,
+        events: out.events,
     }
 }
 
@@ -382,7 +391,13 @@ impl Output {
         };
         let result = match job {
             Job::Process(info) => w.begin_process(&info).map(|_| ()),
-            Job::Events(stream, chunk) => w.write_events(stream, &chunk),
+            Job::Events(stream, chunk, events) => w.write_events(stream, &chunk).map(|()| {
+                let s = stream as usize;
+                if self.events.len() <= s {
+                    self.events.resize(s + 1, 0);
+                }
+                self.events[s] += u64::from(events);
+            }),
             Job::Failed(text) => Err(std::io::Error::other(text)),
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
@@ -400,12 +415,27 @@ impl Output {
             }
         };
         if let Err(e) = result {
+            let msg = e.to_string();
+            end_at_last_chunk(w, &format!("writing stopped here: {msg}"));
             self.bytes = w.bytes_written();
             self.writer = None;
-            let msg = e.to_string();
             *lock(&shared.error) = Some(msg.clone());
             self.error = Some(msg);
         }
+    }
+}
+
+/// After a failed write (disk full, I/O error, file size limit): cuts the chunk the write left
+/// half-written, so the file ends after the last whole chunk, and says why there when there
+/// is room (cutting freed some). Best effort: a reader recovers every whole chunk anyway.
+fn end_at_last_chunk(w: &mut FileWriter, why: &str) {
+    let whole = w.bytes_written();
+    let cut = |f: &mut &File| {
+        f.set_len(whole)
+            .and_then(|()| f.seek(SeekFrom::Start(whole)))
+    };
+    if cut(&mut w.get_ref()).is_ok() && w.note(why).is_err() {
+        let _ = cut(&mut w.get_ref());
     }
 }
 
@@ -435,9 +465,11 @@ mod tests {
             .collect();
         b.push_records(&records, stream);
         b.push_anchor(seqs.end, seqs.end * 10);
+        let chunk = b.seal(Vec::new()).unwrap();
         Batch {
             stream,
-            chunk: b.seal(Vec::new()).unwrap(),
+            events: chunk.records,
+            chunk,
         }
     }
 
@@ -448,7 +480,7 @@ mod tests {
     /// A pipeline writing into a new trace file `t.alt` in `dir`.
     fn pipeline(dir: &std::path::Path) -> (Pipeline, std::path::PathBuf) {
         let path = dir.join("t.alt");
-        let file = BufWriter::new(File::create(&path).unwrap());
+        let file = File::create(&path).unwrap();
         let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
         (Pipeline::start(writer, 1).unwrap(), path)
     }
@@ -549,7 +581,8 @@ mod tests {
             zstd = nice_of_threads("alloclens-zstd");
             writer = nice_of_threads("alloclens-write");
             let lowered = |v: &[i64]| !v.is_empty() && v.iter().all(|&n| n == want);
-            if lowered(&zstd) && lowered(&writer) {
+            // Every compressor thread started (one may start after another lowered itself).
+            if lowered(&zstd) && lowered(&writer) && zstd.len() >= p.compressors.len() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));

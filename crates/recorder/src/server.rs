@@ -1,19 +1,17 @@
 //! The recorder's loop: accepts shim connections, handles their control messages, drains every
 //! image's rings each round, writes chunks, and decides how each image ended.
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufWriter;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use trace::{EndReason, Marker, ProcessInfo, TraceWriter};
+use trace::{EndReason, Marker, ProcessInfo};
 
 use crate::batch::{Batch, ChunkBuilder};
 use crate::image::{liveness, Batches, Image, Liveness};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{FileWriter, Finished, Pipeline};
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
 use crate::ProcessSummary;
@@ -90,6 +88,9 @@ pub struct Server {
     last_flush: Instant,
     pub markers: u64,
     pub bytes: u64,
+    /// Events that reached the file, per stream, once writing failed (`None` while it works:
+    /// then every event drained is written).
+    written: Option<Vec<u64>>,
     /// (pid, start ticks) -> images seen, for exec numbering.
     images_of: HashMap<(u32, u64), u32>,
     /// Images that vanished without a goodbye: an exec in progress looks the same until the new
@@ -123,7 +124,7 @@ const ACCEPT_EVERY_NS: u64 = 1_000_000;
 impl Server {
     pub fn new(
         listener: OwnedFd,
-        writer: TraceWriter<BufWriter<File>>,
+        writer: FileWriter,
         chunk_records: usize,
         level: i32,
         addresses: bool,
@@ -153,6 +154,7 @@ impl Server {
             last_flush: Instant::now(),
             markers: 0,
             bytes: 0,
+            written: None,
             images_of: HashMap::new(),
             verdict_pending: Vec::new(),
             last_accept_ns: 0,
@@ -217,6 +219,8 @@ impl Server {
         }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush();
+        } else {
+            self.check_writer();
         }
         self.last_moved = moved;
         moved
@@ -477,7 +481,7 @@ impl Server {
         }
     }
 
-    /// Reports a failure of the writer thread (checked once per round and at the end).
+    /// Stops writing at the writer's first failure (checked every round and at the end).
     fn check_writer(&mut self) {
         if let Some(e) = self.writer.as_mut().and_then(Pipeline::failure) {
             self.write_failed(e);
@@ -562,22 +566,42 @@ impl Server {
         self.check_writer();
         if let Some(w) = self.writer.take() {
             let done = w.finish(Some(trailer.clone()));
-            if let Some(e) = done.error {
-                self.warnings.push(e);
-            }
             self.bytes = done.bytes;
+            if let Some(e) = done.error.clone() {
+                self.stopped(done, &e);
+            }
         }
         self.bytes
     }
 
     fn write_failed(&mut self, e: String) {
-        // Keep draining (the program must run on) but stop writing.
-        if let Some(w) = self.writer.take() {
-            self.bytes = w.finish(None).bytes;
-        }
+        // Keep draining (the program must run on) but stop writing: its calls still go through
+        // the rings and are dropped here.
+        let Some(w) = self.writer.take() else { return };
+        let done = w.finish(None);
+        self.bytes = done.bytes;
+        self.stopped(done, &e);
+    }
+
+    /// Writing stopped on error `e`: the counts become what the file holds, and one warning
+    /// says so.
+    fn stopped(&mut self, done: Finished, e: &str) {
+        let events: u64 = done.events.iter().sum();
+        self.written = Some(done.events);
         self.warn(format!(
-            "writing the trace failed, the rest of the run is not recorded: {e}"
+            "writing the trace failed ({e}): it holds the first {events} events ({:.1} MB, \
+             readable); the command ran on, its later calls not recorded",
+            self.bytes as f64 / 1e6
         ));
+    }
+
+    /// Events of image `i` in the file: all it produced, unless writing failed.
+    pub fn events_written(&self, i: usize) -> u64 {
+        let img = &self.images[i];
+        match &self.written {
+            None => img.events,
+            Some(w) => w.get(img.stream as usize).copied().unwrap_or(0),
+        }
     }
 
     fn warn(&mut self, w: String) {

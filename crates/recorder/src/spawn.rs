@@ -2,8 +2,9 @@
 //! `--marker`), and runs the server loop until the command and its descendants are done.
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
@@ -14,95 +15,150 @@ use trace::{TraceHeader, TraceWriter, Trailer};
 
 use crate::protocol::ENV_SOCKET;
 use crate::server::{Input, OutputPipe, Server};
-use crate::{shim, sys, RecordError, RecordOptions, RecordSummary};
+use crate::{shim, sys, RecordError, RecordOptions, RecordSummary, TraceFile};
+
+/// The socket's name in its directory (`socket_dir`).
+const SOCKET_NAME: &str = "rec.sock";
+
+/// Prefix of a socket directory in the temporary directory; the recorder's pid follows.
+const SOCKET_DIR_PREFIX: &str = "alloclens-";
+
+/// A private directory (mode 0700) for the recorder's socket, `alloclens-PID-NS-XXXXXX` in the
+/// temporary directory (NS: the pid namespace, in hex, in which PID means this process).
+/// Removed when the recording ends; when the recorder dies, by the supervisor; when both die, by
+/// the next recording that finds it (`sweep_stale_socket_dirs`).
+fn socket_dir() -> Result<tempfile::TempDir, RecordError> {
+    let tmp = std::env::temp_dir();
+    let ns = pid_namespace();
+    sweep_stale_socket_dirs(&tmp, ns);
+    tempfile::Builder::new()
+        .prefix(&format!(
+            "{SOCKET_DIR_PREFIX}{}-{ns:x}-",
+            std::process::id()
+        ))
+        .tempdir_in(&tmp)
+        .map_err(RecordError::Socket)
+}
+
+/// The inode of our pid namespace (0 when unknown): a temporary directory shared with a
+/// container holds directories named for pids of another namespace, which say nothing here.
+fn pid_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            l.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Removes the socket directories of recorders that died with their supervisor (a SIGKILL to
+/// the whole group, a machine out of memory): ours (same owner), named for a pid of our
+/// namespace `ns` that is gone, holding nothing but the socket.
+fn sweep_stale_socket_dirs(tmp: &Path, ns: u64) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SOCKET_DIR_PREFIX))
+            .and_then(|rest| {
+                let mut parts = rest.splitn(3, '-');
+                let pid = parts.next()?.parse::<libc::pid_t>().ok()?;
+                let same_ns = u64::from_str_radix(parts.next()?, 16).ok()? == ns;
+                (pid > 0 && same_ns && ns != 0).then_some(pid)
+            })
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == uid);
+        let gone = !is_running(pid);
+        let only_the_socket = || {
+            std::fs::read_dir(&path)
+                .is_ok_and(|d| d.flatten().all(|e| e.file_name() == SOCKET_NAME))
+        };
+        if ours && gone && only_the_socket() {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (a killed recorder whose parent died too
+/// may stay a zombie for long where nothing reaps orphans, as in many containers).
+fn is_running(pid: libc::pid_t) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) state ...": the comm may hold anything, the fields after it do not.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+/// What failed to start: a name not in PATH, or a path that is missing or cannot be run.
+fn spawn_error(program: &OsString, source: std::io::Error) -> RecordError {
+    let command = program.to_string_lossy().into_owned();
+    let path = std::path::PathBuf::from(program);
+    let is_path = command.contains('/');
+    match source.kind() {
+        std::io::ErrorKind::NotFound if !is_path => RecordError::CommandNotFound { command },
+        // The file is there: what exec did not find is its interpreter or loader.
+        std::io::ErrorKind::NotFound if path.exists() => RecordError::InterpreterMissing { path },
+        std::io::ErrorKind::NotFound => RecordError::NoSuchProgram { path },
+        std::io::ErrorKind::PermissionDenied if is_path => RecordError::NotExecutable { path },
+        _ => RecordError::Spawn { command, source },
+    }
+}
 
 pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let program = o.command.first().ok_or(RecordError::NoCommand)?;
     let shim = shim::shim_path()?;
-    let dir = tempfile::Builder::new()
-        .prefix("alloclens-")
-        .tempdir()
-        .map_err(RecordError::Socket)?;
-    let sock_path = dir.path().join("rec.sock");
+    let dir = socket_dir()?;
+    if let Some(link) = &o.supervisor {
+        link.socket_dir(dir.path());
+    }
+    let sock_path = dir.path().join(SOCKET_NAME);
     let listener = sys::listen_seqpacket(&sock_path).map_err(RecordError::Socket)?;
 
-    let file = File::create(&o.output).map_err(|source| RecordError::Output {
-        path: o.output.clone(),
-        source,
-    })?;
-    let header = TraceHeader {
-        command: o
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        host: sys::hostname(),
-        allocator: o.allocator.clone(),
-        start_unix_ns: unix_ns(),
-        writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
-        no_addresses: !o.addresses,
-    };
-    // The header reaches the file at once: should the recorder die before its first periodic
-    // flush, the file is still a trace (of no process yet), not an empty file.
-    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header)
-        .and_then(|mut w| w.flush().map(|()| w))
-        .map_err(|source| RecordError::Output {
-            path: o.output.clone(),
-            source,
-        })?;
-    let mut server = Server::new(
-        listener,
-        writer,
-        o.chunk_records.max(1),
-        o.zstd_level,
-        o.addresses,
-    );
-
-    let mut cmd = Command::new(program);
-    cmd.args(&o.command[1..]);
-    let mut preload = None;
-    for (k, v) in &o.env {
-        if k == "LD_PRELOAD" {
-            preload = Some(v.clone());
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
-    cmd.env("LD_PRELOAD", preload_with_shim(&shim, preload));
-    cmd.env(ENV_SOCKET, &sock_path);
-    let (tx, rx) = mpsc::channel();
-    let mut output_open = 0usize;
-    if o.marker.is_some() {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    }
-    let mut child: Child = cmd.spawn().map_err(|source| {
-        let command = program.to_string_lossy().into_owned();
-        if source.kind() == std::io::ErrorKind::NotFound {
-            RecordError::CommandNotFound { command }
-        } else {
-            RecordError::Spawn { command, source }
-        }
-    })?;
+    let (output, file) = TraceFile::create(&o.output, o.existing)?;
     if let Some(link) = &o.supervisor {
-        link.announce(&child);
+        link.trace_file(&output);
     }
-    if let Some(re) = &o.marker {
-        if let Some(out) = child.stdout.take() {
-            let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
-            server.watch_output(pipe.clone());
-            forward_lines(out, std::io::stdout(), re.clone(), tx.clone(), pipe);
-            output_open += 1;
+    let started = start(o, program, &shim, (listener, &sock_path), file);
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => {
+            // Nothing was recorded: the file we made goes, a file we were to replace stays.
+            output.discard();
+            return Err(e);
         }
-        if let Some(err) = child.stderr.take() {
-            let pipe = Arc::new(OutputPipe::new(err.as_raw_fd()));
-            server.watch_output(pipe.clone());
-            forward_lines(err, std::io::stderr(), re.clone(), tx.clone(), pipe);
-            output_open += 1;
+    };
+    let mut result = follow(o, started);
+    // Whatever the outcome, the trace holds what was recorded: it takes the name asked for.
+    if let Err(e) = output.commit() {
+        let w = format!(
+            "cannot rename the trace '{}' to '{}': {e}; the recording is in the former",
+            output.written().display(),
+            output.target().display()
+        );
+        if let Ok(summary) = &mut result {
+            summary.warnings.push(w);
         }
     }
-    drop(tx);
+    result
+}
 
+/// Runs the server loop until the command and its descendants are done, then ends the trace.
+fn follow(
+    o: &RecordOptions,
+    (mut server, mut child, rx, mut output_open): Started,
+) -> Result<RecordSummary, RecordError> {
     let mut status = None;
     let mut exited_at: Option<Instant> = None;
     loop {
@@ -135,21 +191,104 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     server.abandon_remaining();
     let status =
         status.ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
-    let events: u64 = server.summaries.iter().map(|p| p.events).sum();
+    let intercepted: u64 = server.summaries.iter().map(|p| p.events).sum();
     let trailer = Trailer {
         exit: describe_status(&status),
-        events,
+        events: intercepted,
         end_unix_ns: unix_ns(),
     };
     let bytes = server.finish(&trailer);
+    // What the file holds: less than what was intercepted when writing failed.
+    for i in 0..server.summaries.len() {
+        server.summaries[i].events = server.events_written(i);
+    }
+    let events = server.summaries.iter().map(|p| p.events).sum();
     Ok(RecordSummary {
         status,
         processes: std::mem::take(&mut server.summaries),
         events,
+        events_intercepted: intercepted,
         output_markers: server.markers,
         bytes,
         warnings: std::mem::take(&mut server.warnings),
     })
+}
+
+/// The header, the server and the command: what `run` needs before its loop.
+type Started = (Server, Child, mpsc::Receiver<Input>, usize);
+
+fn start(
+    o: &RecordOptions,
+    program: &OsString,
+    shim: &Path,
+    (listener, sock_path): (OwnedFd, &Path),
+    file: File,
+) -> Result<Started, RecordError> {
+    let header = TraceHeader {
+        command: o
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: sys::hostname(),
+        allocator: o.allocator.clone(),
+        start_unix_ns: unix_ns(),
+        writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
+        no_addresses: !o.addresses,
+    };
+    // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
+    // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
+    // which events reached the file, and the header is there at once should the recorder die.
+    let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
+        path: o.output.clone(),
+        source,
+    })?;
+    let mut server = Server::new(
+        listener,
+        writer,
+        o.chunk_records.max(1),
+        o.zstd_level,
+        o.addresses,
+    );
+
+    let mut cmd = Command::new(program);
+    cmd.args(&o.command[1..]);
+    let mut preload = None;
+    for (k, v) in &o.env {
+        if k == "LD_PRELOAD" {
+            preload = Some(v.clone());
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
+    cmd.env("LD_PRELOAD", preload_with_shim(shim, preload));
+    cmd.env(ENV_SOCKET, sock_path);
+    let (tx, rx) = mpsc::channel();
+    let mut output_open = 0usize;
+    if o.marker.is_some() {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    let mut child: Child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
+    if let Some(link) = &o.supervisor {
+        link.announce(&child);
+    }
+    if let Some(re) = &o.marker {
+        if let Some(out) = child.stdout.take() {
+            let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
+            server.watch_output(pipe.clone());
+            forward_lines(out, std::io::stdout(), re.clone(), tx.clone(), pipe);
+            output_open += 1;
+        }
+        if let Some(err) = child.stderr.take() {
+            let pipe = Arc::new(OutputPipe::new(err.as_raw_fd()));
+            server.watch_output(pipe.clone());
+            forward_lines(err, std::io::stderr(), re.clone(), tx.clone(), pipe);
+            output_open += 1;
+        }
+    }
+    drop(tx);
+    Ok((server, child, rx, output_open))
 }
 
 /// The shim first, so its malloc is found first and forwards to the next one in the chain.

@@ -7,6 +7,10 @@
 //! supervisor forwards the command's output where the recorder read it (`--marker`), waits for
 //! it and ends with its status, instead of handing the terminal back while the command runs on.
 //!
+//! Clean-up: the recorder tells the supervisor what it made, so that its death leaves nothing
+//! behind: the socket directory is removed, and the trace file is committed (renamed over the
+//! target with `--force`) when the command ran, removed when it never started (`output`).
+//!
 //! Signals: SIGTERM and SIGHUP (a batch system's time limit, `kill`, a closed terminal) are
 //! passed on, by the supervisor to the recorder and by the recorder to the command, instead of
 //! ending `alloclens` at once; SIGINT and SIGQUIT, which the terminal sends the whole group, are
@@ -19,6 +23,7 @@ use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 
 use crate::sys::{self, Received};
+use crate::TraceFile;
 
 /// Where the supervisor passes termination signals on: the recorder, then (once the recorder is
 /// gone) the command. 0: nowhere yet.
@@ -83,6 +88,8 @@ pub enum Outcome {
     RecorderDied {
         signal: i32,
         command: Option<ExitStatus>,
+        /// Where the trace is, and why, when it could not take the target's name (`--force`).
+        rename_error: Option<String>,
     },
 }
 
@@ -90,12 +97,33 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub struct Link(Arc<OwnedFd>);
 
-/// Message tags: the command's pid, then (with `--marker`) the read ends of its output pipes.
+/// Message tags: the socket directory and the trace file (`TraceFile::to_bytes`), the command's
+/// pid, then (with `--marker`) the read ends of its output pipes.
+const SOCKET_DIR: u8 = b'd';
+const TRACE_FILE: u8 = b'f';
 const PID: u8 = b'p';
 const STDOUT: u8 = b'o';
 const STDERR: u8 = b'e';
 
+/// Room for the longest message: two paths.
+const MAX_MESSAGE: usize = 2 * libc::PATH_MAX as usize + 2;
+
 impl Link {
+    /// Tells the supervisor the socket directory, to remove should the recorder die.
+    pub fn socket_dir(&self, dir: &std::path::Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let mut msg = vec![SOCKET_DIR];
+        msg.extend_from_slice(dir.as_os_str().as_bytes());
+        let _ = sys::send_message(&self.0, &msg, None);
+    }
+
+    /// Tells the supervisor the trace file, to commit or discard should the recorder die.
+    pub fn trace_file(&self, file: &TraceFile) {
+        let mut msg = vec![TRACE_FILE];
+        msg.extend_from_slice(&file.to_bytes());
+        let _ = sys::send_message(&self.0, &msg, None);
+    }
+
     /// Tells the supervisor the command's pid, and hands it a copy of the command's output pipes
     /// when the recorder reads them. A supervisor that does not get them only loses the fallback:
     /// not worth failing the recording for.
@@ -144,6 +172,9 @@ pub unsafe fn split() -> std::io::Result<Side> {
         0 => {
             drop(ours);
             handle(&FORWARDED, remember);
+            // Past the file size limit (`ulimit -f`) a write fails with EFBIG, which the writer
+            // handles as it does a full disk, instead of SIGXFSZ killing the recorder.
+            handle(&[libc::SIGXFSZ], ignore);
             Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
         recorder => {
@@ -165,9 +196,17 @@ fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
     }
     // What the recorder sent before it died is still in the socket.
     let (mut pid, mut stdout, mut stderr) = (None, None, None);
-    let mut buf = [0u8; 64];
+    let (mut socket_dir, mut trace) = (None, None);
+    let mut buf = vec![0u8; MAX_MESSAGE];
     while let Ok(Received::Message { len, fd }) = sys::recv_message(&link, &mut buf) {
         match (buf.first(), fd) {
+            (Some(&SOCKET_DIR), _) => {
+                use std::os::unix::ffi::OsStrExt;
+                socket_dir = Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                    &buf[1..len],
+                )));
+            }
+            (Some(&TRACE_FILE), _) => trace = TraceFile::from_bytes(&buf[1..len]),
             (Some(&PID), _) => {
                 pid = std::str::from_utf8(&buf[1..len])
                     .ok()
@@ -179,10 +218,32 @@ fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
         }
     }
     FORWARD_TO.store(pid.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    if let Some(dir) = socket_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    // The trace takes its name now, before the command ends: what it holds will not change.
+    let rename_error = match (&trace, pid) {
+        (Some(trace), Some(_)) => trace.commit().err().and_then(|e| {
+            // Already renamed by the recorder, just before it died.
+            trace.written().exists().then(|| {
+                format!(
+                    "'{}' (renaming it to '{}' failed: {e})",
+                    trace.written().display(),
+                    trace.target().display()
+                )
+            })
+        }),
+        (Some(trace), None) => {
+            trace.discard();
+            None
+        }
+        (None, _) => None,
+    };
     forward_until_closed(stdout, stderr);
     Outcome::RecorderDied {
         signal: status.signal().unwrap_or(0),
         command: pid.and_then(wait_for).map(ExitStatus::from_raw),
+        rename_error,
     }
 }
 

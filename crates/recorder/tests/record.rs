@@ -405,3 +405,91 @@ fn python3() -> String {
     }
     "python3".into()
 }
+
+/// Two processes (a fork) allocate with sizes from an LCG (a trace that compresses poorly) and
+/// mark a phase each time round: about 1.7 B/event.
+const NOISY_FORKING: &str = r#"
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern void alloclens_mark(const char *) __attribute__((weak));
+static void noisy(long n, unsigned long x) {
+    static void *slot[4096];
+    for (long i = 0; i < n; i++) {
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        unsigned k = (x >> 33) % 4096;
+        free(slot[k]);
+        slot[k] = malloc(1 + (x >> 45) % 5000);
+        if (i % 100000 == 0 && alloclens_mark) alloclens_mark("round");
+    }
+}
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    pid_t child = fork();
+    noisy(n, child == 0 ? 7 : 12345);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    return 0;
+}
+"#;
+
+/// A full disk (a 1 MiB tmpfs; skipped, saying why, when mounting is impossible): writing
+/// stops at the first failed write, the file is readable up to there, and the summary's counts,
+/// per process and in all, are exactly the events the file holds, not those intercepted.
+#[test]
+fn a_full_disk_counts_only_the_events_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("noisy.c");
+    std::fs::write(&src, NOISY_FORKING).unwrap();
+    let exe = dir.path().join("noisy");
+    let built = std::process::Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let mount = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&disk)
+        .output();
+    if !mount.as_ref().is_ok_and(|m| m.status.success()) {
+        eprintln!("skipped: cannot mount a tmpfs: {mount:?}");
+        return;
+    }
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(&disk);
+    let trace = disk.join("t.alt");
+    let mut o = recorder::RecordOptions::new(vec![exe.into(), "1500000".into()], trace.clone());
+    o.chunk_records = 50_000; // many chunks: the cut falls between two of them
+    let summary = recorder::record(&o).unwrap();
+    assert!(summary.status.success());
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("writing the trace failed (No space left on device")),
+        "{:?}",
+        summary.warnings
+    );
+    assert_eq!(summary.events_intercepted, 6_000_000);
+    let images = common::read_trace(&trace);
+    let written: u64 = images.iter().map(|i| i.events().count() as u64).sum();
+    assert!(written > 0 && written < summary.events_intercepted);
+    assert_eq!(summary.events, written);
+    for p in &summary.processes {
+        let image = images.iter().find(|i| i.info.pid == p.pid);
+        let in_file = image.map_or(0, |i| i.events().count() as u64);
+        assert_eq!(p.events, in_file, "pid {}", p.pid);
+    }
+}

@@ -123,7 +123,8 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         if preload.is_some_and(|p| !Path::new(p).exists()) {
             continue;
         }
-        let trace = dir.path().join("ubsan-cxx.alt");
+        let name = preload.map_or("glibc", |_| "tcmalloc");
+        let trace = dir.path().join(format!("ubsan-cxx-{name}.alt"));
         let command = vec![
             common::programs().newdelete.clone().into(),
             "3000".into(),

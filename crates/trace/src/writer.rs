@@ -106,6 +106,13 @@ impl<W: Write> TraceWriter<W> {
         self.out.flush()
     }
 
+    /// The output, e.g. to cut a half-written chunk after a failed write (`bytes_written` is
+    /// where the last whole chunk ends).
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// Bytes of the whole chunks written so far: a chunk whose write failed is not counted.
     pub fn bytes_written(&self) -> u64 {
         self.bytes
     }

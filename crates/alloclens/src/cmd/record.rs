@@ -15,10 +15,16 @@ pub struct Args {
     /// Turn output lines that match REGEX into phase markers (label: first capture group, else the match)
     #[arg(long, value_name = "REGEX")]
     marker: Option<String>,
-    /// Trace file to write
+    /// Trace file to write: a new file (refused if it exists, unless --force), written as the
+    /// recording goes so that a crash still leaves a readable trace
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// Seconds to keep following descendants after the command itself exited (at most 86400)
+    /// Replace FILE if it exists: record into .FILE.PID.partial beside it, renamed over it when
+    /// the recording ends (FILE is left as it was if the command never starts)
+    #[arg(long)]
+    force: bool,
+    /// Seconds to keep following descendants after the command itself exited (at most a week,
+    /// 604800)
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     linger: f64,
     /// Store heap addresses. Without, blocks are known by the seq of their allocation: the same
@@ -40,6 +46,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut options = recorder::RecordOptions::new(args.command, args.output.clone());
+    if args.force {
+        options.existing = recorder::Existing::Replace;
+    }
     if let Some(spec) = &args.allocator {
         let variant = allocators::parse_variant(spec)?;
         options.env = variant.environment(std::env::var_os("LD_PRELOAD").as_deref());
@@ -49,10 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.marker =
             Some(regex::Regex::new(re).with_context(|| format!("invalid --marker regex '{re}'"))?);
     }
-    if !(args.linger.is_finite() && (0.0..=86_400.0).contains(&args.linger)) {
-        anyhow::bail!("--linger must be a number of seconds between 0 and 86400 (one day)");
-    }
-    options.linger = Duration::from_secs_f64(args.linger);
+    options.linger = linger(args.linger)?;
     options.addresses = args.addresses;
 
     // From here on two processes: this one waits, its child records (recorder::supervisor, which
@@ -62,12 +68,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match side.context("cannot start the recorder process")? {
         Side::Recorder(link) => options.supervisor = Some(link),
         Side::Supervisor(Outcome::Exited(code)) => return Ok(ExitCode::from(code as u8)),
-        Side::Supervisor(Outcome::RecorderDied { signal, command }) => {
+        Side::Supervisor(Outcome::RecorderDied {
+            signal,
+            command,
+            rename_error,
+        }) => {
+            let kept = match rename_error {
+                None => format!("{} keeps what was written before", args.output.display()),
+                Some(where_) => format!("what was written before is in {where_}"),
+            };
             eprintln!(
                 "alloclens: error: the recorder died (signal {signal}, {}); the command ran on \
-                 untraced, and {} keeps what was written before",
+                 untraced, and {kept}",
                 recorder::signal_name(signal),
-                args.output.display()
             );
             return Ok(command.map_or(ExitCode::from(2), exit_code));
         }
@@ -88,8 +101,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             0.0
         };
+        let unwritten = if summary.events_intercepted > summary.events {
+            format!(
+                " (of {} intercepted; writing failed)",
+                trace::human_count(summary.events_intercepted)
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
-            "alloclens: recorded {} events from {} process image(s){} into {} ({:.1} MB, {:.2} B/event)",
+            "alloclens: recorded {} events{unwritten} from {} process image(s){} into {} ({:.1} MB, {:.2} B/event)",
             trace::human_count(summary.events),
             summary.processes.len(),
             if truncated > 0 { format!(" ({truncated} truncated)") } else { String::new() },
@@ -100,6 +121,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(exit_code(summary.status))
 }
+
+/// `--linger` as a duration: a number of seconds from 0 to `MAX_LINGER_S` (a much larger one
+/// would overflow `Duration`, and no descendant needs more than a week).
+fn linger(seconds: f64) -> anyhow::Result<Duration> {
+    if !(seconds.is_finite() && (0.0..=MAX_LINGER_S).contains(&seconds)) {
+        anyhow::bail!(
+            "--linger must be a number of seconds from 0 to {MAX_LINGER_S}, not {seconds:?}"
+        );
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| anyhow::anyhow!("--linger {seconds}: {e}"))
+}
+
+/// The longest `--linger`: a week.
+const MAX_LINGER_S: f64 = 7.0 * 24.0 * 3600.0;
 
 /// The command's status as ours: its exit code, or 128 + the signal that killed it.
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
