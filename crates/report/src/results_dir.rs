@@ -93,7 +93,7 @@ impl ResultsDir {
         };
         let mut samples = open("samples.csv")?;
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
-        header.extend(["anon".to_string()]);
+        header.extend(["anon".to_string(), "pss_age".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         samples
             .write_record(&header)
@@ -165,6 +165,7 @@ impl ResultsDir {
         for p in &sample.processes {
             let mut row = base("process", p.pid.to_string(), p.ppid.to_string(), &p.comm);
             row.extend(process_figures(p));
+            row.push(p.pss_age.to_string());
             row.extend(params.iter().cloned());
             self.samples
                 .write_record(&row)
@@ -172,6 +173,9 @@ impl ResultsDir {
         }
         let mut row = base("total", String::new(), String::new(), "");
         row.extend(total_figures(&sample.total));
+        // The total's PSS is as old as its oldest part.
+        let oldest = sample.processes.iter().map(|p| p.pss_age).max();
+        row.push(oldest.unwrap_or(0).to_string());
         row.extend(params);
         self.samples
             .write_record(&row)
