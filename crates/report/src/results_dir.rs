@@ -100,7 +100,19 @@ impl ResultsDir {
             .map_err(|e| csv_err(dir, "samples.csv", e))?;
         let mut markers = open("markers.csv")?;
         let mut header: Vec<String> = [
-            "run", "variant", "repeat", "t_s", "label", "pss", "rss", "vss", "line",
+            "run",
+            "variant",
+            "repeat",
+            "t_s",
+            "label",
+            "pss",
+            "rss",
+            "vss",
+            "status",
+            "delay_s",
+            "pss_status",
+            "pss_delay_s",
+            "line",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -189,6 +201,7 @@ impl ResultsDir {
         marker: &MarkerRecord,
     ) -> Result<(), ResultsDirError> {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let seconds = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
         let mut row = vec![
             spec.index.to_string(),
             variant.to_string(),
@@ -198,6 +211,10 @@ impl ResultsDir {
             opt(marker.pss),
             opt(marker.rss),
             opt(marker.vss),
+            marker.status.as_str().to_string(),
+            seconds(marker.delay),
+            marker.pss_status.as_str().to_string(),
+            seconds(marker.pss_delay),
             marker.line.clone(),
         ];
         row.extend(self.param_values(spec));
