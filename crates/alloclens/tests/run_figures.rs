@@ -256,6 +256,27 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
             (read_at - printed) * 1e3,
         );
     }
+    // results.json counts them, and a warning says when some have no figures of their own.
+    let text = std::fs::read_to_string(dir.path().join("results/results.json")).unwrap();
+    let results: Value = serde_json::from_str(&text).unwrap();
+    for (field, column) in [("marker_figures", "status"), ("marker_pss", "pss_status")] {
+        for status in ["ok", "late", "missing"] {
+            let rows_with = rows.iter().filter(|r| r[column] == status).count();
+            assert_eq!(
+                results["runs"][0][field][status], rows_with,
+                "{field}.{status}"
+            );
+        }
+    }
+    let without_figures = rows
+        .iter()
+        .any(|r| r["status"] != "ok" || r["pss_status"] != "ok");
+    let warned = results["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("markers.csv says which"));
+    assert_eq!(warned, without_figures, "{}", results["warnings"]);
     // 0-3 % on an idle machine, up to 17 % seen at load 10 on 2 cores.
     assert!(
         flagged * 3 <= EVENTS,

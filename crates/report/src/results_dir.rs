@@ -296,6 +296,34 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
         .collect()
 }
 
+/// Runs whose markers did not all get their own figures, as warnings: the rows are in markers.csv,
+/// flagged, but a reader of the summary should know they are there.
+pub fn marker_warnings(execution: &Execution) -> Vec<String> {
+    execution
+        .runs
+        .iter()
+        .filter(|r| r.marker_figures.without() + r.marker_pss.without() > 0)
+        .map(|r| {
+            let (f, p) = (&r.marker_figures, &r.marker_pss);
+            format!(
+                "run {} ({}, repeat {}): of {} markers, {} have no RSS/VSS of their own ({} late: \
+                 a later marker line had arrived first; {} missing: the command had exited) and {} \
+                 no PSS of their own ({} late, {} missing); markers.csv says which (status, pss_status)",
+                r.index,
+                r.variant,
+                r.repeat,
+                r.markers,
+                f.without(),
+                f.late,
+                f.missing,
+                p.without(),
+                p.late,
+                p.missing
+            )
+        })
+        .collect()
+}
+
 fn process_figures(p: &ProcessMemory) -> Vec<String> {
     [p.rss, p.pss, p.uss, p.vss, p.swap, p.anonymous]
         .iter()

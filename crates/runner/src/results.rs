@@ -74,6 +74,29 @@ impl MarkerStatus {
     }
 }
 
+/// How many markers of a run got a figure, by [`MarkerStatus`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MarkerCounts {
+    pub ok: u64,
+    pub late: u64,
+    pub missing: u64,
+}
+
+impl MarkerCounts {
+    pub fn add(&mut self, status: MarkerStatus) {
+        match status {
+            MarkerStatus::Ok => self.ok += 1,
+            MarkerStatus::Late => self.late += 1,
+            MarkerStatus::Missing => self.missing += 1,
+        }
+    }
+
+    /// Markers without this figure.
+    pub fn without(&self) -> u64 {
+        self.late + self.missing
+    }
+}
+
 /// One output line that matched `--marker`, with the tree's memory at that line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MarkerRecord {
@@ -154,6 +177,10 @@ pub struct RunRecord {
     /// Every marker of the run, in order (markers.csv has them; not repeated in results.json).
     #[serde(skip)]
     pub marker_records: Vec<MarkerRecord>,
+    /// How many markers got their RSS and VSS (`status` of markers.csv)...
+    pub marker_figures: MarkerCounts,
+    /// ...and their PSS (`pss_status`).
+    pub marker_pss: MarkerCounts,
     /// Units per second: from --throughput, or markers per second.
     pub throughput: Option<f64>,
     pub throughput_source: Option<String>,

@@ -16,7 +16,8 @@ use crate::observer::{Observer, Stream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{
-    AllocatorCheck, Ending, MarkerRecord, MarkerStatus, MemorySummary, RunRecord, SampleKind,
+    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
+    SampleKind,
 };
 use crate::stats::series_stats;
 
@@ -432,6 +433,12 @@ impl Run<'_, '_> {
             max_processes: self.max_processes,
             distinct_processes: self.pids_seen.len() as u32,
         };
+        let (mut marker_figures, mut marker_pss) =
+            (MarkerCounts::default(), MarkerCounts::default());
+        for m in &self.markers {
+            marker_figures.add(m.status);
+            marker_pss.add(m.pss_status);
+        }
         let wall_s = wall.as_secs_f64();
         let (throughput, throughput_source) = match self.throughput {
             Some(v) => (Some(v), Some("regex".to_string())),
@@ -455,6 +462,8 @@ impl Run<'_, '_> {
             memory,
             markers: self.markers.len() as u64,
             marker_records: self.markers,
+            marker_figures,
+            marker_pss,
             throughput,
             throughput_source,
             allocator_check: self.check,
@@ -488,6 +497,8 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
         memory: MemorySummary::default(),
         markers: 0,
         marker_records: Vec::new(),
+        marker_figures: MarkerCounts::default(),
+        marker_pss: MarkerCounts::default(),
         throughput: None,
         throughput_source: None,
         allocator_check: AllocatorCheck::Unverified,
