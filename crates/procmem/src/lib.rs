@@ -4,11 +4,13 @@
 //! short-lived fork workers and, after [`become_child_subreaper`], orphans reparented to us) by
 //! scanning /proc, and reads each one's RSS, anonymous/file/shmem memory, VSS and peak RSS from
 //! /proc/PID/status at every sample, and PSS, USS and swap from /proc/PID/smaps_rollup, which is ten
-//! times costlier, only when they may have moved ([`PssRefresh`]). It is cheap enough to run at
+//! times costlier, only when they may have moved ([`PssRefresh`]); when it reads smaps_rollup, RSS
+//! comes from that same read, so `uss ≤ pss ≤ rss` in every sample. It is cheap enough to run at
 //! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`ResidentSampler`] reads
-//! only the tree's RSS and VSS (/proc/PID/statm), for instants that must be caught at once. [`mapped_files`] tells which files a process
-//! maps (to verify a preloaded allocator), [`read_ksm`] reads the kernel samepage merging counters,
-//! and [`own_cpu_time`] lets callers report what sampling cost them.
+//! only the tree's RSS and VSS (/proc/PID/statm), for instants that must be caught at once.
+//! [`mapped_files`] tells which files a process maps (to verify a preloaded allocator),
+//! [`read_ksm`] reads the kernel samepage merging counters, and [`own_cpu_time`] lets callers
+//! report what sampling cost them.
 //!
 //! Every size is in bytes. The exact definition of each metric is in docs/memory-metrics.md.
 //! Linux only; needs smaps_rollup (Linux >= 4.14).
