@@ -4,10 +4,13 @@
 //! short-lived fork workers and, after [`become_child_subreaper`], orphans reparented to us) by
 //! scanning /proc, and reads each one's RSS, anonymous/file/shmem memory, VSS and peak RSS from
 //! /proc/PID/status at every sample, and PSS, USS and swap from /proc/PID/smaps_rollup, which is ten
-//! times costlier, only when they may have moved ([`PssRefresh`]). It is cheap enough to run at
-//! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`mapped_files`] tells which files a process
-//! maps (to verify a preloaded allocator), [`read_ksm`] reads the kernel samepage merging counters,
-//! and [`own_cpu_time`] lets callers report what sampling cost them.
+//! times costlier, only when they may have moved ([`PssRefresh`]); when it reads smaps_rollup, RSS
+//! comes from that same read, so `uss ≤ pss ≤ rss` in every sample. It is cheap enough to run at
+//! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`ResidentSampler`] reads
+//! only the tree's RSS and VSS (/proc/PID/statm), for instants that must be caught at once.
+//! [`mapped_files`] tells which files a process maps (to verify a preloaded allocator),
+//! [`read_ksm`] reads the kernel samepage merging counters, and [`own_cpu_time`] lets callers
+//! report what sampling cost them.
 //!
 //! Every size is in bytes. The exact definition of each metric is in docs/memory-metrics.md.
 //! Linux only; needs smaps_rollup (Linux >= 4.14).
@@ -19,6 +22,7 @@ mod memory;
 mod process_control;
 mod procfile;
 mod refresh;
+mod resident;
 mod sampler;
 mod tree;
 
@@ -28,4 +32,5 @@ pub use maps::mapped_files;
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
 pub use refresh::PssRefresh;
+pub use resident::{ResidentSample, ResidentSampler};
 pub use sampler::{SamplerOptions, TreeSample, TreeSampler};

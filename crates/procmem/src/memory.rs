@@ -26,9 +26,12 @@ pub(crate) struct StatusFigures {
 }
 
 /// The figures of /proc/PID/smaps_rollup, costly to read: the kernel walks every page table entry
-/// of the address space (~35-40 µs per resident MB).
+/// of the address space (~35-40 µs per resident MB). They all come from that one walk, page by page,
+/// so `uss ≤ pss ≤ rss` holds exactly among them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RollupFigures {
+    /// Resident pages counted by the walk (`Rss`).
+    pub rss: u64,
     pub pss: u64,
     pub uss: u64,
     pub swap: u64,
@@ -77,7 +80,9 @@ pub struct ProcessMemory {
     pub ppid: u32,
     /// Command name (status `Name`, at most 15 bytes, as the kernel escapes it).
     pub comm: String,
-    /// Resident set size (status `VmRSS`; read at every sample).
+    /// Resident set size. When `pss_age` is 0, the `Rss` of the same smaps_rollup read as `pss` and
+    /// `uss` (one page walk: `uss ≤ pss ≤ rss` exactly); otherwise status `VmRSS` of this sample,
+    /// which the sampler keeps at or above the carried `pss`.
     pub rss: u64,
     /// Proportional set size: each resident page divided by the number of processes mapping it
     /// (smaps_rollup `Pss`).
@@ -104,7 +109,8 @@ pub struct ProcessMemory {
     pub shared_dirty: u64,
     /// Virtual size of the address space (status `VmSize`).
     pub vss: u64,
-    /// Peak resident set size since start (status `VmHWM`).
+    /// Peak resident set size since start (status `VmHWM`, raised to `rss` when the page walk,
+    /// made a moment after the status read, found more).
     pub vm_hwm: u64,
     /// Samples since the smaps_rollup fields (`pss`, `uss`, `swap`, `pss_*`, `shared_*`) were read:
     /// 0 = read in this sample, n = carried forward from the read n samples ago.
@@ -314,6 +320,7 @@ fn rollup_outcome(text: &[u8]) -> ReadOutcome<RollupFigures> {
     let (mut private_clean, mut private_dirty) = (0, 0);
     for_each_field(text, |key, value| {
         let field = match key {
+            b"Rss" => &mut r.rss,
             b"Pss" => &mut r.pss,
             b"Swap" => &mut r.swap,
             b"Shared_Clean" => &mut r.shared_clean,

@@ -15,7 +15,8 @@ pub enum PssRefresh {
     /// Read it for every process at every sample: exact, and ~10 times the cost.
     EverySample,
     /// Read it only for a process that is new, whose RSS moved by 1/64 or 256 KiB since its last
-    /// read, when the tree gained or lost a process, or when its last read is `max_age` samples old
+    /// read or fell below its last PSS, when the tree gained or lost a process, or when its last
+    /// read is `max_age` samples old
     /// (0 or 1 = every sample). See docs/memory-metrics.md for the exact rule.
     Adaptive { max_age: u32 },
 }
@@ -51,6 +52,7 @@ pub(crate) enum Reason {
     EverySample,
     New,
     TreeChanged,
+    AboveRss,
     RssMoved,
     TooOld,
 }
@@ -84,6 +86,11 @@ pub(crate) fn must_read(policy: PssRefresh, last: Option<&LastRead>, now: Now) -
     // process sharing with it, although no one's RSS moves.
     if now.tree_changed {
         return Some(Reason::TreeChanged);
+    }
+    // A PSS above the RSS of now cannot be this process's PSS any more (PSS ≤ RSS, page by page):
+    // RSS fell by less than the threshold below, but through the carried figure.
+    if last.rollup.pss > now.rss {
+        return Some(Reason::AboveRss);
     }
     // Memory mapped or unmapped, touched or freed (or an exec) shows in RSS: PSS and USS moved too.
     let threshold = (last.rss / RSS_MOVE_DIVISOR).clamp(1, RSS_MOVE_BYTES);
@@ -181,6 +188,26 @@ mod tests {
         // An empty process that gains a page.
         assert_eq!(at(0, 4096), Some(Reason::RssMoved));
         assert_eq!(at(0, 0), None);
+    }
+
+    #[test]
+    fn carried_pss_above_the_rss_of_now_is_read_again() {
+        let mb = 4 << 20;
+        let private = LastRead {
+            rollup: RollupFigures {
+                rss: mb,
+                pss: mb,
+                uss: mb,
+                ..RollupFigures::default()
+            },
+            ..last(mb, 0)
+        };
+        // 4 KiB less RSS: far below the move threshold, but the carried PSS cannot be right.
+        assert_eq!(
+            must_read(ADAPTIVE, Some(&private), now(mb - 4096)),
+            Some(Reason::AboveRss)
+        );
+        assert_eq!(must_read(ADAPTIVE, Some(&private), now(mb)), None);
     }
 
     #[test]

@@ -133,6 +133,7 @@ impl TreeSampler {
                 Some(_) => None,
             };
             let (rollup, age) = match carried {
+                // status RSS of this sample: `must_read` saw it is at least the carried PSS.
                 Some(last) => (last.rollup, last.age),
                 None => match self.reader.read_rollup(p.pid) {
                     ReadOutcome::Read(rollup) => {
@@ -143,6 +144,10 @@ impl TreeSampler {
                             age: 0,
                         };
                         self.last_reads.insert(p.pid, read);
+                        // PSS and USS with the RSS of the same page walk, not the status read
+                        // made before it: memory mapped in between would put PSS above RSS.
+                        p.rss = rollup.rss;
+                        p.vm_hwm = p.vm_hwm.max(rollup.rss);
                         (rollup, 0)
                     }
                     // Exited between the two reads: the next sample sees the tree changed.

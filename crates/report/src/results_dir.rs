@@ -99,11 +99,23 @@ impl ResultsDir {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let param_names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
-        header.extend(["anon".to_string()]);
+        header.extend(["anon".to_string(), "pss_age".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let samples = RunCsv::create(dir, "samples.csv", &header)?;
         let mut header: Vec<String> = [
-            "run", "variant", "repeat", "t_s", "label", "pss", "rss", "vss", "line",
+            "run",
+            "variant",
+            "repeat",
+            "t_s",
+            "label",
+            "pss",
+            "rss",
+            "vss",
+            "status",
+            "delay_s",
+            "pss_status",
+            "pss_delay_s",
+            "line",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -176,11 +188,15 @@ impl ResultsDir {
         for p in &sample.processes {
             let mut row = base("process", p.pid.to_string(), p.ppid.to_string(), &p.comm);
             row.extend(process_figures(p));
+            row.push(p.pss_age.to_string());
             row.extend(params.iter().cloned());
             self.samples.write(spec.index, &row);
         }
         let mut row = base("total", String::new(), String::new(), "");
         row.extend(total_figures(&sample.total));
+        // The total's PSS is as old as its oldest part.
+        let oldest = sample.processes.iter().map(|p| p.pss_age).max();
+        row.push(oldest.unwrap_or(0).to_string());
         row.extend(params);
         self.samples.write(spec.index, &row);
     }
@@ -188,6 +204,7 @@ impl ResultsDir {
     /// Appends the marker's row (a failed write is remembered as in `write_sample`).
     pub fn write_marker(&mut self, spec: &RunSpec, variant: &str, marker: &MarkerRecord) {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let seconds = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
         let mut row = vec![
             spec.index.to_string(),
             variant.to_string(),
@@ -197,6 +214,10 @@ impl ResultsDir {
             opt(marker.pss),
             opt(marker.rss),
             opt(marker.vss),
+            marker.status.as_str().to_string(),
+            seconds(marker.delay),
+            marker.pss_status.as_str().to_string(),
+            seconds(marker.pss_delay),
             marker.line.clone(),
         ];
         row.extend(self.param_values(spec));
@@ -542,6 +563,34 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
             format!(
                 "run {} ({}, repeat {}): {}",
                 r.index, r.variant, r.repeat, detail
+            )
+        })
+        .collect()
+}
+
+/// Runs whose markers did not all get their own figures, as warnings: the rows are in markers.csv,
+/// flagged, but a reader of the summary should know they are there.
+pub fn marker_warnings(execution: &Execution) -> Vec<String> {
+    execution
+        .runs
+        .iter()
+        .filter(|r| r.marker_figures.without() + r.marker_pss.without() > 0)
+        .map(|r| {
+            let (f, p) = (&r.marker_figures, &r.marker_pss);
+            format!(
+                "run {} ({}, repeat {}): of {} markers, {} have no RSS/VSS of their own ({} late: \
+                 a later marker line had arrived first; {} missing: the command had exited) and {} \
+                 no PSS of their own ({} late, {} missing); markers.csv says which (status, pss_status)",
+                r.index,
+                r.variant,
+                r.repeat,
+                r.markers,
+                f.without(),
+                f.late,
+                f.missing,
+                p.without(),
+                p.late,
+                p.missing
             )
         })
         .collect()

@@ -3,6 +3,7 @@
 //! reports through an [`Observer`]. Nothing here prints.
 mod child;
 mod observer;
+mod output;
 mod plan;
 mod results;
 mod single;
@@ -17,7 +18,8 @@ pub use child::ExitStatus;
 pub use observer::{Observer, Quiet, Stream};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
 pub use results::{
-    AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind, SeriesStats,
+    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
+    SampleKind, SeriesStats,
 };
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};

@@ -51,16 +51,71 @@ pub struct MemorySummary {
     pub distinct_processes: u32,
 }
 
+/// Whether a marker's figures could be read for that marker (markers.csv `status`, `pss_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerStatus {
+    /// Read after the line arrived and before a later marker line did.
+    Ok,
+    /// Not given: a later marker line had arrived before the figures were read, so they would be
+    /// (partly) a later event's.
+    Late,
+    /// Not given: the command's tree had no process left (it had exited), or /proc was unreadable.
+    Missing,
+}
+
+impl MarkerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkerStatus::Ok => "ok",
+            MarkerStatus::Late => "late",
+            MarkerStatus::Missing => "missing",
+        }
+    }
+}
+
+/// How many markers of a run got a figure, by [`MarkerStatus`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MarkerCounts {
+    pub ok: u64,
+    pub late: u64,
+    pub missing: u64,
+}
+
+impl MarkerCounts {
+    pub fn add(&mut self, status: MarkerStatus) {
+        match status {
+            MarkerStatus::Ok => self.ok += 1,
+            MarkerStatus::Late => self.late += 1,
+            MarkerStatus::Missing => self.missing += 1,
+        }
+    }
+
+    /// Markers without this figure.
+    pub fn without(&self) -> u64 {
+        self.late + self.missing
+    }
+}
+
+/// One output line that matched `--marker`, with the tree's memory at that line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MarkerRecord {
-    /// Seconds since the run started.
+    /// Seconds from the run's start to the line's arrival (the read that brought it returned).
     pub t: f64,
     pub label: String,
     pub line: String,
-    /// Tree totals at the marker (None when the process had already ended).
-    pub pss: Option<u64>,
+    /// Tree totals of RSS and VSS (statm), read on arrival: present only when `status` is ok.
     pub rss: Option<u64>,
     pub vss: Option<u64>,
+    /// Seconds from the line's arrival to the end of the RSS/VSS reading (when `status` is ok).
+    pub delay: Option<f64>,
+    pub status: MarkerStatus,
+    /// Tree total PSS of the full sample taken for this marker: present only when `pss_status` is
+    /// ok, i.e. that sample ended before a later marker line arrived.
+    pub pss: Option<u64>,
+    /// Seconds from the line's arrival to the end of that sample (when `pss_status` is ok).
+    pub pss_delay: Option<f64>,
+    pub pss_status: MarkerStatus,
 }
 
 /// How the run ended, beyond the exit status.
@@ -122,6 +177,10 @@ pub struct RunRecord {
     /// Every marker of the run, in order (markers.csv has them; not repeated in results.json).
     #[serde(skip)]
     pub marker_records: Vec<MarkerRecord>,
+    /// How many markers got their RSS and VSS (`status` of markers.csv)...
+    pub marker_figures: MarkerCounts,
+    /// ...and their PSS (`pss_status`).
+    pub marker_pss: MarkerCounts,
     /// Units per second: from --throughput, or markers per second.
     pub throughput: Option<f64>,
     pub throughput_source: Option<String>,

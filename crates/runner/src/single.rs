@@ -1,9 +1,9 @@
 //! One run: start the command, sample its tree until it ends, collect markers and output.
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -13,8 +13,12 @@ use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 use crate::child::{self, CpuTimes, ExitStatus};
 use crate::observer::{Observer, Stream};
+use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
-use crate::results::{AllocatorCheck, Ending, MarkerRecord, MemorySummary, RunRecord, SampleKind};
+use crate::results::{
+    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
+    SampleKind,
+};
 use crate::stats::series_stats;
 use crate::watchdog::Watchdog;
 
@@ -32,9 +36,18 @@ const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 const LOADER_SETTLE: Duration = Duration::from_millis(30);
 
 enum Message {
-    Line(Stream, Vec<u8>),
+    Line(Line),
     Eof,
     Exited(std::io::Result<(ExitStatus, CpuTimes)>, Instant),
+}
+
+/// A sample as `take_sample` took it.
+struct Taken {
+    sample: TreeSample,
+    /// When the sampler returned it.
+    ended: Instant,
+    /// `MarkerWatch::seen` at that moment (with --marker).
+    markers_seen: Option<u64>,
 }
 
 /// Totals of one sample, kept to compute the run's statistics.
@@ -74,6 +87,8 @@ struct Run<'a, 'o> {
     root_pid: u32,
     /// The executable the library was last seen mapped in.
     loaded_image: Option<std::path::PathBuf>,
+    /// Recognises marker lines on the reading threads; None without --marker.
+    watch: Option<MarkerWatch>,
 }
 
 pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
@@ -106,6 +121,13 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         checks_done: 0,
         root_pid: started.child.id(),
         loaded_image: None,
+        watch: ctx.plan.marker.clone().map(|regex| MarkerWatch {
+            regex,
+            root: started.child.id(),
+            include_reparented_to_self: true,
+            exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
+            seen: Arc::new(AtomicU64::new(0)),
+        }),
         ctx,
     };
     let pid = started.child.id();
@@ -113,8 +135,24 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         w.group(pid);
     }
     let (tx, rx) = mpsc::channel();
-    spawn_reader(started.stdout, Stream::Stdout, tx.clone());
-    spawn_reader(started.stderr, Stream::Stderr, tx.clone());
+    for (pipe, stream) in [
+        (started.stdout, Stream::Stdout),
+        (
+            Box::new(started.stderr) as Box<dyn std::io::Read + Send>,
+            Stream::Stderr,
+        ),
+    ] {
+        let (lines, eof) = (tx.clone(), tx.clone());
+        spawn_reader(
+            pipe,
+            stream,
+            run.watch.clone(),
+            move |line| lines.send(Message::Line(line)).is_ok(),
+            move || {
+                let _ = eof.send(Message::Eof);
+            },
+        );
+    }
     {
         let tx = tx.clone();
         thread::spawn(move || {
@@ -197,9 +235,9 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
             Duration::from_millis(100)
         };
         match rx.recv_timeout(wait) {
-            Ok(Message::Line(stream, line)) => {
+            Ok(Message::Line(line)) => {
                 let sample_now = exited_at.is_none();
-                run.handle_line(stream, &line, &mut sampler, sample_now);
+                run.handle_line(line, &mut sampler, sample_now);
             }
             Ok(Message::Eof) => eofs += 1,
             Ok(Message::Exited(result, at)) => {
@@ -238,16 +276,12 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
 }
 
 impl Run<'_, '_> {
-    fn elapsed(&self) -> Duration {
-        self.started_at.elapsed()
-    }
-
     fn take_sample(
         &mut self,
         sampler: &mut Option<TreeSampler>,
         kind: SampleKind,
         label: Option<&str>,
-    ) -> Option<TreeSample> {
+    ) -> Option<Taken> {
         // Marker samples are the figures users read per event: always fresh PSS.
         let sampler = sampler.as_mut()?;
         let sample = match kind {
@@ -255,6 +289,8 @@ impl Run<'_, '_> {
             SampleKind::Interval => sampler.sample(),
         }
         .ok()?;
+        let ended = Instant::now();
+        let markers_seen = self.watch.as_ref().map(|w| w.seen.load(Ordering::SeqCst));
         let t = sample.at.saturating_duration_since(self.started_at);
         if sample.processes.is_empty() {
             return None;
@@ -281,7 +317,11 @@ impl Run<'_, '_> {
         self.observer
             .sample(self.ctx.spec, t, &kind, label, &sample);
         self.check_allocator(t);
-        Some(sample)
+        Some(Taken {
+            sample,
+            ended,
+            markers_seen,
+        })
     }
 
     /// Looks at the root's mappings: at the early checks, at every sample during the first second,
@@ -319,55 +359,78 @@ impl Run<'_, '_> {
         self.other_allocators = verification.other_allocators;
     }
 
-    fn handle_line(
-        &mut self,
-        stream: Stream,
-        line: &[u8],
-        sampler: &mut Option<TreeSampler>,
-        sample_now: bool,
-    ) {
-        self.observer.output(self.ctx.spec, stream, line);
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches(['\n', '\r']);
+    fn handle_line(&mut self, line: Line, sampler: &mut Option<TreeSampler>, sample_now: bool) {
+        self.observer
+            .output(self.ctx.spec, line.stream, &line.bytes);
+        let text = line_text(&line.bytes);
         if let Some(re) = &self.ctx.plan.throughput {
             if let Some(value) = re
-                .captures(text)
+                .captures(&text)
                 .and_then(|c| c.get(1))
                 .and_then(|m| m.as_str().parse::<f64>().ok())
             {
                 self.throughput = Some(value);
             }
         }
-        let Some(re) = &self.ctx.plan.marker else {
+        let Some(arrival) = line.marker else {
             return;
         };
-        let Some(caps) = re.captures(text) else {
-            return;
+        let (status, rss, vss, delay) = match arrival.reading {
+            Reading::Taken(r) => {
+                let delay = r.at.saturating_duration_since(arrival.arrived);
+                (MarkerStatus::Ok, Some(r.rss), Some(r.vss), Some(delay))
+            }
+            Reading::Late => (MarkerStatus::Late, None, None, None),
+            Reading::Missing => (MarkerStatus::Missing, None, None, None),
         };
-        let label = caps
-            .get(1)
-            .map_or_else(|| caps[0].to_string(), |m| m.as_str().to_string());
-        let sample = if sample_now {
-            self.take_sample(sampler, SampleKind::Marker, Some(&label))
-        } else {
-            None
-        };
+        let (pss_status, pss, pss_delay) = self.marker_pss(sampler, &arrival, sample_now);
         let marker = MarkerRecord {
-            t: sample
-                .as_ref()
-                .map_or_else(
-                    || self.elapsed(),
-                    |s| s.at.saturating_duration_since(self.started_at),
-                )
+            t: arrival
+                .arrived
+                .saturating_duration_since(self.started_at)
                 .as_secs_f64(),
-            label,
-            line: text.to_string(),
-            pss: sample.as_ref().map(|s| s.total.pss),
-            rss: sample.as_ref().map(|s| s.total.rss),
-            vss: sample.as_ref().map(|s| s.total.vss),
+            label: arrival.label,
+            line: text.into_owned(),
+            rss,
+            vss,
+            delay: delay.map(|d| d.as_secs_f64()),
+            status,
+            pss,
+            pss_delay: pss_delay.map(|d| d.as_secs_f64()),
+            pss_status,
         };
         self.observer.marker(self.ctx.spec, &marker);
         self.markers.push(marker);
+    }
+
+    /// The tree's PSS for a marker: a full sample (always fresh PSS), taken unless the command
+    /// has exited or a later marker line has arrived; kept for the marker only if it ended before
+    /// a later one arrived. A sample taken is recorded as a marker sample either way.
+    fn marker_pss(
+        &mut self,
+        sampler: &mut Option<TreeSampler>,
+        arrival: &MarkerArrival,
+        sample_now: bool,
+    ) -> (MarkerStatus, Option<u64>, Option<Duration>) {
+        let watch = self.watch.as_ref().expect("markers come with a watch");
+        if !sample_now {
+            return (MarkerStatus::Missing, None, None);
+        }
+        if watch.later_than(arrival.seq) {
+            return (MarkerStatus::Late, None, None);
+        }
+        let Some(taken) = self.take_sample(sampler, SampleKind::Marker, Some(&arrival.label))
+        else {
+            return (MarkerStatus::Missing, None, None);
+        };
+        if taken
+            .markers_seen
+            .is_some_and(|seen| seen > arrival.seq + 1)
+        {
+            return (MarkerStatus::Late, None, None);
+        }
+        let delay = taken.ended.saturating_duration_since(arrival.arrived);
+        (MarkerStatus::Ok, Some(taken.sample.total.pss), Some(delay))
     }
 
     fn finish(
@@ -391,6 +454,12 @@ impl Run<'_, '_> {
             max_processes: self.max_processes,
             distinct_processes: self.pids_seen.len() as u32,
         };
+        let (mut marker_figures, mut marker_pss) =
+            (MarkerCounts::default(), MarkerCounts::default());
+        for m in &self.markers {
+            marker_figures.add(m.status);
+            marker_pss.add(m.pss_status);
+        }
         let wall_s = wall.as_secs_f64();
         let (throughput, throughput_source) = match self.throughput {
             Some(v) => (Some(v), Some("regex".to_string())),
@@ -414,6 +483,8 @@ impl Run<'_, '_> {
             memory,
             markers: self.markers.len() as u64,
             marker_records: self.markers,
+            marker_figures,
+            marker_pss,
             throughput,
             throughput_source,
             allocator_check: self.check,
@@ -447,32 +518,14 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
         memory: MemorySummary::default(),
         markers: 0,
         marker_records: Vec::new(),
+        marker_figures: MarkerCounts::default(),
+        marker_pss: MarkerCounts::default(),
         throughput: None,
         throughput_source: None,
         allocator_check: AllocatorCheck::Unverified,
         other_allocators: Vec::new(),
         sampler_cpu: 0.0,
     }
-}
-
-fn spawn_reader(pipe: impl Read + Send + 'static, stream: Stream, tx: Sender<Message>) {
-    thread::spawn(move || {
-        let mut reader = BufReader::with_capacity(64 * 1024, pipe);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let read = reader.read_until(b'\n', &mut line);
-            // The end may come as an error after a last line without a newline (a pty master
-            // reports the hang-up of its last slave as EIO): that line is output too.
-            if !line.is_empty() && tx.send(Message::Line(stream, line.clone())).is_err() {
-                return;
-            }
-            if !matches!(read, Ok(n) if n > 0) {
-                break;
-            }
-        }
-        let _ = tx.send(Message::Eof);
-    });
 }
 
 /// Processes of the tree still alive after the command itself ended.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use report::results_dir::failure_warnings;
+use report::results_dir::{failure_warnings, marker_warnings};
 use report::{ResultsDir, RunResults, VariantInfo};
 use runner::{
     Execution, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunSpec, SampleKind, Stream,
@@ -279,6 +279,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
     warnings.extend(verification_warnings(&execution.runs));
+    warnings.extend(marker_warnings(&execution));
     if execution.interrupted {
         warnings.push(format!(
             "interrupted: {} of {} runs done; results keep what was gathered",
