@@ -32,6 +32,12 @@ struct al_real {
     void *(*pvalloc)(size_t);
     void (*free_sized)(void *, size_t);              /* NULL when libc lacks it */
     void (*free_aligned_sized)(void *, size_t, size_t); /* NULL when libc lacks it */
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[],
+                       char *const[]);
+    int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[],
+                        char *const[]);
     void (*exit_)(int);
     void (*Exit_)(int);
 };
@@ -123,6 +129,8 @@ AL_HIDDEN void al_disable(const char *why);
 AL_HIDDEN uint32_t al_gettid(void);
 AL_HIDDEN uint64_t al_clock_ns(int clock);
 AL_HIDDEN void al_write_stderr(const char *a, const char *b);
+/* The recorder's socket path (ALLOCLENS_SOCKET as read at start), or NULL. */
+AL_HIDDEN const char *al_socket_path(void);
 
 /* ---------------------------------------------------------------- hooks.c: recording one call */
 

@@ -35,6 +35,11 @@ static unsigned char hello_buf[AL_MAX_MESSAGE];
 
 /* --------------------------------------------------------------------------------- helpers */
 
+AL_HIDDEN const char *al_socket_path(void)
+{
+    return recorder_addr_ok ? recorder_addr.sun_path : NULL;
+}
+
 AL_HIDDEN uint32_t al_gettid(void)
 {
     return (uint32_t)syscall(SYS_gettid);

@@ -3,7 +3,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 5] = ["bootstrap.c", "buffer.c", "cxx.c", "hooks.c", "transport.c"];
+const SOURCES: [&str; 6] = [
+    "bootstrap.c",
+    "buffer.c",
+    "cxx.c",
+    "exec.c",
+    "hooks.c",
+    "transport.c",
+];
 
 fn main() {
     let manifest = PathBuf::from(

@@ -96,6 +96,12 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     let header = reader.header().clone();
     let mut analysis = assemble(processes, options);
     analysis.warnings = warnings;
+    analysis.untraced = reader
+        .untraced()
+        .iter()
+        .filter(|u| options.process.is_none_or(|pid| pid == u.pid))
+        .cloned()
+        .collect();
     check_phase(&analysis, options)?;
     Ok(FileAnalysis {
         analysis,

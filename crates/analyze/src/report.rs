@@ -15,6 +15,10 @@ pub struct Analysis {
     pub processes: Vec<ProcessReport>,
     /// What could not be analysed (damaged file, recorder notes), one sentence each.
     pub warnings: Vec<String>,
+    /// Programs that ran during the recording without the shim: none of their calls are in the
+    /// trace (docs/trace-format.md, UNTRACED). Matching `process` when filtered by pid.
+    #[serde(default)]
+    pub untraced: Vec<trace::Untraced>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ mod shim;
 mod spawn;
 pub mod supervisor;
 mod sys;
+mod untraced;
 
 pub use spawn::describe_status;
 pub use sys::signal_name;
@@ -28,7 +29,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
-pub use trace::EndReason;
+pub use trace::{EndReason, Untraced};
 
 /// What to record and how.
 #[derive(Debug, Clone)]
@@ -106,6 +107,9 @@ pub struct RecordSummary {
     pub bytes: u64,
     /// Things that went wrong without stopping the command (also written into the trace).
     pub warnings: Vec<String>,
+    /// Programs exec'd or spawned under the recording that did not load the shim: none of their
+    /// calls are in the trace (also written into it).
+    pub untraced: Vec<trace::Untraced>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use trace::{TraceHeader, TraceWriter, Trailer};
 
-use crate::protocol::ENV_SOCKET;
+use crate::protocol::{ENV_SOCKET, EXEC_ENV_PRELOAD, EXEC_ENV_SOCKET};
+use crate::untraced::{Announced, Expected};
 use crate::server::{Input, OutputPipe, Server};
 use crate::{shim, sys, RecordError, RecordOptions, RecordSummary};
 
@@ -69,7 +70,8 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
     }
     let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
-    cmd.env("LD_PRELOAD", preload_with_shim(&shim, preload));
+    let preload = preload_with_shim(&shim, preload);
+    cmd.env("LD_PRELOAD", &preload);
     cmd.env(ENV_SOCKET, &sock_path);
     let (tx, rx) = mpsc::channel();
     let mut output_open = 0usize;
@@ -87,6 +89,20 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if let Some(link) = &o.supervisor {
         link.announce(&child);
     }
+    // The command itself may be a program the shim cannot enter (statically linked, set-user-ID):
+    // followed like an exec the shim announced.
+    server.expect(Expected {
+        shim: shim.clone(),
+        socket: sock_path.clone(),
+    });
+    server.spawned(Announced {
+        pid: child.id(),
+        ppid: std::process::id(),
+        path: program.to_string_lossy().into_owned(),
+        argv0: program.to_string_lossy().into_owned(),
+        env: EXEC_ENV_PRELOAD | EXEC_ENV_SOCKET,
+        preload: preload.to_string_lossy().into_owned(),
+    });
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
             let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
@@ -149,6 +165,7 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
         output_markers: server.markers,
         bytes,
         warnings: std::mem::take(&mut server.warnings),
+        untraced: std::mem::take(&mut server.untraced),
     })
 }
 
@@ -207,7 +224,7 @@ fn forward_lines<R: Read + Send + 'static, W: Write + Send + 'static>(
     });
 }
 
-fn unix_ns() -> u64 {
+pub(crate) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

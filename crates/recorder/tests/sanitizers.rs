@@ -72,6 +72,7 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         src("bootstrap.c"),
         src("buffer.c"),
         src("cxx.c"),
+        src("exec.c"),
         src("hooks.c"),
         src("transport.c"),
     ];

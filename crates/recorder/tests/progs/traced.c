@@ -162,6 +162,27 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             return 5;
+    } else if (!strcmp(mode, "exec") || !strcmp(mode, "spawnrun") || !strcmp(mode, "vforkrun")) {
+        /* Runs argv[3..] by exec in place, posix_spawn, or vfork + execvp. */
+        if (argc < 4)
+            return 2;
+        churn(1901, count);
+        if (!strcmp(mode, "exec")) {
+            execv(argv[3], argv + 3);
+            return 9;
+        }
+        pid_t pid;
+        if (!strcmp(mode, "spawnrun")) {
+            if (posix_spawn(&pid, argv[3], NULL, NULL, argv + 3, environ) != 0)
+                return 4;
+        } else if ((pid = vfork()) == 0) {
+            execvp(argv[3], argv + 3);
+            _exit(127);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 5;
     } else if (!strcmp(mode, "leaf")) {
         churn(1401, count);
     } else if (!strcmp(mode, "quickexit")) {
