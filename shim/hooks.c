@@ -28,12 +28,12 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
         al_proc_init();
         state = atomic_load(&al_proc.state);
     }
-    if (state == AL_ACTIVE && !t->released && t->ring == NULL) {
+    if (state == AL_ACTIVE && t->ring == NULL) {
         t->busy++;
         al_ring_attach(t);
         t->busy--;
     }
-    if (state == AL_ACTIVE && !t->released && t->ring != NULL)
+    if (state == AL_ACTIVE && t->ring != NULL)
         al_record(op, addr, size, old_addr);
     errno = saved_errno;
 }

@@ -64,6 +64,7 @@ struct al_ring {
     uint64_t local_head;  /* == head, without the atomic load */
     uint64_t cached_tail; /* last tail seen; refreshed only when the ring looks full */
     _Atomic int busy;     /* set around taking a seq (see al_next_seq) */
+    uint32_t owner_tid;   /* the thread writing it (on the retiring list: until it is gone) */
     struct al_ring *next_free;
     struct al_ring *next_all;
 };
@@ -71,8 +72,6 @@ struct al_ring {
 struct al_tls {
     struct al_ring *ring;
     int busy;         /* reentrancy guard: set while the shim itself runs on this thread */
-    int released;     /* thread is exiting and gave its ring back: pass through from now on */
-    int dtor_rounds;  /* pthread key destructor re-arms (see buffer.c) */
     uint32_t tid;
 };
 

@@ -278,8 +278,6 @@ static void atfork_child(void)
     int was = atomic_load(&al_proc.state);
     atomic_store(&al_proc.state, AL_UNINIT);
     al_tls.ring = NULL;
-    al_tls.released = 0;
-    al_tls.dtor_rounds = 0;
     al_tls.tid = 0;
     if (was == AL_ACTIVE)
         al_proc_init();

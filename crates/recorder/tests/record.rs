@@ -405,3 +405,34 @@ fn python3() -> String {
     }
     "python3".into()
 }
+
+/// Issue 15: glibc frees (free(NULL), twice per thread here) after every TLS and pthread-key
+/// destructor ran; the shim gave the thread's ring back in its key destructor and missed them.
+/// An independent counter preloaded after the shim sees each call of each thread: the trace
+/// must have the same number.
+#[test]
+fn calls_libc_makes_while_a_thread_exits_are_recorded() {
+    let counts = programs().dir.path().join("counted-threads.txt");
+    let (summary, images) = record(&["threads", "300", "3"], |o| {
+        o.env = vec![
+            ("LD_PRELOAD".into(), programs().counter.clone().into()),
+            ("COUNTER_OUT".into(), counts.clone().into()),
+        ];
+    });
+    assert!(summary.status.success());
+    assert_eq!(images.len(), 1);
+    let img = &images[0];
+    let counted = common::counted(&counts);
+    let traced = common::calls_by_tid(img);
+    let workers: Vec<u32> = traced
+        .keys()
+        .copied()
+        .filter(|&t| t != img.info.pid)
+        .collect();
+    assert_eq!(workers.len(), 3, "{traced:?}");
+    for tid in workers {
+        let (calls, null_frees) = counted[&tid];
+        assert!(null_frees >= 1, "glibc's exit-time free(NULL) of thread {tid}");
+        assert_eq!(traced[&tid], (calls, null_frees), "thread {tid}");
+    }
+}
