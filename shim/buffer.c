@@ -164,7 +164,7 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
         return NULL;
     /* In-band owner record: everything after it in this ring belongs to this thread. */
     uint64_t head = r->local_head;
-    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r, head)) {
+    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r)) {
         al_rings_lock();
         r->next_free = free_rings;
         free_rings = r;
@@ -179,18 +179,28 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
     r->local_head = head + 1;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
     t->ring = r;
-    if (exit_key_ok)
+    if (exit_key_ok) {
+        /* glibc allocates (calloc) only for a key past the first 32, its first-level block: only
+         * then is the guard raised, since a signal handler's call meanwhile would be lost without
+         * a trace (the guard cannot tell it from ours). The key is created at start-up, so it is
+         * almost always among the first 32. */
+        int guard = exit_key >= 32;
+        t->busy += guard;
         pthread_setspecific(exit_key, r);
+        t->busy -= guard;
+    }
     return r;
 }
 
 /* The ring is full: wait for the recorder to drain it. Returns 0 when tracing stopped meanwhile
  * (recorder gone), so the caller drops the event and lets the program continue. */
-AL_HIDDEN int al_ring_wait(struct al_ring *r, uint64_t head)
+AL_HIDDEN int al_ring_wait(struct al_ring *r)
 {
     for (unsigned i = 1;; i++) {
         r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (head - r->cached_tail < AL_RING_RECORDS)
+        /* Read each time: a signal handler may write records while this thread waits. */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (r->local_head - r->cached_tail < AL_RING_RECORDS)
             return 1;
         if (atomic_load(&al_proc.state) != AL_ACTIVE)
             return 0;

@@ -51,6 +51,9 @@ fn main() {
             "-Werror",
             "-shared",
             "-Wl,--version-script=exports.map",
+            // Every PLT entry bound at load: lazy binding would run the dynamic linker (tens of
+            // microseconds) inside a hook the first time a libc function is called.
+            "-Wl,-z,now",
         ])
         .arg("-o")
         .arg(&target)

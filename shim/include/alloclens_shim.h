@@ -52,9 +52,12 @@ struct al_record {
 #define AL_RING_HEAD_OFFSET 0u  /* u64, records ever written; producer stores with release */
 #define AL_RING_TAIL_OFFSET 64u /* u64, records ever consumed; recorder stores with release */
 
-/* Process page (memfd, AL_PAGE_BYTES): the image's event counter at offset 0. */
+/* Process page (memfd, AL_PAGE_BYTES): the image's event counter at offset 0; at offset 64, the
+ * calls the shim saw but could not record (a signal handler's, made while its thread was inside
+ * the shim and the thread's queue for them was full), u64, incremented atomically. */
 #define AL_PAGE_BYTES 4096u
 #define AL_PAGE_COUNTER_OFFSET 0u
+#define AL_PAGE_LOST_OFFSET 64u
 
 /* Socket messages: every message starts with struct al_msg_hdr. */
 #define AL_MSG_HELLO 1u /* + struct al_hello + cmdline (NUL-separated); fd: process page */

@@ -231,6 +231,14 @@ impl Image {
         self.round = (c, now_mono.saturating_sub(self.mono0));
     }
 
+    /// Calls the shim saw but could not record (a signal handler's, `AL_PAGE_LOST_OFFSET`).
+    pub fn unrecorded(&self) -> u64 {
+        self.page.as_ref().map_or(0, |p| {
+            p.atomic_u64(crate::protocol::PAGE_LOST_OFFSET)
+                .load(Ordering::Acquire)
+        })
+    }
+
     pub fn counter_now(&self) -> u64 {
         self.page.as_ref().map_or(self.next_seq, |p| {
             p.atomic_u64(PAGE_COUNTER_OFFSET).load(Ordering::Acquire)

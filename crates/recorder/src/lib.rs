@@ -90,6 +90,11 @@ pub struct ProcessSummary {
     /// argv[0].
     pub command: String,
     pub events: u64,
+    /// Calls the shim saw but could not record (signal handlers, docs/architecture.md,
+    /// "Which calls are recorded"); also in a NOTE of the trace.
+    pub unrecorded: u64,
+    /// Seqs taken but never published (the process died in between); also in a NOTE.
+    pub lost_in_flight: u64,
     pub end: Option<EndReason>,
 }
 

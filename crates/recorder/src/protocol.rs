@@ -15,6 +15,7 @@ pub const RING_TAIL_OFFSET: usize = 64;
 
 pub const PAGE_BYTES: usize = 4096;
 pub const PAGE_COUNTER_OFFSET: usize = 0;
+pub const PAGE_LOST_OFFSET: usize = 64;
 
 pub const MSG_HELLO: u32 = 1;
 pub const MSG_RING: u32 = 2;

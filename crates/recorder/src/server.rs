@@ -447,7 +447,11 @@ impl Server {
         }
         let ann = Announced {
             pid,
-            ppid: if pid == own { self.summaries[i].ppid } else { own },
+            ppid: if pid == own {
+                self.summaries[i].ppid
+            } else {
+                own
+            },
             path,
             argv0,
             env,
@@ -508,7 +512,10 @@ impl Server {
                 f.exec_seen = match std::fs::read_link(format!("/proc/{pid}/exe")) {
                     Ok(exe) => Some(exe) != f.announcer_exe,
                     // Gone, or a moment inside its exec.
-                    Err(_) => crate::image::start_ticks(pid).is_none() || liveness(pid, 0) == Liveness::Gone,
+                    Err(_) => {
+                        crate::image::start_ticks(pid).is_none()
+                            || liveness(pid, 0) == Liveness::Gone
+                    }
                 };
             }
             let mut done = None;
@@ -622,6 +629,8 @@ impl Server {
                     exec_index,
                     command: info.cmdline.first().cloned().unwrap_or_default(),
                     events: 0,
+                    unrecorded: 0,
+                    lost_in_flight: 0,
                     end: None,
                 });
             }
@@ -693,6 +702,14 @@ impl Server {
         let img = &self.images[i];
         let (stream, records, pid, events) = (img.stream, img.records, img.pid, img.events);
         let (h, m, lost) = (img.holes, img.misplaced, img.ids_lost());
+        let unrecorded = img.unrecorded();
+        if unrecorded > 0 {
+            self.warn(format!(
+                "pid {pid}: {unrecorded} calls not recorded: made by signal handlers while the \
+                 shim was recording on the same thread, with 32 such calls already waiting (or \
+                 by a signal handler interrupting such a call)"
+            ));
+        }
         if h > 0 || m > 0 {
             self.warn(format!(
                 "pid {pid}: {h} events lost in flight, {m} records out of place"
@@ -706,6 +723,8 @@ impl Server {
             ));
         }
         self.summaries[i].events = events;
+        self.summaries[i].unrecorded = unrecorded;
+        self.summaries[i].lost_in_flight = h;
         self.summaries[i].end = Some(reason);
         if let Some(w) = self.writer.as_mut() {
             w.end_process(stream, reason, records);

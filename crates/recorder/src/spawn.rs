@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use trace::{TraceHeader, TraceWriter, Trailer};
 
 use crate::protocol::{ENV_SOCKET, EXEC_ENV_PRELOAD, EXEC_ENV_SOCKET};
-use crate::untraced::{Announced, Expected};
 use crate::server::{Input, OutputPipe, Server};
+use crate::untraced::{Announced, Expected};
 use crate::{shim, sys, RecordError, RecordOptions, RecordSummary};
 
 pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {

@@ -47,10 +47,9 @@ impl Expected {
     /// Whether an LD_PRELOAD value names the shim (the loader splits on spaces and colons).
     fn preloads_shim(&self, value: &str) -> bool {
         let shim_id = file_id(&self.shim);
-        value
-            .split([':', ' '])
-            .filter(|e| !e.is_empty())
-            .any(|e| Path::new(e) == self.shim || (shim_id.is_some() && file_id(Path::new(e)) == shim_id))
+        value.split([':', ' ']).filter(|e| !e.is_empty()).any(|e| {
+            Path::new(e) == self.shim || (shim_id.is_some() && file_id(Path::new(e)) == shim_id)
+        })
     }
 }
 
@@ -59,10 +58,12 @@ fn file_id(p: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
-const NO_PRELOAD: &str = "its environment has no LD_PRELOAD (cleared, as by `env -i`), so the shim was not loaded";
+const NO_PRELOAD: &str =
+    "its environment has no LD_PRELOAD (cleared, as by `env -i`), so the shim was not loaded";
 const NO_SOCKET: &str =
     "its environment has no ALLOCLENS_SOCKET of this recording: the shim cannot reach the recorder";
-const SECURE: &str = "it runs set-user-ID or set-group-ID (secure-execution mode): the loader ignores LD_PRELOAD";
+const SECURE: &str =
+    "it runs set-user-ID or set-group-ID (secure-execution mode): the loader ignores LD_PRELOAD";
 const STATIC: &str = "statically linked: the shim cannot be preloaded";
 
 fn other_preload(value: &str) -> String {
@@ -205,7 +206,9 @@ impl ElfKind {
         match self {
             ElfKind::Dynamic => String::new(),
             ElfKind::Static => STATIC.into(),
-            ElfKind::Foreign(what) => format!("{what}: the shim (64-bit, this machine's) cannot be loaded into it"),
+            ElfKind::Foreign(what) => {
+                format!("{what}: the shim (64-bit, this machine's) cannot be loaded into it")
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ fn op_tags_match_the_trace_format() {
 #[test]
 fn layout_and_messages_match_the_protocol_module() {
     let c = header_constants();
-    let pairs: [(&str, u64); 27] = [
+    let pairs: [(&str, u64); 28] = [
         ("AL_PROTOCOL_VERSION", p::PROTOCOL_VERSION.into()),
         ("AL_OP_RING_OWNER", p::OP_RING_OWNER.into()),
         ("AL_OP_SHIFT", p::OP_SHIFT.into()),
@@ -74,6 +74,7 @@ fn layout_and_messages_match_the_protocol_module() {
         ("AL_RING_TAIL_OFFSET", p::RING_TAIL_OFFSET as u64),
         ("AL_PAGE_BYTES", p::PAGE_BYTES as u64),
         ("AL_PAGE_COUNTER_OFFSET", p::PAGE_COUNTER_OFFSET as u64),
+        ("AL_PAGE_LOST_OFFSET", p::PAGE_LOST_OFFSET as u64),
         ("AL_MSG_HELLO", p::MSG_HELLO.into()),
         ("AL_MSG_RING", p::MSG_RING.into()),
         ("AL_MSG_MARK", p::MSG_MARK.into()),

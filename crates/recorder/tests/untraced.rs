@@ -50,7 +50,10 @@ fn record_cmd(command: Vec<OsString>) -> (recorder::RecordSummary, Vec<Image>, V
     assert!(summary.status.success(), "{:?}", summary.status);
     let images = read_trace(&out);
     let in_file = TraceReader::open(&out).unwrap().untraced().to_vec();
-    assert_eq!(in_file, summary.untraced, "the trace holds what the summary says");
+    assert_eq!(
+        in_file, summary.untraced,
+        "the trace holds what the summary says"
+    );
     (summary, images, in_file)
 }
 
@@ -153,7 +156,10 @@ fn traced_programs_are_not_reported() {
             record_cmd(traced(&[how, "20"], &[&leaf, &"leaf".into(), &"30".into()]));
         assert!(untraced.is_empty(), "{how}: {untraced:?}");
         assert_eq!(images.len(), 2, "{how}");
-        assert!(images.iter().any(|i| i.count(Op::Malloc, 1401) == 30), "{how}");
+        assert!(
+            images.iter().any(|i| i.count(Op::Malloc, 1401) == 30),
+            "{how}"
+        );
     }
     // An exec that fails is no program run.
     let missing: OsString = "/nonexistent/program".into();

@@ -10,8 +10,8 @@ use crate::codec::ChunkDecoder;
 use crate::error::{Damage, DamageKind, TraceError};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
-    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, CHUNK_FRAME_LEN, FILE_PREFIX_LEN, FORMAT_VERSION,
-    MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
+    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, CHUNK_FRAME_LEN, FILE_PREFIX_LEN,
+    FORMAT_VERSION, MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
 
 /// Where one events chunk lies in the file.
@@ -234,7 +234,15 @@ impl<R: Read + Seek> TraceReader<R> {
                 self.streams[s].chunks.push(chunk);
                 self.streams[s].records += u64::from(frame.records);
                 records += u64::from(frame.records);
-            } else if [kind::PROCESS, kind::END, kind::NOTE, kind::TRAILER, kind::UNTRACED].contains(&frame.kind) {
+            } else if [
+                kind::PROCESS,
+                kind::END,
+                kind::NOTE,
+                kind::TRAILER,
+                kind::UNTRACED,
+            ]
+            .contains(&frame.kind)
+            {
                 let mut payload = vec![0u8; frame.payload_len as usize];
                 self.src.read_exact(&mut payload).map_err(io_err)?;
                 if Frame::checksum(&fb, &payload) != frame.crc {
