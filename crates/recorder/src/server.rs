@@ -462,6 +462,9 @@ impl Server {
             return;
         }
         self.foreign.retain(|f| f.ann.pid != pid);
+        if phase == protocol::EXEC_SPAWNED && self.said_hello(pid) {
+            return; // the child's hello came first (another socket): traced
+        }
         self.foreign.push(Foreign {
             ann,
             announcer_exe: std::fs::read_link(format!("/proc/{own}/exe")).ok(),
@@ -493,6 +496,12 @@ impl Server {
                 v => v,
             };
             if let Verdict::NotTraced(reason) = &verdict {
+                // What /proc shows may be a later exec of a program that was traced: its hello
+                // (sent before that exec) finishes this image instead.
+                self.catch_up();
+                if self.finished[i] {
+                    continue;
+                }
                 let exe = exe_of(ann.pid);
                 self.not_traced(&ann, exe, reason.clone());
                 self.images[i].start_round(sys::monotonic_ns());
@@ -504,10 +513,12 @@ impl Server {
             // the verdict after the grace says so.
             self.images[i].exec_verdict = Some(verdict);
         }
-        let mut k = 0;
-        while k < self.foreign.len() {
+        let pids: Vec<u32> = self.foreign.iter().map(|f| f.ann.pid).collect();
+        for pid in pids {
+            let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) else {
+                continue;
+            };
             let f = &mut self.foreign[k];
-            let pid = f.ann.pid;
             if !f.exec_seen {
                 f.exec_seen = match std::fs::read_link(format!("/proc/{pid}/exe")) {
                     Ok(exe) => Some(exe) != f.announcer_exe,
@@ -543,12 +554,32 @@ impl Server {
                 }
             }
             if let Some((reason, exe)) = done {
-                let f = self.foreign.remove(k);
-                self.not_traced(&f.ann, exe, reason);
-            } else {
-                k += 1;
+                // A program that connected and then exec'd one that cannot be traced: its hello
+                // (sent before that exec) takes it off the list, and its own exec is reported.
+                self.catch_up();
+                if let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) {
+                    let f = self.foreign.remove(k);
+                    self.not_traced(&f.ann, exe, reason);
+                }
             }
         }
+    }
+
+    /// Reads every connection made and message sent so far (before a verdict that a hello would
+    /// change).
+    fn catch_up(&mut self) {
+        while let Ok(Some(sock)) = sys::accept(&self.listener) {
+            self.conns.push(Conn { sock, image: None });
+        }
+        self.read_messages();
+    }
+
+    /// Whether process `pid` (this process, not an earlier one with its pid) has an image.
+    fn said_hello(&self, pid: u32) -> bool {
+        let ticks = crate::image::start_ticks(pid);
+        self.images
+            .iter()
+            .any(|img| img.pid == pid && ticks.is_none_or(|t| t == img.start_ticks))
     }
 
     fn not_traced(&mut self, ann: &Announced, exe: Option<String>, reason: String) {
