@@ -75,6 +75,12 @@ AL_HIDDEN int al_bootstrap(void)
     RESOLVE(pvalloc, "pvalloc");
     RESOLVE(free_sized, "free_sized");
     RESOLVE(free_aligned_sized, "free_aligned_sized");
+    /* Resolved here, not on first use: a vfork child must not call dlsym (the loader's lock may
+     * be held by another thread of the parent). */
+    RESOLVE(execve, "execve");
+    RESOLVE(execvpe, "execvpe");
+    RESOLVE(posix_spawn, "posix_spawn");
+    RESOLVE(posix_spawnp, "posix_spawnp");
     RESOLVE(exit_, "_exit");
     RESOLVE(Exit_, "_Exit");
     RESOLVE(free, "free");

@@ -8,13 +8,18 @@
  * Since the recorder maps the rings itself, nothing is lost when a thread or process dies without
  * flushing: the recorder drains what was published.
  *
- * Rings outlive threads: at thread exit a ring goes to a free list and the next new thread takes
- * it, announcing itself with an in-band AL_OP_RING_OWNER record. The list lock is taken only when a
- * thread starts or exits.
+ * Rings outlive threads: a new thread takes the ring of a thread that is gone, announcing itself
+ * with an in-band AL_OP_RING_OWNER record. An exiting thread keeps writing into its ring to the
+ * end: libc frees after every TLS and pthread-key destructor ran (glibc's __libc_thread_freeres:
+ * two free(NULL) per thread), so the ring waits on a retiring list until the kernel says the
+ * thread is gone (tgkill(pid, tid, 0) fails with ESRCH) before another thread takes it. The list
+ * lock is taken only when a thread starts or exits.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +38,7 @@ _Static_assert((AL_RING_RECORDS & (AL_RING_RECORDS - 1)) == 0, "ring size is a p
 
 static _Atomic int rings_lock_word;
 static struct al_ring *free_rings;
+static struct al_ring *retiring_rings; /* their threads are exiting (owner_tid), maybe gone */
 static struct al_ring *all_rings;
 static pthread_key_t exit_key;
 static int exit_key_ok;
@@ -48,25 +54,48 @@ AL_HIDDEN void al_rings_unlock(void)
     atomic_store_explicit(&rings_lock_word, 0, memory_order_release);
 }
 
-/* Thread exit. Other key destructors (and libc's own TLS teardown) may still allocate after ours
- * ran, so we re-arm the key to run again in the next destructor round and give the ring back only
- * in the last round; what the thread does after that is not traced. */
+/* Thread exit (the pthread key's destructor). The thread keeps its ring: other destructors and
+ * libc's own teardown still allocate and free after this. The ring goes to the retiring list,
+ * from which a new thread takes it once this one is gone (take_ring). */
 static void thread_exit(void *value)
 {
     struct al_ring *r = value;
     struct al_tls *t = &al_tls;
     if (r == NULL || r != t->ring)
         return;
-    if (++t->dtor_rounds < PTHREAD_DESTRUCTOR_ITERATIONS - 1) {
-        pthread_setspecific(exit_key, r);
-        return;
-    }
-    t->ring = NULL;
-    t->released = 1;
+    r->owner_tid = t->tid;
     al_rings_lock();
-    r->next_free = free_rings;
-    free_rings = r;
+    r->next_free = retiring_rings;
+    retiring_rings = r;
     al_rings_unlock();
+}
+
+/* A thread's tid is free again, or the thread is a zombie no more: its writes are over. */
+static int thread_gone(uint32_t tid, uint32_t self)
+{
+    if (tid == self)
+        return 1; /* the kernel reuses a tid only once its thread is gone */
+    return syscall(SYS_tgkill, (int)al_proc.pid, (int)tid, 0) != 0 && errno == ESRCH;
+}
+
+/* A ring for a new thread: a free one, or a retiring one whose thread is gone. */
+static struct al_ring *take_ring(uint32_t self)
+{
+    al_rings_lock();
+    struct al_ring *r = free_rings;
+    if (r) {
+        free_rings = r->next_free;
+    } else {
+        for (struct al_ring **at = &retiring_rings; *at; at = &(*at)->next_free) {
+            if (thread_gone((*at)->owner_tid, self)) {
+                r = *at;
+                *at = r->next_free;
+                break;
+            }
+        }
+    }
+    al_rings_unlock();
+    return r;
 }
 
 AL_HIDDEN void al_rings_init(void)
@@ -83,6 +112,7 @@ AL_HIDDEN void al_rings_forget(void)
     }
     all_rings = NULL;
     free_rings = NULL;
+    retiring_rings = NULL;
     atomic_store(&rings_lock_word, 0);
 }
 
@@ -127,20 +157,14 @@ static struct al_ring *ring_create(uint32_t tid)
 /* Gives the calling thread a ring (called on its first traced event). */
 AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
 {
-    if (t->released)
-        return NULL;
     if (t->tid == 0)
         t->tid = al_gettid();
-    al_rings_lock();
-    struct al_ring *r = free_rings;
-    if (r)
-        free_rings = r->next_free;
-    al_rings_unlock();
+    struct al_ring *r = take_ring(t->tid);
     if (r == NULL && (r = ring_create(t->tid)) == NULL)
         return NULL;
     /* In-band owner record: everything after it in this ring belongs to this thread. */
     uint64_t head = r->local_head;
-    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r, head)) {
+    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r)) {
         al_rings_lock();
         r->next_free = free_rings;
         free_rings = r;
@@ -155,19 +179,28 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
     r->local_head = head + 1;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
     t->ring = r;
-    t->dtor_rounds = 0;
-    if (exit_key_ok)
+    if (exit_key_ok) {
+        /* glibc allocates (calloc) only for a key past the first 32, its first-level block: only
+         * then is the guard raised, since a signal handler's call meanwhile would be lost without
+         * a trace (the guard cannot tell it from ours). The key is created at start-up, so it is
+         * almost always among the first 32. */
+        int guard = exit_key >= 32;
+        t->busy += guard;
         pthread_setspecific(exit_key, r);
+        t->busy -= guard;
+    }
     return r;
 }
 
 /* The ring is full: wait for the recorder to drain it. Returns 0 when tracing stopped meanwhile
  * (recorder gone), so the caller drops the event and lets the program continue. */
-AL_HIDDEN int al_ring_wait(struct al_ring *r, uint64_t head)
+AL_HIDDEN int al_ring_wait(struct al_ring *r)
 {
     for (unsigned i = 1;; i++) {
         r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (head - r->cached_tail < AL_RING_RECORDS)
+        /* Read each time: a signal handler may write records while this thread waits. */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (r->local_head - r->cached_tail < AL_RING_RECORDS)
             return 1;
         if (atomic_load(&al_proc.state) != AL_ACTIVE)
             return 0;

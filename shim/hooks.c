@@ -14,6 +14,121 @@
 
 #include "internal.h"
 
+/* ------------------------------------------------------------------ calls in signal handlers */
+
+/* A call that interrupted al_record on this thread (a signal handler's): the ring slot and maybe
+ * the seq are mid-update, so it is queued and recorded by the interrupted call when it is done
+ * (al_flush_deferred), with the next seqs. The block itself is allocated or freed at once, as the
+ * program asked: a handler frees only blocks allocated before (recorded already), and what it
+ * allocates cannot be a block the interrupted call still owns, so the order stays causal on this
+ * thread. A call that finds the queue full, or interrupts a nested call filling a slot (a signal
+ * in a signal handler), is counted in the image's lost counter, which the recorder reports. */
+static void defer(struct al_tls *t, uint64_t op, const void *addr, size_t size,
+                  const void *old_addr)
+{
+    if (t->def_writing || t->def_head - t->def_tail >= AL_DEFERRED) {
+        if (al_proc.lost)
+            atomic_fetch_add_explicit(al_proc.lost, 1, memory_order_relaxed);
+        return;
+    }
+    t->def_writing = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    struct al_deferred *d = &t->def[t->def_head & (AL_DEFERRED - 1)];
+    d->op = op;
+    d->addr = addr;
+    d->size = size;
+    d->old_addr = old_addr;
+    atomic_signal_fence(memory_order_seq_cst);
+    t->def_head = t->def_head + 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    t->def_writing = 0;
+}
+
+/* Records the queued calls in order (with `in_hook` set by the caller). A copy is taken before
+ * the slot is released: a handler may queue into it while the copy is being recorded. */
+static void put_deferred(struct al_tls *t)
+{
+    while (t->def_tail != t->def_head) {
+        struct al_deferred d = t->def[t->def_tail & (AL_DEFERRED - 1)];
+        atomic_signal_fence(memory_order_seq_cst);
+        t->def_tail = t->def_tail + 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        if (t->ring != NULL && atomic_load(&al_proc.state) == AL_ACTIVE)
+            al_put(t, t->ring, d.op, d.addr, d.size, d.old_addr);
+    }
+}
+
+/* The ring is full and the thread waits for the recorder (al_put_wait) when a signal handler
+ * calls: the interrupted call has taken neither a slot nor a seq, and only reads the ring's
+ * tail while it waits. Its record is written first, on its behalf (its call came first), then
+ * the queued calls, then this one; the interrupted call, back from its wait, sees `wait_done`
+ * and writes nothing. `waiting` is down meanwhile, so a signal in this handler queues its call
+ * instead of writing into the slot being written. A handler can wait for the recorder as any
+ * call can (al_put_wait saves and restores the interrupted wait's state). */
+static void hand_off(struct al_tls *t, uint64_t op, const void *addr, size_t size,
+                     const void *old_addr)
+{
+    t->waiting = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!t->wait_done) {
+        struct al_deferred w = t->wait_for;
+        if (t->ring != NULL && atomic_load(&al_proc.state) == AL_ACTIVE)
+            al_put(t, t->ring, w.op, w.addr, w.size, w.old_addr);
+        atomic_signal_fence(memory_order_seq_cst);
+        t->wait_done = 1;
+    }
+    put_deferred(t);
+    if (t->ring != NULL && atomic_load(&al_proc.state) == AL_ACTIVE)
+        al_put(t, t->ring, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->waiting = 1; /* the interrupted call still waits: a later handler's call goes straight in */
+}
+
+AL_HIDDEN int al_put_wait(struct al_tls *t, struct al_ring *r, uint64_t op, const void *addr,
+                          size_t size, const void *old_addr)
+{
+    /* A handler's own wait, inside hand_off, nests in the interrupted one. */
+    int was_waiting = t->waiting, was_done = t->wait_done;
+    struct al_deferred was_for = t->wait_for;
+    int ok = 1;
+    while (r->local_head - r->cached_tail >= AL_RING_RECORDS) {
+        t->wait_for = (struct al_deferred){op, addr, size, old_addr};
+        t->wait_done = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        t->waiting = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        ok = al_ring_wait(r);
+        atomic_signal_fence(memory_order_seq_cst);
+        t->waiting = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        if (t->wait_done || !ok) {
+            ok = 0;
+            break;
+        }
+    }
+    t->wait_for = was_for;
+    t->wait_done = was_done;
+    atomic_signal_fence(memory_order_seq_cst);
+    t->waiting = was_waiting;
+    return ok;
+}
+
+AL_HIDDEN __attribute__((noinline)) void al_flush_deferred(struct al_tls *t)
+{
+    for (;;) {
+        t->in_hook = 1; /* a handler's call meanwhile is queued behind these */
+        atomic_signal_fence(memory_order_seq_cst);
+        put_deferred(t);
+        t->in_hook = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        /* A handler that ran between the last check and clearing in_hook queued a call. */
+        if (t->def_tail == t->def_head)
+            return;
+    }
+}
+
+/* --------------------------------------------------------------------------- slow path */
+
 /* First event of a thread or of the image, or tracing off / re-entered. */
 AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void *addr, size_t size,
                                                       const void *old_addr)
@@ -21,6 +136,15 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
     struct al_tls *t = &al_tls;
     if (t->busy)
         return;
+    if (t->in_hook) {
+        if (atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)
+            return;
+        if (t->waiting && !t->def_writing)
+            hand_off(t, op, addr, size, old_addr);
+        else
+            defer(t, op, addr, size, old_addr);
+        return;
+    }
     /* The set-up below makes system calls; the program sees errno as the allocator left it. */
     int saved_errno = errno;
     int state = atomic_load(&al_proc.state);
@@ -28,12 +152,17 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
         al_proc_init();
         state = atomic_load(&al_proc.state);
     }
-    if (state == AL_ACTIVE && !t->released && t->ring == NULL) {
-        t->busy++;
+    if (state == AL_ACTIVE && t->ring == NULL) {
+        /* A signal handler's call meanwhile is queued (the shim's own, in pthread_setspecific,
+         * passes through: al_ring_attach raises the guard around it). */
+        t->in_hook = 1;
+        atomic_signal_fence(memory_order_seq_cst);
         al_ring_attach(t);
-        t->busy--;
+        atomic_signal_fence(memory_order_seq_cst);
+        t->in_hook = 0;
+        atomic_signal_fence(memory_order_seq_cst);
     }
-    if (state == AL_ACTIVE && !t->released && t->ring != NULL)
+    if (state == AL_ACTIVE && t->ring != NULL)
         al_record(op, addr, size, old_addr);
     errno = saved_errno;
 }

@@ -32,6 +32,12 @@ struct al_real {
     void *(*pvalloc)(size_t);
     void (*free_sized)(void *, size_t);              /* NULL when libc lacks it */
     void (*free_aligned_sized)(void *, size_t, size_t); /* NULL when libc lacks it */
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[],
+                       char *const[]);
+    int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[],
+                        char *const[]);
     void (*exit_)(int);
     void (*Exit_)(int);
 };
@@ -58,22 +64,42 @@ struct al_ring {
     uint64_t local_head;  /* == head, without the atomic load */
     uint64_t cached_tail; /* last tail seen; refreshed only when the ring looks full */
     _Atomic int busy;     /* set around taking a seq (see al_next_seq) */
+    uint32_t owner_tid;   /* the thread writing it (on the retiring list: until it is gone) */
     struct al_ring *next_free;
     struct al_ring *next_all;
 };
 
+/* A call made while this thread was inside al_record (a signal handler's), recorded by the
+ * interrupted call once it published its own record (al_flush_deferred). */
+struct al_deferred {
+    uint64_t op;
+    const void *addr;
+    size_t size;
+    const void *old_addr;
+};
+
+#define AL_DEFERRED 32 /* power of two */
+
 struct al_tls {
     struct al_ring *ring;
     int busy;         /* reentrancy guard: set while the shim itself runs on this thread */
-    int released;     /* thread is exiting and gave its ring back: pass through from now on */
-    int dtor_rounds;  /* pthread key destructor re-arms (see buffer.c) */
     uint32_t tid;
+    /* Signal safety (hooks.c). Written by this thread only, read by its signal handlers: plain
+     * volatile fields ordered with signal fences. */
+    volatile int in_hook;       /* inside al_record: the ring and the seq are mid-update */
+    volatile int def_writing;   /* a nested call is filling a deferred slot */
+    volatile uint32_t def_head; /* deferred calls queued (by nested calls) */
+    volatile uint32_t def_tail; /* deferred calls taken for recording */
+    volatile int waiting;       /* al_put_wait: waiting for ring space for `wait_for` */
+    volatile int wait_done;     /* a signal handler recorded `wait_for` meanwhile */
+    struct al_deferred wait_for;
+    struct al_deferred def[AL_DEFERRED];
 };
 
 AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
 
 AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t);
-AL_HIDDEN int al_ring_wait(struct al_ring *r, uint64_t head);
+AL_HIDDEN int al_ring_wait(struct al_ring *r);
 AL_HIDDEN void al_rings_init(void);
 AL_HIDDEN void al_rings_lock(void);
 AL_HIDDEN void al_rings_unlock(void);
@@ -93,6 +119,7 @@ struct al_proc {
     _Atomic int state;
     int sock;
     _Atomic uint64_t *counter; /* in the shared process page */
+    _Atomic uint64_t *lost;    /* ditto: calls that could not be recorded (hooks.c, defer) */
     pid_t pid;
     /* The ring of the thread that may take seqs without a locked instruction (al_next_seq):
      * NULL until the first thread claims it, or one of the two marks below. */
@@ -123,11 +150,19 @@ AL_HIDDEN void al_disable(const char *why);
 AL_HIDDEN uint32_t al_gettid(void);
 AL_HIDDEN uint64_t al_clock_ns(int clock);
 AL_HIDDEN void al_write_stderr(const char *a, const char *b);
+/* The recorder's socket path (ALLOCLENS_SOCKET as read at start), or NULL. */
+AL_HIDDEN const char *al_socket_path(void);
 
 /* ---------------------------------------------------------------- hooks.c: recording one call */
 
 /* First event of a thread or of the image, or tracing off / re-entered (hooks.c). */
 AL_HIDDEN void al_record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr);
+/* Records the calls signal handlers made while this thread was inside al_record (hooks.c). */
+AL_HIDDEN void al_flush_deferred(struct al_tls *t);
+/* The ring is full: waits for room. Returns 0 when the record is not to be written: a signal
+ * handler wrote it meanwhile, or tracing stopped (hooks.c). */
+AL_HIDDEN int al_put_wait(struct al_tls *t, struct al_ring *r, uint64_t op, const void *addr,
+                          size_t size, const void *old_addr);
 
 /* The next seq of the image. The image's counter has an owner thread (biased, as in biased
  * locking): the one thread that allocates in a single-threaded program, or the busy worker of a
@@ -156,24 +191,18 @@ static inline uint64_t al_next_seq(struct al_ring *r)
     return al_next_seq_slow(r);
 }
 
-/* The hot path: a TLS guard, a ring slot, the next seq (al_next_seq). */
-/* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
-static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
-                                                           size_t size, const void *old_addr)
+/* Appends one record to the thread's ring: a slot, the next seq (al_next_seq), a release store of
+ * the head. Runs with `in_hook` set: a signal handler's call meanwhile is deferred, since it
+ * would write the same slot, or take the owner's seq between its load and its store. */
+static inline __attribute__((always_inline)) void al_put(struct al_tls *t, struct al_ring *r,
+                                                        uint64_t op, const void *addr,
+                                                        size_t size, const void *old_addr)
 {
-    struct al_tls *t = &al_tls;
-    struct al_ring *r = t->ring;
-    if (AL_UNLIKELY(r == NULL || t->busy || atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
-        al_record_slow(op, addr, size, old_addr);
-        return;
-    }
     uint64_t head = r->local_head;
     if (AL_UNLIKELY(head - r->cached_tail >= AL_RING_RECORDS)) {
-        t->busy++;
-        int ok = al_ring_wait(r, head);
-        t->busy--;
-        if (!ok)
+        if (!al_put_wait(t, r, op, addr, size, old_addr))
             return;
+        head = r->local_head;
     }
     uint64_t seq = al_next_seq(r);
     struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
@@ -183,6 +212,29 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     rec->old_addr = (uint64_t)(uintptr_t)old_addr;
     r->local_head = head + 1;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+/* The hot path: a TLS check, then al_put between the `in_hook` stores, then a look at the
+ * deferred queue (empty unless a signal handler allocated meanwhile). */
+/* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
+static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
+                                                           size_t size, const void *old_addr)
+{
+    struct al_tls *t = &al_tls;
+    struct al_ring *r = t->ring;
+    if (AL_UNLIKELY(r == NULL || t->busy || t->in_hook ||
+                    atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
+        al_record_slow(op, addr, size, old_addr);
+        return;
+    }
+    t->in_hook = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
 }
 
 #endif

@@ -35,6 +35,11 @@ static unsigned char hello_buf[AL_MAX_MESSAGE];
 
 /* --------------------------------------------------------------------------------- helpers */
 
+AL_HIDDEN const char *al_socket_path(void)
+{
+    return recorder_addr_ok ? recorder_addr.sun_path : NULL;
+}
+
 AL_HIDDEN uint32_t al_gettid(void)
 {
     return (uint32_t)syscall(SYS_gettid);
@@ -266,6 +271,7 @@ static void atfork_child(void)
     if (al_proc.counter)
         munmap((void *)al_proc.counter, AL_PAGE_BYTES);
     al_proc.counter = NULL;
+    al_proc.lost = NULL;
     atomic_store(&al_proc.owner, NULL); /* the parent's rings are gone; al_order_init reopens */
     if (al_proc.sock >= 0)
         close(al_proc.sock);
@@ -273,9 +279,10 @@ static void atfork_child(void)
     int was = atomic_load(&al_proc.state);
     atomic_store(&al_proc.state, AL_UNINIT);
     al_tls.ring = NULL;
-    al_tls.released = 0;
-    al_tls.dtor_rounds = 0;
     al_tls.tid = 0;
+    al_tls.in_hook = 0; /* a fork from a signal handler: the interrupted call is not the child's */
+    al_tls.def_writing = 0;
+    al_tls.def_head = al_tls.def_tail = 0;
     if (was == AL_ACTIVE)
         al_proc_init();
     else
@@ -358,6 +365,7 @@ AL_HIDDEN void al_proc_init(void)
         goto fail;
     al_proc.counter = (_Atomic uint64_t *)((char *)page + AL_PAGE_COUNTER_OFFSET);
     atomic_store(al_proc.counter, 0);
+    al_proc.lost = (_Atomic uint64_t *)((char *)page + AL_PAGE_LOST_OFFSET);
     al_order_init();
     al_rings_init();
     if (!atfork_registered) {

@@ -3,7 +3,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 5] = ["bootstrap.c", "buffer.c", "cxx.c", "hooks.c", "transport.c"];
+const SOURCES: [&str; 6] = [
+    "bootstrap.c",
+    "buffer.c",
+    "cxx.c",
+    "exec.c",
+    "hooks.c",
+    "transport.c",
+];
 
 fn main() {
     let manifest = PathBuf::from(
@@ -44,6 +51,9 @@ fn main() {
             "-Werror",
             "-shared",
             "-Wl,--version-script=exports.map",
+            // Every PLT entry bound at load: lazy binding would run the dynamic linker (tens of
+            // microseconds) inside a hook the first time a libc function is called.
+            "-Wl,-z,now",
         ])
         .arg("-o")
         .arg(&target)

@@ -52,9 +52,12 @@ struct al_record {
 #define AL_RING_HEAD_OFFSET 0u  /* u64, records ever written; producer stores with release */
 #define AL_RING_TAIL_OFFSET 64u /* u64, records ever consumed; recorder stores with release */
 
-/* Process page (memfd, AL_PAGE_BYTES): the image's event counter at offset 0. */
+/* Process page (memfd, AL_PAGE_BYTES): the image's event counter at offset 0; at offset 64, the
+ * calls the shim saw but could not record (a signal handler's, made while its thread was inside
+ * the shim and the thread's queue for them was full), u64, incremented atomically. */
 #define AL_PAGE_BYTES 4096u
 #define AL_PAGE_COUNTER_OFFSET 0u
+#define AL_PAGE_LOST_OFFSET 64u
 
 /* Socket messages: every message starts with struct al_msg_hdr. */
 #define AL_MSG_HELLO 1u /* + struct al_hello + cmdline (NUL-separated); fd: process page */
@@ -62,6 +65,19 @@ struct al_record {
 #define AL_MSG_MARK 3u  /* + struct al_mark + label bytes (not NUL-terminated) */
 #define AL_MSG_END 4u   /* + struct al_end */
 #define AL_MSG_STOPPED 5u /* + why the shim stopped tracing this image (bytes, not NUL-terminated) */
+/* + struct al_exec + path, NUL, argv[0], NUL, the LD_PRELOAD value passed (not NUL-terminated):
+ * a program about to be exec'd, or spawned, so the recorder can report it when it does not load
+ * the shim (docs/architecture.md, "Programs that are not traced"). */
+#define AL_MSG_EXEC 6u
+
+/* struct al_exec.phase */
+#define AL_EXEC_BEFORE 1u  /* process `pid` is about to exec (it may fail: AL_EXEC_FAILED follows) */
+#define AL_EXEC_SPAWNED 2u /* posix_spawn started `pid`: its exec already succeeded */
+#define AL_EXEC_FAILED 3u  /* the exec announced by AL_EXEC_BEFORE failed; `error` is its errno */
+
+/* struct al_exec.env: what the environment passed to the new program holds */
+#define AL_EXEC_ENV_PRELOAD 1u /* an LD_PRELOAD variable (its value follows argv[0]) */
+#define AL_EXEC_ENV_SOCKET 2u  /* ALLOCLENS_SOCKET, with this recording's socket */
 
 #define AL_END_EXIT 1u  /* exit() / return from main: destructors ran */
 #define AL_END__EXIT 2u /* _exit() / _Exit() */
@@ -94,6 +110,13 @@ struct al_mark {
     uint32_t reserved;
     uint64_t seq;     /* the counter when marking: the seq of the next event */
     uint64_t mono_ns; /* CLOCK_MONOTONIC */
+};
+
+struct al_exec {
+    uint32_t pid;
+    uint32_t phase;
+    uint32_t env;
+    uint32_t error;
 };
 
 struct al_end {

@@ -899,3 +899,59 @@ fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
     let readable: u64 = reader.streams().iter().map(|s| s.records).sum();
     assert!(readable > 0 && readable < 8_000_000, "{readable}");
 }
+
+/// Issue 15: a program run without the shim is named, with the reason, by `record`, `analyze`
+/// (text and JSON) and the HTML report, instead of "0 process image(s)" or a truncated parent.
+#[test]
+fn a_program_not_traced_is_reported_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("envi.alt");
+    let rec = alloclens()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--", "env", "-i"])
+        .arg(traced())
+        .args(["leaf", "10"])
+        .output()
+        .unwrap();
+    assert!(rec.status.success());
+    let err = String::from_utf8_lossy(&rec.stderr);
+    assert!(
+        err.contains("1 program not traced") && err.contains("no LD_PRELOAD"),
+        "{err}"
+    );
+    assert!(err.contains("1 program(s) not traced"), "{err}");
+    assert!(!err.contains("truncated"), "env ended by its exec: {err}");
+
+    let text = alloclens().arg("analyze").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("not traced (1 program(s)"), "{text}");
+    assert!(text.contains(traced().to_str().unwrap()), "{text}");
+
+    let json = alloclens()
+        .args(["analyze", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let untraced = v["untraced"].as_array().unwrap();
+    assert_eq!(untraced.len(), 1);
+    assert!(untraced[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no LD_PRELOAD"));
+    assert_eq!(untraced[0]["program"], traced().to_str().unwrap());
+
+    let html = dir.path().join("r.html");
+    let ok = alloclens()
+        .arg("report")
+        .arg(&out)
+        .arg("-o")
+        .arg(&html)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("programs not traced"), "facts row");
+    assert!(page.contains("no LD_PRELOAD"), "the reason");
+}

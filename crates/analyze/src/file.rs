@@ -83,6 +83,12 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     let mut analysis = assemble(processes, options);
     analysis.warnings = losses.warnings("analysed");
     analysis.recorder_finished = losses.recorder_finished();
+    analysis.untraced = reader
+        .untraced()
+        .iter()
+        .filter(|u| options.process.is_none_or(|pid| pid == u.pid))
+        .cloned()
+        .collect();
     check_phase(&analysis, options)?;
     Ok(FileAnalysis {
         analysis,

@@ -83,5 +83,16 @@ pub fn assemble(mut processes: Vec<ProcessReport>, options: &Options) -> Analysi
         processes,
         warnings: Vec::new(),
         recorder_finished: true,
+        untraced: Vec::new(),
     }
+}
+
+/// One line for a program that was not traced: "/bin/x (pid 12): statically linked: ...".
+pub fn describe_untraced(u: &trace::Untraced) -> String {
+    let shown = if u.argv0.is_empty() || u.program.ends_with(&u.argv0) {
+        u.program.clone()
+    } else {
+        format!("{} (as {})", u.program, u.argv0)
+    };
+    format!("{shown}, pid {}: {}", u.pid, u.reason)
 }

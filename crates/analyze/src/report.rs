@@ -15,6 +15,10 @@ pub struct Analysis {
     pub processes: Vec<ProcessReport>,
     /// What could not be analysed (damaged file, recorder notes, missing trailer), one sentence each.
     pub warnings: Vec<String>,
+    /// Programs that ran during the recording without the shim: none of their calls are in the
+    /// trace (docs/trace-format.md, UNTRACED). Matching `process` when filtered by pid.
+    #[serde(default)]
+    pub untraced: Vec<trace::Untraced>,
     /// The trace ends with the trailer of a finished recording; false when the recorder was killed or
     /// crashed, or the file was cut (its figures may then stop short). True for records analysed in
     /// memory.

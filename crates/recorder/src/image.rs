@@ -164,6 +164,11 @@ pub struct Image {
     pub hung_up: bool,
     /// Counter value and time read at the start of this round.
     round: (u64, u64),
+    /// The exec this image announced it is about to do (cleared when it failed): its hang-up
+    /// while the process lives on is that exec (`crate::untraced`).
+    pub exec: Option<crate::untraced::Announced>,
+    /// What the recorder made of the program that exec replaced this image with.
+    pub exec_verdict: Option<crate::untraced::Verdict>,
 }
 
 impl Image {
@@ -198,6 +203,8 @@ impl Image {
             said_end: None,
             hung_up: false,
             round: (0, 0),
+            exec: None,
+            exec_verdict: None,
         })
     }
 
@@ -222,6 +229,14 @@ impl Image {
     pub fn start_round(&mut self, now_mono: u64) {
         let c = self.counter_now();
         self.round = (c, now_mono.saturating_sub(self.mono0));
+    }
+
+    /// Calls the shim saw but could not record (a signal handler's, `AL_PAGE_LOST_OFFSET`).
+    pub fn unrecorded(&self) -> u64 {
+        self.page.as_ref().map_or(0, |p| {
+            p.atomic_u64(crate::protocol::PAGE_LOST_OFFSET)
+                .load(Ordering::Acquire)
+        })
     }
 
     pub fn counter_now(&self) -> u64 {
@@ -927,4 +942,12 @@ pub fn liveness(pid: u32, start_ticks: u64) -> Liveness {
     } else {
         Liveness::Running
     }
+}
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks): tells the process from a later one
+/// that reuses its pid.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }

@@ -19,6 +19,7 @@ mod shim;
 mod spawn;
 pub mod supervisor;
 mod sys;
+mod untraced;
 
 pub use output::{Existing, TraceFile};
 pub use spawn::describe_status;
@@ -30,7 +31,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
-pub use trace::EndReason;
+pub use trace::{EndReason, Untraced};
 
 /// What to record and how.
 #[derive(Debug, Clone)]
@@ -96,6 +97,11 @@ pub struct ProcessSummary {
     pub command: String,
     /// Events of this image in the trace.
     pub events: u64,
+    /// Calls the shim saw but could not record (signal handlers, docs/architecture.md,
+    /// "Which calls are recorded"); also in a NOTE of the trace.
+    pub unrecorded: u64,
+    /// Seqs taken but never published (the process died in between); also in a NOTE.
+    pub lost_in_flight: u64,
     pub end: Option<EndReason>,
 }
 
@@ -116,6 +122,9 @@ pub struct RecordSummary {
     pub bytes: u64,
     /// Things that went wrong without stopping the command (also written into the trace).
     pub warnings: Vec<String>,
+    /// Programs exec'd or spawned under the recording that did not load the shim: none of their
+    /// calls are in the trace (also written into it).
+    pub untraced: Vec<trace::Untraced>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -53,6 +53,7 @@ enum Job {
     Failed(String),
     End(u32, EndReason, u64),
     Note(String),
+    Untraced(trace::Untraced),
     Flush,
     Finish(Trailer),
 }
@@ -218,6 +219,10 @@ impl Pipeline {
 
     pub fn note(&mut self, text: &str) {
         self.send(Job::Note(text.to_string()));
+    }
+
+    pub fn untraced(&mut self, u: &trace::Untraced) {
+        self.send(Job::Untraced(u.clone()));
     }
 
     pub fn flush(&mut self) {
@@ -401,6 +406,7 @@ impl Output {
             Job::Failed(text) => Err(std::io::Error::other(text)),
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
+            Job::Untraced(u) => w.untraced(&u),
             Job::Flush => w.flush(),
             Job::Finish(trailer) => {
                 let Some(w) = self.writer.take() else { return };

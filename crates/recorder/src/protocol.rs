@@ -15,12 +15,20 @@ pub const RING_TAIL_OFFSET: usize = 64;
 
 pub const PAGE_BYTES: usize = 4096;
 pub const PAGE_COUNTER_OFFSET: usize = 0;
+pub const PAGE_LOST_OFFSET: usize = 64;
 
 pub const MSG_HELLO: u32 = 1;
 pub const MSG_RING: u32 = 2;
 pub const MSG_MARK: u32 = 3;
 pub const MSG_END: u32 = 4;
 pub const MSG_STOPPED: u32 = 5;
+pub const MSG_EXEC: u32 = 6;
+
+pub const EXEC_BEFORE: u32 = 1;
+pub const EXEC_SPAWNED: u32 = 2;
+pub const EXEC_FAILED: u32 = 3;
+pub const EXEC_ENV_PRELOAD: u32 = 1;
+pub const EXEC_ENV_SOCKET: u32 = 2;
 
 pub const END_EXIT: u32 = 1;
 pub const END_QUICK_EXIT: u32 = 2;
@@ -34,6 +42,7 @@ pub const HELLO_BYTES: usize = 40;
 pub const RING_MSG_BYTES: usize = 8;
 pub const MARK_BYTES: usize = 24;
 pub const END_BYTES: usize = 8;
+pub const EXEC_BYTES: usize = 16;
 
 pub const ENV_SOCKET: &str = "ALLOCLENS_SOCKET";
 
@@ -63,6 +72,20 @@ pub enum Message {
     /// The shim stopped tracing the image (its reason): no event follows.
     Stopped {
         reason: String,
+    },
+    /// A program about to be exec'd by `pid` (`EXEC_BEFORE`), spawned as `pid`
+    /// (`EXEC_SPAWNED`), or the failure of the exec announced before (`EXEC_FAILED`, with
+    /// `error` its errno and the strings empty).
+    Exec {
+        pid: u32,
+        phase: u32,
+        /// `EXEC_ENV_*` bits: what the environment passed to the program holds.
+        env: u32,
+        error: u32,
+        path: String,
+        argv0: String,
+        /// The LD_PRELOAD value passed (when `env` has `EXEC_ENV_PRELOAD`).
+        preload: String,
     },
 }
 
@@ -117,6 +140,19 @@ pub fn parse(b: &[u8]) -> Option<Message> {
         MSG_STOPPED => Some(Message::Stopped {
             reason: String::from_utf8_lossy(body).into_owned(),
         }),
+        MSG_EXEC => {
+            let mut text = body.get(EXEC_BYTES..)?.splitn(3, |&c| c == 0);
+            let mut next = || String::from_utf8_lossy(text.next().unwrap_or_default()).into_owned();
+            Some(Message::Exec {
+                pid: u32_at(body, 0)?,
+                phase: u32_at(body, 4)?,
+                env: u32_at(body, 8)?,
+                error: u32_at(body, 12)?,
+                path: next(),
+                argv0: next(),
+                preload: next(),
+            })
+        }
         _ => None,
     }
 }

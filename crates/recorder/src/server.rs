@@ -14,6 +14,7 @@ use crate::image::{liveness, Batches, Image, Liveness};
 use crate::pipeline::{FileWriter, Finished, Pipeline};
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
+use crate::untraced::{self, Announced, Expected, Verdict};
 use crate::ProcessSummary;
 
 /// Why the loop is asked to look again.
@@ -60,6 +61,18 @@ impl OutputPipe {
     }
 }
 
+/// An exec or spawn of another process than the announcing image's (posix_spawn, vfork + exec),
+/// until its pid connects, the exec fails, or the recorder decided it is not traced.
+struct Foreign {
+    ann: Announced,
+    /// The announcer's executable: until the pid runs another one, it has not exec'd yet.
+    announcer_exe: Option<std::path::PathBuf>,
+    exec_seen: bool,
+    /// Looked traceable: waiting for its hello (start ticks, for liveness).
+    waiting: Option<u64>,
+    gone_since: Option<Instant>,
+}
+
 struct Conn {
     sock: OwnedFd,
     /// Index into `images` once the hello arrived.
@@ -103,6 +116,22 @@ pub struct Server {
     outputs: Vec<Arc<OutputPipe>>,
     /// Since when an ended image has been waiting for the output readers to catch up.
     output_wait: Option<Instant>,
+    /// What a traced program gets in its environment (`expect`); without, execs are not
+    /// followed.
+    expected: Option<Expected>,
+    foreign: Vec<Foreign>,
+    /// Programs that ran without the shim (also written into the trace).
+    pub untraced: Vec<trace::Untraced>,
+}
+
+/// Said of a program that left nothing to explain why it did not connect.
+const NO_HELLO: &str =
+    "it ended without connecting to the recorder, before alloclens could look at it";
+
+fn exe_of(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// How long a vanished image waits for its exec'd successor before it is declared lost.
@@ -161,7 +190,28 @@ impl Server {
             last_moved: 0,
             outputs: Vec::new(),
             output_wait: None,
+            expected: None,
+            foreign: Vec::new(),
+            untraced: Vec::new(),
         }
+    }
+
+    /// Follows execs and spawns: a program that does not get (or cannot use) `expected` is
+    /// reported as not traced.
+    pub fn expect(&mut self, expected: Expected) {
+        self.expected = Some(expected);
+    }
+
+    /// A process the recorder itself started (the command): its exec already happened.
+    pub fn spawned(&mut self, ann: Announced) {
+        self.foreign.push(Foreign {
+            ann,
+            announcer_exe: None,
+            exec_seen: true,
+            waiting: None,
+            gone_since: None,
+        });
+        self.check_execs();
     }
 
     /// Images that may still produce events or await their verdict.
@@ -187,6 +237,7 @@ impl Server {
             }
         }
         self.read_messages();
+        self.check_execs();
         self.take_inputs(inputs, output_open);
         let mut moved = 0;
         for i in 0..self.images.len() {
@@ -215,7 +266,13 @@ impl Server {
             .collect();
         for i in due {
             self.verdict_pending.retain(|(j, _)| *j != i);
-            self.finish_image(i, EndReason::Lost);
+            // It exec'd a program that looked traceable but never connected.
+            if let Some(ann) = self.images[i].exec.take() {
+                self.not_traced(&ann, None, NO_HELLO.into());
+                self.finish_image(i, EndReason::Exec);
+            } else {
+                self.finish_image(i, EndReason::Lost);
+            }
         }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush();
@@ -353,12 +410,195 @@ impl Server {
                     EndReason::Exit
                 });
             }
+            (
+                Message::Exec {
+                    pid,
+                    phase,
+                    env,
+                    path,
+                    argv0,
+                    preload,
+                    ..
+                },
+                Some(i),
+            ) => self.exec_message(i, pid, phase, env, path, argv0, preload),
             (Message::Stopped { reason }, Some(i)) => {
                 let pid = self.images[i].pid;
                 self.warn(format!("pid {pid}: tracing stopped: {reason}"));
             }
             _ => self.warn("ignored a message out of protocol order".into()),
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn exec_message(
+        &mut self,
+        i: usize,
+        pid: u32,
+        phase: u32,
+        env: u32,
+        path: String,
+        argv0: String,
+        preload: String,
+    ) {
+        let own = self.images[i].pid;
+        if phase == protocol::EXEC_FAILED {
+            if pid == own {
+                self.images[i].exec = None;
+            }
+            self.foreign.retain(|f| f.ann.pid != pid);
+            return;
+        }
+        let ann = Announced {
+            pid,
+            ppid: if pid == own {
+                self.summaries[i].ppid
+            } else {
+                own
+            },
+            path,
+            argv0,
+            env,
+            preload,
+        };
+        if pid == own && phase == protocol::EXEC_BEFORE {
+            self.images[i].exec = Some(ann);
+            return;
+        }
+        self.foreign.retain(|f| f.ann.pid != pid);
+        if phase == protocol::EXEC_SPAWNED && self.said_hello(pid) {
+            return; // the child's hello came first (another socket): traced
+        }
+        self.foreign.push(Foreign {
+            ann,
+            announcer_exe: std::fs::read_link(format!("/proc/{own}/exe")).ok(),
+            exec_seen: phase == protocol::EXEC_SPAWNED,
+            waiting: None,
+            gone_since: None,
+        });
+    }
+
+    /// Decides on the execs that happened: an image that hung up after announcing one, and the
+    /// other processes announced. Each is traced (its hello arrives), or not traced, reported
+    /// with the reason, as soon as /proc (or, once it is gone, the file) tells.
+    fn check_execs(&mut self) {
+        let Some(expected) = self.expected.clone() else {
+            return;
+        };
+        for i in 0..self.images.len() {
+            let img = &self.images[i];
+            if self.finished[i] || !img.hung_up || img.exec_verdict.is_some() {
+                continue;
+            }
+            let Some(ann) = img.exec.clone() else {
+                continue;
+            };
+            let verdict = match untraced::inspect_process(ann.pid, &expected) {
+                Verdict::Gone => untraced::inspect_announced(&ann, &expected)
+                    .map_or(Verdict::Traceable, Verdict::NotTraced),
+                Verdict::NotYet => continue,
+                v => v,
+            };
+            if let Verdict::NotTraced(reason) = &verdict {
+                // What /proc shows may be a later exec of a program that was traced: its hello
+                // (sent before that exec) finishes this image instead.
+                self.catch_up();
+                if self.finished[i] {
+                    continue;
+                }
+                let exe = exe_of(ann.pid);
+                self.not_traced(&ann, exe, reason.clone());
+                self.images[i].start_round(sys::monotonic_ns());
+                self.drain(i, true);
+                self.images[i].exec = None;
+                self.finish_image(i, EndReason::Exec);
+            }
+            // Traceable: its hello finishes this image (`hello`); should it end without one,
+            // the verdict after the grace says so.
+            self.images[i].exec_verdict = Some(verdict);
+        }
+        let pids: Vec<u32> = self.foreign.iter().map(|f| f.ann.pid).collect();
+        for pid in pids {
+            let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) else {
+                continue;
+            };
+            let f = &mut self.foreign[k];
+            if !f.exec_seen {
+                f.exec_seen = match std::fs::read_link(format!("/proc/{pid}/exe")) {
+                    Ok(exe) => Some(exe) != f.announcer_exe,
+                    // Gone, or a moment inside its exec.
+                    Err(_) => {
+                        crate::image::start_ticks(pid).is_none()
+                            || liveness(pid, 0) == Liveness::Gone
+                    }
+                };
+            }
+            let mut done = None;
+            if f.exec_seen && f.waiting.is_none() {
+                match untraced::inspect_process(pid, &expected) {
+                    Verdict::NotTraced(reason) => done = Some((reason, exe_of(pid))),
+                    Verdict::Traceable => {
+                        f.waiting = Some(crate::image::start_ticks(pid).unwrap_or(0))
+                    }
+                    Verdict::NotYet => {}
+                    Verdict::Gone => match untraced::inspect_announced(&f.ann, &expected) {
+                        Some(reason) => done = Some((reason, None)),
+                        None => {
+                            f.waiting = Some(0);
+                            f.gone_since = Some(Instant::now());
+                        }
+                    },
+                }
+            } else if let Some(ticks) = f.waiting {
+                if f.gone_since.is_none() && liveness(pid, ticks) == Liveness::Gone {
+                    f.gone_since = Some(Instant::now());
+                }
+                if f.gone_since.is_some_and(|t| t.elapsed() >= VERDICT_GRACE) {
+                    done = Some((NO_HELLO.into(), None));
+                }
+            }
+            if let Some((reason, exe)) = done {
+                // A program that connected and then exec'd one that cannot be traced: its hello
+                // (sent before that exec) takes it off the list, and its own exec is reported.
+                self.catch_up();
+                if let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) {
+                    let f = self.foreign.remove(k);
+                    self.not_traced(&f.ann, exe, reason);
+                }
+            }
+        }
+    }
+
+    /// Reads every connection made and message sent so far (before a verdict that a hello would
+    /// change).
+    fn catch_up(&mut self) {
+        while let Ok(Some(sock)) = sys::accept(&self.listener) {
+            self.conns.push(Conn { sock, image: None });
+        }
+        self.read_messages();
+    }
+
+    /// Whether process `pid` (this process, not an earlier one with its pid) has an image.
+    fn said_hello(&self, pid: u32) -> bool {
+        let ticks = crate::image::start_ticks(pid);
+        self.images
+            .iter()
+            .any(|img| img.pid == pid && ticks.is_none_or(|t| t == img.start_ticks))
+    }
+
+    fn not_traced(&mut self, ann: &Announced, exe: Option<String>, reason: String) {
+        let u = trace::Untraced {
+            pid: ann.pid,
+            ppid: ann.ppid,
+            program: exe.unwrap_or_else(|| ann.path.clone()),
+            argv0: ann.argv0.clone(),
+            reason,
+            unix_ns: crate::spawn::unix_ns(),
+        };
+        if let Some(w) = self.writer.as_mut() {
+            w.untraced(&u);
+        }
+        self.untraced.push(u);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -373,6 +613,8 @@ impl Server {
         cmdline: Vec<String>,
         page_fd: &OwnedFd,
     ) {
+        // Connected: traced, whatever was announced of it.
+        self.foreign.retain(|f| f.ann.pid != pid);
         // A new image of a process we follow: it exec'd. Its previous image is complete.
         let successor_of: Vec<usize> = self
             .verdict_pending
@@ -422,6 +664,8 @@ impl Server {
                     exec_index,
                     command: info.cmdline.first().cloned().unwrap_or_default(),
                     events: 0,
+                    unrecorded: 0,
+                    lost_in_flight: 0,
                     end: None,
                 });
             }
@@ -493,6 +737,14 @@ impl Server {
         let img = &self.images[i];
         let (stream, records, pid, events) = (img.stream, img.records, img.pid, img.events);
         let (h, m, lost) = (img.holes, img.misplaced, img.ids_lost());
+        let unrecorded = img.unrecorded();
+        if unrecorded > 0 {
+            self.warn(format!(
+                "pid {pid}: {unrecorded} calls not recorded: made by signal handlers while the \
+                 shim was recording on the same thread, with 32 such calls already waiting (or \
+                 by a signal handler interrupting such a call)"
+            ));
+        }
         if h > 0 || m > 0 {
             self.warn(format!(
                 "pid {pid}: {h} events lost in flight, {m} records out of place"
@@ -506,6 +758,8 @@ impl Server {
             ));
         }
         self.summaries[i].events = events;
+        self.summaries[i].unrecorded = unrecorded;
+        self.summaries[i].lost_in_flight = h;
         self.summaries[i].end = Some(reason);
         if let Some(w) = self.writer.as_mut() {
             w.end_process(stream, reason, records);
@@ -544,8 +798,25 @@ impl Server {
 
     /// The command is over: the last round for every image still open.
     pub fn abandon_remaining(&mut self) {
+        self.check_execs();
+        for f in std::mem::take(&mut self.foreign) {
+            if f.exec_seen {
+                let reason = if f.gone_since.is_some() {
+                    NO_HELLO
+                } else {
+                    "it had not connected to the recorder when the recording ended"
+                };
+                self.not_traced(&f.ann, exe_of(f.ann.pid), reason.into());
+            }
+        }
         for (i, _) in std::mem::take(&mut self.verdict_pending) {
-            self.finish_image(i, EndReason::Lost);
+            match self.images[i].exec.take() {
+                Some(ann) => {
+                    self.not_traced(&ann, None, NO_HELLO.into());
+                    self.finish_image(i, EndReason::Exec);
+                }
+                None => self.finish_image(i, EndReason::Lost),
+            }
         }
         for i in 0..self.images.len() {
             if !self.finished[i] {

@@ -13,8 +13,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use trace::{TraceHeader, TraceWriter, Trailer};
 
-use crate::protocol::ENV_SOCKET;
+use crate::protocol::{ENV_SOCKET, EXEC_ENV_PRELOAD, EXEC_ENV_SOCKET};
 use crate::server::{Input, OutputPipe, Server};
+use crate::untraced::{Announced, Expected};
 use crate::{shim, sys, RecordError, RecordOptions, RecordSummary, TraceFile};
 
 /// The socket's name in its directory (`socket_dir`).
@@ -211,6 +212,7 @@ fn follow(
         output_markers: server.markers,
         bytes,
         warnings: std::mem::take(&mut server.warnings),
+        untraced: std::mem::take(&mut server.untraced),
     })
 }
 
@@ -262,7 +264,8 @@ fn start(
         }
     }
     let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
-    cmd.env("LD_PRELOAD", preload_with_shim(shim, preload));
+    let preload = preload_with_shim(shim, preload);
+    cmd.env("LD_PRELOAD", &preload);
     cmd.env(ENV_SOCKET, sock_path);
     let (tx, rx) = mpsc::channel();
     let mut output_open = 0usize;
@@ -273,6 +276,20 @@ fn start(
     if let Some(link) = &o.supervisor {
         link.announce(&child);
     }
+    // The command itself may be a program the shim cannot enter (statically linked, set-user-ID):
+    // followed like an exec the shim announced.
+    server.expect(Expected {
+        shim: shim.to_path_buf(),
+        socket: sock_path.to_path_buf(),
+    });
+    server.spawned(Announced {
+        pid: child.id(),
+        ppid: std::process::id(),
+        path: program.to_string_lossy().into_owned(),
+        argv0: program.to_string_lossy().into_owned(),
+        env: EXEC_ENV_PRELOAD | EXEC_ENV_SOCKET,
+        preload: preload.to_string_lossy().into_owned(),
+    });
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
             let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
@@ -346,7 +363,7 @@ fn forward_lines<R: Read + Send + 'static, W: Write + Send + 'static>(
     });
 }
 
-fn unix_ns() -> u64 {
+pub(crate) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

@@ -14,6 +14,8 @@ pub struct Programs {
     pub traced: PathBuf,
     pub plugin: PathBuf,
     pub newdelete: PathBuf,
+    /// progs/counter.c: counts each thread's calls independently of the shim.
+    pub counter: PathBuf,
 }
 
 fn compile(compiler: &str, args: &[&str]) {
@@ -62,7 +64,19 @@ pub fn programs() -> &'static Programs {
                 &s(&src.join("newdelete.cpp")),
             ],
         );
+        compile(
+            "cc",
+            &[
+                "-O1",
+                "-shared",
+                "-fPIC",
+                "-o",
+                &s(&out("counter.so")),
+                &s(&src.join("counter.c")),
+            ],
+        );
         Programs {
+            counter: out("counter.so"),
             traced: out("traced"),
             plugin: out("plugin.so"),
             newdelete: out("newdelete"),
@@ -129,6 +143,29 @@ impl Image {
         }
         n
     }
+}
+
+/// What progs/counter.c wrote: tid -> (calls, free(NULL) calls).
+pub fn counted(path: &Path) -> HashMap<u32, (u64, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            (v[0] as u32, (v[1], v[2]))
+        })
+        .collect()
+}
+
+/// Calls and free(NULL) calls of each thread in a trace.
+pub fn calls_by_tid(img: &Image) -> HashMap<u32, (u64, u64)> {
+    let mut out: HashMap<u32, (u64, u64)> = HashMap::new();
+    for e in img.events() {
+        let c = out.entry(e.tid).or_default();
+        c.0 += 1;
+        c.1 += u64::from(e.op == Op::Free && e.addr == 0);
+    }
+    out
 }
 
 pub fn read_trace(path: &Path) -> Vec<Image> {

@@ -72,6 +72,7 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         src("bootstrap.c"),
         src("buffer.c"),
         src("cxx.c"),
+        src("exec.c"),
         src("hooks.c"),
         src("transport.c"),
     ];
@@ -115,6 +116,27 @@ fn shim_runs_clean_under_asan_and_ubsan() {
             &format!("UBSan stopped mode {mode}"),
         );
         assert!(images[0].events().count() >= 6000);
+    }
+    // Calls in signal handlers (hooks.c: queued, handed off during a ring wait) and execs
+    // announced from a vfork child and after posix_spawn (exec.c).
+    let counts = d("ubsan-signals.txt");
+    let plain_s = plain.to_str().unwrap();
+    for args in [
+        vec!["signals", "1000", counts.as_str()],
+        vec!["vforkrun", "100", plain_s, "leaf", "100"],
+        vec!["spawnrun", "100", plain_s, "leaf", "100"],
+    ] {
+        let trace = dir.path().join(format!("ubsan-{}.alt", args[0]));
+        let command = args.iter().map(OsString::from).collect::<Vec<_>>();
+        let mut command = command;
+        command.insert(0, plain.clone().into());
+        let images = record_clean(
+            command,
+            Vec::new(),
+            &trace,
+            &format!("UBSan stopped {args:?}"),
+        );
+        assert!(!images.is_empty());
     }
     // The C++ operators (cxx.c), a bad_alloc unwinding through them included, behind glibc's
     // operators and behind tcmalloc's.

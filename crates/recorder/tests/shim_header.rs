@@ -63,7 +63,7 @@ fn op_tags_match_the_trace_format() {
 #[test]
 fn layout_and_messages_match_the_protocol_module() {
     let c = header_constants();
-    let pairs: [(&str, u64); 21] = [
+    let pairs: [(&str, u64); 28] = [
         ("AL_PROTOCOL_VERSION", p::PROTOCOL_VERSION.into()),
         ("AL_OP_RING_OWNER", p::OP_RING_OWNER.into()),
         ("AL_OP_SHIFT", p::OP_SHIFT.into()),
@@ -74,11 +74,18 @@ fn layout_and_messages_match_the_protocol_module() {
         ("AL_RING_TAIL_OFFSET", p::RING_TAIL_OFFSET as u64),
         ("AL_PAGE_BYTES", p::PAGE_BYTES as u64),
         ("AL_PAGE_COUNTER_OFFSET", p::PAGE_COUNTER_OFFSET as u64),
+        ("AL_PAGE_LOST_OFFSET", p::PAGE_LOST_OFFSET as u64),
         ("AL_MSG_HELLO", p::MSG_HELLO.into()),
         ("AL_MSG_RING", p::MSG_RING.into()),
         ("AL_MSG_MARK", p::MSG_MARK.into()),
         ("AL_MSG_END", p::MSG_END.into()),
         ("AL_MSG_STOPPED", p::MSG_STOPPED.into()),
+        ("AL_MSG_EXEC", p::MSG_EXEC.into()),
+        ("AL_EXEC_BEFORE", p::EXEC_BEFORE.into()),
+        ("AL_EXEC_SPAWNED", p::EXEC_SPAWNED.into()),
+        ("AL_EXEC_FAILED", p::EXEC_FAILED.into()),
+        ("AL_EXEC_ENV_PRELOAD", p::EXEC_ENV_PRELOAD.into()),
+        ("AL_EXEC_ENV_SOCKET", p::EXEC_ENV_SOCKET.into()),
         ("AL_END_EXIT", p::END_EXIT.into()),
         ("AL_END__EXIT", p::END_QUICK_EXIT.into()),
         ("AL_MAX_MESSAGE", p::MAX_MESSAGE as u64),
@@ -108,9 +115,10 @@ fn struct_sizes_match_when_compiled() {
 #include <stddef.h>
 #include "alloclens_shim.h"
 int main(void) {
-    printf("%zu %zu %zu %zu %zu %zu %zu\n", sizeof(struct al_record), sizeof(struct al_msg_hdr),
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu\n", sizeof(struct al_record), sizeof(struct al_msg_hdr),
            sizeof(struct al_hello), sizeof(struct al_ring_msg), sizeof(struct al_mark),
-           sizeof(struct al_end), offsetof(struct al_hello, proc_start_ticks));
+           sizeof(struct al_end), offsetof(struct al_hello, proc_start_ticks),
+           sizeof(struct al_exec));
     return 0;
 }
 "#,
@@ -142,7 +150,8 @@ int main(void) {
             p::RING_MSG_BYTES,
             p::MARK_BYTES,
             p::END_BYTES,
-            16
+            16,
+            p::EXEC_BYTES
         ]
     );
 }

@@ -38,6 +38,9 @@ pub mod kind {
     pub const NOTE: u8 = 4;
     /// The last chunk of a finished recording (JSON `Trailer`).
     pub const TRAILER: u8 = 5;
+    /// A program that ran under the recording without the shim (JSON `Untraced`). Added without
+    /// a version bump: older readers skip it.
+    pub const UNTRACED: u8 = 6;
 }
 
 /// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).
@@ -57,6 +60,25 @@ pub struct TraceHeader {
     /// decoder goes by each chunk's flags.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_addresses: bool,
+}
+
+/// A program that was exec'd (or spawned) during the recording but did not load the shim, so
+/// none of its calls are in the trace: why, as far as the recorder could tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Untraced {
+    /// Its process id.
+    pub pid: u32,
+    /// The process that exec'd or spawned it (for an exec in place, the process's parent).
+    pub ppid: u32,
+    /// The program: the executable the kernel ran (`/proc/PID/exe`) when the recorder saw it,
+    /// else the path given to exec.
+    pub program: String,
+    /// argv[0] as given to exec.
+    pub argv0: String,
+    /// Why it was not traced, one sentence ("statically linked: the shim cannot be preloaded").
+    pub reason: String,
+    /// When the recorder learned of it, nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
 }
 
 /// Written last by a recording that finished (its absence means the recorder itself died).

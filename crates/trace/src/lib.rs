@@ -39,7 +39,7 @@ pub use codec::{
 };
 pub use error::{human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
-pub use format::{EndReason, TraceHeader, Trailer, FORMAT_VERSION, MAGIC};
+pub use format::{EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC};
 pub use losses::{Losses, StreamLoss};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use writer::{StreamId, TraceWriter};

@@ -10,8 +10,8 @@ use crate::codec::ChunkDecoder;
 use crate::error::{Damage, DamageKind, TraceError};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
-    kind, EndReason, Frame, TraceHeader, Trailer, CHUNK_FRAME_LEN, FILE_PREFIX_LEN, FORMAT_VERSION,
-    MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
+    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, CHUNK_FRAME_LEN, FILE_PREFIX_LEN,
+    FORMAT_VERSION, MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
 
 /// Where one events chunk lies in the file.
@@ -86,6 +86,7 @@ pub struct TraceReader<R> {
     header: TraceHeader,
     streams: Vec<Stream>,
     notes: Vec<String>,
+    untraced: Vec<Untraced>,
     trailer: Option<Trailer>,
     damage: Option<Damage>,
 }
@@ -165,6 +166,7 @@ impl<R: Read + Seek> TraceReader<R> {
             header,
             streams: Vec::new(),
             notes: Vec::new(),
+            untraced: Vec::new(),
             trailer: None,
             damage: None,
         };
@@ -232,7 +234,15 @@ impl<R: Read + Seek> TraceReader<R> {
                 self.streams[s].chunks.push(chunk);
                 self.streams[s].records += u64::from(frame.records);
                 records += u64::from(frame.records);
-            } else if [kind::PROCESS, kind::END, kind::NOTE, kind::TRAILER].contains(&frame.kind) {
+            } else if [
+                kind::PROCESS,
+                kind::END,
+                kind::NOTE,
+                kind::TRAILER,
+                kind::UNTRACED,
+            ]
+            .contains(&frame.kind)
+            {
                 let mut payload = vec![0u8; frame.payload_len as usize];
                 self.src.read_exact(&mut payload).map_err(io_err)?;
                 if Frame::checksum(&fb, &payload) != frame.crc {
@@ -265,6 +275,9 @@ impl<R: Read + Seek> TraceReader<R> {
                             .push(String::from_utf8_lossy(&payload).into_owned());
                         Ok(())
                     }
+                    kind::UNTRACED => serde_json::from_slice(&payload)
+                        .map(|u| self.untraced.push(u))
+                        .map_err(|e| format!("invalid untraced chunk: {e}")),
                     _ => serde_json::from_slice(&payload)
                         .map(|t| self.trailer = Some(t))
                         .map_err(|e| e.to_string()),
@@ -297,6 +310,11 @@ impl<R: Read + Seek> TraceReader<R> {
     /// Warnings the recorder wrote into the trace.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// Programs that ran during the recording without the shim (none of their calls are here).
+    pub fn untraced(&self) -> &[Untraced] {
+        &self.untraced
     }
 
     /// Present when the recording finished normally.

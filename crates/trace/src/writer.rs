@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use crate::codec::{ChunkEncoder, EncodedChunk};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
-    kind, EndReason, Frame, TraceHeader, Trailer, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
+    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
 };
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
@@ -92,6 +92,12 @@ impl<W: Write> TraceWriter<W> {
     /// A warning for whoever reads the trace ("tracing stopped in pid 12: disk full").
     pub fn note(&mut self, text: &str) -> io::Result<()> {
         self.chunk(kind::NOTE, u32::MAX, 0, text.as_bytes())
+    }
+
+    /// A program that ran without the shim (docs/trace-format.md, UNTRACED).
+    pub fn untraced(&mut self, u: &Untraced) -> io::Result<()> {
+        let json = serde_json::to_vec(u).map_err(io::Error::other)?;
+        self.chunk(kind::UNTRACED, u32::MAX, 0, &json)
     }
 
     /// Writes the trailer and flushes; the file is complete.

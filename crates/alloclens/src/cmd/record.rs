@@ -90,6 +90,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for w in &summary.warnings {
         eprintln!("alloclens: warning: {w}");
     }
+    if !summary.untraced.is_empty() {
+        let n = summary.untraced.len();
+        eprintln!(
+            "alloclens: warning: {n} program{} not traced (none of {} calls are in the trace):",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "its" } else { "their" }
+        );
+        for u in &summary.untraced {
+            eprintln!("alloclens: warning:   {}", analyze::describe_untraced(u));
+        }
+    }
     if !args.quiet {
         let truncated = summary
             .processes
@@ -110,10 +121,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             String::new()
         };
         eprintln!(
-            "alloclens: recorded {} events{unwritten} from {} process image(s){} into {} ({:.1} MB, {:.2} B/event)",
+            "alloclens: recorded {} events{unwritten} from {} process image(s){}{} into {} ({:.1} MB, {:.2} B/event)",
             trace::human_count(summary.events),
             summary.processes.len(),
             if truncated > 0 { format!(" ({truncated} truncated)") } else { String::new() },
+            match summary.untraced.len() {
+                0 => String::new(),
+                n => format!(", {n} program(s) not traced"),
+            },
             args.output.display(),
             summary.bytes as f64 / 1e6,
             per_event

@@ -30,6 +30,16 @@ pub fn write_text<W: Write>(analysis: &Analysis, mut out: W) -> io::Result<()> {
     if analysis.processes.is_empty() {
         writeln!(out, "no process in the trace")?;
     }
+    if !analysis.untraced.is_empty() {
+        writeln!(
+            out,
+            "not traced ({} program(s) ran without the shim; none of their calls are counted):",
+            analysis.untraced.len()
+        )?;
+        for u in &analysis.untraced {
+            writeln!(out, "  {}", crate::describe_untraced(u))?;
+        }
+    }
     for p in &analysis.processes {
         write_process(p, &mut out)?;
     }

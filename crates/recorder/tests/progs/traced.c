@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,23 @@ static void churn(size_t size, long n)
         void *volatile p = malloc(size);
         free(p);
     }
+}
+
+/* signals: the handler's calls, counted by the program itself (SIGALRM is blocked while its
+ * handler runs, so plain increments are exact). */
+static volatile sig_atomic_t handler_calls;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    /* calloc and realloc(p, 0) (which frees): the main loop uses malloc and free, so the trace
+     * tells the two apart (the compiler turns realloc(NULL, n) into malloc). */
+    void *p = calloc(1, 3001);
+    handler_calls++;
+    sink = p;
+    p = realloc(p, 0);
+    handler_calls++;
+    sink = p;
 }
 
 static void *worker(void *arg)
@@ -162,6 +180,57 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             return 5;
+    } else if (!strcmp(mode, "exec") || !strcmp(mode, "spawnrun") || !strcmp(mode, "vforkrun")) {
+        /* Runs argv[3..] by exec in place, posix_spawn, or vfork + execvp. */
+        if (argc < 4)
+            return 2;
+        churn(1901, count);
+        if (!strcmp(mode, "exec")) {
+            execv(argv[3], argv + 3);
+            return 9;
+        }
+        pid_t pid;
+        if (!strcmp(mode, "spawnrun")) {
+            if (posix_spawn(&pid, argv[3], NULL, NULL, argv + 3, environ) != 0)
+                return 4;
+        } else if ((pid = vfork()) == 0) {
+            execvp(argv[3], argv + 3);
+            _exit(127);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 5;
+    } else if (!strcmp(mode, "signals")) {
+        /* Allocates in a loop while a 50 us interval timer allocates in its handler, until the
+         * handler made `count` calls; writes both counts to argv[3]. */
+        if (argc < 4)
+            return 2;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval on = {{0, 50}, {0, 50}}, off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &on, NULL);
+        long main_calls = 0;
+        while (handler_calls < count) {
+            void *volatile p = malloc(2001);
+            main_calls++;
+            free(p);
+            main_calls++;
+        }
+        setitimer(ITIMER_REAL, &off, NULL);
+        sigset_t block;
+        sigemptyset(&block);
+        sigaddset(&block, SIGALRM);
+        sigprocmask(SIG_BLOCK, &block, NULL); /* a last pending alarm stays pending */
+        FILE *f = fopen(argv[3], "w");
+        if (!f)
+            return 10;
+        fprintf(f, "%ld %ld\n", (long)handler_calls, main_calls);
+        fclose(f);
+        return 0;
     } else if (!strcmp(mode, "leaf")) {
         churn(1401, count);
     } else if (!strcmp(mode, "quickexit")) {

@@ -79,6 +79,12 @@ fn setup(t: &TraceData) -> Section {
         ),
         ("recording".to_string(), recording(a)),
     ];
+    if !a.analysis.untraced.is_empty() {
+        facts.push((
+            "programs not traced".into(),
+            a.analysis.untraced.len().to_string(),
+        ));
+    }
     if let Some(phase) = &a.analysis.filters.phase {
         facts.push(("phase filter".into(), phase.clone()));
     }
@@ -93,6 +99,12 @@ fn setup(t: &TraceData) -> Section {
     ));
     for w in &a.analysis.warnings {
         s.push(Block::Warning(w.clone()));
+    }
+    for u in &a.analysis.untraced {
+        s.push(Block::Warning(format!(
+            "not traced (none of its calls are counted): {}",
+            analyze::describe_untraced(u)
+        )));
     }
     s
 }
