@@ -148,6 +148,11 @@ fn hold(opts: &TwowaveOptions, rng: &mut Rng, heap: &mut Heap) -> Result<(), Wor
     Ok(())
 }
 
+/// How long the heap stays as it is after a phase line: a sampler reads the memory at the line
+/// (`run --marker` reads RSS and VSS as the line arrives), and without the pause the next phase (or,
+/// after `end`, freeing wave B and exiting) could already have changed it.
+const SETTLE: Duration = Duration::from_millis(50);
+
 fn phase(
     out: &mut dyn Write,
     opts: &TwowaveOptions,
@@ -155,6 +160,7 @@ fn phase(
     name: &str,
 ) -> Result<(), WorkloadError> {
     line(out, format_args!("phase: {name}"))?;
+    std::thread::sleep(SETTLE);
     if opts.report_rss {
         let kb = self_vmrss_kb()?;
         line(out, format_args!("vmrss: {name} {kb} kB"))?;
