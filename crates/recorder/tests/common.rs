@@ -16,6 +16,8 @@ pub struct Programs {
     pub newdelete: PathBuf,
     /// progs/counter.c: counts each thread's calls independently of the shim.
     pub counter: PathBuf,
+    /// progs/sigsafe.c: an allocator a signal handler may call (glibc's may deadlock there).
+    pub sigsafe: PathBuf,
 }
 
 fn compile(compiler: &str, args: &[&str]) {
@@ -75,7 +77,19 @@ pub fn programs() -> &'static Programs {
                 &s(&src.join("counter.c")),
             ],
         );
+        compile(
+            "cc",
+            &[
+                "-O1",
+                "-shared",
+                "-fPIC",
+                "-o",
+                &s(&out("sigsafe.so")),
+                &s(&src.join("sigsafe.c")),
+            ],
+        );
         Programs {
+            sigsafe: out("sigsafe.so"),
             counter: out("counter.so"),
             traced: out("traced"),
             plugin: out("plugin.so"),

@@ -130,12 +130,12 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         let command = args.iter().map(OsString::from).collect::<Vec<_>>();
         let mut command = command;
         command.insert(0, plain.clone().into());
-        let images = record_clean(
-            command,
-            Vec::new(),
-            &trace,
-            &format!("UBSan stopped {args:?}"),
-        );
+        // Handlers call the allocator: one that may be called there (common.rs, sigsafe).
+        let env = vec![(
+            "LD_PRELOAD".into(),
+            common::programs().sigsafe.clone().into(),
+        )];
+        let images = record_clean(command, env, &trace, &format!("UBSan stopped {args:?}"));
         assert!(!images.is_empty());
     }
     // The C++ operators (cxx.c), a bad_alloc unwinding through them included, behind glibc's
