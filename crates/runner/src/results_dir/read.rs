@@ -215,7 +215,10 @@ fn marker_row(h: &Header, r: &csv::StringRecord) -> Option<MarkerRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{AllocatorCheck, Ending, MarkerCounts, RunRecord};
+    use crate::plan::RunSpec;
+    use crate::results::{
+        AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, RunRecord, SampleKind,
+    };
     use crate::results_dir::ResultsDir;
     use crate::CommandExit;
 
@@ -256,13 +259,81 @@ mod tests {
             runs: vec![run],
             ..RunResults::default()
         };
+        let spec = RunSpec {
+            index: 0,
+            variant: 0,
+            assignment: Default::default(),
+            repeat: 0,
+        };
+        let total = procmem::MemoryTotals {
+            processes: 1,
+            rss: 300,
+            pss: 200,
+            uss: 100,
+            vss: 400,
+            anonymous: 50,
+            ..Default::default()
+        };
+        let sample = procmem::TreeSample {
+            at: std::time::Instant::now(),
+            processes: Vec::new(),
+            total,
+            unreadable: 0,
+            stale_processes: 0,
+        };
+        writer.write_sample(
+            &spec,
+            "glibc",
+            0.25,
+            &SampleKind::Marker,
+            Some("a"),
+            &sample,
+        );
+        let marker = MarkerRecord {
+            t: 0.25,
+            label: "a".into(),
+            line: "phase a, done".into(),
+            rss: Some(300),
+            vss: Some(400),
+            delay: Some(0.001),
+            status: MarkerStatus::Ok,
+            pss: None,
+            pss_delay: None,
+            pss_status: MarkerStatus::Late,
+        };
+        writer.write_marker(&spec, "glibc", &marker);
         writer.finish_run(0);
         writer.write_results(&mut results);
         assert!(writer.problems().is_empty(), "{:?}", writer.problems());
         let read = ResultsDirContents::load(&path).unwrap();
         assert_eq!(read.results.runs, results.runs);
         assert_eq!(read.results.tool, "alloclens");
-        assert!(read.samples.is_empty() && read.markers.is_empty());
+        let sample = SampleRow {
+            run: 0,
+            t_s: 0.25,
+            kind: "marker".into(),
+            label: "a".into(),
+            pid: None,
+            ppid: None,
+            comm: String::new(),
+            rss: 300,
+            pss: 200,
+            uss: 100,
+            vss: 400,
+            swap: 0,
+            anon: 50,
+        };
+        assert_eq!(read.samples, [sample]);
+        let marker = MarkerRow {
+            run: 0,
+            t_s: 0.25,
+            label: "a".into(),
+            pss: None,
+            rss: Some(300),
+            vss: Some(400),
+            line: "phase a, done".into(),
+        };
+        assert_eq!(read.markers, [marker]);
     }
 
     #[test]

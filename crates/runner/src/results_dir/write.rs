@@ -36,6 +36,22 @@ const SAMPLE_COLUMNS: [&str; 15] = [
     "pss", "uss", "vss", "swap",
 ];
 
+const MARKER_COLUMNS: [&str; 13] = [
+    "run",
+    "variant",
+    "repeat",
+    "t_s",
+    "label",
+    "pss",
+    "rss",
+    "vss",
+    "status",
+    "delay_s",
+    "pss_status",
+    "pss_delay_s",
+    "line",
+];
+
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
 const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
@@ -63,24 +79,7 @@ impl ResultsDir {
         header.extend(["anon".to_string(), "pss_age".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let samples = RunCsv::create(dir, "samples.csv", &header)?;
-        let mut header: Vec<String> = [
-            "run",
-            "variant",
-            "repeat",
-            "t_s",
-            "label",
-            "pss",
-            "rss",
-            "vss",
-            "status",
-            "delay_s",
-            "pss_status",
-            "pss_delay_s",
-            "line",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut header: Vec<String> = MARKER_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let markers = RunCsv::create(dir, "markers.csv", &header)?;
         if save_output {
