@@ -1,7 +1,9 @@
 //! `report A --compare B`: two results directories as one, so every chart overlays both. Variants are
 //! renamed "A: glibc" and "B: glibc" and B's runs are renumbered after A's; the report code needs no
 //! special case.
-use crate::run_data::{Group, RunData};
+use runner::Group;
+
+use crate::run_data::RunData;
 
 /// Merges `b` into a copy of `a`; `a_name` and `b_name` prefix the variant labels.
 pub fn merge_runs(a: &RunData, a_name: &str, b: &RunData, b_name: &str) -> RunData {

@@ -1,12 +1,10 @@
-//! What alloclens shows and writes: the terminal summary table, and the results directory of a run
-//! (results.json, samples.csv, markers.csv; formats in docs/results-format.md). One module per output.
+//! What alloclens shows and writes: the terminal summary table of a run, reports, diffs and Parquet
+//! files. One module per output. (The results directory of a run is `runner::results_dir`'s.)
 //!
 //! Reports (docs/reports.md): a result (`run_data::RunData`, ...) becomes a `document::Document` through
 //! the `document::Reportable` trait (one module per kind in `sections/`), which the renderers turn into
 //! a self-contained HTML page (`html`) or PNG/SVG figures (`figures`).
 pub mod format;
-pub mod host;
-pub mod results_dir;
 pub mod run_table;
 
 pub mod chart;
@@ -23,11 +21,7 @@ pub mod run_parquet;
 pub mod sections;
 pub mod trace_parquet;
 
-pub use host::HostInfo;
-pub use results_dir::{
-    ResultsDir, ResultsDirError, RunResults, VariantInfo, RESULTS_SCHEMA_VERSION,
-};
 pub use run_table::{render_marker_table, render_run_table};
 
 pub use document::{Document, Reportable};
-pub use run_data::{RunData, RunDataError};
+pub use run_data::RunData;

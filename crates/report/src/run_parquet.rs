@@ -2,8 +2,11 @@
 //! docs/reports.md), for pandas, polars, DuckDB or Spark.
 use std::path::{Path, PathBuf};
 
+use runner::results_dir::SampleRow;
+use runner::RunRecord;
+
 use crate::parquet_table::{Column, ColumnType, ParquetError, Schema, TableWriter};
-use crate::run_data::{Run, RunData};
+use crate::run_data::RunData;
 
 /// Rows per row group.
 const BATCH: usize = 64 * 1024;
@@ -63,7 +66,7 @@ impl RunColumns {
         }
     }
 
-    fn push(&mut self, index: usize, run: Option<&Run>, t_s: f64, names: &[String]) {
+    fn push(&mut self, index: usize, run: Option<&RunRecord>, t_s: f64, names: &[String]) {
         self.run.push(Some(index as i64));
         self.variant
             .push(Some(run.map(|r| r.variant.clone()).unwrap_or_default()));
@@ -117,12 +120,10 @@ fn samples(data: &RunData, dir: &Path) -> Result<(PathBuf, u64), ParquetError> {
         for s in chunk {
             base.push(s.run, data.run(s.run), s.t_s, &names);
         }
-        let text = |f: &dyn Fn(&crate::run_data::SampleRow) -> Option<String>| {
-            Column::Text(chunk.iter().map(f).collect())
-        };
-        let int = |f: &dyn Fn(&crate::run_data::SampleRow) -> Option<i64>| {
-            Column::Int64(chunk.iter().map(f).collect())
-        };
+        let text =
+            |f: &dyn Fn(&SampleRow) -> Option<String>| Column::Text(chunk.iter().map(f).collect());
+        let int =
+            |f: &dyn Fn(&SampleRow) -> Option<i64>| Column::Int64(chunk.iter().map(f).collect());
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let mut columns = base.take_front();
         columns.extend([

@@ -11,30 +11,31 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 /// How a run's process ended, as wait4 reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct ExitStatus {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct CommandExit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
 }
 
-impl ExitStatus {
+impl CommandExit {
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
 
-    fn from_wait_status(status: libc::c_int) -> ExitStatus {
+    fn from_wait_status(status: libc::c_int) -> CommandExit {
         if libc::WIFEXITED(status) {
-            ExitStatus {
+            CommandExit {
                 code: Some(libc::WEXITSTATUS(status)),
                 signal: None,
             }
         } else if libc::WIFSIGNALED(status) {
-            ExitStatus {
+            CommandExit {
                 code: None,
                 signal: Some(libc::WTERMSIG(status)),
             }
         } else {
-            ExitStatus {
+            CommandExit {
                 code: None,
                 signal: None,
             }
@@ -152,7 +153,7 @@ fn open_raw_pty() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Blocks until `pid` (one of our children) ends; returns its status and CPU times.
-pub fn wait(pid: u32) -> io::Result<(ExitStatus, CpuTimes)> {
+pub fn wait(pid: u32) -> io::Result<(CommandExit, CpuTimes)> {
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is plain old data, fully written by wait4 on success.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -161,7 +162,7 @@ pub fn wait(pid: u32) -> io::Result<(ExitStatus, CpuTimes)> {
         let r = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut ru) };
         if r == pid as libc::pid_t {
             return Ok((
-                ExitStatus::from_wait_status(status),
+                CommandExit::from_wait_status(status),
                 CpuTimes::from_rusage(&ru),
             ));
         }

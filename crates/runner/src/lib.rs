@@ -1,11 +1,14 @@
 //! Runs a command under allocator variants and parameter sweeps, sampling the memory of its whole
 //! process tree, its markers and its throughput. The CLI builds a [`RunPlan`]; [`execute`] runs it and
-//! reports through an [`Observer`]. Nothing here prints.
+//! reports through an [`Observer`]. Nothing here prints. The results of a run and their directory
+//! (results.json, samples.csv, markers.csv) are defined, written and read here ([`results_dir`]).
 mod child;
+mod host;
 mod observer;
 mod output;
 mod plan;
 mod results;
+pub mod results_dir;
 mod single;
 mod stats;
 mod summary;
@@ -14,12 +17,13 @@ mod watchdog;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub use child::ExitStatus;
+pub use child::CommandExit;
+pub use host::HostInfo;
 pub use observer::{Observer, Quiet, Stream};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
 pub use results::{
     AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
-    SampleKind, SeriesStats,
+    RunResults, SampleKind, SeriesStats, VariantInfo,
 };
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};

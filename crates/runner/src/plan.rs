@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use allocators::Variant;
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One swept parameter: `--param threads=1,2,4` substitutes `{threads}` in the command and environment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Param {
     pub name: String,
     pub values: Vec<String>,

@@ -1,8 +1,14 @@
-//! The data a run produces, serialised as results.json (schema in docs/results-format.md).
-use serde::Serialize;
+//! The data a run produces, serialised as results.json (schema in docs/results-format.md). These types
+//! are the format: `results_dir` writes them and reads them back. Reading is lenient: every type that
+//! results.json holds takes defaults for fields an older file lacks, and unknown fields are ignored.
+use std::path::PathBuf;
 
-use crate::child::ExitStatus;
-use crate::plan::Assignment;
+use serde::{Deserialize, Serialize};
+
+use crate::child::CommandExit;
+use crate::host::HostInfo;
+use crate::plan::{Assignment, Param};
+use crate::summary::Group;
 
 /// Why a sample was taken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -13,7 +19,7 @@ pub enum SampleKind {
 }
 
 /// Whether the requested allocator library was seen mapped in the command's process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AllocatorCheck {
     /// The library was mapped at the last look.
@@ -23,12 +29,28 @@ pub enum AllocatorCheck {
     NotLoaded,
     /// glibc: nothing is preloaded.
     NotApplicable,
-    /// The process ended before it could be looked at.
+    /// The process ended before it could be looked at. Also what a results file without the check,
+    /// or with one this alloclens does not know, reads as.
+    #[default]
+    #[serde(other)]
     Unverified,
 }
 
+impl AllocatorCheck {
+    /// The name results.json uses.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AllocatorCheck::Loaded => "loaded",
+            AllocatorCheck::NotLoaded => "not_loaded",
+            AllocatorCheck::NotApplicable => "not_applicable",
+            AllocatorCheck::Unverified => "unverified",
+        }
+    }
+}
+
 /// Time-weighted statistics of one tree-total memory series, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SeriesStats {
     pub peak: u64,
     pub mean: f64,
@@ -36,7 +58,8 @@ pub struct SeriesStats {
 }
 
 /// Memory of the whole tree over one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MemorySummary {
     pub samples: u64,
     pub pss: SeriesStats,
@@ -75,7 +98,8 @@ impl MarkerStatus {
 }
 
 /// How many markers of a run got a figure, by [`MarkerStatus`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MarkerCounts {
     pub ok: u64,
     pub late: u64,
@@ -119,9 +143,10 @@ pub struct MarkerRecord {
 }
 
 /// How the run ended, beyond the exit status.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Ending {
-    pub status: Option<ExitStatus>,
+    pub status: Option<CommandExit>,
     pub timed_out: bool,
     pub interrupted: bool,
     /// The command could not be started (e.g. not found): the message.
@@ -147,9 +172,9 @@ impl Ending {
             return "interrupted".into();
         }
         match self.status {
-            Some(ExitStatus { code: Some(0), .. }) => "ok".into(),
-            Some(ExitStatus { code: Some(c), .. }) => format!("exit {c}"),
-            Some(ExitStatus {
+            Some(CommandExit { code: Some(0), .. }) => "ok".into(),
+            Some(CommandExit { code: Some(c), .. }) => format!("exit {c}"),
+            Some(CommandExit {
                 signal: Some(s), ..
             }) => format!("signal {s}"),
             _ => "unknown".into(),
@@ -158,7 +183,8 @@ impl Ending {
 }
 
 /// Everything measured in one run of one variant at one parameter point.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunRecord {
     pub index: usize,
     pub variant: String,
@@ -189,4 +215,43 @@ pub struct RunRecord {
     pub other_allocators: Vec<String>,
     /// CPU seconds alloclens itself spent sampling during this run.
     pub sampler_cpu: f64,
+}
+
+/// How a variant was configured, as results.json records it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VariantInfo {
+    pub label: String,
+    pub allocator: String,
+    pub library: Option<PathBuf>,
+    pub version: Option<String>,
+    pub settings: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Everything results.json holds (schema in docs/results-format.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunResults {
+    /// [`crate::results_dir::SCHEMA_VERSION`] when written; a reader refuses a newer one.
+    pub schema_version: u32,
+    pub tool: String,
+    pub tool_version: String,
+    pub created: String,
+    pub host: HostInfo,
+    pub command: Vec<String>,
+    pub params: Vec<Param>,
+    pub repeats: u32,
+    pub interval_s: f64,
+    pub marker: Option<String>,
+    pub throughput: Option<String>,
+    pub baseline: Option<String>,
+    pub variants: Vec<VariantInfo>,
+    pub interrupted: bool,
+    pub warnings: Vec<String>,
+    /// Results files that miss something (a full disk), one line each; filled by
+    /// [`crate::results_dir::ResultsDir::write_results`].
+    pub incomplete_files: Vec<String>,
+    pub runs: Vec<RunRecord>,
+    pub summary: Vec<Group>,
 }

@@ -11,7 +11,7 @@ use allocators::{LoadStatus, Variant};
 use nix::sys::signal::Signal;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
-use crate::child::{self, CpuTimes, ExitStatus};
+use crate::child::{self, CommandExit, CpuTimes};
 use crate::observer::{Observer, Stream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
@@ -38,7 +38,7 @@ const LOADER_SETTLE: Duration = Duration::from_millis(30);
 enum Message {
     Line(Line),
     Eof,
-    Exited(std::io::Result<(ExitStatus, CpuTimes)>, Instant),
+    Exited(std::io::Result<(CommandExit, CpuTimes)>, Instant),
 }
 
 /// A sample as `take_sample` took it.

@@ -1,12 +1,13 @@
 //! Per parameter point, each variant's figures over its repeats, and ratios to a baseline variant.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::plan::Assignment;
 use crate::results::{AllocatorCheck, RunRecord};
 use crate::stats::median;
 
 /// One variant at one parameter point, over its repeats. Medians are over successful runs only.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct VariantSummary {
     pub variant: String,
     pub runs: u32,
@@ -32,7 +33,8 @@ pub struct VariantSummary {
 }
 
 /// All variants at one parameter point, best (shortest median wall time) first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Group {
     pub params: Assignment,
     pub baseline: Option<String>,

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use report::results_dir::{failure_warnings, marker_warnings};
-use report::{ResultsDir, RunResults, VariantInfo};
+use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
 use runner::{
-    Execution, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunSpec, SampleKind, Stream,
+    Execution, HostInfo, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunResults, RunSpec,
+    SampleKind, Stream, VariantInfo,
 };
 
 use crate::cmd::args;
@@ -272,7 +272,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         mode: options.program_output,
         open_lines: [false; 2],
     };
-    let execution = runner::execute(plan, &mut observer, &interrupted);
+    let mut execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
     let open_lines = observer.open_lines;
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
@@ -288,13 +288,13 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         ));
     }
     let mut results = RunResults {
-        schema_version: report::RESULTS_SCHEMA_VERSION,
-        tool: "alloclens",
-        tool_version: env!("CARGO_PKG_VERSION"),
+        schema_version: results_dir::SCHEMA_VERSION,
+        tool: "alloclens".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
         created: chrono::Local::now().to_rfc3339(),
-        host: report::HostInfo::current(),
-        command: &plan.command,
-        params: &plan.params,
+        host: HostInfo::current(),
+        command: plan.command.clone(),
+        params: plan.params.clone(),
         repeats: plan.repeats,
         interval_s: plan.interval.as_secs_f64(),
         marker: plan.marker.as_ref().map(|r| r.as_str().to_string()),
@@ -304,10 +304,12 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         interrupted: execution.interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
-        runs: &execution.runs,
-        summary: &summary,
+        // Lent, not copied: a run may hold many marker records.
+        runs: std::mem::take(&mut execution.runs),
+        summary: summary.clone(),
     };
     dir.write_results(&mut results);
+    execution.runs = results.runs;
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
     let mut table = report::render_run_table(&summary, &names);
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {

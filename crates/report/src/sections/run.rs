@@ -2,10 +2,13 @@
 //! variant, memory per event, figures against the swept parameters, and the processes of one run.
 use std::collections::{BTreeMap, BTreeSet};
 
+use runner::results_dir::{MarkerRow, SampleRow};
+use runner::RunRecord;
+
 use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
-use crate::run_data::{Run, RunData, SampleRow};
+use crate::run_data::RunData;
 
 /// Lines of at most this many processes in the per-process chart (the largest by peak PSS).
 const MAX_PROCESS_LINES: usize = 24;
@@ -121,7 +124,9 @@ fn reproduce(data: &RunData) -> Section {
                     v.label.clone(),
                     v.allocator.clone(),
                     v.version.clone().unwrap_or_default(),
-                    v.library.clone().unwrap_or_else(|| "(system)".into()),
+                    v.library
+                        .as_ref()
+                        .map_or_else(|| "(system)".into(), |l| l.display().to_string()),
                     pairs(&v.settings),
                     pairs(&v.env),
                 ]
@@ -190,7 +195,7 @@ fn summary(data: &RunData) -> Section {
                     ratio(v.wall_ratio),
                     ratio(v.peak_pss_ratio),
                     ratio(v.mean_pss_ratio),
-                    v.allocator_check.replace('_', " "),
+                    v.allocator_check.as_str().replace('_', " "),
                 ]
             })
             .collect();
@@ -220,8 +225,8 @@ fn summary(data: &RunData) -> Section {
 }
 
 /// Runs grouped by parameter point, in results.json order of first appearance.
-fn points(data: &RunData) -> Vec<(BTreeMap<String, String>, Vec<&Run>)> {
-    let mut out: Vec<(BTreeMap<String, String>, Vec<&Run>)> = Vec::new();
+fn points(data: &RunData) -> Vec<(BTreeMap<String, String>, Vec<&RunRecord>)> {
+    let mut out: Vec<(BTreeMap<String, String>, Vec<&RunRecord>)> = Vec::new();
     for run in &data.results.runs {
         match out.iter_mut().find(|(p, _)| *p == run.params) {
             Some((_, runs)) => runs.push(run),
@@ -232,25 +237,25 @@ fn points(data: &RunData) -> Vec<(BTreeMap<String, String>, Vec<&Run>)> {
 }
 
 /// Per variant, the repeat drawn bold: the successful run whose peak PSS is the (lower) median.
-fn median_runs(runs: &[&Run]) -> BTreeSet<usize> {
-    let mut by_variant: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+fn median_runs(runs: &[&RunRecord]) -> BTreeSet<usize> {
+    let mut by_variant: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.ending.ok()) {
         by_variant.entry(&r.variant).or_default().push(r);
     }
     by_variant
         .into_values()
         .map(|mut rs| {
-            rs.sort_by(|a, b| a.memory.pss.peak.total_cmp(&b.memory.pss.peak));
+            rs.sort_by_key(|r| r.memory.pss.peak);
             rs[(rs.len() - 1) / 2].index
         })
         .collect()
 }
 
-fn run_label(run: &Run) -> String {
+fn run_label(run: &RunRecord) -> String {
     format!("{} #{}", run.variant, run.repeat)
 }
 
-fn emphasis(run: &Run, bold: &BTreeSet<usize>, repeats: usize) -> Emphasis {
+fn emphasis(run: &RunRecord, bold: &BTreeSet<usize>, repeats: usize) -> Emphasis {
     if repeats <= 1 || bold.contains(&run.index) {
         Emphasis::Bold
     } else {
@@ -344,7 +349,7 @@ fn per_event(data: &RunData) -> Option<Section> {
             labels.push(m.label.clone());
         }
     }
-    let runs: Vec<&Run> = data.results.runs.iter().collect();
+    let runs: Vec<&RunRecord> = data.results.runs.iter().collect();
     let bold = median_runs(&runs);
     let repeats = data.results.repeats.max(1) as usize;
     let mut s = Section::new("events", "Memory per event");
@@ -356,8 +361,7 @@ fn per_event(data: &RunData) -> Option<Section> {
         (
             "pss",
             "PSS",
-            (|m: &crate::run_data::MarkerRow| m.pss)
-                as fn(&crate::run_data::MarkerRow) -> Option<u64>,
+            (|m: &MarkerRow| m.pss) as fn(&MarkerRow) -> Option<u64>,
         ),
         ("rss", "RSS", |m| m.rss),
         ("vss", "VSS", |m| m.vss),
@@ -393,7 +397,7 @@ fn per_event(data: &RunData) -> Option<Section> {
     Some(s)
 }
 
-fn params_suffix(run: &Run, data: &RunData) -> String {
+fn params_suffix(run: &RunRecord, data: &RunData) -> String {
     let p = point_name(&run.params, &param_order(data));
     if p.is_empty() {
         p

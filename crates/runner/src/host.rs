@@ -1,7 +1,8 @@
 //! The machine a run happened on, so a reader can judge and reproduce the figures.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HostInfo {
     pub hostname: String,
     pub kernel: String,

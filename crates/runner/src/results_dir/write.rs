@@ -1,18 +1,14 @@
-//! The results directory of `alloclens run`: results.json, samples.csv, markers.csv and, on request,
-//! the command's output per run. Samples and markers are written as they arrive, so an interrupted or
-//! crashed session keeps everything gathered so far.
+//! Writing a results directory: samples and markers are written as they arrive, so an interrupted or
+//! crashed session keeps everything gathered so far; results.json last, at the end of the session.
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use procmem::{MemoryTotals, ProcessMemory, TreeSample};
-use runner::{Execution, Group, MarkerRecord, Param, RunSpec, SampleKind};
-use serde::Serialize;
 
-use crate::host::HostInfo;
-
-/// Bumped when a field of results.json changes meaning or disappears (additions keep the version).
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+use crate::plan::{Param, RunSpec};
+use crate::results::{MarkerRecord, RunResults, SampleKind};
+use crate::Execution;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsDirError {
@@ -22,41 +18,6 @@ pub enum ResultsDirError {
     Io { path: PathBuf, source: io::Error },
     #[error("output directory '{dir}' holds '{entry}', which alloclens did not write: --force only replaces an earlier alloclens session (choose another directory with -o)")]
     NotOurs { dir: PathBuf, entry: String },
-}
-
-/// How a variant was configured, as results.json records it.
-#[derive(Debug, Clone, Serialize)]
-pub struct VariantInfo {
-    pub label: String,
-    pub allocator: String,
-    pub library: Option<PathBuf>,
-    pub version: Option<String>,
-    pub settings: Vec<(String, String)>,
-    pub env: Vec<(String, String)>,
-}
-
-/// Everything results.json holds (schema in docs/results-format.md).
-#[derive(Debug, Serialize)]
-pub struct RunResults<'a> {
-    pub schema_version: u32,
-    pub tool: &'static str,
-    pub tool_version: &'static str,
-    pub created: String,
-    pub host: HostInfo,
-    pub command: &'a [String],
-    pub params: &'a [Param],
-    pub repeats: u32,
-    pub interval_s: f64,
-    pub marker: Option<String>,
-    pub throughput: Option<String>,
-    pub baseline: Option<String>,
-    pub variants: Vec<VariantInfo>,
-    pub interrupted: bool,
-    pub warnings: Vec<String>,
-    /// Results files that miss something (a full disk), one line each; filled by `write_results`.
-    pub incomplete_files: Vec<String>,
-    pub runs: &'a [runner::RunRecord],
-    pub summary: &'a [Group],
 }
 
 pub struct ResultsDir {
@@ -73,6 +34,22 @@ pub struct ResultsDir {
 const SAMPLE_COLUMNS: [&str; 15] = [
     "run", "variant", "repeat", "t_s", "kind", "label", "scope", "pid", "ppid", "comm", "rss",
     "pss", "uss", "vss", "swap",
+];
+
+const MARKER_COLUMNS: [&str; 13] = [
+    "run",
+    "variant",
+    "repeat",
+    "t_s",
+    "label",
+    "pss",
+    "rss",
+    "vss",
+    "status",
+    "delay_s",
+    "pss_status",
+    "pss_delay_s",
+    "line",
 ];
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
@@ -102,24 +79,7 @@ impl ResultsDir {
         header.extend(["anon".to_string(), "pss_age".to_string()]);
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let samples = RunCsv::create(dir, "samples.csv", &header)?;
-        let mut header: Vec<String> = [
-            "run",
-            "variant",
-            "repeat",
-            "t_s",
-            "label",
-            "pss",
-            "rss",
-            "vss",
-            "status",
-            "delay_s",
-            "pss_status",
-            "pss_delay_s",
-            "line",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut header: Vec<String> = MARKER_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let markers = RunCsv::create(dir, "markers.csv", &header)?;
         if save_output {
@@ -241,7 +201,7 @@ impl ResultsDir {
     /// Writes results.json. It is the file that matters most: when the disk is full, output logs,
     /// then samples.csv, then markers.csv give up their last runs until it fits. Never fails: what
     /// could not be written is listed by [`ResultsDir::problems`].
-    pub fn write_results(&mut self, results: &mut RunResults<'_>) {
+    pub fn write_results(&mut self, results: &mut RunResults) {
         let path = self.dir.join("results.json");
         loop {
             results.incomplete_files = self.problems();
