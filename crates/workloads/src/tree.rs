@@ -18,13 +18,19 @@ use crate::rng::mix;
 use crate::{require, ProcessReport, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TreeOptions {
-    /// Processes in the tree, the starting one included.
+    /// Processes in the tree, this one included.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().procs))]
     pub procs: u32,
     /// Resident memory each process holds, MiB.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().mb))]
     pub mb: u64,
-    /// How long each process holds it.
+    /// How long each process holds it, seconds.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().seconds))]
     pub seconds: f64,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().seed))]
     pub seed: u64,
 }
 
