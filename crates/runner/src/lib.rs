@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use child::ExitStatus;
-pub use observer::{Observer, Quiet, Stream};
+pub use observer::{Observer, OutputStream, Quiet};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
 pub use results::{
     AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,

@@ -12,7 +12,7 @@ use nix::sys::signal::Signal;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 use crate::child::{self, CpuTimes, ExitStatus};
-use crate::observer::{Observer, Stream as OutputStream};
+use crate::observer::{Observer, OutputStream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{

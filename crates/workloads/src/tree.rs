@@ -15,7 +15,7 @@ use crate::fork::{reap, spawn, ReportPipe};
 use crate::heap::Heap;
 use crate::output::{finish, line};
 use crate::rng::mix;
-use crate::{require, ProcessReport, Summary, WorkloadError};
+use crate::{require, Summary, WorkloadError, WorkloadProcess};
 
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
@@ -103,7 +103,7 @@ fn node(
     index: u32,
     pipe: &ReportPipe,
     out: &mut dyn Write,
-) -> Result<ProcessReport, WorkloadError> {
+) -> Result<WorkloadProcess, WorkloadError> {
     let mut children: Vec<(u32, Pid)> = Vec::new();
     let mut failure = None;
     for child in [2 * index + 1, 2 * index + 2] {
@@ -132,7 +132,7 @@ fn node(
         return Err(e);
     }
     let (calls, checksum) = held?;
-    Ok(ProcessReport {
+    Ok(WorkloadProcess {
         index,
         pid: std::process::id(),
         ops: 1,

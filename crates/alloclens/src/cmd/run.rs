@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use report::results_dir::{failure_warnings, marker_warnings};
 use report::{ResultsDir, RunResults, VariantInfo};
 use runner::{
-    Execution, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunSpec, SampleKind, Stream,
+    Execution, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord, RunSpec, SampleKind,
 };
 
 use crate::cmd::args;
@@ -391,19 +391,19 @@ impl Observer for CliObserver<'_> {
         ));
     }
 
-    fn output(&mut self, spec: &RunSpec, stream: Stream, line: &[u8]) {
+    fn output(&mut self, spec: &RunSpec, stream: OutputStream, line: &[u8]) {
         match self.mode {
             ProgramOutput::Pass => {
                 self.bar.suspend(|| {
                     let _ = match stream {
-                        Stream::Stdout => std::io::stdout().write_all(line),
-                        Stream::Stderr => std::io::stderr().write_all(line),
+                        OutputStream::Stdout => std::io::stdout().write_all(line),
+                        OutputStream::Stderr => std::io::stderr().write_all(line),
                     };
                 });
                 let open = !line.ends_with(b"\n");
                 match stream {
-                    Stream::Stdout => self.open_lines[0] = open,
-                    Stream::Stderr => self.open_lines[1] = open,
+                    OutputStream::Stdout => self.open_lines[0] = open,
+                    OutputStream::Stderr => self.open_lines[1] = open,
                 }
             }
             ProgramOutput::Save => self.dir.write_output(spec, line),
