@@ -10,9 +10,9 @@ use std::sync::Mutex;
 use trace::codec::ChunkDecoder;
 use trace::{Losses, RawChunk, Record, TraceError, TraceReader};
 
+use crate::analysis::Analysis;
 use crate::error::AnalyzeError;
 use crate::process::ProcessAnalyzer;
-use crate::report::Analysis;
 use crate::{assemble, Options};
 
 /// Decoded chunks waiting for the analysis pass (bounds memory to a few chunks: 24 MiB each at

@@ -23,17 +23,17 @@ pub mod histogram;
 pub mod live_set;
 /// The live set (moved to the trace crate, which the recorder shares).
 pub use trace::live_table;
+pub mod analysis;
 pub mod output;
 pub mod process;
-pub mod report;
 pub mod scope;
 pub mod sizes;
 pub mod timeline;
 
+pub use analysis::{Analysis, Filters, PhaseReport, ProcessReport, ScopeReport, ThreadReport};
 pub use error::AnalyzeError;
 pub use file::{analyze_file, FileAnalysis};
 pub use process::{analyze_process, Config, ProcessAnalyzer};
-pub use report::{Analysis, Filters, PhaseReport, ProcessReport, ScopeReport, ThreadReport};
 pub use scope::ReportSettings;
 pub use sizes::OverRepresentedRule;
 pub use timeline::TimelinePoint;

@@ -5,10 +5,10 @@
 
 use trace::{Event, Marker, Op, ProcessInfo, Record};
 
+use crate::analysis::{PhaseReport, ProcessReport, ThreadReport};
 use crate::hash::FastMap;
 use crate::histogram::SizeCounts;
 use crate::live_set::LiveSet;
-use crate::report::{PhaseReport, ProcessReport, ThreadReport};
 use crate::scope::{Peaks, ReportSettings, ScopeStats};
 use crate::timeline::{Sample, Timelines};
 

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use hashbrown::HashMap;
 use trace::Op;
 
-use crate::histogram::{LogCounts, LogHistogram, SizeCounts};
-use crate::report::{
+use crate::analysis::{
     CdfPoint, LeakReport, LeakSize, LifetimeReport, Peak, Percentile, ScopeReport,
 };
+use crate::histogram::{LogCounts, LogHistogram, SizeCounts};
 use crate::sizes::{size_report, OverRepresentedRule};
 
 /// The ranks reported as percentiles.

@@ -4,8 +4,8 @@
 use hashbrown::HashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::{Bucket, OverRepresented, SizeReport};
 use crate::histogram::SizeCounts;
-use crate::report::{Bucket, OverRepresented, SizeReport};
 
 /// When a 16-byte bucket counts as over-represented (docs/metrics.md, "Over-represented sizes"):
 /// `count >= factor * max(1, upper median of the 2*window neighbouring buckets)` (empty neighbours count 0),

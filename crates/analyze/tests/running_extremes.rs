@@ -200,7 +200,7 @@ fn check(steps: &[Step], filter: Option<&str>) -> Result<(), TestCaseError> {
         }
     }
 
-    let max = |p: analyze::report::Peak| Max {
+    let max = |p: analyze::analysis::Peak| Max {
         value: p.value,
         call: p.call,
         t_ns: p.t_ns,

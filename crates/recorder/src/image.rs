@@ -614,18 +614,6 @@ mod tests {
         out
     }
 
-    /// A shared file of `len` bytes standing in for one the shim hands over.
-    fn memfd(len: usize) -> OwnedFd {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain system calls; the descriptor is checked and then owned.
-        unsafe {
-            let fd = libc::memfd_create(c"alloclens-test".as_ptr(), 0);
-            assert!(fd >= 0, "memfd_create failed");
-            assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
-            OwnedFd::from_raw_fd(fd)
-        }
-    }
-
     /// The producer side of a ring: writes records and publishes them like the shim.
     struct Producer {
         map: Mapping,
@@ -652,12 +640,12 @@ mod tests {
     }
 
     fn image_with_ring() -> (Image, Mapping, Producer) {
-        let page_fd = memfd(PAGE_BYTES);
+        let page_fd = crate::sys::memfd(PAGE_BYTES);
         let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
         let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), true);
         let mut img = Image::new(3, 42, 0, 0, &page_fd, chunk).unwrap();
         let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
-        let ring_fd = memfd(ring_len);
+        let ring_fd = crate::sys::memfd(ring_len);
         img.add_ring(&ring_fd).unwrap();
         let map = Mapping::map(&ring_fd, ring_len).unwrap();
         let mut producer = Producer { map, head: 0 };
@@ -669,7 +657,7 @@ mod tests {
     fn image_with_two_rings() -> (Image, Mapping, Producer, Producer) {
         let (mut img, page, a) = image_with_ring();
         let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
-        let ring_fd = memfd(ring_len);
+        let ring_fd = crate::sys::memfd(ring_len);
         img.add_ring(&ring_fd).unwrap();
         let mut b = Producer {
             map: Mapping::map(&ring_fd, ring_len).unwrap(),

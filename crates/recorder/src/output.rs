@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::RecordError;
+use crate::{sys, RecordError};
 
 /// What to do when the output file exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,13 +134,7 @@ fn partial_path(target: &Path) -> PathBuf {
 fn is_our_output(meta: &std::fs::Metadata) -> bool {
     [libc::STDOUT_FILENO, libc::STDERR_FILENO]
         .iter()
-        .any(|&fd| {
-            // SAFETY: struct stat is plain data, valid when zeroed.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: fstat writes one struct stat; a descriptor that is not open just fails.
-            let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
-            ok && st.st_dev == meta.dev() && st.st_ino == meta.ino()
-        })
+        .any(|&fd| sys::device_and_inode(fd) == Some((meta.dev(), meta.ino())))
 }
 
 #[cfg(test)]

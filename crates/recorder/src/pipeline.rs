@@ -25,6 +25,7 @@ use std::time::Duration;
 use trace::{EncodedChunk, EndReason, ProcessInfo, TraceWriter, Trailer};
 
 use crate::batch::Batch;
+use crate::sys;
 
 /// Unbuffered: a write that fails is seen with the chunk it failed on (`Output::handle`).
 pub type FileWriter = TraceWriter<File>;
@@ -355,8 +356,7 @@ const HELPER_NICE: libc::c_int = 10;
 /// against 0.251 s (medians of 10 interleaved `perf stat -r 3` rounds, faster in 8). On Linux the
 /// nice value is per thread; a failure (a sandbox that forbids it) changes nothing else.
 fn yield_to_the_drain() {
-    // SAFETY: nice() only changes the calling thread's scheduling priority.
-    unsafe { libc::nice(HELPER_NICE) };
+    sys::nice_this_thread(HELPER_NICE);
 }
 
 fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> Finished {

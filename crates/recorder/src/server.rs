@@ -54,10 +54,8 @@ impl OutputPipe {
         if !self.idle.load(Ordering::Acquire) {
             return true;
         }
-        let mut unread: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int; `fd` is open while `closed` is false.
-        let r = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut unread) };
-        r == 0 && unread > 0
+        // `fd` is open while `closed` is false.
+        sys::unread_bytes(self.fd).is_some_and(|n| n > 0)
     }
 }
 

@@ -4,7 +4,7 @@ use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::RecordError;
+use crate::{sys, RecordError};
 
 static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_shim.so"));
 
@@ -46,10 +46,7 @@ fn cache_dirs() -> Vec<PathBuf> {
     if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         dirs.push(PathBuf::from(h).join(".cache/alloclens"));
     }
-    // SAFETY: getuid has no preconditions.
-    dirs.push(PathBuf::from(format!("/tmp/alloclens-{}", unsafe {
-        libc::getuid()
-    })));
+    dirs.push(PathBuf::from(format!("/tmp/alloclens-{}", sys::real_uid())));
     dirs
 }
 

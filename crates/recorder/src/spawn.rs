@@ -60,8 +60,7 @@ fn sweep_stale_socket_dirs(tmp: &Path, ns: u64) {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
     };
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = sys::effective_uid();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -155,96 +154,116 @@ pub fn run(o: &RecordOptions) -> Result<RecordSummary, RecordError> {
     result
 }
 
+/// The command being recorded: the server that receives its events, and what the loop has seen
+/// of its end.
+struct Recording {
+    server: Server,
+    child: Child,
+    /// Marker lines and ends of output from the threads forwarding the command's output.
+    outputs: mpsc::Receiver<Input>,
+    /// Output streams still being forwarded.
+    output_open: usize,
+    status: Option<std::process::ExitStatus>,
+    exited_at: Option<Instant>,
+}
+
 /// Runs the server loop until the command and its descendants are done, then ends the trace.
-fn follow(
-    o: &RecordOptions,
-    (mut server, mut child, rx, mut output_open): Started,
-) -> Result<RecordSummary, RecordError> {
-    let mut status = None;
-    let mut exited_at: Option<Instant> = None;
+fn follow(o: &RecordOptions, mut rec: Recording) -> Result<RecordSummary, RecordError> {
     loop {
-        if let (Some(signal), None) = (crate::supervisor::take_pending_signal(), status) {
-            // SAFETY: kill with our child's pid (not yet waited for, so not reused).
-            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-        }
+        rec.forward_pending_signal();
         // Decide on the state seen by a whole round that started after the exit: hellos and
         // hang-ups sent before the command died are read by then.
-        let seen_exit = exited_at;
-        let moved = server.round(&rx, &mut output_open, seen_exit.is_some());
-        if status.is_none() {
-            if let Some(s) = child.try_wait().map_err(RecordError::Wait)? {
-                status = Some(s);
-                exited_at = Some(Instant::now());
-            }
-        }
+        let seen_exit = rec.exited_at;
+        let moved = rec
+            .server
+            .round(&rec.outputs, &mut rec.output_open, seen_exit.is_some());
+        rec.poll_exit()?;
         if let Some(at) = seen_exit {
-            let quiet = server.live_images() == 0 && output_open == 0;
-            if quiet || at.elapsed() >= o.linger {
+            if rec.is_quiet() || at.elapsed() >= o.linger {
                 break;
             }
         }
         if moved == 0 {
-            server.wait(1);
+            rec.server.wait(1);
         }
     }
-    // Output lines that are still buffered in the channel.
-    server.round(&rx, &mut output_open, true);
-    server.abandon_remaining();
-    let status =
-        status.ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
-    let intercepted: u64 = server.summaries.iter().map(|p| p.events).sum();
-    let trailer = Trailer {
-        exit: describe_status(&status),
-        events: intercepted,
-        end_unix_ns: unix_ns(),
-    };
-    let bytes = server.finish(&trailer);
-    // What the file holds: less than what was intercepted when writing failed.
-    for i in 0..server.summaries.len() {
-        server.summaries[i].events = server.events_written(i);
-    }
-    let events = server.summaries.iter().map(|p| p.events).sum();
-    Ok(RecordSummary {
-        status,
-        processes: std::mem::take(&mut server.summaries),
-        events,
-        events_intercepted: intercepted,
-        output_markers: server.markers,
-        bytes,
-        warnings: std::mem::take(&mut server.warnings),
-        untraced: std::mem::take(&mut server.untraced),
-    })
+    rec.finish()
 }
 
-/// The header, the server and the command: what `run` needs before its loop.
-type Started = (Server, Child, mpsc::Receiver<Input>, usize);
+impl Recording {
+    /// A signal the supervisor received (Ctrl-C, SIGTERM) goes on to the command while it runs.
+    fn forward_pending_signal(&self) {
+        if let (Some(signal), None) = (crate::supervisor::take_pending_signal(), self.status) {
+            // Our child's pid: not yet waited for, so not reused.
+            sys::kill(self.child.id() as libc::pid_t, signal);
+        }
+    }
 
+    fn poll_exit(&mut self) -> Result<(), RecordError> {
+        if self.status.is_none() {
+            if let Some(s) = self.child.try_wait().map_err(RecordError::Wait)? {
+                self.status = Some(s);
+                self.exited_at = Some(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
+    /// No traced program runs any more and the output is all forwarded.
+    fn is_quiet(&self) -> bool {
+        self.server.live_images() == 0 && self.output_open == 0
+    }
+
+    /// Ends the trace with its trailer and sums up what the file holds.
+    fn finish(mut self) -> Result<RecordSummary, RecordError> {
+        let server = &mut self.server;
+        // Output lines that are still buffered in the channel.
+        server.round(&self.outputs, &mut self.output_open, true);
+        server.abandon_remaining();
+        let status = self
+            .status
+            .ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
+        let intercepted: u64 = server.summaries.iter().map(|p| p.events).sum();
+        let trailer = Trailer {
+            exit: describe_status(&status),
+            events: intercepted,
+            end_unix_ns: unix_ns(),
+        };
+        let bytes = server.finish(&trailer);
+        // What the file holds: less than what was intercepted when writing failed.
+        for i in 0..server.summaries.len() {
+            server.summaries[i].events = server.events_written(i);
+        }
+        let events = server.summaries.iter().map(|p| p.events).sum();
+        Ok(RecordSummary {
+            status,
+            processes: std::mem::take(&mut server.summaries),
+            events,
+            events_intercepted: intercepted,
+            output_markers: server.markers,
+            bytes,
+            warnings: std::mem::take(&mut server.warnings),
+            untraced: std::mem::take(&mut server.untraced),
+        })
+    }
+}
+
+/// Opens the trace, starts the command with the shim preloaded and its output forwarded.
 fn start(
     o: &RecordOptions,
     program: &OsString,
     shim: &Path,
     (listener, sock_path): (OwnedFd, &Path),
     file: File,
-) -> Result<Started, RecordError> {
-    let header = TraceHeader {
-        command: o
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        host: sys::hostname(),
-        allocator: o.allocator.clone(),
-        start_unix_ns: unix_ns(),
-        writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
-        no_addresses: !o.addresses,
-    };
+) -> Result<Recording, RecordError> {
     // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
     // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
     // which events reached the file, and the header is there at once should the recorder die.
-    let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
-        path: o.output.clone(),
-        source,
-    })?;
+    let writer =
+        TraceWriter::new(file, &trace_header(o)).map_err(|source| RecordError::Output {
+            path: o.output.clone(),
+            source,
+        })?;
     let mut server = Server::new(
         listener,
         writer,
@@ -252,23 +271,7 @@ fn start(
         o.zstd_level,
         o.addresses,
     );
-
-    let mut cmd = Command::new(program);
-    cmd.args(&o.command[1..]);
-    let mut preload = None;
-    for (k, v) in &o.env {
-        if k == "LD_PRELOAD" {
-            preload = Some(v.clone());
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
-    let preload = preload_with_shim(shim, preload);
-    cmd.env("LD_PRELOAD", &preload);
-    cmd.env(ENV_SOCKET, sock_path);
-    let (tx, rx) = mpsc::channel();
-    let mut output_open = 0usize;
+    let (mut cmd, preload) = command(o, program, shim, sock_path);
     if o.marker.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
@@ -290,22 +293,80 @@ fn start(
         env: EXEC_ENV_PRELOAD | EXEC_ENV_SOCKET,
         preload: preload.to_string_lossy().into_owned(),
     });
+    let (tx, outputs) = mpsc::channel();
+    let mut output_open = 0usize;
     if let Some(re) = &o.marker {
         if let Some(out) = child.stdout.take() {
-            let pipe = Arc::new(OutputPipe::new(out.as_raw_fd()));
-            server.watch_output(pipe.clone());
-            forward_lines(out, std::io::stdout(), re.clone(), tx.clone(), pipe);
+            watch_and_forward(&mut server, out, std::io::stdout(), re, &tx);
             output_open += 1;
         }
         if let Some(err) = child.stderr.take() {
-            let pipe = Arc::new(OutputPipe::new(err.as_raw_fd()));
-            server.watch_output(pipe.clone());
-            forward_lines(err, std::io::stderr(), re.clone(), tx.clone(), pipe);
+            watch_and_forward(&mut server, err, std::io::stderr(), re, &tx);
             output_open += 1;
         }
     }
-    drop(tx);
-    Ok((server, child, rx, output_open))
+    Ok(Recording {
+        server,
+        child,
+        outputs,
+        output_open,
+        status: None,
+        exited_at: None,
+    })
+}
+
+fn trace_header(o: &RecordOptions) -> TraceHeader {
+    TraceHeader {
+        command: o
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: sys::hostname(),
+        allocator: o.allocator.clone(),
+        start_unix_ns: unix_ns(),
+        writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
+        no_addresses: !o.addresses,
+    }
+}
+
+/// The command with the options' environment, the shim first in LD_PRELOAD (returned too) and
+/// the socket's path.
+fn command(
+    o: &RecordOptions,
+    program: &OsString,
+    shim: &Path,
+    sock_path: &Path,
+) -> (Command, OsString) {
+    let mut cmd = Command::new(program);
+    cmd.args(&o.command[1..]);
+    let mut preload = None;
+    for (k, v) in &o.env {
+        if k == "LD_PRELOAD" {
+            preload = Some(v.clone());
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let preload = preload.or_else(|| std::env::var_os("LD_PRELOAD"));
+    let preload = preload_with_shim(shim, preload);
+    cmd.env("LD_PRELOAD", &preload);
+    cmd.env(ENV_SOCKET, sock_path);
+    (cmd, preload)
+}
+
+/// Forwards one of the command's output pipes, which the server watches to know when every
+/// marker before an event has been read.
+fn watch_and_forward<R: Read + AsRawFd + Send + 'static, W: Write + Send + 'static>(
+    server: &mut Server,
+    from: R,
+    to: W,
+    re: &regex::Regex,
+    tx: &Sender<Input>,
+) {
+    let pipe = Arc::new(OutputPipe::new(from.as_raw_fd()));
+    server.watch_output(pipe.clone());
+    forward_lines(from, to, re.clone(), tx.clone(), pipe);
 }
 
 /// The shim first, so its malloc is found first and forwards to the next one in the chain.

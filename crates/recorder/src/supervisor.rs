@@ -17,7 +17,7 @@
 //! left to the command. Either way the command decides, and the recording ends, complete, when
 //! it does.
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
@@ -36,8 +36,7 @@ const FORWARDED: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
 extern "C" fn forward(signal: libc::c_int) {
     let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, signal) };
+        sys::kill(pid, signal);
     }
 }
 
@@ -59,8 +58,7 @@ extern "C" fn ignore(_: libc::c_int) {}
 /// starts with the default dispositions.
 fn handle(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
     for &signal in signals {
-        // SAFETY: installing an async-signal-safe handler.
-        unsafe { libc::signal(signal, handler as *const () as libc::sighandler_t) };
+        sys::install_handler(signal, handler);
     }
 }
 
@@ -146,30 +144,14 @@ impl Link {
 /// No other thread may exist yet: the child goes on from a copy of this single thread, and a
 /// lock another thread held at the fork would stay locked there forever.
 pub unsafe fn split() -> std::io::Result<Side> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair writes two descriptors into the array it is given.
-    let made = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if made != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nothing else.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (ours, theirs) = sys::seqpacket_pair()?;
     // Orphans below this process (the command, once the recorder is gone) become its children.
     // Not inherited by the recorder. Refused on old kernels: then only the fallback is lost.
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    sys::become_child_subreaper();
     handle(&IGNORED, ignore);
-    // SAFETY: the caller guarantees a single thread, so the child's copy is consistent.
-    match libc::fork() {
-        -1 => Err(std::io::Error::last_os_error()),
-        0 => {
+    // SAFETY: the caller guarantees a single thread (this function's condition).
+    match unsafe { sys::fork() }? {
+        None => {
             drop(ours);
             handle(&FORWARDED, remember);
             // Past the file size limit (`ulimit -f`) a write fails with EFBIG, which the writer
@@ -177,7 +159,7 @@ pub unsafe fn split() -> std::io::Result<Side> {
             handle(&[libc::SIGXFSZ], ignore);
             Ok(Side::Recorder(Link(Arc::new(theirs))))
         }
-        recorder => {
+        Some(recorder) => {
             drop(theirs);
             FORWARD_TO.store(recorder, std::sync::atomic::Ordering::Relaxed);
             handle(&FORWARDED, forward);
@@ -187,7 +169,7 @@ pub unsafe fn split() -> std::io::Result<Side> {
 }
 
 fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
-    let Some(status) = wait_for(recorder) else {
+    let Some(status) = sys::wait_for(recorder) else {
         return Outcome::Exited(2);
     };
     let status = ExitStatus::from_raw(status);
@@ -242,7 +224,7 @@ fn supervise(recorder: libc::pid_t, link: OwnedFd) -> Outcome {
     forward_until_closed(stdout, stderr);
     Outcome::RecorderDied {
         signal: status.signal().unwrap_or(0),
-        command: pid.and_then(wait_for).map(ExitStatus::from_raw),
+        command: pid.and_then(sys::wait_for).map(ExitStatus::from_raw),
         rename_error,
     }
 }
@@ -277,21 +259,5 @@ fn forward_until_closed(stdout: Option<OwnedFd>, stderr: Option<OwnedFd>) {
                 }
             }
         }
-    }
-}
-
-/// The raw wait status of child `pid`, or `None` when it is not (or no longer) ours to wait for.
-fn wait_for(pid: libc::pid_t) -> Option<i32> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid writes the status it is given.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Some(status);
-        }
-        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        return None;
     }
 }

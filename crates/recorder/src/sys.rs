@@ -1,5 +1,6 @@
-//! The few system calls std does not offer: SOCK_SEQPACKET sockets, SCM_RIGHTS, shared mappings.
-//! Every unsafe block of the crate lives here.
+//! The few system calls std does not offer: SOCK_SEQPACKET sockets, SCM_RIGHTS, shared mappings,
+//! signals, fork and wait. Every unsafe block of the crate lives here, behind safe functions but
+//! for `fork`, whose one caller (`supervisor::split`) passes its own safety condition on.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -330,5 +331,127 @@ pub fn signal_name(sig: i32) -> String {
         ("", true) => format!("signal {sig}"),
         ("", false) => desc,
         (a, _) => a.to_string(),
+    }
+}
+
+// ---- Processes, signals and identity ----------------------------------------------------------
+
+/// Sends `signal` to process `pid`; a process already gone is not an error worth reporting.
+/// Async-signal-safe (a signal handler calls it).
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill takes integers only and is async-signal-safe.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// Installs `handler` for `signal` (a handler, unlike SIG_IGN, is reset by exec).
+pub fn install_handler(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: the handlers the crate installs are async-signal-safe (atomics and kill only).
+    unsafe { libc::signal(signal, handler as *const () as libc::sighandler_t) };
+}
+
+/// Makes this process the reaper of orphans below it; refused on old kernels (ignored).
+pub fn become_child_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Splits the process in two: `Ok(None)` in the child, `Ok(Some(pid))` in the parent.
+///
+/// # Safety
+/// No other thread may exist: the child goes on from a copy of this single thread, and a lock
+/// another thread held at the fork would stay locked there forever.
+pub unsafe fn fork() -> io::Result<Option<libc::pid_t>> {
+    // SAFETY: the caller guarantees a single thread, so the child's copy is consistent.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}
+
+/// The raw wait status of child `pid` (retried when a signal interrupts the wait), or `None`
+/// when it is not (or no longer) ours to wait for.
+pub fn wait_for(pid: libc::pid_t) -> Option<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status it is given.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Some(status);
+        }
+        if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// Lowers the calling thread's scheduling priority by `increment` (per thread on Linux); a
+/// failure (a sandbox that forbids it) changes nothing else.
+pub fn nice_this_thread(increment: libc::c_int) {
+    // SAFETY: nice() only changes the calling thread's scheduling priority.
+    unsafe { libc::nice(increment) };
+}
+
+pub fn real_uid() -> libc::uid_t {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+pub fn effective_uid() -> libc::uid_t {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+pub fn effective_gid() -> libc::gid_t {
+    // SAFETY: getegid has no preconditions.
+    unsafe { libc::getegid() }
+}
+
+// ---- Descriptors ------------------------------------------------------------------------------
+
+/// A connected pair of SOCK_SEQPACKET sockets (close-on-exec).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into the array it is given.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The device and inode of open descriptor `fd`, or `None` when it is not open.
+pub fn device_and_inode(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: struct stat is plain data, valid when zeroed.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one struct stat; a descriptor that is not open just fails.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    ok.then_some((st.st_dev, st.st_ino))
+}
+
+/// Bytes waiting to be read in pipe or socket `fd` (FIONREAD), or `None` when it cannot say.
+/// `fd` must be open: the caller knows it is (a closed number may have been reused).
+pub fn unread_bytes(fd: RawFd) -> Option<usize> {
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+    (r == 0).then_some(unread.max(0) as usize)
+}
+
+/// A shared file of `len` bytes standing in for one the shim hands over.
+#[cfg(test)]
+pub fn memfd(len: usize) -> OwnedFd {
+    // SAFETY: plain system calls; the descriptor is checked and then owned.
+    unsafe {
+        let fd = libc::memfd_create(c"alloclens-test".as_ptr(), 0);
+        assert!(fd >= 0, "memfd_create failed");
+        assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
+        OwnedFd::from_raw_fd(fd)
     }
 }

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::protocol::{EXEC_ENV_PRELOAD, EXEC_ENV_SOCKET};
+use crate::sys;
 
 /// An exec or spawn as the shim announced it.
 #[derive(Debug, Clone)]
@@ -179,8 +180,7 @@ fn setid_for_us(file: &Path) -> bool {
     let Ok(m) = std::fs::metadata(file) else {
         return false;
     };
-    // SAFETY: geteuid/getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = (sys::effective_uid(), sys::effective_gid());
     (m.mode() & 0o4000 != 0 && m.uid() != uid) || (m.mode() & 0o2000 != 0 && m.gid() != gid)
 }
 

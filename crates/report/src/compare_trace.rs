@@ -2,7 +2,7 @@
 //! versions of the same program. Processes are matched by position in pid order (pids differ between
 //! recordings), as `alloclens diff` does; each matched pair gets charts with A's and B's lines
 //! ("A: live bytes", "B: live bytes"), and a headline table gives both figures with the change.
-use analyze::report::Bucket;
+use analyze::analysis::Bucket;
 use analyze::ProcessReport;
 
 use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};

@@ -247,7 +247,7 @@ pub fn write_analysis_parquet(
             ("pow2", &s.buckets_pow2),
         ] {
             let n = buckets.len();
-            let col = |f: fn(&analyze::report::Bucket) -> u64| {
+            let col = |f: fn(&analyze::analysis::Bucket) -> u64| {
                 Column::Int64(buckets.iter().map(|b| Some(bits(f(b)))).collect())
             };
             sizes.write_batch(&[

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub use child::CommandExit;
 pub use host::HostInfo;
-pub use observer::{Observer, Quiet, Stream};
+pub use observer::{Observer, OutputStream, Quiet};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
 pub use results::{
     AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,

@@ -8,7 +8,7 @@ use crate::results::{MarkerRecord, RunRecord, SampleKind};
 
 /// Which output stream of the command a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub enum OutputStream {
     Stdout,
     Stderr,
 }
@@ -17,7 +17,7 @@ pub enum Stream {
 pub trait Observer {
     fn run_started(&mut self, _spec: &RunSpec, _command: &[String]) {}
     /// One line of the command's output, newline included when it had one.
-    fn output(&mut self, _spec: &RunSpec, _stream: Stream, _line: &[u8]) {}
+    fn output(&mut self, _spec: &RunSpec, _stream: OutputStream, _line: &[u8]) {}
     /// `t` is the time since the run started; `label` is the marker's label for marker samples.
     fn sample(
         &mut self,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use procmem::{ResidentSample, ResidentSampler, SamplerOptions};
 use regex::Regex;
 
-use crate::observer::Stream;
+use crate::observer::OutputStream;
 
 /// What a reading thread needs to recognise marker lines and read the tree at each.
 #[derive(Clone)]
@@ -61,7 +61,7 @@ pub(crate) struct MarkerArrival {
 
 /// One line of output, newline included when it had one.
 pub(crate) struct Line {
-    pub stream: Stream,
+    pub stream: OutputStream,
     pub bytes: Vec<u8>,
     pub marker: Option<MarkerArrival>,
 }
@@ -78,7 +78,7 @@ pub(crate) fn line_text(bytes: &[u8]) -> Cow<'_, str> {
 /// (which returns false to stop), then calls `at_eof`.
 pub(crate) fn spawn_reader(
     mut pipe: impl Read + Send + 'static,
-    stream: Stream,
+    stream: OutputStream,
     watch: Option<MarkerWatch>,
     mut deliver: impl FnMut(Line) -> bool + Send + 'static,
     at_eof: impl FnOnce() + Send + 'static,
@@ -106,7 +106,7 @@ pub(crate) fn spawn_reader(
 
 /// Splits the byte stream into lines, noting when each one became complete.
 struct LineReader {
-    stream: Stream,
+    stream: OutputStream,
     watch: Option<MarkerWatch>,
     /// Opened with the reader, not at the first marker: opening lists /proc and reads the stat of
     /// every process on the machine (ms), which would make the first marker's reading late.
@@ -116,7 +116,7 @@ struct LineReader {
 }
 
 impl LineReader {
-    fn new(stream: Stream, watch: Option<MarkerWatch>) -> Self {
+    fn new(stream: OutputStream, watch: Option<MarkerWatch>) -> Self {
         let sampler = watch.as_ref().and_then(|w| {
             let options = SamplerOptions {
                 include_reparented_to_self: w.include_reparented_to_self,
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn lines_are_split_across_reads_and_the_last_one_kept_without_newline() {
-        let mut reader = LineReader::new(Stream::Stdout, None);
+        let mut reader = LineReader::new(OutputStream::Stdout, None);
         assert!(reader.arrived(b"hel").is_empty());
         let lines = reader.arrived(b"lo\r\nworld\nand");
         let texts: Vec<&[u8]> = lines.iter().map(|l| l.bytes.as_slice()).collect();
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn only_the_last_marker_of_a_read_gets_figures() {
         let w = watch();
-        let mut reader = LineReader::new(Stream::Stdout, Some(w.clone()));
+        let mut reader = LineReader::new(OutputStream::Stdout, Some(w.clone()));
         let lines = reader.arrived(b"event 1\nnoise\nevent 2\nevent 3\nnoise\n");
         assert_eq!(lines.len(), 5);
         assert_eq!(
@@ -297,7 +297,7 @@ mod tests {
             root: u32::MAX - 1, // pid_max is at most 2^22: no such process
             ..watch()
         };
-        let mut reader = LineReader::new(Stream::Stderr, Some(w));
+        let mut reader = LineReader::new(OutputStream::Stderr, Some(w));
         let lines = reader.arrived(b"event 9\n");
         assert_eq!(markers(&lines), [("9".to_string(), 0, "missing")]);
     }

@@ -1,5 +1,5 @@
 //! One run: start the command, sample its tree until it ends, collect markers and output.
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -12,7 +12,7 @@ use nix::sys::signal::Signal;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 use crate::child::{self, CommandExit, CpuTimes};
-use crate::observer::{Observer, Stream};
+use crate::observer::{Observer, OutputStream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{
@@ -71,10 +71,12 @@ pub(crate) struct RunContext<'a> {
     pub watchdog: Option<&'a mut Watchdog>,
 }
 
+/// One run in progress: what the loop has seen of the command so far, with a method per event.
 struct Run<'a, 'o> {
     ctx: RunContext<'a>,
     observer: &'o mut dyn Observer,
     started_at: Instant,
+    sampler: Option<TreeSampler>,
     points: Vec<TotalPoint>,
     pids_seen: HashSet<u32>,
     max_processes: u32,
@@ -89,9 +91,27 @@ struct Run<'a, 'o> {
     loaded_image: Option<std::path::PathBuf>,
     /// Recognises marker lines on the reading threads; None without --marker.
     watch: Option<MarkerWatch>,
+    /// When the next interval sample is due.
+    next_tick: Instant,
+    /// Early allocator checks still to do (short commands may end before the first interval).
+    early_checks: VecDeque<Instant>,
+    stop: Stop,
+    ending: Ending,
+    cpu: CpuTimes,
+    /// When the command (the root process) exited.
+    exited_at: Option<Instant>,
+    /// Output streams that reached their end (2: both).
+    eofs: u32,
 }
 
-pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
+/// Stopping the tree on Ctrl-C or timeout: SIGTERM, then SIGKILL after `STOP_GRACE`.
+#[derive(Default)]
+struct Stop {
+    requested_at: Option<Instant>,
+    killed: bool,
+}
+
+pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
     let sampler_cpu_before = procmem::thread_cpu_time();
     observer.run_started(ctx.spec, &ctx.command);
     let started = match child::spawn(
@@ -103,187 +123,230 @@ pub(crate) fn run_one(ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRe
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),
     };
-    let mut run = Run {
-        observer,
-        started_at: started.started_at,
-        points: Vec::new(),
-        pids_seen: HashSet::new(),
-        max_processes: 0,
-        last_pids: Vec::new(),
-        markers: Vec::new(),
-        throughput: None,
-        check: if ctx.variant.library.is_some() {
-            AllocatorCheck::Unverified
-        } else {
-            AllocatorCheck::NotApplicable
-        },
-        other_allocators: Vec::new(),
-        checks_done: 0,
-        root_pid: started.child.id(),
-        loaded_image: None,
-        watch: ctx.plan.marker.clone().map(|regex| MarkerWatch {
-            regex,
-            root: started.child.id(),
-            include_reparented_to_self: true,
-            exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
-            seen: Arc::new(AtomicU64::new(0)),
-        }),
-        ctx,
-    };
     let pid = started.child.id();
-    if let Some(w) = run.ctx.watchdog.as_mut() {
+    let started_at = started.started_at;
+    let watch = ctx.plan.marker.clone().map(|regex| MarkerWatch {
+        regex,
+        root: pid,
+        include_reparented_to_self: true,
+        exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
+        seen: Arc::new(AtomicU64::new(0)),
+    });
+    if let Some(w) = ctx.watchdog.as_mut() {
         w.group(pid);
     }
-    let (tx, rx) = mpsc::channel();
-    for (pipe, stream) in [
-        (started.stdout, Stream::Stdout),
-        (
-            Box::new(started.stderr) as Box<dyn std::io::Read + Send>,
-            Stream::Stderr,
-        ),
-    ] {
-        let (lines, eof) = (tx.clone(), tx.clone());
-        spawn_reader(
-            pipe,
-            stream,
-            run.watch.clone(),
-            move |line| lines.send(Message::Line(line)).is_ok(),
-            move || {
-                let _ = eof.send(Message::Eof);
-            },
-        );
-    }
-    {
-        let tx = tx.clone();
-        thread::spawn(move || {
-            let result = child::wait(pid);
-            let _ = tx.send(Message::Exited(result, Instant::now()));
-        });
-    }
-    drop(tx);
-    // The Child handle is not used to wait (wait4 above also gives rusage); dropping it does not wait.
-    drop(started.child);
-
-    let mut sampler = TreeSampler::new(
-        pid,
-        SamplerOptions {
-            include_reparented_to_self: true,
-            exclude_child: run.ctx.watchdog.as_ref().map(|w| w.pid()),
-            pss_refresh: if run.ctx.plan.exact_pss {
-                PssRefresh::EverySample
-            } else {
-                PssRefresh::default()
-            },
-        },
-    )
-    .ok();
-    let mut ending = Ending::default();
-    let mut cpu = CpuTimes::default();
-    let mut exited_at = None;
-    let mut eofs = 0;
-    let mut next_tick = run.started_at;
-    let mut stop_requested_at: Option<Instant> = None;
-    let mut killed = false;
-    // Short commands may end before the first interval: look at their mappings early too.
-    let started_at = run.started_at;
-    let mut early_checks = EARLY_CHECKS.iter().map(|d| started_at + *d).peekable();
-
-    while exited_at.is_none() || eofs < 2 {
-        let now = Instant::now();
-        // A process outside the tree may still hold the pipes: do not wait for it forever.
-        if exited_at.is_some_and(|at: Instant| now.duration_since(at) > OUTPUT_DRAIN_LIMIT) {
-            break;
-        }
-        if exited_at.is_none() {
-            if now >= next_tick {
-                run.take_sample(&mut sampler, SampleKind::Interval, None);
-                while next_tick <= now {
-                    next_tick += run.ctx.plan.interval;
-                }
-            }
-            if early_checks.next_if(|at| now >= *at).is_some() {
-                run.check_allocator(now.duration_since(run.started_at));
-            }
-            // Stop the tree on Ctrl-C or timeout; escalate to SIGKILL after the grace period.
-            let timed_out = run
-                .ctx
-                .plan
-                .timeout
-                .is_some_and(|t| now.duration_since(run.started_at) >= t);
-            if stop_requested_at.is_none()
-                && (timed_out || run.ctx.interrupted.load(Ordering::Relaxed))
-            {
-                ending.timed_out = timed_out;
-                ending.interrupted = !timed_out;
-                stop_requested_at = Some(now);
-                child::signal_tree(pid, &run.last_pids, Signal::SIGTERM);
-            }
-            if let Some(at) = stop_requested_at {
-                if !killed && now.duration_since(at) >= STOP_GRACE {
-                    child::signal_tree(pid, &run.last_pids, Signal::SIGKILL);
-                    killed = true;
-                }
-            }
-        }
-        let wait = if exited_at.is_none() {
-            let next = early_checks
-                .peek()
-                .map_or(next_tick, |at| (*at).min(next_tick));
-            next.saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(100))
-        } else {
-            Duration::from_millis(100)
-        };
-        match rx.recv_timeout(wait) {
-            Ok(Message::Line(line)) => {
-                let sample_now = exited_at.is_none();
-                run.handle_line(line, &mut sampler, sample_now);
-            }
-            Ok(Message::Eof) => eofs += 1,
-            Ok(Message::Exited(result, at)) => {
-                exited_at = Some(at);
-                match result {
-                    Ok((status, times)) => {
-                        ending.status = Some(status);
-                        cpu.add(times);
-                    }
-                    Err(err) => ending.spawn_error = Some(format!("waiting for pid {pid}: {err}")),
-                }
-                // Descendants that outlive the command (and hold its pipes) are stopped.
-                let leftovers = leftover_descendants(&mut sampler);
-                ending.stopped_leftovers = leftovers.len() as u32;
-                if !leftovers.is_empty() {
-                    stop_leftovers(pid, &leftovers);
-                }
-                for pid in run.pids_seen.iter().chain(leftovers.iter()) {
-                    if let Some(times) = child::try_reap(*pid) {
-                        cpu.add(times);
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let wall = exited_at
+    let messages = forward_output_and_exit(started, watch.clone());
+    let sampler = tree_sampler(pid, &ctx);
+    let mut run = Run::new(ctx, observer, started_at, pid, watch, sampler);
+    run.follow(&messages);
+    let wall = run
+        .exited_at
         .map(|at| at.duration_since(run.started_at))
         .unwrap_or_default();
     if let Some(w) = run.ctx.watchdog.as_mut() {
         w.done();
     }
     let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
-    run.finish(ending, wall, cpu, sampler_cpu)
+    run.finish(wall, sampler_cpu)
+}
+
+/// Starts the threads that read the command's output and wait for its exit; they report on the
+/// returned channel.
+fn forward_output_and_exit(
+    started: child::Started,
+    watch: Option<MarkerWatch>,
+) -> mpsc::Receiver<Message> {
+    let pid = started.child.id();
+    let (tx, rx) = mpsc::channel();
+    for (pipe, stream) in [
+        (started.stdout, OutputStream::Stdout),
+        (
+            Box::new(started.stderr) as Box<dyn std::io::Read + Send>,
+            OutputStream::Stderr,
+        ),
+    ] {
+        let (lines, eof) = (tx.clone(), tx.clone());
+        spawn_reader(
+            pipe,
+            stream,
+            watch.clone(),
+            move |line| lines.send(Message::Line(line)).is_ok(),
+            move || {
+                let _ = eof.send(Message::Eof);
+            },
+        );
+    }
+    thread::spawn(move || {
+        let result = child::wait(pid);
+        let _ = tx.send(Message::Exited(result, Instant::now()));
+    });
+    // The Child handle is not used to wait (wait4 above also gives rusage); dropping it does not wait.
+    drop(started.child);
+    rx
+}
+
+fn tree_sampler(pid: u32, ctx: &RunContext<'_>) -> Option<TreeSampler> {
+    TreeSampler::new(
+        pid,
+        SamplerOptions {
+            include_reparented_to_self: true,
+            exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
+            pss_refresh: if ctx.plan.exact_pss {
+                PssRefresh::EverySample
+            } else {
+                PssRefresh::default()
+            },
+        },
+    )
+    .ok()
+}
+
+impl<'a, 'o> Run<'a, 'o> {
+    fn new(
+        ctx: RunContext<'a>,
+        observer: &'o mut dyn Observer,
+        started_at: Instant,
+        root_pid: u32,
+        watch: Option<MarkerWatch>,
+        sampler: Option<TreeSampler>,
+    ) -> Self {
+        Run {
+            observer,
+            started_at,
+            sampler,
+            points: Vec::new(),
+            pids_seen: HashSet::new(),
+            max_processes: 0,
+            last_pids: Vec::new(),
+            markers: Vec::new(),
+            throughput: None,
+            check: if ctx.variant.library.is_some() {
+                AllocatorCheck::Unverified
+            } else {
+                AllocatorCheck::NotApplicable
+            },
+            other_allocators: Vec::new(),
+            checks_done: 0,
+            root_pid,
+            loaded_image: None,
+            watch,
+            next_tick: started_at,
+            early_checks: EARLY_CHECKS.iter().map(|d| started_at + *d).collect(),
+            stop: Stop::default(),
+            ending: Ending::default(),
+            cpu: CpuTimes::default(),
+            exited_at: None,
+            eofs: 0,
+            ctx,
+        }
+    }
+
+    /// Handles the command's messages until it has exited and both output streams ended.
+    fn follow(&mut self, messages: &mpsc::Receiver<Message>) {
+        while self.exited_at.is_none() || self.eofs < 2 {
+            let now = Instant::now();
+            // A process outside the tree may still hold the pipes: do not wait for it forever.
+            if self
+                .exited_at
+                .is_some_and(|at| now.duration_since(at) > OUTPUT_DRAIN_LIMIT)
+            {
+                break;
+            }
+            if self.exited_at.is_none() {
+                self.on_tick(now);
+            }
+            match messages.recv_timeout(self.wait_time()) {
+                Ok(Message::Line(line)) => self.handle_line(line),
+                Ok(Message::Eof) => self.eofs += 1,
+                Ok(Message::Exited(result, at)) => self.on_exit(result, at),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+
+    /// While the command runs: the interval sample and early check that are due, and its stop.
+    fn on_tick(&mut self, now: Instant) {
+        if now >= self.next_tick {
+            self.take_sample(SampleKind::Interval, None);
+            while self.next_tick <= now {
+                self.next_tick += self.ctx.plan.interval;
+            }
+        }
+        if self.early_checks.front().is_some_and(|at| now >= *at) {
+            self.early_checks.pop_front();
+            self.check_allocator(now.duration_since(self.started_at));
+        }
+        self.stop_if_asked(now);
+    }
+
+    /// Stops the tree on Ctrl-C or timeout; escalates to SIGKILL after the grace period.
+    fn stop_if_asked(&mut self, now: Instant) {
+        let timed_out = self
+            .ctx
+            .plan
+            .timeout
+            .is_some_and(|t| now.duration_since(self.started_at) >= t);
+        if self.stop.requested_at.is_none()
+            && (timed_out || self.ctx.interrupted.load(Ordering::Relaxed))
+        {
+            self.ending.timed_out = timed_out;
+            self.ending.interrupted = !timed_out;
+            self.stop.requested_at = Some(now);
+            child::signal_tree(self.root_pid, &self.last_pids, Signal::SIGTERM);
+        }
+        if let Some(at) = self.stop.requested_at {
+            if !self.stop.killed && now.duration_since(at) >= STOP_GRACE {
+                child::signal_tree(self.root_pid, &self.last_pids, Signal::SIGKILL);
+                self.stop.killed = true;
+            }
+        }
+    }
+
+    /// How long to wait for a message: until the next sample or early check while the command
+    /// runs, at most 100 ms.
+    fn wait_time(&mut self) -> Duration {
+        if self.exited_at.is_some() {
+            return Duration::from_millis(100);
+        }
+        let next = self
+            .early_checks
+            .front()
+            .map_or(self.next_tick, |at| (*at).min(self.next_tick));
+        next.saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100))
+    }
+
+    /// The command exited: its status and CPU times, and those of the descendants it left, which
+    /// are stopped (they may hold its pipes).
+    fn on_exit(&mut self, result: std::io::Result<(CommandExit, CpuTimes)>, at: Instant) {
+        self.exited_at = Some(at);
+        match result {
+            Ok((status, times)) => {
+                self.ending.status = Some(status);
+                self.cpu.add(times);
+            }
+            Err(err) => {
+                self.ending.spawn_error = Some(format!("waiting for pid {}: {err}", self.root_pid))
+            }
+        }
+        let leftovers = leftover_descendants(&mut self.sampler);
+        self.ending.stopped_leftovers = leftovers.len() as u32;
+        if !leftovers.is_empty() {
+            stop_leftovers(self.root_pid, &leftovers);
+        }
+        for pid in self.pids_seen.iter().chain(leftovers.iter()) {
+            if let Some(times) = child::try_reap(*pid) {
+                self.cpu.add(times);
+            }
+        }
+    }
 }
 
 impl Run<'_, '_> {
-    fn take_sample(
-        &mut self,
-        sampler: &mut Option<TreeSampler>,
-        kind: SampleKind,
-        label: Option<&str>,
-    ) -> Option<Taken> {
+    fn take_sample(&mut self, kind: SampleKind, label: Option<&str>) -> Option<Taken> {
         // Marker samples are the figures users read per event: always fresh PSS.
-        let sampler = sampler.as_mut()?;
+        let sampler = self.sampler.as_mut()?;
         let sample = match kind {
             SampleKind::Marker => sampler.sample_full(),
             SampleKind::Interval => sampler.sample(),
@@ -359,7 +422,7 @@ impl Run<'_, '_> {
         self.other_allocators = verification.other_allocators;
     }
 
-    fn handle_line(&mut self, line: Line, sampler: &mut Option<TreeSampler>, sample_now: bool) {
+    fn handle_line(&mut self, line: Line) {
         self.observer
             .output(self.ctx.spec, line.stream, &line.bytes);
         let text = line_text(&line.bytes);
@@ -383,7 +446,7 @@ impl Run<'_, '_> {
             Reading::Late => (MarkerStatus::Late, None, None, None),
             Reading::Missing => (MarkerStatus::Missing, None, None, None),
         };
-        let (pss_status, pss, pss_delay) = self.marker_pss(sampler, &arrival, sample_now);
+        let (pss_status, pss, pss_delay) = self.marker_pss(&arrival);
         let marker = MarkerRecord {
             t: arrival
                 .arrived
@@ -408,19 +471,16 @@ impl Run<'_, '_> {
     /// a later one arrived. A sample taken is recorded as a marker sample either way.
     fn marker_pss(
         &mut self,
-        sampler: &mut Option<TreeSampler>,
         arrival: &MarkerArrival,
-        sample_now: bool,
     ) -> (MarkerStatus, Option<u64>, Option<Duration>) {
         let watch = self.watch.as_ref().expect("markers come with a watch");
-        if !sample_now {
+        if self.exited_at.is_some() {
             return (MarkerStatus::Missing, None, None);
         }
         if watch.later_than(arrival.seq) {
             return (MarkerStatus::Late, None, None);
         }
-        let Some(taken) = self.take_sample(sampler, SampleKind::Marker, Some(&arrival.label))
-        else {
+        let Some(taken) = self.take_sample(SampleKind::Marker, Some(&arrival.label)) else {
             return (MarkerStatus::Missing, None, None);
         };
         if taken
@@ -433,13 +493,8 @@ impl Run<'_, '_> {
         (MarkerStatus::Ok, Some(taken.sample.total.pss), Some(delay))
     }
 
-    fn finish(
-        self,
-        ending: Ending,
-        wall: Duration,
-        cpu: CpuTimes,
-        sampler_cpu: Duration,
-    ) -> RunRecord {
+    fn finish(self, wall: Duration, sampler_cpu: Duration) -> RunRecord {
+        let cpu = self.cpu;
         let series = |f: fn(&TotalPoint) -> u64| {
             series_stats(&self.points.iter().map(|p| (p.t, f(p))).collect::<Vec<_>>())
         };
@@ -476,7 +531,7 @@ impl Run<'_, '_> {
             params: self.ctx.spec.assignment.clone(),
             repeat: self.ctx.spec.repeat,
             command: self.ctx.command.clone(),
-            ending,
+            ending: self.ending,
             wall: wall_s,
             user: cpu.user.as_secs_f64(),
             sys: cpu.sys.as_secs_f64(),

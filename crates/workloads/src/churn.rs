@@ -13,14 +13,22 @@ use crate::rng::Rng;
 use crate::{require, require_size_range, require_threads, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ChurnOptions {
-    /// Ops (free + malloc) per thread.
+    /// free+malloc ops per thread.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().ops))]
     pub ops: u64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().threads))]
     pub threads: u32,
     /// Live objects per thread.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().slots))]
     pub slots: u32,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().min_size))]
     pub min_size: u64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().max_size))]
     pub max_size: u64,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ChurnOptions::default().seed))]
     pub seed: u64,
 }
 

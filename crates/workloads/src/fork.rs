@@ -13,7 +13,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use crate::output::line;
-use crate::{ProcessReport, WorkloadError};
+use crate::{WorkloadError, WorkloadProcess};
 
 /// One report on the pipe: index u32, pid u32, ops u64, allocator_calls u64, checksum u64, native
 /// endian (same machine). 32 bytes < PIPE_BUF, so each report arrives whole.
@@ -38,7 +38,7 @@ impl ReportPipe {
     }
 
     /// Sends one report (from whichever process holds the write end).
-    pub fn send(&self, report: &ProcessReport) -> Result<(), WorkloadError> {
+    pub fn send(&self, report: &WorkloadProcess) -> Result<(), WorkloadError> {
         let mut buf = [0u8; RECORD];
         buf[0..4].copy_from_slice(&report.index.to_ne_bytes());
         buf[4..8].copy_from_slice(&report.pid.to_ne_bytes());
@@ -66,7 +66,7 @@ impl ReportPipe {
     }
 
     /// Closes this process's write end and reads every report until all other writers have exited.
-    pub fn collect(mut self) -> Result<Vec<ProcessReport>, WorkloadError> {
+    pub fn collect(mut self) -> Result<Vec<WorkloadProcess>, WorkloadError> {
         drop(self.write.take());
         let mut bytes = Vec::new();
         std::fs::File::from(self.read)
@@ -77,7 +77,7 @@ impl ReportPipe {
             })?;
         Ok(bytes
             .chunks_exact(RECORD)
-            .map(|r| ProcessReport {
+            .map(|r| WorkloadProcess {
                 index: u32::from_ne_bytes(r[0..4].try_into().unwrap_or_default()),
                 pid: u32::from_ne_bytes(r[4..8].try_into().unwrap_or_default()),
                 ops: u64::from_ne_bytes(r[8..16].try_into().unwrap_or_default()),
@@ -93,7 +93,7 @@ impl ReportPipe {
 pub(crate) fn spawn(
     out: &mut dyn Write,
     pipe: &ReportPipe,
-    body: impl FnOnce(&mut dyn Write) -> Result<ProcessReport, WorkloadError>,
+    body: impl FnOnce(&mut dyn Write) -> Result<WorkloadProcess, WorkloadError>,
 ) -> Result<Pid, WorkloadError> {
     // Nothing buffered may be inherited, or the child would print it a second time.
     out.flush()?;

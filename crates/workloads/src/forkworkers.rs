@@ -13,7 +13,7 @@ use crate::fork::{reap, spawn, ReportPipe};
 use crate::heap::{Block, Heap};
 use crate::output::{finish, line, self_rss_pss_kb};
 use crate::rng::{mix, Rng};
-use crate::{require, ProcessReport, Summary, WorkloadError};
+use crate::{require, Summary, WorkloadError, WorkloadProcess};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForkworkersOptions {
@@ -147,7 +147,7 @@ fn worker(
     index: u32,
     shared: &[Block],
     out: &mut dyn Write,
-) -> Result<ProcessReport, WorkloadError> {
+) -> Result<WorkloadProcess, WorkloadError> {
     let pid = std::process::id();
     line(out, format_args!("worker {index} started pid {pid}"))?;
     if opts.report_rss {
@@ -173,7 +173,7 @@ fn worker(
     for block in kept {
         heap.free(block);
     }
-    Ok(ProcessReport {
+    Ok(WorkloadProcess {
         index,
         pid,
         ops: opts.events,

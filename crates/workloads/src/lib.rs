@@ -45,7 +45,7 @@ pub struct Summary {
     /// VmRSS at labelled points (twowave phases with `report_rss`); empty otherwise.
     pub rss_marks: Vec<RssMark>,
     /// The processes a multi-process workload ran (forkworkers' workers, every process of tree).
-    pub processes: Vec<ProcessReport>,
+    pub processes: Vec<WorkloadProcess>,
 }
 
 impl Summary {
@@ -69,7 +69,7 @@ pub struct RssMark {
 
 /// One process of a multi-process workload, as reported by the process itself through a pipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcessReport {
+pub struct WorkloadProcess {
     /// Worker or tree-node index (0 = the parent for `tree`).
     pub index: u32,
     pub pid: u32,

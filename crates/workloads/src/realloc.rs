@@ -17,26 +17,37 @@ use crate::{require, Summary, WorkloadError};
 
 /// How a string's capacity follows its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Growth {
-    /// realloc to the exact new length on every append.
+    /// realloc to the exact length on every append
     Exact,
-    /// realloc only when full, to twice the capacity.
+    /// realloc to twice the capacity when full
     Doubling,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ReallocOptions {
     /// Total appends.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().appends))]
     pub appends: u64,
-    /// Strings being built at the same time.
+    /// Strings built at the same time.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().strings))]
     pub strings: u32,
-    /// Median appended chunk, bytes (log-normal, clamped to 1..=4096).
+    /// Median appended chunk, bytes.
+    // Log-normal, clamped to 1..=4096.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().append_median))]
     pub append_median: u64,
-    /// A string is finished when it reaches this many KiB.
+    /// A string is finished at this size, KiB.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().max_kb))]
     pub max_kb: u64,
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value = "exact"))]
     pub growth: Growth,
-    /// Finished strings per thousand kept to the end of the run.
+    /// Finished strings per thousand kept to the end.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().keep_permille))]
     pub keep_permille: u32,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ReallocOptions::default().seed))]
     pub seed: u64,
 }
 

@@ -15,16 +15,22 @@ use crate::fork::{reap, spawn, ReportPipe};
 use crate::heap::Heap;
 use crate::output::{finish, line};
 use crate::rng::mix;
-use crate::{require, ProcessReport, Summary, WorkloadError};
+use crate::{require, Summary, WorkloadError, WorkloadProcess};
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TreeOptions {
-    /// Processes in the tree, the starting one included.
+    /// Processes in the tree, this one included.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().procs))]
     pub procs: u32,
     /// Resident memory each process holds, MiB.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().mb))]
     pub mb: u64,
-    /// How long each process holds it.
+    /// How long each process holds it, seconds.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().seconds))]
     pub seconds: f64,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeOptions::default().seed))]
     pub seed: u64,
 }
 
@@ -97,7 +103,7 @@ fn node(
     index: u32,
     pipe: &ReportPipe,
     out: &mut dyn Write,
-) -> Result<ProcessReport, WorkloadError> {
+) -> Result<WorkloadProcess, WorkloadError> {
     let mut children: Vec<(u32, Pid)> = Vec::new();
     let mut failure = None;
     for child in [2 * index + 1, 2 * index + 2] {
@@ -126,7 +132,7 @@ fn node(
         return Err(e);
     }
     let (calls, checksum) = held?;
-    Ok(ProcessReport {
+    Ok(WorkloadProcess {
         index,
         pid: std::process::id(),
         ops: 1,

@@ -15,18 +15,29 @@ use crate::rng::Rng;
 use crate::{require, require_size_range, RssMark, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TwowaveOptions {
-    /// Requested bytes per wave, in MiB.
+    /// MiB requested per wave.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().wave_mb))]
     pub wave_mb: u64,
-    /// Object sizes are uniform in `min_size..=max_size` bytes.
+    /// Smallest object, bytes.
+    // Sizes are uniform in `min_size..=max_size`.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().min_size))]
     pub min_size: u64,
+    /// Largest object, bytes.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().max_size))]
     pub max_size: u64,
-    /// How long to hold wave B after freeing A, in ms (one activity round per ms).
+    /// Hold wave B this long after freeing A, with light allocator activity, ms (at most 86400000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().hold_ms))]
     pub hold_ms: u64,
     /// malloc/free pairs per ms during the hold.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().activity_per_ms))]
     pub activity_per_ms: u32,
-    /// Also print `vmrss: <phase> <kB> kB` after each phase line.
+    /// Print `vmrss: PHASE KB kB` after each phase line.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub report_rss: bool,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TwowaveOptions::default().seed))]
     pub seed: u64,
 }
 

@@ -16,17 +16,26 @@ use crate::rng::Rng;
 use crate::{require, require_size_range, require_threads, Summary, WorkloadError};
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct XthreadOptions {
-    /// Producer threads (each has a consumer thread: 2 x threads in all).
+    /// Producer threads (each with its own consumer thread).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().threads))]
     pub threads: u32,
     /// Objects per producer.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().objects))]
     pub objects: u64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().min_size))]
     pub min_size: u64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().max_size))]
     pub max_size: u64,
-    /// Objects per message.
+    /// Objects per message to the consumer.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().batch))]
     pub batch: u32,
-    /// Messages the channel holds before the producer blocks.
+    /// Messages in flight before a producer blocks.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().queue))]
     pub queue: u32,
+    /// Seed of the allocation sequence (same seed, same calls and sizes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = XthreadOptions::default().seed))]
     pub seed: u64,
 }
 

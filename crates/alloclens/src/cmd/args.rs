@@ -156,6 +156,11 @@ fn describe_duration(d: Duration) -> String {
     }
 }
 
+/// An optional regular expression option's value.
+pub fn optional_regex(text: Option<&str>, option: &str) -> anyhow::Result<Option<Regex>> {
+    text.map(|t| regex(t, option)).transpose()
+}
+
 pub fn regex(text: &str, option: &str) -> anyhow::Result<Regex> {
     Regex::new(text).map_err(|e| {
         let first = e

@@ -29,8 +29,10 @@ pub struct Args {
 
 /// One demo scenario: a workload, its sweep, and what to read from its output.
 struct Scenario {
+    /// The workload, as `alloclens workload NAME` names it.
     name: &'static str,
     what: &'static str,
+    /// The workload's arguments after its name.
     args: &'static [&'static str],
     params: &'static [&'static str],
     marker: Option<&'static str>,
@@ -42,35 +44,35 @@ const SCENARIOS: [Scenario; 5] = [
     Scenario {
         name: "twowave",
         what: "two waves of small objects, the first freed: does the allocator give the memory back? (Venice)",
-        args: &["twowave"],
+        args: &[],
         params: &[],
         marker: Some(r"phase: (\S+)"),
     },
     Scenario {
         name: "events",
         what: "event loop with heavy-tailed sizes, memory per event (CMS)",
-        args: &["events", "--events", "150"],
+        args: &["--events", "150"],
         params: &[],
         marker: Some(r"^event (\d+)"),
     },
     Scenario {
         name: "xthread",
         what: "objects freed by another thread, thread sweep (ATLAS)",
-        args: &["xthread", "--threads", "{threads}", "--objects", "3000000"],
+        args: &["--threads", "{threads}", "--objects", "3000000"],
         params: &["threads=1,2"],
         marker: None,
     },
     Scenario {
         name: "forkworkers",
         what: "fork-based workers sharing the parent's data, worker sweep, total PSS of the tree (GaudiMP, CMS)",
-        args: &["forkworkers", "--workers", "{workers}", "--events", "600"],
+        args: &["--workers", "{workers}", "--events", "600"],
         params: &["workers=1,2,4"],
         marker: None,
     },
     Scenario {
         name: "churn",
         what: "tight malloc/free of mixed small sizes",
-        args: &["churn", "--ops", "12000000"],
+        args: &["--ops", "12000000"],
         params: &[],
         marker: None,
     },
@@ -97,7 +99,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .find(|n| !SCENARIOS.iter().any(|s| s.name == **n))
         {
-            anyhow::bail!("--only: unknown workload '{bad}' (known: twowave, events, xthread, forkworkers, churn)");
+            let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+            anyhow::bail!(
+                "--only: unknown workload '{bad}' (known: {})",
+                known.join(", ")
+            );
         }
     }
     let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
@@ -112,7 +118,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.name)))
     {
         println!("== {}: {}", scenario.name, scenario.what);
-        let mut command = vec![exe.display().to_string(), "workload".to_string()];
+        let mut command = vec![
+            exe.display().to_string(),
+            "workload".to_string(),
+            scenario.name.to_string(),
+        ];
         command.extend(scenario.args.iter().map(|s| s.to_string()));
         let options = RunOptions {
             plan: runner::RunPlan {

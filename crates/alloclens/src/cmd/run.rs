@@ -8,8 +8,8 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
 use runner::{
-    Execution, HostInfo, MarkerRecord, Observer, Param, RunPlan, RunRecord, RunResults, RunSpec,
-    SampleKind, Stream, VariantInfo,
+    Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
+    RunResults, RunSpec, SampleKind, VariantInfo,
 };
 
 use crate::cmd::args;
@@ -106,44 +106,30 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// The typed options of `alloclens run`: each value checked in the order of the options, with
+    /// a message naming the option; then a note on `{x}` left as is, and the command looked up.
     pub fn from_args(a: Args) -> anyhow::Result<RunOptions> {
         let variants = args::variants(a.allocators.as_deref())?;
-        let params = a
-            .params
-            .iter()
-            .map(|p| args::param(p))
-            .collect::<anyhow::Result<Vec<Param>>>()?;
+        let params = a.params.iter().map(|p| args::param(p));
+        let params = params.collect::<anyhow::Result<Vec<Param>>>()?;
         args::distinct_params(&params)?;
         let baseline = args::baseline(a.baseline, &variants)?;
-        let env = a
-            .env
-            .iter()
-            .map(|e| args::env_pair(e))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        if a.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
-        let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
-        if interval < Duration::from_millis(1) {
-            bail!("--interval must be at least 1ms");
-        }
         let plan = RunPlan {
             command: a.command,
             variants,
             params,
-            env,
-            repeats: a.repeat,
-            interval,
-            marker: a
-                .marker
-                .as_deref()
-                .map(|r| args::regex(r, "--marker"))
-                .transpose()?,
-            throughput: a
-                .throughput
-                .as_deref()
-                .map(|r| args::regex(r, "--throughput"))
-                .transpose()?,
+            env: a
+                .env
+                .iter()
+                .map(|e| args::env_pair(e))
+                .collect::<anyhow::Result<_>>()?,
+            repeats: match a.repeat {
+                0 => bail!("--repeat must be at least 1"),
+                n => n,
+            },
+            interval: interval(&a.interval)?,
+            marker: args::optional_regex(a.marker.as_deref(), "--marker")?,
+            throughput: args::optional_regex(a.throughput.as_deref(), "--throughput")?,
             timeout: a
                 .timeout
                 .as_deref()
@@ -157,18 +143,7 @@ impl RunOptions {
             pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
             ..plan
         };
-        // `{x}` may be literal text (a Python f-string, a shell brace): leave it, but say so.
-        let unknown = plan.unknown_placeholders();
-        if !unknown.is_empty() {
-            eprintln!(
-                "alloclens: note: {} in the command is not a --param and is left as is",
-                unknown
-                    .iter()
-                    .map(|u| format!("{{{u}}}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+        note_unknown_placeholders(&plan);
         args::check_command_exists(&plan.command[0])?;
         Ok(RunOptions {
             plan,
@@ -177,6 +152,29 @@ impl RunOptions {
             force: a.force,
             program_output: a.program_output,
         })
+    }
+}
+
+fn interval(text: &str) -> anyhow::Result<Duration> {
+    let interval = args::duration(text, "--interval", MAX_INTERVAL)?;
+    if interval < Duration::from_millis(1) {
+        bail!("--interval must be at least 1ms");
+    }
+    Ok(interval)
+}
+
+/// `{x}` may be literal text (a Python f-string, a shell brace): it is left, but said so.
+fn note_unknown_placeholders(plan: &RunPlan) {
+    let unknown = plan.unknown_placeholders();
+    if !unknown.is_empty() {
+        eprintln!(
+            "alloclens: note: {} in the command is not a --param and is left as is",
+            unknown
+                .iter()
+                .map(|u| format!("{{{u}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }
 
@@ -393,19 +391,19 @@ impl Observer for CliObserver<'_> {
         ));
     }
 
-    fn output(&mut self, spec: &RunSpec, stream: Stream, line: &[u8]) {
+    fn output(&mut self, spec: &RunSpec, stream: OutputStream, line: &[u8]) {
         match self.mode {
             ProgramOutput::Pass => {
                 self.bar.suspend(|| {
                     let _ = match stream {
-                        Stream::Stdout => std::io::stdout().write_all(line),
-                        Stream::Stderr => std::io::stderr().write_all(line),
+                        OutputStream::Stdout => std::io::stdout().write_all(line),
+                        OutputStream::Stderr => std::io::stderr().write_all(line),
                     };
                 });
                 let open = !line.ends_with(b"\n");
                 match stream {
-                    Stream::Stdout => self.open_lines[0] = open,
-                    Stream::Stderr => self.open_lines[1] = open,
+                    OutputStream::Stdout => self.open_lines[0] = open,
+                    OutputStream::Stderr => self.open_lines[1] = open,
                 }
             }
             ProgramOutput::Save => self.dir.write_output(spec, line),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::report::{Analysis, Bucket, ProcessReport, ScopeReport};
+use crate::analysis::{Analysis, Bucket, ProcessReport, ScopeReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {

@@ -1,7 +1,7 @@
 //! The full result as JSON (schema in docs/metrics.md).
 use std::io::Write;
 
-use crate::report::Analysis;
+use crate::analysis::Analysis;
 
 pub fn write_json<W: Write>(analysis: &Analysis, mut out: W) -> std::io::Result<()> {
     serde_json::to_writer_pretty(&mut out, analysis)?;

@@ -1,7 +1,7 @@
 //! The human-readable summary: one section per process, compact tables for threads and phases.
 use std::io::{self, Write};
 
-use crate::report::{Analysis, Peak, ProcessReport, ScopeReport};
+use crate::analysis::{Analysis, Peak, ProcessReport, ScopeReport};
 
 /// How many entries of the longer lists the summary shows (the JSON and CSV have them all).
 const TOP: usize = 8;

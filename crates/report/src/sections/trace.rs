@@ -3,7 +3,7 @@
 //! scales, the lifetime CDF; tables per process, thread and phase.
 use std::path::PathBuf;
 
-use analyze::report::Bucket;
+use analyze::analysis::Bucket;
 use analyze::{FileAnalysis, ProcessReport, ScopeReport};
 
 use crate::chart::{
