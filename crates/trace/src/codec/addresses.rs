@@ -1,13 +1,14 @@
-//! An event's addresses from the mode bits of its op byte: released blocks (frees, realloc's
-//! argument) and new blocks (allocations, realloc's result), with and without heap addresses.
+//! An event's size and addresses from its op byte and the event columns: released blocks
+//! (frees, realloc's argument) and new blocks (allocations, realloc's result), with and without
+//! heap addresses.
 use super::columns::{read_address, SplitCursor};
-use super::decode::{bad, DecodeError};
+use super::decode::{bad, ends_early, DecodeError};
 use super::layout::*;
 use super::predictor::{size_class, Predictor};
 use crate::varint::{self, Cursor};
 
 #[inline(always)]
-pub(super) fn decode_old(
+fn decode_old(
     mode: u8,
     producers: &[(u64, u32)],
     refs: &mut SplitCursor<'_>,
@@ -39,7 +40,7 @@ pub(super) fn decode_old(
 
 /// `decode_old` in a chunk without addresses (`ChunkEncoder::without_addresses`): the columns and
 /// bases it reads and moves.
-pub(super) struct OldSynthetic<'a, 'b> {
+struct OldSynthetic<'a, 'b> {
     pub(super) refs: &'a mut SplitCursor<'b>,
     pub(super) addrs: &'a mut Cursor<'b>,
     pub(super) base: &'a mut u64,
@@ -90,7 +91,7 @@ impl OldSynthetic<'_, '_> {
 
 /// The size a free carries (`free_sized`, `free_aligned_sized`), 0 for a plain free.
 #[inline(always)]
-pub(super) fn free_size(byte: u8, sizes: &mut SplitCursor<'_>) -> Result<u64, DecodeError> {
+fn free_size(byte: u8, sizes: &mut SplitCursor<'_>) -> Result<u64, DecodeError> {
     if byte & FREE_HAS_SIZE == 0 {
         return Ok(0);
     }
@@ -99,7 +100,7 @@ pub(super) fn free_size(byte: u8, sizes: &mut SplitCursor<'_>) -> Result<u64, De
 
 /// A new block's address in a chunk without addresses: the block id of its event.
 #[inline(always)]
-pub(super) fn new_synthetic(mode: u8, seq: u64) -> Result<u64, DecodeError> {
+fn new_synthetic(mode: u8, seq: u64) -> Result<u64, DecodeError> {
     match mode {
         NEW_NULL => Ok(0),
         NEW_EXPLICIT => Ok(synthetic_address(seq)),
@@ -108,7 +109,7 @@ pub(super) fn new_synthetic(mode: u8, seq: u64) -> Result<u64, DecodeError> {
 }
 
 /// What the decoder knows of a new block before its address.
-pub(super) struct NewBlock {
+struct NewBlock {
     pub(super) mode: u8,
     pub(super) deeper: bool,
     pub(super) size: u64,
@@ -117,7 +118,7 @@ pub(super) struct NewBlock {
 }
 
 #[inline(always)]
-pub(super) fn decode_new(
+fn decode_new(
     new: NewBlock,
     addrs: &mut Cursor<'_>,
     depths: &mut Cursor<'_>,
@@ -153,4 +154,124 @@ pub(super) fn decode_new(
     predictor.allocated(addr, class);
     *base = addr;
     Ok(addr)
+}
+
+/// The bases of an event's address deltas: explicit new and released addresses are deltas from
+/// the last of their kind (frees walk their own part of the heap, allocations theirs); a
+/// synthetic reference is a delta from the last one.
+pub(super) struct Bases {
+    pub(super) new: u64,
+    pub(super) old: u64,
+    pub(super) last_synthetic: u64,
+}
+
+/// The columns an event's size and addresses are read from.
+pub(super) struct EventColumns<'a> {
+    pub(super) sizes: SplitCursor<'a>,
+    pub(super) addrs: Cursor<'a>,
+    pub(super) refs: SplitCursor<'a>,
+    pub(super) depths: Cursor<'a>,
+}
+
+impl EventColumns<'_> {
+    /// An event's `(addr, size, old_addr)` from its op byte, in a chunk with addresses.
+    #[inline(always)]
+    pub(super) fn with_addresses(
+        &mut self,
+        byte: u8,
+        shape: Shape,
+        bases: &mut Bases,
+        producers: &[(u64, u32)],
+        predictor: &mut Predictor,
+    ) -> Result<(u64, u64, u64), DecodeError> {
+        Ok(match shape {
+            Shape::Alloc => {
+                let size = self.sizes.value().ok_or_else(|| ends_early("size"))?;
+                let new = NewBlock {
+                    mode: (byte >> 4) & 3,
+                    deeper: byte & ALLOC_DEEPER != 0,
+                    size,
+                    old: 0,
+                };
+                let addr = decode_new(
+                    new,
+                    &mut self.addrs,
+                    &mut self.depths,
+                    &mut bases.new,
+                    predictor,
+                )?;
+                (addr, size, 0)
+            }
+            Shape::Free => {
+                let addr = decode_old(
+                    (byte >> 4) & 3,
+                    producers,
+                    &mut self.refs,
+                    &mut self.addrs,
+                    &mut bases.old,
+                    predictor,
+                )?;
+                (addr, free_size(byte, &mut self.sizes)?, 0)
+            }
+            Shape::Realloc => {
+                let size = self.sizes.value().ok_or_else(|| ends_early("size"))?;
+                let old = decode_old(
+                    byte >> 6,
+                    producers,
+                    &mut self.refs,
+                    &mut self.addrs,
+                    &mut bases.old,
+                    predictor,
+                )?;
+                let new = NewBlock {
+                    mode: (byte >> 4) & 3,
+                    deeper: false,
+                    size,
+                    old,
+                };
+                let addr = decode_new(
+                    new,
+                    &mut self.addrs,
+                    &mut self.depths,
+                    &mut bases.new,
+                    predictor,
+                )?;
+                (addr, size, old)
+            }
+        })
+    }
+
+    /// An event's `(addr, size, old_addr)` from its op byte, in a chunk without addresses
+    /// (`ChunkEncoder::without_addresses`): new blocks are known by their event's seq.
+    #[inline(always)]
+    pub(super) fn without_addresses(
+        &mut self,
+        byte: u8,
+        shape: Shape,
+        seq: u64,
+        bases: &mut Bases,
+        producers: &[(u64, u32)],
+    ) -> Result<(u64, u64, u64), DecodeError> {
+        let mut released = OldSynthetic {
+            refs: &mut self.refs,
+            addrs: &mut self.addrs,
+            base: &mut bases.old,
+            last_synthetic: &mut bases.last_synthetic,
+        };
+        Ok(match shape {
+            Shape::Alloc => {
+                let size = self.sizes.value().ok_or_else(|| ends_early("size"))?;
+                (new_synthetic((byte >> 4) & 3, seq)?, size, 0)
+            }
+            Shape::Free => {
+                let addr = released.decode((byte >> 4) & 3, producers)?;
+                (addr, free_size(byte, &mut self.sizes)?, 0)
+            }
+            Shape::Realloc => {
+                let size = self.sizes.value().ok_or_else(|| ends_early("size"))?;
+                let old = released.decode(byte >> 6, producers)?;
+                (new_synthetic((byte >> 4) & 3, seq)?, size, old)
+            }
+        })
+    }
 }

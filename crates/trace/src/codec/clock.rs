@@ -5,53 +5,53 @@
 /// seq + 1 is derived from that of seq by adding the slope's quotient and remainder: no divide
 /// per event. A longer step divides once.
 pub(super) struct Clock<'a> {
-    pub(super) anchors: &'a [(u64, u64)],
-    pub(super) i: usize,
+    anchors: &'a [(u64, u64)],
+    i: usize,
     /// The seq at which the clock moves to the next anchor pair.
-    pub(super) next_anchor: u64,
+    next_anchor: u64,
     /// The interpolation state of the anchor pair `i`, `i + 1` when it has a slope.
-    pub(super) line: Option<Line>,
+    line: Option<Line>,
     /// False until `line` is set up for anchor `i`: when every event is an anchor (the
     /// writer's `write_records` makes such chunks), it never needs to be.
-    pub(super) line_ready: bool,
+    line_ready: bool,
     /// The stepping state of `line`, flattened for `at`'s common case (one event after the
     /// other on a line whose step is known: through `Option`s it ran about 22 instructions per
     /// event). `fast_seq` is the seq it serves next, `u64::MAX` when there is none; while it is
     /// not, `line`'s own `seq`, `q` and `r` are stale and `sync_line` brings them up to date.
-    pub(super) fast_seq: u64,
-    pub(super) fast: FastLine,
+    fast_seq: u64,
+    fast: FastLine,
 }
 
 /// `Line`'s state for stepping: `t = t0 + q`, with `ds - step_r` precomputed.
 #[derive(Clone, Copy, Default)]
-pub(super) struct FastLine {
-    pub(super) t0: u64,
-    pub(super) q: u64,
-    pub(super) r: u64,
-    pub(super) step_q: u64,
-    pub(super) step_r: u64,
-    pub(super) ds_minus_step_r: u64,
+struct FastLine {
+    t0: u64,
+    q: u64,
+    r: u64,
+    step_q: u64,
+    step_r: u64,
+    ds_minus_step_r: u64,
 }
 
 /// `t(seq) = t0 + (dt * (seq - s0)) / ds`, kept as quotient `q` and remainder `r` at `seq`.
 #[derive(Clone, Copy)]
-pub(super) struct Line {
-    pub(super) s0: u64,
-    pub(super) t0: u64,
-    pub(super) dt: u64,
-    pub(super) ds: u64,
+struct Line {
+    s0: u64,
+    t0: u64,
+    dt: u64,
+    ds: u64,
     /// `dt / ds` and `dt % ds`, the step from one seq to the next; computed on first use
     /// (when every event is an anchor, it never is).
-    pub(super) step: Option<(u64, u64)>,
-    pub(super) seq: u64,
-    pub(super) q: u64,
-    pub(super) r: u64,
+    step: Option<(u64, u64)>,
+    seq: u64,
+    q: u64,
+    r: u64,
 }
 
 impl Line {
     /// From `seq` to `seq + 1`: adds the step's quotient and remainder.
     #[inline(always)]
-    pub(super) fn step_one(&mut self, (step_q, step_r): (u64, u64)) {
+    fn step_one(&mut self, (step_q, step_r): (u64, u64)) {
         // r + step_r >= ds, written so that it cannot overflow.
         if self.r >= self.ds - step_r {
             self.r -= self.ds - step_r;
@@ -64,7 +64,7 @@ impl Line {
     }
 
     #[inline]
-    pub(super) fn at(&mut self, seq: u64) -> u64 {
+    fn at(&mut self, seq: u64) -> u64 {
         if seq == self.seq {
             return self.t0 + self.q;
         }
@@ -100,7 +100,7 @@ impl<'a> Clock<'a> {
 
     /// The line between anchors `i` and `i + 1`, when they are in order (else `interpolate`'s
     /// clamping applies), positioned at s0.
-    pub(super) fn set_line(&mut self) {
+    fn set_line(&mut self) {
         let next = self.anchors.get(self.i + 1).copied();
         self.line_ready = true;
         self.line = match (self.anchors.get(self.i), next) {
@@ -119,7 +119,7 @@ impl<'a> Clock<'a> {
     }
 
     #[cold]
-    pub(super) fn advance(&mut self, seq: u64) {
+    fn advance(&mut self, seq: u64) {
         while self.i + 1 < self.anchors.len() && self.anchors[self.i + 1].0 <= seq {
             self.i += 1;
         }
@@ -151,7 +151,7 @@ impl<'a> Clock<'a> {
 
     /// Writes the fast path's progress back into `line` and leaves the fast path.
     #[inline(always)]
-    pub(super) fn sync_line(&mut self) {
+    fn sync_line(&mut self) {
         if self.fast_seq != u64::MAX {
             if let Some(line) = &mut self.line {
                 line.seq = self.fast_seq - 1;
@@ -165,7 +165,7 @@ impl<'a> Clock<'a> {
     /// After `at_general(seq)`: the fast path serves `seq + 1` when the line it used knows its
     /// step and stands at `seq`.
     #[inline(always)]
-    pub(super) fn start_fast(&mut self, seq: u64) {
+    fn start_fast(&mut self, seq: u64) {
         if let (true, Some(line)) = (self.line_ready, &self.line) {
             if let (true, Some((step_q, step_r))) = (line.seq == seq, line.step) {
                 self.fast = FastLine {
@@ -182,7 +182,7 @@ impl<'a> Clock<'a> {
     }
 
     #[inline(never)]
-    pub(super) fn at_general(&mut self, seq: u64) -> u64 {
+    fn at_general(&mut self, seq: u64) -> u64 {
         // With no next anchor, next_anchor is u64::MAX: a seq equal to it advances to nothing.
         if seq >= self.next_anchor && self.i + 1 < self.anchors.len() {
             self.advance(seq);

@@ -7,7 +7,7 @@ use super::predictor::{size_class, Predictor};
 use crate::event::{Event, Marker};
 use crate::varint;
 
-pub(super) const TABLE_BITS: u32 = 15;
+const TABLE_BITS: u32 = 15;
 /// The table without addresses (`slot_of_id`): 1 MiB of `IdSlot`s, written in seq order. Measured against
 /// 2^15..2^18 slots by re-encoding traces: python3's chunks shrank from 0.125 (2^15) to 0.113
 /// B/record at 2^17, no gain beyond; cc1 and alloc-micro stayed within 1 %.
@@ -24,14 +24,14 @@ pub(super) struct Slot {
     tag: u32,
 }
 
-pub(super) const GENERATION_LIMIT: u32 = 1 << 24;
+const GENERATION_LIMIT: u32 = 1 << 24;
 
 /// A producer of the current chunk without addresses, in the slot of its seq (`slot_of_id`): the
 /// slot tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
 /// table's 1 MiB stays in a core's L2 cache next to the recorder's block-id map, where 16-byte
 /// slots took 2 MiB).
 #[derive(Clone, Copy, Default)]
-pub(super) struct IdSlot {
+struct IdSlot {
     index: u32,
     /// `seq >> ID_TABLE_BITS`, truncated: seqs of one chunk that share a slot differ there.
     seq_high: u16,
@@ -40,7 +40,7 @@ pub(super) struct IdSlot {
 }
 
 /// `IdSlot::index` of a producer already released in this chunk.
-pub(super) const RELEASED: u32 = u32::MAX;
+const RELEASED: u32 = u32::MAX;
 
 /// Appends the anchor `(seq, t_ns)` to a list in seq order: an anchor behind the last one, or a
 /// repeat of it, is dropped, and of a run with the same seq only the first and last are kept (so
@@ -155,7 +155,7 @@ impl Default for ChunkEncoder {
 }
 
 #[inline]
-pub(super) fn slot_of(addr: u64) -> usize {
+fn slot_of(addr: u64) -> usize {
     ((addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
 }
 
@@ -163,7 +163,7 @@ pub(super) fn slot_of(addr: u64) -> usize {
 /// the table is written sequentially (a hashed slot was a cache miss per allocation) and a block
 /// keeps its slot until `2^ID_TABLE_BITS` seqs later, the young blocks most frees name.
 #[inline]
-pub(super) fn slot_of_id(id: u64) -> usize {
+fn slot_of_id(id: u64) -> usize {
     (id & ((1 << ID_TABLE_BITS) - 1)) as usize
 }
 
@@ -233,7 +233,7 @@ impl ChunkEncoder {
     }
 
     #[inline(always)]
-    pub(super) fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
+    fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
         if self.first_seq.is_none() {
             self.first_seq = Some(seq);
             self.expected = seq;
@@ -266,7 +266,7 @@ impl ChunkEncoder {
     }
 
     #[cold]
-    pub(super) fn end_tid_run(&mut self) {
+    fn end_tid_run(&mut self) {
         if self.run.2 > 0 {
             varint::put(&mut self.cols.tid_runs, u64::from(self.run.1));
             varint::put(&mut self.cols.tid_runs, u64::from(self.run.2));
@@ -276,7 +276,7 @@ impl ChunkEncoder {
     /// Index of `tid` in the chunk's thread table, adding it if new. Called at each change of
     /// thread (often, when threads allocate at the same time): a linear scan while the table is
     /// small (the common case), a map beyond.
-    pub(super) fn tid_slot(&mut self, tid: u32) -> u32 {
+    fn tid_slot(&mut self, tid: u32) -> u32 {
         const SCAN: usize = 32;
         let next = self.tids.len() as u32;
         if self.tids.len() <= SCAN {
@@ -342,7 +342,7 @@ impl ChunkEncoder {
     /// A new block (allocation, realloc result): its address mode; a non-null block becomes a
     /// producer. Without addresses it is known by its event's seq and costs nothing more.
     #[inline(always)]
-    pub(super) fn new_block(&mut self, e: &Event, old: u64, deeper: bool) -> u8 {
+    fn new_block(&mut self, e: &Event, old: u64, deeper: bool) -> u8 {
         if self.synthetic {
             if e.addr == 0 {
                 return NEW_NULL;
@@ -364,7 +364,7 @@ impl ChunkEncoder {
     /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
     /// synthetic reference, and only explicit addresses move their base.
     #[inline(always)]
-    pub(super) fn encode_old(&mut self, addr: u64) -> u8 {
+    fn encode_old(&mut self, addr: u64) -> u8 {
         if addr == 0 {
             return OLD_NULL;
         }
@@ -394,7 +394,7 @@ impl ChunkEncoder {
     /// Encodes the release of the block allocated by the event `seq`: a back-reference when it
     /// was produced in this chunk (and not released yet), else its seq.
     #[inline(always)]
-    pub(super) fn encode_old_id(&mut self, seq: u64) -> u8 {
+    fn encode_old_id(&mut self, seq: u64) -> u8 {
         let slot = &mut self.ids[slot_of_id(seq)];
         if slot.generation == self.generation as u16
             && slot.seq_high == (seq >> ID_TABLE_BITS) as u16
@@ -413,7 +413,7 @@ impl ChunkEncoder {
     /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
     /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
     #[inline(always)]
-    pub(super) fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
+    fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
         if addr == 0 {
             return NEW_NULL;
         }
@@ -528,7 +528,7 @@ impl ChunkEncoder {
         Some(chunk)
     }
 
-    pub(super) fn reset_columns(&mut self) {
+    fn reset_columns(&mut self) {
         self.first_seq = None;
         self.last_seq = 0;
         self.records = 0;

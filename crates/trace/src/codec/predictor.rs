@@ -1,8 +1,8 @@
 //! The address predictor both sides run over the same events: a predicted allocation costs no
 //! address bytes.
 
-pub(super) const PREDICT_DEPTH: usize = 16;
-pub(super) const CLASSES: usize = 140;
+const PREDICT_DEPTH: usize = 16;
+const CLASSES: usize = 140;
 
 /// glibc-like size classes: 16-byte steps up to 1 KiB, then powers of two.
 #[inline]
@@ -24,7 +24,7 @@ pub(super) struct Predictor {
 /// One class's stack of freed addresses, kept in a ring so that pushing onto a full stack (the
 /// oldest drops out) moves nothing.
 #[derive(Clone, Copy)]
-pub(super) struct ClassStack {
+struct ClassStack {
     slots: [u64; PREDICT_DEPTH],
     /// Slot of the top (valid when `depth > 0`).
     top: u8,
@@ -36,7 +36,7 @@ const _: () = assert!(PREDICT_DEPTH.is_power_of_two() && PREDICT_DEPTH <= 128);
 impl ClassStack {
     /// Slot of the entry `k` places below the top.
     #[inline]
-    pub(super) fn slot(&self, k: usize) -> usize {
+    fn slot(&self, k: usize) -> usize {
         (self.top as usize).wrapping_sub(k) & (PREDICT_DEPTH - 1)
     }
 }
