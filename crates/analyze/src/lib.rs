@@ -21,8 +21,6 @@ pub mod file;
 pub mod hash;
 pub mod histogram;
 pub mod live_set;
-/// The live set (moved to the trace crate, which the recorder shares).
-pub use trace::live_table;
 pub mod output;
 pub mod process;
 pub mod report;

@@ -262,14 +262,31 @@ fn varied_streams_round_trip_exactly() {
     }
 }
 
-/// `events` with the addresses a recorder without addresses writes (`BlockIds`).
+/// `events` with the addresses a recorder without addresses writes (its `BlockIds`): a new block
+/// becomes `synthetic_address(seq)`, a released one the id of its allocation, or keeps its real
+/// address when it was not allocated in the trace.
 fn with_block_ids(events: &[Event]) -> Vec<Event> {
-    let mut ids = crate::BlockIds::new();
+    let mut live = HashMap::new();
+    let release = |live: &mut HashMap<u64, u64>, addr: &mut u64| {
+        if let Some(seq) = live.remove(addr) {
+            *addr = synthetic_address(seq);
+        }
+    };
     events
         .iter()
         .map(|e| {
             let mut e = *e;
-            ids.rewrite(e.op, e.seq, &mut e.addr, &mut e.old_addr);
+            if e.op.is_free() {
+                release(&mut live, &mut e.addr);
+                return e;
+            }
+            if e.op.is_realloc() {
+                release(&mut live, &mut e.old_addr);
+            }
+            if e.addr != 0 {
+                live.insert(e.addr, e.seq);
+                e.addr = synthetic_address(e.seq);
+            }
             e
         })
         .collect()
