@@ -189,17 +189,18 @@ impl ChunkDecoder {
     }
 }
 
-/// What `column ends early` errors say.
+/// The error of a column that ends before the records it describes.
 pub(super) fn ends_early(what: &str) -> DecodeError {
     DecodeError(format!("{what} column ends early"))
 }
 
+/// The error of a header, or a column length, cut short.
 fn cut_short() -> DecodeError {
     bad("chunk header cut short")
 }
 
-/// The header of a decompressed chunk, but its thread table and anchors (which the decoder
-/// reads into buffers it keeps from chunk to chunk).
+/// The header of a decompressed chunk, apart from its thread table and anchors (read into
+/// buffers the decoder keeps from chunk to chunk).
 struct ChunkHeader {
     first_seq: u64,
     /// The chunk stores no heap addresses (`FLAG_SYNTHETIC`).

@@ -7,6 +7,7 @@ use super::predictor::{size_class, Predictor};
 use crate::event::{Event, Marker};
 use crate::varint;
 
+/// The table with addresses (`slot_of`): 2^15 `Slot`s of 16 bytes, 512 KiB.
 const TABLE_BITS: u32 = 15;
 /// The table without addresses (`slot_of_id`): 1 MiB of `IdSlot`s, written in seq order. Measured against
 /// 2^15..2^18 slots by re-encoding traces: python3's chunks shrank from 0.125 (2^15) to 0.113
