@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     // per-thread arenas reserves 64 MiB of it; with one arena that space is left to the buffers
     // that follow the input (analysing the python3 trace of bench/: 300 MiB were enough with
     // one arena, 400 MiB were not with the default ones).
-    if trace::huge_pages::address_space_limit().is_some() {
+    if blockmap::huge_pages::address_space_limit().is_some() {
         // SAFETY: mallopt only sets a tunable of the C allocator.
         unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     }

@@ -29,7 +29,7 @@ pub enum AnalyzeError {
 impl AnalyzeError {
     /// `OutOfMemory` for process `pid`, saying which limit applies.
     pub fn out_of_memory(pid: u32, records: u64, live: usize) -> AnalyzeError {
-        let why = match trace::huge_pages::address_space_limit() {
+        let why = match blockmap::huge_pages::address_space_limit() {
             Some(bytes) => format!("the address-space limit (ulimit -v) is {} MiB", bytes >> 20),
             None => "the system refused more memory".to_string(),
         };

@@ -173,7 +173,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                             r.clear();
                             r.try_reserve_exact(n).is_ok().then_some(r)
                         }
-                        None => trace::huge_pages::try_vec_with_capacity(n),
+                        None => blockmap::huge_pages::try_vec_with_capacity(n),
                     };
                     let decoded = match records {
                         None => Err(Stop::OutOfMemory),

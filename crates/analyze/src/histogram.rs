@@ -202,7 +202,7 @@ impl SizeCounts {
         if let Some(&p) = self.directory.get(d) {
             let slot = (p as usize).wrapping_sub(1) << PAGE_BITS | (size as usize & (PAGE - 1));
             if let Some(c) = self.pages.get(slot) {
-                crate::live_table::prefetch_ptr(c);
+                blockmap::live_table::prefetch_ptr(c);
             }
         }
     }

@@ -16,14 +16,12 @@
 //! let report = analyze_process(info, records, &Config::default());
 //! assert_eq!(report.stats.lifetimes.median_calls, Some(0));
 //! ```
+pub mod analysis;
 pub mod error;
 pub mod file;
 pub mod hash;
 pub mod histogram;
 pub mod live_set;
-/// The live set (moved to the trace crate, which the recorder shares).
-pub use trace::live_table;
-pub mod analysis;
 pub mod output;
 pub mod process;
 pub mod scope;

@@ -27,8 +27,8 @@
 //! looked for in its nursery slot alone.
 use std::mem::MaybeUninit;
 
-use trace::huge_pages;
-use trace::live_table::{prefetch_ptr, LiveTable};
+use blockmap::huge_pages;
+use blockmap::live_table::{prefetch_ptr, LiveTable};
 use trace::SYNTHETIC_BIT;
 
 /// Slots of the nursery at first: the youngest 64 Ki block ids (a cc1 trace: 1 % of its blocks

@@ -5,7 +5,9 @@
 //! without addresses): no copy of the 32-byte records, no buffer of them per chunk. The
 //! encoder's columns are about 2.5 bytes per event; compression, the part that takes a stronger
 //! zstd level when the compressors keep up, runs on the other threads.
-use trace::{BlockIds, ChunkEncoder, Marker, Op, UncompressedChunk};
+use trace::{ChunkEncoder, Marker, Op, UncompressedChunk};
+
+use crate::block_ids::BlockIds;
 
 use crate::anchors::AnchorSink;
 use crate::protocol::{OP_SHIFT, SEQ_MASK};

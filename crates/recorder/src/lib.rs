@@ -10,6 +10,7 @@
 //! line by line only when `marker` is set).
 mod anchors;
 mod batch;
+mod block_ids;
 mod image;
 mod output;
 mod pipeline;

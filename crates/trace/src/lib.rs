@@ -20,20 +20,15 @@
 //! }
 //! # Ok::<(), trace::TraceError>(())
 //! ```
-pub mod block_ids;
 pub mod codec;
 pub mod error;
 pub mod event;
 pub mod format;
-pub mod hash;
-pub mod huge_pages;
-pub mod live_table;
 pub mod losses;
 pub mod reader;
 mod varint;
 pub mod writer;
 
-pub use block_ids::BlockIds;
 pub use codec::{
     synthetic_address, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk, SYNTHETIC_BIT,
 };

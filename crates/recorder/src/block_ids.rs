@@ -1,10 +1,9 @@
 //! Block ids for traces without addresses (`ChunkEncoder::without_addresses`): the map from each
 //! live block's real address to the seq of the event that allocated it, kept across chunks by
-//! whoever feeds the encoder (the recorder, in seq order). An open-addressing table kept at most
+//! each image's batch, which feeds the encoder in seq order. An open-addressing table kept at most
 //! half full: 32 to 64 bytes per live block.
-use crate::codec::synthetic_address;
-use crate::event::Op;
-use crate::live_table::LiveTable;
+use blockmap::LiveTable;
+use trace::{synthetic_address, Op};
 
 pub struct BlockIds {
     live: LiveTable<u64>,

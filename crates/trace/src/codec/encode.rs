@@ -1,0 +1,559 @@
+//! The encoder: records in seq order into one stream's events chunks.
+use std::collections::HashMap;
+
+use super::columns::{put_address, put_split, Columns};
+use super::layout::*;
+use super::predictor::{size_class, Predictor};
+use crate::event::{Event, Marker};
+use crate::varint;
+
+/// The table with addresses (`slot_of`): 2^15 `Slot`s of 16 bytes, 512 KiB.
+const TABLE_BITS: u32 = 15;
+/// The table without addresses (`slot_of_id`): 1 MiB of `IdSlot`s, written in seq order. Measured against
+/// 2^15..2^18 slots by re-encoding traces: python3's chunks shrank from 0.125 (2^15) to 0.113
+/// B/record at 2^17, no gain beyond; cc1 and alloc-micro stayed within 1 %.
+pub(super) const ID_TABLE_BITS: u32 = 17;
+
+/// A producer of the current chunk, found by address. 16 bytes, so the table with addresses
+/// (512 KiB) stays in a core's L2 cache: every free looks it up, at an address-hashed (random)
+/// slot.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Slot {
+    addr: u64,
+    index: u32,
+    /// The chunk's generation (upper 24 bits; 0 = empty) and the size class (low 8 bits).
+    tag: u32,
+}
+
+const GENERATION_LIMIT: u32 = 1 << 24;
+
+/// A producer of the current chunk without addresses, in the slot of its seq (`slot_of_id`): the
+/// slot tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
+/// table's 1 MiB stays in a core's L2 cache next to the recorder's block-id map, where 16-byte
+/// slots took 2 MiB).
+#[derive(Clone, Copy, Default)]
+struct IdSlot {
+    index: u32,
+    /// `seq >> ID_TABLE_BITS`, truncated: seqs of one chunk that share a slot differ there.
+    seq_high: u16,
+    /// The chunk's generation, truncated (0 = empty; the table is cleared when it wraps).
+    generation: u16,
+}
+
+/// `IdSlot::index` of a producer already released in this chunk.
+const RELEASED: u32 = u32::MAX;
+
+/// Appends the anchor `(seq, t_ns)` to a list in seq order: an anchor behind the last one, or a
+/// repeat of it, is dropped, and of a run with the same seq only the first and last are kept (so
+/// an idle image's list stays short). The encoder's rule, for callers that gather anchors first.
+pub fn append_anchor(anchors: &mut Vec<(u64, u64)>, seq: u64, t_ns: u64) {
+    if let Some(&(s, t)) = anchors.last() {
+        if seq < s || (seq == s && t_ns == t) {
+            return;
+        }
+        let n = anchors.len();
+        if seq == s && n >= 2 && anchors[n - 2].0 == seq {
+            anchors[n - 1] = (seq, t_ns);
+            return;
+        }
+    }
+    anchors.push((seq, t_ns));
+}
+
+/// An encoded events chunk, ready to be framed by the writer.
+#[derive(Debug, Clone)]
+pub struct EncodedChunk {
+    /// u32 little-endian raw length, then the zstd frame of the raw columns.
+    pub payload: Vec<u8>,
+    pub records: u32,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// A sealed events chunk before compression: the raw column layout of docs/trace-format.md.
+#[derive(Debug, Clone)]
+pub struct UncompressedChunk {
+    pub raw: Vec<u8>,
+    pub records: u32,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+impl UncompressedChunk {
+    /// Compresses into the events payload. Reusing one `Compressor` (one zstd context) across
+    /// chunks saves setting up a context per chunk.
+    pub fn compress(
+        &self,
+        compressor: &mut zstd::bulk::Compressor<'_>,
+    ) -> std::io::Result<EncodedChunk> {
+        let raw_len = u32::try_from(self.raw.len())
+            .map_err(|_| std::io::Error::other("events chunk larger than 4 GiB"))?;
+        let compressed = compressor.compress(&self.raw)?;
+        let mut payload = Vec::with_capacity(4 + compressed.len());
+        payload.extend_from_slice(&raw_len.to_le_bytes());
+        payload.extend_from_slice(&compressed);
+        Ok(EncodedChunk {
+            payload,
+            records: self.records,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+        })
+    }
+}
+
+/// Error when records are pushed out of order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record with seq {seq} pushed after seq {expected_at_least} was passed: records must come in seq order")]
+pub struct OrderError {
+    pub seq: u64,
+    pub expected_at_least: u64,
+}
+
+/// Builds one stream's events chunks. Feed records in seq order and time anchors (points where the
+/// stream's counter was seen at a known time), call `finish` when `len()` is big enough.
+pub struct ChunkEncoder {
+    first_seq: Option<u64>,
+    last_seq: u64,
+    expected: u64,
+    records: u32,
+    anchors: Vec<(u64, u64)>,
+    tids: Vec<u32>,
+    /// tid -> index in `tids`, used only once the table outgrows a linear scan.
+    tid_index: HashMap<u32, u32>,
+    /// The current run of records of one thread: (tid, index in `tids`, length).
+    run: (u32, u32, u32),
+    /// Index of the record that carried the last seq gap.
+    last_gap_record: u32,
+    /// Visible to the codec's tests, which check which columns an encoding used.
+    pub(super) cols: Columns,
+    /// Producers by address (chunks with addresses).
+    table: Vec<Slot>,
+    /// Producers by seq (chunks without addresses).
+    ids: Vec<IdSlot>,
+    generation: u32,
+    /// Blocks produced (allocations and realloc results) in this chunk: back-references count
+    /// in producers, not records, which keeps them about half as large.
+    produced: u32,
+    predictor: Predictor,
+    /// Last new (allocated) address: explicit new addresses are deltas from it.
+    base: u64,
+    /// Last released address: explicit released addresses are deltas from it (frees walk their
+    /// own part of the heap, allocations theirs).
+    base_old: u64,
+    /// Store no addresses (`without_addresses`).
+    synthetic: bool,
+    /// Seq of the last block referred to by `OLD_SYNTHETIC` in this chunk.
+    last_synthetic: u64,
+    level: i32,
+    /// Created on the first `finish` (callers that compress elsewhere never need one).
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl Default for ChunkEncoder {
+    fn default() -> Self {
+        Self::new(3)
+    }
+}
+
+#[inline]
+fn slot_of(addr: u64) -> usize {
+    ((addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
+}
+
+/// `slot_of` for synthetic addresses: direct-mapped by seq. Blocks are produced in seq order, so
+/// the table is written sequentially (a hashed slot was a cache miss per allocation) and a block
+/// keeps its slot until `2^ID_TABLE_BITS` seqs later, the young blocks most frees name.
+#[inline]
+fn slot_of_id(id: u64) -> usize {
+    (id & ((1 << ID_TABLE_BITS) - 1)) as usize
+}
+
+impl ChunkEncoder {
+    /// `level`: zstd level (1 = fastest; 3 is a good default).
+    pub fn new(level: i32) -> Self {
+        ChunkEncoder {
+            first_seq: None,
+            last_seq: 0,
+            expected: 0,
+            records: 0,
+            anchors: Vec::new(),
+            tids: Vec::new(),
+            tid_index: HashMap::new(),
+            run: (0, 0, 0),
+            last_gap_record: 0,
+            cols: Columns::default(),
+            table: vec![Slot::default(); 1 << TABLE_BITS],
+            ids: Vec::new(),
+            generation: 1,
+            produced: 0,
+            predictor: Predictor::new(),
+            base: 0,
+            base_old: 0,
+            synthetic: false,
+            last_synthetic: 0,
+            level,
+            compressor: None,
+        }
+    }
+
+    /// Chunks without heap addresses: an allocation's block is known by the seq of its event
+    /// (the decoder gives it `synthetic_address(seq)`), and a free or realloc must name a block
+    /// allocated in the trace by that synthetic address (a real address when it is not known:
+    /// allocated before tracing began). The caller keeps the map from real addresses across
+    /// chunks; the encoder then needs neither predictions nor address deltas, and a free of a
+    /// block from an earlier chunk costs about a bit when blocks die in allocation order.
+    pub fn without_addresses(mut self) -> Self {
+        self.synthetic = true;
+        self.table = Vec::new();
+        if self.ids.len() != 1 << ID_TABLE_BITS {
+            self.ids = vec![IdSlot::default(); 1 << ID_TABLE_BITS];
+        }
+        self
+    }
+
+    /// Forgets everything of the stream it encoded (records not sealed yet, anchors) so it can
+    /// encode another stream: cheaper than a new encoder, whose tables take 0.5 to 1 MiB.
+    pub fn reset(&mut self) {
+        self.anchors.clear();
+        self.reset_columns();
+    }
+
+    /// Records pushed since the last `finish`.
+    pub fn len(&self) -> usize {
+        self.records as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// The stream's counter was `seq` at `t_ns`: events with a lower seq happened before, events
+    /// from `seq` on after. Anchors must come in seq order (equal seqs allowed).
+    pub fn push_anchor(&mut self, seq: u64, t_ns: u64) {
+        append_anchor(&mut self.anchors, seq, t_ns);
+    }
+
+    #[inline(always)]
+    fn begin_record(&mut self, seq: u64, tid: u32) -> Result<(), OrderError> {
+        if self.first_seq.is_none() {
+            self.first_seq = Some(seq);
+            self.expected = seq;
+            self.last_synthetic = seq;
+        }
+        if seq < self.expected {
+            return Err(OrderError {
+                seq,
+                expected_at_least: self.expected,
+            });
+        }
+        if seq != self.expected {
+            // Seqs are dense within an image: a gap (a hole, a skipped record) is rare.
+            varint::put(
+                &mut self.cols.gaps,
+                u64::from(self.records - self.last_gap_record),
+            );
+            varint::put(&mut self.cols.gaps, seq - self.expected);
+            self.last_gap_record = self.records;
+        }
+        self.last_seq = self.last_seq.max(seq);
+        if self.run.2 > 0 && self.run.0 == tid {
+            self.run.2 += 1;
+        } else {
+            self.end_tid_run();
+            let idx = self.tid_slot(tid);
+            self.run = (tid, idx, 1);
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn end_tid_run(&mut self) {
+        if self.run.2 > 0 {
+            varint::put(&mut self.cols.tid_runs, u64::from(self.run.1));
+            varint::put(&mut self.cols.tid_runs, u64::from(self.run.2));
+        }
+    }
+
+    /// Index of `tid` in the chunk's thread table, adding it if new. Called at each change of
+    /// thread (often, when threads allocate at the same time): a linear scan while the table is
+    /// small (the common case), a map beyond.
+    fn tid_slot(&mut self, tid: u32) -> u32 {
+        const SCAN: usize = 32;
+        let next = self.tids.len() as u32;
+        if self.tids.len() <= SCAN {
+            if let Some(i) = self.tids.iter().position(|&t| t == tid) {
+                return i as u32;
+            }
+            self.tids.push(tid);
+            if self.tids.len() > SCAN {
+                self.tid_index = (0u32..).zip(&self.tids).map(|(i, &t)| (t, i)).collect();
+            }
+            return next;
+        }
+        let idx = *self.tid_index.entry(tid).or_insert(next);
+        if idx == next {
+            self.tids.push(tid);
+        }
+        idx
+    }
+
+    pub fn push_marker(&mut self, marker: &Marker) -> Result<(), OrderError> {
+        self.begin_record(marker.seq, marker.tid)?;
+        let cols = &mut self.cols;
+        cols.ops.push(TAG_MARKER);
+        varint::put(&mut cols.mark_times, marker.t_ns);
+        varint::put(&mut cols.labels, marker.label.len() as u64);
+        cols.labels.extend_from_slice(marker.label.as_bytes());
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Pushes an event; its `t_ns` is ignored (times come from the anchors). Always inlined:
+    /// callers push events in a loop, where the call's register saves cost a tenth of it.
+    #[inline(always)]
+    pub fn push_event(&mut self, e: &Event) -> Result<(), OrderError> {
+        self.begin_record(e.seq, e.tid)?;
+        self.expected = e.seq + 1;
+        let tag = e.op as u8;
+        let byte = match shape(e.op) {
+            Shape::Alloc => {
+                put_split(&mut self.cols.sizes, e.size);
+                tag | self.new_block(e, 0, true) << 4
+            }
+            Shape::Free => {
+                let mut b = tag | self.encode_old(e.addr) << 4;
+                if e.size != 0 {
+                    b |= FREE_HAS_SIZE;
+                    put_split(&mut self.cols.sizes, e.size);
+                }
+                b
+            }
+            Shape::Realloc => {
+                put_split(&mut self.cols.sizes, e.size);
+                let old_mode = self.encode_old(e.old_addr);
+                let new_mode = self.new_block(e, e.old_addr, false);
+                tag | new_mode << 4 | old_mode << 6
+            }
+        };
+        self.cols.ops.push(byte);
+        self.records += 1;
+        Ok(())
+    }
+
+    /// A new block (allocation, realloc result): its address mode; a non-null block becomes a
+    /// producer. Without addresses it is known by its event's seq and costs nothing more.
+    #[inline(always)]
+    fn new_block(&mut self, e: &Event, old: u64, deeper: bool) -> u8 {
+        if self.synthetic {
+            if e.addr == 0 {
+                return NEW_NULL;
+            }
+            self.ids[slot_of_id(e.seq)] = IdSlot {
+                index: self.produced,
+                seq_high: (e.seq >> ID_TABLE_BITS) as u16,
+                generation: self.generation as u16,
+            };
+            self.produced += 1;
+            return NEW_EXPLICIT;
+        }
+        let mode = self.encode_new(e.addr, e.size, old, deeper);
+        self.produced(e.addr, e.size);
+        mode
+    }
+
+    /// Encodes a released address; updates the predictor like the decoder will. Without
+    /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
+    /// synthetic reference, and only explicit addresses move their base.
+    #[inline(always)]
+    fn encode_old(&mut self, addr: u64) -> u8 {
+        if addr == 0 {
+            return OLD_NULL;
+        }
+        if self.synthetic {
+            if addr & SYNTHETIC_BIT != 0 {
+                return self.encode_old_id(addr & !SYNTHETIC_BIT);
+            }
+            // A block allocated before tracing keeps its real address: no producer has it.
+            put_address(&mut self.cols.addrs, addr, self.base_old);
+            self.base_old = addr;
+            return OLD_EXPLICIT;
+        }
+        let slot = &mut self.table[slot_of(addr)];
+        if slot.tag >> 8 == self.generation && slot.addr == addr {
+            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
+            let class = (slot.tag & 0xff) as usize;
+            slot.tag = 0; // released: a second free of it is not a back-reference
+            self.predictor.freed_in_class(addr, class);
+            self.base_old = addr;
+            return OLD_BACKREF;
+        }
+        put_address(&mut self.cols.addrs, addr, self.base_old);
+        self.base_old = addr;
+        OLD_EXPLICIT
+    }
+
+    /// Encodes the release of the block allocated by the event `seq`: a back-reference when it
+    /// was produced in this chunk (and not released yet), else its seq.
+    #[inline(always)]
+    fn encode_old_id(&mut self, seq: u64) -> u8 {
+        let slot = &mut self.ids[slot_of_id(seq)];
+        if slot.generation == self.generation as u16
+            && slot.seq_high == (seq >> ID_TABLE_BITS) as u16
+            && slot.index != RELEASED
+        {
+            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
+            slot.index = RELEASED; // a second free of it is not a back-reference
+            return OLD_BACKREF;
+        }
+        let delta = seq.wrapping_sub(self.last_synthetic) as i64;
+        varint::put(&mut self.cols.addrs, varint::zigzag(delta));
+        self.last_synthetic = seq;
+        OLD_SYNTHETIC
+    }
+
+    /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
+    /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
+    #[inline(always)]
+    fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
+        if addr == 0 {
+            return NEW_NULL;
+        }
+        let found = self.predictor.allocated(addr, size_class(size));
+        let mode = match found {
+            _ if old != 0 && addr == old => NEW_SAME_AS_OLD,
+            Some(0) => NEW_PREDICTED,
+            Some(k) if deeper => {
+                varint::put(&mut self.cols.depths, k as u64 - 1);
+                NEW_PREDICTED | ALLOC_DEEPER >> 4
+            }
+            _ => {
+                put_address(&mut self.cols.addrs, addr, self.base);
+                NEW_EXPLICIT
+            }
+        };
+        self.base = addr;
+        mode
+    }
+
+    /// Every realloc and non-failed allocation is a producer, numbered in order.
+    #[inline(always)]
+    pub(super) fn produced(&mut self, addr: u64, size: u64) {
+        if addr != 0 {
+            self.table[slot_of(addr)] = Slot {
+                addr,
+                index: self.produced,
+                tag: self.generation << 8 | size_class(size) as u32,
+            };
+            self.produced += 1;
+        }
+    }
+
+    /// Seals the chunk (`None` when empty) and resets for the next one.
+    pub fn finish(&mut self) -> std::io::Result<Option<EncodedChunk>> {
+        let Some(raw) = self.finish_raw(Vec::new()) else {
+            return Ok(None);
+        };
+        if self.compressor.is_none() {
+            self.compressor = Some(zstd::bulk::Compressor::new(self.level)?);
+        }
+        match self.compressor.as_mut() {
+            Some(c) => raw.compress(c).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Seals the chunk without compressing it (`None` when empty), so compression can run
+    /// elsewhere (`UncompressedChunk::compress`). `buf` is a buffer to fill (its contents are dropped):
+    /// pass back the `raw` of an earlier chunk to avoid a fresh allocation per chunk.
+    pub fn finish_raw(&mut self, mut raw: Vec<u8>) -> Option<UncompressedChunk> {
+        let first_seq = self.first_seq?;
+        let last_seq = self.last_seq;
+        self.end_tid_run();
+        self.run = (0, 0, 0);
+        if self.tids.len() <= 1 {
+            self.cols.tid_runs.clear(); // one thread: the thread table says it all
+        }
+        // Anchors that bracket this chunk: the last at or before first_seq to the first after last_seq.
+        let lo = self
+            .anchors
+            .iter()
+            .rposition(|a| a.0 <= first_seq)
+            .unwrap_or(0);
+        let hi = self
+            .anchors
+            .iter()
+            .position(|a| a.0 > last_seq)
+            .map_or(self.anchors.len(), |i| i + 1);
+        let anchors = &self.anchors[lo..hi.max(lo)];
+
+        raw.clear();
+        raw.reserve(64 + 20 * (self.tids.len() + anchors.len()) + self.cols.len());
+        varint::put(&mut raw, first_seq);
+        varint::put(&mut raw, if self.synthetic { FLAG_SYNTHETIC } else { 0 });
+        varint::put(&mut raw, u64::from(self.records));
+        varint::put(&mut raw, self.tids.len() as u64);
+        for &t in &self.tids {
+            varint::put(&mut raw, u64::from(t));
+        }
+        varint::put(&mut raw, anchors.len() as u64);
+        let mut prev = (first_seq, 0u64);
+        for (i, &(s, t)) in anchors.iter().enumerate() {
+            if i == 0 {
+                varint::put(&mut raw, varint::zigzag(s.wrapping_sub(first_seq) as i64));
+                varint::put(&mut raw, t);
+            } else {
+                varint::put(&mut raw, s - prev.0);
+                varint::put(&mut raw, varint::zigzag(t.wrapping_sub(prev.1) as i64));
+            }
+            prev = (s, t);
+        }
+        for col in self.cols.in_file_order() {
+            varint::put(&mut raw, col.len() as u64);
+            raw.extend_from_slice(col);
+        }
+        let chunk = UncompressedChunk {
+            raw,
+            records: self.records,
+            first_seq,
+            last_seq,
+        };
+
+        // Keep the anchors the next chunk may need (from the last one at or before last_seq + 1).
+        let keep = self
+            .anchors
+            .iter()
+            .rposition(|a| a.0 <= last_seq + 1)
+            .unwrap_or(0);
+        self.anchors.drain(..keep);
+        self.reset_columns();
+        Some(chunk)
+    }
+
+    fn reset_columns(&mut self) {
+        self.first_seq = None;
+        self.last_seq = 0;
+        self.records = 0;
+        self.tids.clear();
+        self.tid_index.clear();
+        self.run = (0, 0, 0);
+        self.last_gap_record = 0;
+        self.cols.clear();
+        self.generation += 1;
+        // The id table keeps 16 bits of the generation.
+        let limit = if self.synthetic {
+            1 << 16
+        } else {
+            GENERATION_LIMIT
+        };
+        if self.generation == limit {
+            // Tags cannot tell this generation from an old one: start from empty tables.
+            self.table.fill(Slot::default());
+            self.ids.fill(IdSlot::default());
+            self.generation = 1;
+        }
+        self.produced = 0;
+        self.predictor.reset();
+        self.base = 0;
+        self.base_old = 0;
+    }
+}

@@ -1,0 +1,559 @@
+use std::collections::HashMap;
+
+use super::clock::{interpolate, Clock};
+use super::encode::ID_TABLE_BITS;
+use super::*;
+use crate::event::{Event, Marker, Op, Record};
+
+fn events(n: u64, threads: u32) -> Vec<Event> {
+    (0..n)
+        .map(|i| {
+            let block = 0x10_0000 + 64 * (i / 2 % 50);
+            let (op, size) = if i % 2 == 0 {
+                (Op::Malloc, 24 + i % 7)
+            } else {
+                (Op::Free, 0)
+            };
+            Event {
+                seq: i,
+                t_ns: 0,
+                tid: 1000 + (i as u32 * 7) % threads,
+                op,
+                addr: block,
+                size,
+                old_addr: 0,
+            }
+        })
+        .collect()
+}
+
+fn decoded_events(payload: &[u8]) -> Vec<Event> {
+    decode_payload(payload)
+        .unwrap()
+        .into_iter()
+        .map(|r| match r {
+            Record::Event(e) => Event { t_ns: 0, ..e },
+            Record::Marker(m) => panic!("unexpected marker {m:?}"),
+        })
+        .collect()
+}
+
+/// The reference: `interpolate` with the anchor found by a scan.
+fn time_by_scan(anchors: &[(u64, u64)], seq: u64) -> u64 {
+    let i = anchors.iter().rposition(|a| a.0 <= seq).unwrap_or(0);
+    interpolate(anchors, i, seq)
+}
+
+#[test]
+fn stepped_clock_matches_interpolation() {
+    let cases: Vec<Vec<(u64, u64)>> = vec![
+        vec![],
+        vec![(5, 1000)],
+        vec![(0, 0), (7, 1000)],
+        vec![(3, 10), (3, 20), (10, 15), (17, 1_000_003), (40, 2_000_000)],
+        vec![(0, 5), (1 << 40, u64::MAX - 7)],
+        vec![(2, u64::MAX / 3), (9, u64::MAX / 3 + 1), (100, u64::MAX)],
+    ];
+    for anchors in &cases {
+        let mut clock = Clock::new(anchors);
+        // Steps of 1 mostly, some jumps, starting before the first anchor.
+        let mut seq = 0u64;
+        for k in 0..200u64 {
+            assert_eq!(
+                clock.at(seq),
+                time_by_scan(anchors, seq),
+                "anchors {anchors:?}, seq {seq}"
+            );
+            seq += if k % 17 == 0 { 5 } else { 1 };
+        }
+        let far = (1u64 << 40) - 3;
+        assert_eq!(clock.at(far), time_by_scan(anchors, far));
+        assert_eq!(clock.at(far + 1), time_by_scan(anchors, far + 1));
+    }
+}
+
+#[test]
+fn a_reused_decoder_gives_what_a_fresh_one_gives() {
+    // Chunks of different shapes (threads, reallocs, a marker) through one decoder and one
+    // record buffer, with a corrupt payload in between: no state leaks from chunk to chunk.
+    let mut enc = ChunkEncoder::new(1);
+    let mut payloads = Vec::new();
+    for (k, threads) in [(0u64, 1u32), (1, 3), (2, 40)] {
+        let n = 2000 + 500 * k;
+        enc.push_anchor(k * 10_000, k * 1_000_000);
+        for (i, e) in events(n, threads).iter().enumerate() {
+            let mut e = Event {
+                seq: k * 10_000 + i as u64,
+                ..*e
+            };
+            if i % 9 == 4 && e.op == Op::Malloc {
+                e.op = Op::Realloc;
+                e.old_addr = e.addr;
+                e.addr += 16 * k;
+            }
+            if i == 7 {
+                enc.push_marker(&Marker {
+                    seq: e.seq,
+                    t_ns: 5,
+                    tid: e.tid,
+                    label: format!("phase {k}"),
+                })
+                .unwrap();
+            }
+            enc.push_event(&e).unwrap();
+        }
+        enc.push_anchor(k * 10_000 + n, k * 1_000_000 + 777 * n);
+        payloads.push(enc.finish().unwrap().unwrap().payload);
+    }
+    let mut corrupt = payloads[1].clone();
+    corrupt.truncate(corrupt.len() / 2);
+    let mut decoder = ChunkDecoder::new();
+    let mut out = Vec::new();
+    for p in [
+        &payloads[0],
+        &corrupt,
+        &payloads[1],
+        &payloads[2],
+        &payloads[0],
+    ] {
+        let fresh = decode_payload(p);
+        let reused = decoder.decode(p, &mut out).map(|()| out.clone());
+        assert_eq!(reused, fresh);
+    }
+    assert!(decoder.decode(&corrupt, &mut out).is_err());
+    assert_eq!(out.len(), 0, "a payload cut short fails before any record");
+}
+
+/// A varied stream: seq gaps, thread runs of all lengths, sizes and back-references past
+/// every split boundary, reallocs of each address mode, sized and double frees, and blocks
+/// reused out of LIFO order (deeper predictions).
+fn varied_events(n: usize, seed: u64) -> Vec<Event> {
+    let mut x = seed | 1;
+    let mut rand = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    let mut freed: Vec<u64> = Vec::new();
+    let mut next_addr = 0x7f00_0000_0000u64;
+    let mut seq = 100u64;
+    let mut tid = 1u32;
+    let mut out = Vec::new();
+    while out.len() < n {
+        let r = rand();
+        seq += if r % 97 == 0 { 1 + r % 5000 } else { 1 };
+        if r % 7 == 0 {
+            tid = 1 + (r >> 20) as u32 % 40;
+        }
+        let size = match (r >> 8) % 10 {
+            0 => 0,
+            1 => 3840 + (r >> 16) % 100,
+            2 => 1 << (20 + (r >> 16) % 40),
+            3 => u64::MAX - (r >> 16) % 3,
+            _ => 1 + (r >> 16) % 600,
+        };
+        let pick = |r: u64, len: usize| (r >> 32) as usize % len.max(1);
+        let e = |op, addr, size, old_addr| Event {
+            seq,
+            t_ns: 0,
+            tid,
+            op,
+            addr,
+            size,
+            old_addr,
+        };
+        let new_addr = |r: u64, freed: &mut Vec<u64>, next: &mut u64| {
+            if !freed.is_empty() && !r.is_multiple_of(3) {
+                // Mostly the last freed, sometimes a few down.
+                let k =
+                    (freed.len() - 1).saturating_sub(((r >> 40) % 4) as usize * (r % 2) as usize);
+                freed.remove(k)
+            } else {
+                *next += 16 * (1 + (r >> 44) % 64);
+                *next
+            }
+        };
+        match r % 13 {
+            0..=4 => {
+                let a = if size > 1 << 40 {
+                    0
+                } else {
+                    new_addr(r, &mut freed, &mut next_addr)
+                };
+                out.push(e(Op::Malloc, a, size, 0));
+                if a != 0 {
+                    live.push((a, size));
+                }
+            }
+            5..=8 if !live.is_empty() => {
+                let (a, s) = live.swap_remove(pick(r, live.len()));
+                let op = if r % 11 == 0 { Op::FreeSized } else { Op::Free };
+                out.push(e(op, a, if op == Op::FreeSized { s } else { 0 }, 0));
+                freed.push(a);
+            }
+            9 => out.push(e(Op::Free, 0, 0, 0)),
+            10 if !freed.is_empty() => {
+                // A double free: an explicit address, not a back-reference.
+                out.push(e(Op::Free, freed[pick(r, freed.len())], 0, 0));
+            }
+            11 if !live.is_empty() => {
+                let i = pick(r, live.len());
+                let (old, _) = live[i];
+                let a = match (r >> 20) % 3 {
+                    0 => old,
+                    1 => new_addr(r, &mut freed, &mut next_addr),
+                    _ => 0,
+                };
+                out.push(e(Op::Realloc, a, size, old));
+                if a != 0 {
+                    live[i] = (a, size);
+                }
+            }
+            _ => {
+                let a = new_addr(r, &mut freed, &mut next_addr);
+                out.push(e(Op::Calloc, a, size % 4096, 0));
+                live.push((a, size % 4096));
+            }
+        }
+        if freed.len() > 64 {
+            freed.remove(0);
+        }
+    }
+    out
+}
+
+#[test]
+fn varied_streams_round_trip_exactly() {
+    for seed in [1u64, 2, 3, 0xdead_beef] {
+        let input = varied_events(20_000, seed);
+        let mut enc = ChunkEncoder::new(1);
+        let mut decoded = Vec::new();
+        for (i, part) in input.chunks(7_000).enumerate() {
+            for (j, e) in part.iter().enumerate() {
+                if j == 11 {
+                    enc.push_marker(&Marker {
+                        seq: e.seq,
+                        t_ns: 42,
+                        tid: e.tid,
+                        label: format!("part {i}"),
+                    })
+                    .unwrap();
+                }
+                enc.push_event(e).unwrap();
+            }
+            let payload = enc.finish().unwrap().unwrap().payload;
+            let records = decode_payload(&payload).unwrap();
+            let markers = records
+                .iter()
+                .filter(|r| matches!(r, Record::Marker(_)))
+                .count();
+            assert_eq!(markers, 1);
+            decoded.extend(records.into_iter().filter_map(|r| match r {
+                Record::Event(e) => Some(Event { t_ns: 0, ..e }),
+                Record::Marker(_) => None,
+            }));
+        }
+        assert_eq!(decoded.len(), input.len());
+        for (d, i) in decoded.iter().zip(&input) {
+            assert_eq!(d, i, "seed {seed}");
+        }
+    }
+}
+
+/// `events` with the addresses a recorder without addresses writes (its `BlockIds`): a new block
+/// becomes `synthetic_address(seq)`, a released one the id of its allocation, or keeps its real
+/// address when it was not allocated in the trace.
+fn with_block_ids(events: &[Event]) -> Vec<Event> {
+    let mut live = HashMap::new();
+    let release = |live: &mut HashMap<u64, u64>, addr: &mut u64| {
+        if let Some(seq) = live.remove(addr) {
+            *addr = synthetic_address(seq);
+        }
+    };
+    events
+        .iter()
+        .map(|e| {
+            let mut e = *e;
+            if e.op.is_free() {
+                release(&mut live, &mut e.addr);
+                return e;
+            }
+            if e.op.is_realloc() {
+                release(&mut live, &mut e.old_addr);
+            }
+            if e.addr != 0 {
+                live.insert(e.addr, e.seq);
+                e.addr = synthetic_address(e.seq);
+            }
+            e
+        })
+        .collect()
+}
+
+/// Encodes `events` in chunks of `per_chunk` (with or without addresses) and decodes them.
+fn through_chunks(events: &[Event], per_chunk: usize, synthetic: bool) -> (Vec<Event>, usize) {
+    let mut enc = ChunkEncoder::new(1);
+    if synthetic {
+        enc = enc.without_addresses();
+    }
+    let (mut decoded, mut bytes) = (Vec::new(), 0);
+    for part in events.chunks(per_chunk) {
+        for e in part {
+            enc.push_event(e).unwrap();
+        }
+        let payload = enc.finish().unwrap().unwrap().payload;
+        bytes += payload.len();
+        decoded.extend(decoded_events(&payload));
+    }
+    (decoded, bytes)
+}
+
+#[test]
+fn streams_without_addresses_decode_to_block_ids() {
+    for seed in [1u64, 5, 0xfeed] {
+        let input = varied_events(20_000, seed);
+        let expected = with_block_ids(&input);
+        let (decoded, _) = through_chunks(&expected, 7_000, true);
+        assert_eq!(decoded, expected, "seed {seed}");
+        // Every free of a block allocated in the stream names the seq of its allocation,
+        // across chunk boundaries too (a model of the pairing, by real address).
+        let mut born = HashMap::new();
+        let mut checked = 0;
+        for (d, e) in decoded.iter().zip(&input) {
+            let released = if e.op.is_free() {
+                Some((e.addr, d.addr))
+            } else if e.op.is_realloc() {
+                Some((e.old_addr, d.old_addr))
+            } else {
+                None
+            };
+            if let Some((real, id)) = released.filter(|r| r.0 != 0) {
+                match born.remove(&real) {
+                    Some(seq) => {
+                        assert_eq!(id, synthetic_address(seq));
+                        checked += 1;
+                    }
+                    None => assert_eq!(id, real, "an unknown block keeps its address"),
+                }
+            }
+            if e.addr != 0 && !e.op.is_free() {
+                born.insert(e.addr, e.seq);
+                assert_eq!(d.addr, synthetic_address(e.seq));
+            }
+        }
+        assert!(checked > 5_000, "{checked} releases checked");
+    }
+}
+
+#[test]
+fn blocks_freed_in_allocation_order_cost_about_a_bit_across_chunks() {
+    // 20,000 blocks allocated, then freed oldest first: every free is in a later chunk than
+    // its allocation. With addresses each costs an address delta; without, a seq delta of
+    // nearly constant value.
+    let mut events = Vec::new();
+    for i in 0..20_000u64 {
+        let addr = 0x5500_0000_0000 + (i * 7919 % 20_000) * 48;
+        events.push(Event {
+            seq: i,
+            t_ns: 0,
+            tid: 1,
+            op: Op::Malloc,
+            addr,
+            size: 40,
+            old_addr: 0,
+        });
+    }
+    for i in 0..20_000u64 {
+        let a = events[i as usize].addr;
+        events.push(Event {
+            seq: 20_000 + i,
+            op: Op::Free,
+            addr: a,
+            size: 0,
+            ..events[0]
+        });
+    }
+    let (plain, with_addresses) = through_chunks(&events, 4_000, false);
+    assert_eq!(plain, events);
+    let ids = with_block_ids(&events);
+    let (decoded, without) = through_chunks(&ids, 4_000, true);
+    assert_eq!(decoded, ids);
+    let per_free = without as f64 / 20_000.0;
+    assert!(
+        per_free < 0.3 && without * 4 < with_addresses,
+        "{without} bytes without addresses, {with_addresses} with"
+    );
+}
+
+/// Without addresses the producer table is direct-mapped by seq: a free of any block
+/// produced less than `2^ID_TABLE_BITS` seqs earlier in the chunk is a back-reference (a
+/// hashed table lost a share of them to collisions), so the address column stays empty.
+#[test]
+fn frees_within_the_id_window_are_back_references() {
+    let window = 1u64 << ID_TABLE_BITS;
+    // Each block is freed `live` allocations (and as many frees) later: under `window` seqs.
+    let live = window / 2 - 64;
+    let mut events = Vec::new();
+    let mut seq = 0;
+    let mut born = std::collections::VecDeque::new();
+    // As the recorder hands them to the encoder: blocks named by their ids.
+    for _ in 0..3 * live {
+        events.push(Event {
+            seq,
+            t_ns: 0,
+            tid: 1,
+            op: Op::Malloc,
+            addr: synthetic_address(seq),
+            size: 24,
+            old_addr: 0,
+        });
+        born.push_back(seq);
+        seq += 1;
+        if born.len() as u64 > live {
+            let b = born.pop_front().unwrap();
+            events.push(Event {
+                seq,
+                op: Op::Free,
+                addr: synthetic_address(b),
+                size: 0,
+                ..events[0]
+            });
+            seq += 1;
+        }
+    }
+    let mut enc = ChunkEncoder::new(1).without_addresses();
+    for e in &events {
+        enc.push_event(e).unwrap();
+    }
+    let payload = enc.finish().unwrap().unwrap().payload;
+    let columns = payload_columns(&payload).unwrap();
+    let addrs = &columns.iter().find(|(n, _)| *n == "addrs").unwrap().1;
+    assert!(addrs.is_empty(), "{} address bytes", addrs.len());
+    assert_eq!(decoded_events(&payload), events);
+}
+
+#[test]
+fn damaged_columns_give_errors_not_panics() {
+    for synthetic in [false, true] {
+        damaged_columns_give_errors(synthetic);
+    }
+}
+
+fn damaged_columns_give_errors(synthetic: bool) {
+    // The decoder meets hostile bytes after zstd too (a frame that decompresses fine): flip
+    // bytes of a real chunk's raw columns, recompress, decode. Any result but a panic.
+    let mut enc = ChunkEncoder::new(1);
+    let mut events = varied_events(3000, 7);
+    if synthetic {
+        enc = enc.without_addresses();
+        // Blocks from before the chunk: synthetic references.
+        events = with_block_ids(&events)[1000..].to_vec();
+    }
+    for e in events {
+        enc.push_event(&e).unwrap();
+    }
+    let raw = enc.finish_raw(Vec::new()).unwrap();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut decoder = ChunkDecoder::new();
+    let mut out = Vec::new();
+    let mut failures = 0;
+    for round in 0..400 {
+        let mut bytes = raw.raw.clone();
+        for _ in 0..1 + round % 4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x >> 16) as usize % bytes.len();
+            bytes[i] ^= (x as u8) | 1;
+        }
+        let damaged = UncompressedChunk {
+            raw: bytes,
+            ..raw.clone()
+        };
+        let payload = damaged
+            .compress(&mut zstd::bulk::Compressor::new(1).unwrap())
+            .unwrap()
+            .payload;
+        failures += usize::from(decoder.decode(&payload, &mut out).is_err());
+    }
+    assert!(
+        failures > 100,
+        "only {failures} of 400 damaged chunks were refused"
+    );
+}
+
+#[test]
+fn deeper_predictions_are_used_and_decoded() {
+    // Blocks come back three at a time in the order they were freed (FIFO, not LIFO): the
+    // top guess misses, the deeper one hits.
+    let mut input = Vec::new();
+    let mut seq = 0;
+    let mut push = |op, addr, size| {
+        input.push(Event {
+            seq,
+            t_ns: 0,
+            tid: 1,
+            op,
+            addr,
+            size,
+            old_addr: 0,
+        });
+        seq += 1;
+    };
+    for round in 0..100u64 {
+        let blocks: Vec<u64> = (0..3).map(|k| 0x1000 + 0x100 * k).collect();
+        if round == 0 {
+            blocks.iter().for_each(|&a| push(Op::Malloc, a, 40));
+        }
+        blocks.iter().for_each(|&a| push(Op::Free, a, 0));
+        blocks.iter().for_each(|&a| push(Op::Malloc, a, 40));
+    }
+    let mut enc = ChunkEncoder::new(1);
+    for e in &input {
+        enc.push_event(e).unwrap();
+    }
+    assert!(!enc.cols.depths.is_empty(), "no deeper prediction was used");
+    assert!(
+        enc.cols.addrs.len() <= 3 * 2,
+        "addresses spelled out after the first round"
+    );
+    let chunk = enc.finish().unwrap().unwrap();
+    assert_eq!(decoded_events(&chunk.payload), input);
+}
+
+#[test]
+fn many_threads_outgrow_the_scanned_thread_table() {
+    // 40 threads: past the linear scan, the map takes over; indices must stay consistent.
+    let input = events(4000, 40);
+    let mut enc = ChunkEncoder::new(1);
+    for e in &input {
+        enc.push_event(e).unwrap();
+    }
+    let chunk = enc.finish().unwrap().unwrap();
+    assert_eq!(decoded_events(&chunk.payload), input);
+}
+
+#[test]
+fn compressing_elsewhere_gives_the_same_records_and_reuses_the_buffer() {
+    let input = events(3000, 3);
+    let mut enc = ChunkEncoder::new(3);
+    let mut compressor = zstd::bulk::Compressor::new(3).unwrap();
+    let mut buf = Vec::new();
+    let mut decoded = Vec::new();
+    for part in input.chunks(1000) {
+        for e in part {
+            enc.push_event(e).unwrap();
+        }
+        let raw = enc.finish_raw(buf).unwrap();
+        assert_eq!(raw.records, 1000);
+        assert_eq!((raw.first_seq, raw.last_seq), (part[0].seq, part[999].seq));
+        decoded.extend(decoded_events(
+            &raw.compress(&mut compressor).unwrap().payload,
+        ));
+        buf = raw.raw;
+    }
+    assert!(enc.finish_raw(Vec::new()).is_none());
+    assert_eq!(decoded, input);
+}
