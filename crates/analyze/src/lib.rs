@@ -21,6 +21,7 @@ pub mod file;
 pub mod hash;
 pub mod histogram;
 pub mod live_set;
+pub mod metrics;
 /// The live set (moved to the trace crate, which the recorder shares).
 pub use trace::live_table;
 pub mod output;

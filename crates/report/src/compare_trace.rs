@@ -10,6 +10,7 @@ use crate::diff::{diff, Diff, DiffRow};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::figures::format_value;
 use crate::sections::trace::{process_name, recording, size_histogram, TraceData};
+use crate::sections::trace_figures::TIMELINE_CHARTS;
 
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
@@ -275,62 +276,36 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
         }
     }
     let sides = (A_COLOR, B_COLOR);
-    let calls_axis = || Axis::new("allocator calls", Unit::Count);
-    let cumulated = {
-        let [au, bu] = both(
-            "upper bound (requested)",
-            a,
-            b,
-            |p| by_calls(p, |t| t.cumulated_upper_bytes),
-            sides,
-            Emphasis::Bold,
-        );
-        let [al, bl] = both(
-            "lower bound",
-            a,
-            b,
-            |p| by_calls(p, |t| t.cumulated_lower_bytes),
-            (A_SECOND, B_SECOND),
-            Emphasis::Normal,
-        );
-        vec![au, al, bu, bl]
-    };
-    for (name, title, unit, lines) in [
-        (
-            "live-bytes",
-            "Live bytes",
-            Unit::Bytes,
-            both(
-                "live bytes",
-                a,
-                b,
-                |p| by_calls(p, |t| t.live_bytes),
-                sides,
-                Emphasis::Bold,
-            )
-            .to_vec(),
-        ),
-        (
-            "live-allocations",
-            "Live allocations",
-            Unit::Count,
-            both(
-                "live allocations",
-                a,
-                b,
-                |p| by_calls(p, |t| t.live_allocations),
-                sides,
-                Emphasis::Bold,
-            )
-            .to_vec(),
-        ),
-        ("cumulated", "Cumulated bytes", Unit::Bytes, cumulated),
-    ] {
+    for c in &TIMELINE_CHARTS {
+        // The faint extremes of a step are left out; a side's first line is drawn in its colour, its
+        // second (the lower bound) in its second shade.
+        let drawn: Vec<_> = c
+            .lines
+            .iter()
+            .filter(|l| l.emphasis != Emphasis::Faint)
+            .collect();
+        let mut lines = Vec::new();
+        for (side, p) in [("A", a), ("B", b)] {
+            for (k, l) in drawn.iter().enumerate() {
+                let (colors, emphasis) = if k == 0 {
+                    (sides, Emphasis::Bold)
+                } else {
+                    ((A_SECOND, B_SECOND), Emphasis::Normal)
+                };
+                let color = if side == "A" { colors.0 } else { colors.1 };
+                lines.push(line(
+                    format!("{side}: {}", l.label),
+                    by_calls(p, l.value()),
+                    color,
+                    emphasis,
+                ));
+            }
+        }
         s.push_chart(Chart::from_lines(
-            id(&format!("{name}-by-calls")),
-            format!("{title} against allocator calls"),
-            calls_axis(),
-            Axis::new(title.to_lowercase(), unit),
+            id(&format!("{}-by-calls", c.name)),
+            format!("{} against allocator calls", c.title),
+            Axis::new("allocator calls", Unit::Count),
+            Axis::new(c.title.to_lowercase(), c.unit()),
             lines,
         ));
     }
