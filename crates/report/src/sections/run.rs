@@ -2,7 +2,7 @@
 //! variant, memory per event, figures against the swept parameters, and the processes of one run.
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
 use crate::run_data::{Run, RunData, SampleRow};

@@ -1,40 +1,19 @@
 //! The report of a trace (through `analyze`): per process, live bytes and allocations and the cumulated
 //! upper/lower bounds against allocator calls and against time (phases shaded), size histograms on log
 //! scales, the lifetime CDF; tables per process, thread and phase.
-use std::path::PathBuf;
-
 use analyze::report::Bucket;
 use analyze::{FileAnalysis, ProcessReport};
 
-use crate::chart::{
+use crate::document::chart::{
     merge_bars, merge_into, palette, Axis, Band, Chart, Emphasis, Line, Unit, MAX_HISTOGRAM_BARS,
 };
-use crate::diff::{Headline, Headlines};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
-use crate::sections::trace_figures::{
-    scope_cells, scope_headers, trace_headlines, TIMELINE_CHARTS,
-};
+use crate::sections::trace_figures::{scope_cells, scope_headers, TIMELINE_CHARTS};
+use crate::trace_data::TraceData;
 
 /// Processes drawn in full (the most active ones); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
-
-/// An analysed trace, ready to report.
-pub struct TraceData {
-    pub path: PathBuf,
-    pub analysis: FileAnalysis,
-}
-
-impl TraceData {
-    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
-    pub fn load(path: &std::path::Path) -> Result<TraceData, analyze::AnalyzeError> {
-        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
-        Ok(TraceData {
-            path: path.to_path_buf(),
-            analysis,
-        })
-    }
-}
 
 impl Reportable for TraceData {
     fn document(&self) -> Document {
@@ -351,35 +330,9 @@ pub(crate) fn size_histogram(
     )
 }
 
-impl Headlines for TraceData {
-    fn headlines(&self) -> Vec<Headline> {
-        self.headlines_scoped(|i, p| format!("process #{i} {}", executable(p)))
-    }
-}
-
 /// The executable's file name (first word of the command line), "" when unknown.
 pub(crate) fn executable(p: &ProcessReport) -> &str {
     p.cmdline
         .first()
         .map_or("", |c| c.rsplit('/').next().unwrap_or(c))
-}
-
-impl TraceData {
-    /// The headline figures, with `scope(i, process)` naming the i-th process (in pid order): `diff`
-    /// names it with its executable, a comparison page by its position only (matched processes may
-    /// run differently named executables).
-    pub fn headlines_scoped(
-        &self,
-        scope: impl Fn(usize, &ProcessReport) -> String,
-    ) -> Vec<Headline> {
-        trace_headlines(&self.analysis.analysis.processes, scope)
-            .into_iter()
-            .map(|(scope, metric, unit, value)| Headline {
-                scope,
-                metric: metric.to_string(),
-                unit,
-                value: Some(value),
-            })
-            .collect()
-    }
 }

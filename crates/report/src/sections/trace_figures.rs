@@ -1,10 +1,10 @@
 //! Which of analyze's metrics (`analyze::metrics`) the trace pages show and how they label them: the
-//! columns of the process, thread and phase tables, the timeline charts, and the headline figures that
-//! `diff` and the comparison page match. The figures themselves come from the metric tables.
+//! columns of the process, thread and phase tables and the timeline charts (the headline figures are in
+//! `headlines`). The figures themselves come from the metric tables.
 use analyze::metrics::{self, scope_metric, timeline_column, Value};
-use analyze::{ProcessReport, ScopeReport, TimelinePoint};
+use analyze::{ScopeReport, TimelinePoint};
 
-use crate::chart::{Emphasis, Unit};
+use crate::document::chart::{Emphasis, Unit};
 use crate::format;
 
 /// The unit a chart or a headline gives a metric.
@@ -149,70 +149,3 @@ pub(crate) const TIMELINE_CHARTS: [TimelineChart; 3] = [
         ],
     },
 ];
-
-/// A headline figure of a trace: its label in `diff` and on the comparison page.
-struct TraceHeadline {
-    label: &'static str,
-    metric: &'static str,
-    /// Summed over the processes into "all processes" (a median is not).
-    summed: bool,
-}
-
-const fn headline(label: &'static str, metric: &'static str) -> TraceHeadline {
-    TraceHeadline {
-        label,
-        metric,
-        summed: true,
-    }
-}
-
-const TRACE_HEADLINES: [TraceHeadline; 8] = [
-    headline("calls", "calls"),
-    headline("allocations", "allocations"),
-    headline("requested bytes (upper)", "requested_bytes"),
-    headline("cumulated lower bytes", "cumulated_lower_bytes"),
-    headline("peak live bytes", "peak_live_bytes"),
-    headline("peak live allocations", "peak_live_allocations"),
-    headline("leaked bytes", "leaked_bytes"),
-    TraceHeadline {
-        summed: false,
-        ..headline("median lifetime (calls)", "lifetime_median_calls")
-    },
-];
-
-/// The headline figures of a trace as (scope, metric label, unit, value): the number of processes and
-/// the sums of the summed metrics for "all processes", then every defined metric of each process, with
-/// `scope(i, process)` naming the i-th process.
-pub(crate) fn trace_headlines(
-    processes: &[ProcessReport],
-    scope: impl Fn(usize, &ProcessReport) -> String,
-) -> Vec<(String, &'static str, Unit, f64)> {
-    let all = "all processes".to_string();
-    let mut out = vec![(
-        all.clone(),
-        "processes",
-        Unit::Count,
-        processes.len() as f64,
-    )];
-    for h in TRACE_HEADLINES.iter().filter(|h| h.summed) {
-        let m = scope_metric(h.metric);
-        let sum: u64 = processes
-            .iter()
-            .map(|p| match (m.value)(&p.stats) {
-                Value::Int(n) => n,
-                _ => 0,
-            })
-            .sum();
-        out.push((all.clone(), h.label, chart_unit(m.unit), sum as f64));
-    }
-    for (i, p) in processes.iter().enumerate() {
-        let name = scope(i, p);
-        for h in &TRACE_HEADLINES {
-            let m = scope_metric(h.metric);
-            if let Some(v) = (m.value)(&p.stats).as_f64() {
-                out.push((name.clone(), h.label, chart_unit(m.unit), v));
-            }
-        }
-    }
-    out
-}

@@ -5,12 +5,13 @@
 use analyze::report::Bucket;
 use analyze::ProcessReport;
 
-use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::diff::{diff, Diff, DiffRow};
+use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
-use crate::figures::format_value;
-use crate::sections::trace::{process_name, recording, size_histogram, TraceData};
+use crate::format::format_value;
+use crate::sections::trace::{process_name, recording, size_histogram};
 use crate::sections::trace_figures::TIMELINE_CHARTS;
+use crate::trace_data::TraceData;
 
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
@@ -367,14 +368,14 @@ mod tests {
         let row = |unit, a, b| {
             let d = diff(
                 "a",
-                &[crate::diff::Headline {
+                &[crate::headlines::Headline {
                     scope: "process #0".into(),
                     metric: "calls".into(),
                     unit,
                     value: Some(a),
                 }],
                 "b",
-                &[crate::diff::Headline {
+                &[crate::headlines::Headline {
                     scope: "process #0".into(),
                     metric: "calls".into(),
                     unit,

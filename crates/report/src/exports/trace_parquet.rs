@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use analyze::metrics::TIMELINE_COLUMNS;
 use trace::{Losses, Record, TraceReader};
 
-use crate::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
+use crate::exports::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
 
 /// Rows per row group.
 const BATCH: usize = 256 * 1024;

@@ -2,7 +2,7 @@
 //! docs/reports.md), for pandas, polars, DuckDB or Spark.
 use std::path::{Path, PathBuf};
 
-use crate::parquet_table::{Column, ColumnType, ParquetError, Schema, TableWriter};
+use crate::exports::parquet_table::{Column, ColumnType, ParquetError, Schema, TableWriter};
 use crate::run_data::{Run, RunData};
 
 /// Rows per row group.
