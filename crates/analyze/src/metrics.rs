@@ -1,12 +1,13 @@
 //! The metrics of the analysis, one table per kind of result: `SCOPE_METRICS` for a process, thread or
-//! phase (`ScopeReport`), `TIMELINE_COLUMNS` for a point of a timeline (`TimelinePoint`). Each entry
+//! phase (`ScopeReport`), `TIMELINE_COLUMNS` for a point of a timeline (`TimelinePoint`),
+//! `SIZE_HISTOGRAMS` for the request-size histograms (`SizeReport`). Each entry
 //! gives the name (the CSV and Parquet column), the unit, the meaning (docs/metrics.md) and the accessor;
 //! every tabular output (CSV, text tables, HTML tables, headlines, Parquet, charts) reads its figures
 //! from here and only chooses which ones it shows and how it labels them. The JSON is the serde form of
 //! the report structs and does not go through these tables.
 use serde::{Serialize, Serializer};
 
-use crate::report::ScopeReport;
+use crate::report::{Bucket, ScopeReport, SizeReport};
 use crate::timeline::TimelinePoint;
 
 /// What a figure counts, so that each output formats it its own way (1,234 / 1.2 KiB / 98.4%).
@@ -364,6 +365,40 @@ pub fn timeline_column(key: &str) -> &'static TimelineColumn {
         .find(|c| c.key == key)
         .unwrap_or_else(|| panic!("no timeline column named '{key}'"))
 }
+
+/// A histogram of the request sizes of a scope.
+#[derive(Debug, Clone, Copy)]
+pub struct SizeHistogram {
+    /// Its name: sizes_KEY.csv, and the `buckets` column of sizes.parquet.
+    pub key: &'static str,
+    /// Its buckets, as a title says them ("16 B buckets").
+    pub buckets_label: &'static str,
+    /// Width of every bucket in bytes; `None` when the width grows (powers of two).
+    pub width: Option<u64>,
+    pub buckets: fn(&SizeReport) -> &[Bucket],
+}
+
+/// Every size histogram, in the order of the CSV files and the Parquet rows.
+pub const SIZE_HISTOGRAMS: [SizeHistogram; 3] = [
+    SizeHistogram {
+        key: "16",
+        buckets_label: "16 B buckets",
+        width: Some(16),
+        buckets: |s| &s.buckets_16,
+    },
+    SizeHistogram {
+        key: "32k",
+        buckets_label: "32 KiB buckets",
+        width: Some(32 * 1024),
+        buckets: |s| &s.buckets_32k,
+    },
+    SizeHistogram {
+        key: "pow2",
+        buckets_label: "power-of-two buckets",
+        width: None,
+        buckets: |s| &s.buckets_pow2,
+    },
+];
 
 #[cfg(test)]
 mod tests {

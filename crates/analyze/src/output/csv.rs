@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::metrics::{ScopeMetric, Value, SCOPE_METRICS, TIMELINE_COLUMNS};
+use crate::metrics::{ScopeMetric, Value, SCOPE_METRICS, SIZE_HISTOGRAMS, TIMELINE_COLUMNS};
 use crate::report::{Analysis, Bucket, ProcessReport, ScopeReport};
 
 #[derive(Debug, thiserror::Error)]
@@ -50,18 +50,12 @@ pub fn write_csv_dir(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, Ou
         &timeline_header(),
         timeline_rows(analysis),
     )?;
-    write_rows(
-        &path("sizes_16.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_16),
-    )?;
-    write_rows(
-        &path("sizes_32k.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_32k),
-    )?;
-    write_rows(
-        &path("sizes_pow2.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_pow2),
-    )?;
+    for h in &SIZE_HISTOGRAMS {
+        write_rows(
+            &path(&format!("sizes_{}.csv", h.key)),
+            bucket_rows(analysis, |s| (h.buckets)(&s.sizes)),
+        )?;
+    }
     write_rows(&path("lifetimes_cdf.csv"), cdf_rows(analysis))?;
     write_table(
         &path("per_process.csv"),
@@ -212,7 +206,7 @@ struct BucketRow {
 
 fn bucket_rows(
     a: &Analysis,
-    pick: impl Fn(&ScopeReport) -> &Vec<Bucket>,
+    pick: impl Fn(&ScopeReport) -> &[Bucket],
 ) -> Vec<(ScopeKey, BucketRow)> {
     let mut rows = Vec::new();
     for p in &a.processes {
@@ -344,5 +338,13 @@ mod tests {
             "pid,exec,scope,id,phase_index,size,count,bytes\n1,0,thread,7,,16,2,32\n"
         );
         assert!(text.starts_with(&SCOPE_KEY_COLUMNS.join(",")));
+    }
+
+    #[test]
+    fn every_size_histogram_is_a_listed_file() {
+        for h in &SIZE_HISTOGRAMS {
+            let name = format!("sizes_{}.csv", h.key);
+            assert!(FILES.contains(&name.as_str()), "{name} not in FILES");
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use analyze::metrics::TIMELINE_COLUMNS;
+use analyze::metrics::{SIZE_HISTOGRAMS, TIMELINE_COLUMNS};
 use trace::{Losses, Record, TraceReader};
 
 use crate::exports::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
@@ -223,12 +223,8 @@ pub fn write_analysis_parquet(
             );
             timeline.write_batch(&columns)?;
         }
-        let s = &p.stats.sizes;
-        for (name, buckets) in [
-            ("16", &s.buckets_16),
-            ("32k", &s.buckets_32k),
-            ("pow2", &s.buckets_pow2),
-        ] {
+        for h in &SIZE_HISTOGRAMS {
+            let (name, buckets) = (h.key, (h.buckets)(&p.stats.sizes));
             let n = buckets.len();
             let col = |f: fn(&analyze::report::Bucket) -> u64| {
                 Column::Int64(buckets.iter().map(|b| Some(bits(f(b)))).collect())

@@ -1,6 +1,7 @@
 //! The report of a trace (through `analyze`): per process, live bytes and allocations and the cumulated
 //! upper/lower bounds against allocator calls and against time (phases shaded), size histograms on log
 //! scales, the lifetime CDF; tables per process, thread and phase.
+use analyze::metrics::SIZE_HISTOGRAMS;
 use analyze::report::Bucket;
 use analyze::{FileAnalysis, ProcessReport};
 
@@ -221,33 +222,13 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
                 .collect(),
         }));
     }
-    let sizes = &p.stats.sizes;
-    for (name, title, width, buckets) in [
-        (
-            "sizes-16",
-            "Request sizes, 16 B buckets",
-            16,
-            &sizes.buckets_16,
-        ),
-        (
-            "sizes-32k",
-            "Request sizes, 32 KiB buckets",
-            32 * 1024,
-            &sizes.buckets_32k,
-        ),
-        (
-            "sizes-pow2",
-            "Request sizes, power-of-two buckets",
-            // At most 65 buckets: never merged.
-            1,
-            &sizes.buckets_pow2,
-        ),
-    ] {
+    for h in &SIZE_HISTOGRAMS {
         s.push_chart(size_histogram(
-            id(name),
-            title,
-            width,
-            vec![("requests".into(), buckets, palette(0))],
+            id(&format!("sizes-{}", h.key)),
+            &format!("Request sizes, {}", h.buckets_label),
+            // Power-of-two buckets (at most 65) are never merged.
+            h.width.unwrap_or(1),
+            vec![("requests".into(), (h.buckets)(&p.stats.sizes), palette(0))],
         ));
     }
     let cdf = &p.stats.lifetimes.cdf;

@@ -2,7 +2,7 @@
 //! versions of the same program. Processes are matched by position in pid order (pids differ between
 //! recordings), as `alloclens diff` does; each matched pair gets charts with A's and B's lines
 //! ("A: live bytes", "B: live bytes"), and a headline table gives both figures with the change.
-use analyze::report::Bucket;
+use analyze::metrics::SIZE_HISTOGRAMS;
 use analyze::ProcessReport;
 
 use crate::diff::{diff, Diff, DiffRow};
@@ -249,16 +249,6 @@ fn by_calls(p: &ProcessReport, f: fn(&analyze::TimelinePoint) -> u64) -> Vec<(f6
         .collect()
 }
 
-type Buckets = fn(&ProcessReport) -> &[Bucket];
-
-fn buckets_16(p: &ProcessReport) -> &[Bucket] {
-    &p.stats.sizes.buckets_16
-}
-
-fn buckets_32k(p: &ProcessReport) -> &[Bucket] {
-    &p.stats.sizes.buckets_32k
-}
-
 fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
     let id = |name: &str| format!("p{i}-{name}");
     let mut s = Section::new(
@@ -310,27 +300,23 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
             lines,
         ));
     }
-    for (name, title, width, buckets) in [
-        (
-            "sizes-16",
-            "Request sizes, 16 B buckets",
-            16,
-            buckets_16 as Buckets,
-        ),
-        (
-            "sizes-32k",
-            "Request sizes, 32 KiB buckets",
-            32 * 1024,
-            buckets_32k,
-        ),
-    ] {
+    // The fixed-width histograms only: power-of-two buckets overlaid say little.
+    for h in SIZE_HISTOGRAMS.iter().filter(|h| h.width.is_some()) {
         s.push_chart(size_histogram(
-            id(name),
-            title,
-            width,
+            id(&format!("sizes-{}", h.key)),
+            &format!("Request sizes, {}", h.buckets_label),
+            h.width.unwrap_or(1),
             vec![
-                ("A: requests".into(), buckets(a), palette(A_COLOR)),
-                ("B: requests".into(), buckets(b), palette(B_COLOR)),
+                (
+                    "A: requests".into(),
+                    (h.buckets)(&a.stats.sizes),
+                    palette(A_COLOR),
+                ),
+                (
+                    "B: requests".into(),
+                    (h.buckets)(&b.stats.sizes),
+                    palette(B_COLOR),
+                ),
             ],
         ));
     }
