@@ -379,7 +379,7 @@ pub struct SizeHistogram {
 }
 
 /// Every size histogram, in the order of the CSV files and the Parquet rows.
-pub const SIZE_HISTOGRAMS: [SizeHistogram; 3] = [
+pub const SIZE_HISTOGRAMS: &[SizeHistogram] = &[
     SizeHistogram {
         key: "16",
         buckets_label: "16 B buckets",

@@ -79,7 +79,7 @@ const fn headline(label: &'static str, metric: &'static str) -> TraceHeadline {
     }
 }
 
-const TRACE_HEADLINES: [TraceHeadline; 8] = [
+const TRACE_HEADLINES: &[TraceHeadline] = &[
     headline("calls", "calls"),
     headline("allocations", "allocations"),
     headline("requested bytes (upper)", "requested_bytes"),
@@ -120,7 +120,7 @@ fn trace_headlines(
     }
     for (i, p) in processes.iter().enumerate() {
         let name = scope(i, p);
-        for h in &TRACE_HEADLINES {
+        for h in TRACE_HEADLINES {
             let m = scope_metric(h.metric);
             if let Some(v) = (m.value)(&p.stats).as_f64() {
                 out.push((name.clone(), h.label, chart_unit(m.unit), v));

@@ -50,7 +50,7 @@ pub fn write_csv_dir(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, Ou
         &timeline_header(),
         timeline_rows(analysis),
     )?;
-    for h in &SIZE_HISTOGRAMS {
+    for h in SIZE_HISTOGRAMS {
         write_rows(
             &path(&format!("sizes_{}.csv", h.key)),
             bucket_rows(analysis, |s| (h.buckets)(&s.sizes)),
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn every_size_histogram_is_a_listed_file() {
-        for h in &SIZE_HISTOGRAMS {
+        for h in SIZE_HISTOGRAMS {
             let name = format!("sizes_{}.csv", h.key);
             assert!(FILES.contains(&name.as_str()), "{name} not in FILES");
         }

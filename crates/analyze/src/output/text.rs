@@ -220,7 +220,7 @@ const fn col(header: &'static str, metric: &'static str, width: usize) -> TableC
     }
 }
 
-const TABLE_COLUMNS: [TableColumn; 8] = [
+const TABLE_COLUMNS: &[TableColumn] = &[
     col("calls", "calls", 10),
     col("requested", "requested_bytes", 11),
     col("peak live", "peak_live_bytes", 11),
@@ -236,7 +236,7 @@ const TABLE_COLUMNS: [TableColumn; 8] = [
 
 fn table_header<W: Write>(out: &mut W, first: &str) -> io::Result<()> {
     let mut line = format!("  {first:<20}");
-    for c in &TABLE_COLUMNS {
+    for c in TABLE_COLUMNS {
         line.push_str(&format!(" {:>w$}", c.header, w = c.width));
     }
     writeln!(out, "{line}")
@@ -249,7 +249,7 @@ fn table_row<W: Write>(out: &mut W, name: &str, s: &ScopeReport) -> io::Result<(
         name.to_string()
     };
     let mut line = format!("  {name:<20}");
-    for c in &TABLE_COLUMNS {
+    for c in TABLE_COLUMNS {
         let blank = c
             .blank_without
             .is_some_and(|k| (scope_metric(k).value)(s) == Value::Int(0));

@@ -223,7 +223,7 @@ pub fn write_analysis_parquet(
             );
             timeline.write_batch(&columns)?;
         }
-        for h in &SIZE_HISTOGRAMS {
+        for h in SIZE_HISTOGRAMS {
             let (name, buckets) = (h.key, (h.buckets)(&p.stats.sizes));
             let n = buckets.len();
             let col = |f: fn(&analyze::report::Bucket) -> u64| {

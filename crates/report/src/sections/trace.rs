@@ -181,7 +181,7 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
         } else {
             "time"
         };
-        for c in &TIMELINE_CHARTS {
+        for c in TIMELINE_CHARTS {
             let lines = c
                 .lines
                 .iter()
@@ -222,7 +222,7 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
                 .collect(),
         }));
     }
-    for h in &SIZE_HISTOGRAMS {
+    for h in SIZE_HISTOGRAMS {
         s.push_chart(size_histogram(
             id(&format!("sizes-{}", h.key)),
             &format!("Request sizes, {}", h.buckets_label),

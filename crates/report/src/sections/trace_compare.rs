@@ -267,7 +267,7 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
         }
     }
     let sides = (A_COLOR, B_COLOR);
-    for c in &TIMELINE_CHARTS {
+    for c in TIMELINE_CHARTS {
         // The faint extremes of a step are left out; a side's first line is drawn in its colour, its
         // second (the lower bound) in its second shade.
         let drawn: Vec<_> = c

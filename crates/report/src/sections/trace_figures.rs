@@ -32,7 +32,7 @@ const fn col(header: &'static str, metric: &'static str) -> TableColumn {
     }
 }
 
-const SCOPE_COLUMNS: [TableColumn; 8] = [
+const SCOPE_COLUMNS: &[TableColumn] = &[
     col("calls", "calls"),
     col("allocations", "allocations"),
     col("requested (upper)", "requested_bytes"),
@@ -116,7 +116,7 @@ const fn line(
     }
 }
 
-pub(crate) const TIMELINE_CHARTS: [TimelineChart; 3] = [
+pub(crate) const TIMELINE_CHARTS: &[TimelineChart] = &[
     TimelineChart {
         name: "live-bytes",
         title: "Live bytes",
