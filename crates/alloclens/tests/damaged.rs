@@ -160,7 +160,7 @@ fn every_command_warns(trace: &Path, expected: &str, dir: &Path) -> (u64, String
     let parquet = dir.join("parquet");
     let exported = ok(&[Path::new("export"), trace, Path::new("--parquet"), &parquet]);
     warned("export", &exported);
-    let (rows, _) = report::parquet_table::describe(&parquet.join("events.parquet")).unwrap();
+    let (rows, _) = report::describe_parquet(&parquet.join("events.parquet")).unwrap();
     assert_eq!(
         rows as u64, recovered,
         "export and analyze read the same part"

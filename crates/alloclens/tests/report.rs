@@ -193,7 +193,7 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-/// The status the page's script writes after drawing (see crates/report/src/html/page.js).
+/// The status the page's script writes after drawing (see crates/report/src/render/html/page.js).
 fn render_status(dom: &str) -> Value {
     let start = dom
         .find("id=\"render-status\"")
@@ -635,7 +635,7 @@ fn csv_rows(path: &Path) -> i64 {
 /// Row count of a Parquet file with DuckDB (python3 -m pip install duckdb) when it is there; the
 /// parquet crate's reader always.
 fn parquet_rows(path: &Path) -> i64 {
-    let (rows, _) = report::parquet_table::describe(path).unwrap();
+    let (rows, _) = report::describe_parquet(path).unwrap();
     let query = format!(
         "import duckdb; print(duckdb.sql(\"select count(*) from read_parquet('{}')\").fetchall()[0][0])",
         path.display()
@@ -670,8 +670,7 @@ fn parquet_of_a_run_has_the_rows_of_its_csv() {
     let markers = csv_rows(&f.hostile.join("markers.csv"));
     assert!(markers > 0);
     assert_eq!(parquet_rows(&dir.path().join("markers.parquet")), markers);
-    let (_, columns) =
-        report::parquet_table::describe(&dir.path().join("markers.parquet")).unwrap();
+    let (_, columns) = report::describe_parquet(&dir.path().join("markers.parquet")).unwrap();
     assert!(columns.iter().any(|c| c == "line"));
 }
 
@@ -724,7 +723,7 @@ fn export_writes_one_row_per_call() {
         .success();
     let path = dir.path().join("events.parquet");
     assert_eq!(parquet_rows(&path) as u64, calls_in_trace(trace));
-    let (_, columns) = report::parquet_table::describe(&path).unwrap();
+    let (_, columns) = report::describe_parquet(&path).unwrap();
     for c in [
         "pid",
         "tid",

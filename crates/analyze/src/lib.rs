@@ -22,6 +22,7 @@ pub mod file;
 pub mod hash;
 pub mod histogram;
 pub mod live_set;
+pub mod metrics;
 pub mod output;
 pub mod process;
 pub mod scope;

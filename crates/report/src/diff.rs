@@ -1,26 +1,11 @@
 //! `alloclens diff A B`: every headline figure of two results side by side with its change. Each kind
-//! of result lists its headlines (scope, metric, value); the diff matches them by scope and metric, so
-//! a figure present on one side only still shows.
+//! of result lists its headlines (`headlines`); the diff matches them by scope and metric, so a figure
+//! present on one side only still shows.
 use serde::Serialize;
 
-use crate::chart::Unit;
-use crate::figures::format_value;
-use crate::run_data::RunData;
-
-/// One headline figure of one result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Headline {
-    /// What it is about: "workers=2 jemalloc", "process #0 (prog)", "all processes".
-    pub scope: String,
-    pub metric: String,
-    pub unit: Unit,
-    pub value: Option<f64>,
-}
-
-/// A result that has headline figures (a run, a trace).
-pub trait Headlines {
-    fn headlines(&self) -> Vec<Headline>;
-}
+use crate::document::chart::Unit;
+use crate::format::format_value;
+use crate::headlines::Headline;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DiffRow {
@@ -148,44 +133,6 @@ impl Diff {
             }
             last_scope = r.scope.clone();
             out.push_str(&line(cells));
-        }
-        out
-    }
-}
-
-impl Headlines for RunData {
-    fn headlines(&self) -> Vec<Headline> {
-        let order: Vec<String> = self.results.params.iter().map(|p| p.name.clone()).collect();
-        let mut out = Vec::new();
-        for g in &self.results.summary {
-            let point: Vec<String> = order
-                .iter()
-                .filter_map(|n| g.params.get(n).map(|v| format!("{n}={v}")))
-                .collect();
-            for v in &g.variants {
-                let scope = if point.is_empty() {
-                    v.variant.clone()
-                } else {
-                    format!("{} {}", point.join(" "), v.variant)
-                };
-                let mut push = |metric: &str, unit, value| {
-                    out.push(Headline {
-                        scope: scope.clone(),
-                        metric: metric.to_string(),
-                        unit,
-                        value,
-                    })
-                };
-                push("wall (median)", Unit::Seconds, v.wall_median);
-                if v.throughput_median.is_some() {
-                    push("throughput (median)", Unit::Rate, v.throughput_median);
-                }
-                push("peak PSS (median)", Unit::Bytes, v.peak_pss_median);
-                push("mean PSS (median)", Unit::Bytes, v.mean_pss_median);
-                push("peak RSS (median)", Unit::Bytes, v.peak_rss_median);
-                push("mean RSS (median)", Unit::Bytes, v.mean_rss_median);
-                push("failed runs", Unit::Count, Some(f64::from(v.failed)));
-            }
         }
         out
     }

@@ -1,4 +1,5 @@
 //! Human formatting of bytes, durations and rates.
+use crate::document::chart::Unit;
 
 /// Bytes with a binary unit: "512 B", "12.3 KiB", "1.50 GiB".
 pub fn bytes(value: f64) -> String {
@@ -52,6 +53,24 @@ pub fn rate(per_s: f64) -> String {
 /// A ratio to the baseline: "1.00×", "0.73×".
 pub fn ratio(r: f64) -> String {
     format!("{r:.2}×")
+}
+
+/// A value in its unit, as the axes, legends and diff tables show it.
+pub fn format_value(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Bytes => bytes(v),
+        Unit::Seconds => seconds(v),
+        Unit::Rate => rate(v),
+        Unit::Count if v.abs() >= 1e6 => format!("{:.2}M", v / 1e6),
+        Unit::Count if v.abs() >= 1e4 => format!("{:.1}k", v / 1e3),
+        Unit::Count | Unit::Plain => {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.3}")
+            }
+        }
+    }
 }
 
 #[cfg(test)]

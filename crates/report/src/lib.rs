@@ -1,27 +1,34 @@
 //! What alloclens shows and writes: the terminal summary table of a run, reports, diffs and Parquet
-//! files. One module per output. (The results directory of a run is `runner::results_dir`'s.)
+//! files. (The results directory of a run is `runner::results_dir`'s.)
 //!
-//! Reports (docs/reports.md): a result (`run_data::RunData`, ...) becomes a `document::Document` through
-//! the `document::Reportable` trait (one module per kind in `sections/`), which the renderers turn into
-//! a self-contained HTML page (`html`) or PNG/SVG figures (`figures`).
-pub mod format;
-pub mod run_table;
-
-pub mod chart;
-pub mod compare;
-pub mod compare_trace;
-pub mod diff;
-pub mod document;
-pub mod escape;
-pub mod figures;
-pub mod html;
-pub mod parquet_table;
+//! Reports (docs/reports.md): a result (`RunData`, `TraceData`, or a comparison of two) becomes a
+//! `Document` (sections of text blocks, tables and charts) through the `Reportable` trait, one module
+//! per kind of page in `sections/`; the renderers turn a document into a self-contained HTML page
+//! (`render/`) or PNG/SVG figures (`exports/`), and `exports/` also writes Parquet tables. Headline
+//! figures, which `diff` matches, are listed in one place (`headlines`).
+mod format;
 pub mod run_data;
-pub mod run_parquet;
-pub mod sections;
-pub mod trace_parquet;
 
-pub use run_table::{render_marker_table, render_run_table};
+mod diff;
+mod document;
+mod exports;
+mod headlines;
+mod render;
+mod sections;
+mod trace_data;
 
-pub use document::{Document, Reportable};
 pub use run_data::RunData;
+
+pub use diff::{diff, Diff, DiffRow};
+pub use document::chart::{Axis, Band, Chart, Emphasis, Line, Series, Unit};
+pub use document::{Block, Document, Reportable, Section, Table};
+pub use exports::figures::{write_figures, FigureError, FigureFormat};
+pub use exports::parquet_table::{describe as describe_parquet, ParquetError};
+pub use exports::run_parquet::write_run_parquet;
+pub use exports::trace_parquet::{export_events, write_analysis_parquet, ExportError, Exported};
+pub use headlines::{Headline, Headlines};
+pub use render::html::render as render_html;
+pub use render::run_table::{render_marker_table, render_run_table};
+pub use sections::run_compare::merge_runs;
+pub use sections::trace_compare::TraceComparison;
+pub use trace_data::TraceData;

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::bail;
-use report::diff::{diff, Headline, Headlines};
 use report::RunData;
+use report::{diff, Headline, Headlines};
 
 #[derive(clap::Args)]
 pub struct Args {

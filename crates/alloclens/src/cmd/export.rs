@@ -1,8 +1,8 @@
-//! `alloclens export TRACE --parquet DIR`: glue between the command line and `report::trace_parquet`.
+//! `alloclens export TRACE --parquet DIR`: glue between the command line and `report::export_events`.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use report::trace_parquet::export_events;
+use report::export_events;
 
 #[derive(clap::Args)]
 pub struct Args {

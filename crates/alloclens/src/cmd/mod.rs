@@ -13,7 +13,7 @@ pub mod workload;
 use std::path::Path;
 use std::process::ExitCode;
 
-use ::report::sections::trace::TraceData;
+use ::report::TraceData;
 
 use crate::cli::Command;
 

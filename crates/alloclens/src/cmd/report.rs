@@ -3,10 +3,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use report::compare::merge_runs;
-use report::compare_trace::TraceComparison;
-use report::figures::{write_figures, FigureFormat};
-use report::{html, Document, Reportable, RunData};
+use report::{
+    merge_runs, render_html, write_figures, Document, FigureFormat, Reportable, RunData,
+    TraceComparison,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let doc = if is_run {
         let data = RunData::load(&args.path)?;
         if let Some(dir) = &args.parquet {
-            for (path, rows) in report::run_parquet::write_run_parquet(&data, dir)? {
+            for (path, rows) in report::write_run_parquet(&data, dir)? {
                 eprintln!("alloclens: {} rows in {}", rows, path.display());
             }
         }
@@ -68,8 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let data = super::load_trace(&args.path)?;
         if let Some(dir) = &args.parquet {
-            let written =
-                report::trace_parquet::write_analysis_parquet(&data.analysis.analysis, dir)?;
+            let written = report::write_analysis_parquet(&data.analysis.analysis, dir)?;
             for (path, rows) in written {
                 eprintln!("alloclens: {} rows in {}", rows, path.display());
             }
@@ -125,7 +124,7 @@ pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
-    let page = html::render(doc).context("cannot serialise the chart data")?;
+    let page = render_html(doc).context("cannot serialise the chart data")?;
     std::fs::write(output, page)
         .with_context(|| format!("cannot write the report '{}'", output.display()))
 }

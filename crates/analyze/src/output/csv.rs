@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analysis::{Analysis, Bucket, ProcessReport, ScopeReport};
+use crate::metrics::{ScopeMetric, Value, SCOPE_METRICS, SIZE_HISTOGRAMS, TIMELINE_COLUMNS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -44,30 +45,31 @@ pub fn write_csv_dir(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>, Ou
         source,
     })?;
     let path = |name: &str| dir.join(name);
-    write_rows(&path("timeline.csv"), timeline_rows(analysis))?;
-    write_rows(
-        &path("sizes_16.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_16),
+    write_table(
+        &path("timeline.csv"),
+        &timeline_header(),
+        timeline_rows(analysis),
     )?;
-    write_rows(
-        &path("sizes_32k.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_32k),
-    )?;
-    write_rows(
-        &path("sizes_pow2.csv"),
-        bucket_rows(analysis, |s| &s.sizes.buckets_pow2),
-    )?;
+    for h in SIZE_HISTOGRAMS {
+        write_rows(
+            &path(&format!("sizes_{}.csv", h.key)),
+            bucket_rows(analysis, |s| (h.buckets)(&s.sizes)),
+        )?;
+    }
     write_rows(&path("lifetimes_cdf.csv"), cdf_rows(analysis))?;
-    write_rows(
+    write_table(
         &path("per_process.csv"),
+        &summary_header(),
         summary_rows(analysis, |k| k == "process"),
     )?;
-    write_rows(
+    write_table(
         &path("per_thread.csv"),
+        &summary_header(),
         summary_rows(analysis, |k| k == "thread"),
     )?;
-    write_rows(
+    write_table(
         &path("per_phase.csv"),
+        &summary_header(),
         summary_rows(analysis, |k| k == "phase"),
     )?;
     write_rows(&path("leaks.csv"), leak_rows(analysis))?;
@@ -96,6 +98,33 @@ fn write_rows<T: Serialize>(path: &Path, rows: Vec<T>) -> Result<(), OutputError
     }
     w.flush().map_err(|e| err(e.into()))
 }
+
+/// Rows whose columns are not all struct fields: `header` is written before the first row (none
+/// without rows, as `write_rows` does).
+fn write_table<T: Serialize>(
+    path: &Path,
+    header: &[&str],
+    rows: Vec<T>,
+) -> Result<(), OutputError> {
+    let err = |source| OutputError::Csv {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .map_err(err)?;
+    if !rows.is_empty() {
+        w.write_record(header).map_err(err)?;
+    }
+    for r in rows {
+        w.serialize(r).map_err(err)?;
+    }
+    w.flush().map_err(|e| err(e.into()))
+}
+
+/// The names of the `ScopeKey` columns, for the tables that write their header themselves.
+const SCOPE_KEY_COLUMNS: [&str; 5] = ["pid", "exec", "scope", "id", "phase_index"];
 
 /// Which scope a row belongs to.
 #[derive(Serialize)]
@@ -132,6 +161,7 @@ fn scopes(p: &ProcessReport) -> Vec<(ScopeKey, &ScopeReport)> {
     v
 }
 
+/// A row of timeline.csv: which timeline, then every column of `metrics::TIMELINE_COLUMNS`.
 #[derive(Serialize)]
 struct TimelineRow {
     pid: u32,
@@ -139,16 +169,13 @@ struct TimelineRow {
     /// "calls" or "time": which axis the points are evenly stepped along.
     axis: &'static str,
     step: u64,
-    calls: u64,
-    t_ns: u64,
-    live_bytes: u64,
-    live_bytes_max: u64,
-    live_bytes_min: u64,
-    live_allocations: u64,
-    live_allocations_max: u64,
-    live_allocations_min: u64,
-    cumulated_upper_bytes: u64,
-    cumulated_lower_bytes: u64,
+    columns: Vec<u64>,
+}
+
+fn timeline_header() -> Vec<&'static str> {
+    let mut header = vec!["pid", "exec", "axis", "step"];
+    header.extend(TIMELINE_COLUMNS.iter().map(|c| c.key));
+    header
 }
 
 fn timeline_rows(a: &Analysis) -> Vec<TimelineRow> {
@@ -163,16 +190,7 @@ fn timeline_rows(a: &Analysis) -> Vec<TimelineRow> {
                 exec: p.exec_index,
                 axis,
                 step,
-                calls: t.calls,
-                t_ns: t.t_ns,
-                live_bytes: t.live_bytes,
-                live_bytes_max: t.live_bytes_max,
-                live_bytes_min: t.live_bytes_min,
-                live_allocations: t.live_allocations,
-                live_allocations_max: t.live_allocations_max,
-                live_allocations_min: t.live_allocations_min,
-                cumulated_upper_bytes: t.cumulated_upper_bytes,
-                cumulated_lower_bytes: t.cumulated_lower_bytes,
+                columns: TIMELINE_COLUMNS.iter().map(|c| (c.value)(t)).collect(),
             }));
         }
     }
@@ -188,7 +206,7 @@ struct BucketRow {
 
 fn bucket_rows(
     a: &Analysis,
-    pick: impl Fn(&ScopeReport) -> &Vec<Bucket>,
+    pick: impl Fn(&ScopeReport) -> &[Bucket],
 ) -> Vec<(ScopeKey, BucketRow)> {
     let mut rows = Vec::new();
     for p in &a.processes {
@@ -244,90 +262,22 @@ fn cdf_rows(a: &Analysis) -> Vec<(ScopeKey, CdfRow)> {
     rows
 }
 
-#[derive(Serialize)]
-struct SummaryRow {
-    calls: u64,
-    malloc: u64,
-    calloc: u64,
-    realloc: u64,
-    free: u64,
-    other_calls: u64,
-    allocations: u64,
-    requests: u64,
-    requested_bytes: u64,
-    cumulated_lower_bytes: u64,
-    failed_allocations: u64,
-    null_frees: u64,
-    unmatched_frees: u64,
-    unmatched_reallocs: u64,
-    peak_live_bytes: u64,
-    peak_live_bytes_call: u64,
-    peak_live_bytes_ns: u64,
-    peak_live_allocations: u64,
-    peak_live_allocations_call: u64,
-    peak_live_allocations_ns: u64,
-    share_below_512: f64,
-    lifetimes: u64,
-    lifetime_share_zero: f64,
-    lifetime_p10: Option<u64>,
-    lifetime_p50: Option<u64>,
-    lifetime_p90: Option<u64>,
-    lifetime_p99: Option<u64>,
-    lifetime_p999: Option<u64>,
-    lifetime_median_ns: Option<u64>,
-    leaked_allocations: u64,
-    leaked_bytes: u64,
+/// The summary columns: every metric of `metrics::SCOPE_METRICS` that the CSV has.
+fn summary_metrics() -> impl Iterator<Item = &'static ScopeMetric> {
+    SCOPE_METRICS.iter().filter(|m| m.in_csv)
 }
 
-fn summary_rows(a: &Analysis, want: impl Fn(&str) -> bool) -> Vec<(ScopeKey, SummaryRow)> {
+fn summary_header() -> Vec<&'static str> {
+    let mut header = SCOPE_KEY_COLUMNS.to_vec();
+    header.extend(summary_metrics().map(|m| m.key));
+    header
+}
+
+fn summary_rows(a: &Analysis, want: impl Fn(&str) -> bool) -> Vec<(ScopeKey, Vec<Value>)> {
     let mut rows = Vec::new();
     for p in &a.processes {
         for (key, s) in scopes(p).into_iter().filter(|(k, _)| want(k.scope)) {
-            let call = |name: &str| s.calls.get(name).copied().unwrap_or(0);
-            let main = call("malloc") + call("calloc") + call("realloc") + call("free");
-            let q = |q: f64| {
-                s.lifetimes
-                    .percentiles
-                    .iter()
-                    .find(|p| (p.q - q).abs() < 1e-9)
-                    .map(|p| p.calls)
-            };
-            rows.push((
-                key,
-                SummaryRow {
-                    calls: s.calls_total,
-                    malloc: call("malloc"),
-                    calloc: call("calloc"),
-                    realloc: call("realloc"),
-                    free: call("free"),
-                    other_calls: s.calls_total - main,
-                    allocations: s.allocations,
-                    requests: s.requests,
-                    requested_bytes: s.requested_bytes,
-                    cumulated_lower_bytes: s.cumulated_lower_bytes,
-                    failed_allocations: s.failed_allocations,
-                    null_frees: s.null_frees,
-                    unmatched_frees: s.unmatched_frees,
-                    unmatched_reallocs: s.unmatched_reallocs,
-                    peak_live_bytes: s.peak_live_bytes.value,
-                    peak_live_bytes_call: s.peak_live_bytes.call,
-                    peak_live_bytes_ns: s.peak_live_bytes.t_ns,
-                    peak_live_allocations: s.peak_live_allocations.value,
-                    peak_live_allocations_call: s.peak_live_allocations.call,
-                    peak_live_allocations_ns: s.peak_live_allocations.t_ns,
-                    share_below_512: s.sizes.share_below_512,
-                    lifetimes: s.lifetimes.count,
-                    lifetime_share_zero: s.lifetimes.share_zero,
-                    lifetime_p10: q(0.10),
-                    lifetime_p50: q(0.50),
-                    lifetime_p90: q(0.90),
-                    lifetime_p99: q(0.99),
-                    lifetime_p999: q(0.999),
-                    lifetime_median_ns: s.lifetimes.median_ns,
-                    leaked_allocations: s.leaks.count,
-                    leaked_bytes: s.leaks.bytes,
-                },
-            ));
+            rows.push((key, summary_metrics().map(|m| (m.value)(s)).collect()));
         }
     }
     rows
@@ -387,5 +337,14 @@ mod tests {
             text,
             "pid,exec,scope,id,phase_index,size,count,bytes\n1,0,thread,7,,16,2,32\n"
         );
+        assert!(text.starts_with(&SCOPE_KEY_COLUMNS.join(",")));
+    }
+
+    #[test]
+    fn every_size_histogram_is_a_listed_file() {
+        for h in SIZE_HISTOGRAMS {
+            let name = format!("sizes_{}.csv", h.key);
+            assert!(FILES.contains(&name.as_str()), "{name} not in FILES");
+        }
     }
 }

@@ -2,6 +2,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::{Analysis, Peak, ProcessReport, ScopeReport};
+use crate::metrics::{scope_metric, Unit, Value};
 
 /// How many entries of the longer lists the summary shows (the JSON and CSV have them all).
 const TOP: usize = 8;
@@ -201,19 +202,44 @@ fn write_scope<W: Write>(s: &ScopeReport, life: u64, indent: &str, out: &mut W) 
     Ok(())
 }
 
+/// The columns of the thread and phase tables: header, metric (`metrics::SCOPE_METRICS`), width.
+struct TableColumn {
+    header: &'static str,
+    metric: &'static str,
+    width: usize,
+    /// Shown as "-" when this metric is 0 (a share of nothing).
+    blank_without: Option<&'static str>,
+}
+
+const fn col(header: &'static str, metric: &'static str, width: usize) -> TableColumn {
+    TableColumn {
+        header,
+        metric,
+        width,
+        blank_without: None,
+    }
+}
+
+const TABLE_COLUMNS: &[TableColumn] = &[
+    col("calls", "calls", 10),
+    col("requested", "requested_bytes", 11),
+    col("peak live", "peak_live_bytes", 11),
+    col("peak allocs", "peak_live_allocations", 11),
+    col("<512 B", "share_below_512", 8),
+    col("median lt", "lifetime_median_calls", 10),
+    TableColumn {
+        blank_without: Some("lifetimes"),
+        ..col("lt 0", "lifetime_share_zero", 8)
+    },
+    col("never freed", "leaked_bytes", 11),
+];
+
 fn table_header<W: Write>(out: &mut W, first: &str) -> io::Result<()> {
-    writeln!(
-        out,
-        "  {first:<20} {:>10} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>11}",
-        "calls",
-        "requested",
-        "peak live",
-        "peak allocs",
-        "<512 B",
-        "median lt",
-        "lt 0",
-        "never freed"
-    )
+    let mut line = format!("  {first:<20}");
+    for c in TABLE_COLUMNS {
+        line.push_str(&format!(" {:>w$}", c.header, w = c.width));
+    }
+    writeln!(out, "{line}")
 }
 
 fn table_row<W: Write>(out: &mut W, name: &str, s: &ScopeReport) -> io::Result<()> {
@@ -222,22 +248,31 @@ fn table_row<W: Write>(out: &mut W, name: &str, s: &ScopeReport) -> io::Result<(
     } else {
         name.to_string()
     };
-    writeln!(
-        out,
-        "  {name:<20} {:>10} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>11}",
-        count(s.calls_total),
-        bytes(s.requested_bytes),
-        bytes(s.peak_live_bytes.value),
-        count(s.peak_live_allocations.value),
-        pct(s.sizes.share_below_512),
-        s.lifetimes.median_calls.map_or("-".to_string(), count),
-        if s.lifetimes.count == 0 {
+    let mut line = format!("  {name:<20}");
+    for c in TABLE_COLUMNS {
+        let blank = c
+            .blank_without
+            .is_some_and(|k| (scope_metric(k).value)(s) == Value::Int(0));
+        let m = scope_metric(c.metric);
+        let cell = if blank {
             "-".to_string()
         } else {
-            pct(s.lifetimes.share_zero)
-        },
-        bytes(s.leaks.bytes)
-    )
+            value(m.unit, (m.value)(s))
+        };
+        line.push_str(&format!(" {cell:>w$}", w = c.width));
+    }
+    writeln!(out, "{line}")
+}
+
+/// A figure in the summary's units: "1,234", "1.5 KiB", "98.4%", "1.5 ms", "-" when undefined.
+fn value(unit: Unit, v: Value) -> String {
+    match (unit, v) {
+        (_, Value::Missing) => "-".to_string(),
+        (_, Value::Share(share)) => pct(share),
+        (Unit::Bytes, Value::Int(n)) => bytes(n),
+        (Unit::Nanoseconds, Value::Int(n)) => duration(n),
+        (Unit::Count | Unit::Calls | Unit::Share, Value::Int(n)) => count(n),
+    }
 }
 
 fn when(p: &Peak) -> String {

@@ -1,3 +1,8 @@
-//! One module per kind of result that can be reported; each implements `document::Reportable`.
-pub mod run;
-pub mod trace;
+//! One module per kind of report page: each turns a result into a `Document` by implementing
+//! `document::Reportable`. A comparison is a kind of page too (two runs merged into one `RunData`; two
+//! traces side by side).
+pub(crate) mod run;
+pub(crate) mod run_compare;
+pub(crate) mod trace;
+pub(crate) mod trace_compare;
+pub(crate) mod trace_figures;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use runner::results_dir::{MarkerRow, SampleRow};
 use runner::RunRecord;
 
-use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
 use crate::run_data::RunData;

@@ -1,37 +1,20 @@
 //! The report of a trace (through `analyze`): per process, live bytes and allocations and the cumulated
 //! upper/lower bounds against allocator calls and against time (phases shaded), size histograms on log
 //! scales, the lifetime CDF; tables per process, thread and phase.
-use std::path::PathBuf;
-
 use analyze::analysis::Bucket;
-use analyze::{FileAnalysis, ProcessReport, ScopeReport};
+use analyze::metrics::SIZE_HISTOGRAMS;
+use analyze::{FileAnalysis, ProcessReport};
 
-use crate::chart::{
+use crate::document::chart::{
     merge_bars, merge_into, palette, Axis, Band, Chart, Emphasis, Line, Unit, MAX_HISTOGRAM_BARS,
 };
-use crate::diff::{Headline, Headlines};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
+use crate::sections::trace_figures::{scope_cells, scope_headers, TIMELINE_CHARTS};
+use crate::trace_data::TraceData;
 
 /// Processes drawn in full (the most active ones); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
-
-/// An analysed trace, ready to report.
-pub struct TraceData {
-    pub path: PathBuf,
-    pub analysis: FileAnalysis,
-}
-
-impl TraceData {
-    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
-    pub fn load(path: &std::path::Path) -> Result<TraceData, analyze::AnalyzeError> {
-        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
-        Ok(TraceData {
-            path: path.to_path_buf(),
-            analysis,
-        })
-    }
-}
 
 impl Reportable for TraceData {
     fn document(&self) -> Document {
@@ -118,41 +101,6 @@ pub(crate) fn recording(a: &FileAnalysis) -> String {
     }
 }
 
-fn scope_headers(first: &str) -> Vec<String> {
-    [
-        first,
-        "calls",
-        "allocations",
-        "requested (upper)",
-        "cumulated lower",
-        "peak live bytes",
-        "peak live allocs",
-        "median lifetime (calls)",
-        "leaked",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-fn scope_cells(s: &ScopeReport) -> Vec<String> {
-    vec![
-        s.calls_total.to_string(),
-        s.allocations.to_string(),
-        format::bytes(s.requested_bytes as f64),
-        format::bytes(s.cumulated_lower_bytes as f64),
-        format::bytes(s.peak_live_bytes.value as f64),
-        s.peak_live_allocations.value.to_string(),
-        s.lifetimes
-            .median_calls
-            .map_or_else(|| "—".into(), |m| m.to_string()),
-        format!(
-            "{} in {}",
-            format::bytes(s.leaks.bytes as f64),
-            s.leaks.count
-        ),
-    ]
-}
-
 fn processes_table(t: &TraceData) -> Section {
     let mut s = Section::new("processes", "Processes");
     let mut headers = scope_headers("process");
@@ -228,88 +176,26 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
         ),
     ] {
         let bands = if bands.len() > 1 { bands } else { Vec::new() };
-        let series = |f: fn(&analyze::TimelinePoint) -> u64| -> Vec<(f64, f64)> {
-            xs.iter().map(|(x, t)| (*x, f(t) as f64)).collect()
+        let against = if by == "calls" {
+            "allocator calls"
+        } else {
+            "time"
         };
-        let charts = [
-            (
-                "live-bytes",
-                "Live bytes",
-                Unit::Bytes,
-                vec![
-                    line("live bytes", series(|t| t.live_bytes), 0, Emphasis::Bold),
-                    line(
-                        "max in step",
-                        series(|t| t.live_bytes_max),
-                        0,
-                        Emphasis::Faint,
-                    ),
-                    line(
-                        "min in step",
-                        series(|t| t.live_bytes_min),
-                        0,
-                        Emphasis::Faint,
-                    ),
-                ],
-            ),
-            (
-                "live-allocations",
-                "Live allocations",
-                Unit::Count,
-                vec![
-                    line(
-                        "live allocations",
-                        series(|t| t.live_allocations),
-                        1,
-                        Emphasis::Bold,
-                    ),
-                    line(
-                        "max in step",
-                        series(|t| t.live_allocations_max),
-                        1,
-                        Emphasis::Faint,
-                    ),
-                    line(
-                        "min in step",
-                        series(|t| t.live_allocations_min),
-                        1,
-                        Emphasis::Faint,
-                    ),
-                ],
-            ),
-            (
-                "cumulated",
-                "Cumulated bytes",
-                Unit::Bytes,
-                vec![
-                    line(
-                        "upper bound (requested)",
-                        series(|t| t.cumulated_upper_bytes),
-                        3,
-                        Emphasis::Bold,
-                    ),
-                    line(
-                        "lower bound",
-                        series(|t| t.cumulated_lower_bytes),
-                        2,
-                        Emphasis::Bold,
-                    ),
-                ],
-            ),
-        ];
-        for (name, title, unit, lines) in charts {
+        for c in TIMELINE_CHARTS {
+            let lines = c
+                .lines
+                .iter()
+                .map(|l| {
+                    let value = l.value();
+                    let points = xs.iter().map(|(x, t)| (*x, value(t) as f64)).collect();
+                    line(l.label, points, l.color, l.emphasis)
+                })
+                .collect();
             let mut chart = Chart::from_lines(
-                id(&format!("{name}-by-{by}")),
-                format!(
-                    "{title} against {}",
-                    if by == "calls" {
-                        "allocator calls"
-                    } else {
-                        "time"
-                    }
-                ),
+                id(&format!("{}-by-{by}", c.name)),
+                format!("{} against {against}", c.title),
                 x_axis.clone(),
-                Axis::new(title.to_lowercase(), unit),
+                Axis::new(c.title.to_lowercase(), c.unit()),
                 lines,
             );
             chart.bands = bands.clone();
@@ -336,33 +222,13 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
                 .collect(),
         }));
     }
-    let sizes = &p.stats.sizes;
-    for (name, title, width, buckets) in [
-        (
-            "sizes-16",
-            "Request sizes, 16 B buckets",
-            16,
-            &sizes.buckets_16,
-        ),
-        (
-            "sizes-32k",
-            "Request sizes, 32 KiB buckets",
-            32 * 1024,
-            &sizes.buckets_32k,
-        ),
-        (
-            "sizes-pow2",
-            "Request sizes, power-of-two buckets",
-            // At most 65 buckets: never merged.
-            1,
-            &sizes.buckets_pow2,
-        ),
-    ] {
+    for h in SIZE_HISTOGRAMS {
         s.push_chart(size_histogram(
-            id(name),
-            title,
-            width,
-            vec![("requests".into(), buckets, palette(0))],
+            id(&format!("sizes-{}", h.key)),
+            &format!("Request sizes, {}", h.buckets_label),
+            // Power-of-two buckets (at most 65) are never merged.
+            h.width.unwrap_or(1),
+            vec![("requests".into(), (h.buckets)(&p.stats.sizes), palette(0))],
         ));
     }
     let cdf = &p.stats.lifetimes.cdf;
@@ -445,76 +311,9 @@ pub(crate) fn size_histogram(
     )
 }
 
-impl Headlines for TraceData {
-    fn headlines(&self) -> Vec<Headline> {
-        self.headlines_scoped(|i, p| format!("process #{i} {}", executable(p)))
-    }
-}
-
 /// The executable's file name (first word of the command line), "" when unknown.
 pub(crate) fn executable(p: &ProcessReport) -> &str {
     p.cmdline
         .first()
         .map_or("", |c| c.rsplit('/').next().unwrap_or(c))
-}
-
-impl TraceData {
-    /// The headline figures, with `scope(i, process)` naming the i-th process (in pid order): `diff`
-    /// names it with its executable, a comparison page by its position only (matched processes may
-    /// run differently named executables).
-    pub fn headlines_scoped(
-        &self,
-        scope: impl Fn(usize, &ProcessReport) -> String,
-    ) -> Vec<Headline> {
-        let mut out = Vec::new();
-        let ps = &self.analysis.analysis.processes;
-        let mut push = |scope: &str, metric: &str, unit: Unit, value: f64| {
-            out.push(Headline {
-                scope: scope.to_string(),
-                metric: metric.to_string(),
-                unit,
-                value: Some(value),
-            })
-        };
-        let sum = |f: fn(&ScopeReport) -> u64| ps.iter().map(|p| f(&p.stats)).sum::<u64>() as f64;
-        push("all processes", "processes", Unit::Count, ps.len() as f64);
-        for (scope, stats) in std::iter::once(("all processes".to_string(), None)).chain(
-            ps.iter()
-                .enumerate()
-                .map(|(i, p)| (scope(i, p), Some(&p.stats))),
-        ) {
-            let v = |f: fn(&ScopeReport) -> u64| stats.map_or_else(|| sum(f), |s| f(s) as f64);
-            push(&scope, "calls", Unit::Count, v(|s| s.calls_total));
-            push(&scope, "allocations", Unit::Count, v(|s| s.allocations));
-            push(
-                &scope,
-                "requested bytes (upper)",
-                Unit::Bytes,
-                v(|s| s.requested_bytes),
-            );
-            push(
-                &scope,
-                "cumulated lower bytes",
-                Unit::Bytes,
-                v(|s| s.cumulated_lower_bytes),
-            );
-            push(
-                &scope,
-                "peak live bytes",
-                Unit::Bytes,
-                v(|s| s.peak_live_bytes.value),
-            );
-            push(
-                &scope,
-                "peak live allocations",
-                Unit::Count,
-                v(|s| s.peak_live_allocations.value),
-            );
-            push(&scope, "leaked bytes", Unit::Bytes, v(|s| s.leaks.bytes));
-            if let Some(m) = stats.and_then(|s| s.lifetimes.median_calls) {
-                push(&scope, "median lifetime (calls)", Unit::Count, m as f64);
-            }
-        }
-        out
-    }
 }

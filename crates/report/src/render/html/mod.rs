@@ -5,16 +5,16 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::chart::Chart;
+use crate::document::chart::Chart;
 use crate::document::{Block, Document, Table};
-use crate::escape;
+use crate::render::escape;
 
-const UPLOT_JS: &str = include_str!("../../assets/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../assets/uPlot.min.css");
+const UPLOT_JS: &str = include_str!("../../../assets/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../../../assets/uPlot.min.css");
 const PAGE_JS: &str = include_str!("page.js");
 const WATCH_JS: &str = include_str!("watch.js");
 const PAGE_CSS: &str = include_str!("page.css");
-const UPLOT_LICENSE: &str = include_str!("../../assets/uPlot.LICENSE");
+const UPLOT_LICENSE: &str = include_str!("../../../assets/uPlot.LICENSE");
 
 const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
                    img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'";
@@ -145,7 +145,7 @@ fn table(out: &mut String, t: &Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::{Axis, Emphasis, Line, Unit};
+    use crate::document::chart::{Axis, Emphasis, Line, Unit};
     use crate::document::Section;
 
     fn hostile_doc() -> Document {

@@ -2,14 +2,16 @@
 //! versions of the same program. Processes are matched by position in pid order (pids differ between
 //! recordings), as `alloclens diff` does; each matched pair gets charts with A's and B's lines
 //! ("A: live bytes", "B: live bytes"), and a headline table gives both figures with the change.
-use analyze::analysis::Bucket;
+use analyze::metrics::SIZE_HISTOGRAMS;
 use analyze::ProcessReport;
 
-use crate::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::diff::{diff, Diff, DiffRow};
+use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
-use crate::figures::format_value;
-use crate::sections::trace::{process_name, recording, size_histogram, TraceData};
+use crate::format::format_value;
+use crate::sections::trace::{process_name, recording, size_histogram};
+use crate::sections::trace_figures::TIMELINE_CHARTS;
+use crate::trace_data::TraceData;
 
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
@@ -247,16 +249,6 @@ fn by_calls(p: &ProcessReport, f: fn(&analyze::TimelinePoint) -> u64) -> Vec<(f6
         .collect()
 }
 
-type Buckets = fn(&ProcessReport) -> &[Bucket];
-
-fn buckets_16(p: &ProcessReport) -> &[Bucket] {
-    &p.stats.sizes.buckets_16
-}
-
-fn buckets_32k(p: &ProcessReport) -> &[Bucket] {
-    &p.stats.sizes.buckets_32k
-}
-
 fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
     let id = |name: &str| format!("p{i}-{name}");
     let mut s = Section::new(
@@ -275,86 +267,56 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
         }
     }
     let sides = (A_COLOR, B_COLOR);
-    let calls_axis = || Axis::new("allocator calls", Unit::Count);
-    let cumulated = {
-        let [au, bu] = both(
-            "upper bound (requested)",
-            a,
-            b,
-            |p| by_calls(p, |t| t.cumulated_upper_bytes),
-            sides,
-            Emphasis::Bold,
-        );
-        let [al, bl] = both(
-            "lower bound",
-            a,
-            b,
-            |p| by_calls(p, |t| t.cumulated_lower_bytes),
-            (A_SECOND, B_SECOND),
-            Emphasis::Normal,
-        );
-        vec![au, al, bu, bl]
-    };
-    for (name, title, unit, lines) in [
-        (
-            "live-bytes",
-            "Live bytes",
-            Unit::Bytes,
-            both(
-                "live bytes",
-                a,
-                b,
-                |p| by_calls(p, |t| t.live_bytes),
-                sides,
-                Emphasis::Bold,
-            )
-            .to_vec(),
-        ),
-        (
-            "live-allocations",
-            "Live allocations",
-            Unit::Count,
-            both(
-                "live allocations",
-                a,
-                b,
-                |p| by_calls(p, |t| t.live_allocations),
-                sides,
-                Emphasis::Bold,
-            )
-            .to_vec(),
-        ),
-        ("cumulated", "Cumulated bytes", Unit::Bytes, cumulated),
-    ] {
+    for c in TIMELINE_CHARTS {
+        // The faint extremes of a step are left out; a side's first line is drawn in its colour, its
+        // second (the lower bound) in its second shade.
+        let drawn: Vec<_> = c
+            .lines
+            .iter()
+            .filter(|l| l.emphasis != Emphasis::Faint)
+            .collect();
+        let mut lines = Vec::new();
+        for (side, p) in [("A", a), ("B", b)] {
+            for (k, l) in drawn.iter().enumerate() {
+                let (colors, emphasis) = if k == 0 {
+                    (sides, Emphasis::Bold)
+                } else {
+                    ((A_SECOND, B_SECOND), Emphasis::Normal)
+                };
+                let color = if side == "A" { colors.0 } else { colors.1 };
+                lines.push(line(
+                    format!("{side}: {}", l.label),
+                    by_calls(p, l.value()),
+                    color,
+                    emphasis,
+                ));
+            }
+        }
         s.push_chart(Chart::from_lines(
-            id(&format!("{name}-by-calls")),
-            format!("{title} against allocator calls"),
-            calls_axis(),
-            Axis::new(title.to_lowercase(), unit),
+            id(&format!("{}-by-calls", c.name)),
+            format!("{} against allocator calls", c.title),
+            Axis::new("allocator calls", Unit::Count),
+            Axis::new(c.title.to_lowercase(), c.unit()),
             lines,
         ));
     }
-    for (name, title, width, buckets) in [
-        (
-            "sizes-16",
-            "Request sizes, 16 B buckets",
-            16,
-            buckets_16 as Buckets,
-        ),
-        (
-            "sizes-32k",
-            "Request sizes, 32 KiB buckets",
-            32 * 1024,
-            buckets_32k,
-        ),
-    ] {
+    // The fixed-width histograms only: power-of-two buckets overlaid say little.
+    for h in SIZE_HISTOGRAMS.iter().filter(|h| h.width.is_some()) {
         s.push_chart(size_histogram(
-            id(name),
-            title,
-            width,
+            id(&format!("sizes-{}", h.key)),
+            &format!("Request sizes, {}", h.buckets_label),
+            h.width.unwrap_or(1),
             vec![
-                ("A: requests".into(), buckets(a), palette(A_COLOR)),
-                ("B: requests".into(), buckets(b), palette(B_COLOR)),
+                (
+                    "A: requests".into(),
+                    (h.buckets)(&a.stats.sizes),
+                    palette(A_COLOR),
+                ),
+                (
+                    "B: requests".into(),
+                    (h.buckets)(&b.stats.sizes),
+                    palette(B_COLOR),
+                ),
             ],
         ));
     }
@@ -392,14 +354,14 @@ mod tests {
         let row = |unit, a, b| {
             let d = diff(
                 "a",
-                &[crate::diff::Headline {
+                &[crate::headlines::Headline {
                     scope: "process #0".into(),
                     metric: "calls".into(),
                     unit,
                     value: Some(a),
                 }],
                 "b",
-                &[crate::diff::Headline {
+                &[crate::headlines::Headline {
                     scope: "process #0".into(),
                     metric: "calls".into(),
                     unit,

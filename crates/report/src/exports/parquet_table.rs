@@ -47,10 +47,6 @@ impl Column {
             Column::Text(v) => v.len(),
         }
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Writes one Parquet file. Rows go to a hidden partial file beside it (`.NAME.PID.partial`), renamed

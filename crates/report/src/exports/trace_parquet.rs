@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use analyze::metrics::{SIZE_HISTOGRAMS, TIMELINE_COLUMNS};
 use trace::{Losses, Record, TraceReader};
 
-use crate::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
+use crate::exports::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
 
 /// Rows per row group.
 const BATCH: usize = 256 * 1024;
@@ -187,21 +188,10 @@ pub fn write_analysis_parquet(
     let timeline_path = dir.join("timeline.parquet");
     let mut timeline = TableWriter::create(
         &timeline_path,
-        vec![
-            int("pid"),
-            int("exec_index"),
-            text("step_by"),
-            int("calls"),
-            int("t_ns"),
-            int("live_bytes"),
-            int("live_bytes_max"),
-            int("live_bytes_min"),
-            int("live_allocations"),
-            int("live_allocations_max"),
-            int("live_allocations_min"),
-            int("cumulated_upper_bytes"),
-            int("cumulated_lower_bytes"),
-        ],
+        [int("pid"), int("exec_index"), text("step_by")]
+            .into_iter()
+            .chain(TIMELINE_COLUMNS.iter().map(|c| int(c.key)))
+            .collect(),
     )?;
     let sizes_path = dir.join("sizes.parquet");
     let mut sizes = TableWriter::create(
@@ -220,32 +210,21 @@ pub fn write_analysis_parquet(
             ("calls", &p.timeline_by_calls),
             ("time", &p.timeline_by_time),
         ] {
-            let col = |f: fn(&analyze::TimelinePoint) -> u64| {
-                Column::Int64(points.iter().map(|t| Some(bits(f(t)))).collect())
-            };
             let n = points.len();
-            timeline.write_batch(&[
+            let mut columns = vec![
                 Column::Int64(vec![Some(i64::from(p.pid)); n]),
                 Column::Int64(vec![Some(i64::from(p.exec_index)); n]),
                 Column::Text(vec![Some(by.to_string()); n]),
-                col(|t| t.calls),
-                col(|t| t.t_ns),
-                col(|t| t.live_bytes),
-                col(|t| t.live_bytes_max),
-                col(|t| t.live_bytes_min),
-                col(|t| t.live_allocations),
-                col(|t| t.live_allocations_max),
-                col(|t| t.live_allocations_min),
-                col(|t| t.cumulated_upper_bytes),
-                col(|t| t.cumulated_lower_bytes),
-            ])?;
+            ];
+            columns.extend(
+                TIMELINE_COLUMNS.iter().map(|c| {
+                    Column::Int64(points.iter().map(|t| Some(bits((c.value)(t)))).collect())
+                }),
+            );
+            timeline.write_batch(&columns)?;
         }
-        let s = &p.stats.sizes;
-        for (name, buckets) in [
-            ("16", &s.buckets_16),
-            ("32k", &s.buckets_32k),
-            ("pow2", &s.buckets_pow2),
-        ] {
+        for h in SIZE_HISTOGRAMS {
+            let (name, buckets) = (h.key, (h.buckets)(&p.stats.sizes));
             let n = buckets.len();
             let col = |f: fn(&analyze::analysis::Bucket) -> u64| {
                 Column::Int64(buckets.iter().map(|b| Some(bits(f(b)))).collect())

@@ -8,14 +8,14 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::chart::{Chart, Emphasis, Unit};
+use crate::document::chart::{Chart, Emphasis};
 use crate::document::Document;
-use crate::format;
+use crate::format::format_value;
 
 pub const FIGURE_WIDTH: u32 = 1200;
 pub const FIGURE_HEIGHT: u32 = 700;
 
-const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 const FONT_NAME: &str = "sans-serif";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,24 +92,6 @@ fn register_font() -> Result<(), FigureError> {
             .all(|style| plotters::style::register_font(FONT_NAME, style, FONT).is_ok())
     });
     ok.then_some(()).ok_or(FigureError::Font)
-}
-
-/// A value as the axis and legend show it.
-pub fn format_value(unit: Unit, v: f64) -> String {
-    match unit {
-        Unit::Bytes => format::bytes(v),
-        Unit::Seconds => format::seconds(v),
-        Unit::Rate => format::rate(v),
-        Unit::Count if v.abs() >= 1e6 => format!("{:.2}M", v / 1e6),
-        Unit::Count if v.abs() >= 1e4 => format!("{:.1}k", v / 1e3),
-        Unit::Count | Unit::Plain => {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.3}")
-            }
-        }
-    }
 }
 
 fn parse_color(hex: &str) -> RGBColor {
@@ -259,7 +241,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::{Axis, Line};
+    use crate::document::chart::{Axis, Line, Unit};
     use crate::document::{Block, Section};
 
     #[test]

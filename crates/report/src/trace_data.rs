@@ -1,0 +1,21 @@
+//! An analysed trace: what the trace page, the trace comparison and `diff` report.
+use std::path::{Path, PathBuf};
+
+use analyze::FileAnalysis;
+
+/// An analysed trace, ready to report.
+pub struct TraceData {
+    pub path: PathBuf,
+    pub analysis: FileAnalysis,
+}
+
+impl TraceData {
+    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
+    pub fn load(path: &Path) -> Result<TraceData, analyze::AnalyzeError> {
+        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
+        Ok(TraceData {
+            path: path.to_path_buf(),
+            analysis,
+        })
+    }
+}
