@@ -198,7 +198,10 @@ fn a_program_that_drops_ld_preload_is_reported() {
 
 #[test]
 fn each_marker_line_gets_one_sample() {
-    let script = "import time\nfor i in range(12):\n    print(f'event {i}', flush=True)\n    time.sleep(0.03)\ntime.sleep(0.3)\n";
+    // 100 ms between events: each marker's PSS comes from a full sample the main thread takes
+    // after the line, and is left empty ("late") once the next line has arrived; on a loaded
+    // 2-core machine that sample took longer than the 30 ms this test used to leave.
+    let script = "import time\nfor i in range(12):\n    print(f'event {i}', flush=True)\n    time.sleep(0.1)\ntime.sleep(0.3)\n";
     let (code, stderr, dir) = run(&[
         "-a",
         "glibc",
