@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use trace::{EndReason, Op, Record, TraceReader};
 
 mod common;
-use common::alloclens;
+use common::{alloclens, SmallDisk};
 
 fn traced() -> &'static Path {
     static P: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
@@ -655,40 +655,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// A small tmpfs, unmounted when dropped; `None` (with the reason printed) when mounting is
-/// impossible here (not root, no mount namespace rights).
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
-        std::fs::create_dir_all(at).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(SmallDisk(at.to_path_buf())),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// Issue 15: after a disk-full recording the summary said "recorded 8.0 M events" where 3.1 M
 /// were readable. Writing stops at the first failed write, the file ends after its last whole
 /// chunk, the command runs on, and the counts printed are what the file holds.
@@ -696,10 +662,10 @@ impl Drop for SmallDisk {
 fn issue_15_a_full_disk_leaves_a_readable_trace_and_the_count_it_holds() {
     let dir = tempfile::tempdir().unwrap();
     let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
-    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), "2m") else {
+    let Some(disk) = SmallDisk::mount("2m") else {
         return;
     };
-    let trace = disk.0.join("t.alt");
+    let trace = disk.path().join("t.alt");
     // 6 M events, about 10 MB of trace.
     let out = alloclens()
         .args(["record", "-o"])

@@ -1,13 +1,13 @@
 //! `alloclens run` end to end: real child trees, real allocators via LD_PRELOAD, real /proc readings.
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, exe, installed};
+use common::{alloclens, csv_rows, exe, installed};
 
 /// Runs `alloclens run` with `args` into a fresh directory; returns (exit code, stderr, dir).
 fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
@@ -34,21 +34,6 @@ fn results(dir: &Path) -> Value {
     let text =
         std::fs::read_to_string(dir.join("results/results.json")).expect("results.json written");
     serde_json::from_str(&text).unwrap()
-}
-
-fn csv_rows(path: PathBuf) -> Vec<BTreeMap<String, String>> {
-    let mut reader = csv::Reader::from_path(&path).unwrap();
-    let headers = reader.headers().unwrap().clone();
-    reader
-        .records()
-        .map(|r| {
-            headers
-                .iter()
-                .zip(r.unwrap().iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, compile_c};
+use common::{alloclens, compile_c, csv_rows};
 
 /// Runs `alloclens run -o DIR/results ARGS`; returns (exit code, stderr).
 fn run(dir: &Path, args: &[&str]) -> (i32, String) {
@@ -23,21 +23,6 @@ fn run(dir: &Path, args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let headers = reader.headers().unwrap().clone();
-    reader
-        .records()
-        .map(|r| {
-            headers
-                .iter()
-                .zip(r.unwrap().iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
 }
 
 fn number(row: &BTreeMap<String, String>, column: &str) -> u64 {
@@ -88,7 +73,7 @@ fn pss_never_exceeds_rss_in_samples_or_summary() {
         &["-a", "glibc", "-r", "1", "--interval", "5ms", "--", program],
     );
     assert_eq!(code, 0, "{stderr}");
-    let samples = csv_rows(&dir.path().join("results/samples.csv"));
+    let samples = csv_rows(dir.path().join("results/samples.csv"));
     assert!(samples.len() >= 40, "only {} sample rows", samples.len());
     for row in &samples {
         let (uss, pss, rss) = (number(row, "uss"), number(row, "pss"), number(row, "rss"));
@@ -207,7 +192,7 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         ],
     );
     assert_eq!(code, 0, "{stderr}");
-    let rows = csv_rows(&dir.path().join("results/markers.csv"));
+    let rows = csv_rows(dir.path().join("results/markers.csv"));
     assert_eq!(rows.len(), EVENTS, "one row per event line");
 
     // The program's own figures, from the line: "event I rss R vss V at SECONDS".

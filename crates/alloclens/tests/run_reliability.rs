@@ -1,14 +1,13 @@
 //! `alloclens run` loses nothing and hides nothing: a full disk, output without a final newline,
 //! alloclens killed, absurd options. Real processes, a real tmpfs, real signals.
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, compile_c};
+use common::{alloclens, compile_c, csv_rows, SmallDisk};
 
 /// A C program printing `event I` for I in 0..N, one line each.
 const MARKERS_C: &str = r#"
@@ -20,61 +19,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    /// None (with the reason printed) when this machine cannot mount one (not root, no tmpfs).
-    fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let headers = reader.headers().unwrap().clone();
-    reader
-        .records()
-        .map(|r| {
-            headers
-                .iter()
-                .zip(r.unwrap().iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
-}
 
 fn run_into(out_dir: &Path, args: &[&str]) -> Output {
     alloclens()
@@ -153,7 +97,7 @@ fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
     );
     // markers.csv holds whole runs only (10000 rows each, in run order), still parses, and when it
     // misses a run (its rows alone, 33 to 60 bytes each, cannot all fit) its line says which.
-    let rows = csv_rows(&out_dir.join("markers.csv"));
+    let rows = csv_rows(out_dir.join("markers.csv"));
     assert_eq!(rows.len() % 10000, 0, "whole runs: {} rows", rows.len());
     let kept = rows.len() / 10000;
     for (i, row) in rows.iter().enumerate() {
@@ -171,7 +115,7 @@ fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
         "{line}"
     );
     // samples.csv parses and holds whole runs from run 0 on.
-    let samples = csv_rows(&out_dir.join("samples.csv"));
+    let samples = csv_rows(out_dir.join("samples.csv"));
     assert!(samples.windows(2).all(|w| w[0]["run"] <= w[1]["run"]));
 }
 
@@ -237,7 +181,7 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
         r["incomplete_files"].as_array().unwrap().len(),
         "{stderr}"
     );
-    let _ = csv_rows(&out_dir.join("markers.csv"));
+    let _ = csv_rows(out_dir.join("markers.csv"));
 }
 
 /// Every byte value, several times over, then a last line without a newline.
@@ -516,7 +460,7 @@ fn force_leaves_only_this_sessions_files_and_never_a_users_file() {
     logs.sort();
     assert_eq!(logs, ["run-0.log"], "the logs of runs 1 and 2 are gone");
     assert!(!dir.join("report.html").exists(), "the old report is gone");
-    let runs: Vec<String> = csv_rows(&dir.join("samples.csv"))
+    let runs: Vec<String> = csv_rows(dir.join("samples.csv"))
         .into_iter()
         .map(|r| r["run"].clone())
         .collect();

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the real binary, what is installed, JSON output.
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -80,4 +81,64 @@ pub fn record<S: AsRef<OsStr>>(trace: &Path, options: &[&str], program: &[S]) {
             .stdin(Stdio::null())
             .stdout(Stdio::null()),
     );
+}
+
+/// The rows of a CSV file, each as column name -> value.
+pub fn csv_rows(path: impl AsRef<Path>) -> Vec<BTreeMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path.as_ref()).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|r| {
+            headers
+                .iter()
+                .zip(r.unwrap().iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop: a real full disk.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None (with the reason printed) when this machine cannot mount one (not root, no tmpfs).
+    pub fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazy: a process of the test that still has a file open there does not keep it mounted.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
 }
