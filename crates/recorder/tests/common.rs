@@ -47,17 +47,6 @@ pub fn programs() -> &'static Programs {
             ],
         );
         compile(
-            "cc",
-            &[
-                "-O1",
-                "-shared",
-                "-fPIC",
-                "-o",
-                &s(&out("plugin.so")),
-                &s(&src.join("plugin.c")),
-            ],
-        );
-        compile(
             "c++",
             &[
                 "-O0",
@@ -66,28 +55,20 @@ pub fn programs() -> &'static Programs {
                 &s(&src.join("newdelete.cpp")),
             ],
         );
-        compile(
-            "cc",
-            &[
-                "-O1",
-                "-shared",
-                "-fPIC",
-                "-o",
-                &s(&out("counter.so")),
-                &s(&src.join("counter.c")),
-            ],
-        );
-        compile(
-            "cc",
-            &[
-                "-O1",
-                "-shared",
-                "-fPIC",
-                "-o",
-                &s(&out("sigsafe.so")),
-                &s(&src.join("sigsafe.c")),
-            ],
-        );
+        // The preloadable libraries: a plugin, an independent call counter, a signal-safe allocator.
+        for name in ["plugin", "counter", "sigsafe"] {
+            compile(
+                "cc",
+                &[
+                    "-O1",
+                    "-shared",
+                    "-fPIC",
+                    "-o",
+                    &s(&out(&format!("{name}.so"))),
+                    &s(&src.join(format!("{name}.c"))),
+                ],
+            );
+        }
         Programs {
             sigsafe: out("sigsafe.so"),
             counter: out("counter.so"),
