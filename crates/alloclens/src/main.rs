@@ -26,7 +26,8 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("alloclens: error: {}", one_line(&err));
-            ExitCode::from(2)
+            // 1 for a failure; 2 is left to clap's usage errors (docs/cli.md, "Exit status").
+            ExitCode::FAILURE
         }
     }
 }

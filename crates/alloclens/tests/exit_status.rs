@@ -62,3 +62,79 @@ fn every_command_ends_quietly_when_its_reader_went_away() {
         assert!(results.join("results.json").is_file());
     }
 }
+
+/// The status and stderr of `alloclens ARGS`.
+fn status(args: &[&str]) -> (Option<i32>, String) {
+    let out = alloclens()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn usage_errors_exit_2_failures_exit_1_and_commands_pass_their_status_through() {
+    // What clap refuses: 2, with clap's usage message.
+    for args in [
+        &["run", "--no-such-option", "--", "true"][..],
+        &["allocators", "extra"],
+        &["no-such-command"],
+        &["record", "--", "true"],
+    ] {
+        let (code, stderr) = status(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("Usage:"), "{args:?}: {stderr}");
+    }
+    // Everything else that fails: 1, one line.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.alt");
+    let out = dir.path().join("r");
+    for args in [
+        &["analyze", missing.to_str().unwrap()][..],
+        &[
+            "run",
+            "-o",
+            out.to_str().unwrap(),
+            "--param",
+            "x",
+            "--",
+            "true",
+        ],
+    ] {
+        let (code, stderr) = status(args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("alloclens: error: "), "{stderr}");
+    }
+    // record ends with the command's status, run with 1 when a run failed.
+    let t = dir.path().join("t.alt");
+    let (code, stderr) = status(&[
+        "record",
+        "-q",
+        "-o",
+        t.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 2",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, stderr) = status(&[
+        "run",
+        "-a",
+        "glibc",
+        "-r",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+}

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                  untraced, and {kept}",
                 recorder::signal_name(signal),
             );
-            return Ok(command.map_or(ExitCode::from(2), exit_code));
+            return Ok(command.map_or(ExitCode::FAILURE, exit_code));
         }
     }
     let summary = recorder::record(&options)?;

@@ -240,10 +240,10 @@ impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
         if self.execution.interrupted {
             ExitCode::from(130)
-        } else if !self.write_problems.is_empty() {
-            ExitCode::from(2)
-        } else if self.execution.runs.iter().any(|r| !r.ending.ok()) {
-            ExitCode::from(1)
+        } else if !self.write_problems.is_empty()
+            || self.execution.runs.iter().any(|r| !r.ending.ok())
+        {
+            ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
         }
