@@ -23,6 +23,6 @@ When the reader of alloclens's stdout goes away (`alloclens allocators --json | 
 stops writing to it and ends quietly with status 0; `run` still writes its results and ends with the
 runs' status. The commands that alloclens runs get the default action of SIGPIPE.
 EOF
-for c in run allocators workload demo record analyze report diff export; do
+for c in run allocators workload demo record analyze report diff export completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'
 done

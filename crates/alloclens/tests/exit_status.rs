@@ -39,6 +39,8 @@ fn every_command_ends_quietly_when_its_reader_went_away() {
         &["analyze", t, "--json"],
         &["diff", t, t],
         &["diff", t, t, "--json"],
+        &["completions", "bash"],
+        &["man"],
     ];
     for args in quiet {
         let out = with_closed_stdout(alloclens().args(*args));
