@@ -10,7 +10,12 @@ use recorder::supervisor::{Outcome, Side};
 #[derive(clap::Args)]
 pub struct Args {
     /// Run the command under this allocator variant (as in `run`: jemalloc, tcmalloc:..., NAME=PATH)
-    #[arg(short = 'a', long = "allocator", value_name = "SPEC")]
+    #[arg(
+        short = 'a',
+        long = "allocator",
+        visible_alias = "allocators",
+        value_name = "SPEC"
+    )]
     allocator: Option<String>,
     /// Turn output lines that match REGEX into phase markers (label: first capture group, else the match)
     #[arg(long, value_name = "REGEX")]

@@ -34,7 +34,7 @@ pub struct Args {
     /// Allocator variants, comma-separated: names (jemalloc), `name=/path/lib.so`, or a variant with
     /// settings (`jemalloc:dirty_decay_ms=0,background_thread=true`). Default: glibc and every installed
     /// known allocator. Syntax in docs/allocators.md
-    #[arg(short, long, value_name = "LIST")]
+    #[arg(short, long, visible_alias = "allocator", value_name = "LIST")]
     pub allocators: Option<String>,
     /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable, once per
     /// NAME)
