@@ -22,6 +22,12 @@ cat <<'EOF'
 When the reader of alloclens's stdout goes away (`alloclens allocators --json | head -1`), alloclens
 stops writing to it and ends quietly with status 0; `run` still writes its results and ends with the
 runs' status. The commands that alloclens runs get the default action of SIGPIPE.
+
+## Units
+
+Sizes are in binary units everywhere alloclens prints them (1 KiB = 1024 B, 1 MiB = 1024 KiB), e.g.
+`record`'s summary line `... into t.alt (8.2 MiB, 1.44 B/event)`; counts of events use decimal
+prefixes (`6.0 M events`). The JSON and CSV files give plain bytes.
 EOF
 for c in run allocators workload demo record analyze report diff export completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'

@@ -126,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             String::new()
         };
         eprintln!(
-            "alloclens: recorded {} events{unwritten} from {} process image(s){}{} into {} ({:.1} MB, {:.2} B/event)",
+            "alloclens: recorded {} events{unwritten} from {} process image(s){}{} into {} ({}, {:.2} B/event)",
             trace::human_count(summary.events),
             summary.processes.len(),
             if truncated > 0 { format!(" ({truncated} truncated)") } else { String::new() },
@@ -135,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 n => format!(", {n} program(s) not traced"),
             },
             args.output.display(),
-            summary.bytes as f64 / 1e6,
+            trace::human_bytes(summary.bytes),
             per_event
         );
     }
