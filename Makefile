@@ -6,8 +6,12 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 BIN ?= target/release/alloclens
 root = $(DESTDIR)$(PREFIX)
+# `make deb`: the staging tree, where the package goes, and dpkg-deb's compression.
+DEB_DIR ?= target/deb
+DEB_OUT ?= target
+DEB_COMPRESS ?= xz
 
-.PHONY: setup build demo test lint bench clean release install uninstall
+.PHONY: setup build demo test lint bench clean release install uninstall deb
 
 setup:
 	bash scripts/setup.sh runtime
@@ -49,6 +53,25 @@ uninstall:
 	rm -f $(root)/bin/alloclens $(root)/share/man/man1/alloclens.1 \
 		$(root)/share/man/man1/alloclens-*.1 $(root)/share/bash-completion/completions/alloclens \
 		$(root)/share/zsh/site-functions/_alloclens $(root)/share/fish/vendor_completions.d/alloclens.fish
+
+## A Debian package of `make install PREFIX=/usr`: $(DEB_OUT)/alloclens_VERSION_ARCH.deb. The
+## allocators are Recommends: alloclens runs without them and says what to install.
+deb: release
+	rm -rf $(DEB_DIR)
+	$(MAKE) install CARGO=true BIN=$(BIN) DESTDIR=$(abspath $(DEB_DIR)) PREFIX=/usr
+	mkdir -p $(DEB_DIR)/DEBIAN
+	version=$$($(BIN) --version | cut -d' ' -f2) && arch=$$(dpkg --print-architecture) && \
+	printf '%s\n' "Package: alloclens" "Version: $$version" "Architecture: $$arch" \
+		"Maintainer: alloclens developers" "Section: devel" "Priority: optional" \
+		"Depends: libc6, libgcc-s1" \
+		"Recommends: libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4, libtbbmalloc2" \
+		"Description: compares memory allocators on any program and traces its heap" \
+		" alloclens runs a Linux program under several allocators, measuring the memory of its" \
+		" whole process tree, and records every malloc and free of it into a trace file." \
+		> $(DEB_DIR)/DEBIAN/control && \
+	mkdir -p $(DEB_OUT) && \
+	dpkg-deb -Z$(DEB_COMPRESS) --root-owner-group --build $(DEB_DIR) \
+		$(DEB_OUT)/alloclens_$${version}_$${arch}.deb
 
 clean:
 	$(CARGO) clean

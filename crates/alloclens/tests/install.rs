@@ -153,3 +153,61 @@ fn make_install_puts_binary_pages_and_completions_under_prefix() {
         assert!(len > 100, "{file}: {len} bytes");
     }
 }
+
+#[test]
+fn make_deb_packages_the_install_tree() {
+    if Command::new("dpkg-deb").arg("--version").output().is_err() {
+        eprintln!("dpkg-deb is not installed: make deb is not checked");
+        return;
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(&repo)
+        .arg("deb")
+        .arg(format!("BIN={}", exe()))
+        .arg("CARGO=true")
+        .arg(format!(
+            "DEB_DIR={}",
+            out_dir.path().join("stage").display()
+        ))
+        .arg(format!("DEB_OUT={}", out_dir.path().display()))
+        // The test's debug binary is large: no time spent compressing it.
+        .arg("DEB_COMPRESS=none")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deb = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .expect("a .deb");
+    let name = deb.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(&format!("alloclens_{}_", env!("CARGO_PKG_VERSION"))),
+        "{name}"
+    );
+    let field = |f: &str| {
+        let o = succeeded(Command::new("dpkg-deb").arg("-f").arg(&deb).arg(f));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(field("Package"), "alloclens");
+    assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
+    assert!(field("Recommends").contains("libjemalloc2"));
+    let listing = succeeded(Command::new("dpkg-deb").arg("-c").arg(&deb));
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    for file in [
+        "./usr/bin/alloclens",
+        "./usr/share/man/man1/alloclens-run.1",
+        "./usr/share/bash-completion/completions/alloclens",
+        "./usr/share/zsh/site-functions/_alloclens",
+        "./usr/share/fish/vendor_completions.d/alloclens.fish",
+    ] {
+        assert!(listing.contains(file), "{file} not in {name}:\n{listing}");
+    }
+}
