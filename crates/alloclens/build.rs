@@ -9,15 +9,22 @@ fn main() {
         None => version.to_string(),
     };
     println!("cargo:rustc-env=ALLOCLENS_VERSION={full}");
-    // A new commit or checkout moves HEAD or the branch it names: rebuild the version then.
+    // A new commit or checkout moves HEAD or the branch it names: rebuild the version then. Only
+    // files that exist: cargo reruns a build script at every build for a missing one.
     if let (Some(git_dir), Some(common)) = (
         git(&["rev-parse", "--git-dir"]),
         git(&["rev-parse", "--git-common-dir"]),
     ) {
-        println!("cargo:rerun-if-changed={git_dir}/HEAD");
-        println!("cargo:rerun-if-changed={common}/packed-refs");
-        if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={common}/{branch}");
+        let branch = git(&["symbolic-ref", "-q", "HEAD"]);
+        let watched = [
+            Some(format!("{git_dir}/HEAD")),
+            Some(format!("{common}/packed-refs")),
+            branch.map(|b| format!("{common}/{b}")),
+        ];
+        for path in watched.into_iter().flatten() {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
