@@ -7,6 +7,28 @@ bin=target/debug/alloclens
 echo "# Command-line reference"
 echo
 echo "Generated from \`alloclens <command> --help\` (regenerate with \`sh scripts/cli-doc.sh > docs/cli.md\`; a test fails when an option is missing here). Formats and metrics are described in the other pages of docs/."
-for c in run allocators workload demo record analyze report diff export; do
+cat <<'EOF'
+
+## Exit status
+
+| status | when |
+| --- | --- |
+| 0 | success |
+| 1 | a failure: one `alloclens: error:` line says what and how to fix it. This includes values that clap accepts but alloclens refuses after reading them (an unknown allocator, `--param a=1 --param a=2`, a `--timeout` over 365 days), a file that cannot be read or written, a results file left incomplete by a full disk (`run`), and a run whose command failed, timed out or could not start (`run`, `demo`) |
+| 2 | a usage error found by the command-line parser (an unknown option or command, a missing or malformed argument): clap's message with the usage line |
+| 130 | `run` or `demo` interrupted by Ctrl-C (the results gathered so far are kept) |
+| the command's | `record` ends with the recorded command's own status, or 128 + N when signal N killed it, so it can stand in for the command in a script; a failure of `record` itself is 1 with its error line |
+
+When the reader of alloclens's stdout goes away (`alloclens allocators --json | head -1`), alloclens
+stops writing to it and ends quietly with status 0; `run` still writes its results and ends with the
+runs' status. The commands that alloclens runs get the default action of SIGPIPE.
+
+## Units
+
+Sizes are in binary units everywhere alloclens prints them (1 KiB = 1024 B, 1 MiB = 1024 KiB), e.g.
+`record`'s summary line `... into t.alt (8.2 MiB, 1.44 B/event)`; counts of events use decimal
+prefixes (`6.0 M events`). The JSON and CSV files give plain bytes.
+EOF
+for c in run allocators workload demo record analyze report diff export completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'
 done

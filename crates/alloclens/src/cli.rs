@@ -4,7 +4,13 @@ use clap::{Parser, Subcommand};
 use crate::cmd;
 
 #[derive(Parser)]
-#[command(name = "alloclens", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "alloclens",
+    version = env!("ALLOCLENS_VERSION"),
+    about,
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -30,6 +36,10 @@ pub enum Command {
     Diff(cmd::diff::Args),
     /// Export a trace's raw events as Parquet for pandas, polars, DuckDB or Spark
     Export(cmd::export::Args),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell)
+    Completions(cmd::completions::Args),
+    /// Print the manual page in roff, or write every command's page into a directory
+    Man(cmd::man::Args),
 }
 
 pub fn parse() -> Cli {

@@ -15,6 +15,9 @@ fn main() -> ExitCode {
         // SAFETY: mallopt only sets a tunable of the C allocator.
         unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     }
+    // SIGPIPE stays ignored (Rust's default): a closed stdout must not kill `record` or `run`
+    // while they still write a trace or results; the write fails with EPIPE instead, which ends
+    // alloclens quietly (is_broken_pipe). Commands started by alloclens get SIGPIPE's default.
     let cli = cli::parse();
     match cmd::dispatch(cli.command) {
         Ok(code) => code,
@@ -23,7 +26,8 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("alloclens: error: {}", one_line(&err));
-            ExitCode::from(2)
+            // 1 for a failure; 2 is left to clap's usage errors (docs/cli.md, "Exit status").
+            ExitCode::FAILURE
         }
     }
 }
@@ -45,9 +49,18 @@ fn one_line(err: &anyhow::Error) -> String {
     line.replace('\n', " ")
 }
 
+/// Whether writing to stdout failed because its reader went away (`alloclens ... | head`): the
+/// reader has what it wanted, so this is not an error. Rust ignores SIGPIPE, so the write returns
+/// EPIPE, directly or inside serde_json's error.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        let kind = c
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                c.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(std::io::ErrorKind::BrokenPipe)
     })
 }

@@ -148,12 +148,12 @@ fn filters_restrict_the_figures() {
     let s = &v["processes"][0]["stats"];
     assert_eq!(s["calls_total"], 4);
     assert_eq!(s["lifetimes"]["count"], 1);
-    // Unknown names are errors that list what exists, on one line, exit status 2.
+    // Unknown names are errors that list what exists, on one line, exit status 1.
     let out = alloclens()
         .args(["analyze", p, "--phase", "nope"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("nope") && err.contains("resize") && err.lines().count() == 1,
@@ -163,7 +163,7 @@ fn filters_restrict_the_figures() {
         .args(["analyze", p, "--process", "99"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("10, 11"));
 }
 
@@ -213,7 +213,7 @@ fn a_foreign_file_gets_a_one_line_error() {
     let path = dir.path().join("foreign.bin");
     std::fs::write(&path, b"\x7fELF not a trace at all").unwrap();
     let out = alloclens().arg("analyze").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -411,7 +411,7 @@ int main(void) {
     );
 }
 
-/// A live set that does not fit the limit: one line that says so and which limit, exit 2, no
+/// A live set that does not fit the limit: one line that says so and which limit, exit status 1, no
 /// abort, no backtrace, no figures (they would be wrong, not short).
 #[test]
 fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
@@ -425,7 +425,7 @@ fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
     write_trace(&trace, &[(info(7), records)]);
     let out = analyze_limited(&trace, 80);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("out of memory analysing process 7") && err.contains("ulimit -v) is 80 MiB"),

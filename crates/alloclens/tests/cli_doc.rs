@@ -39,6 +39,8 @@ fn every_command_option_is_in_docs_cli_md() {
         "report",
         "diff",
         "export",
+        "completions",
+        "man",
     ] {
         for option in long_options(&[command]) {
             assert!(

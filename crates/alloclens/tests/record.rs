@@ -154,7 +154,7 @@ fn unwritable_output_is_a_one_line_error() {
         .args(["record", "-o", "/nonexistent-dir/x.alt", "--", "true"])
         .output()
         .unwrap();
-    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(run.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("cannot create the trace file '/nonexistent-dir/x.alt'"),
@@ -172,7 +172,7 @@ fn a_missing_command_is_a_one_line_error() {
         .args(["--", "no-such-command-xyz"])
         .output()
         .unwrap();
-    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(run.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("command not found: 'no-such-command-xyz'"),
@@ -475,10 +475,10 @@ fn waiting_script(dir: &Path) -> String {
     )
 }
 
-/// The one line of an error run of `alloclens`, checked to exit 2.
+/// The one line of an error run of `alloclens`, checked to exit with status 1.
 fn error_line(out: &std::process::Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     stderr
 }

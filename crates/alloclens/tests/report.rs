@@ -779,7 +779,7 @@ fn a_newer_results_schema_is_refused_naming_both_versions() {
         ],
     ] {
         let out = alloclens().args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
         assert!(

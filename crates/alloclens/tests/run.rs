@@ -354,7 +354,7 @@ fn bad_input_gets_one_line_errors() {
     ];
     for (args, needle) in cases {
         let (code, stderr, _dir) = run(args);
-        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -370,7 +370,7 @@ fn an_existing_output_directory_is_refused_without_force() {
         .args(["--", "true"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
     let out = alloclens()
         .args(["run", "--force", "-a", "glibc", "-r", "1", "-o"])

@@ -159,7 +159,7 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stdout.contains("Summary"), "{stdout}");
     let r: Value = serde_json::from_str(
         &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
@@ -394,7 +394,7 @@ fn huge_durations_get_one_line_naming_the_option_and_its_maximum() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
     }
@@ -408,7 +408,7 @@ fn a_repeated_param_is_refused() {
         &["--param", "a=1", "--param", "a=2", "--", "echo", "{a}"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
         stderr.trim(),
         "alloclens: error: --param a is given twice (give all its values in one: --param a=V1,V2,...)"
@@ -423,7 +423,7 @@ fn a_baseline_that_is_not_a_variant_is_refused() {
         &["-a", "glibc", "--baseline", "tcmalloc", "--", "true"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("--baseline 'tcmalloc' is not one of the variants (glibc)"),
@@ -470,7 +470,7 @@ fn force_leaves_only_this_sessions_files_and_never_a_users_file() {
     std::fs::write(dir.join("notes.txt"), "mine").unwrap();
     let out = session("1", true);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("'notes.txt'"), "{stderr}");
     assert!(dir.join("notes.txt").exists());

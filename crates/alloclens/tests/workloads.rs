@@ -266,7 +266,7 @@ fn invalid_options_are_one_line_errors() {
     assert_cmd::Command::new(cargo_bin("alloclens"))
         .args(["workload", "twowave", "--min-size", "600"])
         .assert()
-        .code(2)
+        .code(1)
         .stderr(
             predicate::str::contains("min_size").and(predicate::str::contains("panicked").not()),
         );
@@ -290,7 +290,7 @@ fn running_out_of_memory_is_reported_not_a_panic() {
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("out of memory"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

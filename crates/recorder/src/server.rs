@@ -858,9 +858,9 @@ impl Server {
         let events: u64 = done.events.iter().sum();
         self.written = Some(done.events);
         self.warn(format!(
-            "writing the trace failed ({e}): it holds the first {events} events ({:.1} MB, \
+            "writing the trace failed ({e}): it holds the first {events} events ({}, \
              readable); the command ran on, its later calls not recorded",
-            self.bytes as f64 / 1e6
+            trace::human_bytes(self.bytes)
         ));
     }
 

@@ -86,6 +86,22 @@ impl fmt::Display for Damage {
     }
 }
 
+/// Bytes in binary units, the one formatter of every text alloclens prints: "512 B", "1.5 KiB",
+/// "3.2 GiB" (the HTML report's figures have their own, with three significant digits).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 /// 1234567 -> "1.2 M".
 pub fn human_count(n: u64) -> String {
     match n {

@@ -32,7 +32,7 @@ pub mod writer;
 pub use codec::{
     synthetic_address, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk, SYNTHETIC_BIT,
 };
-pub use error::{human_count, Damage, DamageKind, TraceError};
+pub use error::{human_bytes, human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC};
 pub use losses::{Losses, StreamLoss};

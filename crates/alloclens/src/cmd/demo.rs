@@ -1,4 +1,5 @@
 //! `alloclens demo`: the built-in workloads under every installed allocator, one results directory each.
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -107,17 +108,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
-    println!(
+    // writeln! rather than println!, which panics when the reader went away (`| head`): main
+    // ends quietly on that error.
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
         "alloclens demo: {} allocator variant(s): {}\n",
         labels.len(),
         labels.join(", ")
-    );
+    )?;
     let mut code = ExitCode::SUCCESS;
     for scenario in SCENARIOS
         .iter()
         .filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.name)))
     {
-        println!("== {}: {}", scenario.name, scenario.what);
+        writeln!(out, "== {}: {}", scenario.name, scenario.what)?;
         let mut command = vec![
             exe.display().to_string(),
             "workload".to_string(),
@@ -152,16 +157,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             program_output: ProgramOutput::Save,
         };
         let outcome = execute(&options, true)?;
-        print!("{}", outcome.table);
+        write!(out, "{}", outcome.table)?;
         match crate::cmd::report::write_run_report(&outcome.dir) {
-            Ok(page) => println!("  report: {}", page.display()),
-            Err(err) => println!("  warning: no HTML report: {err:#}"),
+            Ok(page) => writeln!(out, "  report: {}", page.display())?,
+            Err(err) => writeln!(out, "  warning: no HTML report: {err:#}")?,
         }
         for w in &outcome.warnings {
-            println!("  warning: {w}");
+            writeln!(out, "  warning: {w}")?;
         }
         for p in &outcome.write_problems {
-            println!("  error: {p}");
+            writeln!(out, "  error: {p}")?;
         }
         if outcome.execution.interrupted {
             return Ok(outcome.exit_code());
@@ -170,9 +175,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             code = outcome.exit_code();
         }
     }
-    println!(
+    writeln!(
+        out,
         "Results (report.html, results.json, samples.csv, markers.csv per workload) in {}",
         root.display()
-    );
+    )?;
     Ok(code)
 }

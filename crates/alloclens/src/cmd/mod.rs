@@ -2,9 +2,11 @@
 pub mod allocators;
 pub mod analyze;
 pub mod args;
+pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod export;
+pub mod man;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -28,6 +30,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Export(args) => export::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

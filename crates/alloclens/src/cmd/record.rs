@@ -10,7 +10,12 @@ use recorder::supervisor::{Outcome, Side};
 #[derive(clap::Args)]
 pub struct Args {
     /// Run the command under this allocator variant (as in `run`: jemalloc, tcmalloc:..., NAME=PATH)
-    #[arg(short = 'a', long = "allocator", value_name = "SPEC")]
+    #[arg(
+        short = 'a',
+        long = "allocator",
+        visible_alias = "allocators",
+        value_name = "SPEC"
+    )]
     allocator: Option<String>,
     /// Turn output lines that match REGEX into phase markers (label: first capture group, else the match)
     #[arg(long, value_name = "REGEX")]
@@ -82,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                  untraced, and {kept}",
                 recorder::signal_name(signal),
             );
-            return Ok(command.map_or(ExitCode::from(2), exit_code));
+            return Ok(command.map_or(ExitCode::FAILURE, exit_code));
         }
     }
     let summary = recorder::record(&options)?;
@@ -121,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             String::new()
         };
         eprintln!(
-            "alloclens: recorded {} events{unwritten} from {} process image(s){}{} into {} ({:.1} MB, {:.2} B/event)",
+            "alloclens: recorded {} events{unwritten} from {} process image(s){}{} into {} ({}, {:.2} B/event)",
             trace::human_count(summary.events),
             summary.processes.len(),
             if truncated > 0 { format!(" ({truncated} truncated)") } else { String::new() },
@@ -130,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 n => format!(", {n} program(s) not traced"),
             },
             args.output.display(),
-            summary.bytes as f64 / 1e6,
+            trace::human_bytes(summary.bytes),
             per_event
         );
     }

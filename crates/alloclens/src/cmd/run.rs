@@ -34,7 +34,7 @@ pub struct Args {
     /// Allocator variants, comma-separated: names (jemalloc), `name=/path/lib.so`, or a variant with
     /// settings (`jemalloc:dirty_decay_ms=0,background_thread=true`). Default: glibc and every installed
     /// known allocator. Syntax in docs/allocators.md
-    #[arg(short, long, value_name = "LIST")]
+    #[arg(short, long, visible_alias = "allocator", value_name = "LIST")]
     pub allocators: Option<String>,
     /// Sweep a parameter: substitutes {NAME} in the command and --env values (repeatable, once per
     /// NAME)
@@ -188,21 +188,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let outcome = execute(&options, true)?;
-    let mut stdout = std::io::stdout().lock();
-    // The command's last line may lack its newline: ours start on a line of their own.
-    if outcome.open_lines[0] {
-        writeln!(stdout)?;
-    }
     if outcome.open_lines[1] {
         eprintln!();
     }
-    if json {
-        serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
-        writeln!(stdout)?;
-    } else {
-        write!(stdout, "{}", outcome.table)?;
+    // A reader that went away (`| head`) has what it wanted: the warnings, the results' place and
+    // the runs' status below still count.
+    if let Err(err) = print_summary(&outcome, json) {
+        if err.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(err.into());
+        }
     }
-    drop(stdout);
     for w in &outcome.warnings {
         eprintln!("alloclens: warning: {w}");
     }
@@ -211,6 +206,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     eprintln!("alloclens: results in {}", outcome.dir.display());
     Ok(outcome.exit_code())
+}
+
+/// The table, or the summary as JSON, on stdout.
+fn print_summary(outcome: &Outcome, json: bool) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    // The command's last line may lack its newline: ours start on a line of their own.
+    if outcome.open_lines[0] {
+        writeln!(stdout)?;
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
+        writeln!(stdout)
+    } else {
+        write!(stdout, "{}", outcome.table)
+    }
 }
 
 pub struct Outcome {
@@ -230,10 +240,10 @@ impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
         if self.execution.interrupted {
             ExitCode::from(130)
-        } else if !self.write_problems.is_empty() {
-            ExitCode::from(2)
-        } else if self.execution.runs.iter().any(|r| !r.ending.ok()) {
-            ExitCode::from(1)
+        } else if !self.write_problems.is_empty()
+            || self.execution.runs.iter().any(|r| !r.ending.ok())
+        {
+            ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
         }

@@ -300,20 +300,8 @@ pub fn count(n: u64) -> String {
     out
 }
 
-/// Binary units: "512 B", "1.5 KiB", "3.2 GiB".
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
+/// Binary units: "512 B", "1.5 KiB", "3.2 GiB" (the formatter every text output shares).
+pub use trace::human_bytes as bytes;
 
 pub fn duration(ns: u64) -> String {
     match ns {
