@@ -477,8 +477,8 @@ fn compare_overlays_both_runs() {
     let b = f.hostile.to_str().unwrap();
     let (path, html) = report_html(&f.sweep, &["--compare", b]);
     assert_offline(&html);
-    assert!(html.contains("\"label\":\"A: glibc #0\""), "no A series");
-    assert!(html.contains("\"label\":\"B: glibc #0\""), "no B series");
+    assert!(html.contains("\"label\":\"A: glibc #1\""), "no A series");
+    assert!(html.contains("\"label\":\"B: glibc #1\""), "no B series");
     assert!(!html.contains(HOSTILE_ARG));
     if let Some(dom) = open_in_browser(&path, "report-run-compare") {
         assert_rendered(&dom, &html);

@@ -251,8 +251,10 @@ fn median_runs(runs: &[&RunRecord]) -> BTreeSet<usize> {
         .collect()
 }
 
+/// Repeats counted from 1, as the progress bar and the warnings count them (the `repeat` columns
+/// of the data files stay 0-based keys).
 fn run_label(run: &RunRecord) -> String {
-    format!("{} #{}", run.variant, run.repeat)
+    format!("{} #{}", run.variant, run.repeat + 1)
 }
 
 fn emphasis(run: &RunRecord, bold: &BTreeSet<usize>, repeats: usize) -> Emphasis {
@@ -534,7 +536,7 @@ fn per_process(data: &RunData) -> Option<Section> {
             "Processes of run {} ({}, repeat {}{})",
             run.index,
             run.variant,
-            run.repeat,
+            run.repeat + 1,
             params_suffix(run, data)
         ),
     );

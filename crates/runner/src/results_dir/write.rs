@@ -522,7 +522,7 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
                 .unwrap_or_else(|| r.ending.describe());
             format!(
                 "run {} ({}, repeat {}): {}",
-                r.index, r.variant, r.repeat, detail
+                r.index, r.variant, r.repeat + 1, detail
             )
         })
         .collect()
@@ -543,7 +543,7 @@ pub fn marker_warnings(execution: &Execution) -> Vec<String> {
                  no PSS of their own ({} late, {} missing); markers.csv says which (status, pss_status)",
                 r.index,
                 r.variant,
-                r.repeat,
+                r.repeat + 1,
                 r.markers,
                 f.without(),
                 f.late,
