@@ -17,6 +17,7 @@
 
 mod error;
 mod ksm;
+pub mod ksm_control;
 mod maps;
 mod memory;
 mod process_control;

@@ -39,6 +39,9 @@ pub struct RunPlan {
     /// Give the command our stdin instead of /dev/null (only sensible with a single run: each run
     /// would otherwise read what the previous ones left).
     pub pass_stdin: bool,
+    /// Make the command's whole tree KSM-mergeable: `prctl(PR_SET_MEMORY_MERGE, 1)` in the child
+    /// before exec (Linux >= 6.4; inherited by fork, kept across exec).
+    pub ksm_merge: bool,
 }
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
@@ -156,6 +159,7 @@ mod tests {
             exact_pss: false,
             stdout_pty: false,
             pass_stdin: false,
+            ksm_merge: false,
         }
     }
 

@@ -119,6 +119,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         &ctx.env,
         ctx.plan.stdout_pty,
         ctx.plan.pass_stdin,
+        ctx.plan.ksm_merge,
     ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),

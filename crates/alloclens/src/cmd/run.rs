@@ -85,6 +85,15 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE,
+    /// Linux >= 6.4) and run ksmd for the session; every KSM setting is given back afterwards. Needs
+    /// root. See docs/ksm.md
+    #[arg(long)]
+    pub ksm: bool,
+    /// A ksmd setting for the session (with --ksm; repeatable): pages_to_scan, sleep_millisecs,
+    /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ...
+    #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
+    pub ksm_set: Vec<String>,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
     /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
     /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
@@ -103,6 +112,8 @@ pub struct RunOptions {
     pub output: PathBuf,
     pub force: bool,
     pub program_output: ProgramOutput,
+    /// With --ksm: the ksmd settings to apply for the session (`run=1` is added).
+    pub ksm: Option<Vec<(String, String)>>,
 }
 
 impl RunOptions {
@@ -138,6 +149,7 @@ impl RunOptions {
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
             pass_stdin: false,
+            ksm_merge: a.ksm,
         };
         let plan = RunPlan {
             pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
@@ -151,8 +163,60 @@ impl RunOptions {
             output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
             force: a.force,
             program_output: a.program_output,
+            ksm: if a.ksm {
+                Some(
+                    a.ksm_set
+                        .iter()
+                        .map(|s| ksm_setting(s))
+                        .collect::<anyhow::Result<_>>()?,
+                )
+            } else {
+                None
+            },
         })
     }
+}
+
+fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() && !v.contains(char::is_whitespace) => {
+            Ok((k.to_string(), v.to_string()))
+        }
+        _ => bail!("--ksm-set expects KNOB=VALUE (e.g. pages_to_scan=1000), got `{text}`"),
+    }
+}
+
+/// Takes ksmd for the session, after checking that the command's tree can be made mergeable: the
+/// prctl is probed on alloclens itself (and undone) so an old kernel is refused before anything
+/// changes.
+fn start_ksm(settings: &[(String, String)]) -> anyhow::Result<procmem::ksm_control::KsmControl> {
+    use procmem::ksm_control::{default_state_path, KsmControl, KSM_SYSFS};
+    let sysfs = std::path::Path::new(KSM_SYSFS);
+    if !sysfs.join("run").exists() {
+        bail!("--ksm: this kernel has no KSM ({KSM_SYSFS} does not exist): use a kernel built with CONFIG_KSM=y");
+    }
+    // SAFETY: PR_GET_MEMORY_MERGE only reads a flag of this process.
+    let merging = unsafe { libc::prctl(libc::PR_GET_MEMORY_MERGE, 0, 0, 0, 0) };
+    if merging < 0 {
+        bail!("--ksm: this kernel cannot make a process tree mergeable (prctl PR_SET_MEMORY_MERGE needs Linux >= 6.4, running {}): use a newer kernel", kernel_release());
+    }
+    let control = KsmControl::acquire(sysfs, &default_state_path(), settings)?;
+    for (k, v) in control.recovered() {
+        eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
+    }
+    let applied: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    eprintln!(
+        "alloclens: KSM: the command's tree is made mergeable with prctl(PR_SET_MEMORY_MERGE); ksmd run=1{}{} (restored at the end)",
+        if applied.is_empty() { "" } else { " " },
+        applied.join(" ")
+    );
+    Ok(control)
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "an unknown kernel".into())
 }
 
 fn interval(text: &str) -> anyhow::Result<Duration> {
@@ -243,6 +307,9 @@ impl Outcome {
 /// Runs the plan with a progress bar, writes the results directory, and renders the summary.
 pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> {
     let plan = &options.plan;
+    // First, so a refusal changes nothing (no results directory either); given back when it drops,
+    // whatever way this function ends.
+    let ksm = options.ksm.as_deref().map(start_ksm).transpose()?;
     let mut dir = ResultsDir::create(
         &options.output,
         options.force,
@@ -272,12 +339,16 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     };
     let mut execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
+    let ksm_restore = ksm.map(|k| k.restore());
     let open_lines = observer.open_lines;
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
+    if let Some(Err(e)) = ksm_restore {
+        warnings.push(e.to_string());
+    }
     if execution.interrupted {
         warnings.push(format!(
             "interrupted: {} of {} runs done; results keep what was gathered",

@@ -1,0 +1,240 @@
+//! `alloclens run --ksm` drives the machine's real ksmd and gives every setting back: at the normal
+//! end, on Ctrl-C, and after a SIGKILL at the next start; a second alloclens is refused; bad input
+//! changes nothing. These tests change this machine's KSM settings, so they are ONE test function
+//! (never in parallel with each other), and a guard writes the values found at the start back
+//! whatever happens.
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::alloclens;
+
+const SYSFS: &str = "/sys/kernel/mm/ksm";
+const STATE: &str = "/run/alloclens/ksm-state";
+const KNOBS: &[&str] = &["run", "pages_to_scan", "sleep_millisecs"];
+
+fn knob(name: &str) -> String {
+    std::fs::read_to_string(Path::new(SYSFS).join(name))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn snapshot() -> Vec<(String, String)> {
+    KNOBS.iter().map(|k| (k.to_string(), knob(k))).collect()
+}
+
+/// Puts the values found at the start back, even when an assertion failed midway.
+struct Restore(Vec<(String, String)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        for (k, v) in self.0.iter().rev() {
+            let _ = std::fs::write(Path::new(SYSFS).join(k), v);
+        }
+        let _ = std::fs::write(STATE, "");
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill on a pid we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// `alloclens run --ksm` on `sleep 60`, left running.
+fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
+    alloclens()
+        .args(["run", "--ksm", "--ksm-set"])
+        .arg(format!("pages_to_scan={scan}"))
+        .args(["-a", "glibc", "-r", "1", "--force", "-o"])
+        .arg(dir.join(name))
+        .args(["--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn usable() -> bool {
+    if !Path::new(SYSFS).join("run").exists() {
+        eprintln!("skipped: this kernel has no KSM");
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root (KSM's sysfs is not writable)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn ksm_settings_are_given_back_however_the_run_ends() {
+    if !usable() {
+        return;
+    }
+    let before = snapshot();
+    let _restore = Restore(before.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    // A value surely different from the machine's.
+    let scan = (before[1].1.parse::<u64>().unwrap() + 1234).to_string();
+
+    // Normal end: the command sees ksmd running with our setting; afterwards all is as before.
+    let out = alloclens()
+        .args(["run", "--ksm", "--ksm-set"])
+        .arg(format!("pages_to_scan={scan}"))
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(tmp.path().join("normal"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "echo during $(cat {SYSFS}/run) $(cat {SYSFS}/pages_to_scan) $(grep ksm_merge_any /proc/self/ksm_stat)"
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!("during 1 {scan} ksm_merge_any: yes")),
+        "the command ran under ksmd with our setting and mergeable: {stdout}"
+    );
+    assert!(
+        stderr.contains("PR_SET_MEMORY_MERGE"),
+        "says the mechanism: {stderr}"
+    );
+    assert_eq!(snapshot(), before, "normal end gives every value back");
+    assert_eq!(
+        std::fs::read_to_string(STATE).unwrap(),
+        "",
+        "state file emptied"
+    );
+
+    // Ctrl-C (SIGINT) in the middle of a run.
+    let child = long_run(tmp.path(), "sigint", &scan);
+    wait_until("ksmd driven", Duration::from_secs(20), || {
+        knob("pages_to_scan") == scan
+    });
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(), before, "Ctrl-C gives every value back");
+
+    // A second alloclens is refused while one drives ksmd, and changes nothing.
+    let first = long_run(tmp.path(), "first", &scan);
+    wait_until("ksmd driven", Duration::from_secs(20), || {
+        knob("pages_to_scan") == scan
+    });
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan=7",
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "-o",
+        ])
+        .arg(tmp.path().join("second"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("another alloclens (pid"), "{stderr}");
+    assert_eq!(
+        knob("pages_to_scan"),
+        scan,
+        "the second run changed nothing"
+    );
+    assert!(
+        !tmp.path().join("second").exists(),
+        "no results directory either"
+    );
+
+    // SIGKILL: nothing can restore at once; the state file keeps the values and the next start
+    // (any command) gives them back.
+    signal(&first, libc::SIGKILL);
+    let _ = first.wait_with_output().unwrap();
+    assert_eq!(knob("run"), "1", "still driven after SIGKILL");
+    assert_eq!(knob("pages_to_scan"), scan);
+    assert!(!std::fs::read_to_string(STATE).unwrap().is_empty());
+    let out = alloclens().args(["allocators"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success());
+    assert!(
+        stderr.contains("gave back KSM setting pages_to_scan"),
+        "says what it restored: {stderr}"
+    );
+    assert_eq!(snapshot(), before, "the next start gives every value back");
+
+    // Bad input: an unknown knob is one line, and nothing changes.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "no_such_knob=1",
+            "-a",
+            "glibc",
+            "-o",
+        ])
+        .arg(tmp.path().join("bad"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("unknown KSM setting `no_such_knob`"),
+        "{stderr}"
+    );
+    // A value the kernel rejects: also one line, nothing changed.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "sleep_millisecs=abc",
+            "-a",
+            "glibc",
+            "-o",
+        ])
+        .arg(tmp.path().join("bad2"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("cannot set /sys/kernel/mm/ksm/sleep_millisecs to abc"),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), before, "rejected input changes nothing");
+    assert!(!tmp.path().join("bad").exists() && !tmp.path().join("bad2").exists());
+
+    merging(tmp.path(), &before);
+}
+
+/// Placeholder replaced below by the forkworkers merge test.
+fn merging(_dir: &Path, _before: &[(String, String)]) {
+    let _: Option<PathBuf> = None;
+    let _: Option<Command> = None;
+}
