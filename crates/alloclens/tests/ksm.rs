@@ -3,8 +3,8 @@
 //! changes nothing. These tests change this machine's KSM settings, so they are ONE test function
 //! (never in parallel with each other), and a guard writes the values found at the start back
 //! whatever happens.
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -233,8 +233,121 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     merging(tmp.path(), &before);
 }
 
-/// Placeholder replaced below by the forkworkers merge test.
-fn merging(_dir: &Path, _before: &[(String, String)]) {
-    let _: Option<PathBuf> = None;
-    let _: Option<Command> = None;
+const WORKERS: u64 = 4;
+const POSTFORK_MB: u64 = 32;
+const MIB: f64 = 1048576.0;
+
+/// `run` of forkworkers whose 4 workers each build the same 32 MiB after the fork and hold it 6 s.
+fn forkworkers_run(dir: &Path, ksm: bool) -> (serde_json::Value, f64) {
+    let mut cmd = alloclens();
+    cmd.arg("run");
+    if ksm {
+        // Aggressive, so it merges in about a second: the test is about correctness, not cost.
+        cmd.args([
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan=20000",
+            "--ksm-set",
+            "sleep_millisecs=10",
+        ]);
+    }
+    let out = cmd
+        .args([
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--exact-pss",
+            "--interval",
+            "250ms",
+        ])
+        .args(["--program-output", "discard", "--json", "-o"])
+        .arg(dir)
+        .args([
+            "--",
+            &common::exe(),
+            "workload",
+            "forkworkers",
+            "--shared-mb",
+            "8",
+            "--events",
+            "5",
+        ])
+        .arg(format!("--workers={WORKERS}"))
+        .arg(format!("--postfork-mb={POSTFORK_MB}"))
+        .args(["--volatile-mb", "2", "--linger-ms", "6000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    (results, steady_pss(&dir.join("samples.csv")))
+}
+
+/// Tree PSS at the last sample where the parent and all workers were alive (bytes).
+fn steady_pss(samples: &Path) -> f64 {
+    let mut reader = csv::Reader::from_path(samples).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (t, scope, pss) = (col("t_s"), col("scope"), col("pss"));
+    let mut processes = 0;
+    let mut steady = None;
+    for row in reader.records() {
+        let row = row.unwrap();
+        if &row[scope] == "process" {
+            processes += 1;
+        } else {
+            if processes == WORKERS + 1 {
+                steady = Some((row[t].to_string(), row[pss].parse::<f64>().unwrap()));
+            }
+            processes = 0;
+        }
+    }
+    steady.expect("a sample with every worker alive").1
+}
+
+/// Done-when of issue 17: the kernel merges what the workers built identically after the fork,
+/// and the tree's PSS drops by a comparable amount.
+fn merging(dir: &Path, before: &[(String, String)]) {
+    let (off, off_pss) = forkworkers_run(&dir.join("off"), false);
+    assert!(
+        off["runs"][0].get("ksm").is_none(),
+        "no KSM figures without --ksm"
+    );
+    let (on, on_pss) = forkworkers_run(&dir.join("on"), true);
+    assert_eq!(
+        snapshot(),
+        before,
+        "the merge run gave every value back too"
+    );
+    let ksm = &on["runs"][0]["ksm"];
+    let duplicated = ((WORKERS - 1) * POSTFORK_MB) as f64 * MIB;
+    let sharing = ksm["sharing"]["peak"].as_f64().unwrap();
+    let merging = ksm["merging"]["peak"].as_f64().unwrap();
+    let saved = off_pss - on_pss;
+    eprintln!(
+        "duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU",
+        duplicated / MIB,
+        sharing / MIB,
+        merging / MIB,
+        off_pss / MIB,
+        on_pss / MIB,
+        saved / MIB,
+        ksm["settle_s"],
+        ksm["ksmd_cpu_pct"]
+    );
+    assert!(sharing >= 0.7 * duplicated, "kernel's pages_sharing: {ksm}");
+    assert!(
+        merging >= 0.7 * (WORKERS * POSTFORK_MB) as f64 * MIB,
+        "every worker's copy is merged: {ksm}"
+    );
+    assert!(
+        saved >= 0.6 * duplicated && saved <= 1.5 * duplicated + 16.0 * MIB,
+        "PSS {off_pss} without KSM, {on_pss} with: saved {saved} of {duplicated} duplicated"
+    );
+    assert!(ksm["full_scans"].as_u64().unwrap() >= 1, "{ksm}");
 }

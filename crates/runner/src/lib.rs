@@ -22,8 +22,8 @@ pub use host::HostInfo;
 pub use observer::{Observer, OutputStream, Quiet};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
 pub use results::{
-    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
-    RunResults, SampleKind, SeriesStats, VariantInfo,
+    AllocatorCheck, Ending, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary,
+    RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
 };
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};

@@ -42,6 +42,9 @@ pub struct RunPlan {
     /// Make the command's whole tree KSM-mergeable: `prctl(PR_SET_MEMORY_MERGE, 1)` in the child
     /// before exec (Linux >= 6.4; inherited by fork, kept across exec).
     pub ksm_merge: bool,
+    /// Read KSM figures at every sample (samples.csv, results.json `runs[].ksm`): set for every
+    /// run of a `--ksm` session, including its runs with merging off.
+    pub ksm: bool,
 }
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
@@ -160,6 +163,7 @@ mod tests {
             stdout_pty: false,
             pass_stdin: false,
             ksm_merge: false,
+            ksm: false,
         }
     }
 

@@ -146,6 +146,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 stdout_pty: false,
                 pass_stdin: false,
                 ksm_merge: false,
+                ksm: false,
             },
             baseline: args::baseline(None, &variants)?,
             output: root.join(scenario.name),

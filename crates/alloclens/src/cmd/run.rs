@@ -150,6 +150,7 @@ impl RunOptions {
             stdout_pty: a.pty,
             pass_stdin: false,
             ksm_merge: a.ksm,
+            ksm: a.ksm,
         };
         let plan = RunPlan {
             pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
@@ -315,6 +316,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         options.force,
         &plan.params,
         options.program_output == ProgramOutput::Save,
+        plan.ksm,
     )?;
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
