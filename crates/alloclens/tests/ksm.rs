@@ -237,21 +237,19 @@ const WORKERS: u64 = 4;
 const POSTFORK_MB: u64 = 32;
 const MIB: f64 = 1048576.0;
 
-/// `run` of forkworkers whose 4 workers each build the same 32 MiB after the fork and hold it 6 s.
-fn forkworkers_run(dir: &Path, ksm: bool) -> (serde_json::Value, f64) {
-    let mut cmd = alloclens();
-    cmd.arg("run");
-    if ksm {
+/// `run --ksm` of forkworkers whose 4 workers each build the same 32 MiB after the fork and hold
+/// it 6 s: one run with KSM off, one with KSM on. Returns results.json and stdout.
+fn forkworkers_run(dir: &Path) -> (serde_json::Value, String) {
+    let out = alloclens()
+        .arg("run")
         // Aggressive, so it merges in about a second: the test is about correctness, not cost.
-        cmd.args([
+        .args([
             "--ksm",
             "--ksm-set",
             "pages_to_scan=20000",
             "--ksm-set",
             "sleep_millisecs=10",
-        ]);
-    }
-    let out = cmd
+        ])
         .args([
             "-a",
             "glibc",
@@ -261,7 +259,7 @@ fn forkworkers_run(dir: &Path, ksm: bool) -> (serde_json::Value, f64) {
             "--interval",
             "250ms",
         ])
-        .args(["--program-output", "discard", "--json", "-o"])
+        .args(["--program-output", "discard", "-o"])
         .arg(dir)
         .args([
             "--",
@@ -285,52 +283,62 @@ fn forkworkers_run(dir: &Path, ksm: bool) -> (serde_json::Value, f64) {
     );
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    (results, steady_pss(&dir.join("samples.csv")))
+    (results, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Tree PSS at the last sample where the parent and all workers were alive (bytes).
-fn steady_pss(samples: &Path) -> f64 {
+/// Tree PSS of run `run` at its last sample where the parent and all workers were alive (bytes).
+fn steady_pss(samples: &Path, run: &str) -> f64 {
     let mut reader = csv::Reader::from_path(samples).unwrap();
     let header = reader.headers().unwrap().clone();
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
-    let (t, scope, pss) = (col("t_s"), col("scope"), col("pss"));
+    let (run_col, scope, pss) = (col("run"), col("scope"), col("pss"));
     let mut processes = 0;
     let mut steady = None;
     for row in reader.records() {
         let row = row.unwrap();
+        if &row[run_col] != run {
+            continue;
+        }
         if &row[scope] == "process" {
             processes += 1;
         } else {
             if processes == WORKERS + 1 {
-                steady = Some((row[t].to_string(), row[pss].parse::<f64>().unwrap()));
+                steady = Some(row[pss].parse::<f64>().unwrap());
             }
             processes = 0;
         }
     }
-    steady.expect("a sample with every worker alive").1
+    steady.expect("a sample with every worker alive")
 }
 
 /// Done-when of issue 17: the kernel merges what the workers built identically after the fork,
-/// and the tree's PSS drops by a comparable amount.
+/// the tree's PSS drops by a comparable amount, and both are in the table and results.json.
 fn merging(dir: &Path, before: &[(String, String)]) {
-    let (off, off_pss) = forkworkers_run(&dir.join("off"), false);
-    assert!(
-        off["runs"][0].get("ksm").is_none(),
-        "no KSM figures without --ksm"
-    );
-    let (on, on_pss) = forkworkers_run(&dir.join("on"), true);
+    let (results, stdout) = forkworkers_run(&dir.join("forkworkers"));
     assert_eq!(
         snapshot(),
         before,
         "the merge run gave every value back too"
     );
-    let ksm = &on["runs"][0]["ksm"];
+    let runs = results["runs"].as_array().unwrap();
+    let run_of = |state: &str| {
+        runs.iter()
+            .find(|r| r["params"]["ksm"] == state)
+            .unwrap_or_else(|| panic!("a run with ksm={state}: {results}"))
+    };
+    let (off, on) = (run_of("off"), run_of("on"));
+    assert_eq!(off["ksm"]["merging_enabled"], false);
+    assert_eq!(on["ksm"]["merging_enabled"], true);
+    let samples = dir.join("forkworkers/samples.csv");
+    let off_pss = steady_pss(&samples, &off["index"].to_string());
+    let on_pss = steady_pss(&samples, &on["index"].to_string());
+    let ksm = &on["ksm"];
     let duplicated = ((WORKERS - 1) * POSTFORK_MB) as f64 * MIB;
     let sharing = ksm["sharing"]["peak"].as_f64().unwrap();
     let merging = ksm["merging"]["peak"].as_f64().unwrap();
     let saved = off_pss - on_pss;
     eprintln!(
-        "duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU",
+        "duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU\n{stdout}",
         duplicated / MIB,
         sharing / MIB,
         merging / MIB,
@@ -346,8 +354,24 @@ fn merging(dir: &Path, before: &[(String, String)]) {
         "every worker's copy is merged: {ksm}"
     );
     assert!(
+        off["ksm"]["merging"]["peak"].as_f64().unwrap() < 0.1 * duplicated,
+        "KSM off merges nothing of the tree: {}",
+        off["ksm"]
+    );
+    assert!(
         saved >= 0.6 * duplicated && saved <= 1.5 * duplicated + 16.0 * MIB,
         "PSS {off_pss} without KSM, {on_pss} with: saved {saved} of {duplicated} duplicated"
     );
     assert!(ksm["full_scans"].as_u64().unwrap() >= 1, "{ksm}");
+    // The table and results.json carry the saving.
+    let saving = &results["ksm_savings"][0];
+    assert_eq!(saving["runs_off"], 1);
+    assert_eq!(saving["runs_on"], 1);
+    assert!(
+        saving["saved_mean"].as_f64().unwrap() > 0.3 * duplicated,
+        "{saving}"
+    );
+    let pct = saving["saved_mean_pct"].as_f64().unwrap();
+    assert!(stdout.contains("KSM: PSS saved"), "{stdout}");
+    assert!(stdout.contains(&format!("({pct:.0} %)")), "{stdout}");
 }

@@ -5,6 +5,7 @@
 //! the `document::Reportable` trait (one module per kind in `sections/`), which the renderers turn into
 //! a self-contained HTML page (`html`) or PNG/SVG figures (`figures`).
 pub mod format;
+pub mod ksm_table;
 pub mod run_table;
 
 pub mod chart;
@@ -21,6 +22,7 @@ pub mod run_parquet;
 pub mod sections;
 pub mod trace_parquet;
 
+pub use ksm_table::render_ksm_table;
 pub use run_table::{render_marker_table, render_run_table};
 
 pub use document::{Document, Reportable};

@@ -282,4 +282,7 @@ pub struct RunResults {
     pub incomplete_files: Vec<String>,
     pub runs: Vec<RunRecord>,
     pub summary: Vec<Group>,
+    /// With `run --ksm`: what KSM saved per variant and point ([`crate::ksm_savings`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ksm_savings: Vec<crate::KsmSaving>,
 }

@@ -130,7 +130,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         &ctx.env,
         ctx.plan.stdout_pty,
         ctx.plan.pass_stdin,
-        ctx.plan.ksm_merge,
+        ctx.plan.merges(ctx.spec),
     ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),
@@ -537,7 +537,7 @@ impl Run<'_, '_> {
             .ctx
             .plan
             .ksm
-            .then(|| ksm_summary(&self.points, self.ctx.plan.ksm_merge));
+            .then(|| ksm_summary(&self.points, self.ctx.plan.merges(self.ctx.spec)));
         let (mut marker_figures, mut marker_pss) =
             (MarkerCounts::default(), MarkerCounts::default());
         for m in &self.markers {

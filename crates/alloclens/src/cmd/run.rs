@@ -122,8 +122,18 @@ impl RunOptions {
     pub fn from_args(a: Args) -> anyhow::Result<RunOptions> {
         let variants = args::variants(a.allocators.as_deref())?;
         let params = a.params.iter().map(|p| args::param(p));
-        let params = params.collect::<anyhow::Result<Vec<Param>>>()?;
+        let mut params = params.collect::<anyhow::Result<Vec<Param>>>()?;
         args::distinct_params(&params)?;
+        if a.ksm {
+            if params.iter().any(|p| p.name == runner::KSM_PARAM) {
+                bail!("--param {}: the name is taken by --ksm (it runs each point with KSM off and on): rename it", runner::KSM_PARAM);
+            }
+            // Last, so each point runs with KSM off then on, side by side.
+            params.push(Param {
+                name: runner::KSM_PARAM.into(),
+                values: vec!["off".into(), "on".into()],
+            });
+        }
         let baseline = args::baseline(a.baseline, &variants)?;
         let plan = RunPlan {
             command: a.command,
@@ -376,6 +386,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
         // Lent, not copied: a run may hold many marker records.
+        ksm_savings: runner::ksm_savings(&execution.runs),
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
     };
@@ -386,6 +397,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
     }
+    table.push_str(&report::render_ksm_table(&results.ksm_savings, &names));
     Ok(Outcome {
         execution,
         summary,
