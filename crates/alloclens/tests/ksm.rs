@@ -118,6 +118,37 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         "state file emptied"
     );
 
+    // A knob swept with --param: each run sees its own value, and all is given back.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "sleep_millisecs={ms}",
+            "--param",
+            "ms=31,47",
+        ])
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(tmp.path().join("sweep"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo swept {{ms}} $(cat {SYSFS}/sleep_millisecs)"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ms in ["31", "47"] {
+        assert_eq!(
+            stdout.matches(&format!("swept {ms} {ms}")).count(),
+            2,
+            "both runs (KSM off and on) at ms={ms} ran with it: {stdout}"
+        );
+    }
+    assert_eq!(snapshot(), before, "a sweep gives every value back");
+
     // Ctrl-C (SIGINT) in the middle of a run.
     let child = long_run(tmp.path(), "sigint", &scan);
     wait_until("ksmd driven", Duration::from_secs(20), || {
@@ -224,9 +255,29 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr.contains("cannot set /sys/kernel/mm/ksm/sleep_millisecs to abc"),
+        stderr.contains("cannot set /sys/kernel/mm/ksm/sleep_millisecs to abc")
+            && stderr.contains("the kernel rejects this value"),
         "{stderr}"
     );
+    // A swept value the kernel rejects is refused before any run.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan={p}",
+            "--param",
+            "p=5,abc",
+        ])
+        .args(["-a", "glibc", "-o"])
+        .arg(tmp.path().join("bad3"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pages_to_scan to abc"), "{stderr}");
+    assert!(!tmp.path().join("bad3").exists());
     assert_eq!(snapshot(), before, "rejected input changes nothing");
     assert!(!tmp.path().join("bad").exists() && !tmp.path().join("bad2").exists());
 

@@ -55,10 +55,11 @@ pub enum KsmError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot set {path} to {value}: {source} (KSM's sysfs must be writable: run as root, outside a read-only container); nothing was changed")]
+    #[error("cannot set {path} to {value}: {source} ({hint}); nothing was changed")]
     Write {
         path: PathBuf,
         value: String,
+        hint: &'static str,
         #[source]
         source: io::Error,
     },
@@ -147,6 +148,27 @@ impl KsmControl {
             }
         }
         Ok(control)
+    }
+
+    /// Sets a knob saved at [`KsmControl::acquire`] (one of its `settings`) to another value: a
+    /// setting that changes from run to run. Any other knob is refused (it would not be given back).
+    pub fn set(&self, name: &str, value: &str) -> Result<(), KsmError> {
+        if name == "run" || !self.saved.iter().any(|(n, _)| n == name) {
+            return Err(KsmError::UnknownKnob {
+                name: name.to_string(),
+                known: self
+                    .saved
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .filter(|n| *n != "run")
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if read_knob(&self.sysfs, name).is_ok_and(|v| v == value) {
+            return Ok(());
+        }
+        write_knob(&self.sysfs, name, value)
     }
 
     /// The settings a killed alloclens had left and that were given back first.
@@ -355,6 +377,13 @@ fn write_knob(sysfs: &Path, name: &str, value: &str) -> Result<(), KsmError> {
     write_raw(sysfs, name, value).map_err(|source| KsmError::Write {
         path: sysfs.join(name),
         value: value.to_string(),
+        hint: match source.raw_os_error() {
+            Some(libc::EINVAL) | Some(libc::ERANGE) => {
+                "the kernel rejects this value: see its admin-guide/mm/ksm for the valid ones"
+            }
+            Some(libc::EBUSY) => "the kernel refuses this change while pages are merged",
+            _ => "KSM's sysfs must be writable: run as root, outside a read-only container",
+        },
         source,
     })
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
+use procmem::ksm_control::KsmControl;
 use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
 use runner::{
     Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
@@ -91,7 +92,8 @@ pub struct Args {
     #[arg(long)]
     pub ksm: bool,
     /// A ksmd setting for the session (with --ksm; repeatable): pages_to_scan, sleep_millisecs,
-    /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ...
+    /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ... A
+    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run)
     #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
     pub ksm_set: Vec<String>,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
@@ -198,10 +200,9 @@ fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
 }
 
 /// Takes ksmd for the session, after checking that the command's tree can be made mergeable: the
-/// prctl is probed on alloclens itself (and undone) so an old kernel is refused before anything
-/// changes.
-fn start_ksm(settings: &[(String, String)]) -> anyhow::Result<procmem::ksm_control::KsmControl> {
-    use procmem::ksm_control::{default_state_path, KsmControl, KSM_SYSFS};
+/// prctl is probed on alloclens itself so an old kernel is refused before anything changes.
+fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
+    use procmem::ksm_control::{default_state_path, KSM_SYSFS};
     let sysfs = std::path::Path::new(KSM_SYSFS);
     if !sysfs.join("run").exists() {
         bail!("--ksm: this kernel has no KSM ({KSM_SYSFS} does not exist): use a kernel built with CONFIG_KSM=y");
@@ -211,17 +212,44 @@ fn start_ksm(settings: &[(String, String)]) -> anyhow::Result<procmem::ksm_contr
     if merging < 0 {
         bail!("--ksm: this kernel cannot make a process tree mergeable (prctl PR_SET_MEMORY_MERGE needs Linux >= 6.4, running {}): use a newer kernel", kernel_release());
     }
-    let control = KsmControl::acquire(sysfs, &default_state_path(), settings)?;
+    let schedule = plan.schedule();
+    let first = schedule
+        .first()
+        .map(|s| s.assignment.clone())
+        .unwrap_or_default();
+    let initial: Vec<(String, String)> = settings
+        .iter()
+        .map(|(k, v)| (k.clone(), runner::substitute(v, &first)))
+        .collect();
+    let control = KsmControl::acquire(sysfs, &default_state_path(), &initial)?;
+    // Every value a sweep will use is tried now, so a value the kernel rejects is refused before
+    // any run (dropping `control` on the error gives everything back).
+    for spec in &schedule {
+        for (k, v) in ksm_settings_for(settings, spec) {
+            control.set(&k, &v)?;
+        }
+    }
+    for (k, v) in &initial {
+        control.set(k, v)?;
+    }
     for (k, v) in control.recovered() {
         eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
     }
     let applied: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
     eprintln!(
-        "alloclens: KSM: the command's tree is made mergeable with prctl(PR_SET_MEMORY_MERGE); ksmd run=1{}{} (restored at the end)",
+        "alloclens: KSM: the command's tree is made mergeable with prctl(PR_SET_MEMORY_MERGE) in the ksm=on runs; ksmd run=1{}{} (restored at the end)",
         if applied.is_empty() { "" } else { " " },
         applied.join(" ")
     );
     Ok(control)
+}
+
+/// The --ksm-set values of run `spec`, its placeholders substituted.
+fn ksm_settings_for(settings: &[(String, String)], spec: &RunSpec) -> Vec<(String, String)> {
+    settings
+        .iter()
+        .map(|(k, v)| (k.clone(), runner::substitute(v, &spec.assignment)))
+        .collect()
 }
 
 fn kernel_release() -> String {
@@ -320,7 +348,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let plan = &options.plan;
     // First, so a refusal changes nothing (no results directory either); given back when it drops,
     // whatever way this function ends.
-    let ksm = options.ksm.as_deref().map(start_ksm).transpose()?;
+    let ksm = options
+        .ksm
+        .as_deref()
+        .map(|settings| start_ksm(plan, settings))
+        .transpose()?;
     let mut dir = ResultsDir::create(
         &options.output,
         options.force,
@@ -348,16 +380,20 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         plan,
         mode: options.program_output,
         open_lines: [false; 2],
+        ksm: ksm.as_ref().zip(options.ksm.as_deref()),
+        ksm_problems: Vec::new(),
     };
     let mut execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
-    let ksm_restore = ksm.map(|k| k.restore());
     let open_lines = observer.open_lines;
+    let ksm_problems = std::mem::take(&mut observer.ksm_problems);
+    let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
+    warnings.extend(ksm_problems);
     if let Some(Err(e)) = ksm_restore {
         warnings.push(e.to_string());
     }
@@ -453,6 +489,10 @@ struct CliObserver<'a> {
     mode: ProgramOutput,
     /// Pass mode: whether the last bytes passed to stdout and stderr ended without a newline.
     open_lines: [bool; 2],
+    /// With --ksm: ksmd and the --ksm-set settings, set before each run (they may be swept).
+    ksm: Option<(&'a KsmControl, &'a [(String, String)])>,
+    /// Settings that could not be set before a run (its figures are then not the setting's).
+    ksm_problems: Vec<String>,
 }
 
 impl CliObserver<'_> {
@@ -463,6 +503,16 @@ impl CliObserver<'_> {
 
 impl Observer for CliObserver<'_> {
     fn run_started(&mut self, spec: &RunSpec, _command: &[String]) {
+        if let Some((control, settings)) = self.ksm {
+            for (k, v) in ksm_settings_for(settings, spec) {
+                if let Err(e) = control.set(&k, &v) {
+                    self.ksm_problems.push(format!(
+                        "run {}: KSM setting {k}={v} not applied: {e}",
+                        spec.index
+                    ));
+                }
+            }
+        }
         let point: Vec<String> = spec
             .assignment
             .iter()
