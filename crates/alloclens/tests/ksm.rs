@@ -4,7 +4,7 @@
 //! (never in parallel with each other), and a guard writes the values found at the start back
 //! whatever happens.
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -61,6 +61,16 @@ fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
+        .unwrap()
+}
+
+/// alloclens run as user nobody (setpriv).
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::exe())
+        .args(args)
+        .output()
         .unwrap()
 }
 
@@ -206,6 +216,20 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     assert_eq!(knob("run"), "1", "still driven after SIGKILL");
     assert_eq!(knob("pages_to_scan"), scan);
     assert!(!std::fs::read_to_string(STATE).unwrap().is_empty());
+    // A user who cannot write it is told, and changes nothing.
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if setpriv {
+        let out = as_nobody(&["allocators"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("run any alloclens command as root"),
+            "{stderr}"
+        );
+        assert_eq!(knob("pages_to_scan"), scan);
+    } else {
+        eprintln!("skipped the checks as another user: no setpriv");
+    }
     let out = alloclens().args(["allocators"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success());
@@ -214,6 +238,52 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         "says what it restored: {stderr}"
     );
     assert_eq!(snapshot(), before, "the next start gives every value back");
+
+    // Not root: one line naming the fix, nothing changed. First the state file (root's), then,
+    // with a state file of its own, KSM's sysfs.
+    if setpriv {
+        let out = as_nobody(&[
+            "run",
+            "--ksm",
+            "-a",
+            "glibc",
+            "-o",
+            "/tmp/alloclens-ksm-nobody",
+            "--",
+            "true",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("cannot open the KSM state file"),
+            "{stderr}"
+        );
+        let own_state = "/tmp/alloclens-ksm-nobody.state";
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(common::exe())
+            .args([
+                "run",
+                "--ksm",
+                "-a",
+                "glibc",
+                "-o",
+                "/tmp/alloclens-ksm-nobody",
+                "--",
+                "true",
+            ])
+            .env("ALLOCLENS_KSM_STATE", own_state)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(own_state);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("KSM's sysfs must be writable"), "{stderr}");
+        assert!(!Path::new("/tmp/alloclens-ksm-nobody").exists());
+        assert_eq!(snapshot(), before, "not root changes nothing");
+    }
 
     // Bad input: an unknown knob is one line, and nothing changes.
     let out = alloclens()

@@ -49,6 +49,8 @@ pub enum KsmError {
     Busy { path: PathBuf, holder: String },
     #[error("unknown KSM setting `{name}` (this kernel has: {known})")]
     UnknownKnob { name: String, known: String },
+    #[error("a killed alloclens left KSM settings to give back in {0}, and this user cannot: run any alloclens command as root")]
+    LeftForRoot(PathBuf),
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -214,9 +216,26 @@ pub fn recover_leftover(
         Ok(m) if m.len() > 0 => {}
         _ => return Ok(Vec::new()),
     }
-    match open_locked(state_path, false)? {
-        Some(mut state) => restore_from_file(sysfs, state_path, &mut state),
-        None => Ok(Vec::new()),
+    match open_locked(state_path, false) {
+        Ok(Some(mut state)) => restore_from_file(sysfs, state_path, &mut state),
+        Ok(None) => Ok(Vec::new()),
+        // Not ours to write (another user's session, or we are not root): say so only when no
+        // live alloclens holds the file, i.e. the values really are left over.
+        Err(KsmError::StateFile { source, .. })
+            if source.kind() == io::ErrorKind::PermissionDenied =>
+        {
+            let Ok(file) = File::open(state_path) else {
+                return Ok(Vec::new());
+            };
+            // SAFETY: flock on a descriptor we own; the lock goes with `file`.
+            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+            if free {
+                Err(KsmError::LeftForRoot(state_path.to_path_buf()))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 
