@@ -448,6 +448,12 @@ fn merging(dir: &Path, before: &[(String, String)]) {
             .unwrap_or_else(|| panic!("a run with ksm={state}: {results}"))
     };
     let (off, on) = (run_of("off"), run_of("on"));
+    assert_eq!(results["ksm"]["mechanism"], "prctl(PR_SET_MEMORY_MERGE)");
+    let previous = results["ksm"]["previous"].as_array().unwrap();
+    assert!(
+        previous.contains(&serde_json::json!(["run", before[0].1])),
+        "{previous:?}"
+    );
     assert_eq!(off["ksm"]["merging_enabled"], false);
     assert_eq!(on["ksm"]["merging_enabled"], true);
     let samples = dir.join("forkworkers/samples.csv");

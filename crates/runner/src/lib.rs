@@ -24,8 +24,8 @@ pub use ksm_savings::{ksm_savings, KsmSaving};
 pub use observer::{Observer, OutputStream, Quiet};
 pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec, KSM_PARAM};
 pub use results::{
-    AllocatorCheck, Ending, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary,
-    RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
+    AllocatorCheck, Ending, KsmSession, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus,
+    MemorySummary, RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
 };
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};

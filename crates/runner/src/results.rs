@@ -220,6 +220,18 @@ pub struct RunRecord {
     pub ksm: Option<KsmSummary>,
 }
 
+/// How `run --ksm` drove ksmd for the session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KsmSession {
+    /// How the command's tree was made mergeable in the `ksm=on` runs.
+    pub mechanism: String,
+    /// The `--ksm-set` settings as given (`{NAME}` placeholders follow the runs' parameters).
+    pub settings: Vec<(String, String)>,
+    /// The values found before the session, given back at its end (`run` included).
+    pub previous: Vec<(String, String)>,
+}
+
 /// Kernel samepage merging over one run, from the same samples as the memory figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -282,6 +294,9 @@ pub struct RunResults {
     pub incomplete_files: Vec<String>,
     pub runs: Vec<RunRecord>,
     pub summary: Vec<Group>,
+    /// With `run --ksm`: how ksmd was driven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksm: Option<KsmSession>,
     /// With `run --ksm`: what KSM saved per variant and point ([`crate::ksm_savings`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ksm_savings: Vec<crate::KsmSaving>,

@@ -387,6 +387,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     bar.finish_and_clear();
     let open_lines = observer.open_lines;
     let ksm_problems = std::mem::take(&mut observer.ksm_problems);
+    let ksm_session = ksm.as_ref().map(|k| runner::KsmSession {
+        mechanism: "prctl(PR_SET_MEMORY_MERGE)".into(),
+        settings: options.ksm.clone().unwrap_or_default(),
+        previous: k.saved().to_vec(),
+    });
     let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
@@ -422,6 +427,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
         // Lent, not copied: a run may hold many marker records.
+        ksm: ksm_session,
         ksm_savings: runner::ksm_savings(&execution.runs),
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
