@@ -12,7 +12,13 @@ use common::alloclens;
 
 const SYSFS: &str = "/sys/kernel/mm/ksm";
 const STATE: &str = "/run/alloclens/ksm-state";
-const KNOBS: &[&str] = &["run", "pages_to_scan", "sleep_millisecs"];
+const KNOBS: &[&str] = &[
+    "run",
+    "pages_to_scan",
+    "sleep_millisecs",
+    "max_page_sharing",
+    "merge_across_nodes",
+];
 
 fn knob(name: &str) -> String {
     std::fs::read_to_string(Path::new(SYSFS).join(name))
@@ -370,6 +376,12 @@ fn forkworkers_run(dir: &Path) -> (serde_json::Value, String) {
             "pages_to_scan=20000",
             "--ksm-set",
             "sleep_millisecs=10",
+            // Knobs the kernel changes only while nothing is merged (EBUSY otherwise): given
+            // back too (the tree is gone by then, so the unmerge fallback is not needed here).
+            "--ksm-set",
+            "max_page_sharing=128",
+            "--ksm-set",
+            "merge_across_nodes=0",
         ])
         .args([
             "-a",
