@@ -32,6 +32,96 @@ pub struct KsmCounters {
     pub sleep_millisecs: u64,
     /// Bytes per page, to convert the counts.
     pub page_size: u64,
+    /// Bytes saved by KSM, all processes, minus its metadata (Linux >= 6.1); may be negative.
+    pub general_profit: Option<i64>,
+    /// Zero pages KSM mapped to the kernel's zero page (`use_zero_pages`; Linux >= 6.10).
+    pub ksm_zero_pages: Option<u64>,
+    /// Stable nodes chained because a page reached `max_page_sharing` (Linux >= 4.13).
+    pub stable_node_chains: Option<u64>,
+    /// Pages scanned since KSM started (Linux >= 6.7).
+    pub pages_scanned: Option<u64>,
+}
+
+/// KSM figures of a whole process tree at one sample, with the system's and ksmd's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TreeKsm {
+    /// Per process of the sample (pid, figures), by increasing pid; processes without the files
+    /// (exited, kernel < 5.19) are missing.
+    pub processes: Vec<(u32, ProcessKsm)>,
+    /// Bytes of the tree's pages that are merged: sum of `ksm_merging_pages` × page size.
+    pub merging: u64,
+    /// Sum of `ksm_process_profit` over the tree (bytes; may be negative).
+    pub profit: i64,
+    /// Sum of `ksm_rmap_items` over the tree (KSM's per-page metadata entries).
+    pub rmap_items: u64,
+    /// The system-wide counters (None without KSM).
+    pub system: Option<KsmCounters>,
+    /// CPU seconds ksmd has used since boot (utime + stime of the kernel thread named `ksmd`).
+    pub ksmd_cpu_s: Option<f64>,
+    /// Bytes per page, to convert the per-process counts.
+    pub page_size: u64,
+}
+
+/// Reads the KSM figures of the processes `pids`, the system counters and ksmd's CPU time
+/// (`ksmd`: its pid, from [`find_ksmd`]). Never fails: what cannot be read is absent.
+pub fn read_tree_ksm(pids: &[u32], ksmd: Option<u32>) -> TreeKsm {
+    let page = page_size();
+    let mut tree = TreeKsm {
+        processes: Vec::with_capacity(pids.len()),
+        merging: 0,
+        profit: 0,
+        rmap_items: 0,
+        system: read_ksm().ok().flatten(),
+        ksmd_cpu_s: ksmd.and_then(cpu_seconds),
+        page_size: page,
+    };
+    for &pid in pids {
+        if let Ok(Some(k)) = read_process_ksm(pid) {
+            tree.merging += k.merging_pages * page;
+            tree.profit += k.process_profit.unwrap_or(0);
+            tree.rmap_items += k.rmap_items.unwrap_or(0);
+            tree.processes.push((pid, k));
+        }
+    }
+    tree
+}
+
+/// The pid of the `ksmd` kernel thread (a child of kthreadd, pid 2), if it runs.
+pub fn find_ksmd() -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "PID (comm) S PPID ...": kernel threads have ppid 2.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if &stat[open + 1..close] == "ksmd" && ppid == Some("2") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// utime + stime of process `pid`, seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
 }
 
 /// KSM figures of one process.
@@ -58,6 +148,9 @@ pub fn read_ksm() -> Result<Option<KsmCounters>> {
         let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         parse_u64(trim(&text)).ok_or_else(|| Error::parse(&path, "expected a decimal number"))
     };
+    let optional = |name: &str| -> Result<Option<u64>> {
+        Ok(read_optional(&Path::new(KSM_DIR).join(name))?.and_then(|t| parse_u64(trim(&t))))
+    };
     Ok(Some(KsmCounters {
         run: read("run")?,
         pages_shared: read("pages_shared")?,
@@ -68,6 +161,11 @@ pub fn read_ksm() -> Result<Option<KsmCounters>> {
         pages_to_scan: read("pages_to_scan")?,
         sleep_millisecs: read("sleep_millisecs")?,
         page_size: page_size(),
+        general_profit: read_optional(&Path::new(KSM_DIR).join("general_profit"))?
+            .and_then(|t| parse_i64(trim(&t))),
+        ksm_zero_pages: optional("ksm_zero_pages")?,
+        stable_node_chains: optional("stable_node_chains")?,
+        pages_scanned: optional("pages_scanned")?,
     }))
 }
 

@@ -17,6 +17,7 @@
 
 mod error;
 mod ksm;
+pub mod ksm_control;
 mod maps;
 mod memory;
 mod process_control;
@@ -27,7 +28,9 @@ mod sampler;
 mod tree;
 
 pub use error::{Error, Result};
-pub use ksm::{read_ksm, read_process_ksm, KsmCounters, ProcessKsm};
+pub use ksm::{
+    find_ksmd, read_ksm, read_process_ksm, read_tree_ksm, KsmCounters, ProcessKsm, TreeKsm,
+};
 pub use maps::mapped_files;
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};

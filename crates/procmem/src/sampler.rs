@@ -22,6 +22,9 @@ pub struct SamplerOptions {
     pub exclude_child: Option<u32>,
     /// When smaps_rollup (PSS, USS, swap, sharing) is re-read; default `Adaptive { max_age: 10 }`.
     pub pss_refresh: PssRefresh,
+    /// Also read the KSM figures of every process, the system's KSM counters and ksmd's CPU time
+    /// ([`TreeSample::ksm`]).
+    pub ksm: bool,
 }
 
 /// The memory of a tree at one instant.
@@ -41,6 +44,9 @@ pub struct TreeSample {
     /// Processes whose smaps_rollup fields were carried forward from an earlier sample
     /// (`pss_age > 0`); 0 means every PSS in this sample is fresh.
     pub stale_processes: u32,
+    /// KSM figures of the same processes, with [`SamplerOptions::ksm`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksm: Option<crate::ksm::TreeKsm>,
 }
 
 /// Samples the memory of a process and all its descendants, reusing its caches between samples.
@@ -53,6 +59,8 @@ pub struct TreeSampler {
     /// Members that had an address space in the previous sample (by pid), to detect forks and exits.
     previous_live: Vec<Member>,
     live: Vec<Member>,
+    /// With `SamplerOptions::ksm`: Some(ksmd's pid, found once).
+    ksm: Option<Option<u32>>,
 }
 
 impl TreeSampler {
@@ -79,6 +87,7 @@ impl TreeSampler {
             members: Vec::new(),
             previous_live: Vec::new(),
             live: Vec::new(),
+            ksm: options.ksm.then(crate::ksm::find_ksmd),
         })
     }
 
@@ -188,12 +197,17 @@ impl TreeSampler {
         std::mem::swap(&mut self.live, &mut self.previous_live);
 
         let total = MemoryTotals::sum(&kept);
+        let ksm = self.ksm.map(|ksmd| {
+            let pids: Vec<u32> = kept.iter().map(|p| p.pid).collect();
+            crate::ksm::read_tree_ksm(&pids, ksmd)
+        });
         Ok(TreeSample {
             at,
             processes: kept,
             total,
             unreadable,
             stale_processes,
+            ksm,
         })
     }
 }

@@ -28,6 +28,7 @@ pub use exports::run_parquet::write_run_parquet;
 pub use exports::trace_parquet::{export_events, write_analysis_parquet, ExportError, Exported};
 pub use headlines::{Headline, Headlines};
 pub use render::html::render as render_html;
+pub use render::ksm_table::render_ksm_table;
 pub use render::run_table::{render_marker_table, render_run_table};
 pub use sections::run_compare::merge_runs;
 pub use sections::trace_compare::TraceComparison;

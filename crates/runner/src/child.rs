@@ -82,6 +82,7 @@ pub fn spawn(
     env: &[(OsString, OsString)],
     stdout_pty: bool,
     pass_stdin: bool,
+    ksm_merge: bool,
 ) -> io::Result<Started> {
     let (program, args) = command
         .split_first()
@@ -119,6 +120,12 @@ pub fn spawn(
             if libc::getppid() != parent {
                 // alloclens already ended (no allocation here: this is after fork).
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // Every anonymous mapping of this process and of what it forks or execs becomes
+            // mergeable (Linux >= 6.4; EINVAL before). The CLI checks support first, so a failure
+            // here is reported as the run not starting.
+            if ksm_merge && libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
             }
             Ok(())
         });

@@ -4,6 +4,7 @@
 //! (results.json, samples.csv, markers.csv) are defined, written and read here ([`results_dir`]).
 mod child;
 mod host;
+mod ksm_savings;
 mod observer;
 mod output;
 mod plan;
@@ -19,11 +20,12 @@ use std::sync::Arc;
 
 pub use child::CommandExit;
 pub use host::HostInfo;
+pub use ksm_savings::{ksm_savings, KsmSaving};
 pub use observer::{Observer, OutputStream, Quiet};
-pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec};
+pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec, KSM_PARAM};
 pub use results::{
-    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
-    RunResults, SampleKind, SeriesStats, VariantInfo,
+    AllocatorCheck, Ending, KsmSession, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus,
+    MemorySummary, RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
 };
 pub use stats::{median, series_stats};
 pub use summary::{summarize, Group, VariantSummary};

@@ -39,7 +39,18 @@ pub struct RunPlan {
     /// Give the command our stdin instead of /dev/null (only sensible with a single run: each run
     /// would otherwise read what the previous ones left).
     pub pass_stdin: bool,
+    /// Make the command's whole tree KSM-mergeable: `prctl(PR_SET_MEMORY_MERGE, 1)` in the child
+    /// before exec (Linux >= 6.4; inherited by fork, kept across exec), in the runs whose
+    /// [`KSM_PARAM`] is `on` (every run when the plan has no such parameter).
+    pub ksm_merge: bool,
+    /// Read KSM figures at every sample (samples.csv, results.json `runs[].ksm`): set for every
+    /// run of a `--ksm` session, including its runs with merging off.
+    pub ksm: bool,
 }
+
+/// The parameter `run --ksm` adds (last, so each point runs `off` then `on` in turn): `on` runs
+/// have their tree made mergeable, `off` runs do not (ksmd runs in both).
+pub const KSM_PARAM: &str = "ksm";
 
 /// One point of the parameter sweep: name -> value, in the order the parameters were given.
 pub type Assignment = BTreeMap<String, String>;
@@ -54,6 +65,11 @@ pub struct RunSpec {
 }
 
 impl RunPlan {
+    /// Whether the run `spec` is made mergeable.
+    pub fn merges(&self, spec: &RunSpec) -> bool {
+        self.ksm_merge && spec.assignment.get(KSM_PARAM).is_none_or(|v| v == "on")
+    }
+
     /// Every combination of parameter values (the cartesian product), in the order given.
     pub fn assignments(&self) -> Vec<Assignment> {
         let mut out = vec![Assignment::new()];
@@ -156,6 +172,8 @@ mod tests {
             exact_pss: false,
             stdout_pty: false,
             pass_stdin: false,
+            ksm_merge: false,
+            ksm: false,
         }
     }
 

@@ -215,6 +215,46 @@ pub struct RunRecord {
     pub other_allocators: Vec<String>,
     /// CPU seconds alloclens itself spent sampling during this run.
     pub sampler_cpu: f64,
+    /// KSM figures of the run (with `run --ksm`; docs/ksm.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksm: Option<KsmSummary>,
+}
+
+/// How `run --ksm` drove ksmd for the session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KsmSession {
+    /// How the command's tree was made mergeable in the `ksm=on` runs.
+    pub mechanism: String,
+    /// The `--ksm-set` settings as given (`{NAME}` placeholders follow the runs' parameters).
+    pub settings: Vec<(String, String)>,
+    /// The values found before the session, given back at its end (`run` included).
+    pub previous: Vec<(String, String)>,
+}
+
+/// Kernel samepage merging over one run, from the same samples as the memory figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KsmSummary {
+    /// Whether the command's tree was made mergeable for this run (KSM "on").
+    pub merging_enabled: bool,
+    /// Bytes of the tree's pages that are merged (sum of `ksm_merging_pages` × page size).
+    pub merging: SeriesStats,
+    /// The kernel's figure for the tree: sum of `ksm_process_profit` (bytes saved minus KSM's
+    /// metadata), at the last sample and at most.
+    pub profit_last: i64,
+    pub profit_peak: i64,
+    /// System-wide `pages_sharing` and `pages_volatile`, in bytes.
+    pub sharing: SeriesStats,
+    pub volatile: SeriesStats,
+    /// Seconds from the start until `merging` first reached 90 % of its peak; None when nothing
+    /// merged.
+    pub settle_s: Option<f64>,
+    /// Full scans ksmd completed during the run.
+    pub full_scans: u64,
+    /// CPU seconds ksmd used between the first and last sample, and that as % of one core.
+    pub ksmd_cpu_s: Option<f64>,
+    pub ksmd_cpu_pct: Option<f64>,
 }
 
 /// How a variant was configured, as results.json records it.
@@ -254,4 +294,10 @@ pub struct RunResults {
     pub incomplete_files: Vec<String>,
     pub runs: Vec<RunRecord>,
     pub summary: Vec<Group>,
+    /// With `run --ksm`: how ksmd was driven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksm: Option<KsmSession>,
+    /// With `run --ksm`: what KSM saved per variant and point ([`crate::ksm_savings`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ksm_savings: Vec<crate::KsmSaving>,
 }

@@ -16,8 +16,8 @@ use crate::observer::{Observer, OutputStream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
 use crate::results::{
-    AllocatorCheck, Ending, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary, RunRecord,
-    SampleKind,
+    AllocatorCheck, Ending, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary,
+    RunRecord, SampleKind,
 };
 use crate::stats::series_stats;
 use crate::watchdog::Watchdog;
@@ -59,6 +59,17 @@ struct TotalPoint {
     vss: u64,
     swap: u64,
     anon: u64,
+    ksm: Option<KsmPoint>,
+}
+
+/// KSM figures of one sample (with --ksm).
+struct KsmPoint {
+    merging: u64,
+    profit: i64,
+    sharing: u64,
+    volatile: u64,
+    full_scans: u64,
+    ksmd_cpu_s: Option<f64>,
 }
 
 pub(crate) struct RunContext<'a> {
@@ -119,6 +130,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         &ctx.env,
         ctx.plan.stdout_pty,
         ctx.plan.pass_stdin,
+        ctx.plan.merges(ctx.spec),
     ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),
@@ -196,6 +208,7 @@ fn tree_sampler(pid: u32, ctx: &RunContext<'_>) -> Option<TreeSampler> {
             } else {
                 PssRefresh::default()
             },
+            ksm: ctx.plan.ksm,
         },
     )
     .ok()
@@ -376,6 +389,17 @@ impl Run<'_, '_> {
             vss: total.vss,
             swap: total.swap,
             anon: total.anonymous,
+            ksm: sample.ksm.as_ref().map(|k| {
+                let page = k.system.as_ref().map_or(0, |s| s.page_size);
+                KsmPoint {
+                    merging: k.merging,
+                    profit: k.profit,
+                    sharing: k.system.as_ref().map_or(0, |s| s.pages_sharing * page),
+                    volatile: k.system.as_ref().map_or(0, |s| s.pages_volatile * page),
+                    full_scans: k.system.as_ref().map_or(0, |s| s.full_scans),
+                    ksmd_cpu_s: k.ksmd_cpu_s,
+                }
+            }),
         });
         self.observer
             .sample(self.ctx.spec, t, &kind, label, &sample);
@@ -509,6 +533,11 @@ impl Run<'_, '_> {
             max_processes: self.max_processes,
             distinct_processes: self.pids_seen.len() as u32,
         };
+        let ksm = self
+            .ctx
+            .plan
+            .ksm
+            .then(|| ksm_summary(&self.points, self.ctx.plan.merges(self.ctx.spec)));
         let (mut marker_figures, mut marker_pss) =
             (MarkerCounts::default(), MarkerCounts::default());
         for m in &self.markers {
@@ -545,7 +574,51 @@ impl Run<'_, '_> {
             allocator_check: self.check,
             other_allocators: self.other_allocators,
             sampler_cpu: sampler_cpu.as_secs_f64(),
+            ksm,
         }
+    }
+}
+
+/// The run's KSM figures from its samples.
+fn ksm_summary(points: &[TotalPoint], merging_enabled: bool) -> KsmSummary {
+    let ksm: Vec<(f64, &KsmPoint)> = points
+        .iter()
+        .filter_map(|p| p.ksm.as_ref().map(|k| (p.t, k)))
+        .collect();
+    let series = |f: fn(&KsmPoint) -> u64| {
+        series_stats(&ksm.iter().map(|(t, k)| (*t, f(k))).collect::<Vec<_>>())
+    };
+    let merging = series(|k| k.merging);
+    let settle_s = (merging.peak > 0)
+        .then(|| {
+            ksm.iter()
+                .find(|(_, k)| k.merging as f64 >= 0.9 * merging.peak as f64)
+                .map(|(t, _)| *t)
+        })
+        .flatten();
+    let (first, last) = (ksm.first(), ksm.last());
+    let ksmd_cpu_s = match (first, last) {
+        (Some((_, a)), Some((_, b))) => a.ksmd_cpu_s.zip(b.ksmd_cpu_s).map(|(a, b)| b - a),
+        _ => None,
+    };
+    let span = match (first, last) {
+        (Some((a, _)), Some((b, _))) => b - a,
+        _ => 0.0,
+    };
+    KsmSummary {
+        merging_enabled,
+        merging,
+        profit_last: last.map_or(0, |(_, k)| k.profit),
+        profit_peak: ksm.iter().map(|(_, k)| k.profit).max().unwrap_or(0),
+        sharing: series(|k| k.sharing),
+        volatile: series(|k| k.volatile),
+        settle_s,
+        full_scans: match (first, last) {
+            (Some((_, a)), Some((_, b))) => b.full_scans.saturating_sub(a.full_scans),
+            _ => 0,
+        },
+        ksmd_cpu_s,
+        ksmd_cpu_pct: ksmd_cpu_s.filter(|_| span > 0.0).map(|c| 100.0 * c / span),
     }
 }
 
@@ -580,6 +653,7 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
         allocator_check: AllocatorCheck::Unverified,
         other_allocators: Vec::new(),
         sampler_cpu: 0.0,
+        ksm: None,
     }
 }
 

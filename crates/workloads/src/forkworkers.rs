@@ -4,9 +4,14 @@
 //! children without exec. The children only read the shared data, so its pages stay shared
 //! copy-on-write and each worker's PSS is well below its RSS; each worker then processes events with
 //! the `events` allocation pattern (smaller by default) and `_exit`s. The parent waits for all of them.
+//!
+//! For kernel samepage merging (KSM) studies, each worker can also build `postfork_mb` of data that is
+//! identical in every worker but written *after* the fork (copy-on-write cannot share it, KSM can),
+//! keep `volatile_mb` of its own pages rewritten all the time (KSM's `pages_volatile`), and linger
+//! `linger_ms` after its events so ksmd has time to scan.
 
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::events::{run_event, EventShape};
 use crate::fork::{reap, spawn, ReportPipe};
@@ -27,6 +32,13 @@ pub struct ForkworkersOptions {
     /// Each worker prints `worker W rss_kb=R pss_kb=P` (from /proc/self/smaps_rollup) once started.
     pub report_rss: bool,
     pub seed: u64,
+    /// Data each worker builds after the fork, identical in every worker, MiB.
+    pub postfork_mb: u64,
+    /// Data each worker rewrites constantly (one word per page, per event and every 10 ms while it
+    /// lingers), different in every worker, MiB.
+    pub volatile_mb: u64,
+    /// How long each worker stays alive after its events, holding its data, ms.
+    pub linger_ms: u64,
 }
 
 impl Default for ForkworkersOptions {
@@ -42,6 +54,9 @@ impl Default for ForkworkersOptions {
             },
             report_rss: false,
             seed: 42,
+            postfork_mb: 0,
+            volatile_mb: 0,
+            linger_ms: 0,
         }
     }
 }
@@ -57,6 +72,21 @@ impl ForkworkersOptions {
             self.shared_mb <= 1 << 20,
             "shared_mb",
             "must be at most 1048576",
+        )?;
+        require(
+            self.postfork_mb <= 1 << 20,
+            "postfork_mb",
+            "must be at most 1048576",
+        )?;
+        require(
+            self.volatile_mb <= 1 << 20,
+            "volatile_mb",
+            "must be at most 1048576",
+        )?;
+        require(
+            self.linger_ms <= 3_600_000,
+            "linger_ms",
+            "must be at most 3600000 (one hour)",
         )?;
         self.shape.validate()
     }
@@ -159,9 +189,25 @@ fn worker(
     }
     let mut rng = Rng::stream(opts.seed, u64::from(index));
     let mut heap = Heap::new();
+    // Same seed in every worker: byte for byte the same pages, but each worker's own copies.
+    let identical = mib_blocks(opts.postfork_mb, &mut heap, |i, b| {
+        b.fill_pattern(opts.seed ^ i)
+    })?;
+    let tag = u64::from(index) << 32;
+    let mut volatile = mib_blocks(opts.volatile_mb, &mut heap, |_, b| b.stamp(PAGE, tag))?;
+    if opts.postfork_mb > 0 || opts.volatile_mb > 0 {
+        line(
+            out,
+            format_args!(
+                "worker {index} built postfork_mb={} volatile_mb={}",
+                opts.postfork_mb, opts.volatile_mb
+            ),
+        )?;
+    }
     let mut kept = Vec::new();
     for n in 1..=opts.events {
         run_event(&opts.shape, &mut rng, &mut heap, &mut kept)?;
+        rewrite(&mut volatile, tag | n);
         // Each event reads some of the shared data (reads only: the pages stay shared).
         for _ in 0..8 {
             if let Some(block) = shared.get(rng.below(shared.len() as u64) as usize) {
@@ -170,7 +216,15 @@ fn worker(
         }
         line(out, format_args!("worker {index} event {n}"))?;
     }
-    for block in kept {
+    let linger = Duration::from_millis(opts.linger_ms);
+    let events_done = Instant::now();
+    let mut round = opts.events;
+    while events_done.elapsed() < linger {
+        round += 1;
+        rewrite(&mut volatile, tag | round);
+        std::thread::sleep(Duration::from_millis(10).min(linger));
+    }
+    for block in kept.into_iter().chain(identical).chain(volatile) {
         heap.free(block);
     }
     Ok(WorkloadProcess {
@@ -180,4 +234,29 @@ fn worker(
         allocator_calls: heap.calls(),
         checksum: heap.checksum(),
     })
+}
+
+/// Bytes between the words `stamp` writes: one per page.
+const PAGE: usize = 4096;
+
+/// `mb` blocks of 1 MiB, each prepared by `init(block index, block)` so its pages are resident.
+fn mib_blocks(
+    mb: u64,
+    heap: &mut Heap,
+    mut init: impl FnMut(u64, &mut Block),
+) -> Result<Vec<Block>, WorkloadError> {
+    let mut blocks = Vec::new();
+    for i in 0..mb {
+        let mut block = heap.malloc(1 << 20)?;
+        init(i, &mut block);
+        blocks.push(block);
+    }
+    Ok(blocks)
+}
+
+/// One new word in every page of the volatile blocks.
+fn rewrite(blocks: &mut [Block], value: u64) {
+    for block in blocks {
+        block.stamp(PAGE, value);
+    }
 }

@@ -40,6 +40,34 @@ impl Block {
         }
     }
 
+    /// Writes 8-byte words that depend only on `seed` and their offset in the block: two blocks of
+    /// the same size filled with the same seed are byte for byte identical, and no two pages of one
+    /// block are (what KSM can merge across processes but not within one).
+    pub fn fill_pattern(&mut self, seed: u64) {
+        for (i, offset) in (0..self.size / 8).map(|i| (i, i * 8)) {
+            let word = crate::rng::mix(seed ^ i as u64);
+            // SAFETY: offset + 8 <= size; unaligned because the block's alignment is the allocator's.
+            unsafe { std::ptr::write_unaligned(self.ptr.as_ptr().add(offset).cast::<u64>(), word) };
+        }
+    }
+
+    /// Writes `value` at every `stride` bytes (one word per page with a page-sized stride): dirties
+    /// each page cheaply.
+    pub fn stamp(&mut self, stride: usize, value: u64) {
+        let stride = stride.max(8);
+        let mut offset = 0;
+        while offset + 8 <= self.size {
+            // SAFETY: offset + 8 <= size; volatile so the writes happen every time.
+            unsafe {
+                std::ptr::write_volatile(
+                    self.ptr.as_ptr().add(offset).cast::<[u8; 8]>(),
+                    value.to_le_bytes(),
+                )
+            };
+            offset += stride;
+        }
+    }
+
     /// Reads one byte every `stride` bytes and folds them: reading shared data without writing it keeps
     /// copy-on-write pages shared.
     pub fn read_sum(&self, stride: usize) -> u64 {

@@ -150,9 +150,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 exact_pss: false,
                 stdout_pty: false,
                 pass_stdin: false,
+                ksm_merge: false,
+                ksm: false,
             },
             baseline: args::baseline(None, &variants)?,
             output: root.join(scenario.name),
+            ksm: None,
             force: a.force,
             program_output: ProgramOutput::Save,
         };

@@ -20,6 +20,7 @@ use ::report::TraceData;
 use crate::cli::Command;
 
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    give_back_ksm();
     match command {
         Command::Run(args) => run::run(args),
         Command::Allocators(args) => allocators::run(args),
@@ -32,6 +33,22 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Export(args) => export::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
+    }
+}
+
+/// A killed `run --ksm` (SIGKILL, a second Ctrl-C) left ksmd's previous settings in its state file:
+/// every start gives them back (nothing to do, one stat, when the file is empty or absent).
+fn give_back_ksm() {
+    use procmem::ksm_control::{default_state_path, recover_leftover, KSM_SYSFS};
+    match recover_leftover(Path::new(KSM_SYSFS), &default_state_path()) {
+        Ok(values) => {
+            for (k, v) in values {
+                eprintln!(
+                    "alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens"
+                );
+            }
+        }
+        Err(e) => eprintln!("alloclens: warning: {e}"),
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
+use procmem::ksm_control::KsmControl;
 use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
 use runner::{
     Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
@@ -85,6 +86,16 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE,
+    /// Linux >= 6.4) and run ksmd for the session; every KSM setting is given back afterwards. Needs
+    /// root. See docs/ksm.md
+    #[arg(long)]
+    pub ksm: bool,
+    /// A ksmd setting for the session (with --ksm; repeatable): pages_to_scan, sleep_millisecs,
+    /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ... A
+    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run)
+    #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
+    pub ksm_set: Vec<String>,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
     /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
     /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
@@ -103,6 +114,8 @@ pub struct RunOptions {
     pub output: PathBuf,
     pub force: bool,
     pub program_output: ProgramOutput,
+    /// With --ksm: the ksmd settings to apply for the session (`run=1` is added).
+    pub ksm: Option<Vec<(String, String)>>,
 }
 
 impl RunOptions {
@@ -111,8 +124,18 @@ impl RunOptions {
     pub fn from_args(a: Args) -> anyhow::Result<RunOptions> {
         let variants = args::variants(a.allocators.as_deref())?;
         let params = a.params.iter().map(|p| args::param(p));
-        let params = params.collect::<anyhow::Result<Vec<Param>>>()?;
+        let mut params = params.collect::<anyhow::Result<Vec<Param>>>()?;
         args::distinct_params(&params)?;
+        if a.ksm {
+            if params.iter().any(|p| p.name == runner::KSM_PARAM) {
+                bail!("--param {}: the name is taken by --ksm (it runs each point with KSM off and on): rename it", runner::KSM_PARAM);
+            }
+            // Last, so each point runs with KSM off then on, side by side.
+            params.push(Param {
+                name: runner::KSM_PARAM.into(),
+                values: vec!["off".into(), "on".into()],
+            });
+        }
         let baseline = args::baseline(a.baseline, &variants)?;
         let plan = RunPlan {
             command: a.command,
@@ -138,6 +161,8 @@ impl RunOptions {
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
             pass_stdin: false,
+            ksm_merge: a.ksm,
+            ksm: a.ksm,
         };
         let plan = RunPlan {
             pass_stdin: plan.schedule().len() == 1 && args::stdin_is_input(),
@@ -151,8 +176,86 @@ impl RunOptions {
             output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
             force: a.force,
             program_output: a.program_output,
+            ksm: if a.ksm {
+                Some(
+                    a.ksm_set
+                        .iter()
+                        .map(|s| ksm_setting(s))
+                        .collect::<anyhow::Result<_>>()?,
+                )
+            } else {
+                None
+            },
         })
     }
+}
+
+fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() && !v.contains(char::is_whitespace) => {
+            Ok((k.to_string(), v.to_string()))
+        }
+        _ => bail!("--ksm-set expects KNOB=VALUE (e.g. pages_to_scan=1000), got `{text}`"),
+    }
+}
+
+/// Takes ksmd for the session, after checking that the command's tree can be made mergeable: the
+/// prctl is probed on alloclens itself so an old kernel is refused before anything changes.
+fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
+    use procmem::ksm_control::{default_state_path, KSM_SYSFS};
+    let sysfs = std::path::Path::new(KSM_SYSFS);
+    if !sysfs.join("run").exists() {
+        bail!("--ksm: this kernel has no KSM ({KSM_SYSFS} does not exist): use a kernel built with CONFIG_KSM=y");
+    }
+    // SAFETY: PR_GET_MEMORY_MERGE only reads a flag of this process.
+    let merging = unsafe { libc::prctl(libc::PR_GET_MEMORY_MERGE, 0, 0, 0, 0) };
+    if merging < 0 {
+        bail!("--ksm: this kernel cannot make a process tree mergeable (prctl PR_SET_MEMORY_MERGE needs Linux >= 6.4, running {}): use a newer kernel", kernel_release());
+    }
+    let schedule = plan.schedule();
+    let first = schedule
+        .first()
+        .map(|s| s.assignment.clone())
+        .unwrap_or_default();
+    let initial: Vec<(String, String)> = settings
+        .iter()
+        .map(|(k, v)| (k.clone(), runner::substitute(v, &first)))
+        .collect();
+    let control = KsmControl::acquire(sysfs, &default_state_path(), &initial)?;
+    // Every value a sweep will use is tried now, so a value the kernel rejects is refused before
+    // any run (dropping `control` on the error gives everything back).
+    for spec in &schedule {
+        for (k, v) in ksm_settings_for(settings, spec) {
+            control.set(&k, &v)?;
+        }
+    }
+    for (k, v) in &initial {
+        control.set(k, v)?;
+    }
+    for (k, v) in control.recovered() {
+        eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
+    }
+    let applied: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    eprintln!(
+        "alloclens: KSM: the command's tree is made mergeable with prctl(PR_SET_MEMORY_MERGE) in the ksm=on runs; ksmd run=1{}{} (restored at the end)",
+        if applied.is_empty() { "" } else { " " },
+        applied.join(" ")
+    );
+    Ok(control)
+}
+
+/// The --ksm-set values of run `spec`, its placeholders substituted.
+fn ksm_settings_for(settings: &[(String, String)], spec: &RunSpec) -> Vec<(String, String)> {
+    settings
+        .iter()
+        .map(|(k, v)| (k.clone(), runner::substitute(v, &spec.assignment)))
+        .collect()
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "an unknown kernel".into())
 }
 
 fn interval(text: &str) -> anyhow::Result<Duration> {
@@ -253,11 +356,19 @@ impl Outcome {
 /// Runs the plan with a progress bar, writes the results directory, and renders the summary.
 pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> {
     let plan = &options.plan;
+    // First, so a refusal changes nothing (no results directory either); given back when it drops,
+    // whatever way this function ends.
+    let ksm = options
+        .ksm
+        .as_deref()
+        .map(|settings| start_ksm(plan, settings))
+        .transpose()?;
     let mut dir = ResultsDir::create(
         &options.output,
         options.force,
         &plan.params,
         options.program_output == ProgramOutput::Save,
+        plan.ksm,
     )?;
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
@@ -279,15 +390,28 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         plan,
         mode: options.program_output,
         open_lines: [false; 2],
+        ksm: ksm.as_ref().zip(options.ksm.as_deref()),
+        ksm_problems: Vec::new(),
     };
     let mut execution = runner::execute(plan, &mut observer, &interrupted);
     bar.finish_and_clear();
     let open_lines = observer.open_lines;
+    let ksm_problems = std::mem::take(&mut observer.ksm_problems);
+    let ksm_session = ksm.as_ref().map(|k| runner::KsmSession {
+        mechanism: "prctl(PR_SET_MEMORY_MERGE)".into(),
+        settings: options.ksm.clone().unwrap_or_default(),
+        previous: k.saved().to_vec(),
+    });
+    let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
     let mut warnings = failure_warnings(&execution);
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
+    warnings.extend(ksm_problems);
+    if let Some(Err(e)) = ksm_restore {
+        warnings.push(e.to_string());
+    }
     if execution.interrupted {
         warnings.push(format!(
             "interrupted: {} of {} runs done; results keep what was gathered",
@@ -313,6 +437,8 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
         // Lent, not copied: a run may hold many marker records.
+        ksm: ksm_session,
+        ksm_savings: runner::ksm_savings(&execution.runs),
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
     };
@@ -323,6 +449,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
     }
+    table.push_str(&report::render_ksm_table(&results.ksm_savings, &names));
     Ok(Outcome {
         execution,
         summary,
@@ -378,6 +505,10 @@ struct CliObserver<'a> {
     mode: ProgramOutput,
     /// Pass mode: whether the last bytes passed to stdout and stderr ended without a newline.
     open_lines: [bool; 2],
+    /// With --ksm: ksmd and the --ksm-set settings, set before each run (they may be swept).
+    ksm: Option<(&'a KsmControl, &'a [(String, String)])>,
+    /// Settings that could not be set before a run (its figures are then not the setting's).
+    ksm_problems: Vec<String>,
 }
 
 impl CliObserver<'_> {
@@ -388,6 +519,16 @@ impl CliObserver<'_> {
 
 impl Observer for CliObserver<'_> {
     fn run_started(&mut self, spec: &RunSpec, _command: &[String]) {
+        if let Some((control, settings)) = self.ksm {
+            for (k, v) in ksm_settings_for(settings, spec) {
+                if let Err(e) = control.set(&k, &v) {
+                    self.ksm_problems.push(format!(
+                        "run {}: KSM setting {k}={v} not applied: {e}",
+                        spec.index
+                    ));
+                }
+            }
+        }
         let point: Vec<String> = spec
             .assignment
             .iter()

@@ -113,6 +113,16 @@ struct ForkworkersArgs {
     /// Seed of the allocation sequence (same seed, same calls and sizes)
     #[arg(long, default_value_t = ForkworkersOptions::default().seed)]
     seed: u64,
+    /// Data each worker builds after the fork, identical in every worker (KSM can merge it,
+    /// copy-on-write cannot), MiB
+    #[arg(long, default_value_t = ForkworkersOptions::default().postfork_mb)]
+    postfork_mb: u64,
+    /// Data each worker rewrites constantly, one word per page (KSM's pages_volatile), MiB
+    #[arg(long, default_value_t = ForkworkersOptions::default().volatile_mb)]
+    volatile_mb: u64,
+    /// How long each worker stays alive after its events, holding its data (time for ksmd), ms
+    #[arg(long, default_value_t = ForkworkersOptions::default().linger_ms)]
+    linger_ms: u64,
 }
 
 impl EventsArgs {
@@ -136,6 +146,9 @@ impl ForkworkersArgs {
             shape: self.shape.shape(base.shape),
             report_rss: self.report_rss,
             seed: self.seed,
+            postfork_mb: self.postfork_mb,
+            volatile_mb: self.volatile_mb,
+            linger_ms: self.linger_ms,
         }
     }
 }

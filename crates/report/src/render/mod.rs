@@ -1,5 +1,6 @@
 //! Renderers that need no file of their own: a `Document` as a self-contained HTML page, and the
-//! terminal tables `alloclens run` prints.
+//! terminal tables `alloclens run` prints (its summary, markers, and with `--ksm` the saving).
 pub(crate) mod escape;
 pub(crate) mod html;
+pub(crate) mod ksm_table;
 pub(crate) mod run_table;

@@ -232,7 +232,7 @@ mod tests {
     fn what_the_writer_writes_reads_back_the_same() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results");
-        let mut writer = ResultsDir::create(&path, false, &[], false).unwrap();
+        let mut writer = ResultsDir::create(&path, false, &[], false, false).unwrap();
         let run = RunRecord {
             variant: "glibc".into(),
             allocator: "glibc".into(),
@@ -280,6 +280,7 @@ mod tests {
             total,
             unreadable: 0,
             stale_processes: 0,
+            ksm: None,
         };
         writer.write_sample(
             &spec,

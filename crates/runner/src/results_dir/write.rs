@@ -29,7 +29,25 @@ pub struct ResultsDir {
     /// Runs finished so far (they run in index order).
     runs_done: usize,
     results_json: Option<String>,
+    /// Whether samples.csv has the KSM columns (`run --ksm`).
+    ksm: bool,
 }
+
+/// samples.csv's KSM columns (`run --ksm`), after `pss_age`: the tree's, then the system's (empty in
+/// process rows). Sizes in bytes.
+const KSM_COLUMNS: [&str; 11] = [
+    "ksm_merging",
+    "ksm_profit",
+    "ksm_rmap_items",
+    "ksm_shared",
+    "ksm_sharing",
+    "ksm_unshared",
+    "ksm_volatile",
+    "ksm_full_scans",
+    "ksm_general_profit",
+    "ksm_zero",
+    "ksmd_cpu_s",
+];
 
 const SAMPLE_COLUMNS: [&str; 15] = [
     "run", "variant", "repeat", "t_s", "kind", "label", "scope", "pid", "ppid", "comm", "rss",
@@ -66,6 +84,7 @@ impl ResultsDir {
         force: bool,
         params: &[Param],
         save_output: bool,
+        ksm: bool,
     ) -> Result<ResultsDir, ResultsDirError> {
         if dir.exists() {
             if !force {
@@ -77,6 +96,9 @@ impl ResultsDir {
         let param_names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(["anon".to_string(), "pss_age".to_string()]);
+        if ksm {
+            header.extend(KSM_COLUMNS.iter().map(|s| s.to_string()));
+        }
         header.extend(param_names.iter().map(|n| format!("param_{n}")));
         let samples = RunCsv::create(dir, "samples.csv", &header)?;
         let mut header: Vec<String> = MARKER_COLUMNS.iter().map(|s| s.to_string()).collect();
@@ -100,6 +122,7 @@ impl ResultsDir {
             },
             runs_done: 0,
             results_json: None,
+            ksm,
         })
     }
 
@@ -149,6 +172,28 @@ impl ResultsDir {
             let mut row = base("process", p.pid.to_string(), p.ppid.to_string(), &p.comm);
             row.extend(process_figures(p));
             row.push(p.pss_age.to_string());
+            if self.ksm {
+                let own = sample
+                    .ksm
+                    .as_ref()
+                    .and_then(|k| k.processes.iter().find(|(pid, _)| *pid == p.pid));
+                let page = sample.ksm.as_ref().map_or(0, |k| k.page_size);
+                row.push(
+                    own.map(|(_, k)| (k.merging_pages * page).to_string())
+                        .unwrap_or_default(),
+                );
+                row.push(
+                    own.and_then(|(_, k)| k.process_profit)
+                        .map(|v| v.to_string())
+                        .unwrap_or_default(),
+                );
+                row.push(
+                    own.and_then(|(_, k)| k.rmap_items)
+                        .map(|v| v.to_string())
+                        .unwrap_or_default(),
+                );
+                row.extend(std::iter::repeat_n(String::new(), KSM_COLUMNS.len() - 3));
+            }
             row.extend(params.iter().cloned());
             self.samples.write(spec.index, &row);
         }
@@ -157,6 +202,9 @@ impl ResultsDir {
         // The total's PSS is as old as its oldest part.
         let oldest = sample.processes.iter().map(|p| p.pss_age).max();
         row.push(oldest.unwrap_or(0).to_string());
+        if self.ksm {
+            row.extend(ksm_total_figures(sample.ksm.as_ref()));
+        }
         row.extend(params);
         self.samples.write(spec.index, &row);
     }
@@ -522,7 +570,10 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
                 .unwrap_or_else(|| r.ending.describe());
             format!(
                 "run {} ({}, repeat {}): {}",
-                r.index, r.variant, r.repeat + 1, detail
+                r.index,
+                r.variant,
+                r.repeat + 1,
+                detail
             )
         })
         .collect()
@@ -561,6 +612,29 @@ fn process_figures(p: &ProcessMemory) -> Vec<String> {
         .iter()
         .map(u64::to_string)
         .collect()
+}
+
+fn ksm_total_figures(k: Option<&procmem::TreeKsm>) -> Vec<String> {
+    let Some(k) = k else {
+        return vec![String::new(); KSM_COLUMNS.len()];
+    };
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    let s = k.system.as_ref();
+    let bytes =
+        |f: fn(&procmem::KsmCounters) -> u64| opt(s.map(|s| (f(s) * s.page_size).to_string()));
+    vec![
+        k.merging.to_string(),
+        k.profit.to_string(),
+        k.rmap_items.to_string(),
+        bytes(|s| s.pages_shared),
+        bytes(|s| s.pages_sharing),
+        bytes(|s| s.pages_unshared),
+        bytes(|s| s.pages_volatile),
+        opt(s.map(|s| s.full_scans.to_string())),
+        opt(s.and_then(|s| s.general_profit).map(|v| v.to_string())),
+        opt(s.and_then(|s| s.ksm_zero_pages.map(|z| (z * s.page_size).to_string()))),
+        opt(k.ksmd_cpu_s.map(|c| format!("{c:.3}"))),
+    ]
 }
 
 fn total_figures(t: &MemoryTotals) -> Vec<String> {

@@ -1,0 +1,516 @@
+//! `alloclens run --ksm` drives the machine's real ksmd and gives every setting back: at the normal
+//! end, on Ctrl-C, and after a SIGKILL at the next start; a second alloclens is refused; bad input
+//! changes nothing. These tests change this machine's KSM settings, so they are ONE test function
+//! (never in parallel with each other), and a guard writes the values found at the start back
+//! whatever happens.
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::alloclens;
+
+const SYSFS: &str = "/sys/kernel/mm/ksm";
+const STATE: &str = "/run/alloclens/ksm-state";
+const KNOBS: &[&str] = &[
+    "run",
+    "pages_to_scan",
+    "sleep_millisecs",
+    "max_page_sharing",
+    "merge_across_nodes",
+];
+
+fn knob(name: &str) -> String {
+    std::fs::read_to_string(Path::new(SYSFS).join(name))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn snapshot() -> Vec<(String, String)> {
+    KNOBS.iter().map(|k| (k.to_string(), knob(k))).collect()
+}
+
+/// Puts the values found at the start back, even when an assertion failed midway.
+struct Restore(Vec<(String, String)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        for (k, v) in self.0.iter().rev() {
+            let _ = std::fs::write(Path::new(SYSFS).join(k), v);
+        }
+        let _ = std::fs::write(STATE, "");
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill on a pid we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// `alloclens run --ksm` on `sleep 60`, left running.
+fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
+    alloclens()
+        .args(["run", "--ksm", "--ksm-set"])
+        .arg(format!("pages_to_scan={scan}"))
+        .args(["-a", "glibc", "-r", "1", "--force", "-o"])
+        .arg(dir.join(name))
+        .args(["--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// alloclens run as user nobody (setpriv).
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::exe())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn usable() -> bool {
+    if !Path::new(SYSFS).join("run").exists() {
+        eprintln!("skipped: this kernel has no KSM");
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root (KSM's sysfs is not writable)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn ksm_settings_are_given_back_however_the_run_ends() {
+    if !usable() {
+        return;
+    }
+    let before = snapshot();
+    let _restore = Restore(before.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    // A value surely different from the machine's.
+    let scan = (before[1].1.parse::<u64>().unwrap() + 1234).to_string();
+
+    // Normal end: the command sees ksmd running with our setting; afterwards all is as before.
+    let out = alloclens()
+        .args(["run", "--ksm", "--ksm-set"])
+        .arg(format!("pages_to_scan={scan}"))
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(tmp.path().join("normal"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "echo during $(cat {SYSFS}/run) $(cat {SYSFS}/pages_to_scan) $(grep ksm_merge_any /proc/self/ksm_stat)"
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!("during 1 {scan} ksm_merge_any: yes")),
+        "the command ran under ksmd with our setting and mergeable: {stdout}"
+    );
+    assert!(
+        stderr.contains("PR_SET_MEMORY_MERGE"),
+        "says the mechanism: {stderr}"
+    );
+    assert_eq!(snapshot(), before, "normal end gives every value back");
+    assert_eq!(
+        std::fs::read_to_string(STATE).unwrap(),
+        "",
+        "state file emptied"
+    );
+
+    // A knob swept with --param: each run sees its own value, and all is given back.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "sleep_millisecs={ms}",
+            "--param",
+            "ms=31,47",
+        ])
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(tmp.path().join("sweep"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo swept {{ms}} $(cat {SYSFS}/sleep_millisecs)"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ms in ["31", "47"] {
+        assert_eq!(
+            stdout.matches(&format!("swept {ms} {ms}")).count(),
+            2,
+            "both runs (KSM off and on) at ms={ms} ran with it: {stdout}"
+        );
+    }
+    assert_eq!(snapshot(), before, "a sweep gives every value back");
+
+    // Ctrl-C (SIGINT) in the middle of a run.
+    let child = long_run(tmp.path(), "sigint", &scan);
+    wait_until("ksmd driven", Duration::from_secs(20), || {
+        knob("pages_to_scan") == scan
+    });
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(), before, "Ctrl-C gives every value back");
+
+    // A second alloclens is refused while one drives ksmd, and changes nothing.
+    let first = long_run(tmp.path(), "first", &scan);
+    wait_until("ksmd driven", Duration::from_secs(20), || {
+        knob("pages_to_scan") == scan
+    });
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan=7",
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "-o",
+        ])
+        .arg(tmp.path().join("second"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("another alloclens (pid"), "{stderr}");
+    assert_eq!(
+        knob("pages_to_scan"),
+        scan,
+        "the second run changed nothing"
+    );
+    assert!(
+        !tmp.path().join("second").exists(),
+        "no results directory either"
+    );
+
+    // SIGKILL: nothing can restore at once; the state file keeps the values and the next start
+    // (any command) gives them back.
+    signal(&first, libc::SIGKILL);
+    let _ = first.wait_with_output().unwrap();
+    assert_eq!(knob("run"), "1", "still driven after SIGKILL");
+    assert_eq!(knob("pages_to_scan"), scan);
+    assert!(!std::fs::read_to_string(STATE).unwrap().is_empty());
+    // A user who cannot write it is told, and changes nothing.
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if setpriv {
+        let out = as_nobody(&["allocators"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("run any alloclens command as root"),
+            "{stderr}"
+        );
+        assert_eq!(knob("pages_to_scan"), scan);
+    } else {
+        eprintln!("skipped the checks as another user: no setpriv");
+    }
+    let out = alloclens().args(["allocators"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success());
+    assert!(
+        stderr.contains("gave back KSM setting pages_to_scan"),
+        "says what it restored: {stderr}"
+    );
+    assert_eq!(snapshot(), before, "the next start gives every value back");
+
+    // Not root: one line naming the fix, nothing changed. First the state file (root's), then,
+    // with a state file of its own, KSM's sysfs.
+    if setpriv {
+        let out = as_nobody(&[
+            "run",
+            "--ksm",
+            "-a",
+            "glibc",
+            "-o",
+            "/tmp/alloclens-ksm-nobody",
+            "--",
+            "true",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("cannot open the KSM state file"),
+            "{stderr}"
+        );
+        let own_state = "/tmp/alloclens-ksm-nobody.state";
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(common::exe())
+            .args([
+                "run",
+                "--ksm",
+                "-a",
+                "glibc",
+                "-o",
+                "/tmp/alloclens-ksm-nobody",
+                "--",
+                "true",
+            ])
+            .env("ALLOCLENS_KSM_STATE", own_state)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(own_state);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("KSM's sysfs must be writable"), "{stderr}");
+        assert!(!Path::new("/tmp/alloclens-ksm-nobody").exists());
+        assert_eq!(snapshot(), before, "not root changes nothing");
+    }
+
+    // Bad input: an unknown knob is one line, and nothing changes.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "no_such_knob=1",
+            "-a",
+            "glibc",
+            "-o",
+        ])
+        .arg(tmp.path().join("bad"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("unknown KSM setting `no_such_knob`"),
+        "{stderr}"
+    );
+    // A value the kernel rejects: also one line, nothing changed.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "sleep_millisecs=abc",
+            "-a",
+            "glibc",
+            "-o",
+        ])
+        .arg(tmp.path().join("bad2"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("cannot set /sys/kernel/mm/ksm/sleep_millisecs to abc")
+            && stderr.contains("the kernel rejects this value"),
+        "{stderr}"
+    );
+    // A swept value the kernel rejects is refused before any run.
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan={p}",
+            "--param",
+            "p=5,abc",
+        ])
+        .args(["-a", "glibc", "-o"])
+        .arg(tmp.path().join("bad3"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("pages_to_scan to abc"), "{stderr}");
+    assert!(!tmp.path().join("bad3").exists());
+    assert_eq!(snapshot(), before, "rejected input changes nothing");
+    assert!(!tmp.path().join("bad").exists() && !tmp.path().join("bad2").exists());
+
+    merging(tmp.path(), &before);
+}
+
+const WORKERS: u64 = 4;
+const POSTFORK_MB: u64 = 32;
+const MIB: f64 = 1048576.0;
+
+/// `run --ksm` of forkworkers whose 4 workers each build the same 32 MiB after the fork and hold
+/// it 6 s: one run with KSM off, one with KSM on. Returns results.json and stdout.
+fn forkworkers_run(dir: &Path) -> (serde_json::Value, String) {
+    let out = alloclens()
+        .arg("run")
+        // Aggressive, so it merges in about a second: the test is about correctness, not cost.
+        .args([
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan=20000",
+            "--ksm-set",
+            "sleep_millisecs=10",
+            // Knobs the kernel changes only while nothing is merged (EBUSY otherwise): given
+            // back too (the tree is gone by then, so the unmerge fallback is not needed here).
+            "--ksm-set",
+            "max_page_sharing=128",
+            "--ksm-set",
+            "merge_across_nodes=0",
+        ])
+        .args([
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--exact-pss",
+            "--interval",
+            "250ms",
+        ])
+        .args(["--program-output", "discard", "-o"])
+        .arg(dir)
+        .args([
+            "--",
+            &common::exe(),
+            "workload",
+            "forkworkers",
+            "--shared-mb",
+            "8",
+            "--events",
+            "5",
+        ])
+        .arg(format!("--workers={WORKERS}"))
+        .arg(format!("--postfork-mb={POSTFORK_MB}"))
+        .args(["--volatile-mb", "2", "--linger-ms", "6000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    (results, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Tree PSS of run `run` at its last sample where the parent and all workers were alive (bytes).
+fn steady_pss(samples: &Path, run: &str) -> f64 {
+    let mut reader = csv::Reader::from_path(samples).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (run_col, scope, pss) = (col("run"), col("scope"), col("pss"));
+    let mut processes = 0;
+    let mut steady = None;
+    for row in reader.records() {
+        let row = row.unwrap();
+        if &row[run_col] != run {
+            continue;
+        }
+        if &row[scope] == "process" {
+            processes += 1;
+        } else {
+            if processes == WORKERS + 1 {
+                steady = Some(row[pss].parse::<f64>().unwrap());
+            }
+            processes = 0;
+        }
+    }
+    steady.expect("a sample with every worker alive")
+}
+
+/// Done-when of issue 17: the kernel merges what the workers built identically after the fork,
+/// the tree's PSS drops by a comparable amount, and both are in the table and results.json.
+fn merging(dir: &Path, before: &[(String, String)]) {
+    let (results, stdout) = forkworkers_run(&dir.join("forkworkers"));
+    assert_eq!(
+        snapshot(),
+        before,
+        "the merge run gave every value back too"
+    );
+    let runs = results["runs"].as_array().unwrap();
+    let run_of = |state: &str| {
+        runs.iter()
+            .find(|r| r["params"]["ksm"] == state)
+            .unwrap_or_else(|| panic!("a run with ksm={state}: {results}"))
+    };
+    let (off, on) = (run_of("off"), run_of("on"));
+    assert_eq!(results["ksm"]["mechanism"], "prctl(PR_SET_MEMORY_MERGE)");
+    let previous = results["ksm"]["previous"].as_array().unwrap();
+    assert!(
+        previous.contains(&serde_json::json!(["run", before[0].1])),
+        "{previous:?}"
+    );
+    assert_eq!(off["ksm"]["merging_enabled"], false);
+    assert_eq!(on["ksm"]["merging_enabled"], true);
+    let samples = dir.join("forkworkers/samples.csv");
+    let off_pss = steady_pss(&samples, &off["index"].to_string());
+    let on_pss = steady_pss(&samples, &on["index"].to_string());
+    let ksm = &on["ksm"];
+    let duplicated = ((WORKERS - 1) * POSTFORK_MB) as f64 * MIB;
+    let sharing = ksm["sharing"]["peak"].as_f64().unwrap();
+    let merging = ksm["merging"]["peak"].as_f64().unwrap();
+    let saved = off_pss - on_pss;
+    eprintln!(
+        "duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU\n{stdout}",
+        duplicated / MIB,
+        sharing / MIB,
+        merging / MIB,
+        off_pss / MIB,
+        on_pss / MIB,
+        saved / MIB,
+        ksm["settle_s"],
+        ksm["ksmd_cpu_pct"]
+    );
+    assert!(sharing >= 0.7 * duplicated, "kernel's pages_sharing: {ksm}");
+    assert!(
+        merging >= 0.7 * (WORKERS * POSTFORK_MB) as f64 * MIB,
+        "every worker's copy is merged: {ksm}"
+    );
+    assert!(
+        off["ksm"]["merging"]["peak"].as_f64().unwrap() < 0.1 * duplicated,
+        "KSM off merges nothing of the tree: {}",
+        off["ksm"]
+    );
+    assert!(
+        saved >= 0.6 * duplicated && saved <= 1.5 * duplicated + 16.0 * MIB,
+        "PSS {off_pss} without KSM, {on_pss} with: saved {saved} of {duplicated} duplicated"
+    );
+    assert!(ksm["full_scans"].as_u64().unwrap() >= 1, "{ksm}");
+    // The table and results.json carry the saving.
+    let saving = &results["ksm_savings"][0];
+    assert_eq!(saving["runs_off"], 1);
+    assert_eq!(saving["runs_on"], 1);
+    assert!(
+        saving["saved_mean"].as_f64().unwrap() > 0.3 * duplicated,
+        "{saving}"
+    );
+    let pct = saving["saved_mean_pct"].as_f64().unwrap();
+    assert!(stdout.contains("KSM: PSS saved"), "{stdout}");
+    assert!(stdout.contains(&format!("({pct:.0} %)")), "{stdout}");
+}

@@ -1,0 +1,441 @@
+//! Driving ksmd for a run and giving every value back.
+//!
+//! [`KsmControl::acquire`] takes an exclusive lock (flock) on a state file, writes into it the
+//! previous value of every sysfs knob it is about to change (fsynced *before* anything changes),
+//! then sets the knobs and `run=1`. [`KsmControl::restore`] (or its drop) writes the saved values
+//! back and empties the file. When alloclens was killed (SIGKILL, a second Ctrl-C), the file still
+//! holds the values: the next [`KsmControl::acquire`] or [`recover_leftover`] restores them first.
+//! The state file lives under /run (a tmpfs): a reboot resets both sysfs and the file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Where the kernel exposes KSM.
+pub const KSM_SYSFS: &str = "/sys/kernel/mm/ksm";
+/// Default state file; `ALLOCLENS_KSM_STATE` overrides it.
+pub const DEFAULT_STATE_FILE: &str = "/run/alloclens/ksm-state";
+
+/// The knobs alloclens may set (those of Linux 6.18; older kernels have a subset). `run` is set
+/// last by `acquire`; counters are read-only and not listed.
+pub const TUNABLES: &[&str] = &[
+    "pages_to_scan",
+    "sleep_millisecs",
+    "max_page_sharing",
+    "merge_across_nodes",
+    "use_zero_pages",
+    "smart_scan",
+    "stable_node_chains_prune_millisecs",
+    "advisor_mode",
+    "advisor_max_cpu",
+    "advisor_min_pages_to_scan",
+    "advisor_max_pages_to_scan",
+    "advisor_target_scan_time",
+];
+
+/// Why ksmd could not be driven (or given back).
+#[derive(Debug, thiserror::Error)]
+pub enum KsmError {
+    #[error("this kernel has no KSM ({0} does not exist): use a kernel built with CONFIG_KSM=y")]
+    NoKsm(PathBuf),
+    #[error("cannot open the KSM state file {path}: {source} (run alloclens as root, or set ALLOCLENS_KSM_STATE to a writable file)")]
+    StateFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("another alloclens{holder} is driving ksmd (lock on {path}); wait for it to end")]
+    Busy { path: PathBuf, holder: String },
+    #[error("unknown KSM setting `{name}` (this kernel has: {known})")]
+    UnknownKnob { name: String, known: String },
+    #[error("a killed alloclens left KSM settings to give back in {0}, and this user cannot: run any alloclens command as root")]
+    LeftForRoot(PathBuf),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot set {path} to {value}: {source} ({hint}); nothing was changed")]
+    Write {
+        path: PathBuf,
+        value: String,
+        hint: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not give back KSM setting {path} (still {current}, was {saved}): {source}; the values to restore stay in {state}")]
+    Restore {
+        path: PathBuf,
+        current: String,
+        saved: String,
+        state: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The state file to use: `ALLOCLENS_KSM_STATE` or [`DEFAULT_STATE_FILE`].
+pub fn default_state_path() -> PathBuf {
+    std::env::var_os("ALLOCLENS_KSM_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_FILE))
+}
+
+/// ksmd driven for a run: the lock is held and the saved values are in the state file until
+/// [`KsmControl::restore`] or drop.
+#[derive(Debug)]
+pub struct KsmControl {
+    sysfs: PathBuf,
+    state_path: PathBuf,
+    state: File,
+    /// (knob, previous value) in the order they were changed.
+    saved: Vec<(String, String)>,
+    /// Settings a killed alloclens had left, restored before this one started.
+    recovered: Vec<(String, String)>,
+    restored: bool,
+}
+
+impl KsmControl {
+    /// Locks the state file (refusing when another alloclens holds it), restores what a killed
+    /// alloclens left in it, saves the current value of each knob of `settings` and of `run`, then
+    /// applies `settings` in order and `run=1`. On any error nothing stays changed.
+    pub fn acquire(
+        sysfs: &Path,
+        state_path: &Path,
+        settings: &[(String, String)],
+    ) -> Result<KsmControl, KsmError> {
+        if !sysfs.join("run").exists() {
+            return Err(KsmError::NoKsm(sysfs.to_path_buf()));
+        }
+        for (name, _) in settings {
+            if name == "run" || !TUNABLES.contains(&name.as_str()) || !sysfs.join(name).exists() {
+                let known: Vec<&str> = TUNABLES
+                    .iter()
+                    .copied()
+                    .filter(|k| sysfs.join(k).exists())
+                    .collect();
+                return Err(KsmError::UnknownKnob {
+                    name: name.clone(),
+                    known: known.join(", "),
+                });
+            }
+        }
+        let mut state = open_locked(state_path, true)?.expect("blocking open returns a file");
+        let recovered = restore_from_file(sysfs, state_path, &mut state)?;
+        let mut names: Vec<&str> = settings.iter().map(|(n, _)| n.as_str()).collect();
+        names.push("run");
+        names.dedup();
+        let mut saved = Vec::new();
+        for name in names {
+            if !saved.iter().any(|(n, _): &(String, String)| n == name) {
+                saved.push((name.to_string(), read_knob(sysfs, name)?));
+            }
+        }
+        write_state(state_path, &mut state, &saved)?;
+        let mut control = KsmControl {
+            sysfs: sysfs.to_path_buf(),
+            state_path: state_path.to_path_buf(),
+            state,
+            saved,
+            recovered,
+            restored: false,
+        };
+        let run = [("run".to_string(), "1".to_string())];
+        for (name, value) in settings.iter().chain(run.iter()) {
+            if let Err(e) = write_knob(&control.sysfs, name, value) {
+                let _ = control.restore_now();
+                return Err(e);
+            }
+        }
+        Ok(control)
+    }
+
+    /// Sets a knob saved at [`KsmControl::acquire`] (one of its `settings`) to another value: a
+    /// setting that changes from run to run. Any other knob is refused (it would not be given back).
+    pub fn set(&self, name: &str, value: &str) -> Result<(), KsmError> {
+        if name == "run" || !self.saved.iter().any(|(n, _)| n == name) {
+            return Err(KsmError::UnknownKnob {
+                name: name.to_string(),
+                known: self
+                    .saved
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .filter(|n| *n != "run")
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if read_knob(&self.sysfs, name).is_ok_and(|v| v == value) {
+            return Ok(());
+        }
+        write_knob(&self.sysfs, name, value)
+    }
+
+    /// The settings a killed alloclens had left and that were given back first.
+    pub fn recovered(&self) -> &[(String, String)] {
+        &self.recovered
+    }
+
+    /// The values saved before the run, to be given back.
+    pub fn saved(&self) -> &[(String, String)] {
+        &self.saved
+    }
+
+    /// Gives every saved value back and empties the state file (kept when a value could not be
+    /// restored, so the next start tries again).
+    pub fn restore(mut self) -> Result<(), KsmError> {
+        self.restore_now()
+    }
+
+    fn restore_now(&mut self) -> Result<(), KsmError> {
+        if self.restored {
+            return Ok(());
+        }
+        restore_values(&self.sysfs, &self.state_path, &self.saved)?;
+        self.restored = true;
+        clear_state(&self.state_path, &mut self.state)
+    }
+}
+
+impl Drop for KsmControl {
+    fn drop(&mut self) {
+        // An error here leaves the values in the state file: the next start restores them.
+        let _ = self.restore_now();
+    }
+}
+
+/// At start: when a killed alloclens left values in the state file (and no live alloclens holds
+/// it), gives them back and returns them. `Ok(empty)` when there was nothing to do.
+pub fn recover_leftover(
+    sysfs: &Path,
+    state_path: &Path,
+) -> Result<Vec<(String, String)>, KsmError> {
+    match std::fs::metadata(state_path) {
+        Ok(m) if m.len() > 0 => {}
+        _ => return Ok(Vec::new()),
+    }
+    match open_locked(state_path, false) {
+        Ok(Some(mut state)) => restore_from_file(sysfs, state_path, &mut state),
+        Ok(None) => Ok(Vec::new()),
+        // Not ours to write (another user's session, or we are not root): say so only when no
+        // live alloclens holds the file, i.e. the values really are left over.
+        Err(KsmError::StateFile { source, .. })
+            if source.kind() == io::ErrorKind::PermissionDenied =>
+        {
+            let Ok(file) = File::open(state_path) else {
+                return Ok(Vec::new());
+            };
+            // SAFETY: flock on a descriptor we own; the lock goes with `file`.
+            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+            if free {
+                Err(KsmError::LeftForRoot(state_path.to_path_buf()))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens (creating) and flocks the state file without waiting. When another process holds it:
+/// [`KsmError::Busy`] if `refuse`, else `Ok(None)`.
+fn open_locked(path: &Path, refuse: bool) -> Result<Option<File>, KsmError> {
+    let err = |source| KsmError::StateFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(err)?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err(e));
+        }
+        if !refuse {
+            return Ok(None);
+        }
+        let holder = parse_state(&std::fs::read_to_string(path).unwrap_or_default())
+            .0
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        return Err(KsmError::Busy {
+            path: path.to_path_buf(),
+            holder,
+        });
+    }
+    Ok(Some(file))
+}
+
+/// Restores the values in a locked state file and empties it.
+fn restore_from_file(
+    sysfs: &Path,
+    state_path: &Path,
+    state: &mut File,
+) -> Result<Vec<(String, String)>, KsmError> {
+    let mut text = String::new();
+    state
+        .rewind()
+        .and_then(|_| state.read_to_string(&mut text))
+        .map_err(|source| KsmError::StateFile {
+            path: state_path.to_path_buf(),
+            source,
+        })?;
+    let (_, values) = parse_state(&text);
+    if values.is_empty() {
+        return Ok(values);
+    }
+    restore_values(sysfs, state_path, &values)?;
+    clear_state(state_path, state)?;
+    Ok(values)
+}
+
+/// "pid=N" then one "knob=value" per line.
+fn parse_state(text: &str) -> (Option<u32>, Vec<(String, String)>) {
+    let mut pid = None;
+    let mut values = Vec::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if k == "pid" {
+            pid = v.parse().ok();
+        } else if k == "run" || TUNABLES.contains(&k) {
+            values.push((k.to_string(), v.to_string()));
+        }
+    }
+    (pid, values)
+}
+
+fn write_state(path: &Path, state: &mut File, saved: &[(String, String)]) -> Result<(), KsmError> {
+    let mut text = format!("pid={}\n", std::process::id());
+    for (k, v) in saved {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    (|| {
+        state.set_len(0)?;
+        state.rewind()?;
+        state.write_all(text.as_bytes())?;
+        state.sync_all()
+    })()
+    .map_err(|source| KsmError::StateFile {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn clear_state(path: &Path, state: &mut File) -> Result<(), KsmError> {
+    state
+        .set_len(0)
+        .and_then(|_| state.sync_all())
+        .map_err(|source| KsmError::StateFile {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Writes back each value that differs, `run` last. `merge_across_nodes` and `max_page_sharing`
+/// refuse a change (EBUSY) while pages are merged: then everything is unmerged (`run=2`) first.
+fn restore_values(
+    sysfs: &Path,
+    state_path: &Path,
+    saved: &[(String, String)],
+) -> Result<(), KsmError> {
+    let mut first_error = None;
+    let mut unmerged = false;
+    let knobs = saved.iter().filter(|(k, _)| k != "run").rev();
+    let run = saved.iter().filter(|(k, _)| k == "run");
+    for (name, value) in knobs.chain(run) {
+        let current = read_knob(sysfs, name).unwrap_or_default();
+        if current == *value && !(name == "run" && unmerged) {
+            continue;
+        }
+        let mut result = write_raw(sysfs, name, value);
+        if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EBUSY)) {
+            unmerged = write_raw(sysfs, "run", "2").is_ok();
+            result = write_raw(sysfs, name, value);
+        }
+        if let Err(source) = result {
+            first_error.get_or_insert(KsmError::Restore {
+                path: sysfs.join(name),
+                current,
+                saved: value.clone(),
+                state: state_path.to_path_buf(),
+                source,
+            });
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// A knob's value; `advisor_mode` reads as "[none] scan-time" and gives the bracketed choice.
+pub fn read_knob(sysfs: &Path, name: &str) -> Result<String, KsmError> {
+    let path = sysfs.join(name);
+    let text = std::fs::read_to_string(&path).map_err(|source| KsmError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let text = text.trim();
+    Ok(match (text.find('['), text.find(']')) {
+        (Some(a), Some(b)) if a < b => text[a + 1..b].to_string(),
+        _ => text.to_string(),
+    })
+}
+
+fn write_knob(sysfs: &Path, name: &str, value: &str) -> Result<(), KsmError> {
+    write_raw(sysfs, name, value).map_err(|source| KsmError::Write {
+        path: sysfs.join(name),
+        value: value.to_string(),
+        hint: match source.raw_os_error() {
+            Some(libc::EINVAL) | Some(libc::ERANGE) => {
+                "the kernel rejects this value: see its admin-guide/mm/ksm for the valid ones"
+            }
+            Some(libc::EBUSY) => "the kernel refuses this change while pages are merged",
+            _ => "KSM's sysfs must be writable: run as root, outside a read-only container",
+        },
+        source,
+    })
+}
+
+fn write_raw(sysfs: &Path, name: &str, value: &str) -> io::Result<()> {
+    // One write(2) of the whole value: sysfs parses each write on its own.
+    let mut f = OpenOptions::new().write(true).open(sysfs.join(name))?;
+    f.write_all(value.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_file_round_trip() {
+        let (pid, values) = parse_state("pid=12\nrun=0\npages_to_scan=100\nbogus=1\nnoise\n");
+        assert_eq!(pid, Some(12));
+        assert_eq!(
+            values,
+            vec![
+                ("run".to_string(), "0".to_string()),
+                ("pages_to_scan".to_string(), "100".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn no_ksm_is_refused_before_anything() {
+        let dir = std::env::temp_dir().join(format!("no-ksm-{}", std::process::id()));
+        let state = dir.join("state");
+        let err = KsmControl::acquire(&dir, &state, &[]).unwrap_err();
+        assert!(matches!(err, KsmError::NoKsm(_)), "{err}");
+        assert!(!state.exists(), "nothing is created when KSM is missing");
+    }
+}
