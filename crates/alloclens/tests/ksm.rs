@@ -165,6 +165,8 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     }
     assert_eq!(snapshot(), before, "a sweep gives every value back");
 
+    swept_pages_to_scan_report(tmp.path(), &before);
+
     // Ctrl-C (SIGINT) in the middle of a run.
     let child = long_run(tmp.path(), "sigint", &scan);
     wait_until("ksmd driven", Duration::from_secs(20), || {
@@ -513,4 +515,146 @@ fn merging(dir: &Path, before: &[(String, String)]) {
     let pct = saving["saved_mean_pct"].as_f64().unwrap();
     assert!(stdout.contains("KSM: PSS saved"), "{stdout}");
     assert!(stdout.contains(&format!("({pct:.0} %)")), "{stdout}");
+
+    // The report's KSM section: the saving in its table, and the KSM-on run's counters over time
+    // drawn from samples.csv on the PSS charts' time axis (the same samples).
+    let html = report(&dir.join("forkworkers"));
+    let section = &html[html.find("<section id=\"ksm\">").expect("a KSM section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains(&format!("({pct:.0} %)")), "{section}");
+    let charts = chart_data(&html);
+    let over_time = chart(&charts, &format!("ksm-over-time-{}", on["index"]));
+    assert!(
+        charts.iter().all(|c| c["id"] != format!("ksm-over-time-{}", off["index"])),
+        "no KSM chart for the run with KSM off"
+    );
+    assert_eq!(over_time["x_axis"]["unit"], "seconds");
+    let pss_x: Vec<f64> = charts
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap().starts_with("pss-over-time"))
+        .flat_map(|c| c["x"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+        .collect();
+    let x = numbers(&over_time["x"]);
+    assert!(x.len() > 4, "{over_time}");
+    assert!(x.iter().all(|t| pss_x.contains(t)), "same time axis as PSS");
+    let peak = |label: &str| {
+        let s = series(&over_time, label);
+        numbers(&s["values"]).into_iter().fold(0.0, f64::max)
+    };
+    assert_eq!(peak("tree merged (ksm_merging)"), merging, "{over_time}");
+    assert_eq!(peak("pages_sharing"), sharing, "{over_time}");
+    assert_eq!(
+        peak("pages_volatile"),
+        ksm["volatile"]["peak"].as_f64().unwrap()
+    );
+}
+
+/// `alloclens report DIR`: the page's text.
+fn report(dir: &Path) -> String {
+    let html = dir.join("report.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(dir)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(html).unwrap()
+}
+
+/// The charts embedded in a page.
+fn chart_data(html: &str) -> Vec<serde_json::Value> {
+    let key = "id=\"report-data\">";
+    let start = html.find(key).expect("chart data") + key.len();
+    let len = html[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&html[start..start + len]).unwrap();
+    data["charts"].as_array().unwrap().clone()
+}
+
+fn chart<'a>(charts: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
+    let ids: Vec<&serde_json::Value> = charts.iter().map(|c| &c["id"]).collect();
+    charts
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no chart {id} in {ids:?}"))
+}
+
+fn series<'a>(chart: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    chart["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == label)
+        .unwrap_or_else(|| panic!("no line {label} in {chart}"))
+}
+
+/// The numbers of a JSON array, nulls (no point there) left out.
+fn numbers(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().filter_map(|x| x.as_f64()).collect()
+}
+
+/// pages_to_scan swept with --param: the report draws ksmd's CPU against the values each run had,
+/// and the saving against the parameter, from results.json's figures.
+fn swept_pages_to_scan_report(dir: &Path, before: &[(String, String)]) {
+    let out = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-set",
+            "pages_to_scan={p}",
+            "--param",
+            "p=100,4000",
+        ])
+        .args(["-a", "glibc", "-r", "1", "--interval", "100ms", "-o"])
+        .arg(dir.join("pts"))
+        .args(["--", "sleep", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(), before, "the pages_to_scan sweep gave every value back");
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("pts/results.json")).unwrap()).unwrap();
+    let charts = chart_data(&report(&dir.join("pts")));
+    let cpu = chart(&charts, "ksmd-cpu-vs-pages_to_scan");
+    assert_eq!(numbers(&cpu["x"]), [100.0, 4000.0], "{cpu}");
+    let expected: Vec<f64> = ["100", "4000"]
+        .iter()
+        .map(|p| {
+            results["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["params"]["p"] == *p && r["params"]["ksm"] == "on")
+                .unwrap()["ksm"]["ksmd_cpu_pct"]
+                .as_f64()
+                .expect("ksmd's CPU measured")
+        })
+        .collect();
+    assert_eq!(numbers(&series(cpu, "glibc")["values"]), expected, "{cpu}");
+    let savings = results["ksm_savings"].as_array().unwrap();
+    let of = |field: &str| -> Vec<f64> {
+        ["100", "4000"]
+            .iter()
+            .map(|p| {
+                savings.iter().find(|s| s["params"]["p"] == *p).unwrap()[field]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let mean = chart(&charts, "ksm-mean-pss-vs-p");
+    assert_eq!(numbers(&mean["x"]), [100.0, 4000.0]);
+    assert_eq!(numbers(&series(mean, "glibc KSM off")["values"]), of("mean_pss_off"));
+    assert_eq!(numbers(&series(mean, "glibc KSM on")["values"]), of("mean_pss_on"));
+    let saved = chart(&charts, "ksm-saved-vs-p");
+    assert_eq!(numbers(&series(saved, "glibc")["values"]), of("saved_mean"));
 }

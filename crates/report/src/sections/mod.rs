@@ -3,6 +3,7 @@
 //! traces side by side).
 pub(crate) mod run;
 pub(crate) mod run_compare;
+mod run_ksm;
 pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;

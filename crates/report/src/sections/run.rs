@@ -19,6 +19,7 @@ impl Reportable for RunData {
         let title = format!("alloclens run: {}", r.command.join(" "));
         let mut sections = vec![reproduce(self), summary(self)];
         sections.extend(memory_over_time(self));
+        sections.extend(super::run_ksm::ksm(self));
         sections.extend(per_event(self));
         sections.extend(against_params(self));
         sections.extend(per_process(self));
@@ -27,7 +28,7 @@ impl Reportable for RunData {
 }
 
 /// Variant label -> colour index, in results.json order.
-fn colors(data: &RunData) -> BTreeMap<String, String> {
+pub(super) fn colors(data: &RunData) -> BTreeMap<String, String> {
     let mut labels: Vec<&str> = data
         .results
         .variants
@@ -46,7 +47,7 @@ fn colors(data: &RunData) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn point_name(params: &BTreeMap<String, String>, order: &[String]) -> String {
+pub(super) fn point_name(params: &BTreeMap<String, String>, order: &[String]) -> String {
     order
         .iter()
         .filter_map(|n| params.get(n).map(|v| format!("{n}={v}")))
@@ -54,7 +55,7 @@ fn point_name(params: &BTreeMap<String, String>, order: &[String]) -> String {
         .join(" ")
 }
 
-fn param_order(data: &RunData) -> Vec<String> {
+pub(super) fn param_order(data: &RunData) -> Vec<String> {
     data.results.params.iter().map(|p| p.name.clone()).collect()
 }
 
@@ -253,7 +254,7 @@ fn median_runs(runs: &[&RunRecord]) -> BTreeSet<usize> {
 
 /// Repeats counted from 1, as the progress bar and the warnings count them (the `repeat` columns
 /// of the data files stay 0-based keys).
-fn run_label(run: &RunRecord) -> String {
+pub(super) fn run_label(run: &RunRecord) -> String {
     format!("{} #{}", run.variant, run.repeat + 1)
 }
 
@@ -266,7 +267,7 @@ fn emphasis(run: &RunRecord, bold: &BTreeSet<usize>, repeats: usize) -> Emphasis
 }
 
 /// Total rows of samples.csv per run.
-fn totals(data: &RunData) -> BTreeMap<usize, Vec<&SampleRow>> {
+pub(super) fn totals(data: &RunData) -> BTreeMap<usize, Vec<&SampleRow>> {
     let mut out: BTreeMap<usize, Vec<&SampleRow>> = BTreeMap::new();
     for s in data.samples.iter().filter(|s| s.pid.is_none()) {
         out.entry(s.run).or_default().push(s);
@@ -481,7 +482,7 @@ fn against_params(data: &RunData) -> Option<Section> {
     (s.blocks.len() > 1).then_some(s)
 }
 
-fn slug(s: &str) -> String {
+pub(super) fn slug(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()

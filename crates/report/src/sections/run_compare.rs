@@ -30,6 +30,9 @@ pub fn merge_runs(a: &RunData, a_name: &str, b: &RunData, b_name: &str) -> RunDa
                 v.variant = label(name, &v.variant);
             }
         }
+        for k in &mut data.results.ksm_savings {
+            k.variant = label(name, &k.variant);
+        }
         for s in &mut data.samples {
             s.run += offset;
         }
@@ -51,6 +54,11 @@ pub fn merge_runs(a: &RunData, a_name: &str, b: &RunData, b_name: &str) -> RunDa
     r.runs.extend(other.results.runs);
     r.warnings.extend(other.results.warnings);
     r.interrupted |= other.results.interrupted;
+    r.ksm_savings.extend(other.results.ksm_savings);
+    // How ksmd was driven: A's, or B's when only B used --ksm.
+    if r.ksm.is_none() {
+        r.ksm = other.results.ksm;
+    }
     // Summary groups of the same parameter point side by side (ratios stay relative to each side's
     // own baseline).
     let mut groups: Vec<Group> = std::mem::take(&mut r.summary);

@@ -5,7 +5,7 @@
 mod read;
 mod write;
 
-pub use read::{MarkerRow, ResultsDirContents, ResultsReadError, SampleRow};
+pub use read::{MarkerRow, ResultsDirContents, ResultsReadError, SampleKsm, SampleRow};
 pub use write::{failure_warnings, marker_warnings, ResultsDir, ResultsDirError};
 
 /// The version results.json records in `schema_version`. Bumped when a field changes meaning or

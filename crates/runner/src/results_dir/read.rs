@@ -55,6 +55,19 @@ pub struct SampleRow {
     pub vss: u64,
     pub swap: u64,
     pub anon: u64,
+    /// samples.csv's KSM columns (`run --ksm` only; None without them).
+    pub ksm: Option<SampleKsm>,
+}
+
+/// The KSM figures of a samples.csv row that reports draw, in bytes; None where the cell is empty
+/// (the system's counters in `process` rows, or a kernel without them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleKsm {
+    /// The tree's (or process's) merged bytes, `ksm_merging`.
+    pub merging: Option<u64>,
+    /// The system's `pages_sharing` and `pages_volatile` as bytes.
+    pub sharing: Option<u64>,
+    pub volatile: Option<u64>,
 }
 
 /// One row of markers.csv.
@@ -197,6 +210,15 @@ fn sample_row(h: &Header, r: &csv::StringRecord) -> Option<SampleRow> {
         vss: number(h, r, "vss")?,
         swap: number(h, r, "swap")?,
         anon: optional(h, r, "anon")?.unwrap_or(0),
+        ksm: if h.contains_key("ksm_merging") {
+            Some(SampleKsm {
+                merging: optional(h, r, "ksm_merging")?,
+                sharing: optional(h, r, "ksm_sharing")?,
+                volatile: optional(h, r, "ksm_volatile")?,
+            })
+        } else {
+            None
+        },
     })
 }
 
@@ -323,6 +345,7 @@ mod tests {
             vss: 400,
             swap: 0,
             anon: 50,
+            ksm: None,
         };
         assert_eq!(read.samples, [sample]);
         let marker = MarkerRow {
