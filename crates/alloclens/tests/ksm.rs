@@ -525,20 +525,28 @@ fn merging(dir: &Path, before: &[(String, String)]) {
     let charts = chart_data(&html);
     let over_time = chart(&charts, &format!("ksm-over-time-{}", on["index"]));
     assert!(
-        charts.iter().all(|c| c["id"] != format!("ksm-over-time-{}", off["index"])),
+        charts
+            .iter()
+            .all(|c| c["id"] != format!("ksm-over-time-{}", off["index"])),
         "no KSM chart for the run with KSM off"
     );
     assert_eq!(over_time["x_axis"]["unit"], "seconds");
     let pss_x: Vec<f64> = charts
         .iter()
         .filter(|c| c["id"].as_str().unwrap().starts_with("pss-over-time"))
-        .flat_map(|c| c["x"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+        .flat_map(|c| {
+            c["x"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+        })
         .collect();
     let x = numbers(&over_time["x"]);
     assert!(x.len() > 4, "{over_time}");
     assert!(x.iter().all(|t| pss_x.contains(t)), "same time axis as PSS");
     let peak = |label: &str| {
-        let s = series(&over_time, label);
+        let s = series(over_time, label);
         numbers(&s["values"]).into_iter().fold(0.0, f64::max)
     };
     assert_eq!(peak("tree merged (ksm_merging)"), merging, "{over_time}");
@@ -595,7 +603,11 @@ fn series<'a>(chart: &'a serde_json::Value, label: &str) -> &'a serde_json::Valu
 
 /// The numbers of a JSON array, nulls (no point there) left out.
 fn numbers(v: &serde_json::Value) -> Vec<f64> {
-    v.as_array().unwrap().iter().filter_map(|x| x.as_f64()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x.as_f64())
+        .collect()
 }
 
 /// pages_to_scan swept with --param: the report draws ksmd's CPU against the values each run had,
@@ -620,7 +632,11 @@ fn swept_pages_to_scan_report(dir: &Path, before: &[(String, String)]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(snapshot(), before, "the pages_to_scan sweep gave every value back");
+    assert_eq!(
+        snapshot(),
+        before,
+        "the pages_to_scan sweep gave every value back"
+    );
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("pts/results.json")).unwrap()).unwrap();
     let charts = chart_data(&report(&dir.join("pts")));
@@ -653,8 +669,14 @@ fn swept_pages_to_scan_report(dir: &Path, before: &[(String, String)]) {
     };
     let mean = chart(&charts, "ksm-mean-pss-vs-p");
     assert_eq!(numbers(&mean["x"]), [100.0, 4000.0]);
-    assert_eq!(numbers(&series(mean, "glibc KSM off")["values"]), of("mean_pss_off"));
-    assert_eq!(numbers(&series(mean, "glibc KSM on")["values"]), of("mean_pss_on"));
+    assert_eq!(
+        numbers(&series(mean, "glibc KSM off")["values"]),
+        of("mean_pss_off")
+    );
+    assert_eq!(
+        numbers(&series(mean, "glibc KSM on")["values"]),
+        of("mean_pss_on")
+    );
     let saved = chart(&charts, "ksm-saved-vs-p");
     assert_eq!(numbers(&series(saved, "glibc")["values"]), of("saved_mean"));
 }
