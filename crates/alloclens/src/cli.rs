@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a command under several allocators and compare time and memory of its whole process tree
-    Run(cmd::run::Args),
+    Run(Box<cmd::run::Args>),
     /// List the known allocators: installed or not, library, version, package to install
     Allocators(cmd::allocators::Args),
     /// Run a built-in workload that reproduces an allocation pattern from the field

@@ -32,21 +32,87 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// The unit a table of durations is written in, chosen from its shortest value as hyperfine does:
+/// milliseconds with one decimal below a second, else seconds with three.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeScale {
+    pub unit: &'static str,
+    factor: f64,
+    decimals: usize,
+}
+
+impl TimeScale {
+    pub fn for_shortest(seconds: Option<f64>) -> TimeScale {
+        match seconds {
+            Some(s) if s < 1.0 => TimeScale {
+                unit: "ms",
+                factor: 1000.0,
+                decimals: 1,
+            },
+            _ => TimeScale {
+                unit: "s",
+                factor: 1.0,
+                decimals: 3,
+            },
+        }
+    }
+
+    /// The number alone: "54.2".
+    pub fn number(&self, seconds: f64) -> String {
+        format!("{:.*}", self.decimals, seconds * self.factor)
+    }
+
+    /// With the unit: "54.2 ms".
+    pub fn with_unit(&self, seconds: f64) -> String {
+        format!("{} {}", self.number(seconds), self.unit)
+    }
+}
+
 /// A rate with an SI prefix: "950 /s", "12.3 k/s", "4.56 M/s".
 pub fn rate(per_s: f64) -> String {
-    let (v, prefix) = if per_s >= 1e9 {
-        (per_s / 1e9, "G")
-    } else if per_s >= 1e6 {
-        (per_s / 1e6, "M")
-    } else if per_s >= 1e3 {
-        (per_s / 1e3, "k")
+    rate_in(per_s, None)
+}
+
+/// A rate with an SI prefix in the user's unit (`--throughput-unit`): "12.345 k ops/s"; without
+/// one, "12.345 k/s".
+pub fn rate_in(per_s: f64, unit: Option<&str>) -> String {
+    let (number, prefix) = si(per_s);
+    match unit {
+        Some(unit) if prefix.is_empty() => format!("{number} {unit}"),
+        Some(unit) => format!("{number} {prefix} {unit}"),
+        None => format!("{number} {prefix}/s"),
+    }
+}
+
+/// A rate's number and SI prefix without the unit, for a range beside a full rate: "5.993 M".
+pub fn rate_number(per_s: f64) -> String {
+    let (number, prefix) = si(per_s);
+    format!("{number} {prefix}").trim_end().to_string()
+}
+
+/// The number and SI prefix of a rate: (12.345, "k").
+fn si(v: f64) -> (String, &'static str) {
+    let (v, prefix) = if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e3 {
+        (v / 1e3, "k")
     } else {
-        (per_s, "")
+        (v, "")
     };
     if v >= 100.0 {
-        format!("{v:.0} {prefix}/s")
+        (format!("{v:.0}"), prefix)
     } else {
-        format!("{v:.3} {prefix}/s")
+        (format!("{v:.3}"), prefix)
+    }
+}
+
+/// A ratio with its standard deviation: "0.73 ± 0.05×"; without one, "0.73×".
+pub fn ratio_pm(r: f64, stddev: Option<f64>) -> String {
+    match stddev {
+        Some(s) => format!("{r:.2} ± {s:.2}×"),
+        None => ratio(r),
     }
 }
 
@@ -91,5 +157,16 @@ mod tests {
         assert_eq!(seconds(1.2345), "1.234 s");
         assert_eq!(rate(12_345.0), "12.345 k/s");
         assert_eq!(rate(950.0), "950 /s");
+        let ms = TimeScale::for_shortest(Some(0.0542));
+        assert_eq!(
+            (ms.with_unit(0.0542), ms.number(1.5)),
+            ("54.2 ms".into(), "1500.0".into())
+        );
+        assert_eq!(TimeScale::for_shortest(Some(2.0)).with_unit(2.0), "2.000 s");
+        assert_eq!(rate_in(1_234_567.0, Some("ops/s")), "1.235 M ops/s");
+        assert_eq!(rate_in(950.0, Some("ops/s")), "950 ops/s");
+        assert_eq!(rate_number(5_993_000.0), "5.993 M");
+        assert_eq!(ratio_pm(0.734, Some(0.051)), "0.73 ± 0.05×");
+        assert_eq!(ratio_pm(0.734, None), "0.73×");
     }
 }

@@ -25,6 +25,7 @@ pub use document::{Block, Document, Reportable, Section, Table};
 pub use exports::figures::{write_figures, FigureError, FigureFormat};
 pub use exports::parquet_table::{describe as describe_parquet, ParquetError};
 pub use exports::run_parquet::write_run_parquet;
+pub use exports::summary::{export_summary, SummaryContext, SummaryFormat};
 pub use exports::trace_parquet::{export_events, write_analysis_parquet, ExportError, Exported};
 pub use headlines::{Headline, Headlines};
 pub use render::html::render as render_html;

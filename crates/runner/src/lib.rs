@@ -10,6 +10,7 @@ mod output;
 mod plan;
 mod results;
 pub mod results_dir;
+mod setup;
 mod single;
 mod stats;
 mod summary;
@@ -27,8 +28,11 @@ pub use results::{
     AllocatorCheck, Ending, KsmSession, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus,
     MemorySummary, RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
 };
-pub use stats::{median, series_stats};
-pub use summary::{summarize, Group, VariantSummary};
+pub use stats::{
+    mean, median, modified_z_scores, outliers, ratio_std_dev, series_stats, std_dev,
+    OUTLIER_THRESHOLD,
+};
+pub use summary::{summarize, Group, Ranking, VariantSummary};
 
 /// The outcome of a whole plan.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -36,6 +40,9 @@ pub struct Execution {
     pub runs: Vec<RunRecord>,
     /// True when Ctrl-C stopped the plan early: `runs` holds what was gathered until then.
     pub interrupted: bool,
+    /// Problems outside the measured runs: a `--cleanup` command that failed, a warmup run that
+    /// did not succeed.
+    pub warnings: Vec<String>,
 }
 
 /// A flag raised by SIGINT/SIGTERM, so a run in progress can stop its tree and keep its results.
@@ -59,30 +66,97 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
     // Without it (fork failed) the tree is still stopped on every ending but alloclens's own death.
     let mut watchdog = watchdog::Watchdog::start().ok();
     let mut runs = Vec::new();
+    let mut warnings = Vec::new();
     for spec in plan.schedule() {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let variant = &plan.variants[spec.variant];
-        let (command, extra_env) = materialize(plan, &spec);
-        let inherited = std::env::var_os("LD_PRELOAD");
-        let mut env = variant.environment(inherited.as_deref());
-        env.extend(extra_env);
-        let ctx = single::RunContext {
-            plan,
-            spec: &spec,
-            variant,
-            command,
-            env,
-            interrupted,
-            watchdog: watchdog.as_mut(),
-        };
-        let record = single::run_one(ctx, observer);
+        if spec.repeat == 0 {
+            for n in 1..=plan.warmup {
+                if interrupted.load(Ordering::Relaxed) {
+                    break;
+                }
+                observer.warmup_started(&spec, n);
+                // Measured like any run, but reported to no one.
+                let record = run_prepared(plan, &spec, &mut Quiet, interrupted, &mut watchdog);
+                if !record.ending.ok() && !record.ending.interrupted {
+                    warnings.push(format!(
+                        "variant `{}`{}: warmup run {n} failed ({})",
+                        record.variant,
+                        point_suffix(&spec),
+                        spawn_or_describe(&record.ending)
+                    ));
+                }
+            }
+        }
+        let record = run_prepared(plan, &spec, observer, interrupted, &mut watchdog);
         observer.run_finished(&spec, &record);
         runs.push(record);
+        if spec.repeat + 1 == plan.repeats {
+            if let Some(cleanup) = &plan.cleanup {
+                if let Err(e) = setup::run_shell("--cleanup", cleanup, plan, &spec) {
+                    warnings.push(format!(
+                        "variant `{}`{}: {e}",
+                        plan.variants[spec.variant].label,
+                        point_suffix(&spec)
+                    ));
+                }
+            }
+        }
     }
     Execution {
         runs,
         interrupted: interrupted.load(Ordering::Relaxed),
+        warnings,
     }
+}
+
+/// Runs `--prepare` (when given), then the run itself unless it failed.
+fn run_prepared(
+    plan: &RunPlan,
+    spec: &RunSpec,
+    observer: &mut dyn Observer,
+    interrupted: &AtomicBool,
+    watchdog: &mut Option<watchdog::Watchdog>,
+) -> RunRecord {
+    let variant = &plan.variants[spec.variant];
+    let (command, extra_env) = materialize(plan, spec);
+    let inherited = std::env::var_os("LD_PRELOAD");
+    let mut env = variant.environment(inherited.as_deref());
+    env.extend(extra_env);
+    let ctx = single::RunContext {
+        plan,
+        spec,
+        variant,
+        command,
+        env,
+        interrupted,
+        watchdog: watchdog.as_mut(),
+    };
+    if let Some(prepare) = &plan.prepare {
+        if let Err(e) = setup::run_shell("--prepare", prepare, plan, spec) {
+            return single::not_run(&ctx, format!("not run: {e}"));
+        }
+    }
+    single::run_one(ctx, observer)
+}
+
+/// " at threads=4" for a run of a sweep, "" otherwise.
+fn point_suffix(spec: &RunSpec) -> String {
+    if spec.assignment.is_empty() {
+        return String::new();
+    }
+    let point: Vec<String> = spec
+        .assignment
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(" at {}", point.join(" "))
+}
+
+fn spawn_or_describe(ending: &Ending) -> String {
+    ending
+        .spawn_error
+        .clone()
+        .unwrap_or_else(|| ending.describe())
 }

@@ -15,6 +15,9 @@ pub enum OutputStream {
 
 /// Callbacks, all made from the thread that called `execute`, in order.
 pub trait Observer {
+    /// Warmup run `n` (counted from 1) of the variant and point of `spec` is about to start; its
+    /// output, samples and record are not reported.
+    fn warmup_started(&mut self, _spec: &RunSpec, _n: u32) {}
     fn run_started(&mut self, _spec: &RunSpec, _command: &[String]) {}
     /// One line of the command's output, newline included when it had one.
     fn output(&mut self, _spec: &RunSpec, _stream: OutputStream, _line: &[u8]) {}

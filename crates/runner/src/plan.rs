@@ -25,6 +25,14 @@ pub struct RunPlan {
     /// Extra environment for the child (values may contain placeholders too).
     pub env: Vec<(String, String)>,
     pub repeats: u32,
+    /// Unmeasured runs of each variant at each point before its first measured one (hyperfine's
+    /// --warmup): they fill the page cache and the dynamic loader's caches.
+    pub warmup: u32,
+    /// Shell command run before every run, warmups included (hyperfine's --prepare); `{NAME}`
+    /// placeholders are substituted. A failure skips the run.
+    pub prepare: Option<String>,
+    /// Shell command run after the last run of each variant at each point (hyperfine's --cleanup).
+    pub cleanup: Option<String>,
     pub interval: Duration,
     /// A sample is taken at each output line that matches; the first capture group labels it.
     pub marker: Option<Regex>,
@@ -165,6 +173,9 @@ mod tests {
             params,
             env: vec![("X".into(), "{threads}".into())],
             repeats: 2,
+            warmup: 0,
+            prepare: None,
+            cleanup: None,
             interval: Duration::from_millis(100),
             marker: None,
             throughput: None,

@@ -269,6 +269,12 @@ pub struct VariantInfo {
     pub env: Vec<(String, String)>,
 }
 
+/// Fields added after the first version are left out when empty, so such a file writes back
+/// unchanged.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// Everything results.json holds (schema in docs/results-format.md).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -285,6 +291,17 @@ pub struct RunResults {
     pub interval_s: f64,
     pub marker: Option<String>,
     pub throughput: Option<String>,
+    /// `--throughput-unit`, e.g. "ops/s" (absent: units per second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_unit: Option<String>,
+    /// `--warmup`: unmeasured runs per variant and point before the measured ones.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub warmup: u32,
+    /// `--prepare` and `--cleanup` commands, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<String>,
     pub baseline: Option<String>,
     pub variants: Vec<VariantInfo>,
     pub interrupted: bool,

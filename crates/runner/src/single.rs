@@ -629,6 +629,11 @@ fn not_started(ctx: &RunContext<'_>, err: std::io::Error) -> RunRecord {
     } else {
         format!("cannot start '{program}': {err}")
     };
+    not_run(ctx, message)
+}
+
+/// The record of a run that did not start, `message` saying why.
+pub(crate) fn not_run(ctx: &RunContext<'_>, message: String) -> RunRecord {
     RunRecord {
         index: ctx.spec.index,
         variant: ctx.variant.label.clone(),

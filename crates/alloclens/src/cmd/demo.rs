@@ -140,6 +140,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     .collect::<anyhow::Result<_>>()?,
                 env: Vec::new(),
                 repeats: a.repeat,
+                warmup: 0,
+                prepare: None,
+                cleanup: None,
                 interval: Duration::from_millis(50),
                 marker: scenario
                     .marker
@@ -156,6 +159,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             baseline: args::baseline(None, &variants)?,
             output: root.join(scenario.name),
             ksm: None,
+            throughput_unit: None,
+            exports: Vec::new(),
             force: a.force,
             program_output: ProgramOutput::Save,
         };

@@ -22,7 +22,7 @@ use crate::cli::Command;
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     give_back_ksm();
     match command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),

@@ -45,8 +45,26 @@ pub struct Args {
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
     /// Runs per variant and parameter point, interleaved across variants
-    #[arg(short, long, default_value_t = 3, value_name = "N")]
+    #[arg(
+        short,
+        long,
+        visible_alias = "runs",
+        default_value_t = 3,
+        value_name = "N"
+    )]
     pub repeat: u32,
+    /// Unmeasured runs of each variant at each point before its first measured one (fills the page
+    /// cache and the loader's caches)
+    #[arg(short, long, default_value_t = 0, value_name = "N")]
+    pub warmup: u32,
+    /// Shell command run before every run, warmups included (e.g. to drop caches); {NAME}
+    /// placeholders are substituted. When it fails, the run is not made and counts as failed
+    #[arg(short, long, value_name = "CMD")]
+    pub prepare: Option<String>,
+    /// Shell command run after the last run of each variant at each parameter point; a failure is
+    /// a warning
+    #[arg(short, long, value_name = "CMD")]
+    pub cleanup: Option<String>,
     /// Time between memory samples (e.g. 100ms, 0.5s, 2s; at most 1h)
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub interval: String,
@@ -57,6 +75,10 @@ pub struct Args {
     /// (default: markers per second)
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
+    /// The unit of --throughput's figure, shown in the table and exports (e.g. "ops/s",
+    /// "requests/s") [default: "/s"]
+    #[arg(long, value_name = "UNIT", requires = "throughput")]
+    pub throughput_unit: Option<String>,
     /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
@@ -86,6 +108,15 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Also write the summary table as Markdown to FILE (the results directory is written as usual)
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Also write the summary as JSON to FILE (results.json's `summary`)
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers)
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
     /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE,
     /// Linux >= 6.4) and run ksmd for the session; every KSM setting is given back afterwards. Needs
     /// root. See docs/ksm.md
@@ -116,6 +147,10 @@ pub struct RunOptions {
     pub program_output: ProgramOutput,
     /// With --ksm: the ksmd settings to apply for the session (`run=1` is added).
     pub ksm: Option<Vec<(String, String)>>,
+    /// --throughput-unit.
+    pub throughput_unit: Option<String>,
+    /// --export-*: the summary table written in each format to each file.
+    pub exports: Vec<(report::SummaryFormat, PathBuf)>,
 }
 
 impl RunOptions {
@@ -150,6 +185,9 @@ impl RunOptions {
                 0 => bail!("--repeat must be at least 1"),
                 n => n,
             },
+            warmup: a.warmup,
+            prepare: nonempty(a.prepare, "--prepare")?,
+            cleanup: nonempty(a.cleanup, "--cleanup")?,
             interval: interval(&a.interval)?,
             marker: args::optional_regex(a.marker.as_deref(), "--marker")?,
             throughput: args::optional_regex(a.throughput.as_deref(), "--throughput")?,
@@ -186,7 +224,24 @@ impl RunOptions {
             } else {
                 None
             },
+            throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
+            exports: [
+                (report::SummaryFormat::Markdown, a.export_markdown),
+                (report::SummaryFormat::Json, a.export_json),
+                (report::SummaryFormat::Csv, a.export_csv),
+            ]
+            .into_iter()
+            .filter_map(|(f, p)| p.map(|p| (f, p)))
+            .collect(),
         })
+    }
+}
+
+/// An option's text, refused when blank (an empty --prepare would run nothing, silently).
+fn nonempty(text: Option<String>, option: &str) -> anyhow::Result<Option<String>> {
+    match text {
+        Some(t) if t.trim().is_empty() => bail!("{option} needs a value, got an empty one"),
+        t => Ok(t),
     }
 }
 
@@ -380,7 +435,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     };
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs (ETA {eta})  {msg}",
         )
         .expect("static template"),
     );
@@ -404,8 +459,16 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     });
     let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
-    let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline));
+    let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
+    let ranking = if plan.throughput.is_some() {
+        runner::Ranking::Throughput
+    } else {
+        runner::Ranking::Wall
+    };
+    let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline), ranking);
     let mut warnings = failure_warnings(&execution);
+    warnings.extend(execution.warnings.iter().cloned());
+    warnings.extend(outlier_warnings(&summary, &names));
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
     warnings.extend(ksm_problems);
@@ -431,6 +494,10 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         interval_s: plan.interval.as_secs_f64(),
         marker: plan.marker.as_ref().map(|r| r.as_str().to_string()),
         throughput: plan.throughput.as_ref().map(|r| r.as_str().to_string()),
+        throughput_unit: options.throughput_unit.clone(),
+        warmup: plan.warmup,
+        prepare: plan.prepare.clone(),
+        cleanup: plan.cleanup.clone(),
         baseline: Some(options.baseline.clone()),
         variants: plan.variants.iter().map(variant_info).collect(),
         interrupted: execution.interrupted,
@@ -444,8 +511,9 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     };
     dir.write_results(&mut results);
     execution.runs = results.runs;
-    let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
-    let mut table = report::render_run_table(&summary, &names);
+    let mut write_problems = dir.problems();
+    write_problems.extend(write_exports(options, &summary, &names));
+    let mut table = report::render_run_table(&summary, &names, options.throughput_unit.as_deref());
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
     }
@@ -455,10 +523,67 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         summary,
         table,
         warnings,
-        write_problems: dir.problems(),
+        write_problems,
         dir: options.output.clone(),
         open_lines,
     })
+}
+
+/// --export-*: each file written in its format; one line per file that could not be.
+fn write_exports(options: &RunOptions, summary: &[runner::Group], names: &[String]) -> Vec<String> {
+    let context = report::SummaryContext {
+        param_names: names,
+        throughput_unit: options.throughput_unit.as_deref(),
+    };
+    let mut problems = Vec::new();
+    for (format, path) in &options.exports {
+        let written = std::fs::File::create(path).and_then(|file| {
+            let mut out = std::io::BufWriter::new(file);
+            report::export_summary(*format, summary, &context, &mut out)?;
+            out.flush()
+        });
+        if let Err(e) = written {
+            problems.push(format!(
+                "cannot write the summary to '{}': {e} (the results directory has it all)",
+                path.display()
+            ));
+        }
+    }
+    problems
+}
+
+/// hyperfine's outlier warnings, per variant and point: wall times far from the median, and a
+/// first run slower than the rest.
+fn outlier_warnings(summary: &[runner::Group], names: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for group in summary {
+        let point: Vec<String> = names
+            .iter()
+            .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
+            .collect();
+        let at = if point.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", point.join(" "))
+        };
+        for v in &group.variants {
+            if v.first_run_outlier {
+                out.push(format!(
+                    "variant `{}`{at}: the first run was much slower than the others (caches filled by it?): use --warmup 1 or more",
+                    v.variant
+                ));
+            } else if v.wall_outliers > 0 {
+                out.push(format!(
+                    "variant `{}`{at}: {} of {} runs' wall times are statistical outliers (modified Z-score above {:.1}): rerun on a quiet machine; --warmup or --prepare may help",
+                    v.variant,
+                    v.wall_outliers,
+                    v.runs - v.failed,
+                    runner::OUTLIER_THRESHOLD
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn variant_info(v: &allocators::Variant) -> VariantInfo {
@@ -518,6 +643,14 @@ impl CliObserver<'_> {
 }
 
 impl Observer for CliObserver<'_> {
+    fn warmup_started(&mut self, spec: &RunSpec, n: u32) {
+        self.bar.set_message(format!(
+            "{} (warmup {n} of {})",
+            self.label(spec),
+            self.plan.warmup
+        ));
+    }
+
     fn run_started(&mut self, spec: &RunSpec, _command: &[String]) {
         if let Some((control, settings)) = self.ksm {
             for (k, v) in ksm_settings_for(settings, spec) {

@@ -1,23 +1,17 @@
-//! The terminal summary of a run: one table per parameter point, best variant first, with ratios to the
-//! baseline, in the spirit of hyperfine's relative-speed summary.
-use runner::{AllocatorCheck, Group, VariantSummary};
+//! The terminal summary of a run: per parameter point a time table and a memory table, best variant
+//! first, with ratios to the baseline and their uncertainty, in the spirit of hyperfine's summary.
+use runner::{AllocatorCheck, Group, Ranking, VariantSummary};
 
 use crate::format;
 
-const HEADERS: [&str; 9] = [
-    "variant",
-    "wall (median, min…max)",
-    "throughput",
-    "peak PSS",
-    "mean PSS",
-    "peak RSS",
-    "mean RSS",
-    "time",
-    "peak PSS",
-];
-
-/// Renders every group; `param_names` orders the parameters in the group headings.
-pub fn render_run_table(groups: &[Group], param_names: &[String]) -> String {
+/// Renders every group: a time table then a memory table, the same variants in the same order
+/// (best first); `param_names` orders the parameters in the group headings and `throughput_unit`
+/// names the unit of `--throughput` (e.g. "ops/s").
+pub fn render_run_table(
+    groups: &[Group],
+    param_names: &[String],
+    throughput_unit: Option<&str>,
+) -> String {
     let mut out = String::new();
     for group in groups {
         let point: Vec<String> = param_names
@@ -29,69 +23,187 @@ pub fn render_run_table(groups: &[Group], param_names: &[String]) -> String {
         } else {
             point.join(" ")
         };
+        let ranked = match group.ranked_by {
+            Ranking::Throughput => "ranked by throughput, highest first",
+            Ranking::Wall => "ranked by median wall time",
+        };
         match &group.baseline {
             Some(b) => out.push_str(&format!(
-                "{heading}   (ratios: variant / {b}; lower is better)\n"
+                "{heading}   ({ranked}; ratios: variant / {b}, ± one standard deviation)\n"
             )),
-            None => out.push_str(&format!("{heading}\n")),
+            None => out.push_str(&format!("{heading}   ({ranked})\n")),
         }
-        let rows: Vec<[String; 9]> = group.variants.iter().map(row).collect();
-        let mut widths = HEADERS.map(|h| h.chars().count());
-        for r in &rows {
-            for (w, cell) in widths.iter_mut().zip(r) {
-                *w = (*w).max(cell.chars().count());
-            }
+        let with_throughput = group.variants.iter().any(|v| v.throughput_median.is_some());
+        let mut time = vec![cells(&[
+            "variant",
+            "wall mean ± σ",
+            "median (min…max)",
+            "user",
+            "sys",
+            "time ratio",
+        ])];
+        if with_throughput {
+            time[0].extend(cells(&["throughput median (min…max)", "throughput ratio"]));
         }
-        let line = |cells: &[String]| -> String {
-            let mut s = String::from(" ");
-            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-                let pad = w - cell.chars().count();
-                if i == 0 {
-                    s.push_str(&format!(" {cell}{}", " ".repeat(pad)));
-                } else {
-                    s.push_str(&format!("  {}{cell}", " ".repeat(pad)));
-                }
+        let mut memory = vec![cells(&[
+            "variant",
+            "peak PSS",
+            "mean PSS",
+            "peak RSS",
+            "mean RSS",
+            "peak PSS ratio",
+            "peak RSS ratio",
+        ])];
+        let scale = shortest_wall(group);
+        for v in &group.variants {
+            let mut row = time_row(v, scale);
+            if with_throughput {
+                row.extend(throughput_cells(v, throughput_unit));
             }
-            s.trim_end().to_string() + "\n"
-        };
-        out.push_str(&line(&HEADERS.map(String::from)));
-        for (r, v) in rows.iter().zip(&group.variants) {
-            out.push_str(&line(r));
-            for note in notes(v) {
-                out.push_str(&format!("      ! {note}\n"));
-            }
+            time.push(row);
+            memory.push(memory_row(v));
+        }
+        let mut notes_of = group.variants.iter().map(notes);
+        out.push_str(&lines(&time, &mut |_| notes_of.next().unwrap_or_default()));
+        out.push_str(&lines(&memory, &mut |_| Vec::new()));
+        let succeeded = group.variants.iter().map(|v| v.runs - v.failed.min(v.runs));
+        let succeeded: Vec<u32> = succeeded.filter(|n| *n > 0).collect();
+        if group.baseline.is_some() && !succeeded.is_empty() && succeeded.iter().all(|n| *n == 1) {
+            out.push_str(
+                "  (one run per variant: the ratios have no uncertainty; use --runs 3 or more)\n",
+            );
         }
         out.push('\n');
     }
     out
 }
 
-fn row(v: &VariantSummary) -> [String; 9] {
-    let dash = || "—".to_string();
-    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
-    let wall = match (v.wall_median, v.wall_min, v.wall_max) {
-        (Some(m), Some(lo), Some(hi)) if v.runs - v.failed > 1 => {
-            format!("{} ({:.3}…{:.3})", format::seconds(m), lo, hi)
+fn cells(texts: &[&str]) -> Vec<String> {
+    texts.iter().map(|t| t.to_string()).collect()
+}
+
+/// The rows aligned (first column left, the others right), each followed by its `notes`.
+fn lines(rows: &[Vec<String>], notes: &mut dyn FnMut(usize) -> Vec<String>) -> String {
+    let mut widths = vec![0; rows[0].len()];
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
         }
-        (Some(m), _, _) => format::seconds(m),
+    }
+    let mut out = String::new();
+    for (i, cells) in rows.iter().enumerate() {
+        let mut s = String::from(" ");
+        for (j, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let pad = w - cell.chars().count();
+            if j == 0 {
+                s.push_str(&format!(" {cell}{}", " ".repeat(pad)));
+            } else {
+                s.push_str(&format!("  {}{cell}", " ".repeat(pad)));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+        if i > 0 {
+            for note in notes(i - 1) {
+                out.push_str(&format!("      ! {note}\n"));
+            }
+        }
+    }
+    out
+}
+
+fn dash() -> String {
+    "—".to_string()
+}
+
+/// The time unit of a group's table: from its shortest mean wall time.
+pub(crate) fn shortest_wall(group: &Group) -> format::TimeScale {
+    let shortest = group
+        .variants
+        .iter()
+        .filter_map(|v| v.wall_mean)
+        .reduce(f64::min);
+    format::TimeScale::for_shortest(shortest)
+}
+
+fn time_row(v: &VariantSummary, scale: format::TimeScale) -> Vec<String> {
+    let time = |x: Option<f64>| x.map_or_else(dash, |x| scale.with_unit(x));
+    let mean = match (v.wall_mean, v.wall_stddev) {
+        (Some(m), Some(s)) => format!("{} ± {}", scale.number(m), scale.with_unit(s)),
+        (m, _) => time(m),
+    };
+    let median = match (v.wall_median, v.wall_min, v.wall_max) {
+        (Some(m), Some(lo), Some(hi)) if v.runs - v.failed > 1 => format!(
+            "{} ({}…{})",
+            scale.number(m),
+            scale.number(lo),
+            scale.with_unit(hi)
+        ),
+        (m, _, _) => time(m),
+    };
+    vec![
+        v.variant.clone(),
+        mean,
+        median,
+        time(v.user_mean),
+        time(v.sys_mean),
+        v.wall_ratio
+            .map_or_else(dash, |r| format::ratio_pm(r, v.wall_ratio_stddev)),
+    ]
+}
+
+fn throughput_cells(v: &VariantSummary, unit: Option<&str>) -> Vec<String> {
+    let median = match (v.throughput_median, v.throughput_min, v.throughput_max) {
+        (Some(m), Some(lo), Some(hi)) if lo < hi => format!(
+            "{} ({}…{})",
+            format::rate_in(m, unit),
+            format::rate_number(lo),
+            format::rate_number(hi)
+        ),
+        (Some(m), _, _) => format::rate_in(m, unit),
         _ => dash(),
     };
-    [
+    vec![
+        median,
+        v.throughput_ratio
+            .map_or_else(dash, |r| format::ratio_pm(r, v.throughput_ratio_stddev)),
+    ]
+}
+
+fn memory_row(v: &VariantSummary) -> Vec<String> {
+    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
+    vec![
         v.variant.clone(),
-        wall,
-        v.throughput_median.map_or_else(dash, format::rate),
         bytes(v.peak_pss_median),
         bytes(v.mean_pss_median),
         bytes(v.peak_rss_median),
         bytes(v.mean_rss_median),
-        v.wall_ratio.map_or_else(dash, format::ratio),
-        v.peak_pss_ratio.map_or_else(dash, format::ratio),
+        v.peak_pss_ratio
+            .map_or_else(dash, |r| format::ratio_pm(r, v.peak_pss_ratio_stddev)),
+        v.peak_rss_ratio
+            .map_or_else(dash, |r| format::ratio_pm(r, v.peak_rss_ratio_stddev)),
     ]
 }
 
 /// Problems a reader must not miss: failed runs, an allocator that was not really loaded.
 fn notes(v: &VariantSummary) -> Vec<String> {
     let mut notes = Vec::new();
+    let noise = |what: &str, r: Option<f64>, sd: Option<f64>| {
+        format!(
+            "{what}: within the noise of the repeats ({} the baseline's)",
+            format::ratio_pm(r.unwrap_or(1.0), sd)
+        )
+    };
+    if v.wall_within_noise == Some(true) {
+        notes.push(noise("time", v.wall_ratio, v.wall_ratio_stddev));
+    }
+    if v.throughput_within_noise == Some(true) {
+        notes.push(noise(
+            "throughput",
+            v.throughput_ratio,
+            v.throughput_ratio_stddev,
+        ));
+    }
     if v.failed > 0 {
         let mut kinds = v.failures.clone();
         kinds.dedup();

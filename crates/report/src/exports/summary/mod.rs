@@ -1,0 +1,52 @@
+//! The summary table of a run for other tools (hyperfine's `--export-markdown/json/csv`), one
+//! file per format. Each writes every parameter point and variant of `runner::summarize`, best
+//! first, with the figures the terminal table shows.
+mod csv;
+mod json;
+mod markdown;
+
+use std::io::{self, Write};
+
+use runner::Group;
+
+/// A format of [`export_summary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummaryFormat {
+    /// A GitHub-flavoured Markdown table per point, formatted figures with units.
+    Markdown,
+    /// The `summary` array of results.json, as is.
+    Json,
+    /// One row per point and variant, raw numbers (seconds, bytes, units per second).
+    Csv,
+}
+
+/// What the exports need besides the groups.
+pub struct SummaryContext<'a> {
+    /// The swept parameters' names, in the order given.
+    pub param_names: &'a [String],
+    /// `--throughput-unit`, e.g. "ops/s".
+    pub throughput_unit: Option<&'a str>,
+}
+
+/// Writes `groups` in `format` to `out`.
+pub fn export_summary(
+    format: SummaryFormat,
+    groups: &[Group],
+    context: &SummaryContext<'_>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    match format {
+        SummaryFormat::Markdown => markdown::write(groups, context, out),
+        SummaryFormat::Json => json::write(groups, out),
+        SummaryFormat::Csv => csv::write(groups, context, out),
+    }
+}
+
+/// "threads=4 mode=a" for a point, in the order of the parameters.
+fn point_name(group: &Group, param_names: &[String]) -> String {
+    param_names
+        .iter()
+        .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
