@@ -167,6 +167,57 @@ fn filters_restrict_the_figures() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("10, 11"));
 }
 
+/// Issue 20: the whole trace first, then the biggest process images (peak live bytes), the rest
+/// behind --all. Process 10+i allocates (i+1) × 100 bytes, never freed.
+#[test]
+fn text_summary_shows_the_whole_trace_then_the_top_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.alt");
+    let procs: Vec<(ProcessInfo, Vec<Record>)> = (0..8u32)
+        .map(|i| {
+            let size = (i as u64 + 1) * 100;
+            (info(10 + i), vec![ev(0, 1, Op::Malloc, 0x10, size, 0)])
+        })
+        .collect();
+    write_trace(&path, &procs);
+    let text = |args: &[&str]| {
+        let out = succeeded(alloclens().arg("analyze").arg(&path).args(args));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let sections = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter_map(|l| l.strip_prefix("== process "))
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    let default = text(&[]);
+    let whole = default
+        .find("whole trace: 8 process image(s)")
+        .expect(&default);
+    assert!(whole < default.find("== process").unwrap(), "{default}");
+    // 100 + 200 + ... + 800 = 3600 B = 3.5 KiB requested, all of it never freed.
+    assert!(
+        default.contains("calls: 8; allocations: 8; requested: 3.5 KiB"),
+        "{default}"
+    );
+    assert!(
+        default.contains("never freed: 8 allocations, 3.5 KiB"),
+        "{default}"
+    );
+    assert_eq!(sections(&default), ["17", "16", "15", "14", "13"]);
+    assert!(
+        default.contains("3 more process image(s) not shown"),
+        "{default}"
+    );
+    assert_eq!(sections(&text(&["--top", "2"])), ["17", "16"]);
+    let all = text(&["--all"]);
+    assert_eq!(
+        sections(&all),
+        ["10", "11", "12", "13", "14", "15", "16", "17"]
+    );
+    assert!(!all.contains("not shown"), "{all}");
+}
+
 #[test]
 fn text_summary_and_csv_directory() {
     let dir = tempfile::tempdir().unwrap();

@@ -921,3 +921,46 @@ fn a_program_not_traced_is_reported_everywhere() {
     assert!(page.contains("programs not traced"), "facts row");
     assert!(page.contains("no LD_PRELOAD"), "the reason");
 }
+
+/// Issue 20: without -o the trace is named like heaptrack's, in the current directory, and said.
+#[test]
+fn without_output_the_trace_gets_a_heaptrack_style_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = alloclens()
+        .current_dir(dir.path())
+        .args(["record", "--", "ls", "/"])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let name = &names[0];
+    let pid = name
+        .strip_prefix("alloclens.ls.")
+        .and_then(|rest| rest.strip_suffix(".alt"))
+        .unwrap_or_else(|| panic!("{name}"));
+    assert!(pid.parse::<u32>().is_ok(), "{name}");
+    assert!(
+        stderr.contains(&format!("recording into {name}")),
+        "{stderr}"
+    );
+    // A real trace of ls: analyze reads it.
+    let analyzed = alloclens()
+        .current_dir(dir.path())
+        .args(["analyze", "--json", name])
+        .output()
+        .unwrap();
+    assert!(analyzed.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&analyzed.stdout).unwrap();
+    assert!(
+        json["processes"][0]["stats"]["calls_total"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}

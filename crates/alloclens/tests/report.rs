@@ -435,6 +435,12 @@ fn diff_of_runs_shows_every_headline_with_its_change() {
     }
     // Two different runs: scopes of one side only have a null on the other, matched ones a change.
     let other = diff_json(&f.hostile, &f.sweep);
+    // Of different commands, which is said (issue 20); a run against itself says nothing.
+    assert!(
+        other["warnings"].to_string().contains("different commands"),
+        "{other}"
+    );
+    assert!(!same["warnings"].to_string().contains("different commands"));
     let rows = other["rows"].as_array().unwrap();
     assert!(rows.iter().any(|r| r["a"].is_null() && !r["b"].is_null()));
     assert!(rows.iter().any(|r| !r["a"].is_null() && r["b"].is_null()));

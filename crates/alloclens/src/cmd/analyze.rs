@@ -19,6 +19,13 @@ pub struct Args {
     /// Only the process with this pid (all its exec'd images)
     #[arg(long, value_name = "PID")]
     pub process: Option<u32>,
+    /// Detail the N process images with the most peak live bytes (then calls), after the
+    /// whole-trace summary
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub top: usize,
+    /// Detail every process image, in trace order (instead of --top)
+    #[arg(long, conflicts_with = "top")]
+    pub all: bool,
 }
 
 impl Args {
@@ -59,7 +66,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             )?;
         }
-        analyze::output::text::write_text(analysis, &mut out)?;
+        let options = analyze::output::text::TextOptions {
+            top: (!args.all).then_some(args.top),
+        };
+        analyze::output::text::write_text_with(analysis, options, &mut out)?;
         if let Some(dir) = &args.output {
             writeln!(
                 out,

@@ -19,14 +19,34 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Whether `path` is a results directory, its headlines, and what could not be read of it (a trace's
-/// damage, said on stderr as well).
-fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>, Vec<String>)> {
+/// One side of the comparison.
+struct Side {
+    /// A results directory (else a trace).
+    is_run: bool,
+    headlines: Vec<Headline>,
+    /// What could not be read of it (a trace's damage, said on stderr as well).
+    warnings: Vec<String>,
+    /// The command that was run or recorded.
+    command: Vec<String>,
+}
+
+fn side(path: &Path) -> anyhow::Result<Side> {
     if RunData::is_results_dir(path) {
-        Ok((true, RunData::load(path)?.headlines(), Vec::new()))
+        let data = RunData::load(path)?;
+        Ok(Side {
+            is_run: true,
+            headlines: data.headlines(),
+            warnings: Vec::new(),
+            command: data.results.command.clone(),
+        })
     } else if path.is_file() {
         let trace = super::load_trace(path)?;
-        Ok((false, trace.headlines(), trace.analysis.analysis.warnings))
+        Ok(Side {
+            is_run: false,
+            headlines: trace.headlines(),
+            command: trace.analysis.command.clone(),
+            warnings: trace.analysis.analysis.warnings,
+        })
     } else {
         bail!(
             "'{}' is neither a results directory of `alloclens run` nor a trace file",
@@ -36,18 +56,29 @@ fn headlines(path: &Path) -> anyhow::Result<(bool, Vec<Headline>, Vec<String>)> 
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (a_run, a, a_warnings) = headlines(&args.a)?;
-    let (b_run, b, b_warnings) = headlines(&args.b)?;
-    if a_run != b_run {
+    let a = side(&args.a)?;
+    let b = side(&args.b)?;
+    if a.is_run != b.is_run {
         bail!("cannot compare a results directory with a trace: give two of the same kind");
     }
     let mut result = diff(
         &args.a.display().to_string(),
-        &a,
+        &a.headlines,
         &args.b.display().to_string(),
-        &b,
+        &b.headlines,
     );
-    result.warnings = [a_warnings, b_warnings].concat();
+    result.warnings = [a.warnings, b.warnings].concat();
+    // Comparing two programs is allowed (a rewrite, new flags), but never by accident.
+    if a.command != b.command {
+        let warning = format!(
+            "the two {} are of different commands: `{}` and `{}`",
+            if a.is_run { "runs" } else { "traces" },
+            a.command.join(" "),
+            b.command.join(" ")
+        );
+        eprintln!("alloclens: warning: {warning}");
+        result.warnings.push(warning);
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {

@@ -21,9 +21,11 @@ pub struct Args {
     #[arg(long, value_name = "REGEX")]
     marker: Option<String>,
     /// Trace file to write: a new file (refused if it exists, unless --force), written as the
-    /// recording goes so that a crash still leaves a readable trace
+    /// recording goes so that a crash still leaves a readable trace [default:
+    /// alloclens.PROGRAM.PID.alt in the current directory, PID alloclens's own, as heaptrack names
+    /// its files; the name is printed]
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: PathBuf,
+    output: Option<PathBuf>,
     /// Replace FILE if it exists: record into .FILE.PID.partial beside it, renamed over it when
     /// the recording ends (FILE is left as it was if the command never starts)
     #[arg(long)]
@@ -49,8 +51,28 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+/// heaptrack's naming: `alloclens.PROGRAM.PID.alt`, PROGRAM the command's file name.
+fn default_output(command: &[OsString]) -> PathBuf {
+    let program = command
+        .first()
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "command".into());
+    PathBuf::from(format!("alloclens.{program}.{}.alt", std::process::id()))
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut options = recorder::RecordOptions::new(args.command, args.output.clone());
+    let output = match &args.output {
+        Some(path) => path.clone(),
+        None => {
+            let path = default_output(&args.command);
+            eprintln!("alloclens: recording into {}", path.display());
+            path
+        }
+    };
+    let mut options = recorder::RecordOptions::new(args.command, output.clone());
     if args.force {
         options.existing = recorder::Existing::Replace;
     }
@@ -79,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rename_error,
         }) => {
             let kept = match rename_error {
-                None => format!("{} keeps what was written before", args.output.display()),
+                None => format!("{} keeps what was written before", output.display()),
                 Some(where_) => format!("what was written before is in {where_}"),
             };
             eprintln!(
@@ -134,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 0 => String::new(),
                 n => format!(", {n} program(s) not traced"),
             },
-            args.output.display(),
+            output.display(),
             trace::human_bytes(summary.bytes),
             per_event
         );

@@ -7,7 +7,25 @@ use crate::metrics::{scope_metric, Unit, Value};
 /// How many entries of the longer lists the summary shows (the JSON and CSV have them all).
 const TOP: usize = 8;
 
-pub fn write_text<W: Write>(analysis: &Analysis, mut out: W) -> io::Result<()> {
+/// How much of the trace the summary shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Processes given a section of their own, by peak live bytes then calls; None: every one.
+    pub top: Option<usize>,
+}
+
+/// The summary of every process, in trace order (what `alloclens analyze --all` prints, without
+/// the whole-trace summary).
+pub fn write_text<W: Write>(analysis: &Analysis, out: W) -> io::Result<()> {
+    write_text_with(analysis, TextOptions { top: None }, out)
+}
+
+/// The summary: the whole trace first when it has several processes, then the `top` processes.
+pub fn write_text_with<W: Write>(
+    analysis: &Analysis,
+    options: TextOptions,
+    mut out: W,
+) -> io::Result<()> {
     if !analysis.recorder_finished {
         writeln!(
             out,
@@ -41,8 +59,112 @@ pub fn write_text<W: Write>(analysis: &Analysis, mut out: W) -> io::Result<()> {
             writeln!(out, "  {}", crate::describe_untraced(u))?;
         }
     }
-    for p in &analysis.processes {
+    if analysis.processes.len() > 1 {
+        write_whole_trace(&analysis.processes, &mut out)?;
+    }
+    let shown = ranked(&analysis.processes, options.top);
+    for p in &shown {
         write_process(p, &mut out)?;
+    }
+    let hidden = analysis.processes.len() - shown.len();
+    if hidden > 0 {
+        writeln!(
+            out,
+            "\n({hidden} more process image(s) not shown: --top N shows more, --all every one)"
+        )?;
+    }
+    Ok(())
+}
+
+/// The processes to detail: all of them in trace order, or the `top` by peak live bytes (then
+/// calls), biggest first.
+fn ranked(processes: &[ProcessReport], top: Option<usize>) -> Vec<&ProcessReport> {
+    let mut all: Vec<&ProcessReport> = processes.iter().collect();
+    if let Some(n) = top {
+        all.sort_by_key(|p| {
+            std::cmp::Reverse((p.stats.peak_live_bytes.value, p.stats.calls_total))
+        });
+        all.truncate(n);
+    }
+    all
+}
+
+/// Totals over every process image, then one line per image (biggest first, at most [`TOP`]).
+fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::Result<()> {
+    let sum = |f: fn(&ScopeReport) -> u64| -> u64 { processes.iter().map(|p| f(&p.stats)).sum() };
+    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
+    writeln!(
+        out,
+        "whole trace: {} process image(s) in {} process(es)",
+        processes.len(),
+        pids.len()
+    )?;
+    writeln!(
+        out,
+        "  calls: {}; allocations: {}; requested: {}",
+        count(sum(|s| s.calls_total)),
+        count(sum(|s| s.allocations)),
+        bytes(sum(|s| s.requested_bytes))
+    )?;
+    writeln!(
+        out,
+        "  peak live, summed over the images: {} (the tree's peak at one moment is at most this)",
+        bytes(sum(|s| s.peak_live_bytes.value))
+    )?;
+    writeln!(
+        out,
+        "  never freed: {} allocations, {}",
+        count(sum(|s| s.leaks.count)),
+        bytes(sum(|s| s.leaks.bytes))
+    )?;
+    writeln!(out, "  by peak live bytes:")?;
+    let rows = ranked(processes, Some(TOP));
+    let widths = (
+        rows.iter()
+            .map(|p| p.pid.to_string().len())
+            .max()
+            .unwrap_or(3)
+            .max(3),
+        rows.iter()
+            .map(|p| bytes(p.stats.peak_live_bytes.value).len())
+            .max()
+            .unwrap_or(9)
+            .max(9),
+        rows.iter()
+            .map(|p| count(p.stats.calls_total).len())
+            .max()
+            .unwrap_or(5)
+            .max(5),
+    );
+    writeln!(
+        out,
+        "    {:>w0$}  {:>w1$}  {:>w2$}  command",
+        "pid",
+        "peak live",
+        "calls",
+        w0 = widths.0,
+        w1 = widths.1,
+        w2 = widths.2
+    )?;
+    for p in &rows {
+        writeln!(
+            out,
+            "    {:>w0$}  {:>w1$}  {:>w2$}  {}",
+            p.pid,
+            bytes(p.stats.peak_live_bytes.value),
+            count(p.stats.calls_total),
+            if p.cmdline.is_empty() {
+                "?".to_string()
+            } else {
+                p.cmdline.join(" ")
+            },
+            w0 = widths.0,
+            w1 = widths.1,
+            w2 = widths.2
+        )?;
+    }
+    if processes.len() > rows.len() {
+        writeln!(out, "    ... {} more", processes.len() - rows.len())?;
     }
     Ok(())
 }
