@@ -38,6 +38,16 @@ pub struct FileAnalysis {
 /// trailer in `analysis.recorder_finished`. Fails when the file cannot be opened as a trace, or when a filter
 /// matches nothing.
 pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, AnalyzeError> {
+    analyze_file_with(path, options, &trace::NoProgress)
+}
+
+/// [`analyze_file`], telling `progress` the records of the selected streams and each chunk
+/// analysed.
+pub fn analyze_file_with(
+    path: &Path,
+    options: &Options,
+    progress: &dyn trace::Progress,
+) -> Result<FileAnalysis, AnalyzeError> {
     let mut reader = TraceReader::open(path)?;
     let mut losses = Losses::of(&reader);
     let selected: Vec<usize> = (0..reader.streams().len())
@@ -58,11 +68,12 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
             available,
         });
     }
+    progress.start(selected.iter().map(|i| reader.streams()[*i].records).sum());
     let mut processes = Vec::with_capacity(selected.len());
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
-        match feed_stream(&mut reader, i, &mut analyzer) {
+        match feed_stream(&mut reader, i, &mut analyzer, progress) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
                 losses.stream_stopped(&info, &e, done);
@@ -112,6 +123,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     reader: &mut TraceReader<R>,
     stream: usize,
     analyzer: &mut ProcessAnalyzer,
+    progress: &dyn trace::Progress,
 ) -> Option<(Stop, u64)> {
     // One core is the pass's. With a decoder per core, the pass shared its core with a decoder
     // on a 2-core machine: one decoder there analysed python3's trace (26.5 M records) in
@@ -201,6 +213,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                     Ok(records) => {
                         analyzer.feed_chunk(&records);
                         done += records.len() as u64;
+                        progress.advance(records.len() as u64);
                         if let Ok(mut s) = spares.lock() {
                             s.push(records);
                         }

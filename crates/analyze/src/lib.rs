@@ -31,7 +31,7 @@ pub mod timeline;
 
 pub use analysis::{Analysis, Filters, PhaseReport, ProcessReport, ScopeReport, ThreadReport};
 pub use error::AnalyzeError;
-pub use file::{analyze_file, FileAnalysis};
+pub use file::{analyze_file, analyze_file_with, FileAnalysis};
 pub use process::{analyze_process, Config, ProcessAnalyzer};
 pub use scope::ReportSettings;
 pub use sizes::OverRepresentedRule;

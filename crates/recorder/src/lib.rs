@@ -29,6 +29,8 @@ pub use sys::signal_name;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
@@ -68,6 +70,16 @@ pub struct RecordOptions {
     /// The link to a supervisor (`supervisor::split`) that takes over should the recorder
     /// itself die: the command's pid and, with `marker`, its output pipes are sent there.
     pub supervisor: Option<supervisor::Link>,
+    /// Counters the recording updates as chunks reach the file, for a caller that shows progress.
+    pub progress: Option<Arc<RecordProgress>>,
+}
+
+/// How far a recording has come: events and bytes in the file so far (updated by the writer
+/// thread after each chunk; read them from any thread).
+#[derive(Debug, Default)]
+pub struct RecordProgress {
+    pub events: AtomicU64,
+    pub bytes: AtomicU64,
 }
 
 impl RecordOptions {
@@ -84,6 +96,7 @@ impl RecordOptions {
             zstd_level: 1,
             addresses: false,
             supervisor: None,
+            progress: None,
         }
     }
 }

@@ -102,7 +102,11 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Starts the writer and `available_parallelism` (at least 2) compressor threads.
-    pub fn start(writer: FileWriter, level: i32) -> std::io::Result<Pipeline> {
+    pub fn start(
+        writer: FileWriter,
+        level: i32,
+        progress: Option<Arc<crate::RecordProgress>>,
+    ) -> std::io::Result<Pipeline> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let shared = Arc::new(Shared::default());
         let (write_tx, write_rx) = channel();
@@ -112,7 +116,7 @@ impl Pipeline {
         let s = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
             .name("alloclens-writer".into())
-            .spawn(move || write_loop(writer, write_rx, &s))?;
+            .spawn(move || write_loop(writer, write_rx, &s, progress))?;
         let mut compressors = Vec::with_capacity(threads);
         for i in 0..threads {
             let (queue, out, back) = (Arc::clone(&queue), write_tx.clone(), returned_tx.clone());
@@ -343,6 +347,8 @@ struct Output {
     error: Option<String>,
     /// Events written, per stream.
     events: Vec<u64>,
+    /// The caller's running totals (`RecordOptions::progress`).
+    progress: Option<Arc<crate::RecordProgress>>,
 }
 
 /// How much lower the compressor and writer threads' priority is than the drain thread's (nice
@@ -359,13 +365,19 @@ fn yield_to_the_drain() {
     sys::nice_this_thread(HELPER_NICE);
 }
 
-fn write_loop(writer: FileWriter, rx: Receiver<(u64, Job)>, shared: &Shared) -> Finished {
+fn write_loop(
+    writer: FileWriter,
+    rx: Receiver<(u64, Job)>,
+    shared: &Shared,
+    progress: Option<Arc<crate::RecordProgress>>,
+) -> Finished {
     yield_to_the_drain();
     let mut out = Output {
         writer: Some(writer),
         bytes: 0,
         error: None,
         events: Vec::new(),
+        progress,
     };
     // Jobs that arrived before their turn (a compressor finished a later chunk first).
     let mut early: BTreeMap<u64, Job> = BTreeMap::new();
@@ -402,6 +414,10 @@ impl Output {
                     self.events.resize(s + 1, 0);
                 }
                 self.events[s] += u64::from(events);
+                if let Some(p) = &self.progress {
+                    p.events.fetch_add(u64::from(events), Ordering::Relaxed);
+                    p.bytes.store(w.bytes_written(), Ordering::Relaxed);
+                }
             }),
             Job::Failed(text) => Err(std::io::Error::other(text)),
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
@@ -488,7 +504,7 @@ mod tests {
         let path = dir.join("t.alt");
         let file = File::create(&path).unwrap();
         let writer = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-        (Pipeline::start(writer, 1).unwrap(), path)
+        (Pipeline::start(writer, 1, None).unwrap(), path)
     }
 
     fn info(pid: u32) -> ProcessInfo {

@@ -155,9 +155,10 @@ impl Server {
         chunk_records: usize,
         level: i32,
         addresses: bool,
+        progress: Option<Arc<crate::RecordProgress>>,
     ) -> Server {
         let mut warnings = Vec::new();
-        let writer = match Pipeline::start(writer, level) {
+        let writer = match Pipeline::start(writer, level, progress) {
             Ok(p) => Some(p),
             Err(e) => {
                 warnings.push(format!("cannot start the trace writer thread: {e}"));

@@ -270,6 +270,7 @@ fn start(
         o.chunk_records.max(1),
         o.zstd_level,
         o.addresses,
+        o.progress.clone(),
     );
     let (mut cmd, preload) = command(o, program, shim, sock_path);
     if o.marker.is_some() {

@@ -26,7 +26,9 @@ pub use exports::figures::{write_figures, FigureError, FigureFormat};
 pub use exports::parquet_table::{describe as describe_parquet, ParquetError};
 pub use exports::run_parquet::write_run_parquet;
 pub use exports::summary::{export_summary, SummaryContext, SummaryFormat};
-pub use exports::trace_parquet::{export_events, write_analysis_parquet, ExportError, Exported};
+pub use exports::trace_parquet::{
+    export_events, export_events_with, write_analysis_parquet, ExportError, Exported,
+};
 pub use headlines::{Headline, Headlines};
 pub use render::html::render as render_html;
 pub use render::ksm_table::render_ksm_table;

@@ -12,7 +12,15 @@ pub struct TraceData {
 impl TraceData {
     /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
     pub fn load(path: &Path) -> Result<TraceData, analyze::AnalyzeError> {
-        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
+        Self::load_with(path, &trace::NoProgress)
+    }
+
+    /// [`TraceData::load`], telling `progress` how far the analysis has come.
+    pub fn load_with(
+        path: &Path,
+        progress: &dyn trace::Progress,
+    ) -> Result<TraceData, analyze::AnalyzeError> {
+        let analysis = analyze::analyze_file_with(path, &analyze::Options::default(), progress)?;
         Ok(TraceData {
             path: path.to_path_buf(),
             analysis,

@@ -42,7 +42,10 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Library errors already name the file and what was recovered.
-    let result = analyze::analyze_file(&args.trace, &args.options())?;
+    let result = {
+        let bar = super::progress::RecordsBar::new("analysing");
+        analyze::analyze_file_with(&args.trace, &args.options(), &bar)?
+    };
     let analysis = &result.analysis;
     super::warn(&analysis.warnings);
     if let Some(dir) = &args.output {

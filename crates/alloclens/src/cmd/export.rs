@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use report::export_events;
+use report::export_events_with;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -14,7 +14,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let exported = export_events(&args.trace, &args.parquet)?;
+    let exported = {
+        let bar = super::progress::RecordsBar::new("exporting");
+        export_events_with(&args.trace, &args.parquet, &bar)?
+    };
     super::warn(&exported.losses.warnings("exported"));
     eprintln!(
         "alloclens: {} calls in {}",

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod man;
+pub mod progress;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -63,7 +64,10 @@ pub fn warn(warnings: &[String]) {
 
 /// Analyses the trace at `path` for a report or a diff, saying what could not be read.
 pub fn load_trace(path: &Path) -> anyhow::Result<TraceData> {
-    let data = TraceData::load(path)?;
+    let data = {
+        let bar = progress::RecordsBar::new(&format!("analysing {}", path.display()));
+        TraceData::load_with(path, &bar)?
+    };
     warn(&data.analysis.analysis.warnings);
     Ok(data)
 }

@@ -38,7 +38,7 @@ pub struct Args {
     /// reports from traces several times smaller when blocks live long (docs/trace-format.md)
     #[arg(long)]
     addresses: bool,
-    /// Do not print the summary line
+    /// Do not print the summary line, nor the progress line (drawn only when stderr is a terminal)
     #[arg(short, long)]
     quiet: bool,
     /// The command to record and its arguments (after `--`)
@@ -112,7 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(command.map_or(ExitCode::FAILURE, exit_code));
         }
     }
-    let summary = recorder::record(&options)?;
+    // Only on this side of the split: the supervisor starts no thread.
+    let counters = std::sync::Arc::new(recorder::RecordProgress::default());
+    options.progress = Some(std::sync::Arc::clone(&counters));
+    let bar = (!args.quiet).then(|| super::progress::RecordingBar::start(counters));
+    let summary = recorder::record(&options);
+    drop(bar);
+    let summary = summary?;
 
     for w in &summary.warnings {
         eprintln!("alloclens: warning: {w}");

@@ -428,7 +428,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let total = plan.schedule().len() as u64;
-    let bar = if progress {
+    let bar = if progress && super::progress::wanted() {
         ProgressBar::new(total)
     } else {
         ProgressBar::hidden()

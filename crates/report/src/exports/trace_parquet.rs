@@ -84,6 +84,15 @@ fn bits(v: u64) -> i64 {
 /// `analyze` analyses it: every stream up to the damage of the file, or up to its first corrupt chunk;
 /// `Exported::losses` says what was lost. The file gets its name only once complete.
 pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
+    export_events_with(path, dir, &trace::NoProgress)
+}
+
+/// [`export_events`], telling `progress` the records of the trace and each one exported.
+pub fn export_events_with(
+    path: &Path,
+    dir: &Path,
+    progress: &dyn trace::Progress,
+) -> Result<Exported, ExportError> {
     let mut reader = TraceReader::open(path)?;
     let mut losses = Losses::of(&reader);
     std::fs::create_dir_all(dir).map_err(|source| ExportError::Dir {
@@ -112,6 +121,9 @@ pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
     let mut markers = 0;
     let streams: Vec<trace::ProcessInfo> =
         reader.streams().iter().map(|s| s.info.clone()).collect();
+    progress.start(reader.streams().iter().map(|s| s.records).sum());
+    // Told in steps, not per record: a trace has hundreds of millions.
+    let mut unreported = 0u64;
     for (s, info) in streams.iter().enumerate() {
         // Pointer -> (seq, t_ns) of the call that returned it, for the lifetime of the call ending it.
         let mut live: HashMap<u64, (u64, u64)> = HashMap::new();
@@ -124,6 +136,11 @@ pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
                     break;
                 }
             };
+            unreported += 1;
+            if unreported == 1 << 16 {
+                progress.advance(unreported);
+                unreported = 0;
+            }
             let e = match record {
                 Record::Event(e) => e,
                 Record::Marker(_) => {
@@ -163,6 +180,7 @@ pub fn export_events(path: &Path, dir: &Path) -> Result<Exported, ExportError> {
             }
         }
     }
+    progress.advance(unreported);
     writer.write_batch(&batch.take())?;
     let rows = writer.finish()?;
     Ok(Exported {
