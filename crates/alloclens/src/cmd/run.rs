@@ -93,7 +93,7 @@ pub struct Args {
     pub exact_pss: bool,
     /// The variant ratios are computed against: one of -a's labels [default: glibc, or the first
     /// variant when glibc is not among them]
-    #[arg(long, value_name = "VARIANT")]
+    #[arg(long, visible_alias = "reference", value_name = "VARIANT")]
     pub baseline: Option<String>,
     /// Results directory [default: alloclens-run-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
