@@ -330,3 +330,32 @@ fn a_failing_prepare_command_skips_the_run_and_says_why() {
     }
     assert!(stderr.contains("--prepare"), "{stderr}");
 }
+
+#[test]
+fn an_export_that_cannot_be_written_fails_the_session_but_keeps_the_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = run_in(
+        tmp.path(),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--export-csv",
+            "no/such/dir/summary.csv",
+            "--export-markdown",
+            "summary.md",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("alloclens: error: cannot write the summary to 'no/such/dir/summary.csv'"),
+        "{stderr}"
+    );
+    // The table, results.json and the other export are all there.
+    assert!(stdout.contains("glibc"), "{stdout}");
+    assert_eq!(results(tmp.path())["runs"].as_array().unwrap().len(), 1);
+    assert!(tmp.path().join("summary.md").is_file());
+}

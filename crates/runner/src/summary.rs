@@ -72,12 +72,9 @@ pub struct VariantSummary {
     pub throughput_within_noise: Option<bool>,
     /// The worst allocator check over the runs (not_loaded beats unverified beats loaded).
     pub allocator_check: AllocatorCheck,
-    /// Mean and standard deviation of each figure whose ratio gets an uncertainty (not serialised:
-    /// the fields above hold what readers need).
-    #[serde(skip)]
-    spreads: Spreads,
 }
 
+/// Mean and standard deviation of each figure whose ratio gets an uncertainty.
 #[derive(Debug, Clone, Copy, Default)]
 struct Spreads {
     wall: Spread,
@@ -158,7 +155,7 @@ pub fn summarize(
     points
         .into_iter()
         .map(|params| {
-            let mut variants: Vec<VariantSummary> = variant_order
+            let mut summaries: Vec<(VariantSummary, Spreads)> = variant_order
                 .iter()
                 .filter_map(|name| {
                     let of_variant: Vec<&RunRecord> = runs
@@ -169,13 +166,14 @@ pub fn summarize(
                 })
                 .collect();
             let base = baseline
-                .and_then(|b| variants.iter().find(|v| v.variant == b))
+                .and_then(|b| summaries.iter().find(|(v, _)| v.variant == b))
                 .cloned();
             if let Some(base) = &base {
-                for v in &mut variants {
+                for v in &mut summaries {
                     add_ratios(v, base);
                 }
             }
+            let mut variants: Vec<VariantSummary> = summaries.into_iter().map(|(v, _)| v).collect();
             variants.sort_by(|a, b| match ranking {
                 Ranking::Wall => {
                     let key = |v: &VariantSummary| v.wall_median.unwrap_or(f64::INFINITY);
@@ -188,7 +186,7 @@ pub fn summarize(
             });
             Group {
                 params,
-                baseline: base.map(|b| b.variant),
+                baseline: base.map(|(b, _)| b.variant),
                 ranked_by: ranking,
                 variants,
             }
@@ -198,7 +196,7 @@ pub fn summarize(
 
 /// Ratios of `v` to the baseline `base`, with their uncertainty: the median's ratio, and the
 /// standard deviation propagated from each side's relative standard deviation.
-fn add_ratios(v: &mut VariantSummary, base: &VariantSummary) {
+fn add_ratios((v, s): &mut (VariantSummary, Spreads), (base, bs): &(VariantSummary, Spreads)) {
     let is_base = v.variant == base.variant;
     let spread = |r: Option<f64>, a: Spread, b: Spread| -> Option<f64> {
         if is_base {
@@ -206,7 +204,6 @@ fn add_ratios(v: &mut VariantSummary, base: &VariantSummary) {
         }
         ratio_std_dev(r?, (a.mean?, a.stddev), (b.mean?, b.stddev))
     };
-    let (s, bs) = (v.spreads, base.spreads);
     v.wall_ratio = ratio(v.wall_median, base.wall_median);
     v.peak_pss_ratio = ratio(v.peak_pss_median, base.peak_pss_median);
     v.mean_pss_ratio = ratio(v.mean_pss_median, base.mean_pss_median);
@@ -221,7 +218,7 @@ fn add_ratios(v: &mut VariantSummary, base: &VariantSummary) {
     v.throughput_within_noise = within(v.throughput_ratio, v.throughput_ratio_stddev);
 }
 
-fn summarize_variant(name: &str, runs: &[&RunRecord]) -> VariantSummary {
+fn summarize_variant(name: &str, runs: &[&RunRecord]) -> (VariantSummary, Spreads) {
     let ok: Vec<&&RunRecord> = runs.iter().filter(|r| r.ending.ok()).collect();
     let of =
         |f: fn(&RunRecord) -> Option<f64>| -> Vec<f64> { ok.iter().filter_map(|r| f(r)).collect() };
@@ -254,7 +251,7 @@ fn summarize_variant(name: &str, runs: &[&RunRecord]) -> VariantSummary {
         peak_pss: Spread::of(&peak_pss),
         peak_rss: Spread::of(&peak_rss),
     };
-    VariantSummary {
+    let summary = VariantSummary {
         variant: name.to_string(),
         runs: runs.len() as u32,
         failed: (runs.len() - ok.len()) as u32,
@@ -282,9 +279,9 @@ fn summarize_variant(name: &str, runs: &[&RunRecord]) -> VariantSummary {
         peak_rss_median: median(&peak_rss),
         mean_rss_median: median(&sampled(|r| r.memory.rss.mean)),
         allocator_check,
-        spreads,
         ..VariantSummary::default()
-    }
+    };
+    (summary, spreads)
 }
 
 fn ratio(value: Option<f64>, base: Option<f64>) -> Option<f64> {

@@ -287,3 +287,83 @@ pub fn render_marker_table(runs: &[runner::RunRecord], variant_order: &[String])
     out.push('\n');
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(name: &str, ratio: f64, sd: Option<f64>) -> VariantSummary {
+        VariantSummary {
+            variant: name.into(),
+            runs: 3,
+            wall_median: Some(0.050 * ratio),
+            wall_min: Some(0.049 * ratio),
+            wall_max: Some(0.052 * ratio),
+            wall_mean: Some(0.0502 * ratio),
+            wall_stddev: Some(0.0012),
+            user_mean: Some(0.0401),
+            sys_mean: Some(0.0063),
+            throughput_median: Some(6_825_000.0),
+            throughput_min: Some(5_993_000.0),
+            throughput_max: Some(7_619_000.0),
+            wall_ratio: Some(ratio),
+            wall_ratio_stddev: sd,
+            wall_within_noise: sd.map(|s| (ratio - 1.0).abs() <= s),
+            ..VariantSummary::default()
+        }
+    }
+
+    #[test]
+    fn rows_show_mean_sigma_cpu_throughput_spread_and_noise() {
+        let group = Group {
+            baseline: Some("glibc".into()),
+            ranked_by: Ranking::Throughput,
+            variants: vec![
+                variant("jemalloc", 1.02, Some(0.05)),
+                variant("glibc", 1.0, None),
+            ],
+            ..Group::default()
+        };
+        let text = render_run_table(&[group], &[], Some("ops/s"));
+        assert!(
+            text.starts_with(
+                "Summary   (ranked by throughput, highest first; ratios: variant / glibc"
+            ),
+            "{text}"
+        );
+        // 50.2 ms × 1.02 = 51.2 ms; σ 1.2 ms; the range in the median's unit.
+        assert!(text.contains("51.2 ± 1.2 ms"), "{text}");
+        assert!(text.contains("51.0 (50.0…53.0 ms)"), "{text}");
+        assert!(
+            text.contains("40.1 ms") && text.contains("6.3 ms"),
+            "{text}"
+        );
+        assert!(text.contains("6.825 M ops/s (5.993 M…7.619 M)"), "{text}");
+        assert!(text.contains("1.02 ± 0.05×"), "{text}");
+        assert!(
+            text.contains("! time: within the noise of the repeats (1.02 ± 0.05× the baseline's)"),
+            "{text}"
+        );
+        assert!(!text.contains("one run per variant"), "{text}");
+    }
+
+    #[test]
+    fn one_run_each_says_the_ratios_have_no_uncertainty() {
+        let one = |name: &str, r: f64| VariantSummary {
+            runs: 1,
+            wall_stddev: None,
+            ..variant(name, r, None)
+        };
+        let group = Group {
+            baseline: Some("glibc".into()),
+            variants: vec![one("glibc", 1.0), one("jemalloc", 0.78)],
+            ..Group::default()
+        };
+        let text = render_run_table(&[group], &[], None);
+        assert!(text.contains("0.78×") && !text.contains("0.78 ±"), "{text}");
+        assert!(
+            text.contains("one run per variant: the ratios have no uncertainty"),
+            "{text}"
+        );
+    }
+}
