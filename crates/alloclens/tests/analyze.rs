@@ -484,3 +484,36 @@ fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// A short process whose calls all fall between two of the recorder's time anchors has every event
+/// at the same interpolated time: its life has no measured length, and the text must not claim "over
+/// 0 ns" (seen on `cat` in a real trace).
+#[test]
+fn a_life_shorter_than_the_time_resolution_is_not_called_0_ns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    let same_time = |seq: u64, op: Op, addr: u64, size: u64| {
+        Record::Event(Event {
+            seq,
+            t_ns: 0,
+            tid: 1,
+            op,
+            addr,
+            size,
+            old_addr: 0,
+        })
+    };
+    let records = vec![
+        same_time(0, Op::Malloc, 0x10, 64),
+        same_time(1, Op::Malloc, 0x20, 64),
+        same_time(2, Op::Free, 0x10, 0),
+    ];
+    write_trace(&path, &[(info(12), records)]);
+    let out = succeeded(alloclens().arg("analyze").arg(&path));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("over 0 ns"), "{text}");
+    assert!(
+        text.contains("life: 3 allocator calls, all between two time anchors"),
+        "{text}"
+    );
+}

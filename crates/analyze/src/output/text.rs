@@ -184,12 +184,23 @@ fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
         p.exec_index,
         if p.truncated { " [TRUNCATED]" } else { "" }
     )?;
-    writeln!(
-        out,
-        "life: {} allocator calls over {}",
-        count(p.life_calls),
-        duration(p.duration_ns)
-    )?;
+    if p.duration_ns == 0 && p.life_calls > 1 {
+        // Event times are interpolated between the recorder's anchors (docs/trace-format.md): a
+        // life that fits between two anchors has no measured length, and "over 0 ns" would be a
+        // figure nobody measured.
+        writeln!(
+            out,
+            "life: {} allocator calls, all between two time anchors (shorter than the recorder's time resolution, about 1 ms)",
+            count(p.life_calls)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "life: {} allocator calls over {}",
+            count(p.life_calls),
+            duration(p.duration_ns)
+        )?;
+    }
     write_scope(&p.stats, p.life_calls, "", out)?;
     if p.threads.len() > 1 {
         writeln!(out, "threads (by allocating thread):")?;
