@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
+pub use shim::{cached_library, shim_path, ENV_SHIM_OVERRIDE};
 pub use trace::{EndReason, Untraced};
 
 /// What to record and how.
