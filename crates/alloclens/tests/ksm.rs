@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::alloclens;
+use common::{alloclens, artifacts_dir, chromium, headless};
 
 const SYSFS: &str = "/sys/kernel/mm/ksm";
 const STATE: &str = "/run/alloclens/ksm-state";
@@ -372,6 +372,7 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     merging(tmp.path(), &before, "prctl");
     unmerge_all(&before);
     merging(tmp.path(), &before, "madvise");
+    compare_and_figures(tmp.path());
 }
 
 /// ksmd drops the merged pages of exited processes only when it scans: with `run=0` the counters
@@ -892,4 +893,169 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
         exec[0] > 0 && exec[1] == 2,
         "the exec'd program too: {exec:?}"
     );
+}
+
+fn results_of(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+/// The run with KSM on.
+fn on_run(results: &serde_json::Value) -> &serde_json::Value {
+    results["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["params"]["ksm"] == "on")
+        .unwrap()
+}
+
+/// `report A --compare B` of the two forkworkers sessions (prctl, madvise), with PNG and SVG
+/// figures: both sides' savings and mechanisms on the page, B's KSM-on run drawn from B's samples,
+/// every chart written in both formats, and the KSM table within a 1400 px page (headless
+/// Chromium measures it; the screenshot is kept in target/test-artifacts/ksm-compare.png).
+fn compare_and_figures(dir: &Path) {
+    let (a, b) = (
+        dir.join("prctl/forkworkers"),
+        dir.join("madvise/forkworkers"),
+    );
+    let (ra, rb) = (results_of(&a), results_of(&b));
+    let html_path = dir.join("compare.html");
+    let (png, svg) = (dir.join("png"), dir.join("svg"));
+    let out = alloclens()
+        .arg("report")
+        .arg(&a)
+        .arg("--compare")
+        .arg(&b)
+        .arg("-o")
+        .arg(&html_path)
+        .arg("--png")
+        .arg(&png)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let section = &html[html.find("<section id=\"ksm\">").expect("a KSM section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("A: prctl(PR_SET_MEMORY_MERGE), B: madvise(MADV_MERGEABLE)"),
+        "each side's mechanism: {section}"
+    );
+    for (side, results) in [("A", &ra), ("B", &rb)] {
+        let pct = results["ksm_savings"][0]["saved_mean_pct"]
+            .as_f64()
+            .unwrap();
+        let row = section
+            .split("<tr>")
+            .find(|r| r.contains(&format!("<td>{side}: glibc</td>")))
+            .unwrap_or_else(|| panic!("a row for {side}: {section}"));
+        assert!(row.contains(&format!("({pct:.0} %)")), "{side}: {row}");
+    }
+    // B's runs are numbered after A's: its KSM-on run's chart has B's own figures.
+    let charts = chart_data(&html);
+    let offset = ra["runs"].as_array().unwrap().len() as u64;
+    let b_on = on_run(&rb);
+    let b_chart = chart(
+        &charts,
+        &format!("ksm-over-time-{}", b_on["index"].as_u64().unwrap() + offset),
+    );
+    let merged = numbers(&series(b_chart, "tree merged (ksm_merging)")["values"]);
+    assert_eq!(
+        merged.into_iter().fold(0.0, f64::max),
+        b_on["ksm"]["merging"]["peak"].as_f64().unwrap(),
+        "{b_chart}"
+    );
+    let a_on = on_run(&ra);
+    chart(&charts, &format!("ksm-over-time-{}", a_on["index"]));
+
+    // Every chart of the page as a 1200x700 PNG and an SVG with its title.
+    for c in &charts {
+        let id = c["id"].as_str().unwrap();
+        let bytes = std::fs::read(png.join(format!("{id}.png"))).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG", "{id}");
+        let dim = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!((dim(16), dim(20)), (1200, 700), "{id}");
+        let text = std::fs::read_to_string(svg.join(format!("{id}.svg"))).unwrap();
+        let title = c["title"].as_str().unwrap();
+        assert!(text.contains("<svg"), "{id}");
+        let escaped = title
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(
+            text.contains(&escaped),
+            "the SVG of {id} has its title {title:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&png).unwrap().count(),
+        charts.len(),
+        "one PNG per chart"
+    );
+    assert!(charts
+        .iter()
+        .any(|c| c["id"].as_str().unwrap().starts_with("ksm-")));
+
+    table_fits_1400px(&html_path);
+}
+
+/// Opens the page in a 1400 px wide headless Chromium with a probe that measures the KSM table:
+/// it must not need its own horizontal scroll bar nor leave the window.
+fn table_fits_1400px(page: &Path) {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED: chromium is not installed (apt-get install chromium); width not checked"
+        );
+        return;
+    };
+    let html = std::fs::read_to_string(page).unwrap();
+    // The probe writes its measure into the DOM; the other sections are hidden so the screenshot
+    // shows the KSM section.
+    let probe = "<style>main > section:not(#ksm) { display: none; }</style>\
+        <script>window.addEventListener('load', () => { \
+        const t = document.querySelector('#ksm table'); const p = document.createElement('pre'); \
+        p.id = 'ksm-width'; p.textContent = JSON.stringify({scroll: t.scrollWidth, \
+        client: t.clientWidth, right: t.getBoundingClientRect().right, \
+        cells: Math.max(...[...t.querySelectorAll('th, td')].map(c => c.getBoundingClientRect().right)) \
+        - t.getBoundingClientRect().left, \
+        viewport: document.documentElement.clientWidth}); document.body.appendChild(p); });\
+        </script></body>";
+    let probed = page.with_file_name("compare-probe.html");
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let url = format!("file://{}", probed.display());
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless(browser, profile.path(), (1400, 1000))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed: {:?}", out.status);
+    let dom = String::from_utf8(out.stdout).unwrap();
+    let start = dom.find("<pre id=\"ksm-width\">").expect("the probe ran") + 20;
+    let width: serde_json::Value =
+        serde_json::from_str(&dom[start..start + dom[start..].find('<').unwrap()]).unwrap();
+    eprintln!("KSM table at 1400 px: {width}");
+    let n = |k: &str| width[k].as_f64().unwrap();
+    assert!(n("client") > 0.0, "{width}");
+    assert!(n("scroll") <= n("client"), "the table scrolls: {width}");
+    assert!(n("cells") <= n("client"), "its cells overflow: {width}");
+    assert!(
+        n("right") <= n("viewport"),
+        "the table leaves the window: {width}"
+    );
+    let shot = artifacts_dir().join("ksm-compare.png");
+    let profile = tempfile::tempdir().unwrap();
+    let status = headless(browser, profile.path(), (1400, 1000))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success() && shot.metadata().unwrap().len() > 0);
 }
