@@ -818,9 +818,11 @@ fn unmerge_to_give_back(dir: &Path, before: &[(String, String)]) {
     );
 }
 
-/// Counts, in shell builtins (so in the process itself), its mappings flagged mergeable (`mg` in
-/// smaps' VmFlags) and its threads, into FILE: "MERGEABLE THREADS".
-const SELF_CHECK: &str = "n=0; while read -r k rest; do case \"$k $rest\" in \"VmFlags:\"*\" mg\"*) n=$((n+1));; esac; done < /proc/self/smaps; t=0; while read -r k v; do [ \"$k\" = Threads: ] && t=$v; done < /proc/self/status; echo \"$n $t\" >";
+/// A shell function `check TRIES FILE`: counts, in shell builtins (so in the process itself), its
+/// mappings flagged mergeable (`mg` in smaps' VmFlags), every 0.2 s until there are some or TRIES
+/// tries are done (slack for a loaded machine), then writes "MERGEABLE THREADS" into FILE. No single
+/// quotes: it goes inside the exec'd `sh -c '...'` too.
+const CHECK: &str = "check() { i=0; while :; do n=0; while read -r k rest; do case \"$k $rest\" in \"VmFlags:\"*\" mg\"*) n=$((n+1));; esac; done < /proc/self/smaps; if [ $n -gt 0 ] || [ $i -ge $1 ]; then break; fi; i=$((i+1)); sleep 0.2; done; t=0; while read -r k v; do [ \"$k\" = Threads: ] && t=$v; done < /proc/self/status; echo \"$n $t\" > \"$2\"; }";
 
 /// `--ksm-mechanism madvise` on a program that takes a signal, runs threads, forks a child that
 /// does not exec, and execs: its output and exit status are those of the KSM-off run (no library),
@@ -831,11 +833,14 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
     std::fs::create_dir_all(&evidence).unwrap();
     let ev = evidence.display();
     let exe = common::exe();
+    // Up to 10 s for the library's marks with KSM on; 1 s without (where none may appear).
     let script = format!(
-        "trap 'echo got USR1' USR1; kill -USR1 $$\n\
+        "{CHECK}\n\
+         [ {{ksm}} = on ] && tries=50 || tries=5\n\
+         trap 'echo got USR1' USR1; kill -USR1 $$\n\
          {exe} workload xthread --threads 3 --objects 100000 | grep -o 'checksum=[0-9a-f]*'\n\
-         ( sleep 1; {SELF_CHECK} {ev}/fork-{{ksm}}; echo forked child; exit 5 ); echo \"child exit $?\"\n\
-         exec sh -c 'sleep 1; {SELF_CHECK} {ev}/exec-{{ksm}}; echo exec done; exit 3'"
+         ( check $tries {ev}/fork-{{ksm}}; echo forked child; exit 5 ); echo \"child exit $?\"\n\
+         exec sh -c '{CHECK}; check '$tries' {ev}/exec-{{ksm}}; echo exec done; exit 3'"
     );
     let out = alloclens()
         .args(["run", "--ksm", "--ksm-mechanism", "madvise"])

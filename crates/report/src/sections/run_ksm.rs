@@ -68,7 +68,10 @@ fn savings_table(data: &RunData, s: &mut Section) {
             };
             vec![
                 k.variant.clone(),
-                point_name(&k.params, &order),
+                // "all" without a sweep, as in the terminal's table.
+                Some(point_name(&k.params, &order))
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "all".into()),
                 format!("{}/{}", k.runs_off, k.runs_on),
                 format!("{} → {}", bytes(k.mean_pss_off), bytes(k.mean_pss_on)),
                 saved,
