@@ -5,7 +5,8 @@
 # tree's merged bytes settled, how much of the workers' copies merged, the PSS saved, ksmd's CPU (%
 # of one core over the run) and its full scans. Needs root (it drives the machine's ksmd, and gives
 # every setting back). Environment: SCAN="100 1000 5000 20000" SLEEP_MS=20 WORKERS=4 MB=64
-# LINGER_MS=30000 (how long the workers hold their data: the slowest rate must merge within it).
+# LINGER_MS=30000 (how long the workers hold their data: the slowest rate must merge within it)
+# MECHANISM=auto (or prctl, madvise: --ksm-mechanism, how the tree is made mergeable).
 set -eu
 cd "$(dirname "$0")/.."
 SCAN=${SCAN:-"100 1000 5000 20000"}
@@ -13,14 +14,15 @@ SLEEP_MS=${SLEEP_MS:-20}
 WORKERS=${WORKERS:-4}
 MB=${MB:-64}
 LINGER_MS=${LINGER_MS:-30000}
+MECHANISM=${MECHANISM:-auto}
 cargo build --quiet --release -p alloclens
 bin=target/release/alloclens
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "machine: $(nproc) cores, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "forkworkers: $WORKERS workers x $MB MiB built after the fork, held ${LINGER_MS} ms; sleep_millisecs=$SLEEP_MS"
+echo "forkworkers: $WORKERS workers x $MB MiB built after the fork, held ${LINGER_MS} ms; sleep_millisecs=$SLEEP_MS; --ksm-mechanism $MECHANISM"
 for scan in $SCAN; do
-  "$bin" run --ksm --ksm-set "pages_to_scan=$scan" --ksm-set "sleep_millisecs=$SLEEP_MS" \
+  "$bin" run --ksm --ksm-mechanism "$MECHANISM" --ksm-set "pages_to_scan=$scan" --ksm-set "sleep_millisecs=$SLEEP_MS" \
     -a glibc -r 1 --exact-pss --interval 250ms --program-output discard -o "$out/scan-$scan" \
     -- "$bin" workload forkworkers --workers "$WORKERS" --shared-mb 8 --events 5 \
        --postfork-mb "$MB" --linger-ms "$LINGER_MS" >/dev/null

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::alloclens;
+use common::{alloclens, artifacts_dir, chromium, headless};
 
 const SYSFS: &str = "/sys/kernel/mm/ksm";
 const STATE: &str = "/run/alloclens/ksm-state";
@@ -36,8 +36,14 @@ struct Restore(Vec<(String, String)>);
 
 impl Drop for Restore {
     fn drop(&mut self) {
+        let write = |k: &str, v: &str| std::fs::write(Path::new(SYSFS).join(k), v);
         for (k, v) in self.0.iter().rev() {
-            let _ = std::fs::write(Path::new(SYSFS).join(k), v);
+            // Refused while pages are merged (merge_across_nodes, max_page_sharing): unmerge
+            // them all first; `run` is given back last.
+            if write(k, v).is_err() {
+                let _ = write("run", "2");
+                let _ = write(k, v);
+            }
         }
         let _ = std::fs::write(STATE, "");
     }
@@ -359,7 +365,23 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     assert_eq!(snapshot(), before, "rejected input changes nothing");
     assert!(!tmp.path().join("bad").exists() && !tmp.path().join("bad2").exists());
 
-    merging(tmp.path(), &before);
+    unmerge_all(&before);
+    unmerge_to_give_back(tmp.path(), &before);
+    madvise_library_is_harmless(tmp.path(), &before);
+    unmerge_all(&before);
+    merging(tmp.path(), &before, "prctl");
+    unmerge_all(&before);
+    merging(tmp.path(), &before, "madvise");
+    compare_and_figures(tmp.path());
+}
+
+/// ksmd drops the merged pages of exited processes only when it scans: with `run=0` the counters
+/// stay up after a session, and the kernel refuses `max_page_sharing` and `merge_across_nodes`
+/// changes (EBUSY) meanwhile. Unmerging everything (`run=2`) clears them for the next check.
+fn unmerge_all(before: &[(String, String)]) {
+    std::fs::write(Path::new(SYSFS).join("run"), "2").unwrap();
+    std::fs::write(Path::new(SYSFS).join("run"), &before[0].1).unwrap();
+    assert_eq!(knob("pages_shared"), "0");
 }
 
 const WORKERS: u64 = 4;
@@ -367,10 +389,12 @@ const POSTFORK_MB: u64 = 32;
 const MIB: f64 = 1048576.0;
 
 /// `run --ksm` of forkworkers whose 4 workers each build the same 32 MiB after the fork and hold
-/// it 6 s: one run with KSM off, one with KSM on. Returns results.json and stdout.
-fn forkworkers_run(dir: &Path) -> (serde_json::Value, String) {
+/// it 6 s: one run with KSM off, one with KSM on, the tree made mergeable by `mechanism`. Returns
+/// results.json and stdout.
+fn forkworkers_run(dir: &Path, mechanism: &str) -> (serde_json::Value, String) {
     let out = alloclens()
         .arg("run")
+        .args(["--ksm-mechanism", mechanism])
         // Aggressive, so it merges in about a second: the test is about correctness, not cost.
         .args([
             "--ksm",
@@ -447,9 +471,11 @@ fn steady_pss(samples: &Path, run: &str) -> f64 {
 }
 
 /// Done-when of issue 17: the kernel merges what the workers built identically after the fork,
-/// the tree's PSS drops by a comparable amount, and both are in the table and results.json.
-fn merging(dir: &Path, before: &[(String, String)]) {
-    let (results, stdout) = forkworkers_run(&dir.join("forkworkers"));
+/// the tree's PSS drops by a comparable amount, and both are in the table and results.json; with
+/// the prctl and with the preloaded library of kernels before 6.4 (`mechanism`).
+fn merging(dir: &Path, before: &[(String, String)], mechanism: &str) {
+    let dir = &dir.join(mechanism);
+    let (results, stdout) = forkworkers_run(&dir.join("forkworkers"), mechanism);
     assert_eq!(
         snapshot(),
         before,
@@ -462,7 +488,15 @@ fn merging(dir: &Path, before: &[(String, String)]) {
             .unwrap_or_else(|| panic!("a run with ksm={state}: {results}"))
     };
     let (off, on) = (run_of("off"), run_of("on"));
-    assert_eq!(results["ksm"]["mechanism"], "prctl(PR_SET_MEMORY_MERGE)");
+    let name = match mechanism {
+        "prctl" => "prctl(PR_SET_MEMORY_MERGE)",
+        _ => "madvise(MADV_MERGEABLE)",
+    };
+    assert_eq!(results["ksm"]["mechanism"], name);
+    assert!(
+        stdout.contains(&format!("(tree made mergeable by {name})")),
+        "the table says how: {stdout}"
+    );
     let previous = results["ksm"]["previous"].as_array().unwrap();
     assert!(
         previous.contains(&serde_json::json!(["run", before[0].1])),
@@ -479,7 +513,7 @@ fn merging(dir: &Path, before: &[(String, String)]) {
     let merging = ksm["merging"]["peak"].as_f64().unwrap();
     let saved = off_pss - on_pss;
     eprintln!(
-        "duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU\n{stdout}",
+        "{mechanism}: duplicated {:.1} MiB: pages_sharing {:.1} MiB, tree merged {:.1} MiB, steady PSS {:.1} -> {:.1} MiB (saved {:.1} MiB), settled in {}, ksmd {} % CPU\n{stdout}",
         duplicated / MIB,
         sharing / MIB,
         merging / MIB,
@@ -679,4 +713,354 @@ fn swept_pages_to_scan_report(dir: &Path, before: &[(String, String)]) {
     );
     let saved = chart(&charts, "ksm-saved-vs-p");
     assert_eq!(numbers(&series(saved, "glibc")["values"]), of("saved_mean"));
+}
+
+/// A process outside alloclens whose pages stay merged: killed when dropped.
+struct Merged(Child);
+
+impl Drop for Merged {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sum of `ksm_merging_pages` over a process and its children (forkworkers' workers).
+fn merging_pages(pid: u32) -> u64 {
+    let mut pids = vec![pid];
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    pids.extend(
+        std::fs::read_to_string(children)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok()),
+    );
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/ksm_merging_pages")).ok())
+        .filter_map(|t| t.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// The kernel refuses to change `merge_across_nodes` back (EBUSY) while any page of the machine is
+/// merged: here a process outside alloclens, made mergeable by the test itself, whose pages ksmd
+/// merges during the session and which outlives it. alloclens must unmerge everything (run=2),
+/// give every value back, and say so.
+fn unmerge_to_give_back(dir: &Path, before: &[(String, String)]) {
+    let mut helper = Command::new(common::exe());
+    helper
+        .args([
+            "workload",
+            "forkworkers",
+            "--workers",
+            "2",
+            "--shared-mb",
+            "1",
+        ])
+        .args([
+            "--events",
+            "1",
+            "--postfork-mb",
+            "16",
+            "--linger-ms",
+            "60000",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: prctl touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut helper, || {
+            if libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let helper = Merged(helper.spawn().unwrap());
+    // The session merges the helper's pages (ksmd runs in both runs) and ends while they are merged.
+    let out = alloclens()
+        .args(["run", "--ksm", "--ksm-set", "pages_to_scan=20000"])
+        .args(["--ksm-set", "sleep_millisecs=10", "--ksm-set", "merge_across_nodes=0"])
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(dir.join("ebusy"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "for i in $(seq 300); do [ $(cat {SYSFS}/pages_shared) -gt 0 ] && exit 0; sleep 0.1; done; exit 1"
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "ksmd merged the helper's pages: {stderr}"
+    );
+    assert_eq!(
+        snapshot(),
+        before,
+        "merge_across_nodes given back although pages were merged: {stderr}"
+    );
+    assert!(
+        stderr.contains("only be given back after unmerging every merged page"),
+        "says it unmerged the machine's pages: {stderr}"
+    );
+    assert_eq!(knob("pages_shared"), "0", "run=2 unmerged everything");
+    assert_eq!(merging_pages(helper.0.id()), 0, "the helper's pages too");
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("ebusy/results.json")).unwrap()).unwrap();
+    assert!(
+        results["warnings"].to_string().contains("unmerging"),
+        "{}",
+        results["warnings"]
+    );
+    let mut helper = helper;
+    assert!(
+        helper.0.try_wait().unwrap().is_none(),
+        "the helper outside alloclens lives on, unmerged"
+    );
+}
+
+/// A shell function `check TRIES FILE`: counts, in shell builtins (so in the process itself), its
+/// mappings flagged mergeable (`mg` in smaps' VmFlags), every 0.2 s until there are some or TRIES
+/// tries are done (slack for a loaded machine), then writes "MERGEABLE THREADS" into FILE. No single
+/// quotes: it goes inside the exec'd `sh -c '...'` too.
+const CHECK: &str = "check() { i=0; while :; do n=0; while read -r k rest; do case \"$k $rest\" in \"VmFlags:\"*\" mg\"*) n=$((n+1));; esac; done < /proc/self/smaps; if [ $n -gt 0 ] || [ $i -ge $1 ]; then break; fi; i=$((i+1)); sleep 0.2; done; t=0; while read -r k v; do [ \"$k\" = Threads: ] && t=$v; done < /proc/self/status; echo \"$n $t\" > \"$2\"; }";
+
+/// `--ksm-mechanism madvise` on a program that takes a signal, runs threads, forks a child that
+/// does not exec, and execs: its output and exit status are those of the KSM-off run (no library),
+/// and the forked child and the exec'd program have their memory marked by a scanning thread of
+/// their own.
+fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
+    let evidence = dir.join("evidence");
+    std::fs::create_dir_all(&evidence).unwrap();
+    let ev = evidence.display();
+    let exe = common::exe();
+    // Up to 10 s for the library's marks with KSM on; 1 s without (where none may appear).
+    let script = format!(
+        "{CHECK}\n\
+         [ {{ksm}} = on ] && tries=50 || tries=5\n\
+         trap 'echo got USR1' USR1; kill -USR1 $$\n\
+         {exe} workload xthread --threads 3 --objects 100000 | grep -o 'checksum=[0-9a-f]*'\n\
+         ( check $tries {ev}/fork-{{ksm}}; echo forked child; exit 5 ); echo \"child exit $?\"\n\
+         exec sh -c '{CHECK}; check '$tries' {ev}/exec-{{ksm}}; echo exec done; exit 3'"
+    );
+    let out = alloclens()
+        .args(["run", "--ksm", "--ksm-mechanism", "madvise"])
+        .args(["--env", "ALLOCLENS_KSM_SCAN_MS=20"])
+        .args(["-a", "glibc", "-r", "1", "--program-output", "save", "-o"])
+        .arg(dir.join("harmless"))
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the command exits 3: {stderr}");
+    assert!(stderr.contains("madvise(MADV_MERGEABLE)"), "{stderr}");
+    assert_eq!(snapshot(), before);
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("harmless/results.json")).unwrap()).unwrap();
+    assert_eq!(results["ksm"]["mechanism"], "madvise(MADV_MERGEABLE)");
+    let mut logs = Vec::new();
+    for run in results["runs"].as_array().unwrap() {
+        assert_eq!(run["ending"]["status"]["code"], 3, "{run}");
+        assert_eq!(run["ending"]["status"]["signal"], serde_json::Value::Null);
+        let log = dir.join(format!("harmless/output/run-{}.log", run["index"]));
+        logs.push((
+            run["params"]["ksm"].as_str().unwrap().to_string(),
+            std::fs::read_to_string(log).unwrap(),
+        ));
+    }
+    let expected = "got USR1\nchecksum=";
+    for (state, log) in &logs {
+        assert!(log.starts_with(expected), "ksm={state}: {log}");
+        assert!(
+            log.ends_with("forked child\nchild exit 5\nexec done\n"),
+            "ksm={state}: {log}"
+        );
+    }
+    assert_eq!(
+        logs[0].1, logs[1].1,
+        "the same output with and without the library"
+    );
+    let figures = |name: &str| -> Vec<u64> {
+        std::fs::read_to_string(evidence.join(name))
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(figures("fork-off"), [0, 1], "no library, nothing marked");
+    assert_eq!(figures("exec-off"), [0, 1]);
+    let fork = figures("fork-on");
+    assert!(
+        fork[0] > 0 && fork[1] == 2,
+        "the forked child has a scanning thread of its own and marked memory: {fork:?}"
+    );
+    let exec = figures("exec-on");
+    assert!(
+        exec[0] > 0 && exec[1] == 2,
+        "the exec'd program too: {exec:?}"
+    );
+}
+
+fn results_of(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+/// The run with KSM on.
+fn on_run(results: &serde_json::Value) -> &serde_json::Value {
+    results["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["params"]["ksm"] == "on")
+        .unwrap()
+}
+
+/// `report A --compare B` of the two forkworkers sessions (prctl, madvise), with PNG and SVG
+/// figures: both sides' savings and mechanisms on the page, B's KSM-on run drawn from B's samples,
+/// every chart written in both formats, and the KSM table within a 1400 px page (headless
+/// Chromium measures it; the screenshot is kept in target/test-artifacts/ksm-compare.png).
+fn compare_and_figures(dir: &Path) {
+    let (a, b) = (
+        dir.join("prctl/forkworkers"),
+        dir.join("madvise/forkworkers"),
+    );
+    let (ra, rb) = (results_of(&a), results_of(&b));
+    let html_path = dir.join("compare.html");
+    let (png, svg) = (dir.join("png"), dir.join("svg"));
+    let out = alloclens()
+        .arg("report")
+        .arg(&a)
+        .arg("--compare")
+        .arg(&b)
+        .arg("-o")
+        .arg(&html_path)
+        .arg("--png")
+        .arg(&png)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let section = &html[html.find("<section id=\"ksm\">").expect("a KSM section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("A: prctl(PR_SET_MEMORY_MERGE), B: madvise(MADV_MERGEABLE)"),
+        "each side's mechanism: {section}"
+    );
+    for (side, results) in [("A", &ra), ("B", &rb)] {
+        let pct = results["ksm_savings"][0]["saved_mean_pct"]
+            .as_f64()
+            .unwrap();
+        let row = section
+            .split("<tr>")
+            .find(|r| r.contains(&format!("<td>{side}: glibc</td>")))
+            .unwrap_or_else(|| panic!("a row for {side}: {section}"));
+        assert!(row.contains(&format!("({pct:.0} %)")), "{side}: {row}");
+    }
+    // B's runs are numbered after A's: its KSM-on run's chart has B's own figures.
+    let charts = chart_data(&html);
+    let offset = ra["runs"].as_array().unwrap().len() as u64;
+    let b_on = on_run(&rb);
+    let b_chart = chart(
+        &charts,
+        &format!("ksm-over-time-{}", b_on["index"].as_u64().unwrap() + offset),
+    );
+    let merged = numbers(&series(b_chart, "tree merged (ksm_merging)")["values"]);
+    assert_eq!(
+        merged.into_iter().fold(0.0, f64::max),
+        b_on["ksm"]["merging"]["peak"].as_f64().unwrap(),
+        "{b_chart}"
+    );
+    let a_on = on_run(&ra);
+    chart(&charts, &format!("ksm-over-time-{}", a_on["index"]));
+
+    // Every chart of the page as a 1200x700 PNG and an SVG with its title.
+    for c in &charts {
+        let id = c["id"].as_str().unwrap();
+        let bytes = std::fs::read(png.join(format!("{id}.png"))).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG", "{id}");
+        let dim = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!((dim(16), dim(20)), (1200, 700), "{id}");
+        let text = std::fs::read_to_string(svg.join(format!("{id}.svg"))).unwrap();
+        let title = c["title"].as_str().unwrap();
+        assert!(text.contains("<svg"), "{id}");
+        let escaped = title
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(
+            text.contains(&escaped),
+            "the SVG of {id} has its title {title:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&png).unwrap().count(),
+        charts.len(),
+        "one PNG per chart"
+    );
+    assert!(charts
+        .iter()
+        .any(|c| c["id"].as_str().unwrap().starts_with("ksm-")));
+
+    table_fits_1400px(&html_path);
+}
+
+/// Opens the page in a 1400 px wide headless Chromium with a probe that measures the KSM table:
+/// it must not need its own horizontal scroll bar nor leave the window.
+fn table_fits_1400px(page: &Path) {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED: chromium is not installed (apt-get install chromium); width not checked"
+        );
+        return;
+    };
+    let html = std::fs::read_to_string(page).unwrap();
+    // The probe writes its measure into the DOM; the other sections are hidden so the screenshot
+    // shows the KSM section.
+    let probe = "<style>main > section:not(#ksm) { display: none; }</style>\
+        <script>window.addEventListener('load', () => { \
+        const t = document.querySelector('#ksm table'); const p = document.createElement('pre'); \
+        p.id = 'ksm-width'; p.textContent = JSON.stringify({scroll: t.scrollWidth, \
+        client: t.clientWidth, right: t.getBoundingClientRect().right, \
+        cells: Math.max(...[...t.querySelectorAll('th, td')].map(c => c.getBoundingClientRect().right)) \
+        - t.getBoundingClientRect().left, \
+        viewport: document.documentElement.clientWidth}); document.body.appendChild(p); });\
+        </script></body>";
+    let probed = page.with_file_name("compare-probe.html");
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let url = format!("file://{}", probed.display());
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless(browser, profile.path(), (1400, 1000))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed: {:?}", out.status);
+    let dom = String::from_utf8(out.stdout).unwrap();
+    let start = dom.find("<pre id=\"ksm-width\">").expect("the probe ran") + 20;
+    let width: serde_json::Value =
+        serde_json::from_str(&dom[start..start + dom[start..].find('<').unwrap()]).unwrap();
+    eprintln!("KSM table at 1400 px: {width}");
+    let n = |k: &str| width[k].as_f64().unwrap();
+    assert!(n("client") > 0.0, "{width}");
+    assert!(n("scroll") <= n("client"), "the table scrolls: {width}");
+    assert!(n("cells") <= n("client"), "its cells overflow: {width}");
+    assert!(
+        n("right") <= n("viewport"),
+        "the table leaves the window: {width}"
+    );
+    let shot = artifacts_dir().join("ksm-compare.png");
+    let profile = tempfile::tempdir().unwrap();
+    let status = headless(browser, profile.path(), (1400, 1000))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success() && shot.metadata().unwrap().len() > 0);
 }

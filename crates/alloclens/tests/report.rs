@@ -9,7 +9,13 @@ use assert_cmd::assert::OutputAssertExt;
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, compile_c, exe, installed, json_stdout, record, succeeded};
+use common::{
+    alloclens, artifacts_dir, chromium, compile_c, exe, headless, installed, json_stdout, record,
+    succeeded,
+};
+
+/// The browser window of the page checks.
+const WINDOW: (u32, u32) = (1280, 2400);
 
 /// glibc plus jemalloc when installed: two variants to overlay.
 fn allocators() -> &'static str {
@@ -118,44 +124,6 @@ fn chart_ids(html: &str) -> Vec<String> {
         .collect()
 }
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
-
-fn headless(browser: &str, profile: &Path) -> Command {
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--virtual-time-budget=5000",
-        "--window-size=1280,2400",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .stdin(Stdio::null());
-    cmd
-}
-
-fn artifacts_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("test-artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Opens the page in headless Chromium: returns the DOM after rendering, and keeps a screenshot
 /// named `name.png` under target/test-artifacts/. None (with a note) when Chromium is missing.
 fn open_in_browser(html: &Path, name: &str) -> Option<String> {
@@ -167,7 +135,7 @@ fn open_in_browser(html: &Path, name: &str) -> Option<String> {
     };
     let profile = tempfile::tempdir().unwrap();
     let url = format!("file://{}", html.display());
-    let out = headless(browser, profile.path())
+    let out = headless(browser, profile.path(), WINDOW)
         .arg("--dump-dom")
         .arg(&url)
         .output()
@@ -175,7 +143,7 @@ fn open_in_browser(html: &Path, name: &str) -> Option<String> {
     assert!(out.status.success(), "chromium failed: {:?}", out.status);
     let shot = artifacts_dir().join(format!("{name}.png"));
     let profile = tempfile::tempdir().unwrap();
-    let status = headless(browser, profile.path())
+    let status = headless(browser, profile.path(), WINDOW)
         .arg(format!("--screenshot={}", shot.display()))
         .arg(&url)
         .stdout(Stdio::null())

@@ -184,18 +184,20 @@ impl KsmControl {
     }
 
     /// Gives every saved value back and empties the state file (kept when a value could not be
-    /// restored, so the next start tries again).
-    pub fn restore(mut self) -> Result<(), KsmError> {
+    /// restored, so the next start tries again). `Ok(true)` when a setting could only be given back
+    /// after unmerging every merged page of the machine (`run=2`, see [`restore_values`]).
+    pub fn restore(mut self) -> Result<bool, KsmError> {
         self.restore_now()
     }
 
-    fn restore_now(&mut self) -> Result<(), KsmError> {
+    fn restore_now(&mut self) -> Result<bool, KsmError> {
         if self.restored {
-            return Ok(());
+            return Ok(false);
         }
-        restore_values(&self.sysfs, &self.state_path, &self.saved)?;
+        let unmerged = restore_values(&self.sysfs, &self.state_path, &self.saved)?;
         self.restored = true;
-        clear_state(&self.state_path, &mut self.state)
+        clear_state(&self.state_path, &mut self.state)?;
+        Ok(unmerged)
     }
 }
 
@@ -345,12 +347,13 @@ fn clear_state(path: &Path, state: &mut File) -> Result<(), KsmError> {
 }
 
 /// Writes back each value that differs, `run` last. `merge_across_nodes` and `max_page_sharing`
-/// refuse a change (EBUSY) while pages are merged: then everything is unmerged (`run=2`) first.
+/// refuse a change (EBUSY) while pages are merged (by any process of the machine, not only the
+/// measured tree): then everything is unmerged (`run=2`) first. Returns whether it was.
 fn restore_values(
     sysfs: &Path,
     state_path: &Path,
     saved: &[(String, String)],
-) -> Result<(), KsmError> {
+) -> Result<bool, KsmError> {
     let mut first_error = None;
     let mut unmerged = false;
     let knobs = saved.iter().filter(|(k, _)| k != "run").rev();
@@ -375,7 +378,7 @@ fn restore_values(
             });
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(unmerged), Err)
 }
 
 /// A knob's value; `advisor_mode` reads as "[none] scan-time" and gives the bracketed choice.
@@ -400,7 +403,9 @@ fn write_knob(sysfs: &Path, name: &str, value: &str) -> Result<(), KsmError> {
             Some(libc::EINVAL) | Some(libc::ERANGE) => {
                 "the kernel rejects this value: see its admin-guide/mm/ksm for the valid ones"
             }
-            Some(libc::EBUSY) => "the kernel refuses this change while pages are merged",
+            Some(libc::EBUSY) => {
+                "the kernel refuses this change while pages are merged, also pages of exited processes until ksmd scans again: `echo 2 > /sys/kernel/mm/ksm/run` unmerges them all"
+            }
             _ => "KSM's sysfs must be writable: run as root, outside a read-only container",
         },
         source,

@@ -33,7 +33,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use shim::{shim_path, ENV_SHIM_OVERRIDE};
+pub use shim::{cached_library, shim_path, ENV_SHIM_OVERRIDE};
 pub use trace::{EndReason, Untraced};
 
 /// What to record and how.

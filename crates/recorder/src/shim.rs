@@ -17,14 +17,20 @@ pub fn shim_path() -> Result<PathBuf, RecordError> {
     if let Some(p) = std::env::var_os(ENV_SHIM_OVERRIDE) {
         return Ok(PathBuf::from(p));
     }
-    let name = format!("shim-{:08x}-{}.so", crc32fast::hash(SHIM), SHIM.len());
+    cached_library("shim", SHIM)
+}
+
+/// Writes an embedded shared library once into the cache directory (as `shim_path` does) and
+/// returns its path: `<stem>-<crc>-<len>.so`, so each build's library has a name of its own.
+pub fn cached_library(stem: &str, bytes: &[u8]) -> Result<PathBuf, RecordError> {
+    let name = format!("{stem}-{:08x}-{}.so", crc32fast::hash(bytes), bytes.len());
     let mut last_err = None;
     for dir in cache_dirs() {
         let path = dir.join(&name);
-        if fs::metadata(&path).is_ok_and(|m| m.len() == SHIM.len() as u64) {
+        if fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
             return Ok(path);
         }
-        match write_atomically(&dir, &path) {
+        match write_atomically(&dir, &path, bytes) {
             Ok(()) => return Ok(path),
             Err(e) => last_err = Some((path, e)),
         }
@@ -50,10 +56,14 @@ fn cache_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn write_atomically(dir: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
+fn write_atomically(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(SHIM)?;
+    tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())

@@ -76,13 +76,14 @@ pub struct Started {
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
 /// /dev/null (ours with `pass_stdin`) and stdout/stderr piped to us for markers and pass-through. With `stdout_pty`, stdout is a
 /// pseudo-terminal instead of a pipe: C stdio and Python then flush each line as it is written (they
-/// buffer whole blocks into a pipe), so marker lines arrive when they happen.
+/// buffer whole blocks into a pipe), so marker lines arrive when they happen. With `ksm_prctl`, the
+/// command's tree is made KSM-mergeable by prctl(PR_SET_MEMORY_MERGE).
 pub fn spawn(
     command: &[String],
     env: &[(OsString, OsString)],
     stdout_pty: bool,
     pass_stdin: bool,
-    ksm_merge: bool,
+    ksm_prctl: bool,
 ) -> io::Result<Started> {
     let (program, args) = command
         .split_first()
@@ -122,9 +123,9 @@ pub fn spawn(
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             // Every anonymous mapping of this process and of what it forks or execs becomes
-            // mergeable (Linux >= 6.4; EINVAL before). The CLI checks support first, so a failure
-            // here is reported as the run not starting.
-            if ksm_merge && libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0 {
+            // mergeable (Linux >= 6.6; EINVAL before 6.4, cleared at exec by 6.4 and 6.5). The CLI
+            // checks support first, so a failure here is reported as the run not starting.
+            if ksm_prctl && libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -145,6 +146,31 @@ pub fn spawn(
         stdout,
         stderr,
         started_at,
+    })
+}
+
+/// Whether a process made mergeable by prctl(PR_SET_MEMORY_MERGE) before exec stays mergeable after
+/// it: Linux 6.4 and 6.5 clear the flag at exec (fixed in 6.6 by "mm/ksm: support fork/exec for
+/// prctl"). Probed for real: `cat /proc/self/smaps` started that way must see its own mappings
+/// flagged `mg` (mergeable). False when the prctl or the probe fails.
+pub fn prctl_merge_kept_across_exec() -> bool {
+    let mut cmd = Command::new("cat");
+    cmd.arg("/proc/self/smaps")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().is_ok_and(|out| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with("VmFlags:") && l.split_whitespace().any(|f| f == "mg"))
     })
 }
 

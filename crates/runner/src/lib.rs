@@ -19,11 +19,13 @@ mod watchdog;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub use child::CommandExit;
+pub use child::{prctl_merge_kept_across_exec, CommandExit};
 pub use host::HostInfo;
 pub use ksm_savings::{ksm_savings, KsmSaving};
 pub use observer::{Observer, OutputStream, Quiet};
-pub use plan::{materialize, substitute, Assignment, Param, RunPlan, RunSpec, KSM_PARAM};
+pub use plan::{
+    materialize, substitute, Assignment, KsmMechanism, Param, RunPlan, RunSpec, KSM_PARAM,
+};
 pub use results::{
     AllocatorCheck, Ending, KsmSession, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus,
     MemorySummary, RunRecord, RunResults, SampleKind, SeriesStats, VariantInfo,
@@ -54,6 +56,25 @@ pub fn install_interrupt_flag() -> std::io::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(signal, Arc::clone(&flag))?;
     }
     Ok(flag)
+}
+
+/// Adds `library` to the end of the run's LD_PRELOAD (the variant's allocator, then what alloclens
+/// inherited, stay first).
+fn preload_also(
+    env: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    inherited: Option<&std::ffi::OsStr>,
+    library: &std::path::Path,
+) {
+    let current = match env.iter().position(|(k, _)| k == "LD_PRELOAD") {
+        Some(i) => Some(env.remove(i).1),
+        None => inherited.map(|v| v.to_os_string()),
+    };
+    let mut preload = current.filter(|v| !v.is_empty()).unwrap_or_default();
+    if !preload.is_empty() {
+        preload.push(" ");
+    }
+    preload.push(library.as_os_str());
+    env.push(("LD_PRELOAD".into(), preload));
 }
 
 /// Runs every run of the plan in its schedule order. Descendants orphaned during a run are reparented
@@ -124,6 +145,9 @@ fn run_prepared(
     let inherited = std::env::var_os("LD_PRELOAD");
     let mut env = variant.environment(inherited.as_deref());
     env.extend(extra_env);
+    if let (Some(KsmMechanism::Madvise { library }), true) = (&plan.ksm_merge, plan.merges(spec)) {
+        preload_also(&mut env, inherited.as_deref(), library);
+    }
     let ctx = single::RunContext {
         plan,
         spec,
@@ -159,4 +183,70 @@ fn spawn_or_describe(ending: &Ending) -> String {
         .spawn_error
         .clone()
         .unwrap_or_else(|| ending.describe())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::{OsStr, OsString};
+    use std::path::Path;
+
+    fn preload(env: &[(OsString, OsString)]) -> Vec<&OsStr> {
+        env.iter()
+            .filter(|(k, _)| k == "LD_PRELOAD")
+            .map(|(_, v)| v.as_os_str())
+            .collect()
+    }
+
+    #[test]
+    fn the_ksm_library_is_preloaded_after_the_allocator() {
+        let lib = Path::new("/c/libksm.so");
+        let mut env = vec![("LD_PRELOAD".into(), "/a/libjemalloc.so /b/own.so".into())];
+        preload_also(&mut env, Some(OsStr::new("/b/own.so")), lib);
+        assert_eq!(
+            preload(&env),
+            [OsStr::new("/a/libjemalloc.so /b/own.so /c/libksm.so")]
+        );
+        // glibc: no LD_PRELOAD of the variant; what alloclens inherited stays first.
+        let mut env = Vec::new();
+        preload_also(&mut env, Some(OsStr::new("/b/own.so")), lib);
+        assert_eq!(preload(&env), [OsStr::new("/b/own.so /c/libksm.so")]);
+        let mut env = Vec::new();
+        preload_also(&mut env, None, lib);
+        assert_eq!(preload(&env), [OsStr::new("/c/libksm.so")]);
+    }
+
+    /// The probe agrees with the kernel's own word where it gives one: `ksm_merge_any` in
+    /// /proc/PID/ksm_stat (Linux >= 6.7) of a shell started the same way.
+    #[test]
+    fn the_exec_probe_agrees_with_ksm_stat() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: PR_GET_MEMORY_MERGE only reads a flag of this process.
+        if unsafe { libc::prctl(libc::PR_GET_MEMORY_MERGE, 0, 0, 0, 0) } < 0 {
+            assert!(
+                !prctl_merge_kept_across_exec(),
+                "no prctl, no prctl mechanism"
+            );
+            return;
+        }
+        let mut sh = std::process::Command::new("sh");
+        sh.args(["-c", "grep ksm_merge_any /proc/self/ksm_stat"]);
+        // SAFETY: prctl touches no memory of the parent.
+        unsafe {
+            sh.pre_exec(|| {
+                libc::prctl(libc::PR_SET_MEMORY_MERGE, 1, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let stat = String::from_utf8(sh.output().unwrap().stdout).unwrap();
+        if stat.is_empty() {
+            eprintln!("skipped: no ksm_merge_any in ksm_stat (Linux < 6.7)");
+            return;
+        }
+        assert_eq!(
+            prctl_merge_kept_across_exec(),
+            stat.contains("yes"),
+            "{stat}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! What to run: the command, the allocator variants, the parameter sweep, and how to observe it.
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use allocators::Variant;
@@ -47,13 +48,33 @@ pub struct RunPlan {
     /// Give the command our stdin instead of /dev/null (only sensible with a single run: each run
     /// would otherwise read what the previous ones left).
     pub pass_stdin: bool,
-    /// Make the command's whole tree KSM-mergeable: `prctl(PR_SET_MEMORY_MERGE, 1)` in the child
-    /// before exec (Linux >= 6.4; inherited by fork, kept across exec), in the runs whose
-    /// [`KSM_PARAM`] is `on` (every run when the plan has no such parameter).
-    pub ksm_merge: bool,
+    /// Make the command's whole tree KSM-mergeable, this way, in the runs whose [`KSM_PARAM`] is
+    /// `on` (every run when the plan has no such parameter). None: never.
+    pub ksm_merge: Option<KsmMechanism>,
     /// Read KSM figures at every sample (samples.csv, results.json `runs[].ksm`): set for every
     /// run of a `--ksm` session, including its runs with merging off.
     pub ksm: bool,
+}
+
+/// How a run's tree is made KSM-mergeable (docs/ksm.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KsmMechanism {
+    /// `prctl(PR_SET_MEMORY_MERGE, 1)` in the child before exec: every anonymous mapping, present
+    /// and future; inherited by fork, kept across exec (Linux >= 6.6; 6.4 and 6.5 clear it at exec).
+    Prctl,
+    /// This preload library (shim/ksm) marks the anonymous private writable mappings
+    /// `MADV_MERGEABLE` from a thread that rescans /proc/self/maps (any kernel with KSM).
+    Madvise { library: PathBuf },
+}
+
+impl KsmMechanism {
+    /// The name results.json, the table and the report give it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KsmMechanism::Prctl => "prctl(PR_SET_MEMORY_MERGE)",
+            KsmMechanism::Madvise { .. } => "madvise(MADV_MERGEABLE)",
+        }
+    }
 }
 
 /// The parameter `run --ksm` adds (last, so each point runs `off` then `on` in turn): `on` runs
@@ -75,7 +96,7 @@ pub struct RunSpec {
 impl RunPlan {
     /// Whether the run `spec` is made mergeable.
     pub fn merges(&self, spec: &RunSpec) -> bool {
-        self.ksm_merge && spec.assignment.get(KSM_PARAM).is_none_or(|v| v == "on")
+        self.ksm_merge.is_some() && spec.assignment.get(KSM_PARAM).is_none_or(|v| v == "on")
     }
 
     /// Every combination of parameter values (the cartesian product), in the order given.
@@ -183,7 +204,7 @@ mod tests {
             exact_pss: false,
             stdout_pty: false,
             pass_stdin: false,
-            ksm_merge: false,
+            ksm_merge: None,
             ksm: false,
         }
     }

@@ -130,7 +130,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         &ctx.env,
         ctx.plan.stdout_pty,
         ctx.plan.pass_stdin,
-        ctx.plan.merges(ctx.spec),
+        ctx.plan.merges(ctx.spec) && ctx.plan.ksm_merge == Some(crate::KsmMechanism::Prctl),
     ) {
         Ok(s) => s,
         Err(err) => return not_started(&ctx, err),

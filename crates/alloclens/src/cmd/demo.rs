@@ -153,7 +153,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 exact_pss: false,
                 stdout_pty: false,
                 pass_stdin: false,
-                ksm_merge: false,
+                ksm_merge: None,
                 ksm: false,
             },
             baseline: args::baseline(None, &variants)?,

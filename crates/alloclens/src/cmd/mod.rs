@@ -6,6 +6,7 @@ pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod export;
+mod ksm_library;
 pub mod man;
 pub mod progress;
 pub mod record;

@@ -15,6 +15,19 @@ use runner::{
 
 use crate::cmd::args;
 
+/// How `run --ksm` makes the command's tree mergeable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KsmMechanismChoice {
+    /// prctl when the kernel has it and keeps it across exec (Linux >= 6.6), else madvise
+    Auto,
+    /// prctl(PR_SET_MEMORY_MERGE) before exec: all anonymous memory, inherited by fork and kept
+    /// across exec (Linux >= 6.6; 6.4 and 6.5 clear it at exec)
+    Prctl,
+    /// A preloaded library marks the anonymous private writable mappings MADV_MERGEABLE, rescanning
+    /// them every 100 ms (any kernel with KSM; programs that clear LD_PRELOAD are left out)
+    Madvise,
+}
+
 /// What to do with the measured command's output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgramOutput {
@@ -117,8 +130,8 @@ pub struct Args {
     /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers)
     #[arg(long, value_name = "FILE")]
     pub export_csv: Option<PathBuf>,
-    /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE,
-    /// Linux >= 6.4) and run ksmd for the session; every KSM setting is given back afterwards. Needs
+    /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE on
+    /// Linux >= 6.6, else a preloaded library: --ksm-mechanism) and run ksmd for the session; every KSM setting is given back afterwards. Needs
     /// root. See docs/ksm.md
     #[arg(long)]
     pub ksm: bool,
@@ -127,6 +140,9 @@ pub struct Args {
     /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run)
     #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
     pub ksm_set: Vec<String>,
+    /// With --ksm: how the command's tree is made mergeable (the output says which was used)
+    #[arg(long = "ksm-mechanism", value_enum, default_value_t = KsmMechanismChoice::Auto, value_name = "HOW", requires = "ksm")]
+    pub ksm_mechanism: KsmMechanismChoice,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
     /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
     /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
@@ -199,7 +215,7 @@ impl RunOptions {
             exact_pss: a.exact_pss,
             stdout_pty: a.pty,
             pass_stdin: false,
-            ksm_merge: a.ksm,
+            ksm_merge: None,
             ksm: a.ksm,
         };
         let plan = RunPlan {
@@ -208,6 +224,10 @@ impl RunOptions {
         };
         note_unknown_placeholders(&plan);
         args::check_command_exists(&plan.command[0])?;
+        let plan = RunPlan {
+            ksm_merge: a.ksm.then(|| ksm_mechanism(a.ksm_mechanism)).transpose()?,
+            ..plan
+        };
         Ok(RunOptions {
             plan,
             baseline,
@@ -254,19 +274,41 @@ fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
-/// Takes ksmd for the session, after checking that the command's tree can be made mergeable: the
-/// prctl is probed on alloclens itself so an old kernel is refused before anything changes.
-fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
-    use procmem::ksm_control::{default_state_path, KSM_SYSFS};
-    let sysfs = std::path::Path::new(KSM_SYSFS);
-    if !sysfs.join("run").exists() {
+/// How the tree will be made mergeable, checked before anything changes: the prctl is probed on
+/// alloclens itself (PR_GET_MEMORY_MERGE fails with EINVAL before Linux 6.4), then across an exec.
+fn ksm_mechanism(choice: KsmMechanismChoice) -> anyhow::Result<runner::KsmMechanism> {
+    use procmem::ksm_control::KSM_SYSFS;
+    if !std::path::Path::new(KSM_SYSFS).join("run").exists() {
         bail!("--ksm: this kernel has no KSM ({KSM_SYSFS} does not exist): use a kernel built with CONFIG_KSM=y");
     }
     // SAFETY: PR_GET_MEMORY_MERGE only reads a flag of this process.
-    let merging = unsafe { libc::prctl(libc::PR_GET_MEMORY_MERGE, 0, 0, 0, 0) };
-    if merging < 0 {
-        bail!("--ksm: this kernel cannot make a process tree mergeable (prctl PR_SET_MEMORY_MERGE needs Linux >= 6.4, running {}): use a newer kernel", kernel_release());
+    let has_prctl = unsafe { libc::prctl(libc::PR_GET_MEMORY_MERGE, 0, 0, 0, 0) } >= 0;
+    let madvise = || -> anyhow::Result<runner::KsmMechanism> {
+        let library = super::ksm_library::path()
+            .context("--ksm-mechanism madvise: cannot install the KSM preload library")?;
+        Ok(runner::KsmMechanism::Madvise { library })
+    };
+    // Linux 6.4 and 6.5 have the prctl but clear it at exec: the command would not be mergeable.
+    let prctl_works = has_prctl && runner::prctl_merge_kept_across_exec();
+    match choice {
+        KsmMechanismChoice::Prctl if !has_prctl => bail!(
+            "--ksm-mechanism prctl: this kernel has no prctl PR_SET_MEMORY_MERGE (Linux >= 6.4, running {}): use --ksm-mechanism madvise (or auto)",
+            kernel_release()
+        ),
+        KsmMechanismChoice::Prctl if !prctl_works => bail!(
+            "--ksm-mechanism prctl: this kernel clears PR_SET_MEMORY_MERGE at exec (Linux 6.4 and 6.5; kept from 6.6), running {}: use --ksm-mechanism madvise (or auto)",
+            kernel_release()
+        ),
+        KsmMechanismChoice::Prctl => Ok(runner::KsmMechanism::Prctl),
+        KsmMechanismChoice::Auto if prctl_works => Ok(runner::KsmMechanism::Prctl),
+        KsmMechanismChoice::Auto | KsmMechanismChoice::Madvise => madvise(),
     }
+}
+
+/// Takes ksmd for the session (the mechanism was checked by [`ksm_mechanism`]).
+fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
+    use procmem::ksm_control::{default_state_path, KSM_SYSFS};
+    let sysfs = std::path::Path::new(KSM_SYSFS);
     let schedule = plan.schedule();
     let first = schedule
         .first()
@@ -291,8 +333,14 @@ fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<Ks
         eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
     }
     let applied: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let how = match &plan.ksm_merge {
+        Some(runner::KsmMechanism::Madvise { .. }) => {
+            "madvise(MADV_MERGEABLE) from a preloaded library"
+        }
+        _ => "prctl(PR_SET_MEMORY_MERGE)",
+    };
     eprintln!(
-        "alloclens: KSM: the command's tree is made mergeable with prctl(PR_SET_MEMORY_MERGE) in the ksm=on runs; ksmd run=1{}{} (restored at the end)",
+        "alloclens: KSM: the command's tree is made mergeable with {how} in the ksm=on runs; ksmd run=1{}{} (restored at the end)",
         if applied.is_empty() { "" } else { " " },
         applied.join(" ")
     );
@@ -453,7 +501,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let open_lines = observer.open_lines;
     let ksm_problems = std::mem::take(&mut observer.ksm_problems);
     let ksm_session = ksm.as_ref().map(|k| runner::KsmSession {
-        mechanism: "prctl(PR_SET_MEMORY_MERGE)".into(),
+        mechanism: plan.ksm_merge.as_ref().map_or("", |m| m.name()).to_string(),
         settings: options.ksm.clone().unwrap_or_default(),
         previous: k.saved().to_vec(),
     });
@@ -472,8 +520,12 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
     warnings.extend(ksm_problems);
-    if let Some(Err(e)) = ksm_restore {
-        warnings.push(e.to_string());
+    match ksm_restore {
+        Some(Err(e)) => warnings.push(e.to_string()),
+        Some(Ok(true)) => warnings.push(
+            "KSM: a setting could only be given back after unmerging every merged page of the machine (run=2; the kernel refuses merge_across_nodes and max_page_sharing changes while pages are merged)".into(),
+        ),
+        _ => {}
     }
     if execution.interrupted {
         warnings.push(format!(
@@ -517,7 +569,11 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
     }
-    table.push_str(&report::render_ksm_table(&results.ksm_savings, &names));
+    table.push_str(&report::render_ksm_table(
+        &results.ksm_savings,
+        &names,
+        results.ksm.as_ref().map(|k| k.mechanism.as_str()),
+    ));
     Ok(Outcome {
         execution,
         summary,

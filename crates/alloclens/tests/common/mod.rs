@@ -142,3 +142,44 @@ impl Drop for SmallDisk {
             .status();
     }
 }
+
+/// Debian's `chromium` (or `chromium-browser`) when installed, for the report's browser checks.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Headless Chromium with a window of `window` (width, height) pixels and a profile of its own.
+pub fn headless(browser: &str, profile: &Path, window: (u32, u32)) -> Command {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--virtual-time-budget=5000",
+    ])
+    .arg(format!("--window-size={},{}", window.0, window.1))
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdin(Stdio::null());
+    cmd
+}
+
+/// target/test-artifacts/: screenshots kept for a look after the tests.
+pub fn artifacts_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

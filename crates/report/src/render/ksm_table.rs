@@ -5,9 +5,13 @@ use runner::KsmSaving;
 
 use crate::format;
 
-/// Renders the savings; `param_names` orders the parameters in the column headings. Empty when
-/// there is nothing to show.
-pub fn render_ksm_table(savings: &[KsmSaving], param_names: &[String]) -> String {
+/// Renders the savings; `param_names` orders the parameters in the column headings; `mechanism`
+/// (how the tree was made mergeable) is named under the table. Empty when there is nothing to show.
+pub fn render_ksm_table(
+    savings: &[KsmSaving],
+    param_names: &[String],
+    mechanism: Option<&str>,
+) -> String {
     if savings.is_empty() {
         return String::new();
     }
@@ -84,6 +88,9 @@ pub fn render_ksm_table(savings: &[KsmSaving], param_names: &[String]) -> String
     }
     out.push('\n');
     out.push_str(&aligned(&details));
+    if let Some(m) = mechanism.filter(|m| !m.is_empty()) {
+        out.push_str(&format!("  (tree made mergeable by {m})\n"));
+    }
     out.push('\n');
     out
 }

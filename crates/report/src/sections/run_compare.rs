@@ -55,10 +55,29 @@ pub fn merge_runs(a: &RunData, a_name: &str, b: &RunData, b_name: &str) -> RunDa
     r.warnings.extend(other.results.warnings);
     r.interrupted |= other.results.interrupted;
     r.ksm_savings.extend(other.results.ksm_savings);
-    // How ksmd was driven: A's, or B's when only B used --ksm.
-    if r.ksm.is_none() {
-        r.ksm = other.results.ksm;
-    }
+    // How ksmd was driven: A's, or B's when only B used --ksm; each side's, named, where they
+    // differ (a setting named "A: pages_to_scan" is no longer the knob the ksmd-CPU chart follows:
+    // that chart is left out rather than drawn against one side's values).
+    r.ksm = match (r.ksm.take(), other.results.ksm) {
+        (Some(mut x), Some(y)) => {
+            if x.mechanism != y.mechanism {
+                x.mechanism = format!("{a_name}: {}, {b_name}: {}", x.mechanism, y.mechanism);
+            }
+            if x.settings != y.settings {
+                let named = |name: &str, settings: Vec<(String, String)>| {
+                    settings
+                        .into_iter()
+                        .map(move |(k, v)| (format!("{name}: {k}"), v))
+                        .collect::<Vec<_>>()
+                };
+                let mut settings = named(a_name, x.settings);
+                settings.extend(named(b_name, y.settings));
+                x.settings = settings;
+            }
+            Some(x)
+        }
+        (x, y) => x.or(y),
+    };
     // Summary groups of the same parameter point side by side (ratios stay relative to each side's
     // own baseline).
     let mut groups: Vec<Group> = std::mem::take(&mut r.summary);
