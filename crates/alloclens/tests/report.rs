@@ -103,8 +103,12 @@ fn fixtures() -> &'static Fixtures {
     })
 }
 
+/// Each call writes its own file: tests run in parallel on the same fixtures, and two of them writing
+/// one report.html raced (one read the other's page).
 fn report_html(results: &Path, extra: &[&str]) -> (PathBuf, String) {
-    let html = results.join("report.html");
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let html = results.join(format!("report-{n}.html"));
     succeeded(
         alloclens()
             .arg("report")
