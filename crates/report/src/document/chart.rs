@@ -384,7 +384,12 @@ impl Chart {
         });
         let (lo, hi) = extent(values, self.y_axis.log);
         if self.y_axis.log {
-            ticks::log(self.y_axis.unit, lo, hi, ticks::Y_TICKS)
+            let mut scale = ticks::log(self.y_axis.unit, lo, hi, ticks::Y_TICKS);
+            // A bar as tall as the axis' lowest value would have no height: start below it.
+            if self.bar_to.is_some() && scale.min >= lo {
+                scale.min = lo / 2.0;
+            }
+            scale
         } else {
             ticks::linear(self.y_axis.unit, lo, hi, ticks::Y_TICKS, false, true)
         }

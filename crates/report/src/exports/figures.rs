@@ -183,6 +183,16 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
             .unwrap_or_default()
     };
     let x_fmt = |v: &f64| tick_label(&xs, v);
+    // The right end of a bar starting at `left` one pixel wide at least (a 16 B bucket near 64 KiB
+    // on a log axis is a fraction of a pixel, and plotters would draw nothing).
+    let pixel = 1.0 / f64::from(FIGURE_WIDTH - 140);
+    let at_least_a_pixel = |left: f64| {
+        if chart.x_axis.log {
+            left * (x1 / x0).powf(pixel)
+        } else {
+            left + (x1 - x0) * pixel
+        }
+    };
     let y_fmt = |v: &f64| tick_label(&ys, v);
     // Log and linear axes are different coordinate types in plotters, hence four arms.
     macro_rules! plot {
@@ -240,7 +250,10 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
                     for (i, (x, v)) in chart.x.iter().zip(&s.values).enumerate() {
                         let Some(v) = v else { continue };
                         let (left, right) = match &chart.bar_to {
-                            Some(to) => ((if *x > 0.0 { *x } else { x0 }).max(x0), to[i].min(x1)),
+                            Some(to) => {
+                                let left = (if *x > 0.0 { *x } else { x0 }).max(x0);
+                                (left, to[i].min(x1).max(at_least_a_pixel(left)))
+                            }
                             None => (x - 0.35, x + 0.35),
                         };
                         drawn.push(Rectangle::new([(left, y0), (right, *v)], fill.filled()));
