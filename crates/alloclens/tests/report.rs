@@ -1454,6 +1454,21 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
         "{drawn_max} > {sum_of_peaks}"
     );
     assert!(drawn_max >= largest_point, "{drawn_max} < {largest_point}");
+    // The faint line sums the largest live bytes within each step: it reaches every process's peak.
+    assert_eq!(total["series"][1]["label"], "max in step");
+    let envelope_max = numbers(&total["series"][1]["values"])
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let largest_peak = processes.iter().map(|p| key(p).0).max().unwrap() as f64;
+    assert!(
+        envelope_max >= largest_peak,
+        "{envelope_max} < {largest_peak}"
+    );
+    assert!(
+        envelope_max <= sum_of_peaks as f64,
+        "{envelope_max} > {sum_of_peaks}"
+    );
     assert_round_ticks(&html, None);
 
     // Every table is sortable; in Chromium, a click on "calls" sorts the processes by their calls

@@ -536,7 +536,11 @@ const COMPARED: &[Compared] = &[
 /// first, with the spread of the successful repeats (min to max) as a whisker; and a ranking line.
 /// With a swept parameter, the same figures are lines against it (`against_params`).
 fn compared(data: &RunData) -> Option<Section> {
-    if !data.results.params.is_empty() || data.results.summary.is_empty() {
+    // One variant has nothing to be compared with; a sweep has its lines against the parameter.
+    if !data.results.params.is_empty()
+        || data.results.summary.is_empty()
+        || data.results.summary[0].variants.len() < 2
+    {
         return None;
     }
     let colors = colors(data);

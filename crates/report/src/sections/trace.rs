@@ -55,36 +55,41 @@ pub(crate) fn ranked(processes: &[ProcessReport]) -> Vec<(usize, &ProcessReport)
 fn whole_tree(t: &TraceData) -> Option<Section> {
     let processes = &t.analysis.analysis.processes;
     let t0 = processes.iter().map(|p| p.start_unix_ns).min()?;
-    // (time since t0 in s, process, live bytes from then on)
-    let mut changes: Vec<(f64, usize, u64)> = Vec::new();
-    for (i, p) in processes.iter().enumerate() {
-        let at = |t_ns: u64| (p.start_unix_ns - t0 + t_ns) as f64 / 1e9;
-        changes.push((at(0), i, 0));
-        changes.extend(
-            p.timeline_by_time
-                .iter()
-                .map(|pt| (at(pt.t_ns), i, pt.live_bytes)),
-        );
-        if let Some(last) = p.timeline_by_time.last() {
-            changes.push((at(last.t_ns) + 1e-9, i, 0));
+    // The sum over processes of one timeline column, as a step function of time since t0.
+    let total = |pick: fn(&analyze::TimelinePoint) -> u64| {
+        // (time since t0 in s, process, value from then on)
+        let mut changes: Vec<(f64, usize, u64)> = Vec::new();
+        for (i, p) in processes.iter().enumerate() {
+            let at = |t_ns: u64| (p.start_unix_ns - t0 + t_ns) as f64 / 1e9;
+            changes.push((at(0), i, 0));
+            changes.extend(
+                p.timeline_by_time
+                    .iter()
+                    .map(|pt| (at(pt.t_ns), i, pick(pt))),
+            );
+            if let Some(last) = p.timeline_by_time.last() {
+                changes.push((at(last.t_ns) + 1e-9, i, 0));
+            }
         }
-    }
-    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut current = vec![0u64; processes.len()];
-    let mut total: u64 = 0;
-    let mut points: Vec<(f64, f64)> = Vec::with_capacity(changes.len());
-    for (at, i, live) in changes {
-        total = total - current[i] + live;
-        current[i] = live;
-        match points.last_mut() {
-            Some(last) if last.0 == at => last.1 = total as f64,
-            _ => points.push((at, total as f64)),
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut current = vec![0u64; processes.len()];
+        let mut sum: u64 = 0;
+        let mut points: Vec<(f64, f64)> = Vec::with_capacity(changes.len());
+        for (at, i, value) in changes {
+            sum = sum - current[i] + value;
+            current[i] = value;
+            match points.last_mut() {
+                Some(last) if last.0 == at => last.1 = sum as f64,
+                _ => points.push((at, sum as f64)),
+            }
         }
-    }
+        points
+    };
     let mut s = Section::new("whole-tree", "All processes");
     s.push(Block::Paragraph(format!(
         "Live bytes of all {} processes together, against time since the first one started: each \
-         process counts from its start to its last allocator call.",
+         process counts from its start to its last allocator call. The faint line sums each process's \
+         largest live bytes within a time step (short peaks that fall between two steps).",
         processes.len()
     )));
     s.push_chart(Chart::from_lines(
@@ -92,12 +97,20 @@ fn whole_tree(t: &TraceData) -> Option<Section> {
         "Live bytes of all processes against time",
         Axis::new("time since the first process started", Unit::Seconds),
         Axis::new("live bytes", Unit::Bytes),
-        vec![Line {
-            label: "all processes".into(),
-            points,
-            color: palette(0),
-            emphasis: Emphasis::Bold,
-        }],
+        vec![
+            Line {
+                label: "all processes".into(),
+                points: total(|pt| pt.live_bytes),
+                color: palette(0),
+                emphasis: Emphasis::Bold,
+            },
+            Line {
+                label: "max in step".into(),
+                points: total(|pt| pt.live_bytes_max),
+                color: palette(0),
+                emphasis: Emphasis::Faint,
+            },
+        ],
     ));
     (s.blocks.len() > 1).then_some(s)
 }
