@@ -67,7 +67,7 @@ pub struct Series {
     /// CSS colour, "#rrggbb".
     pub color: String,
     pub emphasis: Emphasis,
-    /// Indices of `Chart::x` where the line is broken: a stretch without samples (`break_gaps`).
+    /// Indices of `Chart::x` where the line is broken: a stretch without samples (`from_sampled_lines`).
     pub breaks: Vec<usize>,
     /// Lines of one group (the repeats of a variant) share one legend entry, named after the group
     /// and held by the group's first series; hiding it hides them all.
@@ -128,7 +128,7 @@ pub struct Line {
 
 impl Chart {
     /// Builds a chart from lines with unrelated x values: x is the union of all (after decimation),
-    /// and each series is None where it has no point (the renderers join the points around it; `break_gaps` marks real gaps).
+    /// and each series is None where it has no point (the renderers join the points around it; `from_sampled_lines` marks real gaps).
     pub fn from_lines(
         id: impl Into<String>,
         title: impl Into<String>,
@@ -264,28 +264,43 @@ impl Chart {
         }
     }
 
-    /// Breaks every line where two of its consecutive points are more than `max_gap` apart in x (a
-    /// stretch without samples): a break index is added between them, so no renderer draws a
-    /// straight line across it.
-    pub fn break_gaps(&mut self, max_gap: f64) {
-        if max_gap.is_nan() || max_gap <= 0.0 || self.x_labels.is_some() {
-            return;
-        }
-        // (series, x where the break goes)
+    /// Like `from_lines`, for sampled lines: each line is broken where two of its consecutive samples
+    /// are more than `max_gap` apart in x (a stretch without samples), so no renderer draws a straight
+    /// line across it. The gaps are found in the samples before decimation (decimated points are
+    /// farther apart than the samples were).
+    pub fn from_sampled_lines(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        x_axis: Axis,
+        y_axis: Axis,
+        lines: Vec<Line>,
+        max_gap: f64,
+    ) -> Chart {
         let mut cuts: Vec<(usize, f64)> = Vec::new();
-        for (si, s) in self.series.iter().enumerate() {
-            let mut prev: Option<f64> = None;
-            for (x, v) in self.x.iter().zip(&s.values) {
-                if v.is_some() {
-                    if let Some(p) = prev {
-                        if *x - p > max_gap {
-                            cuts.push((si, (p + *x) / 2.0));
-                        }
-                    }
-                    prev = Some(*x);
-                }
+        if max_gap > 0.0 {
+            for (i, l) in lines.iter().enumerate() {
+                let mut xs: Vec<f64> = l
+                    .points
+                    .iter()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite())
+                    .map(|p| p.0)
+                    .collect();
+                xs.sort_by(f64::total_cmp);
+                cuts.extend(
+                    xs.windows(2)
+                        .filter(|w| w[1] - w[0] > max_gap)
+                        .map(|w| (i, (w[0] + w[1]) / 2.0)),
+                );
             }
         }
+        let mut chart = Chart::from_lines(id, title, x_axis, y_axis, lines);
+        chart.insert_breaks(cuts);
+        chart
+    }
+
+    /// Breaks series `i` at x for each `(i, x)`: x joins the axis (the other series have no point
+    /// there) and is listed in the series' `breaks`.
+    fn insert_breaks(&mut self, cuts: Vec<(usize, f64)>) {
         if cuts.is_empty() {
             return;
         }
@@ -540,6 +555,36 @@ mod tests {
         assert_eq!(chart.x.len(), points.len());
         assert_eq!(chart.bar_to.as_ref().unwrap()[7], 8.0);
         assert!(!chart.connect);
+    }
+
+    #[test]
+    fn sampled_lines_break_at_real_gaps_only_even_when_decimated() {
+        // 30 000 samples 20 ms apart (decimated to 2000 points), with no sample from 100 s to 101 s.
+        let points: Vec<(f64, f64)> = (0..30_000)
+            .map(|i| i as f64 * 0.02)
+            .filter(|t| !(100.0..101.0).contains(t))
+            .map(|t| (t, t.sin()))
+            .collect();
+        let line = |points| Line {
+            label: "run".into(),
+            points,
+            color: palette(0),
+            emphasis: Emphasis::Normal,
+        };
+        let chart = Chart::from_sampled_lines(
+            "c",
+            "c",
+            Axis::new("t", Unit::Seconds),
+            Axis::new("b", Unit::Bytes),
+            vec![line(points), line(vec![(0.0, 1.0), (0.05, 2.0)])],
+            0.1,
+        );
+        let breaks: Vec<f64> = chart.series[0].breaks.iter().map(|i| chart.x[*i]).collect();
+        assert_eq!(breaks.len(), 1, "{breaks:?}");
+        assert!(breaks[0] > 99.98 && breaks[0] < 101.0, "{breaks:?}");
+        assert_eq!(chart.series[0].values[chart.series[0].breaks[0]], None);
+        assert!(chart.series[1].breaks.is_empty());
+        assert!(chart.x.len() <= 2003);
     }
 
     #[test]

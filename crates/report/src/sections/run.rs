@@ -342,14 +342,14 @@ fn total_chart(
             emphasis: emphasis(run, &bold, repeats),
         })
         .collect();
-    let mut chart = Chart::from_lines(
+    let mut chart = Chart::from_sampled_lines(
         id,
         title,
         Axis::new("time since start", Unit::Seconds),
         Axis::new(format!("total {name}"), Unit::Bytes),
         lines,
+        GAP_INTERVALS * data.results.interval_s,
     );
-    chart.break_gaps(GAP_INTERVALS * data.results.interval_s);
     let variant_of: BTreeMap<usize, String> =
         runs.iter().map(|r| (r.index, r.variant.clone())).collect();
     let labels: BTreeMap<String, usize> = runs.iter().map(|r| (run_label(r), r.index)).collect();
@@ -441,7 +441,7 @@ fn pss_and_rss(data: &RunData) -> Option<Section> {
                 .get(&run.variant)
                 .cloned()
                 .unwrap_or_else(|| palette(0));
-            let mut chart = Chart::from_lines(
+            s.push_chart(Chart::from_sampled_lines(
                 format!(
                     "pss-rss-{}{}",
                     slug(&run.variant),
@@ -462,9 +462,8 @@ fn pss_and_rss(data: &RunData) -> Option<Section> {
                     line("PSS", color, Emphasis::Bold, |r| r.pss),
                     line("RSS", "#7f7f7f".into(), Emphasis::Normal, |r| r.rss),
                 ],
-            );
-            chart.break_gaps(GAP_INTERVALS * data.results.interval_s);
-            s.push_chart(chart);
+                GAP_INTERVALS * data.results.interval_s,
+            ));
         }
     }
     (s.blocks.len() > 1).then_some(s)
