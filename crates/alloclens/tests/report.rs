@@ -1506,3 +1506,68 @@ setTimeout(function () {
         assert_round_ticks(&html, Some(&dom));
     }
 }
+
+#[test]
+fn sweep_lines_carry_the_spread_of_repeats() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = run_into(
+        root.path(),
+        "sweep-repeats",
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--param",
+            "mb=2,6",
+            "--",
+            &exe(),
+            "workload",
+            "twowave",
+            "--wave-mb",
+            "{mb}",
+            "--hold-ms",
+            "30",
+        ],
+    );
+    let results = results_json(&dir);
+    let runs = results["runs"].as_array().unwrap();
+    let (path, html) = report_html(&dir, &[]);
+    let data = chart_data(&html);
+    let charts = data["charts"].as_array().unwrap();
+    for (id, of_run) in [
+        ("mean-rss-vs-mb", "/memory/rss/mean"),
+        ("peak-pss-vs-mb", "/memory/pss/peak"),
+        ("wall-vs-mb", "/wall"),
+    ] {
+        let c = chart(charts, id);
+        assert_eq!(numbers(&c["x"]), [2.0, 6.0], "{id}");
+        let s = &c["series"][0];
+        for (i, mb) in ["2", "6"].iter().enumerate() {
+            let values: Vec<f64> = runs
+                .iter()
+                .filter(|r| r["params"]["mb"] == *mb)
+                .map(|r| r.pointer(of_run).unwrap().as_f64().unwrap())
+                .collect();
+            assert_eq!(values.len(), 2);
+            assert_eq!(
+                s["low"][i].as_f64(),
+                Some(values[0].min(values[1])),
+                "{id} mb={mb}"
+            );
+            assert_eq!(
+                s["high"][i].as_f64(),
+                Some(values[0].max(values[1])),
+                "{id} mb={mb}"
+            );
+        }
+    }
+    // Three times the waves, more memory: the line rises.
+    let mean_rss = numbers(&chart(charts, "mean-rss-vs-mb")["series"][0]["values"]);
+    assert!(mean_rss[1] > mean_rss[0], "{mean_rss:?}");
+    let dom = open_in_browser(&path, "report-run-sweep-repeats");
+    assert_round_ticks(&html, dom.as_deref());
+    if let Some(dom) = dom {
+        assert_rendered(&dom, &html);
+    }
+}

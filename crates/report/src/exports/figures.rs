@@ -282,6 +282,26 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
                     ctx.draw_series(whiskers).map_err(|e| err(&e))?;
                     continue;
                 }
+                // The spread of repeats at each point of a sweep, in the line's colour.
+                let cap = (x1 - x0) * 0.006;
+                let whiskers: Vec<PathElement<(f64, f64)>> = match (&s.low, &s.high) {
+                    (Some(low), Some(high)) => chart
+                        .x
+                        .iter()
+                        .zip(low.iter().zip(high))
+                        .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
+                        .flat_map(|(x, l, h)| {
+                            let w = color.stroke_width(2);
+                            [
+                                PathElement::new(vec![(x, l), (x, h)], w),
+                                PathElement::new(vec![(x - cap, l), (x + cap, l)], w),
+                                PathElement::new(vec![(x - cap, h), (x + cap, h)], w),
+                            ]
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                ctx.draw_series(whiskers).map_err(|e| err(&e))?;
                 let segs = segments(chart, s);
                 let points: Vec<(f64, f64)> = segs.iter().flatten().copied().collect();
                 let lines = if chart.connect { segs } else { Vec::new() };

@@ -531,6 +531,30 @@ const COMPARED: &[Compared] = &[
     },
 ];
 
+/// The smallest and largest value of a figure over the successful runs of a variant at a point,
+/// when there are at least two.
+fn spread(
+    data: &RunData,
+    variant: &str,
+    params: &BTreeMap<String, String>,
+    of_run: fn(&RunRecord) -> Option<f64>,
+) -> Option<(f64, f64)> {
+    let values: Vec<f64> = data
+        .results
+        .runs
+        .iter()
+        .filter(|r| r.variant == variant && r.params == *params && r.ending.ok())
+        .filter_map(of_run)
+        .collect();
+    (values.len() > 1).then(|| {
+        values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, x| {
+                (a.0.min(*x), a.1.max(*x))
+            })
+    })
+}
+
 /// The variants side by side: per figure, one bar per variant (its median over the repeats), best
 /// first, with the spread of the successful repeats (min to max) as a whisker; and a ranking line.
 /// With a swept parameter, the same figures are lines against it (`against_params`).
@@ -564,20 +588,7 @@ fn compared(data: &RunData) -> Option<Section> {
             .iter()
             .filter_map(|v| {
                 let median = (c.median)(v)?;
-                let values: Vec<f64> = data
-                    .results
-                    .runs
-                    .iter()
-                    .filter(|r| r.variant == v.variant && r.params == group.params && r.ending.ok())
-                    .filter_map(c.of_run)
-                    .collect();
-                let spread = (values.len() > 1).then(|| {
-                    values
-                        .iter()
-                        .fold((f64::INFINITY, f64::NEG_INFINITY), |a, x| {
-                            (a.0.min(*x), a.1.max(*x))
-                        })
-                });
+                let spread = spread(data, &v.variant, &group.params, c.of_run);
                 let color = colors
                     .get(&v.variant)
                     .cloned()
@@ -740,7 +751,8 @@ fn against_params(data: &RunData) -> Option<Section> {
         }
     };
     // One line per variant and per combination of the other parameters: (x, its summary).
-    let mut lines: BTreeMap<(String, String), Vec<(f64, &VariantSummary)>> = BTreeMap::new();
+    type Point<'a> = (f64, &'a VariantSummary, &'a BTreeMap<String, String>);
+    let mut lines: BTreeMap<(String, String), Vec<Point>> = BTreeMap::new();
     for g in &data.results.summary {
         let Some(x) = g.params.get(first).and_then(|v| x_of(v)) else {
             continue;
@@ -750,12 +762,13 @@ fn against_params(data: &RunData) -> Option<Section> {
             lines
                 .entry((v.variant.clone(), rest.clone()))
                 .or_default()
-                .push((x, v));
+                .push((x, v, &g.params));
         }
     }
     let mut s = Section::new("parameters", format!("Against {first}"));
     s.push(Block::Paragraph(format!(
-        "Medians over the repeats at each value of {first}, one line per variant{}.",
+        "Medians over the repeats at each value of {first}, one line per variant{}; with repeats, a \
+         whisker from the smallest to the largest.",
         if order.len() > 1 {
             " and combination of the other parameters"
         } else {
@@ -773,7 +786,7 @@ fn against_params(data: &RunData) -> Option<Section> {
                 },
                 points: pts
                     .iter()
-                    .filter_map(|(x, v)| Some((*x, (c.median)(v)?)))
+                    .filter_map(|(x, v, _)| Some((*x, (c.median)(v)?)))
                     .collect(),
                 color: colors.get(variant).cloned().unwrap_or_else(|| palette(0)),
                 emphasis: Emphasis::Normal,
@@ -786,6 +799,24 @@ fn against_params(data: &RunData) -> Option<Section> {
             Axis::new(c.title.to_lowercase(), c.unit),
             chart_lines,
         );
+        // The spread of the repeats at each point, as a whisker.
+        for (series, ((variant, _), pts)) in chart.series.iter_mut().zip(&lines) {
+            let mut low = vec![None; chart.x.len()];
+            let mut high = vec![None; chart.x.len()];
+            for (x, _, params) in pts {
+                let Some((lo, hi)) = spread(data, variant, params, c.of_run) else {
+                    continue;
+                };
+                if let Ok(i) = chart.x.binary_search_by(|v| v.total_cmp(x)) {
+                    low[i] = Some(lo);
+                    high[i] = Some(hi);
+                }
+            }
+            if low.iter().any(Option::is_some) {
+                series.low = Some(low);
+                series.high = Some(high);
+            }
+        }
         chart.points = true;
         if !numeric {
             chart.x_labels = Some(values.clone());

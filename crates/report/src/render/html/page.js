@@ -173,6 +173,29 @@
     };
   }
 
+  // The spread of repeats around the points of a line chart (a sweep): a whisker at each point.
+  function drawWhiskers(chart) {
+    return function (u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.lineWidth = 1.5 * devicePixelRatio;
+      chart.series.forEach(function (s, si) {
+        if (!s.low || !s.high || !u.series[si + 1].show) return;
+        ctx.strokeStyle = s.color;
+        chart.x.forEach(function (x, i) {
+          if (s.low[i] == null || s.high[i] == null) return;
+          var c = u.valToPos(x, "x", true), lo = u.valToPos(s.low[i], "y", true), hi = u.valToPos(s.high[i], "y", true), w = 5 * devicePixelRatio;
+          ctx.beginPath();
+          ctx.moveTo(c, lo); ctx.lineTo(c, hi);
+          ctx.moveTo(c - w, lo); ctx.lineTo(c + w, lo);
+          ctx.moveTo(c - w, hi); ctx.lineTo(c + w, hi);
+          ctx.stroke();
+        });
+      });
+      ctx.restore();
+    };
+  }
+
   // One legend entry per group (the repeats of a variant): the group's first series holds it, named
   // after the group; the others' entries are hidden, and they follow its show/hide.
   function groupLegend(u, chart) {
@@ -255,7 +278,7 @@
             ctx.restore();
           });
         }],
-        draw: drawn ? [drawBars(chart)] : [],
+        draw: drawn ? [drawBars(chart)] : chart.series.some(function (s) { return s.low; }) ? [drawWhiskers(chart)] : [],
         setSeries: [function (u, i, o) {
           // A group's legend entry shows or hides all its lines.
           if (grouping || i == null || !o || o.show === undefined) return;
