@@ -1236,6 +1236,35 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
         // Every table fits 1400 px.
         assert_eq!(status["wide_tables"], serde_json::json!([]), "{status}");
     }
+    // Zoomed in (as a drag does), the time axis gets new ticks by the same rules: round ones.
+    let zoomed = dir.join("zoomed.html");
+    let probe = r##"<script>
+setTimeout(function () {
+  var u = window.alloclensPlots["pss-over-time"];
+  u.setScale("x", { min: 0.123, max: 0.377 });
+  // uPlot redraws after the current task.
+  setTimeout(function () {
+    var pre = document.createElement("pre"); pre.id = "zoom-probe";
+    pre.textContent = JSON.stringify({ x: u.axes[0]._splits, labels: u.axes[0]._values });
+    document.body.appendChild(pre);
+  }, 100);
+}, 300);
+</script></body>"##;
+    std::fs::write(&zoomed, html.replace("</body>", probe)).unwrap();
+    if let Some(dom) = open_in_browser(&zoomed, "report-run-zoomed") {
+        let start = dom.find("id=\"zoom-probe\">").expect("probe ran") + "id=\"zoom-probe\">".len();
+        let text = &dom[start..start + dom[start..].find("</pre>").unwrap()];
+        let probe: Value = serde_json::from_str(&unescape(text)).unwrap();
+        let scale = serde_json::json!({"ticks": probe["x"], "labels": probe["labels"]});
+        assert_round_scale(
+            "zoomed pss-over-time",
+            &serde_json::json!({"unit": "seconds"}),
+            &scale,
+        );
+        let ticks = numbers(&probe["x"]);
+        assert!(ticks.len() >= 4, "{probe}");
+        assert!(ticks.iter().all(|t| (0.123..=0.377).contains(t)), "{probe}");
+    }
 }
 
 #[test]

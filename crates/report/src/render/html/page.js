@@ -303,6 +303,7 @@
   }
 
   var plots = [];
+  window.alloclensPlots = {};
   try {
     var data = JSON.parse(document.getElementById("report-data").textContent);
     var byId = {};
@@ -312,7 +313,10 @@
       var chart = byId[el.getAttribute("data-chart")];
       if (!chart) { status.errors.push("no data for chart " + el.getAttribute("data-chart")); return; }
       try {
-        plots.push([build(chart, el), el]);
+        var plot = build(chart, el);
+        plots.push([plot, el]);
+        // By id, for the browser tests (zooming) and for a reader's console.
+        window.alloclensPlots[chart.id] = plot;
         status.rendered++;
       } catch (e) {
         status.errors.push("chart " + chart.id + ": " + e);
