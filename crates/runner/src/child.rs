@@ -71,6 +71,9 @@ pub struct Started {
     pub stdout: Box<dyn Read + Send>,
     pub stderr: ChildStderr,
     pub started_at: Instant,
+    /// The same moment on the system clock (ns since the Unix epoch), to line a run up with other
+    /// samplers' records (results.json `runs[].start_unix_ns`).
+    pub started_unix_ns: u64,
 }
 
 /// Starts `command` in a process group of its own (so the whole group can be stopped), with stdin
@@ -132,6 +135,9 @@ pub fn spawn(
         });
     }
     let started_at = Instant::now();
+    let started_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let mut child = cmd.spawn()?;
     // The parent's copy of the pty slave went with `cmd`'s Stdio: only the tree holds it now, so
     // reading the master ends (EIO) when the last of them exits.
@@ -146,6 +152,7 @@ pub fn spawn(
         stdout,
         stderr,
         started_at,
+        started_unix_ns,
     })
 }
 

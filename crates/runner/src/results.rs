@@ -193,6 +193,9 @@ pub struct RunRecord {
     pub repeat: u32,
     pub command: Vec<String>,
     pub ending: Ending,
+    /// When the command was started, ns since the Unix epoch (system clock); None when it never
+    /// started. `t_s` of samples.csv and markers.csv counts from this moment.
+    pub start_unix_ns: Option<u64>,
     /// Seconds from start to the command's exit.
     pub wall: f64,
     /// CPU seconds of the whole tree (the command and every descendant that was waited for).

@@ -137,6 +137,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
     };
     let pid = started.child.id();
     let started_at = started.started_at;
+    let start_unix_ns = started.started_unix_ns;
     let watch = ctx.plan.marker.clone().map(|regex| MarkerWatch {
         regex,
         root: pid,
@@ -159,7 +160,9 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         w.done();
     }
     let sampler_cpu = procmem::thread_cpu_time().saturating_sub(sampler_cpu_before);
-    run.finish(wall, sampler_cpu)
+    let mut record = run.finish(wall, sampler_cpu);
+    record.start_unix_ns = Some(start_unix_ns);
+    record
 }
 
 /// Starts the threads that read the command's output and wait for its exit; they report on the
@@ -561,6 +564,7 @@ impl Run<'_, '_> {
             repeat: self.ctx.spec.repeat,
             command: self.ctx.command.clone(),
             ending: self.ending,
+            start_unix_ns: None,
             wall: wall_s,
             user: cpu.user.as_secs_f64(),
             sys: cpu.sys.as_secs_f64(),
@@ -645,6 +649,7 @@ pub(crate) fn not_run(ctx: &RunContext<'_>, message: String) -> RunRecord {
             spawn_error: Some(message),
             ..Ending::default()
         },
+        start_unix_ns: None,
         wall: 0.0,
         user: 0.0,
         sys: 0.0,

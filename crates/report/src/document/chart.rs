@@ -2,6 +2,8 @@
 //! plotters. A section describes *what* to plot once; each renderer decides *how*.
 use serde::Serialize;
 
+use super::ticks::{self, Scale};
+
 /// At most this many points per line of a series over time or calls; longer lines are decimated (min
 /// and max of each bucket kept, so peaks survive) to keep the page small and the browser fast.
 pub const MAX_POINTS_PER_LINE: usize = 2000;
@@ -59,11 +61,20 @@ pub enum Emphasis {
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
     pub label: String,
-    /// One value per entry of `Chart::x`; None where this line has no point.
+    /// One value per entry of `Chart::x`; None where this line has no point (the line goes on to
+    /// its next point, unless a break lies between).
     pub values: Vec<Option<f64>>,
     /// CSS colour, "#rrggbb".
     pub color: String,
     pub emphasis: Emphasis,
+    /// Indices of `Chart::x` where the line is broken: a stretch without samples (`from_sampled_lines`).
+    pub breaks: Vec<usize>,
+    /// Lines of one group (the repeats of a variant) share one legend entry, named after the group
+    /// and held by the group's first series; hiding it hides them all.
+    pub group: Option<String>,
+    /// The spread around each value (min and max of the repeats), drawn as a whisker.
+    pub low: Option<Vec<Option<f64>>>,
+    pub high: Option<Vec<Option<f64>>>,
 }
 
 /// A shaded range of x (a trace phase).
@@ -91,6 +102,19 @@ pub struct Chart {
     pub points: bool,
     /// Join the points with lines (false for histograms: a line between buckets means nothing).
     pub connect: bool,
+    /// A histogram: each value is a bar from its x to this right edge (the bucket's high end + 1).
+    pub bar_to: Option<Vec<f64>>,
+    /// Bars on a category axis (`x_labels`), one per x, with the spread as whiskers.
+    pub bars: bool,
+}
+
+/// A bar of a category chart: its name (on the x axis), value, spread (min, max) and colour.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub name: String,
+    pub value: f64,
+    pub spread: Option<(f64, f64)>,
+    pub color: String,
 }
 
 /// One line before alignment: its own (x, y) points in any order.
@@ -104,7 +128,7 @@ pub struct Line {
 
 impl Chart {
     /// Builds a chart from lines with unrelated x values: x is the union of all (after decimation),
-    /// and each series is None where it has no point (the page spans those gaps).
+    /// and each series is None where it has no point (the renderers join the points around it; `from_sampled_lines` marks real gaps).
     pub fn from_lines(
         id: impl Into<String>,
         title: impl Into<String>,
@@ -115,18 +139,20 @@ impl Chart {
         Chart::aligned(id, title, x_axis, y_axis, lines, MAX_POINTS_PER_LINE)
     }
 
-    /// A histogram: one unconnected point per bucket (x its low end, y its count), every point kept.
-    /// Callers with more than `MAX_HISTOGRAM_BARS` buckets merge them first (`merge_bars`).
+    /// A histogram: one bar per bucket, from its low end (x) to `bucket_end(x)` (its high end + 1),
+    /// every bucket kept. Callers with more than `MAX_HISTOGRAM_BARS` buckets merge them first
+    /// (`merge_bars`).
     pub fn histogram(
         id: impl Into<String>,
         title: impl Into<String>,
         x_axis: Axis,
         y_axis: Axis,
         lines: Vec<Line>,
+        bucket_end: impl Fn(f64) -> f64,
     ) -> Chart {
         let mut chart = Chart::aligned(id, title, x_axis, y_axis, lines, usize::MAX);
-        chart.points = true;
         chart.connect = false;
+        chart.bar_to = Some(chart.x.iter().map(|x| bucket_end(*x)).collect());
         chart
     }
 
@@ -167,6 +193,10 @@ impl Chart {
                     values,
                     color: l.color,
                     emphasis: l.emphasis,
+                    breaks: Vec::new(),
+                    group: None,
+                    low: None,
+                    high: None,
                 }
             })
             .collect();
@@ -181,6 +211,202 @@ impl Chart {
             bands: Vec::new(),
             points: false,
             connect: true,
+            bar_to: None,
+            bars: false,
+        }
+    }
+
+    /// Bars on a category axis: one bar per [`Bar`], in the order given
+    /// (best first makes a ranking), each its own series so that it keeps its variant's colour and
+    /// legend entry; `(low, high)` is the spread drawn as a whisker.
+    pub fn bars(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        y_axis: Axis,
+        bars: Vec<Bar>,
+    ) -> Chart {
+        let n = bars.len();
+        let names: Vec<String> = bars.iter().map(|b| b.name.clone()).collect();
+        let series = bars
+            .into_iter()
+            .enumerate()
+            .map(|(i, bar)| {
+                let at = |v: Option<f64>| {
+                    let mut out = vec![None; n];
+                    out[i] = v;
+                    out
+                };
+                Series {
+                    label: bar.name,
+                    values: at(Some(bar.value)),
+                    color: bar.color,
+                    emphasis: Emphasis::Normal,
+                    breaks: Vec::new(),
+                    group: None,
+                    low: bar.spread.map(|s| at(Some(s.0))),
+                    high: bar.spread.map(|s| at(Some(s.1))),
+                }
+            })
+            .collect();
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            x_axis: Axis::new("", Unit::Plain),
+            y_axis,
+            x: (0..n).map(|i| i as f64).collect(),
+            x_labels: Some(names),
+            series,
+            bands: Vec::new(),
+            points: false,
+            connect: false,
+            bar_to: None,
+            bars: true,
+        }
+    }
+
+    /// Like `from_lines`, for sampled lines: each line is broken where two of its consecutive samples
+    /// are more than `max_gap` apart in x (a stretch without samples), so no renderer draws a straight
+    /// line across it. The gaps are found in the samples before decimation (decimated points are
+    /// farther apart than the samples were).
+    pub fn from_sampled_lines(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        x_axis: Axis,
+        y_axis: Axis,
+        lines: Vec<Line>,
+        max_gap: f64,
+    ) -> Chart {
+        let mut cuts: Vec<(usize, f64)> = Vec::new();
+        if max_gap > 0.0 {
+            for (i, l) in lines.iter().enumerate() {
+                let mut xs: Vec<f64> = l
+                    .points
+                    .iter()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite())
+                    .map(|p| p.0)
+                    .collect();
+                xs.sort_by(f64::total_cmp);
+                cuts.extend(
+                    xs.windows(2)
+                        .filter(|w| w[1] - w[0] > max_gap)
+                        .map(|w| (i, (w[0] + w[1]) / 2.0)),
+                );
+            }
+        }
+        let mut chart = Chart::from_lines(id, title, x_axis, y_axis, lines);
+        chart.insert_breaks(cuts);
+        chart
+    }
+
+    /// Breaks series `i` at x for each `(i, x)`: x joins the axis (the other series have no point
+    /// there) and is listed in the series' `breaks`.
+    fn insert_breaks(&mut self, cuts: Vec<(usize, f64)>) {
+        if cuts.is_empty() {
+            return;
+        }
+        let mut x = self.x.clone();
+        x.extend(cuts.iter().map(|c| c.1));
+        x.sort_by(f64::total_cmp);
+        x.dedup();
+        let index = |v: f64| x.binary_search_by(|p| p.total_cmp(&v)).unwrap_or(0);
+        let remap = |values: &[Option<f64>], old_x: &[f64]| {
+            let mut out = vec![None; x.len()];
+            for (ox, v) in old_x.iter().zip(values) {
+                out[index(*ox)] = *v;
+            }
+            out
+        };
+        for s in &mut self.series {
+            s.values = remap(&s.values, &self.x);
+            s.low = s.low.as_ref().map(|l| remap(l, &self.x));
+            s.high = s.high.as_ref().map(|h| remap(h, &self.x));
+            s.breaks = s.breaks.iter().map(|b| index(self.x[*b])).collect();
+        }
+        for (si, at) in cuts {
+            let i = index(at);
+            self.series[si].breaks.push(i);
+        }
+        for s in &mut self.series {
+            s.breaks.sort_unstable();
+            s.breaks.dedup();
+        }
+        self.x = x;
+    }
+
+    /// Puts each series in the legend group `group(label)`, e.g. the repeats of a variant.
+    pub fn group_by(&mut self, group: impl Fn(&Series) -> Option<String>) {
+        for s in &mut self.series {
+            s.group = group(s);
+        }
+    }
+
+    /// The extent, ticks and tick labels of the x axis (`ticks`), as every renderer draws them.
+    pub fn x_scale(&self) -> Scale {
+        if let Some(names) = &self.x_labels {
+            return ticks::categories(names);
+        }
+        let (lo, hi) = extent(
+            self.x
+                .iter()
+                .copied()
+                .chain(self.bar_to.iter().flatten().copied()),
+            self.x_axis.log,
+        );
+        if self.x_axis.log {
+            // A histogram's first bucket [0, w) starts at w/2 on a log axis (0 is not on it).
+            let lo = match &self.bar_to {
+                Some(to) => self
+                    .x
+                    .iter()
+                    .zip(to)
+                    .map(|(x, t)| if *x > 0.0 { *x } else { t / 2.0 })
+                    .fold(f64::INFINITY, f64::min),
+                None => lo,
+            };
+            let mut scale = ticks::log(self.x_axis.unit, lo, hi, ticks::X_TICKS);
+            // No tick inside a bucket that starts at 0: it would read as the bucket's low end.
+            if let (Some(to), Some(0.0)) = (&self.bar_to, self.x.first()) {
+                let first_end = to[0];
+                let keep: Vec<bool> = scale.ticks.iter().map(|t| *t >= first_end).collect();
+                let mut k = keep.iter();
+                scale.ticks.retain(|_| *k.next().unwrap_or(&true));
+                let mut k = keep.iter();
+                scale.labels.retain(|_| *k.next().unwrap_or(&true));
+            }
+            return scale;
+        }
+        let whole = self.x.len() <= 64 && self.x.iter().all(|v| v.fract() == 0.0);
+        // Parameter sweeps are padded by half a step so the first and last points are not on the frame.
+        let mut scale = ticks::linear(self.x_axis.unit, lo, hi, ticks::X_TICKS, whole, false);
+        if self.points && hi > lo {
+            let pad = (hi - lo) * 0.04;
+            scale.min = lo - pad;
+            scale.max = hi + pad;
+        }
+        scale
+    }
+
+    /// The extent, ticks and labels of the value axis: from 0 (linear), round steps, every value
+    /// and whisker inside.
+    pub fn y_scale(&self) -> Scale {
+        let values = self.series.iter().flat_map(|s| {
+            s.values
+                .iter()
+                .chain(s.low.iter().flatten())
+                .chain(s.high.iter().flatten())
+                .flatten()
+                .copied()
+        });
+        let (lo, hi) = extent(values, self.y_axis.log);
+        if self.y_axis.log {
+            let mut scale = ticks::log(self.y_axis.unit, lo, hi, ticks::Y_TICKS);
+            // A bar as tall as the axis' lowest value would have no height: start below it.
+            if self.bar_to.is_some() && scale.min >= lo {
+                scale.min = lo / 2.0;
+            }
+            scale
+        } else {
+            ticks::linear(self.y_axis.unit, lo, hi, ticks::Y_TICKS, false, true)
         }
     }
 
@@ -190,6 +416,15 @@ impl Chart {
             .iter()
             .any(|s| s.values.iter().any(Option::is_some))
     }
+}
+
+/// The smallest and largest finite values (positive ones only for a log axis); (inf, -inf) if none.
+fn extent(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    values
+        .filter(|v| v.is_finite() && (!log || *v > 0.0))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
 }
 
 /// Keeps at most about `max` points: the first and last, and per bucket the minimum and the maximum, in
@@ -315,9 +550,41 @@ mod tests {
                 color: palette(0),
                 emphasis: Emphasis::Normal,
             }],
+            |x| x + 1.0,
         );
         assert_eq!(chart.x.len(), points.len());
-        assert!(chart.points && !chart.connect);
+        assert_eq!(chart.bar_to.as_ref().unwrap()[7], 8.0);
+        assert!(!chart.connect);
+    }
+
+    #[test]
+    fn sampled_lines_break_at_real_gaps_only_even_when_decimated() {
+        // 30 000 samples 20 ms apart (decimated to 2000 points), with no sample from 100 s to 101 s.
+        let points: Vec<(f64, f64)> = (0..30_000)
+            .map(|i| i as f64 * 0.02)
+            .filter(|t| !(100.0..101.0).contains(t))
+            .map(|t| (t, t.sin()))
+            .collect();
+        let line = |points| Line {
+            label: "run".into(),
+            points,
+            color: palette(0),
+            emphasis: Emphasis::Normal,
+        };
+        let chart = Chart::from_sampled_lines(
+            "c",
+            "c",
+            Axis::new("t", Unit::Seconds),
+            Axis::new("b", Unit::Bytes),
+            vec![line(points), line(vec![(0.0, 1.0), (0.05, 2.0)])],
+            0.1,
+        );
+        let breaks: Vec<f64> = chart.series[0].breaks.iter().map(|i| chart.x[*i]).collect();
+        assert_eq!(breaks.len(), 1, "{breaks:?}");
+        assert!(breaks[0] > 99.98 && breaks[0] < 101.0, "{breaks:?}");
+        assert_eq!(chart.series[0].values[chart.series[0].breaks[0]], None);
+        assert!(chart.series[1].breaks.is_empty());
+        assert!(chart.x.len() <= 2003);
     }
 
     #[test]

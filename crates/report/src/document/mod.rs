@@ -3,6 +3,7 @@
 //! module of `sections/`; the renderers (`render::html`, `exports::figures`) know nothing about runs or traces.
 //! Blocks hold plain text only, so a renderer escapes everything in one place.
 pub mod chart;
+pub mod ticks;
 
 use chart::Chart;
 

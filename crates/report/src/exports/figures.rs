@@ -4,13 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::document::chart::{Chart, Emphasis};
+use crate::document::chart::{Chart, Emphasis, Series};
+use crate::document::ticks::Scale;
 use crate::document::Document;
-use crate::format::format_value;
 
 pub const FIGURE_WIDTH: u32 = 1200;
 pub const FIGURE_HEIGHT: u32 = 700;
@@ -100,71 +102,120 @@ fn parse_color(hex: &str) -> RGBColor {
     RGBColor(c(0), c(2), c(4))
 }
 
-/// Range of the positive or all values, padded, never empty.
-fn range(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
-        lo = lo.min(v);
-        hi = hi.max(v);
+/// An axis with our round ticks (`document::ticks`) as its only key points (grid lines and labels).
+/// plotters' own `WithKeyPoints` loses the f64 label formatter, hence this wrapper.
+struct Ticked<R: Ranged<ValueType = f64>> {
+    inner: R,
+    ticks: Vec<f64>,
+}
+
+impl<R: Ranged<ValueType = f64>> Ranged for Ticked<R> {
+    type ValueType = f64;
+    type FormatOption = DefaultFormatting;
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
     }
-    if !lo.is_finite() {
-        return (if log { 1.0 } else { 0.0 }, 1.0);
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
     }
-    if log {
-        return (lo / 1.5, hi * 1.5);
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
     }
-    if from_zero && lo >= 0.0 {
-        lo = 0.0;
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.inner.axis_pixel_range(limit)
     }
-    if hi <= lo {
-        hi = lo + 1.0;
+}
+
+/// The points of each unbroken stretch of a series (split at its breaks), positive only on log axes.
+fn segments(chart: &Chart, s: &Series) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for (i, (x, y)) in chart.x.iter().zip(&s.values).enumerate() {
+        if s.breaks.binary_search(&i).is_ok() && !out.last().is_some_and(Vec::is_empty) {
+            out.push(Vec::new());
+        }
+        let Some(y) = y else { continue };
+        if (!chart.x_axis.log || *x > 0.0) && (!chart.y_axis.log || *y > 0.0) {
+            if let Some(last) = out.last_mut() {
+                last.push((*x, *y));
+            }
+        }
     }
-    let pad = (hi - lo) * 0.04;
-    (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad)
+    out.retain(|seg| !seg.is_empty());
+    out
+}
+
+/// Whether series `i` holds a legend entry: no group, or the first series of its group.
+fn in_legend(chart: &Chart, i: usize) -> bool {
+    match &chart.series[i].group {
+        None => true,
+        Some(g) => !chart.series[..i]
+            .iter()
+            .any(|s| s.group.as_ref() == Some(g)),
+    }
 }
 
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (x0, x1) = match &chart.x_labels {
-        Some(labels) => (-0.5, labels.len() as f64 - 0.5),
-        None => range(chart.x.iter().copied(), chart.x_axis.log, false),
-    };
-    let (y0, y1) = range(
-        chart
-            .series
-            .iter()
-            .flat_map(|s| s.values.iter().flatten().copied()),
-        chart.y_axis.log,
-        true,
-    );
+    // The same extent and round ticks as the HTML page (document::ticks).
+    let (xs, ys) = (chart.x_scale(), chart.y_scale());
+    let (x0, x1, y0, y1) = (xs.min, xs.max, ys.min, ys.max);
     let mut builder = ChartBuilder::on(root);
     builder
         .caption(&chart.title, (FONT_NAME, 26))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(100);
-    // A sweep over whole numbers (threads, workers) gets ticks only at whole numbers.
-    let whole_x = chart.x.len() <= 64 && chart.x.iter().all(|v| v.fract() == 0.0);
-    let x_fmt = |v: &f64| match &chart.x_labels {
-        Some(labels) if v.fract().abs() < 1e-9 && *v >= 0.0 => {
-            labels.get(*v as usize).cloned().unwrap_or_default()
-        }
-        Some(_) => String::new(),
-        None if whole_x && v.fract().abs() > 1e-9 => String::new(),
-        None => format_value(chart.x_axis.unit, *v),
+    let tick_label = |scale: &Scale, v: &f64| {
+        scale
+            .ticks
+            .iter()
+            .position(|t| (t - v).abs() <= 1e-9 * t.abs().max(1e-300))
+            .map(|i| scale.labels[i].clone())
+            .unwrap_or_default()
     };
-    let y_fmt = |v: &f64| format_value(chart.y_axis.unit, *v);
+    let x_fmt = |v: &f64| tick_label(&xs, v);
+    // The right end of a bar starting at `left` one pixel wide at least (a 16 B bucket near 64 KiB
+    // on a log axis is a fraction of a pixel, and plotters would draw nothing).
+    let pixel = 1.0 / f64::from(FIGURE_WIDTH - 140);
+    let at_least_a_pixel = |left: f64| {
+        if chart.x_axis.log {
+            left * (x1 / x0).powf(pixel)
+        } else {
+            left + (x1 - x0) * pixel
+        }
+    };
+    let y_fmt = |v: &f64| tick_label(&ys, v);
     // Log and linear axes are different coordinate types in plotters, hence four arms.
     macro_rules! plot {
         ($xr:expr, $yr:expr) => {{
-            let mut ctx = builder.build_cartesian_2d($xr, $yr).map_err(|e| err(&e))?;
+            let mut ctx = builder
+                .build_cartesian_2d(
+                    Ticked {
+                        inner: $xr,
+                        ticks: xs.ticks.clone(),
+                    },
+                    Ticked {
+                        inner: $yr,
+                        ticks: ys.ticks.clone(),
+                    },
+                )
+                .map_err(|e| err(&e))?;
             ctx.configure_mesh()
                 .x_desc(&chart.x_axis.label)
                 .y_desc(&chart.y_axis.label)
                 .x_label_formatter(&x_fmt)
                 .y_label_formatter(&y_fmt)
-                .x_labels(chart.x_labels.as_ref().map_or(12, |l| l.len().clamp(2, 24)))
+                .x_labels(xs.ticks.len().max(2))
+                .y_labels(ys.ticks.len().max(2))
                 .label_style((FONT_NAME, 15))
                 .axis_desc_style((FONT_NAME, 17))
                 .light_line_style(RGBColor(240, 240, 240))
@@ -182,7 +233,8 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
                 )))
                 .map_err(|e| err(&e))?;
             }
-            for s in &chart.series {
+            let overlaid = chart.series.len() > 1;
+            for (si, s) in chart.series.iter().enumerate() {
                 let color = parse_color(&s.color);
                 let (alpha, width) = match s.emphasis {
                     Emphasis::Bold => (1.0, 3),
@@ -190,27 +242,78 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
                     Emphasis::Faint => (0.35, 1),
                 };
                 let style = color.mix(alpha).stroke_width(width);
-                let points: Vec<(f64, f64)> = chart
-                    .x
-                    .iter()
-                    .zip(&s.values)
-                    .filter_map(|(x, y)| Some((*x, (*y)?)))
-                    .filter(|(x, y)| {
-                        (!chart.x_axis.log || *x > 0.0) && (!chart.y_axis.log || *y > 0.0)
-                    })
-                    .collect();
                 let legend_style = style;
-                let line: Vec<(f64, f64)> = if chart.connect {
-                    points.clone()
-                } else {
-                    Vec::new()
+                let mut drawn = Vec::new();
+                if chart.bars || chart.bar_to.is_some() {
+                    // Bars: a category bar 0.7 wide with its whisker, or a histogram bucket.
+                    let fill = color.mix(if overlaid && !chart.bars { 0.6 } else { 0.85 });
+                    for (i, (x, v)) in chart.x.iter().zip(&s.values).enumerate() {
+                        let Some(v) = v else { continue };
+                        let (left, right) = match &chart.bar_to {
+                            Some(to) => {
+                                let left = (if *x > 0.0 { *x } else { x0 }).max(x0);
+                                (left, to[i].min(x1).max(at_least_a_pixel(left)))
+                            }
+                            None => (x - 0.35, x + 0.35),
+                        };
+                        drawn.push(Rectangle::new([(left, y0), (right, *v)], fill.filled()));
+                    }
+                    let whiskers: Vec<PathElement<(f64, f64)>> = match (&s.low, &s.high) {
+                        (Some(low), Some(high)) => chart
+                            .x
+                            .iter()
+                            .zip(low.iter().zip(high))
+                            .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
+                            .flat_map(|(x, l, h)| {
+                                let w = BLACK.stroke_width(2);
+                                [
+                                    PathElement::new(vec![(x, l), (x, h)], w),
+                                    PathElement::new(vec![(x - 0.1, l), (x + 0.1, l)], w),
+                                    PathElement::new(vec![(x - 0.1, h), (x + 0.1, h)], w),
+                                ]
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    let anno = ctx.draw_series(drawn).map_err(|e| err(&e))?;
+                    anno.label(s.label.as_str()).legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 6), (x + 20, y + 6)], fill.filled())
+                    });
+                    ctx.draw_series(whiskers).map_err(|e| err(&e))?;
+                    continue;
+                }
+                // The spread of repeats at each point of a sweep, in the line's colour.
+                let cap = (x1 - x0) * 0.006;
+                let whiskers: Vec<PathElement<(f64, f64)>> = match (&s.low, &s.high) {
+                    (Some(low), Some(high)) => chart
+                        .x
+                        .iter()
+                        .zip(low.iter().zip(high))
+                        .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
+                        .flat_map(|(x, l, h)| {
+                            let w = color.stroke_width(2);
+                            [
+                                PathElement::new(vec![(x, l), (x, h)], w),
+                                PathElement::new(vec![(x - cap, l), (x + cap, l)], w),
+                                PathElement::new(vec![(x - cap, h), (x + cap, h)], w),
+                            ]
+                        })
+                        .collect(),
+                    _ => Vec::new(),
                 };
-                ctx.draw_series(LineSeries::new(line, style))
-                    .map_err(|e| err(&e))?
-                    .label(s.label.as_str())
-                    .legend(move |(x, y)| {
+                ctx.draw_series(whiskers).map_err(|e| err(&e))?;
+                let segs = segments(chart, s);
+                let points: Vec<(f64, f64)> = segs.iter().flatten().copied().collect();
+                let lines = if chart.connect { segs } else { Vec::new() };
+                let anno = ctx
+                    .draw_series(lines.into_iter().map(|seg| PathElement::new(seg, style)))
+                    .map_err(|e| err(&e))?;
+                if in_legend(chart, si) {
+                    let name = s.group.clone().unwrap_or_else(|| s.label.clone());
+                    anno.label(name).legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], legend_style)
                     });
+                }
                 if chart.points {
                     ctx.draw_series(
                         points
@@ -229,11 +332,13 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
                 .map_err(|e| err(&e))?;
         }};
     }
+    let lin = |a: f64, b: f64| RangedCoordf64::from(a..b);
+    let log = |a: f64, b: f64| -> LogCoord<f64> { (a..b).log_scale().into() };
     match (chart.x_axis.log, chart.y_axis.log) {
-        (false, false) => plot!(x0..x1, y0..y1),
-        (true, false) => plot!((x0..x1).log_scale(), y0..y1),
-        (false, true) => plot!(x0..x1, (y0..y1).log_scale()),
-        (true, true) => plot!((x0..x1).log_scale(), (y0..y1).log_scale()),
+        (false, false) => plot!(lin(x0, x1), lin(y0, y1)),
+        (true, false) => plot!(log(x0, x1), lin(y0, y1)),
+        (false, true) => plot!(lin(x0, x1), log(y0, y1)),
+        (true, true) => plot!(log(x0, x1), log(y0, y1)),
     }
     Ok(())
 }

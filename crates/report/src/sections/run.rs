@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use runner::results_dir::{MarkerRow, SampleRow};
-use runner::RunRecord;
+use runner::{RunRecord, VariantSummary};
 
-use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::document::chart::{palette, Axis, Bar, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
 use crate::run_data::RunData;
@@ -18,7 +18,9 @@ impl Reportable for RunData {
         let r = &self.results;
         let title = format!("alloclens run: {}", r.command.join(" "));
         let mut sections = vec![reproduce(self), summary(self)];
+        sections.extend(compared(self));
         sections.extend(memory_over_time(self));
+        sections.extend(pss_and_rss(self));
         sections.extend(super::run_ksm::ksm(self));
         sections.extend(per_event(self));
         sections.extend(against_params(self));
@@ -283,20 +285,102 @@ fn chart_suffix(i: usize, n: usize) -> String {
     }
 }
 
-fn memory_over_time(data: &RunData) -> Option<Section> {
+/// A stretch of more than this many sampling intervals without a sample breaks the lines (the
+/// sampler was held up, or the tree was not readable): a line drawn across would show values never read.
+const GAP_INTERVALS: f64 = 5.0;
+
+/// Runs in drawing order: by variant (results.json order), the variant's median repeat first, so it
+/// holds the variant's legend entry.
+fn in_legend_order<'a>(data: &RunData, runs: &[&'a RunRecord]) -> Vec<&'a RunRecord> {
+    let bold = median_runs(runs);
+    let variants = &data.results.variants;
+    let rank = |v: &str| {
+        variants
+            .iter()
+            .position(|x| x.label == v)
+            .unwrap_or_else(|| {
+                variants.len()
+                    + data
+                        .results
+                        .runs
+                        .iter()
+                        .position(|r| r.variant == v)
+                        .unwrap_or(0)
+            })
+    };
+    let mut out = runs.to_vec();
+    out.sort_by_key(|r| (rank(&r.variant), !bold.contains(&r.index), r.repeat));
+    out
+}
+
+/// A total of samples.csv over time, one line per run (colour per variant, one legend entry per
+/// variant), broken where samples are missing.
+fn total_chart(
+    data: &RunData,
+    id: String,
+    title: String,
+    runs: &[&RunRecord],
+    name: &str,
+    pick: fn(&SampleRow) -> u64,
+) -> Chart {
     let colors = colors(data);
     let totals = totals(data);
+    let bold = median_runs(runs);
+    let repeats = data.results.repeats.max(1) as usize;
+    let lines = in_legend_order(data, runs)
+        .iter()
+        .map(|run| Line {
+            label: run_label(run),
+            points: totals
+                .get(&run.index)
+                .map(|rows| rows.iter().map(|r| (r.t_s, pick(r) as f64)).collect())
+                .unwrap_or_default(),
+            color: colors
+                .get(&run.variant)
+                .cloned()
+                .unwrap_or_else(|| palette(0)),
+            emphasis: emphasis(run, &bold, repeats),
+        })
+        .collect();
+    let mut chart = Chart::from_sampled_lines(
+        id,
+        title,
+        Axis::new("time since start", Unit::Seconds),
+        Axis::new(format!("total {name}"), Unit::Bytes),
+        lines,
+        GAP_INTERVALS * data.results.interval_s,
+    );
+    let variant_of: BTreeMap<usize, String> =
+        runs.iter().map(|r| (r.index, r.variant.clone())).collect();
+    let labels: BTreeMap<String, usize> = runs.iter().map(|r| (run_label(r), r.index)).collect();
+    chart.group_by(|s| {
+        labels
+            .get(&s.label)
+            .and_then(|i| variant_of.get(i))
+            .cloned()
+    });
+    chart
+}
+
+fn memory_over_time(data: &RunData) -> Option<Section> {
     let order = param_order(data);
     let points = points(data);
+    let repeats = data.results.repeats.max(1);
     let mut s = Section::new("memory", "Memory of the process tree over time");
-    s.push(Block::Paragraph(
-        "Sum over the command and all its descendants at each sample. One line per run; with repeats, \
-         the repeat with the median peak PSS is bold and the others are faint."
-            .into(),
-    ));
+    s.push(Block::Paragraph(format!(
+        "Sum over the command and all its descendants at each sample. One line per run, one colour and \
+         one legend entry per variant{}; a line is broken where no sample was taken for more than {} \
+         sampling intervals. VSS is the address space reserved, mapped or not.",
+        if repeats > 1 {
+            format!(
+                " (its {repeats} repeats: the one with the median peak PSS bold, the others thin)"
+            )
+        } else {
+            String::new()
+        },
+        GAP_INTERVALS
+    )));
     for (i, (params, runs)) in points.iter().enumerate() {
-        let bold = median_runs(runs);
-        let repeats = data.results.repeats.max(1) as usize;
         let point = point_name(params, &order);
         for (metric, name, pick) in [
             (
@@ -305,35 +389,267 @@ fn memory_over_time(data: &RunData) -> Option<Section> {
                 (|s: &SampleRow| s.pss) as fn(&SampleRow) -> u64,
             ),
             ("rss", "RSS", |s: &SampleRow| s.rss),
+            ("vss", "VSS", |s: &SampleRow| s.vss),
         ] {
-            let lines = runs
-                .iter()
-                .map(|run| Line {
-                    label: run_label(run),
-                    points: totals
-                        .get(&run.index)
-                        .map(|rows| rows.iter().map(|r| (r.t_s, pick(r) as f64)).collect())
-                        .unwrap_or_default(),
-                    color: colors
-                        .get(&run.variant)
-                        .cloned()
-                        .unwrap_or_else(|| palette(0)),
-                    emphasis: emphasis(run, &bold, repeats),
-                })
-                .collect();
             let title = if point.is_empty() {
                 format!("Total {name} over time")
             } else {
                 format!("Total {name} over time, {point}")
             };
-            s.push_chart(Chart::from_lines(
+            s.push_chart(total_chart(
+                data,
                 format!("{metric}-over-time{}", chart_suffix(i, points.len())),
                 title,
-                Axis::new("time since start", Unit::Seconds),
-                Axis::new(format!("total {name}"), Unit::Bytes),
-                lines,
+                runs,
+                name,
+                pick,
             ));
         }
+    }
+    (s.blocks.len() > 1).then_some(s)
+}
+
+/// Per variant (and point), the PSS and RSS of its median run on one plot: RSS counts shared pages
+/// in full in every process, PSS shares them out, so the gap between them is the sharing.
+fn pss_and_rss(data: &RunData) -> Option<Section> {
+    let order = param_order(data);
+    let points = points(data);
+    let colors = colors(data);
+    let totals = totals(data);
+    let mut s = Section::new("pss-rss", "PSS and RSS per variant");
+    s.push(Block::Paragraph(
+        "The median run of each variant (by peak PSS): PSS (bold, the variant's colour) and RSS (grey) \
+         of the whole tree. RSS counts pages shared between processes once per process, PSS shares \
+         them out: the distance between the lines is the sharing."
+            .into(),
+    ));
+    for (i, (params, runs)) in points.iter().enumerate() {
+        let point = point_name(params, &order);
+        let bold = median_runs(runs);
+        for run in in_legend_order(data, runs)
+            .into_iter()
+            .filter(|r| bold.contains(&r.index))
+        {
+            let rows = totals.get(&run.index).cloned().unwrap_or_default();
+            let line = |label: &str, color: String, emphasis, pick: fn(&SampleRow) -> u64| Line {
+                label: label.into(),
+                points: rows.iter().map(|r| (r.t_s, pick(r) as f64)).collect(),
+                color,
+                emphasis,
+            };
+            let color = colors
+                .get(&run.variant)
+                .cloned()
+                .unwrap_or_else(|| palette(0));
+            s.push_chart(Chart::from_sampled_lines(
+                format!(
+                    "pss-rss-{}{}",
+                    slug(&run.variant),
+                    chart_suffix(i, points.len())
+                ),
+                format!(
+                    "PSS and RSS of {}{}",
+                    run_label(run),
+                    if point.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {point}")
+                    }
+                ),
+                Axis::new("time since start", Unit::Seconds),
+                Axis::new("total", Unit::Bytes),
+                vec![
+                    line("PSS", color, Emphasis::Bold, |r| r.pss),
+                    line("RSS", "#7f7f7f".into(), Emphasis::Normal, |r| r.rss),
+                ],
+                GAP_INTERVALS * data.results.interval_s,
+            ));
+        }
+    }
+    (s.blocks.len() > 1).then_some(s)
+}
+
+/// A figure of the variants compared: its name, unit, whether more is better, its median (from
+/// results.json's summary) and its value in one run (for the spread).
+struct Compared {
+    id: &'static str,
+    title: &'static str,
+    unit: Unit,
+    higher_is_better: bool,
+    median: fn(&VariantSummary) -> Option<f64>,
+    of_run: fn(&RunRecord) -> Option<f64>,
+}
+
+const COMPARED: &[Compared] = &[
+    Compared {
+        id: "throughput",
+        title: "Throughput",
+        unit: Unit::Rate,
+        higher_is_better: true,
+        median: |v| v.throughput_median,
+        of_run: |r| r.throughput,
+    },
+    Compared {
+        id: "wall",
+        title: "Wall time",
+        unit: Unit::Seconds,
+        higher_is_better: false,
+        median: |v| v.wall_median,
+        of_run: |r| Some(r.wall),
+    },
+    Compared {
+        id: "peak-pss",
+        title: "Peak PSS",
+        unit: Unit::Bytes,
+        higher_is_better: false,
+        median: |v| v.peak_pss_median,
+        of_run: |r| Some(r.memory.pss.peak as f64),
+    },
+    Compared {
+        id: "mean-pss",
+        title: "Mean PSS",
+        unit: Unit::Bytes,
+        higher_is_better: false,
+        median: |v| v.mean_pss_median,
+        of_run: |r| Some(r.memory.pss.mean),
+    },
+    Compared {
+        id: "peak-rss",
+        title: "Peak RSS",
+        unit: Unit::Bytes,
+        higher_is_better: false,
+        median: |v| v.peak_rss_median,
+        of_run: |r| Some(r.memory.rss.peak as f64),
+    },
+    Compared {
+        id: "mean-rss",
+        title: "Mean RSS",
+        unit: Unit::Bytes,
+        higher_is_better: false,
+        median: |v| v.mean_rss_median,
+        of_run: |r| Some(r.memory.rss.mean),
+    },
+];
+
+/// The smallest and largest value of a figure over the successful runs of a variant at a point,
+/// when there are at least two.
+fn spread(
+    data: &RunData,
+    variant: &str,
+    params: &BTreeMap<String, String>,
+    of_run: fn(&RunRecord) -> Option<f64>,
+) -> Option<(f64, f64)> {
+    let values: Vec<f64> = data
+        .results
+        .runs
+        .iter()
+        .filter(|r| r.variant == variant && r.params == *params && r.ending.ok())
+        .filter_map(of_run)
+        .collect();
+    (values.len() > 1).then(|| {
+        values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, x| {
+                (a.0.min(*x), a.1.max(*x))
+            })
+    })
+}
+
+/// The variants side by side: per figure, one bar per variant (its median over the repeats), best
+/// first, with the spread of the successful repeats (min to max) as a whisker; and a ranking line.
+/// With a swept parameter, the same figures are lines against it (`against_params`).
+fn compared(data: &RunData) -> Option<Section> {
+    // One variant has nothing to be compared with; a sweep has its lines against the parameter.
+    if !data.results.params.is_empty()
+        || data.results.summary.is_empty()
+        || data.results.summary[0].variants.len() < 2
+    {
+        return None;
+    }
+    let colors = colors(data);
+    let mut s = Section::new("compared", "Variants compared");
+    let repeats = data.results.repeats.max(1);
+    s.push(Block::Paragraph(format!(
+        "Per figure, one bar per variant, best first: the median over its successful runs{}.",
+        if repeats > 1 {
+            ", the whisker from the smallest to the largest repeat"
+        } else {
+            ""
+        }
+    )));
+    let group = &data.results.summary[0];
+    let mut charts = Vec::new();
+    // Ranking table: one column per figure, row i = the i-th best variant.
+    let mut headers = vec!["rank".to_string()];
+    let mut columns: Vec<Vec<String>> = Vec::new();
+    for c in COMPARED {
+        let mut bars: Vec<Bar> = group
+            .variants
+            .iter()
+            .filter_map(|v| {
+                let median = (c.median)(v)?;
+                let spread = spread(data, &v.variant, &group.params, c.of_run);
+                let color = colors
+                    .get(&v.variant)
+                    .cloned()
+                    .unwrap_or_else(|| palette(0));
+                Some(Bar {
+                    name: v.variant.clone(),
+                    value: median,
+                    spread,
+                    color,
+                })
+            })
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        bars.sort_by(|a, b| {
+            if c.higher_is_better {
+                b.value.total_cmp(&a.value)
+            } else {
+                a.value.total_cmp(&b.value)
+            }
+        });
+        headers.push(format!(
+            "{} ({} is better)",
+            c.title,
+            if c.higher_is_better {
+                "higher"
+            } else {
+                "lower"
+            }
+        ));
+        columns.push(
+            bars.iter()
+                .map(|b| format!("{} {}", b.name, format::format_value(c.unit, b.value)))
+                .collect(),
+        );
+        charts.push(Chart::bars(
+            format!("{}-by-variant", c.id),
+            format!("{}, best first", c.title),
+            Axis::new(c.title.to_lowercase(), c.unit),
+            bars,
+        ));
+    }
+    let ranks = columns.iter().map(Vec::len).max().unwrap_or(0);
+    s.push(Block::Table(Table {
+        caption: Some("Ranking: per figure, the variants from best to worst (medians)".into()),
+        headers,
+        rows: (0..ranks)
+            .map(|i| {
+                std::iter::once((i + 1).to_string())
+                    .chain(
+                        columns
+                            .iter()
+                            .map(|c| c.get(i).cloned().unwrap_or_default()),
+                    )
+                    .collect()
+            })
+            .collect(),
+    }));
+    for chart in charts {
+        s.push_chart(chart);
     }
     (s.blocks.len() > 1).then_some(s)
 }
@@ -353,6 +669,7 @@ fn per_event(data: &RunData) -> Option<Section> {
         }
     }
     let runs: Vec<&RunRecord> = data.results.runs.iter().collect();
+    let runs = in_legend_order(data, &runs);
     let bold = median_runs(&runs);
     let repeats = data.results.repeats.max(1) as usize;
     let mut s = Section::new("events", "Memory per event");
@@ -387,6 +704,16 @@ fn per_event(data: &RunData) -> Option<Section> {
             })
             .filter(|l| !l.points.is_empty())
             .collect();
+        let groups: BTreeMap<String, String> = runs
+            .iter()
+            .map(|run| {
+                let suffix = params_suffix(run, data);
+                (
+                    format!("{}{suffix}", run_label(run)),
+                    format!("{}{suffix}", run.variant),
+                )
+            })
+            .collect();
         let mut chart = Chart::from_lines(
             format!("{metric}-per-event"),
             format!("{name} per event"),
@@ -395,6 +722,7 @@ fn per_event(data: &RunData) -> Option<Section> {
             lines,
         );
         chart.x_labels = Some(labels.clone());
+        chart.group_by(|s| groups.get(&s.label).cloned());
         s.push_chart(chart);
     }
     Some(s)
@@ -409,9 +737,6 @@ fn params_suffix(run: &RunRecord, data: &RunData) -> String {
     }
 }
 
-/// x (the parameter's value), median throughput, median peak PSS.
-type ParamPoint = (f64, Option<f64>, Option<f64>);
-
 fn against_params(data: &RunData) -> Option<Section> {
     let order = param_order(data);
     let first = order.first()?;
@@ -425,8 +750,9 @@ fn against_params(data: &RunData) -> Option<Section> {
             values.iter().position(|x| x == v).map(|i| i as f64)
         }
     };
-    // One line per variant and per combination of the other parameters.
-    let mut lines: BTreeMap<(String, String), Vec<ParamPoint>> = BTreeMap::new();
+    // One line per variant and per combination of the other parameters: (x, its summary).
+    type Point<'a> = (f64, &'a VariantSummary, &'a BTreeMap<String, String>);
+    let mut lines: BTreeMap<(String, String), Vec<Point>> = BTreeMap::new();
     for g in &data.results.summary {
         let Some(x) = g.params.get(first).and_then(|v| x_of(v)) else {
             continue;
@@ -436,23 +762,20 @@ fn against_params(data: &RunData) -> Option<Section> {
             lines
                 .entry((v.variant.clone(), rest.clone()))
                 .or_default()
-                .push((x, v.throughput_median, v.peak_pss_median));
+                .push((x, v, &g.params));
         }
     }
     let mut s = Section::new("parameters", format!("Against {first}"));
     s.push(Block::Paragraph(format!(
-        "Medians over the repeats at each value of {first}."
+        "Medians over the repeats at each value of {first}, one line per variant{}; with repeats, a \
+         whisker from the smallest to the largest.",
+        if order.len() > 1 {
+            " and combination of the other parameters"
+        } else {
+            ""
+        }
     )));
-    for (metric, title, unit, pick) in [
-        (
-            "throughput",
-            "Throughput",
-            Unit::Rate,
-            (|p: &(f64, Option<f64>, Option<f64>)| p.1)
-                as fn(&(f64, Option<f64>, Option<f64>)) -> Option<f64>,
-        ),
-        ("peak-pss", "Peak PSS", Unit::Bytes, |p| p.2),
-    ] {
+    for c in COMPARED {
         let chart_lines = lines
             .iter()
             .map(|((variant, rest), pts)| Line {
@@ -461,18 +784,39 @@ fn against_params(data: &RunData) -> Option<Section> {
                 } else {
                     format!("{variant} {rest}")
                 },
-                points: pts.iter().filter_map(|p| Some((p.0, pick(p)?))).collect(),
+                points: pts
+                    .iter()
+                    .filter_map(|(x, v, _)| Some((*x, (c.median)(v)?)))
+                    .collect(),
                 color: colors.get(variant).cloned().unwrap_or_else(|| palette(0)),
                 emphasis: Emphasis::Normal,
             })
             .collect();
         let mut chart = Chart::from_lines(
-            format!("{metric}-vs-{}", slug(first)),
-            format!("{title} against {first}"),
+            format!("{}-vs-{}", c.id, slug(first)),
+            format!("{} against {first}", c.title),
             Axis::new(first.clone(), Unit::Plain),
-            Axis::new(title.to_lowercase(), unit),
+            Axis::new(c.title.to_lowercase(), c.unit),
             chart_lines,
         );
+        // The spread of the repeats at each point, as a whisker.
+        for (series, ((variant, _), pts)) in chart.series.iter_mut().zip(&lines) {
+            let mut low = vec![None; chart.x.len()];
+            let mut high = vec![None; chart.x.len()];
+            for (x, _, params) in pts {
+                let Some((lo, hi)) = spread(data, variant, params, c.of_run) else {
+                    continue;
+                };
+                if let Ok(i) = chart.x.binary_search_by(|v| v.total_cmp(x)) {
+                    low[i] = Some(lo);
+                    high[i] = Some(hi);
+                }
+            }
+            if low.iter().any(Option::is_some) {
+                series.low = Some(low);
+                series.high = Some(high);
+            }
+        }
         chart.points = true;
         if !numeric {
             chart.x_labels = Some(values.clone());

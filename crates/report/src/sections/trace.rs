@@ -13,7 +13,8 @@ use crate::format;
 use crate::sections::trace_figures::{scope_cells, scope_headers, TIMELINE_CHARTS};
 use crate::trace_data::TraceData;
 
-/// Processes drawn in full (the most active ones); all are in the tables.
+/// Processes drawn in full (the largest by peak live bytes); all are in the table, and the page says
+/// when some are left out.
 const MAX_PROCESS_SECTIONS: usize = 8;
 
 impl Reportable for TraceData {
@@ -24,17 +25,94 @@ impl Reportable for TraceData {
         } else {
             format!("alloclens trace: {}", a.command.join(" "))
         };
-        let mut sections = vec![setup(self), processes_table(self)];
-        let mut ranked: Vec<(usize, &ProcessReport)> =
-            a.analysis.processes.iter().enumerate().collect();
-        ranked.sort_by(|x, y| y.1.life_calls.cmp(&x.1.life_calls).then(x.0.cmp(&y.0)));
-        ranked.truncate(MAX_PROCESS_SECTIONS);
-        ranked.sort_by_key(|(i, _)| *i);
-        for (i, p) in ranked {
+        let mut sections = vec![setup(self)];
+        sections.extend(whole_tree(self));
+        sections.push(processes_table(self));
+        for (i, p) in ranked(&a.analysis.processes)
+            .into_iter()
+            .take(MAX_PROCESS_SECTIONS)
+        {
             sections.push(process_section(i, p));
         }
         Document { title, sections }
     }
+}
+
+/// Processes (with their index in the analysis) by peak live bytes, then calls, largest first; pid
+/// order among equals.
+pub(crate) fn ranked(processes: &[ProcessReport]) -> Vec<(usize, &ProcessReport)> {
+    let mut out: Vec<(usize, &ProcessReport)> = processes.iter().enumerate().collect();
+    out.sort_by(|x, y| {
+        let key = |p: &ProcessReport| (p.stats.peak_live_bytes.value, p.stats.calls_total);
+        key(y.1).cmp(&key(x.1)).then(x.0.cmp(&y.0))
+    });
+    out
+}
+
+/// The live bytes of all processes together against time since the first one started: each
+/// process's timeline over time, placed at its start (`start_unix_ns`), counting 0 before its start
+/// and after its last point (its memory went with it).
+fn whole_tree(t: &TraceData) -> Option<Section> {
+    let processes = &t.analysis.analysis.processes;
+    let t0 = processes.iter().map(|p| p.start_unix_ns).min()?;
+    // The sum over processes of one timeline column, as a step function of time since t0.
+    let total = |pick: fn(&analyze::TimelinePoint) -> u64| {
+        // (time since t0 in s, process, value from then on)
+        let mut changes: Vec<(f64, usize, u64)> = Vec::new();
+        for (i, p) in processes.iter().enumerate() {
+            let at = |t_ns: u64| (p.start_unix_ns - t0 + t_ns) as f64 / 1e9;
+            changes.push((at(0), i, 0));
+            changes.extend(
+                p.timeline_by_time
+                    .iter()
+                    .map(|pt| (at(pt.t_ns), i, pick(pt))),
+            );
+            if let Some(last) = p.timeline_by_time.last() {
+                changes.push((at(last.t_ns) + 1e-9, i, 0));
+            }
+        }
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut current = vec![0u64; processes.len()];
+        let mut sum: u64 = 0;
+        let mut points: Vec<(f64, f64)> = Vec::with_capacity(changes.len());
+        for (at, i, value) in changes {
+            sum = sum - current[i] + value;
+            current[i] = value;
+            match points.last_mut() {
+                Some(last) if last.0 == at => last.1 = sum as f64,
+                _ => points.push((at, sum as f64)),
+            }
+        }
+        points
+    };
+    let mut s = Section::new("whole-tree", "All processes");
+    s.push(Block::Paragraph(format!(
+        "Live bytes of all {} processes together, against time since the first one started: each \
+         process counts from its start to its last allocator call. The faint line sums each process's \
+         largest live bytes within a time step (short peaks that fall between two steps).",
+        processes.len()
+    )));
+    s.push_chart(Chart::from_lines(
+        "tree-live-bytes-by-time",
+        "Live bytes of all processes against time",
+        Axis::new("time since the first process started", Unit::Seconds),
+        Axis::new("live bytes", Unit::Bytes),
+        vec![
+            Line {
+                label: "all processes".into(),
+                points: total(|pt| pt.live_bytes),
+                color: palette(0),
+                emphasis: Emphasis::Bold,
+            },
+            Line {
+                label: "max in step".into(),
+                points: total(|pt| pt.live_bytes_max),
+                color: palette(0),
+                emphasis: Emphasis::Faint,
+            },
+        ],
+    ));
+    (s.blocks.len() > 1).then_some(s)
 }
 
 /// "PID EXE", with the exec number when the pid exec()ed.
@@ -103,18 +181,28 @@ pub(crate) fn recording(a: &FileAnalysis) -> String {
 
 fn processes_table(t: &TraceData) -> Section {
     let mut s = Section::new("processes", "Processes");
+    let processes = &t.analysis.analysis.processes;
+    s.push(Block::Paragraph(if processes.len() > MAX_PROCESS_SECTIONS {
+        format!(
+            "By peak live bytes, then calls (click a header to sort by another column). Charts follow \
+             for the {MAX_PROCESS_SECTIONS} largest of the {} processes; the others are in this table only \
+             (`alloclens analyze TRACE --process PID` reports one in full).",
+            processes.len()
+        )
+    } else {
+        "By peak live bytes, then calls (click a header to sort by another column); each has its \
+         charts below."
+            .into()
+    }));
     let mut headers = scope_headers("process");
     headers.insert(1, "ppid".into());
     headers.insert(2, "command".into());
     s.push(Block::Table(Table {
         caption: None,
         headers,
-        rows: t
-            .analysis
-            .analysis
-            .processes
-            .iter()
-            .map(|p| {
+        rows: ranked(processes)
+            .into_iter()
+            .map(|(_, p)| {
                 let mut row = vec![process_name(p), p.ppid.to_string(), p.cmdline.join(" ")];
                 row.extend(scope_cells(&p.stats));
                 row
@@ -227,7 +315,7 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
             id(&format!("sizes-{}", h.key)),
             &format!("Request sizes, {}", h.buckets_label),
             // Power-of-two buckets (at most 65) are never merged.
-            h.width.unwrap_or(1),
+            h.width.unwrap_or(0),
             vec![("requests".into(), (h.buckets)(&p.stats.sizes), palette(0))],
         ));
     }
@@ -263,9 +351,10 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
 }
 
 /// A chart of request-size histograms, one line per `(label, buckets width bytes wide, colour)`, every
-/// bucket drawn as its CSV row has it (x = low end, at least 1 for the log axis; y = count). Beyond
-/// `MAX_HISTOGRAM_BARS` buckets on a line, all lines are summed into the same wider buckets and the
-/// title says so: a histogram is never thinned into another shape.
+/// bucket drawn as its CSV row has it: a bar from its low end to its high end + 1 (`width` 0: power-of-two
+/// buckets, [0, 0] then [2^k, 2^(k+1))), height its count. Beyond `MAX_HISTOGRAM_BARS` buckets on a line,
+/// all lines are summed into the same wider buckets and the title says so: a histogram is never
+/// thinned into another shape.
 pub(crate) fn size_histogram(
     id: String,
     title: &str,
@@ -276,11 +365,14 @@ pub(crate) fn size_histogram(
         .iter()
         .map(|(_, buckets, _)| buckets.iter().map(|b| (b.low, b.count)).collect())
         .collect();
-    let merged_width = bars
-        .iter()
-        .map(|b| merge_bars(b, width, MAX_HISTOGRAM_BARS).1)
-        .max()
-        .unwrap_or(width);
+    let merged_width = if width == 0 {
+        0
+    } else {
+        bars.iter()
+            .map(|b| merge_bars(b, width, MAX_HISTOGRAM_BARS).1)
+            .max()
+            .unwrap_or(width)
+    };
     let title = if merged_width > width {
         format!(
             "{title}, merged into {} buckets (more than {MAX_HISTOGRAM_BARS} non-empty ones)",
@@ -294,20 +386,30 @@ pub(crate) fn size_histogram(
         .zip(bars)
         .map(|((label, _, color), bars)| Line {
             label,
-            points: merge_into(&bars, merged_width)
-                .into_iter()
-                .map(|(low, count)| (low.max(1) as f64, count as f64))
-                .collect(),
+            points: if merged_width == 0 {
+                bars
+            } else {
+                merge_into(&bars, merged_width)
+            }
+            .into_iter()
+            .map(|(low, count)| (low as f64, count as f64))
+            .collect(),
             color,
             emphasis: Emphasis::Normal,
         })
         .collect();
+    let bucket_end = move |low: f64| match merged_width {
+        0 if low == 0.0 => 1.0,
+        0 => low * 2.0,
+        w => low + w as f64,
+    };
     Chart::histogram(
         id,
         title,
-        Axis::new("size (bucket low end)", Unit::Bytes).log(),
+        Axis::new("request size", Unit::Bytes).log(),
         Axis::new("requests", Unit::Count).log(),
         lines,
+        bucket_end,
     )
 }
 

@@ -305,7 +305,7 @@ fn process_section(i: usize, a: &ProcessReport, b: &ProcessReport) -> Section {
         s.push_chart(size_histogram(
             id(&format!("sizes-{}", h.key)),
             &format!("Request sizes, {}", h.buckets_label),
-            h.width.unwrap_or(1),
+            h.width.unwrap_or(0),
             vec![
                 (
                     "A: requests".into(),

@@ -6,12 +6,14 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::document::chart::Chart;
+use crate::document::ticks::Scale;
 use crate::document::{Block, Document, Table};
 use crate::render::escape;
 
 const UPLOT_JS: &str = include_str!("../../../assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../../assets/uPlot.min.css");
 const PAGE_JS: &str = include_str!("page.js");
+const SORT_JS: &str = include_str!("sort.js");
 const WATCH_JS: &str = include_str!("watch.js");
 const PAGE_CSS: &str = include_str!("page.css");
 const UPLOT_LICENSE: &str = include_str!("../../../assets/uPlot.LICENSE");
@@ -21,13 +23,30 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
 
 #[derive(Serialize)]
 struct PageData<'a> {
-    charts: Vec<&'a Chart>,
+    charts: Vec<ChartData<'a>>,
+}
+
+/// A chart as the page draws it: its data and the axes' extent and round ticks (`document::ticks`),
+/// so the page, the figures and the tests see the same ticks.
+#[derive(Serialize)]
+struct ChartData<'a> {
+    #[serde(flatten)]
+    chart: &'a Chart,
+    x_scale: Scale,
+    y_scale: Scale,
 }
 
 /// Renders the document as one HTML page.
 pub fn render(doc: &Document) -> Result<String, serde_json::Error> {
     let data = escape::json_for_script(&PageData {
-        charts: doc.charts().collect(),
+        charts: doc
+            .charts()
+            .map(|chart| ChartData {
+                chart,
+                x_scale: chart.x_scale(),
+                y_scale: chart.y_scale(),
+            })
+            .collect(),
     })?;
     let mut out = String::with_capacity(UPLOT_JS.len() + data.len() + 64 * 1024);
     let title = escape::html(&doc.title);
@@ -74,6 +93,8 @@ pub fn render(doc: &Document) -> Result<String, serde_json::Error> {
     // The library's banner names its home page; the page must reference no URL at all.
     out.push_str(strip_banner(UPLOT_JS));
     out.push_str("\n</script>\n<script>\n");
+    out.push_str(SORT_JS);
+    out.push('\n');
     out.push_str(PAGE_JS);
     out.push_str("\n</script>\n</body>\n</html>\n");
     Ok(out)
@@ -123,7 +144,8 @@ fn block(out: &mut String, b: &Block) {
 }
 
 fn table(out: &mut String, t: &Table) {
-    out.push_str("<table>\n");
+    // Every table sorts by a click on its header (sort.js).
+    out.push_str("<table class=\"sortable\">\n");
     if let Some(c) = &t.caption {
         let _ = writeln!(out, "<caption>{}</caption>", escape::html(c));
     }
@@ -135,11 +157,25 @@ fn table(out: &mut String, t: &Table) {
     for row in &t.rows {
         out.push_str("<tr>");
         for cell in row {
-            let _ = write!(out, "<td>{}</td>", escape::html(cell));
+            if is_figure(cell) {
+                let _ = write!(out, "<td>{}</td>", escape::html(cell));
+            } else {
+                let _ = write!(out, "<td class=\"text\">{}</td>", escape::html(cell));
+            }
         }
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// Whether a cell reads as a figure ("1.5 MiB", "3/3", "—"): right-aligned on one line; other cells
+/// (commands, names, paths) are text, left-aligned and wrapped so that tables fit the page.
+fn is_figure(cell: &str) -> bool {
+    cell.chars().count() <= 32
+        && cell
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_ascii_digit() || "-+—.".contains(c))
 }
 
 #[cfg(test)]
