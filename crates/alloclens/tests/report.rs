@@ -1142,6 +1142,30 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
     }
     // The ranking table says the same at a glance.
     assert!(html.contains("Ranking: per figure, the variants from best to worst"));
+    // The summary table shows what the terminal shows: ratios with their uncertainty (throughput's
+    // included) and the peak-RSS ratio, as results.json has them.
+    assert!(html.contains("ranked by throughput"), "summary caption");
+    assert!(html.contains("<th>throughput ratio</th>") || html.contains(">throughput ratio<"));
+    assert!(
+        html.contains(">peak RSS ratio<"),
+        "no peak RSS ratio column"
+    );
+    for v in summary.as_array().unwrap() {
+        for (ratio, sd) in [
+            ("wall_ratio", "wall_ratio_stddev"),
+            ("throughput_ratio", "throughput_ratio_stddev"),
+            ("peak_rss_ratio", "peak_rss_ratio_stddev"),
+        ] {
+            if let (Some(r), Some(sd)) = (v[ratio].as_f64(), v[sd].as_f64()) {
+                let cell = format!("{r:.2} ± {sd:.2}×");
+                assert!(
+                    html.contains(&cell),
+                    "{} {ratio}: no cell {cell}",
+                    v["variant"]
+                );
+            }
+        }
+    }
     // Each run's absolute start, between the moments before and after `alloclens run`, in order.
     let starts: Vec<u128> = runs
         .iter()
