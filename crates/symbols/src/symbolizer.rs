@@ -1,0 +1,195 @@
+//! The cache of loaded modules and resolved addresses, and the warnings about modules.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+
+use crate::elf_module::ElfModule;
+use crate::frame::Frame;
+
+/// One mapping of a module in the traced process, as recorded: the file's bytes from `file_offset` on
+/// were mapped at `start..end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+}
+
+/// The mappings of one process image, to find the one an address falls in.
+#[derive(Debug, Clone, Default)]
+pub struct AddressSpace {
+    /// Sorted by start.
+    mappings: Vec<Mapping>,
+}
+
+impl AddressSpace {
+    pub fn new(mut mappings: Vec<Mapping>) -> AddressSpace {
+        mappings.sort_by_key(|m| m.start);
+        AddressSpace { mappings }
+    }
+
+    /// The mapping that contains `address` (the last one mapped there, if a module was unmapped and
+    /// another mapped at the same place: callers give one image's mappings in the order seen).
+    pub fn find(&self, address: u64) -> Option<&Mapping> {
+        let i = self.mappings.partition_point(|m| m.start <= address);
+        self.mappings[..i].iter().rev().find(|m| address < m.end)
+    }
+}
+
+/// Something about a module that makes its frames less than fully named; each is given once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Warning {
+    /// The file could not be read; its frames are shown as module+offset.
+    Unreadable { path: String, reason: String },
+    /// The file on disk is not the one that was mapped (another build-id): its frames are shown as
+    /// module+offset rather than with another build's names.
+    Changed {
+        path: String,
+        recorded: String,
+        on_disk: Option<String>,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::Unreadable { path, reason } => {
+                write!(f, "cannot read '{path}' for its symbols ({reason}): its frames are shown as module+offset")
+            }
+            Warning::Changed { path, recorded, on_disk } => write!(
+                f,
+                "'{path}' changed since it was recorded (build-id {recorded}, now {}): its frames are shown as \
+                 module+offset; symbolise on the machine and build that were traced",
+                on_disk.as_deref().unwrap_or("none")
+            ),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Resolves return addresses into frames, loading each module once and remembering every address.
+pub struct Symbolizer {
+    debug_roots: Vec<PathBuf>,
+    /// (path, recorded build-id) -> index into `modules`.
+    module_index: HashMap<(String, Option<Vec<u8>>), usize>,
+    modules: Vec<(Arc<str>, Option<ElfModule>)>,
+    /// (module index, file offset of the return address) -> frames.
+    resolved: HashMap<(usize, u64), Arc<[Frame]>>,
+    warnings: Vec<Warning>,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Symbolizer::new(vec![PathBuf::from("/usr/lib/debug")])
+    }
+}
+
+impl Symbolizer {
+    /// A symbolizer looking for separate debug files under `debug_roots` (`/usr/lib/debug` by default).
+    pub fn new(debug_roots: Vec<PathBuf>) -> Symbolizer {
+        Symbolizer {
+            debug_roots,
+            module_index: HashMap::new(),
+            modules: Vec::new(),
+            resolved: HashMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The frames of return address `address` (absolute, in the traced process), innermost first, never
+    /// empty. `mapping` is the mapping that contains it (`None`: outside every recorded module). The
+    /// lookup is done at `address - 1`, inside the call instruction, so the line is the call's even when
+    /// the call is a function's last instruction.
+    pub fn resolve(&mut self, mapping: Option<&Mapping>, address: u64) -> Arc<[Frame]> {
+        let Some(mapping) = mapping.filter(|m| (m.start..m.end).contains(&address)) else {
+            return Arc::from(vec![Frame {
+                function: None,
+                file: None,
+                line: None,
+                inlined: false,
+                module: Arc::from("[unknown]"),
+                module_address: address,
+            }]);
+        };
+        let module = self.module(mapping);
+        let file_offset = address - mapping.start + mapping.file_offset;
+        if let Some(frames) = self.resolved.get(&(module, file_offset)) {
+            return frames.clone();
+        }
+        let (path, elf) = &self.modules[module];
+        let address_in_module = elf
+            .as_ref()
+            .and_then(|e| e.address_of_file_offset(file_offset));
+        let raw = match (elf, address_in_module) {
+            (Some(elf), Some(a)) => elf.frames(a.saturating_sub(1)),
+            _ => Vec::new(),
+        };
+        let module_address = address_in_module.unwrap_or(file_offset);
+        let frames: Arc<[Frame]> = if raw.is_empty() {
+            Arc::from(vec![Frame {
+                function: None,
+                file: None,
+                line: None,
+                inlined: false,
+                module: path.clone(),
+                module_address,
+            }])
+        } else {
+            raw.into_iter()
+                .map(|r| Frame {
+                    function: r.function,
+                    file: r.file,
+                    line: r.line,
+                    inlined: r.inlined,
+                    module: path.clone(),
+                    module_address,
+                })
+                .collect()
+        };
+        self.resolved.insert((module, file_offset), frames.clone());
+        frames
+    }
+
+    /// What made some frames less than fully named, one entry per module, in the order met.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    fn module(&mut self, mapping: &Mapping) -> usize {
+        let key = (mapping.path.clone(), mapping.build_id.clone());
+        if let Some(&i) = self.module_index.get(&key) {
+            return i;
+        }
+        let elf = match ElfModule::open(Path::new(&mapping.path), &self.debug_roots) {
+            Err(reason) => {
+                self.warnings.push(Warning::Unreadable {
+                    path: mapping.path.clone(),
+                    reason,
+                });
+                None
+            }
+            Ok(elf) => match &mapping.build_id {
+                Some(recorded) if elf.build_id.as_ref() != Some(recorded) => {
+                    self.warnings.push(Warning::Changed {
+                        path: mapping.path.clone(),
+                        recorded: hex(recorded),
+                        on_disk: elf.build_id.as_deref().map(hex),
+                    });
+                    None
+                }
+                _ => Some(elf),
+            },
+        };
+        self.modules.push((Arc::from(mapping.path.as_str()), elf));
+        self.module_index.insert(key, self.modules.len() - 1);
+        self.modules.len() - 1
+    }
+}
