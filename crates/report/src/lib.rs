@@ -21,6 +21,7 @@ pub use run_data::RunData;
 
 pub use diff::{diff, Diff, DiffRow};
 pub use document::chart::{Axis, Band, Chart, Emphasis, Line, Series, Unit};
+pub use document::flame::{FlameGraph, SiteColumn, SiteRow, SiteTable, MIN_FLAME_SHARE};
 pub use document::{Block, Document, Reportable, Section, Table};
 pub use exports::figures::{write_figures, FigureError, FigureFormat};
 pub use exports::parquet_table::{describe as describe_parquet, ParquetError};
