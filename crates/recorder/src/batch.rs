@@ -106,6 +106,7 @@ impl ChunkBuilder {
             seq,
             t_ns: 0,
             tid,
+            stack: 0,
             op,
             addr,
             size,

@@ -327,6 +327,7 @@ fn trace_header(o: &RecordOptions) -> TraceHeader {
         start_unix_ns: unix_ns(),
         writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
         no_addresses: !o.addresses,
+        ..TraceHeader::default()
     }
 }
 
