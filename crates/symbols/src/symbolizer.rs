@@ -18,6 +18,10 @@ pub struct Mapping {
     pub start: u64,
     pub end: u64,
     pub file_offset: u64,
+    /// The load bias when it was recorded (the dynamic linker's `l_addr`): address `a` is the file's
+    /// virtual address `a - bias`. Without it, the address goes through the file offset and the
+    /// file's load segments (right for one mapping as /proc/PID/maps lists it).
+    pub bias: Option<u64>,
 }
 
 /// The mappings of one process image, to find the one an address falls in.
@@ -81,7 +85,7 @@ pub struct Symbolizer {
     /// (path, recorded build-id) -> index into `modules`.
     module_index: HashMap<(String, Option<Vec<u8>>), usize>,
     modules: Vec<(Arc<str>, Option<ElfModule>)>,
-    /// (module index, file offset of the return address) -> frames.
+    /// (module index, module address of the return address) -> frames.
     resolved: HashMap<(usize, u64), Arc<[Frame]>>,
     warnings: Vec<Warning>,
 }
@@ -121,18 +125,21 @@ impl Symbolizer {
         };
         let module = self.module(mapping);
         let file_offset = address - mapping.start + mapping.file_offset;
-        if let Some(frames) = self.resolved.get(&(module, file_offset)) {
+        let (path, elf) = &self.modules[module];
+        // The return address in the file's own address space; the file offset if the file is unusable.
+        let in_module = match (mapping.bias, elf) {
+            (Some(bias), _) => Some(address.wrapping_sub(bias)),
+            (None, Some(elf)) => elf.address_of_file_offset(file_offset),
+            (None, None) => None,
+        };
+        let module_address = in_module.unwrap_or(file_offset);
+        if let Some(frames) = self.resolved.get(&(module, module_address)) {
             return frames.clone();
         }
-        let (path, elf) = &self.modules[module];
-        let address_in_module = elf
-            .as_ref()
-            .and_then(|e| e.address_of_file_offset(file_offset));
-        let raw = match (elf, address_in_module) {
+        let raw = match (elf, in_module) {
             (Some(elf), Some(a)) => elf.frames(a.saturating_sub(1)),
             _ => Vec::new(),
         };
-        let module_address = address_in_module.unwrap_or(file_offset);
         let frames: Arc<[Frame]> = if raw.is_empty() {
             Arc::from(vec![Frame {
                 function: None,
@@ -154,7 +161,8 @@ impl Symbolizer {
                 })
                 .collect()
         };
-        self.resolved.insert((module, file_offset), frames.clone());
+        self.resolved
+            .insert((module, module_address), frames.clone());
         frames
     }
 

@@ -52,6 +52,7 @@ fn run_program(program: &Path) -> (Vec<u64>, Vec<Mapping>) {
                 start: u64::from_str_radix(start, 16).unwrap(),
                 end: u64::from_str_radix(end, 16).unwrap(),
                 file_offset: u64::from_str_radix(fields[2], 16).unwrap(),
+                bias: None,
             });
         }
     }
@@ -281,6 +282,7 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
         start: 0x7000_0000,
         end: 0x7001_0000,
         file_offset: 0x2000,
+        bias: None,
     };
     let mut symbolizer = Symbolizer::new(vec![]);
     let frames = symbolizer.resolve(Some(&missing), 0x7000_0123);
@@ -291,5 +293,41 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
     );
     assert!(
         matches!(&symbolizer.warnings()[0], Warning::Unreadable { path, .. } if path == "/nonexistent/libgone.so")
+    );
+}
+
+/// As `record --stacks` records a module: one range from its lowest to its highest segment, with the
+/// load bias (a PIE's is where its offset-0 mapping starts).
+#[test]
+fn whole_module_mapping_with_load_bias_resolves_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("sites");
+    compile("gcc", "sites.c", &program);
+    let (addresses, mappings) = run_program(&program);
+    let own: Vec<&Mapping> = mappings
+        .iter()
+        .filter(|m| m.path == program.to_str().unwrap())
+        .collect();
+    let start = own.iter().map(|m| m.start).min().unwrap();
+    let whole = Mapping {
+        path: own[0].path.clone(),
+        build_id: Some(build_id(&program)),
+        start,
+        end: own.iter().map(|m| m.end).max().unwrap(),
+        file_offset: 0,
+        bias: Some(start),
+    };
+    let mut by_bias = Symbolizer::new(vec![]);
+    let mut by_maps = Symbolizer::new(vec![]);
+    let space = symbols::AddressSpace::new(mappings.clone());
+    for &a in &addresses {
+        assert_eq!(
+            by_bias.resolve(Some(&whole), a),
+            by_maps.resolve(space.find(a), a)
+        );
+    }
+    assert_eq!(
+        names(&by_bias.resolve(Some(&whole), addresses[1])),
+        ["inlined_step", "outer_with_inline"]
     );
 }
