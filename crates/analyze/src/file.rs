@@ -29,6 +29,10 @@ pub struct FileAnalysis {
     pub allocator: String,
     /// Recorded without addresses (the addresses in the trace are block ids).
     pub no_addresses: bool,
+    /// Recorded with stacks (`record --stacks`).
+    pub has_stacks: bool,
+    /// The call sites, when asked for (`Options::call_sites`) and the trace has stacks.
+    pub call_sites: Option<crate::call_sites::CallSites>,
 }
 
 /// Analyse every (selected) process stream of the trace at `path`.
@@ -59,6 +63,7 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
         });
     }
     let mut processes = Vec::with_capacity(selected.len());
+    let mut site_images = Vec::new();
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
@@ -77,8 +82,20 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
                 ));
             }
         }
+        if options.call_sites.is_some() {
+            site_images.push((info.clone(), analyzer.take_sites()));
+        }
         processes.push(analyzer.finish());
     }
+    let call_sites = match &options.call_sites {
+        Some(o) if reader.has_stacks() => Some(crate::call_sites::resolve(
+            &site_images,
+            reader.stacks(),
+            reader.modules(),
+            o,
+        )),
+        _ => None,
+    };
     let header = reader.header().clone();
     let mut analysis = assemble(processes, options);
     analysis.warnings = losses.warnings("analysed");
@@ -95,6 +112,8 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
         command: header.command,
         allocator: header.allocator,
         no_addresses: header.no_addresses,
+        has_stacks: reader.has_stacks(),
+        call_sites,
     })
 }
 

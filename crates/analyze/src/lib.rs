@@ -17,6 +17,7 @@
 //! assert_eq!(report.stats.lifetimes.median_calls, Some(0));
 //! ```
 pub mod analysis;
+pub mod call_sites;
 pub mod error;
 pub mod file;
 pub mod hash;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod output;
 pub mod process;
 pub mod scope;
+pub mod sites;
 pub mod sizes;
 pub mod timeline;
 
@@ -48,6 +50,8 @@ pub struct Options {
     /// Keep only the images of this pid (every exec'd image of it).
     pub process: Option<u32>,
     pub config: Config,
+    /// Resolve and fold call sites when the trace has stacks (`FileAnalysis::call_sites`).
+    pub call_sites: Option<call_sites::CallSiteOptions>,
 }
 
 impl Options {

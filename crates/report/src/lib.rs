@@ -15,6 +15,7 @@ mod exports;
 mod headlines;
 mod render;
 mod sections;
+mod site_diff;
 mod trace_data;
 
 pub use run_data::RunData;
@@ -33,4 +34,5 @@ pub use render::ksm_table::render_ksm_table;
 pub use render::run_table::{render_marker_table, render_run_table};
 pub use sections::run_compare::merge_runs;
 pub use sections::trace_compare::TraceComparison;
+pub use site_diff::diff_sites;
 pub use trace_data::TraceData;

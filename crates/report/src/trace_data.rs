@@ -10,9 +10,14 @@ pub struct TraceData {
 }
 
 impl TraceData {
-    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
+    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does, with its
+    /// call sites when it was recorded with stacks.
     pub fn load(path: &Path) -> Result<TraceData, analyze::AnalyzeError> {
-        let analysis = analyze::analyze_file(path, &analyze::Options::default())?;
+        let options = analyze::Options {
+            call_sites: Some(Default::default()),
+            ..Default::default()
+        };
+        let analysis = analyze::analyze_file(path, &options)?;
         Ok(TraceData {
             path: path.to_path_buf(),
             analysis,

@@ -27,21 +27,29 @@ pub struct Mapping {
 /// The mappings of one process image, to find the one an address falls in.
 #[derive(Debug, Clone, Default)]
 pub struct AddressSpace {
-    /// Sorted by start.
+    /// Sorted by start, without overlaps.
     mappings: Vec<Mapping>,
 }
 
 impl AddressSpace {
-    pub fn new(mut mappings: Vec<Mapping>) -> AddressSpace {
-        mappings.sort_by_key(|m| m.start);
-        AddressSpace { mappings }
+    /// `mappings` in the order they were seen: where two overlap, the later one was mapped over the
+    /// earlier (a library unloaded and another loaded in its place) and is kept.
+    pub fn new(mappings: Vec<Mapping>) -> AddressSpace {
+        let mut kept: Vec<Mapping> = Vec::with_capacity(mappings.len());
+        for m in mappings {
+            kept.retain(|k| k.end <= m.start || m.end <= k.start);
+            kept.push(m);
+        }
+        kept.sort_by_key(|m| m.start);
+        AddressSpace { mappings: kept }
     }
 
-    /// The mapping that contains `address` (the last one mapped there, if a module was unmapped and
-    /// another mapped at the same place: callers give one image's mappings in the order seen).
+    /// The mapping that contains `address`.
     pub fn find(&self, address: u64) -> Option<&Mapping> {
         let i = self.mappings.partition_point(|m| m.start <= address);
-        self.mappings[..i].iter().rev().find(|m| address < m.end)
+        i.checked_sub(1)
+            .map(|i| &self.mappings[i])
+            .filter(|m| address < m.end)
     }
 }
 
@@ -199,5 +207,35 @@ impl Symbolizer {
         self.modules.push((Arc::from(mapping.path.as_str()), elf));
         self.module_index.insert(key, self.modules.len() - 1);
         self.modules.len() - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(path: &str, start: u64, end: u64) -> Mapping {
+        Mapping {
+            path: path.into(),
+            build_id: None,
+            start,
+            end,
+            file_offset: 0,
+            bias: None,
+        }
+    }
+
+    #[test]
+    fn a_later_mapping_replaces_the_one_it_overlaps() {
+        let space = AddressSpace::new(vec![
+            m("a", 0x1000, 0x3000),
+            m("b", 0x5000, 0x6000),
+            m("c", 0x2000, 0x4000),
+        ]);
+        assert_eq!(space.find(0x1500), None, "a was unmapped when c came");
+        assert_eq!(space.find(0x2500).unwrap().path, "c");
+        assert_eq!(space.find(0x5fff).unwrap().path, "b");
+        assert_eq!(space.find(0x6000), None);
+        assert_eq!(space.find(0x10), None);
     }
 }

@@ -33,6 +33,9 @@ impl Reportable for TraceData {
         for (i, p) in ranked {
             sections.push(process_section(i, p));
         }
+        if let Some(sites) = &a.call_sites {
+            sections.extend(crate::sections::trace_sites::sections(sites));
+        }
         Document { title, sections }
     }
 }
