@@ -185,6 +185,8 @@ impl Symbolizer {
             return i;
         }
         let elf = match ElfModule::open(Path::new(&mapping.path), &self.debug_roots) {
+            // `[vdso]` and other mappings without a file: nothing to read, nothing to warn about.
+            Err(_) if !mapping.path.starts_with('/') => None,
             Err(reason) => {
                 self.warnings.push(Warning::Unreadable {
                     path: mapping.path.clone(),

@@ -294,6 +294,23 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
     assert!(
         matches!(&symbolizer.warnings()[0], Warning::Unreadable { path, .. } if path == "/nonexistent/libgone.so")
     );
+    let vdso = Mapping {
+        path: "[vdso]".into(),
+        start: 0x9000,
+        end: 0xa000,
+        file_offset: 0,
+        ..missing.clone()
+    };
+    assert_eq!(
+        symbolizer.resolve(Some(&vdso), 0x9010)[0].label(),
+        "[vdso]+0x10"
+    );
+    assert_eq!(
+        symbolizer.warnings().len(),
+        1,
+        "no file, no warning: {:?}",
+        symbolizer.warnings()
+    );
 }
 
 /// As `record --stacks` records a module: one range from its lowest to its highest segment, with the

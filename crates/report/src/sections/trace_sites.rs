@@ -151,3 +151,96 @@ fn process_section(p: &ProcessSites) -> Section {
     }));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use analyze::call_sites::{FunctionSite, SiteFrame, StackSite};
+
+    use super::*;
+
+    fn frame(label: &str) -> SiteFrame {
+        SiteFrame {
+            label: label.into(),
+            function: Some(label.into()),
+            file: None,
+            line: None,
+            inlined: false,
+            module: "/bin/prog".into(),
+            module_address: 0,
+        }
+    }
+
+    fn stack(innermost_first: &[&str], calls: u64, leaked: u64) -> StackSite {
+        StackSite {
+            frames: innermost_first.iter().map(|l| frame(l)).collect(),
+            figures: SiteFigures {
+                calls,
+                requested_bytes: calls * 8,
+                leaked_bytes: leaked,
+                ..Default::default()
+            },
+            stack_ids: vec![1],
+        }
+    }
+
+    #[test]
+    fn a_process_gets_its_flame_graphs_and_table() {
+        let p = ProcessSites {
+            pid: 7,
+            exec_index: 0,
+            cmdline: vec!["/bin/prog".into()],
+            functions: vec![FunctionSite {
+                function: "helper".into(),
+                module: "/bin/prog".into(),
+                location: Some("prog.c:3".into()),
+                figures: SiteFigures {
+                    calls: 1010,
+                    ..Default::default()
+                },
+                calls_inclusive: 1010,
+                bytes_inclusive: 8080,
+            }],
+            stacks: vec![
+                stack(&["helper", "A", "main"], 1000, 0),
+                stack(&["C", "main"], 5, 40),
+            ],
+            without_stack: SiteFigures::default(),
+        };
+        let sites = CallSites {
+            processes: vec![p],
+            warnings: vec!["'/x' changed".into()],
+        };
+        let sections = sections(&sites);
+        assert_eq!(sections.len(), 1);
+        let s = &sections[0];
+        assert!(matches!(&s.blocks[0], Block::Warning(w) if w.contains("changed")));
+        let flames: Vec<&FlameGraph> = s
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Flame(f) => Some(f),
+                _ => None,
+            })
+            .collect();
+        // Calls, bytes and leaks; nothing was live at the peak: no empty graph.
+        let ids: Vec<&str> = flames.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["flame-7-0-calls", "flame-7-0-bytes", "flame-7-0-leaks"]
+        );
+        assert_eq!(flames[0].total(), 1005);
+        assert_eq!(flames[2].total(), 40);
+        let table = s
+            .blocks
+            .iter()
+            .find_map(|b| match b {
+                Block::Sites(t) => Some(t),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(table.flames, ids);
+        assert_eq!(table.rows[0].name, "helper");
+        assert_eq!(table.rows[0].values[0], 1010.0);
+        assert_eq!(table.rows[0].detail.as_deref(), Some("prog.c:3, prog"));
+    }
+}
