@@ -159,4 +159,25 @@ fn figures_fold_by_function_and_by_stack() {
             .unwrap()
             .inlined
     );
+
+    // The text: the function table and the stacks with their frames.
+    let mut text = Vec::new();
+    analyze::output::sites::write_sites_text(&folded, 2, "calls", &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    eprintln!("{text}");
+    assert!(
+        text.contains("top 2 of 2 allocating functions by calls"),
+        "{text}"
+    );
+    assert!(text.contains("top 2 of 3 stacks by calls"), "{text}");
+    let helper = text
+        .lines()
+        .find(|l| l.contains(" helper (known_sites.c:"))
+        .unwrap();
+    assert!(helper.trim_start().starts_with("1,010 "), "{helper}");
+    assert!(
+        text.contains("    inlined_step at known_sites.c:"),
+        "{text}"
+    );
+    assert!(text.contains("[inlined]"), "{text}");
 }
