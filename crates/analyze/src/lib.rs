@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod output;
 pub mod process;
 pub mod scope;
+pub mod sites;
 pub mod sizes;
 pub mod timeline;
 
