@@ -271,3 +271,66 @@ fn dlopen_library_is_recorded_with_its_stacks_even_after_dlclose() {
     );
     assert_eq!(r.function(0, &p.sites, frames[1]).as_deref(), Some("main"));
 }
+
+/// `analyze::sites` on the recording of progs/sites.c: exact calls, bytes, leaks and lifetimes
+/// per site; the sites' peak contributions add up to the process peak that the main analysis
+/// computes on its own, and their leaks to its leak figure.
+#[test]
+fn site_statistics_are_exact() {
+    let r = record(&[], false);
+    let mut reader = TraceReader::open(r.reader.path()).unwrap();
+    let sites = analyze::sites::trace_sites(&mut reader).unwrap();
+    let of = |s: usize, size: u64| {
+        let (id, _, _) = r.site(s, size);
+        sites[s]
+            .sites
+            .iter()
+            .find(|x| x.stack == id)
+            .cloned()
+            .unwrap()
+    };
+    let a = of(0, 48);
+    assert_eq!((a.calls, a.requested_bytes), (1000, 48_000));
+    assert_eq!((a.ended, a.lifetime_zero, a.leaked_blocks), (1000, 1000, 0));
+    assert_eq!(a.lifetime_calls.max(), 0);
+    assert_eq!((a.sizes.total(), a.sizes.max()), (1000, 48));
+    // site_b: ten blocks, each freed after the nine calls that follow its allocation.
+    let b = of(0, 4096);
+    assert_eq!(
+        (b.calls, b.requested_bytes, b.ended, b.lifetime_zero),
+        (10, 40_960, 10, 0)
+    );
+    assert_eq!((b.lifetime_calls.max(), b.lifetime_calls.mean()), (9, 9.0));
+    let c = of(0, 777);
+    assert_eq!(
+        (c.calls, c.leaked_blocks, c.leaked_bytes, c.ended),
+        (5, 5, 3885, 0)
+    );
+    let t = of(0, 200);
+    assert_eq!((t.calls, t.ended, t.lifetime_zero), (100, 100, 100));
+    let d_parent = of(0, 99);
+    let d_child = of(1, 99);
+    assert_eq!((d_parent.calls, d_child.calls), (3, 3));
+    assert_eq!(
+        (d_parent.stack, d_parent.pid),
+        (d_child.stack, r.streams[0].0.pid)
+    );
+    assert_eq!(d_child.pid, r.streams[1].0.pid);
+    assert_eq!(of(1, 300).calls, 20);
+    // The peak is site_b's ten blocks (the parent's largest live set), plus whatever else was
+    // live then; every site's share adds up to the process peak of the main analysis.
+    assert_eq!(b.peak_live_bytes, 40_960);
+    assert_eq!(c.peak_live_bytes, 0, "site_c allocates after the peak");
+    for (s, p) in sites.iter().enumerate() {
+        let events = r.streams[s].1.iter().map(|e| Record::Event(*e));
+        let main = analyze::analyze_process(p.info.clone(), events, &Default::default());
+        assert_eq!(p.peak_live_bytes, main.stats.peak_live_bytes.value);
+        let sum: u64 = p.sites.iter().map(|x| x.peak_live_bytes).sum();
+        assert_eq!(sum, p.peak_live_bytes, "stream {s}");
+        let leaked: u64 = p.sites.iter().map(|x| x.leaked_bytes).sum();
+        assert_eq!(leaked, main.stats.leaks.bytes, "stream {s}");
+        let calls: u64 = p.sites.iter().map(|x| x.calls).sum();
+        let allocating = r.streams[s].1.iter().filter(|e| !e.op.is_free()).count() as u64;
+        assert_eq!(calls, allocating);
+    }
+}
