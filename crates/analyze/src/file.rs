@@ -11,8 +11,10 @@ use trace::codec::ChunkDecoder;
 use trace::{Losses, RawChunk, Record, TraceError, TraceReader};
 
 use crate::analysis::Analysis;
+use crate::call_sites;
 use crate::error::AnalyzeError;
 use crate::process::ProcessAnalyzer;
+use crate::sites::SiteAnalyzer;
 use crate::{assemble, Options};
 
 /// Decoded chunks waiting for the analysis pass (bounds memory to a few chunks: 24 MiB each at
@@ -67,7 +69,10 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
-        match feed_stream(&mut reader, i, &mut analyzer) {
+        // Per-stack figures in the same pass, when call sites are asked for and recorded.
+        let mut sites = (options.call_sites.is_some() && reader.has_stacks())
+            .then(|| SiteAnalyzer::new(info.clone()));
+        match feed_stream(&mut reader, i, &mut analyzer, sites.as_mut()) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
                 losses.stream_stopped(&info, &e, done);
@@ -82,13 +87,13 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<FileAnalysis, Anal
                 ));
             }
         }
-        if options.call_sites.is_some() {
-            site_images.push((info.clone(), analyzer.take_sites()));
+        if let Some(sites) = sites {
+            site_images.push((info.clone(), sites.finish().sites));
         }
         processes.push(analyzer.finish());
     }
     let call_sites = match &options.call_sites {
-        Some(o) if reader.has_stacks() => Some(crate::call_sites::resolve(
+        Some(o) if reader.has_stacks() => Some(call_sites::resolve(
             &site_images,
             reader.stacks(),
             reader.modules(),
@@ -131,6 +136,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     reader: &mut TraceReader<R>,
     stream: usize,
     analyzer: &mut ProcessAnalyzer,
+    mut sites: Option<&mut SiteAnalyzer>,
 ) -> Option<(Stop, u64)> {
     // One core is the pass's. With a decoder per core, the pass shared its core with a decoder
     // on a 2-core machine: one decoder there analysed python3's trace (26.5 M records) in
@@ -219,6 +225,13 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                 match batch {
                     Ok(records) => {
                         analyzer.feed_chunk(&records);
+                        if let Some(sites) = sites.as_deref_mut() {
+                            for r in &records {
+                                if let Record::Event(e) = r {
+                                    sites.push(e);
+                                }
+                            }
+                        }
                         done += records.len() as u64;
                         if let Ok(mut s) = spares.lock() {
                             s.push(records);

@@ -46,6 +46,7 @@ fn run_program(dir: &Path) -> Program {
             Some(m) => m.end = m.end.max(end),
             None => modules.push(Module {
                 pid: 1,
+                exec_index: 0,
                 path: f[5].to_string(),
                 start,
                 end,

@@ -337,10 +337,20 @@ impl<R: Read + Seek> TraceReader<R> {
         &self.modules
     }
 
-    /// The modules of process `pid` (each process's are recorded under its own pid, a fork
-    /// child's included).
+    /// The modules of process `pid`, all its images (each process's are recorded under its own
+    /// pid, a fork child's included).
     pub fn modules_of(&self, pid: u32) -> impl Iterator<Item = &Module> {
         self.modules.iter().filter(move |m| m.pid == pid)
+    }
+
+    /// The modules of one process image: what its stacks' addresses point into.
+    pub fn modules_of_image<'a>(
+        &'a self,
+        info: &'a ProcessInfo,
+    ) -> impl Iterator<Item = &'a Module> {
+        self.modules
+            .iter()
+            .filter(move |m| m.pid == info.pid && m.exec_index == info.exec_index)
     }
 
     /// True when the trace was recorded with stacks (`record --stacks`).

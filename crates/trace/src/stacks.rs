@@ -16,14 +16,19 @@ use crate::varint::{self, Cursor};
 pub struct Module {
     /// The process it is mapped in.
     pub pid: u32,
+    /// Which image of that process (`ProcessInfo::exec_index`): an exec maps everything anew.
+    #[serde(default)]
+    pub exec_index: u32,
     /// Its path as the dynamic linker loaded it (the executable: `/proc/PID/exe`'s target).
     pub path: String,
-    /// First byte of its lowest loaded segment, page-aligned, as mapped in the process.
+    /// First byte of its code as mapped in the process: the page start of its first executable
+    /// segment (return addresses fall in the code; another object may be mapped in a hole
+    /// between one object's segments, so the range covers only the code).
     pub start: u64,
-    /// One past the last byte of its highest loaded segment.
+    /// One past the last byte of its last executable segment.
     pub end: u64,
-    /// Offset in the file that `start` maps (the lowest loadable segment's, page-aligned):
-    /// an address `a` in the module is at file offset `a - start + file_offset`.
+    /// Offset in the file that `start` maps (page-aligned): an address `a` in the range is at
+    /// file offset `a - start + file_offset`.
     pub file_offset: u64,
     /// The load bias: an address `a` in the module is ELF virtual address `a - bias` (what
     /// symbol tables and DWARF use).
@@ -252,6 +257,7 @@ mod tests {
                 bias: 0x7f00_0000_0000,
                 build_id: Some(vec![0xde, 0xad, 0x01]),
                 unix_ns: 5,
+                exec_index: 2,
             },
             Module {
                 pid: 42,

@@ -493,6 +493,7 @@ fn stacks_and_modules_round_trip() {
                 bias: 0x5555_5555_0000,
                 build_id: Some(vec![1, 2, 3, 0xff]),
                 unix_ns: 77,
+                exec_index: 0,
             },
             trace::Module {
                 pid: 11,
@@ -503,6 +504,7 @@ fn stacks_and_modules_round_trip() {
                 bias: 0x7f00_0000_0000,
                 build_id: None,
                 unix_ns: 78,
+                exec_index: 1,
             },
         ];
         let mut w = TraceWriter::new(Vec::new(), &stacks_header(frees)).unwrap();

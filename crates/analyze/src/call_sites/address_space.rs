@@ -1,10 +1,11 @@
 //! Which recorded modules an image's addresses may fall in.
 use trace::{Module, ProcessInfo};
 
-/// The mappings that can hold the addresses of `image`'s stacks: the modules recorded under its pid
-/// (after an exec, only those seen since this image started), and for a fork child that inherited its
-/// parent's address space, the parent's modules seen before the child started, up the chain of traced
-/// ancestors. Later-seen modules come last, so they win where ranges overlap.
+/// The mappings that can hold the addresses of `image`'s stacks: the modules recorded for it (its pid
+/// and exec index), and for a fork child, which inherited its parent's address space, the parent's
+/// modules seen before the child started, up the chain of traced ancestors (the shim records a
+/// child's modules itself; these only fill what it did not). Later-seen modules come last, so they
+/// win where ranges overlap.
 pub fn address_space(
     image: &ProcessInfo,
     images: &[ProcessInfo],
@@ -12,9 +13,7 @@ pub fn address_space(
 ) -> symbols::AddressSpace {
     let mut chosen: Vec<&Module> = modules
         .iter()
-        .filter(|m| {
-            m.pid == image.pid && (image.exec_index == 0 || m.unix_ns >= image.start_unix_ns)
-        })
+        .filter(|m| m.pid == image.pid && m.exec_index == image.exec_index)
         .collect();
     // Inherited mappings: only a first image (exec replaces the address space).
     let mut child = image;
@@ -29,13 +28,12 @@ pub fn address_space(
         };
         let before = child.start_unix_ns;
         chosen.extend(modules.iter().filter(|m| {
-            m.pid == parent.pid
-                && m.unix_ns <= before
-                && (parent.exec_index == 0 || m.unix_ns >= parent.start_unix_ns)
+            m.pid == parent.pid && m.exec_index == parent.exec_index && m.unix_ns <= before
         }));
         child = parent;
         depth += 1;
     }
+    // Inherited ones were seen before the child started, so its own come after them.
     chosen.sort_by_key(|m| m.unix_ns);
     symbols::AddressSpace::new(
         chosen
