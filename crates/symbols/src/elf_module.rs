@@ -120,11 +120,11 @@ impl ElfModule {
         if let Some(outer) = out.last_mut() {
             outer.inlined = false;
             if outer.function.is_none() {
-                outer.function = self.symbol_at(probe).map(str::to_string);
+                outer.function = self.symbol_at(probe).map(demangle);
             }
         } else if let Some(name) = self.symbol_at(probe) {
             out.push(RawFrame {
-                function: Some(name.to_string()),
+                function: Some(demangle(name)),
                 file: None,
                 line: None,
                 inlined: false,
@@ -162,10 +162,11 @@ fn collect_symbols(object: &object::File, out: &mut Vec<Symbol>) {
             continue;
         }
         if let Ok(name) = sym.name() {
+            // Demangled when an address resolves to it: a large program exports tens of thousands.
             out.push(Symbol {
                 address: sym.address(),
                 size: sym.size(),
-                name: demangle(name),
+                name: name.to_string(),
             });
         }
     }

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::csv::OutputError;
 use super::text::{bytes, count, duration, pct};
-use crate::call_sites::{CallSites, FunctionSite, SiteFigures, StackSite};
+use std::collections::HashMap;
+
+use crate::call_sites::{CallSites, FunctionSite, SiteFigures, SiteFrame, StackSite};
 
 /// The CSV files `write_sites_csv` creates.
 pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"];
@@ -147,8 +149,73 @@ fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<
     Ok(())
 }
 
+/// The JSON of `analyze --sites --json`: per process, each distinct frame once (`frames`) and stacks
+/// as indices into it, innermost first (a stack repeats the outer frames of many others: written out,
+/// cc1's 7,000 stacks took 50 MB).
 pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut out, sites)?;
+    #[derive(Serialize)]
+    struct Stack<'a> {
+        frames: Vec<u32>,
+        figures: &'a SiteFigures,
+        stack_ids: &'a [u32],
+    }
+    #[derive(Serialize)]
+    struct Process<'a> {
+        pid: u32,
+        exec_index: u32,
+        cmdline: &'a [String],
+        frames: Vec<&'a SiteFrame>,
+        functions: &'a [FunctionSite],
+        stacks: Vec<Stack<'a>>,
+        without_stack: &'a SiteFigures,
+    }
+    #[derive(Serialize)]
+    struct Document<'a> {
+        processes: Vec<Process<'a>>,
+        warnings: &'a [String],
+    }
+    let processes = sites
+        .processes
+        .iter()
+        .map(|p| {
+            let mut index: HashMap<&SiteFrame, u32> = HashMap::new();
+            let mut frames = Vec::new();
+            let stacks = p
+                .stacks
+                .iter()
+                .map(|s| Stack {
+                    frames: s
+                        .frames
+                        .iter()
+                        .map(|f| {
+                            *index.entry(f).or_insert_with(|| {
+                                frames.push(f);
+                                frames.len() as u32 - 1
+                            })
+                        })
+                        .collect(),
+                    figures: &s.figures,
+                    stack_ids: &s.stack_ids,
+                })
+                .collect();
+            Process {
+                pid: p.pid,
+                exec_index: p.exec_index,
+                cmdline: &p.cmdline,
+                frames,
+                functions: &p.functions,
+                stacks,
+                without_stack: &p.without_stack,
+            }
+        })
+        .collect();
+    serde_json::to_writer(
+        &mut out,
+        &Document {
+            processes,
+            warnings: &sites.warnings,
+        },
+    )?;
     out.write_all(b"\n")
 }
 
