@@ -56,7 +56,7 @@ fn process_section(p: &ProcessSites) -> Section {
         .unwrap_or("?");
     let mut s = Section::new(
         format!("sites-{key}"),
-        format!("Call sites: {} {exe}", p.pid),
+        format!("Call sites of process {} ({exe})", p.pid),
     );
     s.push(Block::Paragraph(
         "Flame graphs: each box is a function on the stacks of allocating calls, as wide as the figure of \
@@ -102,8 +102,9 @@ fn process_section(p: &ProcessSites) -> Section {
         ("median lifetime (calls)", Unit::Count, |f| {
             f.figures.lifetime_calls.median.unwrap_or(0) as f64
         }),
-        ("median lifetime", Unit::Seconds, |f| {
-            f.figures.lifetime_ns.median.unwrap_or(0) as f64 / 1e9
+        // In µs: the page's seconds round to whole ms, and lifetimes are often microseconds.
+        ("median lifetime (µs)", Unit::Plain, |f| {
+            (f.figures.lifetime_ns.median.unwrap_or(0) as f64 / 100.0).round() / 10.0
         }),
         ("median size", Unit::Bytes, |f| {
             f.figures.sizes.median.unwrap_or(0) as f64
