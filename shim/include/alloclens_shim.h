@@ -38,8 +38,7 @@
  * arena, by its offset in 8-byte words: in `old_addr` for every op but the reallocs; for
  * AL_OP_REALLOC and AL_OP_REALLOCARRAY, bits 16.. of the offset in bits 48-63 of `old_addr` and
  * bits 0-15 in bits 48-63 of `size` (set only when both are below 2^48). */
-#define AL_OP_HAS_STACK 0x40u
-#define AL_OP_TAG_MASK 0x3fu
+#define AL_OP_HAS_STACK 64u
 
 /* One ring record. `seq_op` = seq | (op << AL_OP_SHIFT). */
 #define AL_OP_SHIFT 56u
@@ -137,7 +136,7 @@ struct al_stacks_msg {
 /* The stack arena (memfd, AL_ARENA_BYTES, sparse): a header, then entries of whole 8-byte words.
  * An entry's first word is written last, with release: its size in words (low 32 bits) and its
  * kind (high 32 bits); 0 means not complete yet. */
-#define AL_ARENA_BYTES (512u << 20)
+#define AL_ARENA_BYTES 536870912u /* 512 MiB */
 #define AL_ARENA_HEADER_BYTES 64u
 #define AL_ARENA_STACK 1u
 #define AL_ARENA_MODULE 2u

@@ -5,8 +5,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 pub const OP_RING_OWNER: u8 = 128;
 /// Op-byte flag: the record names its stack (shim/include/alloclens_shim.h, AL_OP_HAS_STACK).
-pub const OP_HAS_STACK: u8 = 0x40;
-pub const OP_TAG_MASK: u8 = 0x3f;
+pub const OP_HAS_STACK: u8 = 64;
 pub const OP_SHIFT: u32 = 56;
 pub const SEQ_MASK: u64 = (1 << OP_SHIFT) - 1;
 pub const RECORD_SIZE: usize = 32;
