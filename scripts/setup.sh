@@ -5,10 +5,11 @@
 set -euo pipefail
 
 level=${1:-runtime}
-packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 ca-certificates)
+# libunwind8: what `record --stacks` unwinds with (the shim loads it at run time; no -dev needed).
+packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libunwind8 ca-certificates)
 case "$level" in
   runtime) ;;
-  test) packages+=(gcc g++ libc6-dev make python3 smem chromium) ;;
+  test) packages+=(gcc g++ libc6-dev make python3 smem chromium binutils) ;;
   bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack) ;;
   *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
 esac

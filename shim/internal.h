@@ -153,6 +153,30 @@ AL_HIDDEN void al_write_stderr(const char *a, const char *b);
 /* The recorder's socket path (ALLOCLENS_SOCKET as read at start), or NULL. */
 AL_HIDDEN const char *al_socket_path(void);
 
+/* ---------------------------------------------------------------- stacks.c: call stacks */
+
+struct al_stacks {
+    _Atomic int on; /* record --stacks, and set up */
+    int depth;
+    int frees;      /* frees' stacks too */
+    int fd;         /* the arena's memfd (kept for fork children) */
+    void *base;     /* the arena mapping */
+};
+
+AL_HIDDEN extern struct al_stacks al_stacks;
+/* Sets up stacks when ALLOCLENS_STACKS asks for them (at image start). -1: asked for, but not
+ * possible (the reason is on stderr); tracing goes on without stacks. */
+AL_HIDDEN int al_stacks_setup(void);
+/* In a fork child, before its hello: modules again under the child's pid. */
+AL_HIDDEN void al_stacks_fork_child(void);
+/* The calling code's stack, interned: its arena offset, or 0 when none could be taken. */
+AL_HIDDEN uint32_t al_stack_capture(void);
+
+static inline int al_op_is_free(uint64_t op)
+{
+    return op == AL_OP_FREE || op == AL_OP_FREE_SIZED || op == AL_OP_FREE_ALIGNED_SIZED;
+}
+
 /* ---------------------------------------------------------------- hooks.c: recording one call */
 
 /* First event of a thread or of the image, or tracing off / re-entered (hooks.c). */
@@ -226,6 +250,21 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
                     atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
         al_record_slow(op, addr, size, old_addr);
         return;
+    }
+    if (AL_UNLIKELY(atomic_load_explicit(&al_stacks.on, memory_order_relaxed)) &&
+        (al_stacks.frees || !al_op_is_free(op))) {
+        uint32_t at = al_stack_capture();
+        if (op == AL_OP_REALLOC || op == AL_OP_REALLOCARRAY) {
+            uintptr_t old = (uintptr_t)old_addr;
+            if (at != 0 && (old >> 48) == 0 && (size >> 48) == 0) {
+                old_addr = (const void *)(old | (uintptr_t)(at >> 16) << 48);
+                size |= (size_t)(at & 0xffff) << 48;
+                op |= AL_OP_HAS_STACK;
+            }
+        } else if (at != 0) {
+            old_addr = (const void *)(uintptr_t)at;
+            op |= AL_OP_HAS_STACK;
+        }
     }
     t->in_hook = 1;
     atomic_signal_fence(memory_order_seq_cst);

@@ -373,9 +373,22 @@ AL_HIDDEN void al_proc_init(void)
         atfork_registered = 1;
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     }
+    if (atomic_load(&al_stacks.on))
+        al_stacks_fork_child();
+    else
+        al_stacks_setup();
     atomic_store(&al_proc.state, AL_ACTIVE); /* al_send reports failures through al_disable */
     if (send_hello(page_fd, mono, real) != 0)
         goto off_quiet;
+    if (atomic_load(&al_stacks.on)) {
+        struct {
+            struct al_msg_hdr h;
+            struct al_stacks_msg s;
+        } m = {{AL_MSG_STACKS, sizeof m},
+               {(uint32_t)al_stacks.depth, al_stacks.frees ? AL_STACKS_FREES : 0}};
+        if (al_send(&m, sizeof m, al_stacks.fd) != 0)
+            goto off_quiet;
+    }
     close(page_fd);
     al_tls.busy--;
     return;

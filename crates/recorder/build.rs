@@ -5,12 +5,13 @@ use std::process::Command;
 
 mod shim_flags;
 
-const SOURCES: [&str; 6] = [
+const SOURCES: [&str; 7] = [
     "bootstrap.c",
     "buffer.c",
     "cxx.c",
     "exec.c",
     "hooks.c",
+    "stacks.c",
     "transport.c",
 ];
 

@@ -34,6 +34,11 @@
 #define AL_OP_FREE_ALIGNED_SIZED 12u
 /* In-band ring control record: the ring changed owner; `addr` holds the new thread id. */
 #define AL_OP_RING_OWNER 128u
+/* Flag in the op byte (record --stacks): the record names its call stack, an entry of the stack
+ * arena, by its offset in 8-byte words: in `old_addr` for every op but the reallocs; for
+ * AL_OP_REALLOC and AL_OP_REALLOCARRAY, bits 16.. of the offset in bits 48-63 of `old_addr` and
+ * bits 0-15 in bits 48-63 of `size` (set only when both are below 2^48). */
+#define AL_OP_HAS_STACK 64u
 
 /* One ring record. `seq_op` = seq | (op << AL_OP_SHIFT). */
 #define AL_OP_SHIFT 56u
@@ -69,6 +74,9 @@ struct al_record {
  * a program about to be exec'd, or spawned, so the recorder can report it when it does not load
  * the shim (docs/architecture.md, "Programs that are not traced"). */
 #define AL_MSG_EXEC 6u
+/* + struct al_stacks_msg; fd: the image's stack arena (record --stacks). A fork child sends its
+ * parent's arena again (it shares it). */
+#define AL_MSG_STACKS 7u
 
 /* struct al_exec.phase */
 #define AL_EXEC_BEFORE 1u  /* process `pid` is about to exec (it may fail: AL_EXEC_FAILED follows) */
@@ -119,6 +127,40 @@ struct al_exec {
     uint32_t error;
 };
 
+struct al_stacks_msg {
+    uint32_t depth;
+    uint32_t flags; /* AL_STACKS_FREES */
+};
+#define AL_STACKS_FREES 1u
+
+/* The stack arena (memfd, AL_ARENA_BYTES, sparse): a header, then entries of whole 8-byte words.
+ * An entry's first word is written last, with release: its size in words (low 32 bits) and its
+ * kind (high 32 bits); 0 means not complete yet. */
+#define AL_ARENA_BYTES 536870912u /* 512 MiB */
+#define AL_ARENA_HEADER_BYTES 64u
+#define AL_ARENA_STACK 1u
+#define AL_ARENA_MODULE 2u
+#define AL_MAX_STACK_DEPTH 256u
+struct al_arena_header {
+    _Atomic uint64_t reserved_words; /* words handed out, the header's included */
+    _Atomic uint32_t full;           /* a reservation failed: stacks were dropped */
+    uint32_t reserved;
+};
+struct al_arena_stack {
+    uint64_t head;
+    _Atomic uint32_t id; /* the trace-wide id; written by the recorder when a record first names it */
+    uint32_t depth;      /* then depth x u64 return addresses, innermost first */
+};
+struct al_arena_module {
+    uint64_t head;
+    uint32_t pid;
+    uint32_t build_id_len;
+    uint32_t path_len;
+    uint32_t reserved;
+    uint64_t start, end, file_offset, bias, unix_ns;
+    /* then the build-id (padded to 8 bytes), then the path (padded to 8 bytes) */
+};
+
 struct al_end {
     uint32_t reason;
     uint32_t reserved;
@@ -126,5 +168,7 @@ struct al_end {
 
 /* Environment variables read by the shim (docs/environment.md). */
 #define AL_ENV_SOCKET "ALLOCLENS_SOCKET"
+#define AL_ENV_STACKS "ALLOCLENS_STACKS"           /* record --stacks: the stack depth */
+#define AL_ENV_FREE_STACKS "ALLOCLENS_FREE_STACKS" /* "1": frees' stacks too */
 
 #endif

@@ -12,6 +12,7 @@ fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record
         seq,
         t_ns: 100 * (seq + 1),
         tid,
+        stack: 0,
         op,
         addr,
         size,
@@ -501,6 +502,7 @@ fn a_life_shorter_than_the_time_resolution_is_not_called_0_ns() {
             addr,
             size,
             old_addr: 0,
+            stack: 0,
         })
     };
     let records = vec![

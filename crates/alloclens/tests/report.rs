@@ -319,6 +319,42 @@ fn calls_in_trace(path: &Path) -> u64 {
     calls
 }
 
+/// A trace recorded with --stacks: its call-site sections' flame graphs and tables are drawn too
+/// (docs/reports.md, "Call sites"), offline.
+#[test]
+fn trace_report_with_stacks_draws_its_flame_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("stacks.alt");
+    record(
+        &trace,
+        &["--stacks"],
+        &[&exe(), "workload", "events", "--events", "4"],
+    );
+    let html_path = dir.path().join("stacks.html");
+    alloclens()
+        .arg("report")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&html_path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_offline(&html);
+    let flames = html.matches("data-flame=\"").count();
+    assert!(flames >= 2, "calls and bytes at least: {flames}");
+    assert!(html.contains("class=\"sites\""));
+    if let Some(dom) = open_in_browser(&html_path, "report-trace-stacks") {
+        assert_rendered(&dom, &html);
+        let status = render_status(&dom);
+        assert_eq!(status["flames"], flames as u64, "{status}");
+        assert_eq!(status["flames_drawn"], flames as u64, "{status}");
+        assert!(
+            status["flame_frames"].as_u64().unwrap() > 2 * flames as u64,
+            "{status}"
+        );
+    }
+}
+
 #[test]
 fn trace_report_renders_every_chart_offline() {
     let trace = trace_fixture();

@@ -11,8 +11,10 @@ use trace::codec::ChunkDecoder;
 use trace::{Losses, RawChunk, Record, TraceError, TraceReader};
 
 use crate::analysis::Analysis;
+use crate::call_sites;
 use crate::error::AnalyzeError;
 use crate::process::ProcessAnalyzer;
+use crate::sites::SiteAnalyzer;
 use crate::{assemble, Options};
 
 /// Decoded chunks waiting for the analysis pass (bounds memory to a few chunks: 24 MiB each at
@@ -29,6 +31,10 @@ pub struct FileAnalysis {
     pub allocator: String,
     /// Recorded without addresses (the addresses in the trace are block ids).
     pub no_addresses: bool,
+    /// Recorded with stacks (`record --stacks`).
+    pub has_stacks: bool,
+    /// The call sites, when asked for (`Options::call_sites`) and the trace has stacks.
+    pub call_sites: Option<crate::call_sites::CallSites>,
 }
 
 /// Analyse every (selected) process stream of the trace at `path`.
@@ -70,10 +76,14 @@ pub fn analyze_file_with(
     }
     progress.start(selected.iter().map(|i| reader.streams()[*i].records).sum());
     let mut processes = Vec::with_capacity(selected.len());
+    let mut site_images = Vec::new();
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
-        match feed_stream(&mut reader, i, &mut analyzer, progress) {
+        // Per-stack figures in the same pass, when call sites are asked for and recorded.
+        let mut sites = (options.call_sites.is_some() && reader.has_stacks())
+            .then(|| SiteAnalyzer::new(info.clone()));
+        match feed_stream(&mut reader, i, &mut analyzer, sites.as_mut(), progress) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
                 losses.stream_stopped(&info, &e, done);
@@ -88,8 +98,20 @@ pub fn analyze_file_with(
                 ));
             }
         }
+        if let Some(sites) = sites {
+            site_images.push((info.clone(), sites.finish().sites));
+        }
         processes.push(analyzer.finish());
     }
+    let call_sites = match &options.call_sites {
+        Some(o) if reader.has_stacks() => Some(call_sites::resolve(
+            &site_images,
+            reader.stacks(),
+            reader.modules(),
+            o,
+        )),
+        _ => None,
+    };
     let header = reader.header().clone();
     let mut analysis = assemble(processes, options);
     analysis.warnings = losses.warnings("analysed");
@@ -106,6 +128,8 @@ pub fn analyze_file_with(
         command: header.command,
         allocator: header.allocator,
         no_addresses: header.no_addresses,
+        has_stacks: reader.has_stacks(),
+        call_sites,
     })
 }
 
@@ -123,6 +147,7 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     reader: &mut TraceReader<R>,
     stream: usize,
     analyzer: &mut ProcessAnalyzer,
+    mut sites: Option<&mut SiteAnalyzer>,
     progress: &dyn trace::Progress,
 ) -> Option<(Stop, u64)> {
     // One core is the pass's. With a decoder per core, the pass shared its core with a decoder
@@ -212,6 +237,13 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                 match batch {
                     Ok(records) => {
                         analyzer.feed_chunk(&records);
+                        if let Some(sites) = sites.as_deref_mut() {
+                            for r in &records {
+                                if let Record::Event(e) = r {
+                                    sites.push(e);
+                                }
+                            }
+                        }
                         done += records.len() as u64;
                         progress.advance(records.len() as u64);
                         if let Ok(mut s) = spares.lock() {

@@ -11,12 +11,13 @@
 //! use trace::{Event, Op, ProcessInfo, Record};
 //!
 //! let info = ProcessInfo { pid: 1, ppid: 0, exec_index: 0, cmdline: vec![], start_unix_ns: 0, truncated: false };
-//! let ev = |seq, op, addr, size| Record::Event(Event { seq, t_ns: seq, tid: 1, op, addr, size, old_addr: 0 });
+//! let ev = |seq, op, addr, size| Record::Event(Event { seq, t_ns: seq, tid: 1, op, addr, size, old_addr: 0, stack: 0 });
 //! let records = vec![ev(0, Op::Malloc, 0x10, 42), ev(1, Op::Free, 0x10, 0)];
 //! let report = analyze_process(info, records, &Config::default());
 //! assert_eq!(report.stats.lifetimes.median_calls, Some(0));
 //! ```
 pub mod analysis;
+pub mod call_sites;
 pub mod error;
 pub mod file;
 pub mod hash;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod output;
 pub mod process;
 pub mod scope;
+pub mod sites;
 pub mod sizes;
 pub mod timeline;
 
@@ -48,6 +50,8 @@ pub struct Options {
     /// Keep only the images of this pid (every exec'd image of it).
     pub process: Option<u32>,
     pub config: Config,
+    /// Resolve and fold call sites when the trace has stacks (`FileAnalysis::call_sites`).
+    pub call_sites: Option<call_sites::CallSiteOptions>,
 }
 
 impl Options {

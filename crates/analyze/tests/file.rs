@@ -92,6 +92,7 @@ fn filters_select_a_process_and_a_phase() {
             ..Config::default()
         },
         process: Some(42),
+        call_sites: None,
     };
     let r = analyze_file(&path, &phase).unwrap().analysis;
     let p = &r.processes[0];
@@ -117,6 +118,7 @@ fn filters_select_a_process_and_a_phase() {
             ..Config::default()
         },
         process: None,
+        call_sites: None,
     };
     let err = analyze_file(&path, &missing).unwrap_err().to_string();
     assert!(err.contains("nope") && err.contains("second half"), "{err}");

@@ -10,7 +10,13 @@ use trace::{ChunkEncoder, Marker, Op, UncompressedChunk};
 use crate::block_ids::BlockIds;
 
 use crate::anchors::AnchorSink;
-use crate::protocol::{OP_SHIFT, SEQ_MASK};
+use crate::protocol::{OP_HAS_STACK, OP_SHIFT, SEQ_MASK};
+use crate::stacks::{Arena, Stacks};
+use std::sync::Arc;
+
+/// Bits 0-47 of a realloc's size and old address (the stack offset rides above, see
+/// `AL_OP_HAS_STACK`).
+const LOW_48: u64 = (1 << 48) - 1;
 
 /// A sealed events chunk of one stream, not compressed yet.
 pub struct Batch {
@@ -37,6 +43,8 @@ pub struct ChunkBuilder {
     pub refused: u64,
     /// Markers in the chunk being built.
     markers: u32,
+    /// `record --stacks`: the recording's stack ids and this image's arena (once the shim sent it).
+    stacks: Option<(Stacks, Arc<Arena>)>,
 }
 
 /// Once the id map outgrows a core's caches (`BlockIds::worth_prefetching`; python3: 1.8 M
@@ -48,7 +56,21 @@ const PREFETCH_AHEAD: usize = 16;
 impl ChunkBuilder {
     /// `encoder` fresh or `reset` (`into_encoder` of a finished image); with `addresses` false
     /// the chunks store block ids instead of addresses.
+    #[cfg(test)]
     pub fn new(encoder: ChunkEncoder, addresses: bool) -> ChunkBuilder {
+        Self::with_stacks(encoder, addresses, None)
+    }
+
+    /// As `new`; with `stacks` (`Some(frees)`) the chunks keep stack ids (of frees too).
+    pub fn with_stacks(
+        encoder: ChunkEncoder,
+        addresses: bool,
+        stacks: Option<bool>,
+    ) -> ChunkBuilder {
+        let encoder = match stacks {
+            Some(frees) => encoder.with_stacks(frees),
+            None => encoder,
+        };
         let (encoder, block_ids) = if addresses {
             (encoder, None)
         } else {
@@ -59,7 +81,13 @@ impl ChunkBuilder {
             block_ids,
             refused: 0,
             markers: 0,
+            stacks: None,
         }
+    }
+
+    /// The image's stack arena arrived: records name their stacks in it.
+    pub fn attach_stacks(&mut self, stacks: Stacks, arena: Arc<Arena>) {
+        self.stacks = Some((stacks, arena));
     }
 
     /// The encoder, reset, for another image.
@@ -93,11 +121,26 @@ impl ChunkBuilder {
     }
 
     #[inline(always)]
-    fn push_record(&mut self, [seq_op, mut addr, size, mut old_addr]: [u64; 4], tid: u32) {
-        let Some(op) = Op::from_tag((seq_op >> OP_SHIFT) as u8) else {
+    fn push_record(&mut self, [seq_op, mut addr, mut size, mut old_addr]: [u64; 4], tid: u32) {
+        let tag = (seq_op >> OP_SHIFT) as u8;
+        let Some(op) = Op::from_tag(tag & !OP_HAS_STACK) else {
             self.refused += 1;
             return;
         };
+        let mut stack = 0;
+        if tag & OP_HAS_STACK != 0 {
+            let offset = if op.is_realloc() {
+                let o = (old_addr >> 48) << 16 | size >> 48;
+                old_addr &= LOW_48;
+                size &= LOW_48;
+                o
+            } else {
+                std::mem::take(&mut old_addr)
+            };
+            if let Some((stacks, arena)) = &self.stacks {
+                stack = stacks.id(arena, offset);
+            }
+        }
         let seq = seq_op & SEQ_MASK;
         if let Some(ids) = &mut self.block_ids {
             ids.rewrite(op, seq, &mut addr, &mut old_addr);
@@ -106,6 +149,7 @@ impl ChunkBuilder {
             seq,
             t_ns: 0,
             tid,
+            stack,
             op,
             addr,
             size,

@@ -15,8 +15,8 @@ use crate::anchors::Anchors;
 use crate::batch::{Batch, ChunkBuilder};
 
 use crate::protocol::{
-    OP_RING_OWNER, OP_SHIFT, PAGE_BYTES, PAGE_COUNTER_OFFSET, RECORD_SIZE, RING_HEADER_BYTES,
-    RING_HEAD_OFFSET, RING_RECORDS, RING_TAIL_OFFSET, SEQ_MASK,
+    OP_HAS_STACK, OP_RING_OWNER, OP_SHIFT, PAGE_BYTES, PAGE_COUNTER_OFFSET, RECORD_SIZE,
+    RING_HEADER_BYTES, RING_HEAD_OFFSET, RING_RECORDS, RING_TAIL_OFFSET, SEQ_MASK,
 };
 use crate::sys::Mapping;
 
@@ -206,6 +206,17 @@ impl Image {
             exec: None,
             exec_verdict: None,
         })
+    }
+
+    /// `record --stacks`: the shim handed over the image's stack arena.
+    pub fn attach_stacks(
+        &mut self,
+        stacks: crate::stacks::Stacks,
+        arena: std::sync::Arc<crate::stacks::Arena>,
+    ) {
+        if let Some(chunk) = self.chunk.as_mut() {
+            chunk.attach_stacks(stacks, arena);
+        }
     }
 
     pub fn add_ring(&mut self, fd: &OwnedFd) -> std::io::Result<()> {
@@ -482,7 +493,7 @@ impl Image {
                 ring.tid = addr as u32;
                 continue;
             }
-            if Op::from_tag(tag).is_none() {
+            if Op::from_tag(tag & !OP_HAS_STACK).is_none() {
                 self.misplaced += 1;
                 continue;
             }
@@ -590,7 +601,7 @@ fn in_order_prefix(records: &[[u64; 4]], next_seq: u64) -> usize {
         .zip(next_seq..)
         .take_while(|(r, want)| {
             let tag = (r[0] >> OP_SHIFT) as u8;
-            r[0] & SEQ_MASK == *want && Op::from_tag(tag).is_some()
+            r[0] & SEQ_MASK == *want && Op::from_tag(tag & !OP_HAS_STACK).is_some()
         })
         .count()
 }

@@ -18,6 +18,7 @@ pub mod protocol;
 mod server;
 mod shim;
 mod spawn;
+mod stacks;
 pub mod supervisor;
 mod sys;
 mod untraced;
@@ -70,6 +71,9 @@ pub struct RecordOptions {
     /// The link to a supervisor (`supervisor::split`) that takes over should the recorder
     /// itself die: the command's pid and, with `marker`, its output pipes are sent there.
     pub supervisor: Option<supervisor::Link>,
+    /// `--stacks`: record the call stack of every allocation (docs/trace-format.md, "Call
+    /// stacks"); `None` records none, and the trace is what it was before stacks existed.
+    pub stacks: Option<StackOptions>,
     /// Counters the recording updates as chunks reach the file, for a caller that shows progress.
     pub progress: Option<Arc<RecordProgress>>,
 }
@@ -81,6 +85,18 @@ pub struct RecordProgress {
     pub events: AtomicU64,
     pub bytes: AtomicU64,
 }
+
+/// How call stacks are recorded (`record --stacks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackOptions {
+    /// The most frames kept per stack (1..=256), innermost first.
+    pub depth: u32,
+    /// Frees' stacks too (`--free-stacks`).
+    pub frees: bool,
+}
+
+/// The deepest stack the shim keeps (`AL_MAX_STACK_DEPTH`).
+pub const MAX_STACK_DEPTH: u32 = protocol::MAX_STACK_DEPTH as u32;
 
 impl RecordOptions {
     pub fn new(command: Vec<OsString>, output: PathBuf) -> Self {
@@ -97,6 +113,7 @@ impl RecordOptions {
             addresses: false,
             supervisor: None,
             progress: None,
+            stacks: None,
         }
     }
 }
@@ -187,10 +204,32 @@ pub enum RecordError {
     },
     #[error("cannot wait for the command: {0}")]
     Wait(#[source] std::io::Error),
+    #[error(
+        "--stacks needs libunwind, and libunwind.so.8 cannot be loaded: install it \
+         (Debian: apt-get install libunwind8, or scripts/setup.sh), or record without --stacks"
+    )]
+    NoLibunwind,
+    #[error("--stack-depth {0} is out of range: give 1 to {max}", max = MAX_STACK_DEPTH)]
+    StackDepth(u32),
 }
 
 /// Runs the command under the shim and writes its trace. Returns once the command exited and
 /// every traced process ended (or `linger` passed).
 pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    check_stacks(options)?;
     spawn::run(options)
+}
+
+/// What `record` checks of `--stacks` before starting anything (the depth, libunwind): callers
+/// that fork first call it before.
+pub fn check_stacks(options: &RecordOptions) -> Result<(), RecordError> {
+    if let Some(s) = options.stacks {
+        if s.depth == 0 || s.depth > MAX_STACK_DEPTH {
+            return Err(RecordError::StackDepth(s.depth));
+        }
+        if !sys::library_loads(c"libunwind.so.8") {
+            return Err(RecordError::NoLibunwind);
+        }
+    }
+    Ok(())
 }

@@ -55,6 +55,9 @@ enum Job {
     End(u32, EndReason, u64),
     Note(String),
     Untraced(trace::Untraced),
+    /// A STACKS chunk's payload.
+    Stacks(Vec<u8>),
+    Modules(Vec<trace::Module>),
     Flush,
     Finish(Trailer),
 }
@@ -224,6 +227,18 @@ impl Pipeline {
 
     pub fn note(&mut self, text: &str) {
         self.send(Job::Note(text.to_string()));
+    }
+
+    /// Stacks `first_id`.. (a STACKS chunk); encoded here, on the drain thread (rare and small).
+    pub fn stacks(&mut self, first_id: u32, stacks: &[Vec<u64>]) {
+        match trace::stacks_payload(first_id, stacks.iter().map(|s| s.as_slice())) {
+            Ok(p) => self.send(Job::Stacks(p)),
+            Err(e) => self.send(Job::Failed(format!("encoding stacks: {e}"))),
+        }
+    }
+
+    pub fn modules(&mut self, modules: Vec<trace::Module>) {
+        self.send(Job::Modules(modules));
     }
 
     pub fn untraced(&mut self, u: &trace::Untraced) {
@@ -423,6 +438,8 @@ impl Output {
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
             Job::Untraced(u) => w.untraced(&u),
+            Job::Stacks(payload) => w.write_stacks_payload(&payload),
+            Job::Modules(m) => w.write_modules(&m),
             Job::Flush => w.flush(),
             Job::Finish(trailer) => {
                 let Some(w) = self.writer.take() else { return };

@@ -4,6 +4,8 @@
 pub const PROTOCOL_VERSION: u32 = 1;
 
 pub const OP_RING_OWNER: u8 = 128;
+/// Op-byte flag: the record names its stack (shim/include/alloclens_shim.h, AL_OP_HAS_STACK).
+pub const OP_HAS_STACK: u8 = 64;
 pub const OP_SHIFT: u32 = 56;
 pub const SEQ_MASK: u64 = (1 << OP_SHIFT) - 1;
 pub const RECORD_SIZE: usize = 32;
@@ -23,6 +25,18 @@ pub const MSG_MARK: u32 = 3;
 pub const MSG_END: u32 = 4;
 pub const MSG_STOPPED: u32 = 5;
 pub const MSG_EXEC: u32 = 6;
+pub const MSG_STACKS: u32 = 7;
+pub const STACKS_FREES: u32 = 1;
+
+/// The stack arena (`struct al_arena_*`).
+pub const ARENA_BYTES: usize = 512 << 20;
+pub const ARENA_HEADER_BYTES: usize = 64;
+pub const ARENA_STACK: u64 = 1;
+pub const ARENA_MODULE: u64 = 2;
+pub const MAX_STACK_DEPTH: usize = 256;
+pub const STACKS_MSG_BYTES: usize = 8;
+pub const ENV_STACKS: &str = "ALLOCLENS_STACKS";
+pub const ENV_FREE_STACKS: &str = "ALLOCLENS_FREE_STACKS";
 
 pub const EXEC_BEFORE: u32 = 1;
 pub const EXEC_SPAWNED: u32 = 2;
@@ -68,6 +82,11 @@ pub enum Message {
     },
     End {
         reason: u32,
+    },
+    /// The image's stack arena follows as the descriptor (`record --stacks`).
+    Stacks {
+        depth: u32,
+        flags: u32,
     },
     /// The shim stopped tracing the image (its reason): no event follows.
     Stopped {
@@ -136,6 +155,10 @@ pub fn parse(b: &[u8]) -> Option<Message> {
         }),
         MSG_END => Some(Message::End {
             reason: u32_at(body, 0)?,
+        }),
+        MSG_STACKS => Some(Message::Stacks {
+            depth: u32_at(body, 0)?,
+            flags: u32_at(body, 4)?,
         }),
         MSG_STOPPED => Some(Message::Stopped {
             reason: String::from_utf8_lossy(body).into_owned(),

@@ -120,6 +120,8 @@ pub struct Server {
     foreign: Vec<Foreign>,
     /// Programs that ran without the shim (also written into the trace).
     pub untraced: Vec<trace::Untraced>,
+    /// `record --stacks`: the stack ids and arenas, and whether frees have stacks too.
+    stacks: Option<(crate::stacks::Stacks, bool)>,
 }
 
 /// Said of a program that left nothing to explain why it did not connect.
@@ -156,6 +158,7 @@ impl Server {
         level: i32,
         addresses: bool,
         progress: Option<Arc<crate::RecordProgress>>,
+        stacks: Option<bool>,
     ) -> Server {
         let mut warnings = Vec::new();
         let writer = match Pipeline::start(writer, level, progress) {
@@ -192,6 +195,7 @@ impl Server {
             expected: None,
             foreign: Vec::new(),
             untraced: Vec::new(),
+            stacks: stacks.map(|frees| (crate::stacks::Stacks::new(), frees)),
         }
     }
 
@@ -421,6 +425,22 @@ impl Server {
                 },
                 Some(i),
             ) => self.exec_message(i, pid, phase, env, path, argv0, preload),
+            (Message::Stacks { .. }, Some(i)) => {
+                let (Some(fd), Some((stacks, _))) = (fd, self.stacks.as_ref()) else {
+                    return;
+                };
+                let (pid, exec_index) = (self.images[i].pid, self.summaries[i].exec_index);
+                match stacks.arena(&fd, pid, exec_index) {
+                    Ok(arena) => {
+                        let stacks = stacks.clone();
+                        self.images[i].attach_stacks(stacks, arena);
+                    }
+                    Err(e) => {
+                        let pid = self.images[i].pid;
+                        self.warn(format!("pid {pid}: cannot map its stack arena: {e}"));
+                    }
+                }
+            }
             (Message::Stopped { reason }, Some(i)) => {
                 let pid = self.images[i].pid;
                 self.warn(format!("pid {pid}: tracing stopped: {reason}"));
@@ -651,7 +671,8 @@ impl Server {
             .spare_encoders
             .pop()
             .unwrap_or_else(|| trace::ChunkEncoder::new(1));
-        let chunk = ChunkBuilder::new(encoder, self.addresses);
+        let chunk =
+            ChunkBuilder::with_stacks(encoder, self.addresses, self.stacks.as_ref().map(|s| s.1));
         match Image::new(stream, pid, start_ticks, mono0, page_fd, chunk) {
             Ok(img) => {
                 self.conns[c].image = Some(self.images.len());
@@ -711,8 +732,27 @@ impl Server {
         }
     }
 
+    /// Queues the stacks and modules learned since the last call for writing (before the events
+    /// that name them, so a file cut short keeps them).
+    fn write_stacks(&mut self) {
+        let Some((stacks, _)) = self.stacks.as_ref() else {
+            return;
+        };
+        stacks.scan_modules();
+        let (first, new, modules) = stacks.take();
+        if let Some(w) = self.writer.as_mut() {
+            if !modules.is_empty() {
+                w.modules(modules);
+            }
+            if !new.is_empty() {
+                w.stacks(first, &new);
+            }
+        }
+    }
+
     /// Queues the sealed batches for compression (in order), or recycles them when not writing.
     fn hand_off(&mut self) {
+        self.write_stacks();
         for batch in std::mem::take(&mut self.sealed) {
             let unsent = match self.writer.as_mut() {
                 Some(w) => w.write_events(batch),
@@ -833,6 +873,17 @@ impl Server {
 
     /// Writes the trailer; returns the bytes written.
     pub fn finish(&mut self, trailer: &trace::Trailer) -> u64 {
+        self.write_stacks();
+        if let Some(bad) = self
+            .stacks
+            .as_ref()
+            .map(|s| s.0.bad_refs())
+            .filter(|&b| b > 0)
+        {
+            self.warn(format!(
+                "{bad} records named no call stack the shim had stored (written without a stack)"
+            ));
+        }
         self.check_writer();
         if let Some(w) = self.writer.take() {
             let done = w.finish(Some(trailer.clone()));

@@ -271,6 +271,7 @@ fn start(
         o.zstd_level,
         o.addresses,
         o.progress.clone(),
+        o.stacks.map(|s| s.frees),
     );
     let (mut cmd, preload) = command(o, program, shim, sock_path);
     if o.marker.is_some() {
@@ -328,6 +329,9 @@ fn trace_header(o: &RecordOptions) -> TraceHeader {
         start_unix_ns: unix_ns(),
         writer: format!("alloclens {}", env!("CARGO_PKG_VERSION")),
         no_addresses: !o.addresses,
+        stacks: o.stacks.is_some(),
+        free_stacks: o.stacks.is_some_and(|s| s.frees),
+        stack_depth: o.stacks.map(|s| s.depth),
     }
 }
 
@@ -353,6 +357,15 @@ fn command(
     let preload = preload_with_shim(shim, preload);
     cmd.env("LD_PRELOAD", &preload);
     cmd.env(ENV_SOCKET, sock_path);
+    // Inherited settings of an outer recording must not leak into this one.
+    cmd.env_remove(crate::protocol::ENV_STACKS);
+    cmd.env_remove(crate::protocol::ENV_FREE_STACKS);
+    if let Some(s) = o.stacks {
+        cmd.env(crate::protocol::ENV_STACKS, s.depth.to_string());
+        if s.frees {
+            cmd.env(crate::protocol::ENV_FREE_STACKS, "1");
+        }
+    }
     (cmd, preload)
 }
 

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
@@ -205,6 +205,9 @@ pub struct Mapping {
 
 // SAFETY: the mapping is plain shared memory; access goes through atomics and volatile reads.
 unsafe impl Send for Mapping {}
+// SAFETY: as above: shared access only reads through atomics, volatile reads and copies of memory
+// the other process published; the stack arenas are shared by the images of a fork family.
+unsafe impl Sync for Mapping {}
 
 impl Mapping {
     pub fn map(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
@@ -255,6 +258,33 @@ impl Mapping {
         // SAFETY: in bounds and 8-aligned; the producer does not write these records while the
         // slice lives (see above), and it lives no longer than &self.
         unsafe { std::slice::from_raw_parts(self.ptr.add(offset) as *const [u64; 4], n) }
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The 4-aligned u32 at `offset`, used atomically with the other process.
+    pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        assert!(
+            offset + 4 <= self.len && offset & 3 == 0,
+            "atomic outside the mapping"
+        );
+        // SAFETY: in bounds and aligned; lives as long as &self.
+        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
+    }
+
+    /// Copies `len` bytes at `offset` (memory the other process wrote before publishing it);
+    /// `None` when out of bounds.
+    pub fn copy(&self, offset: usize, len: usize) -> Option<Vec<u8>> {
+        if offset.checked_add(len)? > self.len {
+            return None;
+        }
+        let mut out = vec![0u8; len];
+        // SAFETY: in bounds; the source is shared memory the producer no longer writes.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), len) };
+        Some(out)
     }
 
     /// Size of the file behind `fd`.
@@ -453,5 +483,18 @@ pub fn memfd(len: usize) -> OwnedFd {
         assert!(fd >= 0, "memfd_create failed");
         assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
         OwnedFd::from_raw_fd(fd)
+    }
+}
+
+/// True when the dynamic linker can load `name` (what the shim will `dlopen` in the command).
+pub fn library_loads(name: &std::ffi::CStr) -> bool {
+    // SAFETY: dlopen/dlclose of a system library by name; the handle is checked and released.
+    unsafe {
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if h.is_null() {
+            return false;
+        }
+        libc::dlclose(h);
+        true
     }
 }

@@ -18,6 +18,8 @@ pub struct Programs {
     pub counter: PathBuf,
     /// progs/sigsafe.c: an allocator a signal handler may call (glibc's may deadlock there).
     pub sigsafe: PathBuf,
+    /// progs/sites.c: known call sites for `--stacks`.
+    pub sites: PathBuf,
 }
 
 fn compile(compiler: &str, args: &[&str]) {
@@ -47,6 +49,20 @@ pub fn programs() -> &'static Programs {
             ],
         );
         compile(
+            "cc",
+            &[
+                "-O1",
+                "-g",
+                "-fno-omit-frame-pointer",
+                "-fno-optimize-sibling-calls",
+                "-pthread",
+                "-o",
+                &s(&out("sites")),
+                &s(&src.join("sites.c")),
+                "-ldl",
+            ],
+        );
+        compile(
             "c++",
             &[
                 "-O0",
@@ -71,6 +87,7 @@ pub fn programs() -> &'static Programs {
         }
         Programs {
             sigsafe: out("sigsafe.so"),
+            sites: out("sites"),
             counter: out("counter.so"),
             traced: out("traced"),
             plugin: out("plugin.so"),

@@ -51,19 +51,25 @@ fn op_tags_match_the_trace_format() {
     }
     let c_ops = c
         .keys()
-        .filter(|k| k.starts_with("AL_OP_") && *k != "AL_OP_SHIFT" && *k != "AL_OP_RING_OWNER")
+        .filter(|k| {
+            k.starts_with("AL_OP_")
+                && !["AL_OP_SHIFT", "AL_OP_RING_OWNER", "AL_OP_HAS_STACK"].contains(&k.as_str())
+        })
         .count();
     assert_eq!(c_ops, Op::ALL.len(), "no C op tag without a Rust Op");
     assert!(
         Op::from_tag(p::OP_RING_OWNER).is_none(),
         "the control tag is not an op"
     );
+    // The stack flag sits above every op tag and is no op itself.
+    assert!(Op::ALL.iter().all(|&op| (op as u8) & p::OP_HAS_STACK == 0));
+    assert!(Op::from_tag(p::OP_HAS_STACK).is_none());
 }
 
 #[test]
 fn layout_and_messages_match_the_protocol_module() {
     let c = header_constants();
-    let pairs: [(&str, u64); 28] = [
+    let pairs: [(&str, u64); 36] = [
         ("AL_PROTOCOL_VERSION", p::PROTOCOL_VERSION.into()),
         ("AL_OP_RING_OWNER", p::OP_RING_OWNER.into()),
         ("AL_OP_SHIFT", p::OP_SHIFT.into()),
@@ -81,6 +87,14 @@ fn layout_and_messages_match_the_protocol_module() {
         ("AL_MSG_END", p::MSG_END.into()),
         ("AL_MSG_STOPPED", p::MSG_STOPPED.into()),
         ("AL_MSG_EXEC", p::MSG_EXEC.into()),
+        ("AL_MSG_STACKS", p::MSG_STACKS.into()),
+        ("AL_STACKS_FREES", p::STACKS_FREES.into()),
+        ("AL_OP_HAS_STACK", p::OP_HAS_STACK.into()),
+        ("AL_ARENA_BYTES", p::ARENA_BYTES as u64),
+        ("AL_ARENA_HEADER_BYTES", p::ARENA_HEADER_BYTES as u64),
+        ("AL_ARENA_STACK", p::ARENA_STACK),
+        ("AL_ARENA_MODULE", p::ARENA_MODULE),
+        ("AL_MAX_STACK_DEPTH", p::MAX_STACK_DEPTH as u64),
         ("AL_EXEC_BEFORE", p::EXEC_BEFORE.into()),
         ("AL_EXEC_SPAWNED", p::EXEC_SPAWNED.into()),
         ("AL_EXEC_FAILED", p::EXEC_FAILED.into()),
@@ -102,6 +116,11 @@ fn layout_and_messages_match_the_protocol_module() {
     ))
     .unwrap();
     assert!(text.contains(&format!("#define AL_ENV_SOCKET \"{}\"", p::ENV_SOCKET)));
+    assert!(text.contains(&format!("#define AL_ENV_STACKS \"{}\"", p::ENV_STACKS)));
+    assert!(text.contains(&format!(
+        "#define AL_ENV_FREE_STACKS \"{}\"",
+        p::ENV_FREE_STACKS
+    )));
 }
 
 /// The struct sizes the Rust parser assumes, measured by compiling the header.

@@ -15,12 +15,14 @@ mod exports;
 mod headlines;
 mod render;
 mod sections;
+mod site_diff;
 mod trace_data;
 
 pub use run_data::RunData;
 
 pub use diff::{diff, Diff, DiffRow};
 pub use document::chart::{Axis, Band, Bar, Chart, Emphasis, Line, Series, Unit};
+pub use document::flame::{FlameGraph, SiteColumn, SiteRow, SiteTable, MIN_FLAME_SHARE};
 pub use document::{Block, Document, Reportable, Section, Table};
 pub use exports::figures::{write_figures, FigureError, FigureFormat};
 pub use exports::parquet_table::{describe as describe_parquet, ParquetError};
@@ -35,4 +37,5 @@ pub use render::ksm_table::render_ksm_table;
 pub use render::run_table::{render_marker_table, render_run_table};
 pub use sections::run_compare::merge_runs;
 pub use sections::trace_compare::TraceComparison;
+pub use site_diff::diff_sites;
 pub use trace_data::TraceData;

@@ -10,7 +10,8 @@ pub struct TraceData {
 }
 
 impl TraceData {
-    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does.
+    /// Analyses the trace at `path` (every process, no filter), as `alloclens analyze` does, with its
+    /// call sites when it was recorded with stacks.
     pub fn load(path: &Path) -> Result<TraceData, analyze::AnalyzeError> {
         Self::load_with(path, &trace::NoProgress)
     }
@@ -20,7 +21,12 @@ impl TraceData {
         path: &Path,
         progress: &dyn trace::Progress,
     ) -> Result<TraceData, analyze::AnalyzeError> {
-        let analysis = analyze::analyze_file_with(path, &analyze::Options::default(), progress)?;
+        // Call sites too (they are resolved only when the trace has stacks).
+        let options = analyze::Options {
+            call_sites: Some(Default::default()),
+            ..Default::default()
+        };
+        let analysis = analyze::analyze_file_with(path, &options, progress)?;
         Ok(TraceData {
             path: path.to_path_buf(),
             analysis,

@@ -87,6 +87,7 @@ fn micro_events(n: usize) -> Vec<Event> {
             seq,
             t_ns: 0,
             tid: 7,
+            stack: 0,
             op,
             addr,
             size,

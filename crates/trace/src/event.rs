@@ -100,6 +100,10 @@ pub struct Event {
     pub t_ns: u64,
     /// Kernel thread id of the calling thread.
     pub tid: u32,
+    /// The call stack of the call: an id in the trace's [`StackTable`](crate::StackTable), or 0
+    /// when none was recorded (recorded without `--stacks`, a free without `--free-stacks`, or the
+    /// stack could not be taken). Ids are unique within one trace, shared by all its processes.
+    pub stack: u32,
     pub op: Op,
     pub addr: u64,
     pub size: u64,

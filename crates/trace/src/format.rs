@@ -4,9 +4,13 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"\x89ALCTRC\n";
-/// Version of the format this crate writes and the only one it reads (3: chunk flags, chunks
-/// without addresses; see docs/trace-format.md, "History").
-pub const FORMAT_VERSION: u32 = 3;
+/// Newest version of the format, the one this crate writes for traces with call stacks
+/// (4: stack ids in events chunks, STACKS and MODULES chunks). A trace without stacks is written
+/// as version 3 (`VERSION_WITHOUT_STACKS`), byte for byte what alloclens wrote before stacks, so
+/// older readers still read it. See docs/trace-format.md, "History".
+pub const FORMAT_VERSION: u32 = 4;
+/// The version of a trace recorded without stacks.
+pub const VERSION_WITHOUT_STACKS: u32 = 3;
 /// Oldest version this crate reads.
 pub const OLDEST_READ_VERSION: u32 = 3;
 /// Bytes before the header JSON: magic, version, header length, header CRC32.
@@ -41,6 +45,10 @@ pub mod kind {
     /// A program that ran under the recording without the shim (JSON `Untraced`). Added without
     /// a version bump: older readers skip it.
     pub const UNTRACED: u8 = 6;
+    /// Call stacks, by id (`stacks::stacks_payload`); stream id 0xFFFFFFFF. Version 4.
+    pub const STACKS: u8 = 7;
+    /// Modules mapped in traced processes (JSON array of `Module`); stream id 0xFFFFFFFF.
+    pub const MODULES: u8 = 8;
 }
 
 /// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).
@@ -60,6 +68,15 @@ pub struct TraceHeader {
     /// decoder goes by each chunk's flags.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_addresses: bool,
+    /// Recorded with `--stacks`: allocations carry call stacks (the file is version 4).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stacks: bool,
+    /// Recorded with `--free-stacks`: frees carry call stacks too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free_stacks: bool,
+    /// `--stack-depth`: the most frames a stack keeps (absent without stacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_depth: Option<u32>,
 }
 
 /// A program that was exec'd (or spawned) during the recording but did not load the shim, so

@@ -9,7 +9,10 @@
 //!   END chunk saying why it ended;
 //! - a truncated or damaged file reads up to the damage ([`TraceReader::damage`]); what a reader
 //!   could not read, and a missing trailer, are said one way by [`Losses`]; a newer version is
-//!   refused naming both versions; chunks decode independently ([`RawChunk::decode`]).
+//!   refused naming both versions; chunks decode independently ([`RawChunk::decode`]);
+//! - recorded with `--stacks`, events carry a stack id ([`Event::stack`]) into the file's
+//!   [`StackTable`] (STACKS chunks), and MODULES chunks say which [`Module`]s each process had
+//!   mapped where, so the addresses can be symbolised offline.
 //!
 //! ```no_run
 //! let mut reader = trace::TraceReader::open("run.alt")?;
@@ -27,6 +30,7 @@ pub mod format;
 pub mod losses;
 pub mod progress;
 pub mod reader;
+pub mod stacks;
 mod varint;
 pub mod writer;
 
@@ -35,8 +39,11 @@ pub use codec::{
 };
 pub use error::{human_bytes, human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
-pub use format::{EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC};
+pub use format::{
+    EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC, VERSION_WITHOUT_STACKS,
+};
 pub use losses::{Losses, StreamLoss};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
+pub use stacks::{modules_payload, stacks_payload, Module, StackTable};
 pub use writer::{StreamId, TraceWriter};

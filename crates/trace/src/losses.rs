@@ -134,6 +134,7 @@ mod tests {
                     seq,
                     t_ns: seq,
                     tid: 7,
+                    stack: 0,
                     op: Op::Malloc,
                     addr: 0x1000 + 16 * seq,
                     size: 16,

@@ -13,6 +13,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, CHUNK_FRAME_LEN, FILE_PREFIX_LEN,
     FORMAT_VERSION, MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
+use crate::stacks::{read_modules_payload, read_stacks_payload, Module, StackTable};
 
 /// Where one events chunk lies in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,8 @@ pub struct TraceReader<R> {
     untraced: Vec<Untraced>,
     trailer: Option<Trailer>,
     damage: Option<Damage>,
+    stacks: StackTable,
+    modules: Vec<Module>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -169,6 +172,8 @@ impl<R: Read + Seek> TraceReader<R> {
             untraced: Vec::new(),
             trailer: None,
             damage: None,
+            stacks: StackTable::new(),
+            modules: Vec::new(),
         };
         reader.scan(FILE_PREFIX_LEN as u64 + u64::from(header_len), file_len)?;
         Ok(reader)
@@ -240,6 +245,8 @@ impl<R: Read + Seek> TraceReader<R> {
                 kind::NOTE,
                 kind::TRAILER,
                 kind::UNTRACED,
+                kind::STACKS,
+                kind::MODULES,
             ]
             .contains(&frame.kind)
             {
@@ -275,6 +282,8 @@ impl<R: Read + Seek> TraceReader<R> {
                             .push(String::from_utf8_lossy(&payload).into_owned());
                         Ok(())
                     }
+                    kind::STACKS => read_stacks_payload(&payload, &mut self.stacks),
+                    kind::MODULES => read_modules_payload(&payload).map(|m| self.modules.extend(m)),
                     kind::UNTRACED => serde_json::from_slice(&payload)
                         .map(|u| self.untraced.push(u))
                         .map_err(|e| format!("invalid untraced chunk: {e}")),
@@ -315,6 +324,38 @@ impl<R: Read + Seek> TraceReader<R> {
     /// Programs that ran during the recording without the shim (none of their calls are here).
     pub fn untraced(&self) -> &[Untraced] {
         &self.untraced
+    }
+
+    /// Every call stack of the trace, by id (`Event::stack`); empty without stacks. Read at
+    /// open: a reader holds the whole table (each distinct stack once).
+    pub fn stacks(&self) -> &StackTable {
+        &self.stacks
+    }
+
+    /// The modules the traced processes had mapped, in the order they were seen.
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// The modules of process `pid`, all its images (each process's are recorded under its own
+    /// pid, a fork child's included).
+    pub fn modules_of(&self, pid: u32) -> impl Iterator<Item = &Module> {
+        self.modules.iter().filter(move |m| m.pid == pid)
+    }
+
+    /// The modules of one process image: what its stacks' addresses point into.
+    pub fn modules_of_image<'a>(
+        &'a self,
+        info: &'a ProcessInfo,
+    ) -> impl Iterator<Item = &'a Module> {
+        self.modules
+            .iter()
+            .filter(move |m| m.pid == info.pid && m.exec_index == info.exec_index)
+    }
+
+    /// True when the trace was recorded with stacks (`record --stacks`).
+    pub fn has_stacks(&self) -> bool {
+        self.header.stacks || !self.stacks.is_empty()
     }
 
     /// Present when the recording finished normally.

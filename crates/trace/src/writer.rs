@@ -5,7 +5,9 @@ use crate::codec::{ChunkEncoder, EncodedChunk};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
+    VERSION_WITHOUT_STACKS,
 };
+use crate::stacks::{modules_payload, stacks_payload, Module};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
 pub type StreamId = u32;
@@ -17,6 +19,9 @@ pub struct TraceWriter<W: Write> {
     next_stream: StreamId,
     bytes: u64,
     chunks: u64,
+    /// The header said `stacks`: events chunks of `write_records` keep stack ids.
+    stacks: bool,
+    free_stacks: bool,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -24,7 +29,13 @@ impl<W: Write> TraceWriter<W> {
         let json = serde_json::to_vec(header).map_err(io::Error::other)?;
         let mut prefix = [0u8; FILE_PREFIX_LEN];
         prefix[0..8].copy_from_slice(&MAGIC);
-        prefix[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        // Without stacks nothing of version 4 is used: write version 3, which older readers read.
+        let version = if header.stacks {
+            FORMAT_VERSION
+        } else {
+            VERSION_WITHOUT_STACKS
+        };
+        prefix[8..12].copy_from_slice(&version.to_le_bytes());
         prefix[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
         prefix[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
         out.write_all(&prefix)?;
@@ -34,6 +45,8 @@ impl<W: Write> TraceWriter<W> {
             next_stream: 0,
             bytes: (FILE_PREFIX_LEN + json.len()) as u64,
             chunks: 0,
+            stacks: header.stacks,
+            free_stacks: header.free_stacks,
         })
     }
 
@@ -89,6 +102,28 @@ impl<W: Write> TraceWriter<W> {
         self.chunk(kind::END, stream, 0, &p)
     }
 
+    /// Stacks `first_id`, `first_id + 1`, ... (a STACKS chunk). Ids start at 1 and the chunks
+    /// of a file must continue each other: readers refuse a chunk that skips or repeats ids.
+    pub fn write_stacks<'a>(
+        &mut self,
+        first_id: u32,
+        stacks: impl IntoIterator<Item = &'a [u64]>,
+    ) -> io::Result<()> {
+        let payload = stacks_payload(first_id, stacks)?;
+        self.write_stacks_payload(&payload)
+    }
+
+    /// A STACKS chunk whose payload was made elsewhere (`trace::stacks_payload`).
+    pub fn write_stacks_payload(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.chunk(kind::STACKS, u32::MAX, 0, payload)
+    }
+
+    /// Modules seen mapped (a MODULES chunk).
+    pub fn write_modules(&mut self, modules: &[Module]) -> io::Result<()> {
+        let payload = modules_payload(modules)?;
+        self.chunk(kind::MODULES, u32::MAX, 0, &payload)
+    }
+
     /// A warning for whoever reads the trace ("tracing stopped in pid 12: disk full").
     pub fn note(&mut self, text: &str) -> io::Result<()> {
         self.chunk(kind::NOTE, u32::MAX, 0, text.as_bytes())
@@ -128,7 +163,8 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Convenience for complete in-memory streams (tests, tools): encodes `records` with their
-    /// exact times (one anchor per event) in chunks of `chunk_records`.
+    /// exact times (one anchor per event) in chunks of `chunk_records`; their stack ids are kept
+    /// when the header said `stacks` (of frees, when it said `free_stacks`).
     pub fn write_records(
         &mut self,
         stream: StreamId,
@@ -136,6 +172,9 @@ impl<W: Write> TraceWriter<W> {
         chunk_records: usize,
     ) -> io::Result<()> {
         let mut enc = ChunkEncoder::new(3);
+        if self.stacks {
+            enc = enc.with_stacks(self.free_stacks);
+        }
         for r in records {
             match r {
                 Record::Event(e) => {

@@ -48,6 +48,7 @@ fn sample_trace() -> Vec<u8> {
                 seq: i,
                 t_ns: i * 10,
                 tid: pid,
+                stack: 0,
                 op,
                 addr: a,
                 size,

@@ -82,6 +82,7 @@ fn random_records(seed: u64, n: usize) -> Vec<Record> {
                 seq,
                 t_ns: t,
                 tid,
+                stack: 0,
                 op,
                 addr,
                 size,
@@ -99,6 +100,7 @@ fn random_records(seed: u64, n: usize) -> Vec<Record> {
                 seq,
                 t_ns: t,
                 tid,
+                stack: 0,
                 op,
                 addr: if rng.below(30) == 0 { 0 } else { addr },
                 size,
@@ -123,6 +125,7 @@ fn random_records(seed: u64, n: usize) -> Vec<Record> {
                 seq,
                 t_ns: t,
                 tid,
+                stack: 0,
                 op,
                 addr,
                 size,
@@ -225,6 +228,7 @@ fn interpolates_times_between_anchors() {
             seq,
             t_ns: 0,
             tid: 7,
+            stack: 0,
             op: Op::Malloc,
             addr: 0x1000 + seq * 16,
             size: 8,
@@ -256,6 +260,7 @@ fn out_of_order_events_are_refused() {
         seq,
         t_ns: 0,
         tid: 1,
+        stack: 0,
         op: Op::Malloc,
         addr: 16,
         size: 1,
@@ -300,6 +305,7 @@ fn allocation_loop_compresses_close_to_its_entropy() {
                 seq,
                 t_ns,
                 tid: 1,
+                stack: 0,
                 op: Op::Malloc,
                 addr,
                 size,
@@ -316,6 +322,7 @@ fn allocation_loop_compresses_close_to_its_entropy() {
                 seq,
                 t_ns,
                 tid: 1,
+                stack: 0,
                 op: Op::Free,
                 addr,
                 size: 0,
@@ -433,4 +440,149 @@ fn foreign_and_newer_files_are_refused_with_a_clear_message() {
         .unwrap();
     assert!(matches!(err, TraceError::OlderVersion { found: 1, .. }));
     assert!(err.to_string().contains("record it again"), "{err}");
+}
+
+/// `random_records` with a stack id on every allocation and realloc (and on frees when `frees`),
+/// drawn from `stacks` ids (0 = none now and then, as when a stack could not be taken).
+fn with_stack_ids(records: &[Record], stacks: u32, frees: bool, seed: u64) -> Vec<Record> {
+    let mut rng = Rng(seed);
+    records
+        .iter()
+        .map(|r| match r {
+            Record::Event(e) if frees || !e.op.is_free() => {
+                let stack = if rng.below(50) == 0 {
+                    0
+                } else {
+                    1 + rng.below(u64::from(stacks)) as u32
+                };
+                Record::Event(Event { stack, ..*e })
+            }
+            other => other.clone(),
+        })
+        .collect()
+}
+
+fn stacks_header(frees: bool) -> TraceHeader {
+    TraceHeader {
+        stacks: true,
+        free_stacks: frees,
+        stack_depth: Some(64),
+        ..header()
+    }
+}
+
+#[test]
+fn stacks_and_modules_round_trip() {
+    for frees in [false, true] {
+        let records = with_stack_ids(&random_records(7, 20_000), 300, frees, 9);
+        let mut rng = Rng(3);
+        let stacks: Vec<Vec<u64>> = (0..300)
+            .map(|_| {
+                (0..1 + rng.below(40))
+                    .map(|_| 0x5555_5555_0000 + rng.below(1 << 20))
+                    .collect()
+            })
+            .collect();
+        let modules = vec![
+            trace::Module {
+                pid: 10,
+                path: "/usr/bin/prog".into(),
+                start: 0x5555_5555_0000,
+                end: 0x5555_5565_0000,
+                file_offset: 0,
+                bias: 0x5555_5555_0000,
+                build_id: Some(vec![1, 2, 3, 0xff]),
+                unix_ns: 77,
+                exec_index: 0,
+            },
+            trace::Module {
+                pid: 11,
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+                start: 0x7f00_0002_8000,
+                end: 0x7f00_0020_0000,
+                file_offset: 0x28000,
+                bias: 0x7f00_0000_0000,
+                build_id: None,
+                unix_ns: 78,
+                exec_index: 1,
+            },
+        ];
+        let mut w = TraceWriter::new(Vec::new(), &stacks_header(frees)).unwrap();
+        // Stacks may come before or after the events that name them, in several chunks.
+        w.write_stacks(1, stacks[..100].iter().map(|s| s.as_slice()))
+            .unwrap();
+        w.write_modules(&modules[..1]).unwrap();
+        let id = w.begin_process(&info(10)).unwrap();
+        w.write_records(id, &records, 4_000).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+        w.write_stacks(101, stacks[100..].iter().map(|s| s.as_slice()))
+            .unwrap();
+        w.write_modules(&modules[1..]).unwrap();
+        let bytes = w
+            .finish(&Trailer {
+                exit: "exit 0".into(),
+                events: 0,
+                end_unix_ns: 2,
+            })
+            .unwrap();
+        let (r, got) = read_all(&bytes);
+        assert_eq!(got[0], records, "frees {frees}");
+        assert_eq!(r.version(), FORMAT_VERSION);
+        assert!(r.has_stacks());
+        assert!(r.damage().is_none());
+        assert_eq!(r.stacks().len(), 300);
+        for (i, s) in stacks.iter().enumerate() {
+            assert_eq!(r.stacks().get(i as u32 + 1), Some(s.as_slice()));
+        }
+        assert_eq!(r.stacks().get(0), None);
+        assert_eq!(r.modules(), modules.as_slice());
+        assert_eq!(r.modules_of(11).count(), 1);
+        let without_free_stacks = got[0]
+            .iter()
+            .filter(|r| matches!(r, Record::Event(e) if e.op.is_free() && e.stack != 0))
+            .count();
+        assert_eq!(without_free_stacks > 0, frees);
+    }
+}
+
+/// Without `stacks` in the header, the file is version 3 and the same bytes whatever stack ids
+/// the events carry: nothing of the stacks feature reaches a trace recorded without it.
+#[test]
+fn trace_without_stacks_is_version_3_and_unchanged() {
+    let plain = random_records(11, 10_000);
+    let tagged = with_stack_ids(&plain, 50, true, 1);
+    let write = |records: &[Record]| {
+        let mut w = TraceWriter::new(Vec::new(), &header()).unwrap();
+        let id = w.begin_process(&info(1)).unwrap();
+        w.write_records(id, records, 3_000).unwrap();
+        w.finish(&Trailer::default()).unwrap()
+    };
+    let a = write(&plain);
+    assert_eq!(a, write(&tagged));
+    assert_eq!(u32::from_le_bytes(a[8..12].try_into().unwrap()), 3);
+    let (r, got) = read_all(&a);
+    assert_eq!(r.version(), 3);
+    assert!(!r.has_stacks());
+    assert!(r.stacks().is_empty());
+    assert_eq!(got[0], plain);
+    // The same events with stacks cost their stack column, nothing else changes.
+    let mut w = TraceWriter::new(Vec::new(), &stacks_header(false)).unwrap();
+    let id = w.begin_process(&info(1)).unwrap();
+    w.write_records(id, &tagged, 3_000).unwrap();
+    let b = w.finish(&Trailer::default()).unwrap();
+    assert!(b.len() > a.len());
+}
+
+/// A STACKS chunk that skips ids is damage: the reader stops there, as at any corrupt chunk.
+#[test]
+fn stacks_chunk_out_of_order_is_damage() {
+    let mut w = TraceWriter::new(Vec::new(), &stacks_header(false)).unwrap();
+    w.write_stacks(1, [[1u64, 2].as_slice()]).unwrap();
+    w.write_stacks(5, [[3u64].as_slice()]).unwrap();
+    let bytes = w.finish(&Trailer::default()).unwrap();
+    let r = TraceReader::from_reader(Cursor::new(&bytes[..]), "mem.alt").unwrap();
+    assert_eq!(r.stacks().len(), 1);
+    let d = r.damage().expect("damage");
+    assert!(format!("{:?}", d.kind).contains("expected 2"), "{d:?}");
 }

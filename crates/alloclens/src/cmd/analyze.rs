@@ -20,12 +20,57 @@ pub struct Args {
     #[arg(long, value_name = "PID")]
     pub process: Option<u32>,
     /// Detail the N process images with the most peak live bytes (then calls), after the
-    /// whole-trace summary
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    pub top: usize,
+    /// whole-trace summary (default 5); with --sites: the N top functions and stacks per process
+    /// (default 10)
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
     /// Detail every process image, in trace order (instead of --top)
     #[arg(long, conflicts_with = "top")]
     pub all: bool,
+    /// Show the call sites instead of the summary (a trace recorded with --stacks): the top functions
+    /// and stacks of each process, resolved offline from the recorded modules; with --json, all of them
+    /// as JSON; with -o, also sites_by_function.csv and sites_by_stack.csv
+    #[arg(long)]
+    pub sites: bool,
+    /// With --sites: the figure that orders the call sites: allocating calls, requested bytes, bytes live
+    /// at the process's peak, leaked bytes
+    #[arg(long, value_enum, value_name = "FIGURE", default_value_t = SiteSort::Calls, requires = "sites")]
+    pub sort: SiteSort,
+    /// With --sites: look for separate debug files under DIR (DIR/.build-id/xx/yyyy.debug, or by
+    /// debuglink) instead of /usr/lib/debug; repeatable
+    #[arg(long = "debug-dir", value_name = "DIR", requires = "sites")]
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+/// `--sort`: which figure orders the call sites.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SiteSort {
+    // Variants without doc comments: clap would switch the whole --help to its long layout.
+    Calls,
+    Bytes,
+    Peak,
+    Leaked,
+}
+
+impl SiteSort {
+    fn key(self) -> analyze::call_sites::SortKey {
+        use analyze::call_sites::SortKey;
+        match self {
+            SiteSort::Calls => SortKey::Calls,
+            SiteSort::Bytes => SortKey::Bytes,
+            SiteSort::Peak => SortKey::PeakLive,
+            SiteSort::Leaked => SortKey::Leaked,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            SiteSort::Calls => "calls",
+            SiteSort::Bytes => "requested bytes",
+            SiteSort::Peak => "bytes live at the peak",
+            SiteSort::Leaked => "leaked bytes",
+        }
+    }
 }
 
 impl Args {
@@ -36,6 +81,16 @@ impl Args {
                 phase: self.phase.clone(),
                 ..analyze::Config::default()
             },
+            call_sites: self.sites.then(|| {
+                let mut o = analyze::call_sites::CallSiteOptions {
+                    sort: self.sort.key(),
+                    ..Default::default()
+                };
+                if !self.debug_dirs.is_empty() {
+                    o.debug_roots = self.debug_dirs.clone();
+                }
+                o
+            }),
         }
     }
 }
@@ -48,6 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let analysis = &result.analysis;
     super::warn(&analysis.warnings);
+    if args.sites {
+        return write_sites(&args, &result);
+    }
     if let Some(dir) = &args.output {
         analyze::output::csv::write_csv_dir(analysis, dir)?;
     }
@@ -70,13 +128,48 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )?;
         }
         let options = analyze::output::text::TextOptions {
-            top: (!args.all).then_some(args.top),
+            top: (!args.all).then_some(args.top.unwrap_or(5)),
         };
         analyze::output::text::write_text_with(analysis, options, &mut out)?;
         if let Some(dir) = &args.output {
             writeln!(
                 out,
                 "\nwrote CSV files and summary.json to {}",
+                dir.display()
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--sites`: the call sites as text, JSON, and CSV files.
+fn write_sites(args: &Args, result: &analyze::FileAnalysis) -> anyhow::Result<ExitCode> {
+    let Some(sites) = &result.call_sites else {
+        anyhow::bail!(
+            "'{}' has no call stacks: record it with `alloclens record --stacks` to see call sites",
+            args.trace.display()
+        );
+    };
+    super::warn(&sites.warnings);
+    if let Some(dir) = &args.output {
+        analyze::output::sites::write_sites_csv(sites, dir)?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        analyze::output::sites::write_sites_json(sites, &mut out)?;
+    } else {
+        analyze::output::sites::write_sites_text(
+            sites,
+            args.top.unwrap_or(10),
+            args.sort.label(),
+            &mut out,
+        )?;
+        if let Some(dir) = &args.output {
+            writeln!(
+                out,
+                "\nwrote sites_by_function.csv and sites_by_stack.csv to {}",
                 dir.display()
             )?;
         }

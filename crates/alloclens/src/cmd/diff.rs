@@ -17,6 +17,13 @@ pub struct Args {
     /// warnings})
     #[arg(long)]
     pub json: bool,
+    /// Compare two traces recorded with --stacks by call site: calls, requested, peak live and leaked
+    /// bytes of each allocating function (the top N of either trace, by calls)
+    #[arg(long)]
+    pub sites: bool,
+    /// With --sites: how many functions of each trace are compared
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "sites")]
+    pub top: usize,
 }
 
 /// One side of the comparison.
@@ -55,26 +62,52 @@ fn side(path: &Path) -> anyhow::Result<Side> {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let a = side(&args.a)?;
-    let b = side(&args.b)?;
-    if a.is_run != b.is_run {
-        bail!("cannot compare a results directory with a trace: give two of the same kind");
+/// The call sites of the trace at `path`, or why it has none.
+fn call_sites(
+    path: &Path,
+) -> anyhow::Result<(analyze::call_sites::CallSites, Vec<String>, Vec<String>)> {
+    if !path.is_file() {
+        bail!(
+            "'{}' is not a trace file: diff --sites compares two traces",
+            path.display()
+        );
     }
-    let mut result = diff(
-        &args.a.display().to_string(),
-        &a.headlines,
-        &args.b.display().to_string(),
-        &b.headlines,
-    );
-    result.warnings = [a.warnings, b.warnings].concat();
+    let trace = super::load_trace(path)?;
+    let analysis = trace.analysis;
+    match analysis.call_sites {
+        Some(sites) => {
+            super::warn(&sites.warnings);
+            Ok((sites, analysis.analysis.warnings, analysis.command))
+        }
+        None => bail!(
+            "'{}' has no call stacks: record both traces with `alloclens record --stacks` to compare call sites",
+            path.display()
+        ),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (mut result, commands) = if args.sites {
+        let (a, a_warnings, a_command) = call_sites(&args.a)?;
+        let (b, b_warnings, b_command) = call_sites(&args.b)?;
+        let mut d = report::diff_sites(
+            &args.a.display().to_string(),
+            &a,
+            &args.b.display().to_string(),
+            &b,
+            args.top,
+        );
+        d.warnings = [a_warnings, b_warnings].concat();
+        (d, Some(("traces", a_command, b_command)))
+    } else {
+        headline_diff(&args)?
+    };
     // Comparing two programs is allowed (a rewrite, new flags), but never by accident.
-    if a.command != b.command {
+    if let Some((kind, a, b)) = commands.filter(|(_, a, b)| a != b) {
         let warning = format!(
-            "the two {} are of different commands: `{}` and `{}`",
-            if a.is_run { "runs" } else { "traces" },
-            a.command.join(" "),
-            b.command.join(" ")
+            "the two {kind} are of different commands: `{}` and `{}`",
+            a.join(" "),
+            b.join(" ")
         );
         eprintln!("alloclens: warning: {warning}");
         result.warnings.push(warning);
@@ -89,4 +122,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The two sides' commands (to warn when they differ) come back with the comparison.
+type Commands = Option<(&'static str, Vec<String>, Vec<String>)>;
+
+fn headline_diff(args: &Args) -> anyhow::Result<(report::Diff, Commands)> {
+    let a = side(&args.a)?;
+    let b = side(&args.b)?;
+    if a.is_run != b.is_run {
+        bail!("cannot compare a results directory with a trace: give two of the same kind");
+    }
+    let mut result = diff(
+        &args.a.display().to_string(),
+        &a.headlines,
+        &args.b.display().to_string(),
+        &b.headlines,
+    );
+    result.warnings = [a.warnings, b.warnings].concat();
+    let kind = if a.is_run { "runs" } else { "traces" };
+    Ok((result, Some((kind, a.command, b.command))))
 }

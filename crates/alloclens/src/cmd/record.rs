@@ -38,6 +38,16 @@ pub struct Args {
     /// reports from traces several times smaller when blocks live long (docs/trace-format.md)
     #[arg(long)]
     addresses: bool,
+    /// Record the call stack of every allocation (and realloc), for per-call-site statistics
+    /// (docs/trace-format.md, "Call stacks"); needs libunwind (Debian: libunwind8)
+    #[arg(long)]
+    stacks: bool,
+    /// With --stacks: the most frames kept per stack, innermost first (1 to 256)
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "stacks")]
+    stack_depth: u32,
+    /// With --stacks: the call stacks of frees too
+    #[arg(long, requires = "stacks")]
+    free_stacks: bool,
     /// Do not print the summary line, nor the progress line (drawn only when stderr is a terminal)
     #[arg(short, long)]
     quiet: bool,
@@ -87,6 +97,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     options.linger = linger(args.linger)?;
     options.addresses = args.addresses;
+    if args.stacks {
+        options.stacks = Some(recorder::StackOptions {
+            depth: args.stack_depth,
+            frees: args.free_stacks,
+        });
+    }
+    recorder::check_stacks(&options)?;
 
     // From here on two processes: this one waits, its child records (recorder::supervisor, which
     // also sets what signals do to both).

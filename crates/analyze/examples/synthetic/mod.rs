@@ -105,6 +105,7 @@ impl Iterator for Synthetic {
             seq,
             t_ns: seq * 20,
             tid,
+            stack: 0,
             op,
             addr,
             size,

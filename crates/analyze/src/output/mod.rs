@@ -1,4 +1,5 @@
 //! Writers of an `Analysis`: one file per format.
 pub mod csv;
 pub mod json;
+pub mod sites;
 pub mod text;

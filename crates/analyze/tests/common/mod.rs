@@ -27,6 +27,7 @@ impl Seq {
             seq,
             t_ns: Self::t_of(seq),
             tid: self.tid,
+            stack: 0,
             op,
             addr,
             size,

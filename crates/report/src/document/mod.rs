@@ -3,9 +3,11 @@
 //! module of `sections/`; the renderers (`render::html`, `exports::figures`) know nothing about runs or traces.
 //! Blocks hold plain text only, so a renderer escapes everything in one place.
 pub mod chart;
+pub mod flame;
 pub mod ticks;
 
 use chart::Chart;
+use flame::{FlameGraph, SiteTable};
 
 /// A kind of result that can be reported.
 pub trait Reportable {
@@ -37,6 +39,10 @@ pub enum Block {
     Facts(Vec<(String, String)>),
     Table(Table),
     Chart(Chart),
+    /// A flame graph (drawn by the page; figures and Parquet leave it out).
+    Flame(FlameGraph),
+    /// A table of call sites, sortable in the page, linked to flame graphs.
+    Sites(SiteTable),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -51,6 +57,17 @@ impl Document {
         self.sections.iter().flat_map(|s| {
             s.blocks.iter().filter_map(|b| match b {
                 Block::Chart(c) => Some(c),
+                _ => None,
+            })
+        })
+    }
+}
+
+impl Document {
+    pub fn flames(&self) -> impl Iterator<Item = &FlameGraph> {
+        self.sections.iter().flat_map(|s| {
+            s.blocks.iter().filter_map(|b| match b {
+                Block::Flame(f) => Some(f),
                 _ => None,
             })
         })
@@ -75,6 +92,14 @@ impl Section {
     pub fn push_chart(&mut self, chart: Chart) -> &mut Section {
         if chart.has_data() {
             self.blocks.push(Block::Chart(chart));
+        }
+        self
+    }
+
+    /// Adds a flame graph only when it has something to draw.
+    pub fn push_flame(&mut self, flame: FlameGraph) -> &mut Section {
+        if flame.has_data() {
+            self.blocks.push(Block::Flame(flame));
         }
         self
     }

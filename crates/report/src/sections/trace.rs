@@ -34,6 +34,9 @@ impl Reportable for TraceData {
         {
             sections.push(process_section(i, p));
         }
+        if let Some(sites) = &a.call_sites {
+            sections.extend(crate::sections::trace_sites::sections(sites));
+        }
         Document { title, sections }
     }
 }

@@ -75,6 +75,8 @@ pub(super) struct Columns {
     pub(super) depths: Vec<u8>,
     pub(super) mark_times: Vec<u8>,
     pub(super) labels: Vec<u8>,
+    /// Stack ids (chunks with `FLAG_STACKS` only; written after the 13 columns above).
+    pub(super) stacks: Vec<u8>,
 }
 
 impl Columns {
@@ -97,7 +99,11 @@ impl Columns {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.in_file_order().iter().map(|c| c.len() + 10).sum()
+        self.in_file_order()
+            .iter()
+            .map(|c| c.len() + 10)
+            .sum::<usize>()
+            + self.stacks.len()
     }
 
     pub(super) fn clear(&mut self) {
@@ -111,6 +117,7 @@ impl Columns {
             &mut self.depths,
             &mut self.mark_times,
             &mut self.labels,
+            &mut self.stacks,
         ] {
             col.clear();
         }
@@ -134,6 +141,9 @@ pub const COLUMN_NAMES: [&str; 13] = [
     "labels",
 ];
 
+/// Name of the column chunks with stacks have after the 13 of `COLUMN_NAMES`.
+pub const STACKS_COLUMN: &str = "stacks";
+
 /// The columns of an events chunk payload, decompressed (a diagnostic: where the bytes go).
 pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, DecodeError> {
     let body = payload
@@ -144,7 +154,7 @@ pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, D
     let mut c = Cursor::new(&raw);
     let trunc = || bad("chunk header cut short");
     c.varint().ok_or_else(trunc)?; // first seq
-    c.varint().ok_or_else(trunc)?; // flags
+    let flags = c.varint().ok_or_else(trunc)?;
     c.varint().ok_or_else(trunc)?; // records
     for _ in 0..c.varint().ok_or_else(trunc)? {
         c.varint().ok_or_else(trunc)?;
@@ -152,8 +162,10 @@ pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, D
     for _ in 0..2 * c.varint().ok_or_else(trunc)? {
         c.varint().ok_or_else(trunc)?;
     }
+    let stacks = flags & super::layout::FLAG_STACKS != 0;
     COLUMN_NAMES
         .iter()
+        .chain(stacks.then_some(&STACKS_COLUMN))
         .map(|&name| {
             let len = c.varint().ok_or_else(trunc)?;
             let bytes = c

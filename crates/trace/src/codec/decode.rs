@@ -100,7 +100,7 @@ impl ChunkDecoder {
     fn decode_raw(&mut self, raw: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
         let mut c = Cursor::new(raw);
         let header = read_header(&mut c, raw.len(), &mut self.tids, &mut self.anchors)?;
-        let columns = ChunkColumns::read(&mut c)?;
+        let columns = ChunkColumns::read(&mut c, header.stacks)?;
         self.decode_records(&header, columns, out)
     }
 
@@ -118,10 +118,13 @@ impl ChunkDecoder {
             tid_runs,
             mut markers,
             mut events,
+            mut stacks,
         } = columns;
         let &ChunkHeader {
             first_seq,
             synthetic,
+            stacks: alloc_stacks,
+            free_stacks,
             records: n,
         } = header;
         // Every record takes at least its op byte: a count beyond that is a lie, not a reason
@@ -154,6 +157,14 @@ impl ChunkDecoder {
                 Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
             let shape = shape(op);
+            let stack = if (shape != Shape::Free && alloc_stacks)
+                || (shape == Shape::Free && free_stacks)
+            {
+                u32::try_from(stacks.varint().ok_or_else(|| ends_early("stack"))?)
+                    .map_err(|_| bad("stack id too large"))?
+            } else {
+                0
+            };
             // Chunks without addresses get their own function: one for both modes, choosing the
             // address decoding per call, ran 8 % more instructions per event (cachegrind,
             // `analyze` of a cc1 trace, either mode).
@@ -178,6 +189,7 @@ impl ChunkDecoder {
                     seq,
                     t_ns,
                     tid,
+                    stack,
                     op,
                     addr,
                     size,
@@ -205,6 +217,10 @@ struct ChunkHeader {
     first_seq: u64,
     /// The chunk stores no heap addresses (`FLAG_SYNTHETIC`).
     synthetic: bool,
+    /// Allocations and reallocs carry a stack id (`FLAG_STACKS`).
+    stacks: bool,
+    /// Frees carry a stack id (`FLAG_FREE_STACKS`).
+    free_stacks: bool,
     records: u64,
 }
 
@@ -218,7 +234,8 @@ fn read_header(
 ) -> Result<ChunkHeader, DecodeError> {
     let first_seq = c.varint().ok_or_else(cut_short)?;
     let flags = c.varint().ok_or_else(cut_short)?;
-    if flags & !FLAG_SYNTHETIC != 0 {
+    let known = FLAG_SYNTHETIC | FLAG_STACKS | FLAG_FREE_STACKS;
+    if flags & !known != 0 || (flags & FLAG_FREE_STACKS != 0 && flags & FLAG_STACKS == 0) {
         return Err(DecodeError(format!("unknown chunk flags {flags:#x}")));
     }
     let synthetic = flags & FLAG_SYNTHETIC != 0;
@@ -241,6 +258,8 @@ fn read_header(
     Ok(ChunkHeader {
         first_seq,
         synthetic,
+        stacks: flags & FLAG_STACKS != 0,
+        free_stacks: flags & FLAG_FREE_STACKS != 0,
         records: n,
     })
 }
@@ -276,6 +295,8 @@ fn read_anchors(
 
 /// The chunk's columns (in `COLUMN_NAMES` order), grouped by who reads them.
 struct ChunkColumns<'a> {
+    /// Empty in chunks without stacks.
+    stacks: Cursor<'a>,
     ops: Cursor<'a>,
     gaps: Cursor<'a>,
     tid_runs: Cursor<'a>,
@@ -285,7 +306,7 @@ struct ChunkColumns<'a> {
 
 impl<'a> ChunkColumns<'a> {
     /// Reads the columns after the header, in file order.
-    fn read(c: &mut Cursor<'a>) -> Result<Self, DecodeError> {
+    fn read(c: &mut Cursor<'a>, stacks: bool) -> Result<Self, DecodeError> {
         let ops = column(c)?;
         let gaps = column(c)?;
         let tid_runs = column(c)?;
@@ -295,7 +316,9 @@ impl<'a> ChunkColumns<'a> {
         let depths = column(c)?;
         let times = column(c)?;
         let labels = column(c)?;
+        let stacks = if stacks { column(c)? } else { Cursor::new(&[]) };
         Ok(ChunkColumns {
+            stacks,
             ops,
             gaps,
             tid_runs,

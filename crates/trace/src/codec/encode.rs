@@ -144,6 +144,8 @@ pub struct ChunkEncoder {
     synthetic: bool,
     /// Seq of the last block referred to by `OLD_SYNTHETIC` in this chunk.
     last_synthetic: u64,
+    /// `FLAG_STACKS` (and `FLAG_FREE_STACKS`) when events carry stack ids (`with_stacks`).
+    stack_flags: u64,
     level: i32,
     /// Created on the first `finish` (callers that compress elsewhere never need one).
     compressor: Option<zstd::bulk::Compressor<'static>>,
@@ -191,6 +193,7 @@ impl ChunkEncoder {
             base_old: 0,
             synthetic: false,
             last_synthetic: 0,
+            stack_flags: 0,
             level,
             compressor: None,
         }
@@ -209,6 +212,19 @@ impl ChunkEncoder {
             self.ids = vec![IdSlot::default(); 1 << ID_TABLE_BITS];
         }
         self
+    }
+
+    /// Chunks whose allocations and reallocs carry their `Event::stack` (and frees too when
+    /// `frees`). Without it stack ids are not stored (they decode as 0) and the chunk is byte for
+    /// byte what it was before stacks existed.
+    pub fn with_stacks(mut self, frees: bool) -> Self {
+        self.stack_flags = FLAG_STACKS | if frees { FLAG_FREE_STACKS } else { 0 };
+        self
+    }
+
+    /// True when events keep their stack ids (`with_stacks`).
+    pub fn stores_stacks(&self) -> bool {
+        self.stack_flags != 0
     }
 
     /// Forgets everything of the stream it encoded (records not sealed yet, anchors) so it can
@@ -317,10 +333,16 @@ impl ChunkEncoder {
         let tag = e.op as u8;
         let byte = match shape(e.op) {
             Shape::Alloc => {
+                if self.stack_flags != 0 {
+                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
+                }
                 put_split(&mut self.cols.sizes, e.size);
                 tag | self.new_block(e, 0, true) << 4
             }
             Shape::Free => {
+                if self.stack_flags & FLAG_FREE_STACKS != 0 {
+                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
+                }
                 let mut b = tag | self.encode_old(e.addr) << 4;
                 if e.size != 0 {
                     b |= FREE_HAS_SIZE;
@@ -329,6 +351,9 @@ impl ChunkEncoder {
                 b
             }
             Shape::Realloc => {
+                if self.stack_flags != 0 {
+                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
+                }
                 put_split(&mut self.cols.sizes, e.size);
                 let old_mode = self.encode_old(e.old_addr);
                 let new_mode = self.new_block(e, e.old_addr, false);
@@ -489,7 +514,8 @@ impl ChunkEncoder {
         raw.clear();
         raw.reserve(64 + 20 * (self.tids.len() + anchors.len()) + self.cols.len());
         varint::put(&mut raw, first_seq);
-        varint::put(&mut raw, if self.synthetic { FLAG_SYNTHETIC } else { 0 });
+        let synthetic = if self.synthetic { FLAG_SYNTHETIC } else { 0 };
+        varint::put(&mut raw, synthetic | self.stack_flags);
         varint::put(&mut raw, u64::from(self.records));
         varint::put(&mut raw, self.tids.len() as u64);
         for &t in &self.tids {
@@ -510,6 +536,10 @@ impl ChunkEncoder {
         for col in self.cols.in_file_order() {
             varint::put(&mut raw, col.len() as u64);
             raw.extend_from_slice(col);
+        }
+        if self.stack_flags != 0 {
+            varint::put(&mut raw, self.cols.stacks.len() as u64);
+            raw.extend_from_slice(&self.cols.stacks);
         }
         let chunk = UncompressedChunk {
             raw,

@@ -26,6 +26,10 @@ pub(super) const ALLOC_DEEPER: u8 = 0x40;
 
 /// Chunk flags (header): the chunk stores no heap addresses (`ChunkEncoder::without_addresses`).
 pub(super) const FLAG_SYNTHETIC: u64 = 1;
+/// Chunk flags: allocations and reallocs carry a stack id (the `stacks` column follows `labels`).
+pub(super) const FLAG_STACKS: u64 = 2;
+/// Chunk flags: frees carry a stack id too (only with `FLAG_STACKS`).
+pub(super) const FLAG_FREE_STACKS: u64 = 4;
 
 /// The top bit of a synthetic address: user-space pointers never have it.
 pub const SYNTHETIC_BIT: u64 = 1 << 63;

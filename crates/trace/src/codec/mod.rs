@@ -18,7 +18,7 @@ mod predictor;
 #[cfg(test)]
 mod tests;
 
-pub use columns::{payload_columns, COLUMN_NAMES};
+pub use columns::{payload_columns, COLUMN_NAMES, STACKS_COLUMN};
 pub use decode::{decode_payload, ChunkDecoder, DecodeError};
 pub use encode::{append_anchor, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk};
 pub use layout::{synthetic_address, SYNTHETIC_BIT};

@@ -6,14 +6,17 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::document::chart::Chart;
+use crate::document::flame::{FlameGraph, SiteTable};
 use crate::document::ticks::Scale;
 use crate::document::{Block, Document, Table};
+use crate::format::format_value;
 use crate::render::escape;
 
 const UPLOT_JS: &str = include_str!("../../../assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../../assets/uPlot.min.css");
 const PAGE_JS: &str = include_str!("page.js");
 const SORT_JS: &str = include_str!("sort.js");
+const FLAME_JS: &str = include_str!("flame.js");
 const WATCH_JS: &str = include_str!("watch.js");
 const PAGE_CSS: &str = include_str!("page.css");
 const UPLOT_LICENSE: &str = include_str!("../../../assets/uPlot.LICENSE");
@@ -24,6 +27,7 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
 #[derive(Serialize)]
 struct PageData<'a> {
     charts: Vec<ChartData<'a>>,
+    flames: Vec<&'a FlameGraph>,
 }
 
 /// A chart as the page draws it: its data and the axes' extent and round ticks (`document::ticks`),
@@ -47,6 +51,7 @@ pub fn render(doc: &Document) -> Result<String, serde_json::Error> {
                 y_scale: chart.y_scale(),
             })
             .collect(),
+        flames: doc.flames().collect(),
     })?;
     let mut out = String::with_capacity(UPLOT_JS.len() + data.len() + 64 * 1024);
     let title = escape::html(&doc.title);
@@ -93,6 +98,8 @@ pub fn render(doc: &Document) -> Result<String, serde_json::Error> {
     // The library's banner names its home page; the page must reference no URL at all.
     out.push_str(strip_banner(UPLOT_JS));
     out.push_str("\n</script>\n<script>\n");
+    // One block with the page's script: flame graphs first, so the render status it writes counts them.
+    out.push_str(FLAME_JS);
     out.push_str(SORT_JS);
     out.push('\n');
     out.push_str(PAGE_JS);
@@ -133,6 +140,15 @@ fn block(out: &mut String, b: &Block) {
             out.push_str("</dl>\n");
         }
         Block::Table(t) => table(out, t),
+        Block::Flame(f) => {
+            let _ = writeln!(
+                out,
+                "<div class=\"flame\" id=\"{id}\" data-flame=\"{id}\"><h3>{}</h3></div>",
+                escape::html(&f.title),
+                id = escape::html(&f.id)
+            );
+        }
+        Block::Sites(t) => site_table(out, t),
         Block::Chart(c) => {
             let _ = writeln!(
                 out,
@@ -176,6 +192,56 @@ fn is_figure(cell: &str) -> bool {
             .chars()
             .next()
             .is_none_or(|c| c.is_ascii_digit() || "-+—.".contains(c))
+}
+
+/// The table's cells carry their numbers (`data-v`) for sorting in the page; a site's name is a button
+/// that searches the linked flame graphs for it.
+fn site_table(out: &mut String, t: &SiteTable) {
+    let _ = writeln!(
+        out,
+        "<table class=\"sites\" id=\"{}\" data-flames=\"{}\">",
+        escape::html(&t.id),
+        escape::html(&t.flames.join(" "))
+    );
+    if let Some(c) = &t.caption {
+        let _ = writeln!(out, "<caption>{}</caption>", escape::html(c));
+    }
+    let _ = write!(
+        out,
+        "<thead><tr><th>#</th><th>{}</th>",
+        escape::html(&t.site_label)
+    );
+    for c in &t.columns {
+        let _ = write!(
+            out,
+            "<th class=\"sortable\" title=\"click to sort\">{}</th>",
+            escape::html(&c.label)
+        );
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for (rank, row) in t.rows.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<tr><td data-v=\"{}\">{}</td><td class=\"site\"><button type=\"button\" data-find=\"{name}\" \
+             title=\"find in the flame graphs\">{name}</button>",
+            rank + 1,
+            rank + 1,
+            name = escape::html(&row.name)
+        );
+        if let Some(d) = &row.detail {
+            let _ = write!(out, "<div class=\"detail\">{}</div>", escape::html(d));
+        }
+        out.push_str("</td>");
+        for (c, v) in t.columns.iter().zip(&row.values) {
+            let _ = write!(
+                out,
+                "<td data-v=\"{v}\">{}</td>",
+                escape::html(&format_value(c.unit, *v))
+            );
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
 }
 
 #[cfg(test)]

@@ -1,0 +1,218 @@
+//! Resolving each stack of a process and adding its figures into its stack site and function sites.
+use std::collections::BTreeSet;
+
+use hashbrown::HashMap;
+use trace::{ProcessInfo, StackTable};
+
+use super::{
+    CallSites, FunctionSite, ProcessSites, SiteFigures, SiteFrame, SortKey, Spread, StackSite,
+};
+use crate::histogram::LogHistogram;
+use crate::sites::SiteStats;
+
+/// One process image's per-stack figures and the mappings its stacks' addresses are in.
+pub struct FoldInput<'a> {
+    pub info: &'a ProcessInfo,
+    pub sites: &'a [SiteStats],
+    pub space: symbols::AddressSpace,
+}
+
+/// The entry points the shim records, and C++'s operators: frames of these are the allocator's,
+/// not the program's call site. (The shim drops its own frames when it takes the stack; a
+/// program's allocation through libstdc++'s `operator new` still has that frame first.)
+const ALLOCATOR_FUNCTIONS: [&str; 12] = [
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "cfree",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "__libc_malloc",
+];
+
+/// True for a frame that belongs to the allocator rather than to the program's call site.
+pub fn is_allocator_frame(frame: &SiteFrame) -> bool {
+    let Some(name) = frame.function.as_deref() else {
+        return false;
+    };
+    ALLOCATOR_FUNCTIONS.contains(&name)
+        || name.starts_with("operator new")
+        || name.starts_with("operator delete")
+}
+
+/// Figures added up before they are summarised.
+#[derive(Default)]
+struct Sum {
+    calls: u64,
+    requested_bytes: u64,
+    peak_live_bytes: u64,
+    leaked_bytes: u64,
+    leaked_blocks: u64,
+    lifetime_zero: u64,
+    lifetime_calls: LogHistogram,
+    lifetime_ns: LogHistogram,
+    sizes: LogHistogram,
+    stacks: u64,
+}
+
+impl Sum {
+    fn add(&mut self, s: &SiteStats) {
+        self.calls += s.calls;
+        self.requested_bytes += s.requested_bytes;
+        self.peak_live_bytes += s.peak_live_bytes;
+        self.leaked_bytes += s.leaked_bytes;
+        self.leaked_blocks += s.leaked_blocks;
+        self.lifetime_zero += s.lifetime_zero;
+        self.lifetime_calls.merge(&s.lifetime_calls);
+        self.lifetime_ns.merge(&s.lifetime_ns);
+        self.sizes.merge(&s.sizes);
+        self.stacks += 1;
+    }
+
+    fn figures(&self) -> SiteFigures {
+        let spread = |h: &LogHistogram| Spread {
+            median: h.quantile(0.5),
+            p90: h.quantile(0.9),
+            max: (h.total() > 0).then(|| h.max()),
+        };
+        let lifetimes = self.lifetime_calls.total();
+        SiteFigures {
+            calls: self.calls,
+            requested_bytes: self.requested_bytes,
+            peak_live_bytes: self.peak_live_bytes,
+            leaked_bytes: self.leaked_bytes,
+            leaked_blocks: self.leaked_blocks,
+            lifetimes,
+            lifetime_zero: self.lifetime_zero,
+            share_lifetime_zero: if lifetimes == 0 {
+                0.0
+            } else {
+                self.lifetime_zero as f64 / lifetimes as f64
+            },
+            lifetime_calls: spread(&self.lifetime_calls),
+            lifetime_ns: spread(&self.lifetime_ns),
+            sizes: spread(&self.sizes),
+            stacks: self.stacks,
+        }
+    }
+}
+
+/// Resolves stack `addresses` (innermost first) into frames, innermost first, the allocator's own
+/// frames at the top dropped (one frame is always kept).
+pub(crate) fn resolve_stack(
+    addresses: &[u64],
+    space: &symbols::AddressSpace,
+    symbolizer: &mut symbols::Symbolizer,
+) -> Vec<SiteFrame> {
+    let mut frames: Vec<SiteFrame> = Vec::with_capacity(addresses.len());
+    for &a in addresses {
+        for f in symbolizer.resolve(space.find(a), a).iter() {
+            frames.push(SiteFrame {
+                label: f.label(),
+                function: f.function.clone(),
+                file: f.file.clone(),
+                line: f.line,
+                inlined: f.inlined,
+                module: f.module.to_string(),
+                module_address: f.module_address,
+            });
+        }
+    }
+    let allocator = frames.iter().take_while(|f| is_allocator_frame(f)).count();
+    frames.drain(..allocator.min(frames.len().saturating_sub(1)));
+    frames
+}
+
+#[derive(Default)]
+struct FunctionSum {
+    sum: Sum,
+    location: Option<String>,
+    calls_inclusive: u64,
+    bytes_inclusive: u64,
+}
+
+/// Resolves and folds the call sites of every image in `inputs` (in that order), sorted by `sort`.
+pub fn fold(
+    inputs: Vec<FoldInput>,
+    stacks: &StackTable,
+    symbolizer: &mut symbols::Symbolizer,
+    sort: SortKey,
+) -> CallSites {
+    let mut out = CallSites::default();
+    for input in inputs {
+        let mut without_stack = Sum::default();
+        let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
+        let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
+        for s in input.sites {
+            let Some(addresses) = stacks.get(s.stack).filter(|a| !a.is_empty()) else {
+                without_stack.add(s);
+                continue;
+            };
+            let frames = resolve_stack(addresses, &input.space, symbolizer);
+            let caller = &frames[0];
+            let f = by_function
+                .entry((caller.label.clone(), caller.module.clone()))
+                .or_default();
+            f.sum.add(s);
+            if f.location.is_none() {
+                f.location = caller.location();
+            }
+            let on_stack: BTreeSet<(&str, &str)> = frames
+                .iter()
+                .map(|f| (f.label.as_str(), f.module.as_str()))
+                .collect();
+            for (label, module) in on_stack {
+                let f = by_function
+                    .entry((label.to_string(), module.to_string()))
+                    .or_default();
+                f.calls_inclusive += s.calls;
+                f.bytes_inclusive += s.requested_bytes;
+            }
+            let entry = by_stack.entry(frames).or_default();
+            entry.0.add(s);
+            entry.1.push(s.stack);
+        }
+        let mut process = ProcessSites {
+            pid: input.info.pid,
+            exec_index: input.info.exec_index,
+            cmdline: input.info.cmdline.clone(),
+            functions: by_function
+                .into_iter()
+                .map(|((function, module), f)| FunctionSite {
+                    function,
+                    module,
+                    location: f.location,
+                    figures: f.sum.figures(),
+                    calls_inclusive: f.calls_inclusive,
+                    bytes_inclusive: f.bytes_inclusive,
+                })
+                .collect(),
+            stacks: by_stack
+                .into_iter()
+                .map(|(frames, (sum, mut ids))| {
+                    ids.sort_unstable();
+                    ids.dedup();
+                    StackSite {
+                        frames,
+                        figures: sum.figures(),
+                        stack_ids: ids,
+                    }
+                })
+                .collect(),
+            without_stack: without_stack.figures(),
+        };
+        process.sort_by(sort);
+        out.processes.push(process);
+    }
+    out.warnings = symbolizer
+        .warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    out
+}

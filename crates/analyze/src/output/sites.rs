@@ -1,0 +1,353 @@
+//! The call-site outputs (`analyze --sites`): text tables of the top functions and stacks per process,
+//! their CSV files, and the JSON (the serde form of `CallSites`). Columns in docs/metrics.md,
+//! "Call sites".
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::csv::OutputError;
+use super::text::{bytes, count, duration, pct};
+use std::collections::HashMap;
+
+use crate::call_sites::{CallSites, FunctionSite, SiteFigures, SiteFrame, StackSite};
+
+/// The CSV files `write_sites_csv` creates.
+pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"];
+
+/// Frames of a stack shown in the text output (the innermost ones; the JSON and CSV have them all).
+const STACK_FRAMES_SHOWN: usize = 12;
+
+/// The top `top` functions and stacks of each process, in the order they are sorted (the warnings are
+/// the caller's to show).
+pub fn write_sites_text<W: Write>(
+    sites: &CallSites,
+    top: usize,
+    sort_label: &str,
+    mut out: W,
+) -> io::Result<()> {
+    for p in &sites.processes {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "== process {} (exec {}): {}",
+            p.pid,
+            p.exec_index,
+            if p.cmdline.is_empty() {
+                "?".to_string()
+            } else {
+                p.cmdline.join(" ")
+            }
+        )?;
+        if p.without_stack.calls > 0 {
+            writeln!(
+                out,
+                "{} allocating calls have no stack",
+                count(p.without_stack.calls)
+            )?;
+        }
+        let callers: Vec<&FunctionSite> =
+            p.functions.iter().filter(|f| f.figures.calls > 0).collect();
+        writeln!(
+            out,
+            "top {} of {} allocating functions by {sort_label} (calls they made themselves):",
+            top.min(callers.len()),
+            callers.len()
+        )?;
+        writeln!(
+            out,
+            "{:>9} {:>10} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9} {:>9}  function (location, module)",
+            "calls",
+            "requested",
+            "peak live",
+            "leaked",
+            "blocks",
+            "life0",
+            "med life",
+            "med time",
+            "incl."
+        )?;
+        for f in callers.iter().take(top) {
+            figures_row(&mut out, &f.figures)?;
+            let module = f.module.rsplit('/').next().unwrap_or(&f.module);
+            let location = f
+                .location
+                .as_deref()
+                .map(|l| format!("{l}, "))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                " {:>9}  {} ({location}{module})",
+                count(f.calls_inclusive),
+                f.function
+            )?;
+        }
+        writeln!(
+            out,
+            "top {} of {} stacks by {sort_label}:",
+            top.min(p.stacks.len()),
+            p.stacks.len()
+        )?;
+        for (i, s) in p.stacks.iter().take(top).enumerate() {
+            write_stack(&mut out, i + 1, s)?;
+        }
+    }
+    Ok(())
+}
+
+fn figures_row<W: Write>(out: &mut W, f: &SiteFigures) -> io::Result<()> {
+    write!(
+        out,
+        "{:>9} {:>10} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9}",
+        count(f.calls),
+        bytes(f.requested_bytes),
+        bytes(f.peak_live_bytes),
+        bytes(f.leaked_bytes),
+        count(f.leaked_blocks),
+        if f.lifetimes == 0 {
+            "-".to_string()
+        } else {
+            pct(f.share_lifetime_zero)
+        },
+        f.lifetime_calls.median.map_or("-".to_string(), count),
+        f.lifetime_ns.median.map_or("-".to_string(), duration),
+    )
+}
+
+fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<()> {
+    let f = &s.figures;
+    writeln!(
+        out,
+        "#{rank}: {} calls, {} requested (median size {}), peak live {}, leaked {} in {} blocks, lifetime 0: {}, \
+         median lifetime {} calls / {}",
+        count(f.calls),
+        bytes(f.requested_bytes),
+        f.sizes.median.map_or("-".to_string(), bytes),
+        bytes(f.peak_live_bytes),
+        bytes(f.leaked_bytes),
+        count(f.leaked_blocks),
+        if f.lifetimes == 0 { "-".to_string() } else { pct(f.share_lifetime_zero) },
+        f.lifetime_calls.median.map_or("-".to_string(), count),
+        f.lifetime_ns.median.map_or("-".to_string(), duration),
+    )?;
+    for frame in s.frames.iter().take(STACK_FRAMES_SHOWN) {
+        let module = frame.module.rsplit('/').next().unwrap_or(&frame.module);
+        let at = frame
+            .location()
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        let inlined = if frame.inlined { " [inlined]" } else { "" };
+        writeln!(out, "    {}{at} in {module}{inlined}", frame.label)?;
+    }
+    if s.frames.len() > STACK_FRAMES_SHOWN {
+        writeln!(
+            out,
+            "    ... {} outer frames",
+            s.frames.len() - STACK_FRAMES_SHOWN
+        )?;
+    }
+    Ok(())
+}
+
+/// The JSON of `analyze --sites --json`: per process, each distinct frame once (`frames`) and stacks
+/// as indices into it, innermost first (a stack repeats the outer frames of many others: written out,
+/// cc1's 7,000 stacks took 50 MB).
+pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Stack<'a> {
+        frames: Vec<u32>,
+        figures: &'a SiteFigures,
+        stack_ids: &'a [u32],
+    }
+    #[derive(Serialize)]
+    struct Process<'a> {
+        pid: u32,
+        exec_index: u32,
+        cmdline: &'a [String],
+        frames: Vec<&'a SiteFrame>,
+        functions: &'a [FunctionSite],
+        stacks: Vec<Stack<'a>>,
+        without_stack: &'a SiteFigures,
+    }
+    #[derive(Serialize)]
+    struct Document<'a> {
+        processes: Vec<Process<'a>>,
+        warnings: &'a [String],
+    }
+    let processes = sites
+        .processes
+        .iter()
+        .map(|p| {
+            let mut index: HashMap<&SiteFrame, u32> = HashMap::new();
+            let mut frames = Vec::new();
+            let stacks = p
+                .stacks
+                .iter()
+                .map(|s| Stack {
+                    frames: s
+                        .frames
+                        .iter()
+                        .map(|f| {
+                            *index.entry(f).or_insert_with(|| {
+                                frames.push(f);
+                                frames.len() as u32 - 1
+                            })
+                        })
+                        .collect(),
+                    figures: &s.figures,
+                    stack_ids: &s.stack_ids,
+                })
+                .collect();
+            Process {
+                pid: p.pid,
+                exec_index: p.exec_index,
+                cmdline: &p.cmdline,
+                frames,
+                functions: &p.functions,
+                stacks,
+                without_stack: &p.without_stack,
+            }
+        })
+        .collect();
+    serde_json::to_writer(
+        &mut out,
+        &Document {
+            processes,
+            warnings: &sites.warnings,
+        },
+    )?;
+    out.write_all(b"\n")
+}
+
+/// One row of sites_by_function.csv / sites_by_stack.csv.
+#[derive(Serialize)]
+struct Row<'a> {
+    pid: u32,
+    exec: u32,
+    rank: usize,
+    /// The function, or the stack's frames innermost first joined by " <- ".
+    site: String,
+    location: &'a str,
+    module: &'a str,
+    calls: u64,
+    requested_bytes: u64,
+    peak_live_bytes: u64,
+    leaked_bytes: u64,
+    leaked_blocks: u64,
+    lifetimes: u64,
+    lifetime_zero: u64,
+    share_lifetime_zero: f64,
+    lifetime_calls_median: Option<u64>,
+    lifetime_calls_p90: Option<u64>,
+    lifetime_ns_median: Option<u64>,
+    lifetime_ns_p90: Option<u64>,
+    size_median: Option<u64>,
+    size_p90: Option<u64>,
+    size_max: Option<u64>,
+    calls_inclusive: Option<u64>,
+    bytes_inclusive: Option<u64>,
+    stacks: u64,
+}
+
+fn row<'a>(
+    pid: u32,
+    exec: u32,
+    rank: usize,
+    site: String,
+    location: &'a str,
+    module: &'a str,
+    f: &SiteFigures,
+) -> Row<'a> {
+    Row {
+        pid,
+        exec,
+        rank,
+        site,
+        location,
+        module,
+        calls: f.calls,
+        requested_bytes: f.requested_bytes,
+        peak_live_bytes: f.peak_live_bytes,
+        leaked_bytes: f.leaked_bytes,
+        leaked_blocks: f.leaked_blocks,
+        lifetimes: f.lifetimes,
+        lifetime_zero: f.lifetime_zero,
+        share_lifetime_zero: f.share_lifetime_zero,
+        lifetime_calls_median: f.lifetime_calls.median,
+        lifetime_calls_p90: f.lifetime_calls.p90,
+        lifetime_ns_median: f.lifetime_ns.median,
+        lifetime_ns_p90: f.lifetime_ns.p90,
+        size_median: f.sizes.median,
+        size_p90: f.sizes.p90,
+        size_max: f.sizes.max,
+        calls_inclusive: None,
+        bytes_inclusive: None,
+        stacks: f.stacks,
+    }
+}
+
+/// Writes every site (not only the top ones) of every process into `dir`.
+pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError> {
+    std::fs::create_dir_all(dir).map_err(|source| OutputError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let path = dir.join(SITE_FILES[0]);
+    let fail = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OutputError::Csv { path, source }
+    };
+    let mut w = csv::Writer::from_path(&path).map_err(fail(&path))?;
+    for p in &sites.processes {
+        for (i, f) in p.functions.iter().enumerate() {
+            let mut r = row(
+                p.pid,
+                p.exec_index,
+                i + 1,
+                f.function.clone(),
+                f.location.as_deref().unwrap_or(""),
+                &f.module,
+                &f.figures,
+            );
+            r.calls_inclusive = Some(f.calls_inclusive);
+            r.bytes_inclusive = Some(f.bytes_inclusive);
+            w.serialize(r).map_err(fail(&path))?;
+        }
+    }
+    w.flush().map_err(|e| OutputError::Csv {
+        path: path.clone(),
+        source: e.into(),
+    })?;
+    let path = dir.join(SITE_FILES[1]);
+    let mut w = csv::Writer::from_path(&path).map_err(fail(&path))?;
+    for p in &sites.processes {
+        for (i, s) in p.stacks.iter().enumerate() {
+            let site = s
+                .frames
+                .iter()
+                .map(|f| f.label.as_str())
+                .collect::<Vec<_>>()
+                .join(" <- ");
+            let location = s
+                .frames
+                .first()
+                .and_then(|f| f.location())
+                .unwrap_or_default();
+            let module = s.frames.first().map_or("", |f| f.module.as_str());
+            w.serialize(row(
+                p.pid,
+                p.exec_index,
+                i + 1,
+                site,
+                &location,
+                module,
+                &s.figures,
+            ))
+            .map_err(fail(&path))?;
+        }
+    }
+    w.flush().map_err(|e| OutputError::Csv {
+        path: path.clone(),
+        source: e.into(),
+    })
+}

@@ -1,0 +1,247 @@
+//! The call sites of a trace recorded with stacks (docs/reports.md, "Call sites"): per process (the
+//! most active ones), flame graphs of allocations, requested bytes, bytes live at the peak and leaked
+//! bytes, and a sortable table of the top allocating functions whose names search the flame graphs.
+use analyze::call_sites::{CallSites, FunctionSite, ProcessSites, SiteFigures};
+
+use crate::document::chart::Unit;
+use crate::document::flame::{FlameGraph, SiteColumn, SiteRow, SiteTable};
+use crate::document::{Block, Section};
+
+/// Functions listed in a process's table (the JSON and CSV of `analyze --sites` have them all).
+const MAX_TABLE_ROWS: usize = 200;
+/// Processes with their own call-site section (by allocating calls).
+const MAX_PROCESSES: usize = 4;
+
+/// A figure of a site, as drawn or listed.
+type Figure = fn(&SiteFigures) -> u64;
+type FunctionColumn = (&'static str, Unit, fn(&FunctionSite) -> f64);
+
+/// The flame graphs a process gets: id suffix, title, unit, the figure drawn.
+const FLAMES: [(&str, &str, Unit, Figure); 4] = [
+    ("calls", "Allocating calls", Unit::Count, |f| f.calls),
+    ("bytes", "Requested bytes", Unit::Bytes, |f| {
+        f.requested_bytes
+    }),
+    ("peak", "Bytes live at the peak", Unit::Bytes, |f| {
+        f.peak_live_bytes
+    }),
+    ("leaks", "Leaked bytes", Unit::Bytes, |f| f.leaked_bytes),
+];
+
+/// One section per process with stacks, the busiest first.
+pub(crate) fn sections(sites: &CallSites) -> Vec<Section> {
+    let mut ranked: Vec<&ProcessSites> = sites
+        .processes
+        .iter()
+        .filter(|p| !p.stacks.is_empty())
+        .collect();
+    ranked
+        .sort_by_key(|p| std::cmp::Reverse(p.stacks.iter().map(|s| s.figures.calls).sum::<u64>()));
+    ranked.truncate(MAX_PROCESSES);
+    let mut out: Vec<Section> = ranked.into_iter().map(process_section).collect();
+    if let (Some(first), false) = (out.first_mut(), sites.warnings.is_empty()) {
+        for w in &sites.warnings {
+            first.blocks.insert(0, Block::Warning(w.clone()));
+        }
+    }
+    out
+}
+
+fn process_section(p: &ProcessSites) -> Section {
+    let key = format!("{}-{}", p.pid, p.exec_index);
+    let exe = p
+        .cmdline
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
+        .unwrap_or("?");
+    let mut s = Section::new(
+        format!("sites-{key}"),
+        format!("Call sites of process {} ({exe})", p.pid),
+    );
+    s.push(Block::Paragraph(
+        "Flame graphs: each box is a function on the stacks of allocating calls, as wide as the figure of \
+         the calls made under it; the caller is above its callees. Click a box to zoom, type a regular \
+         expression to highlight matching functions and see their share. In the table, click a heading \
+         to sort, a function to find it in the flame graphs."
+            .into(),
+    ));
+    if p.without_stack.calls > 0 {
+        s.push(Block::Paragraph(format!(
+            "{} allocating calls have no stack and are not drawn.",
+            p.without_stack.calls
+        )));
+    }
+    let mut ids = Vec::new();
+    for (suffix, title, unit, figure) in FLAMES {
+        let id = format!("flame-{key}-{suffix}");
+        let stacks = p
+            .stacks
+            .iter()
+            .map(|st| (st.root_first(), figure(&st.figures)));
+        let flame = FlameGraph::new(id.clone(), title, unit, stacks);
+        if flame.has_data() {
+            ids.push(id);
+        }
+        s.push_flame(flame);
+    }
+    let columns: [FunctionColumn; 10] = [
+        ("calls", Unit::Count, |f| f.figures.calls as f64),
+        ("requested", Unit::Bytes, |f| {
+            f.figures.requested_bytes as f64
+        }),
+        ("peak live", Unit::Bytes, |f| {
+            f.figures.peak_live_bytes as f64
+        }),
+        ("leaked", Unit::Bytes, |f| f.figures.leaked_bytes as f64),
+        ("leaked blocks", Unit::Count, |f| {
+            f.figures.leaked_blocks as f64
+        }),
+        ("lifetime 0 (%)", Unit::Plain, |f| {
+            (f.figures.share_lifetime_zero * 1000.0).round() / 10.0
+        }),
+        ("median lifetime (calls)", Unit::Count, |f| {
+            f.figures.lifetime_calls.median.unwrap_or(0) as f64
+        }),
+        // In µs: the page's seconds round to whole ms, and lifetimes are often microseconds.
+        ("median lifetime (µs)", Unit::Plain, |f| {
+            (f.figures.lifetime_ns.median.unwrap_or(0) as f64 / 100.0).round() / 10.0
+        }),
+        ("median size", Unit::Bytes, |f| {
+            f.figures.sizes.median.unwrap_or(0) as f64
+        }),
+        ("calls incl. callees", Unit::Count, |f| {
+            f.calls_inclusive as f64
+        }),
+    ];
+    let rows = p
+        .functions
+        .iter()
+        .filter(|f| f.figures.calls > 0)
+        .take(MAX_TABLE_ROWS)
+        .map(|f| SiteRow {
+            name: f.function.clone(),
+            detail: Some(
+                [
+                    f.location.clone(),
+                    Some(f.module.rsplit('/').next().unwrap_or(&f.module).to_string()),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", "),
+            ),
+            values: columns.iter().map(|(_, _, v)| v(f)).collect(),
+        })
+        .collect();
+    s.push(Block::Sites(SiteTable {
+        id: format!("sites-table-{key}"),
+        caption: Some(
+            "Allocating functions (the calls each made itself; the last column adds its callees')"
+                .into(),
+        ),
+        site_label: "function".into(),
+        columns: columns
+            .iter()
+            .map(|(l, u, _)| SiteColumn {
+                label: (*l).into(),
+                unit: *u,
+            })
+            .collect(),
+        rows,
+        flames: ids,
+    }));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use analyze::call_sites::{FunctionSite, SiteFrame, StackSite};
+
+    use super::*;
+
+    fn frame(label: &str) -> SiteFrame {
+        SiteFrame {
+            label: label.into(),
+            function: Some(label.into()),
+            file: None,
+            line: None,
+            inlined: false,
+            module: "/bin/prog".into(),
+            module_address: 0,
+        }
+    }
+
+    fn stack(innermost_first: &[&str], calls: u64, leaked: u64) -> StackSite {
+        StackSite {
+            frames: innermost_first.iter().map(|l| frame(l)).collect(),
+            figures: SiteFigures {
+                calls,
+                requested_bytes: calls * 8,
+                leaked_bytes: leaked,
+                ..Default::default()
+            },
+            stack_ids: vec![1],
+        }
+    }
+
+    #[test]
+    fn a_process_gets_its_flame_graphs_and_table() {
+        let p = ProcessSites {
+            pid: 7,
+            exec_index: 0,
+            cmdline: vec!["/bin/prog".into()],
+            functions: vec![FunctionSite {
+                function: "helper".into(),
+                module: "/bin/prog".into(),
+                location: Some("prog.c:3".into()),
+                figures: SiteFigures {
+                    calls: 1010,
+                    ..Default::default()
+                },
+                calls_inclusive: 1010,
+                bytes_inclusive: 8080,
+            }],
+            stacks: vec![
+                stack(&["helper", "A", "main"], 1000, 0),
+                stack(&["C", "main"], 5, 40),
+            ],
+            without_stack: SiteFigures::default(),
+        };
+        let sites = CallSites {
+            processes: vec![p],
+            warnings: vec!["'/x' changed".into()],
+        };
+        let sections = sections(&sites);
+        assert_eq!(sections.len(), 1);
+        let s = &sections[0];
+        assert!(matches!(&s.blocks[0], Block::Warning(w) if w.contains("changed")));
+        let flames: Vec<&FlameGraph> = s
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Flame(f) => Some(f),
+                _ => None,
+            })
+            .collect();
+        // Calls, bytes and leaks; nothing was live at the peak: no empty graph.
+        let ids: Vec<&str> = flames.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["flame-7-0-calls", "flame-7-0-bytes", "flame-7-0-leaks"]
+        );
+        assert_eq!(flames[0].total(), 1005);
+        assert_eq!(flames[2].total(), 40);
+        let table = s
+            .blocks
+            .iter()
+            .find_map(|b| match b {
+                Block::Sites(t) => Some(t),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(table.flames, ids);
+        assert_eq!(table.rows[0].name, "helper");
+        assert_eq!(table.rows[0].values[0], 1010.0);
+        assert_eq!(table.rows[0].detail.as_deref(), Some("prog.c:3, prog"));
+    }
+}

@@ -1,0 +1,273 @@
+//! Call stacks and the modules they point into (`record --stacks`): the STACKS and MODULES
+//! chunks (docs/trace-format.md, "Call stacks").
+//!
+//! Each distinct stack is stored once per trace and events refer to it by id
+//! ([`Event::stack`](crate::Event::stack)); ids start at 1 (0 = no stack) and are dense: the
+//! STACKS chunks of a file hold ids 1, 2, 3, ... in order. A stack is the return addresses of
+//! the call, innermost first, absolute in the process that made the call; symbolising them needs
+//! the [`Module`]s mapped in that process (its pid, or for a fork child the parent's).
+use serde::{Deserialize, Serialize};
+
+use crate::varint::{self, Cursor};
+
+/// An object file mapped in a traced process (executable, shared library, dlopen'd library),
+/// recorded when the shim first saw it mapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Module {
+    /// The process it is mapped in.
+    pub pid: u32,
+    /// Which image of that process (`ProcessInfo::exec_index`): an exec maps everything anew.
+    #[serde(default)]
+    pub exec_index: u32,
+    /// Its path as the dynamic linker loaded it (the executable: `/proc/PID/exe`'s target).
+    pub path: String,
+    /// First byte of its code as mapped in the process: the page start of its first executable
+    /// segment (return addresses fall in the code; another object may be mapped in a hole
+    /// between one object's segments, so the range covers only the code).
+    pub start: u64,
+    /// One past the last byte of its last executable segment.
+    pub end: u64,
+    /// Offset in the file that `start` maps (page-aligned): an address `a` in the range is at
+    /// file offset `a - start + file_offset`.
+    pub file_offset: u64,
+    /// The load bias: an address `a` in the module is ELF virtual address `a - bias` (what
+    /// symbol tables and DWARF use).
+    pub bias: u64,
+    /// Its GNU build-id (the `NT_GNU_BUILD_ID` note as loaded), when it has one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "build_id_hex"
+    )]
+    pub build_id: Option<Vec<u8>>,
+    /// When it was seen mapped: wall clock, ns since the Unix epoch.
+    pub unix_ns: u64,
+}
+
+impl Module {
+    /// True when `addr` lies in the module's loaded range.
+    pub fn contains(&self, addr: u64) -> bool {
+        (self.start..self.end).contains(&addr)
+    }
+
+    /// The build-id in lower-case hex (as `file` and `readelf -n` show it), when there is one.
+    pub fn build_id_hex(&self) -> Option<String> {
+        self.build_id
+            .as_ref()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+    }
+}
+
+mod build_id_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => s.serialize_str(&b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        let Some(s) = s else { return Ok(None) };
+        if s.len() % 2 != 0 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(serde::de::Error::custom("build_id is not hex"));
+        }
+        Ok(Some(
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0))
+                .collect(),
+        ))
+    }
+}
+
+/// Every stack of a trace, by id: `get(id)` is its return addresses, innermost first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackTable {
+    /// `frames[ends[i - 1]..ends[i]]` is stack `i + 1` (`ends[-1]` = 0).
+    ends: Vec<usize>,
+    frames: Vec<u64>,
+}
+
+impl StackTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The return addresses of stack `id`, innermost first; `None` for 0 and unknown ids.
+    pub fn get(&self, id: u32) -> Option<&[u64]> {
+        let i = (id as usize).checked_sub(1)?;
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.frames[start..end])
+    }
+
+    /// Stacks in the table (the highest id).
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The id the next pushed stack gets.
+    pub fn next_id(&self) -> u32 {
+        self.ends.len() as u32 + 1
+    }
+
+    /// Appends a stack; returns its id.
+    pub fn push(&mut self, frames: &[u64]) -> u32 {
+        self.frames.extend_from_slice(frames);
+        self.ends.push(self.frames.len());
+        self.ends.len() as u32
+    }
+
+    /// (id, frames) of every stack, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[u64])> {
+        (1..=self.ends.len() as u32).filter_map(move |id| self.get(id).map(|f| (id, f)))
+    }
+}
+
+/// The payload of a STACKS chunk holding stacks `first_id`, `first_id + 1`, ...: u32 raw length,
+/// then a zstd frame of `varint first_id, varint count, per stack: varint depth, depth x u64 LE`.
+pub fn stacks_payload<'a>(
+    first_id: u32,
+    stacks: impl IntoIterator<Item = &'a [u64]>,
+) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut count = 0u64;
+    for s in stacks {
+        varint::put(&mut body, s.len() as u64);
+        for &a in s {
+            body.extend_from_slice(&a.to_le_bytes());
+        }
+        count += 1;
+    }
+    let mut raw = Vec::with_capacity(body.len() + 20);
+    varint::put(&mut raw, u64::from(first_id));
+    varint::put(&mut raw, count);
+    raw.extend_from_slice(&body);
+    let raw_len =
+        u32::try_from(raw.len()).map_err(|_| std::io::Error::other("stacks chunk too large"))?;
+    let compressed = zstd::bulk::compress(&raw, 3)?;
+    let mut payload = Vec::with_capacity(4 + compressed.len());
+    payload.extend_from_slice(&raw_len.to_le_bytes());
+    payload.extend_from_slice(&compressed);
+    Ok(payload)
+}
+
+/// Largest stack depth a reader accepts (the shim records at most 256 frames).
+pub const MAX_STACK_DEPTH: u64 = 1024;
+
+/// Appends the stacks of a STACKS payload to `table`; they must continue it (first id =
+/// `table.next_id()`). On error `table` is unchanged.
+pub(crate) fn read_stacks_payload(payload: &[u8], table: &mut StackTable) -> Result<(), String> {
+    if payload.len() < 4 {
+        return Err("stacks chunk too short".into());
+    }
+    let raw_len = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]);
+    if raw_len > crate::format::MAX_RAW_CHUNK {
+        return Err("stacks chunk: implausible raw size".into());
+    }
+    let raw = zstd::bulk::decompress(&payload[4..], raw_len as usize)
+        .map_err(|e| format!("stacks chunk: zstd: {e}"))?;
+    let mut c = Cursor::new(&raw);
+    let short = || "stacks chunk cut short".to_string();
+    let first = c.varint().ok_or_else(short)?;
+    if first != u64::from(table.next_id()) {
+        return Err(format!(
+            "stacks chunk starts at id {first}, expected {}",
+            table.next_id()
+        ));
+    }
+    let count = c.varint().ok_or_else(short)?;
+    if count > raw.len() as u64 {
+        return Err("stacks chunk: implausible count".into());
+    }
+    let (ends, frames) = (table.ends.len(), table.frames.len());
+    let result = (|| {
+        for _ in 0..count {
+            let depth = c.varint().ok_or_else(short)?;
+            if depth > MAX_STACK_DEPTH {
+                return Err(format!("stacks chunk: implausible depth {depth}"));
+            }
+            for _ in 0..depth {
+                let b = c.take(8).ok_or_else(short)?;
+                table
+                    .frames
+                    .push(u64::from_le_bytes(b.try_into().unwrap_or_default()));
+            }
+            table.ends.push(table.frames.len());
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        table.ends.truncate(ends);
+        table.frames.truncate(frames);
+    }
+    result
+}
+
+/// The payload of a MODULES chunk: a JSON array of [`Module`].
+pub fn modules_payload(modules: &[Module]) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec(modules).map_err(std::io::Error::other)
+}
+
+pub(crate) fn read_modules_payload(payload: &[u8]) -> Result<Vec<Module>, String> {
+    serde_json::from_slice(payload).map_err(|e| format!("invalid modules chunk: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_round_trip_and_continue() {
+        let a: Vec<u64> = vec![0x5555_0000_1234, 0x5555_0000_2000, 0x7fff_0000_0001];
+        let b: Vec<u64> = vec![];
+        let c: Vec<u64> = (0..200).map(|i| 0x4000_0000 + i * 16).collect();
+        let mut t = StackTable::new();
+        let p1 = stacks_payload(1, [a.as_slice(), b.as_slice()]).unwrap();
+        read_stacks_payload(&p1, &mut t).unwrap();
+        let p2 = stacks_payload(3, [c.as_slice()]).unwrap();
+        read_stacks_payload(&p2, &mut t).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.get(1), Some(a.as_slice()));
+        assert_eq!(t.get(2), Some(b.as_slice()));
+        assert_eq!(t.get(3), Some(c.as_slice()));
+        assert_eq!(t.get(0), None);
+        assert_eq!(t.get(4), None);
+        // A chunk that does not continue the table is refused and changes nothing.
+        assert!(read_stacks_payload(&p2, &mut t).is_err());
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn modules_round_trip_with_build_id() {
+        let m = vec![
+            Module {
+                pid: 42,
+                path: "/usr/lib/libc.so.6".into(),
+                start: 0x7f00_0000_0000,
+                end: 0x7f00_0020_0000,
+                file_offset: 0,
+                bias: 0x7f00_0000_0000,
+                build_id: Some(vec![0xde, 0xad, 0x01]),
+                unix_ns: 5,
+                exec_index: 2,
+            },
+            Module {
+                pid: 42,
+                path: "/bin/x".into(),
+                build_id: None,
+                ..Module::default()
+            },
+        ];
+        let back = read_modules_payload(&modules_payload(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(m[0].build_id_hex().as_deref(), Some("dead01"));
+    }
+}
