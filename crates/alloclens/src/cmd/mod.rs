@@ -10,6 +10,7 @@ pub mod man;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod watch;
 pub mod workload;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     give_back_ksm();
     match command {
         Command::Run(args) => run::run(args),
+        Command::Watch(args) => watch::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),
