@@ -500,8 +500,9 @@ fn gdb_reading(
                 gdb_ms: r.gdb_ms,
                 stats,
                 trim_returned: r.trim_returned,
-                rss_before,
-                rss_after,
+                // With the trim: the RSS around malloc_trim itself, not around the whole attach.
+                rss_before: r.trim_rss.map_or(rss_before, |t| t.0),
+                rss_after: r.trim_rss.map_or(rss_after, |t| t.1),
                 error: None,
             }
         }

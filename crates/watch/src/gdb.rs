@@ -50,8 +50,10 @@ pub struct GdbRead {
     pub pause_ms: f64,
     /// gdb's whole run (start-up, symbol loading, attach, calls, detach), ms.
     pub gdb_ms: f64,
-    /// With `trim`: what malloc_trim(0) returned (1 = memory was released).
+    /// With `trim`: what malloc_trim(0) returned (1 = memory was released), and the RSS just
+    /// before and after the call (read by gdb while the process is stopped).
     pub trim_returned: Option<i32>,
+    pub trim_rss: Option<(u64, u64)>,
 }
 
 const BUSY_TRIES: u32 = 3;
@@ -123,13 +125,21 @@ pub fn read_malloc_info(pid: u32, scratch: &Path, trim: bool) -> Result<GdbRead,
                 pid,
                 detail: format!("malloc_info's file {}: {e}", xml_path.display()),
             })?;
-            let trim_returned =
-                find_line(&run.stdout, "ALLOCLENS-TRIM ").and_then(|v| v.trim().parse().ok());
+            let trim: Vec<i64> = find_line(&run.stdout, "ALLOCLENS-TRIM ")
+                .map(|v| {
+                    v.split_whitespace()
+                        .filter_map(|x| x.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let trim_returned = trim.first().map(|&t| t as i32);
+            let trim_rss = (trim.len() == 3).then(|| (trim[1] as u64, trim[2] as u64));
             return Ok(GdbRead {
                 xml,
                 pause_ms: run.pause.as_secs_f64() * 1e3,
                 gdb_ms: run.wall.as_secs_f64() * 1e3,
                 trim_returned,
+                trim_rss,
             });
         }
         let _ = last_busy;
@@ -294,7 +304,10 @@ fn script(xml: &Path, trim: bool) -> String {
         .replace('"', "\\\"");
     let n = xml.as_os_str().len() + 1;
     format!(
-        r#"import gdb
+        r#"import gdb, os
+def rss(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 BUSY = ("malloc", "free", "calloc", "realloc", "memalign", "posix_memalign", "aligned_alloc",
         "valloc", "pvalloc", "malloc_trim", "malloc_info", "mallinfo", "mallinfo2", "malloc_stats",
         "_int_malloc", "_int_free", "_int_realloc", "_int_memalign", "malloc_consolidate",
@@ -332,8 +345,10 @@ else:
         gdb.execute("set $alloclens_r = (int) malloc_info(0, $alloclens_f)")
         gdb.execute("set $alloclens_c = (int) fclose($alloclens_f)")
         if {trim}:
+            pid = gdb.selected_inferior().pid
+            before = rss(pid)
             t = int(gdb.parse_and_eval("(int) malloc_trim(0)"))
-            print("ALLOCLENS-TRIM %d" % t)
+            print("ALLOCLENS-TRIM %d %d %d" % (t, before, rss(pid)))
         gdb.execute("call (void) free($alloclens_p)")
         print("ALLOCLENS-OK")
     else:

@@ -39,7 +39,16 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
         let _ = writeln!(w, "  window          {}", human_duration(v.window_s));
         let _ = writeln!(w, "  RSS             {}", trend(v.rss));
         let _ = writeln!(w, "  heap (smaps)    {}", trend(v.heap));
-        let _ = writeln!(w, "  live bytes      {}", trend(v.live));
+        let _ = writeln!(
+            w,
+            "  live bytes      {}{}",
+            trend(v.live),
+            if r.pid.is_some() && v.live.is_some() {
+                "  (glibc in use, gdb)"
+            } else {
+                ""
+            }
+        );
         let _ = writeln!(w, "  allocator free  {}", trend(v.free));
     }
     if let Some(last) = &r.last {

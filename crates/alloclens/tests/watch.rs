@@ -1,0 +1,240 @@
+//! `alloclens watch`, end to end: real programs, real allocators, real /proc, real gdb.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{alloclens, compile_c};
+use serde_json::Value;
+
+/// Holds 4000 blocks of 1 KiB (4,096,000 bytes, its own count of live bytes) and replaces one block
+/// per step for `rounds` rounds of 50 ms; prints a checksum per round that depends only on its own
+/// data, and exits with status 3.
+const STEADY: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#define N 4000
+int main(int argc, char **argv) {
+    int rounds = atoi(argv[1]);
+    char *b[N];
+    unsigned long sum = 0, seed = 12345;
+    for (int i = 0; i < N; i++) { b[i] = malloc(1024); memset(b[i], i & 0xff, 1024); }
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 200; k++) {
+            seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+            int i = (int)((seed >> 33) % N);
+            sum += (unsigned char)b[i][7];
+            free(b[i]);
+            b[i] = malloc(1024);
+            memset(b[i], (int)(seed & 0xff), 1024);
+        }
+        printf("round %d sum %lu\n", r, sum);
+        fflush(stdout);
+        usleep(50000);
+    }
+    printf("done\n");
+    return 3;
+}
+"#;
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn samples(dir: &Path) -> Vec<csv::StringRecord> {
+    let mut r = csv::Reader::from_path(dir.join("samples.csv")).unwrap();
+    r.records().filter_map(Result::ok).collect()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn gdb_installed() -> bool {
+    Command::new("gdb")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `watch --pid` on a process nobody started under alloclens: /proc figures over time, glibc's
+/// arena statistics through gdb (cross-checked against the program's own count), and the process
+/// goes on unharmed: same output as an unwatched run, same exit status.
+#[test]
+fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
+    if !gdb_installed() {
+        eprintln!("skipped: gdb is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let reference = Command::new(&prog).arg("60").output().unwrap();
+    assert_eq!(reference.status.code(), Some(3));
+
+    let out_path = tmp.path().join("out.txt");
+    let mut child = Command::new(&prog)
+        .arg("60")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let dir = tmp.path().join("w");
+    let watched = alloclens()
+        .args(["watch", "--interval", "100ms", "--duration", "1s", "--pid"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&watched.stderr);
+    assert!(watched.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&watched.stdout);
+    assert!(stdout.starts_with("verdict: "), "{stdout}");
+    assert!(
+        stderr.contains("through gdb: the process was paused"),
+        "{stderr}"
+    );
+
+    // The process: unharmed.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(std::fs::read(&out_path).unwrap(), reference.stdout);
+
+    // /proc over time.
+    let rows = samples(&dir);
+    assert!(rows.len() >= 3, "{} samples", rows.len());
+    let json = read_json(&dir.join("watch.json"));
+    assert_eq!(json["pid"], pid);
+    assert_eq!(json["ending"], "duration");
+    let last = &json["last"];
+    let rss = last["rss"].as_u64().unwrap();
+    let split: u64 = ["heap", "file", "stack", "other"]
+        .iter()
+        .map(|k| last[k].as_u64().unwrap())
+        .sum();
+    // status VmRSS against the smaps split, read a moment apart of a process that churns in place.
+    assert!(rss.abs_diff(split) < 1 << 20, "rss {rss} split {split}");
+    assert!(last["heap"].as_u64().unwrap() >= 4_096_000);
+
+    // glibc through gdb, at the start and at the end, cross-checked against the program's count:
+    // in use = its 4,096,000 bytes + chunk headers (8 B per block) + stdio's buffer, at most.
+    let gdb = json["gdb"].as_array().unwrap();
+    assert_eq!(gdb.len(), 2, "{gdb:?}");
+    for g in gdb {
+        let stats = &g["stats"];
+        assert_eq!(stats["allocator"], "glibc", "{g}");
+        let in_use = stats["handed_out"].as_u64().unwrap();
+        assert!(
+            (4_096_000..4_096_000 + 4000 * 16 + 64 * 1024).contains(&in_use),
+            "in use {in_use}"
+        );
+        assert!(!stats["arenas"].as_array().unwrap().is_empty());
+        assert!(g["pause_ms"].as_f64().unwrap() > 0.0, "{g}");
+    }
+    assert_eq!(json["verdict"]["class"], "stable", "{}", json["verdict"]);
+}
+
+/// Bad input: one line each, nothing left behind that claims to be results.
+#[test]
+fn watch_pid_bad_input_says_it_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = alloclens()
+        .args(["watch", "--pid", "4194300", "-o"])
+        .arg(tmp.path().join("w"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr,
+        "alloclens: error: no process 4194300: check the pid (ps -p 4194300)\n"
+    );
+
+    // A process that exits during the watch: said, and what was collected is kept.
+    let mut short = Command::new("sleep").arg("0.6").spawn().unwrap();
+    let dir = tmp.path().join("gone");
+    let out = alloclens()
+        .args([
+            "watch",
+            "--no-gdb",
+            "--interval",
+            "100ms",
+            "--duration",
+            "20s",
+            "--pid",
+        ])
+        .arg(short.id().to_string())
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    short.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("exited during the watch: the figures up to then are kept"),
+        "{stderr}"
+    );
+    assert!(samples(&dir).len() >= 2);
+    assert_eq!(read_json(&dir.join("watch.json"))["ending"], "exited");
+}
+
+/// kill -9 of alloclens: samples.csv stays readable, and the program runs on to its end.
+#[test]
+fn killing_alloclens_leaves_samples_and_the_program_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let dir = tmp.path().join("w");
+    let out_path = tmp.path().join("out.txt");
+    let mut watcher = alloclens()
+        .args(["watch", "--interval", "100ms", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .arg("40")
+        // The program inherits this stdout: a file, as a service's log would be.
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let csv = dir.join("samples.csv");
+    wait_for("3 samples", Duration::from_secs(30), || {
+        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 4)
+    });
+    let children = std::fs::read_to_string(format!(
+        "/proc/{}/task/{}/children",
+        watcher.id(),
+        watcher.id()
+    ))
+    .unwrap();
+    let program: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    watcher.kill().unwrap(); // SIGKILL
+    watcher.wait().unwrap();
+
+    let rows = samples(&dir);
+    assert!(rows.len() >= 3);
+    for r in &rows {
+        let rss: u64 = r[3].parse().unwrap();
+        assert!(rss > 4_000_000, "{r:?}");
+    }
+    // watch.json written at the start says what was watched; its verdict is made when read.
+    let json = read_json(&dir.join("watch.json"));
+    assert!(json["ending"].is_null());
+    assert!(json["command"][0].as_str().unwrap().ends_with("steady"));
+
+    // The program: alive after the kill, and it finishes its work.
+    assert!(Path::new(&format!("/proc/{program}")).exists());
+    wait_for("the program's last line", Duration::from_secs(60), || {
+        std::fs::read_to_string(&out_path).is_ok_and(|t| t.ends_with("done\n"))
+    });
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    assert_eq!(text.lines().count(), 41);
+}
