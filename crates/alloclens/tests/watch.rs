@@ -230,6 +230,13 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
     assert!(json["ending"].is_null());
     assert!(json["command"][0].as_str().unwrap().ends_with("steady"));
 
+    // The page of the killed watch: its verdict made from samples.csv, its charts drawn from it.
+    common::succeeded(alloclens().arg("report").arg(&dir));
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("did not finish (alloclens was killed)"));
+    assert!(page.contains("\"id\":\"watch-memory\""), "no memory chart");
+    assert!(page.contains("\"id\":\"watch-split\""), "no split chart");
+
     // The program: alive after the kill, and it finishes its work.
     assert!(Path::new(&format!("/proc/{program}")).exists());
     wait_for("the program's last line", Duration::from_secs(60), || {

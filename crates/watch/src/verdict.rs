@@ -1,5 +1,5 @@
 //! The verdict: why RSS moves, with figures. Trends are Theil-Sen slopes over the window
-//! ([`crate::slope`]); the classes and their thresholds are defined in docs/watch.md ("The verdict").
+//! ([`crate::slope`]); the classes and their thresholds are defined in docs/memory-metrics.md ("The verdict").
 
 use serde::{Deserialize, Serialize};
 use trace::{human_bytes, human_count};

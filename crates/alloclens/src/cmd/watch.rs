@@ -56,7 +56,8 @@ pub struct Args {
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// Files a watch writes into its directory (an earlier watch's are replaced with --force).
-const OURS: [&str; 4] = [
+const OURS: [&str; 5] = [
+    "report.html",
     watch::WATCH_JSON,
     watch::SAMPLES_CSV,
     watch::AGENT_DIR,
@@ -178,14 +179,14 @@ fn print_summary(results: &WatchResults) -> anyhow::Result<()> {
     }
 }
 
-/// As `record`: the command's status when it ended during the watch; 130 after Ctrl-C; 1 when a
-/// file misses something.
+/// As `record`: the command's status when it ended during the watch (or in the grace after an
+/// interrupt); 130 after Ctrl-C with the program still running; 1 when a file misses something.
 fn exit_code(results: &WatchResults, problems: bool) -> ExitCode {
     if problems {
         return ExitCode::FAILURE;
     }
     match (results.ending, results.exit) {
-        (Some(Ending::Exited), Some(e)) => match (e.code, e.signal) {
+        (_, Some(e)) => match (e.code, e.signal) {
             (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
             (_, Some(s)) => ExitCode::from((128 + s).clamp(0, 255) as u8),
             _ => ExitCode::SUCCESS,

@@ -7,3 +7,4 @@ mod run_ksm;
 pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;
+pub(crate) mod watch;
