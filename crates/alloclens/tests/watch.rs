@@ -245,3 +245,90 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
     let text = std::fs::read_to_string(&out_path).unwrap();
     assert_eq!(text.lines().count(), 41);
 }
+
+/// An allocator without statistics of its own: one line, and the watch still gives the /proc
+/// figures and the agent's live bytes (cross-checked against the program's own 4,096,000 bytes).
+#[test]
+fn allocator_without_statistics_is_said_in_one_line() {
+    if !common::installed("tbbmalloc") {
+        eprintln!("skipped: tbbmalloc is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let dir = tmp.path().join("w");
+    let out = alloclens()
+        .args(["watch", "-a", "tbbmalloc", "--interval", "100ms", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .arg("20")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The command's own exit status.
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("reports no statistics of its own"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("alloclens: warning: tbbmalloc reports"));
+    let json = read_json(&dir.join("watch.json"));
+    assert_eq!(json["allocator"], "tbbmalloc");
+    let last = &json["last"];
+    assert!(last["free_resident"].is_null());
+    let live = last["live_bytes"].as_u64().unwrap();
+    // Its 4000 blocks of 1 KiB, plus stdio's buffer and what the C runtime holds (76 KiB seen).
+    assert!(
+        (4_096_000..4_096_000 + 128 * 1024).contains(&live),
+        "live {live}"
+    );
+}
+
+/// SIGTERM to alloclens ends the watch cleanly (summary, watch.json) and the program runs on.
+#[test]
+fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let dir = tmp.path().join("w");
+    let out_path = tmp.path().join("out.txt");
+    let summary_path = tmp.path().join("summary.txt");
+    let mut watcher = alloclens()
+        .args(["watch", "--interval", "100ms", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .arg("60")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&summary_path).unwrap())
+        .spawn()
+        .unwrap();
+    let csv = dir.join("samples.csv");
+    wait_for("3 samples", Duration::from_secs(30), || {
+        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 4)
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watcher.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = watcher.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let json = read_json(&dir.join("watch.json"));
+    assert_eq!(json["ending"], "interrupted");
+    assert_eq!(json["still_running"], true);
+    assert!(json["verdict"]["class"].is_string());
+    let program = json["root_pid"].as_u64().unwrap();
+    assert!(Path::new(&format!("/proc/{program}")).exists());
+    let stderr = std::fs::read_to_string(&summary_path).unwrap();
+    assert!(stderr.contains("alloclens: results in"), "{stderr}");
+    // The program shares the stdout file with the summary; it goes on to its last line.
+    wait_for("the program's last line", Duration::from_secs(60), || {
+        std::fs::read_to_string(&out_path).is_ok_and(|t| t.ends_with("done\n"))
+    });
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    assert!(text.contains("verdict: "), "{text}");
+    assert!(text.contains("the program runs on (pid"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("round ")).count(), 60);
+}

@@ -240,6 +240,21 @@ pub fn assemble(
                     .then(|| "glibc".to_string())
             });
     }
+    // An allocator without statistics of its own (tbbmalloc, an unknown library): said once.
+    let snaps: Vec<&agent::Snapshot> = base
+        .processes
+        .iter()
+        .filter_map(|p| p.snapshot.as_ref())
+        .collect();
+    if let Some(s) = snaps
+        .iter()
+        .find(|s| s.allocator.handed_out.is_none() && s.allocator.free_resident.is_none())
+    {
+        base.warnings.push(format!(
+            "{} reports no statistics of its own (docs/memory-metrics.md): the verdict rests on RSS, the smaps split and live bytes, without the allocator's free bytes",
+            s.allocator.allocator
+        ));
+    }
     let mut input = verdict_input(&base, &outcome.samples);
     input.installed = installed.to_vec();
     base.verdict = Some(classify(&input));
