@@ -252,7 +252,9 @@ pub fn watch(
     let mut agent_seen = false;
     loop {
         // Sample.
-        if let Some((sample, processes)) = take_sample(&mut sampler, start, agent_dir.as_deref()) {
+        if let Some((sample, processes)) =
+            take_sample(&mut sampler, root, start, agent_dir.as_deref())
+        {
             agent_seen |= sample.agent_processes > 0;
             on_event(Event::Sample(&sample));
             history.push(sample);
@@ -408,6 +410,7 @@ fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
 
 fn take_sample(
     sampler: &mut procmem::TreeSampler,
+    root: u32,
     start: Instant,
     agent_dir: Option<&Path>,
 ) -> Option<(WatchSample, Vec<ProcessFigures>)> {
@@ -417,6 +420,14 @@ fn take_sample(
     let snaps = agent_dir
         .and_then(|d| agent::read_snapshots(d).ok())
         .unwrap_or_default();
+    // The agent leaves one file per process; those of descendants that are gone are removed, so
+    // a program that forks short workers for weeks does not fill the directory (their figures
+    // are in the samples already).
+    if let Some(dir) = agent_dir {
+        for s in snaps.iter().filter(|s| s.pid != root && !alive(s.pid)) {
+            let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
+        }
+    }
     let mut processes = Vec::with_capacity(tree.processes.len());
     for p in &tree.processes {
         let split = procmem::smaps_split(p.pid).unwrap_or_default();
