@@ -141,10 +141,28 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         trim_probe: a.trim_probe,
         gdb: a.pid.is_some() && !a.no_gdb,
     };
-    let mut on_event = |event: Event| {
-        if let Event::Note(text) = event {
-            eprintln!("alloclens: {text}");
+    // On a terminal, one line a minute says the watch is alive (the program shares the terminal,
+    // so no progress bar redrawn over its output).
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_line: Option<f64> = None;
+    let mut on_event = |event: Event| match event {
+        Event::Note(text) => eprintln!("alloclens: {text}"),
+        Event::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
+            last_line = Some(s.t_s);
+            let live = s
+                .live_bytes
+                .map_or(String::new(), |l| format!(", live {}", trace::human_bytes(l)));
+            let free = s
+                .free_resident
+                .map_or(String::new(), |f| format!(", allocator free {}", trace::human_bytes(f)));
+            eprintln!(
+                "alloclens: watching for {:.0} s: RSS {}, heap {}{live}{free}",
+                s.t_s,
+                trace::human_bytes(s.rss),
+                trace::human_bytes(s.heap)
+            );
         }
+        Event::Sample(_) => {}
     };
     let outcome = watch::watch(&options, &interrupted, &mut on_event)?;
     let results = watch::assemble(base, outcome, &args::installed_allocators());
