@@ -332,3 +332,82 @@ fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
     assert!(text.contains("the program runs on (pid"), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with("round ")).count(), 60);
 }
+
+/// LinkedIn's two waves (Venice): 200,000 blocks of 500 bytes, every 16th kept: glibc keeps the
+/// freed memory between the survivors. Holds it for `argv[1]` seconds.
+const TWO_WAVES: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int n = 200000;
+    char **a = malloc(n * sizeof *a);
+    for (int i = 0; i < n; i++) { a[i] = malloc(500); memset(a[i], 1, 500); }
+    for (int i = 0; i < n; i++) if (i % 16) { free(a[i]); a[i] = 0; }
+    printf("held\n");
+    fflush(stdout);
+    sleep(atoi(argv[1]));
+    return 0;
+}
+"#;
+
+/// `--pid --trim-probe` on the two waves: glibc's in-use bytes are the program's, malloc_trim(0)
+/// gives back most of what glibc holds free, and the verdict is retention.
+#[test]
+fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
+    if !gdb_installed() {
+        eprintln!("skipped: gdb is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "twowaves", TWO_WAVES, &["-O1"]);
+    let mut child = Command::new(&prog)
+        .arg("30")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 5];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    assert_eq!(&first, b"held\n");
+    let dir = tmp.path().join("w");
+    let out = alloclens()
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--duration",
+            "1s",
+            "--trim-probe",
+        ])
+        .arg("--pid")
+        .arg(child.id().to_string())
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = read_json(&dir.join("watch.json"));
+    assert_eq!(json["verdict"]["class"], "retention", "{text}");
+    assert!(text.contains("malloc_trim(0) returned"), "{text}");
+    // in use: 12,500 kept blocks of 500 bytes (+ 8 B header each) and the 1.6 MB pointer array.
+    let own = 12_500 * 500 + 200_000 * 8;
+    let end = &json["gdb"][1];
+    let in_use = end["stats"]["handed_out"].as_u64().unwrap();
+    assert!(
+        in_use >= own && in_use < own + 12_500 * 16 + (256 << 10),
+        "in use {in_use}, the program's own {own}"
+    );
+    // glibc held ~90 MiB free (187,500 freed blocks); the trim gave most of it back.
+    let free = end["stats"]["free_resident"].as_u64().unwrap();
+    assert!(free > 80 << 20, "free {free}");
+    let given = end["rss_before"].as_u64().unwrap() - end["rss_after"].as_u64().unwrap();
+    assert!(given > 40 << 20, "trim gave back {given} B: {text}");
+}

@@ -149,12 +149,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Event::Note(text) => eprintln!("alloclens: {text}"),
         Event::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
             last_line = Some(s.t_s);
-            let live = s
-                .live_bytes
-                .map_or(String::new(), |l| format!(", live {}", trace::human_bytes(l)));
-            let free = s
-                .free_resident
-                .map_or(String::new(), |f| format!(", allocator free {}", trace::human_bytes(f)));
+            let live = s.live_bytes.map_or(String::new(), |l| {
+                format!(", live {}", trace::human_bytes(l))
+            });
+            let free = s.free_resident.map_or(String::new(), |f| {
+                format!(", allocator free {}", trace::human_bytes(f))
+            });
             eprintln!(
                 "alloclens: watching for {:.0} s: RSS {}, heap {}{live}{free}",
                 s.t_s,
