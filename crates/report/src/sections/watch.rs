@@ -81,20 +81,41 @@ impl Reportable for WatchDir {
         memory.push(Block::Paragraph(
             "RSS of the whole tree, the bytes the program holds (live bytes, the agent's count), the bytes the allocator has handed out and the free bytes it keeps resident (its own statistics). RSS growing while live bytes stay flat is the allocator's, not the program's.".into(),
         ));
+        let mut lines = vec![
+            line("RSS", "#1f77b4", &self.samples, |s| Some(s.rss)),
+            line("PSS", "#aec7e8", &self.samples, |s| Some(s.pss)),
+            line("live bytes", "#2ca02c", &self.samples, |s| s.live_bytes),
+            line("handed out", "#98df8a", &self.samples, |s| s.handed_out),
+            line("allocator free (resident)", "#d62728", &self.samples, |s| {
+                s.free_resident
+            }),
+        ];
+        // --pid: glibc's figures at each gdb reading.
+        let gdb = |f: fn(&agent::AllocatorStats) -> Option<u64>| -> Vec<(f64, f64)> {
+            r.gdb
+                .iter()
+                .filter_map(|g| Some((g.t_s, f(g.stats.as_ref()?)? as f64)))
+                .collect()
+        };
+        for (label, color, points) in [
+            ("glibc in use (gdb)", "#2ca02c", gdb(|s| s.handed_out)),
+            ("glibc free (gdb)", "#d62728", gdb(|s| s.free_resident)),
+        ] {
+            lines.push(Line {
+                label: label.into(),
+                points,
+                color: color.into(),
+                emphasis: Emphasis::Bold,
+            });
+        }
+        // A line the watch did not measure (no agent, no gdb) is left out, not drawn empty.
+        lines.retain(|l| !l.points.is_empty());
         memory.push_chart(Chart::from_lines(
             "watch-memory",
             "RSS, live bytes and the allocator's bytes",
             time(),
             Axis::new("bytes", Unit::Bytes),
-            vec![
-                line("RSS", "#1f77b4", &self.samples, |s| Some(s.rss)),
-                line("PSS", "#aec7e8", &self.samples, |s| Some(s.pss)),
-                line("live bytes", "#2ca02c", &self.samples, |s| s.live_bytes),
-                line("handed out", "#98df8a", &self.samples, |s| s.handed_out),
-                line("allocator free (resident)", "#d62728", &self.samples, |s| {
-                    s.free_resident
-                }),
-            ],
+            lines,
         ));
         memory.push_chart(Chart::from_lines(
             "watch-split",
