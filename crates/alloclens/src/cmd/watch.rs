@@ -54,6 +54,7 @@ pub struct Args {
 }
 
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// Files a watch writes into its directory (an earlier watch's are replaced with --force).
 const OURS: [&str; 5] = [
@@ -228,10 +229,12 @@ fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .collect();
     if !foreign.is_empty() {
+        let more = foreign.len().saturating_sub(3);
         bail!(
-            "{} holds files alloclens watch did not write ({}): give an empty or new directory with -o",
+            "{} holds files alloclens watch did not write ({}{}): give an empty or new directory with -o",
             dir.display(),
-            foreign.join(", ")
+            foreign[..foreign.len().min(3)].join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
         );
     }
     if !entries.is_empty() {
@@ -266,7 +269,9 @@ fn environment(
         .unwrap_or_default();
     let config = agent::AgentConfig {
         dir: agent_dir.to_path_buf(),
-        interval,
+        // Reading the allocator's statistics takes its locks (glibc's malloc_info walks every
+        // arena): never more often than 10 times a second, whatever --interval says.
+        interval: interval.max(AGENT_MIN_INTERVAL),
     };
     let allocator_preload = env
         .iter()
