@@ -104,6 +104,9 @@ pub struct Verdict {
     pub class: Class,
     /// Seconds between the first and the last sample used.
     pub window_s: f64,
+    /// Seconds of warm-up left out at the start ([`warmup_end`]).
+    #[serde(default)]
+    pub warmup_s: f64,
     /// A change counts as growth from this many bytes: max(1 MiB, 5 % of the median RSS).
     pub threshold: f64,
     pub rss: Option<Trend>,
@@ -148,7 +151,44 @@ pub fn human_duration(s: f64) -> String {
     }
 }
 
+/// The end of the warm-up: a program that fills its memory at the start (a cache, a server
+/// loading its data) and then holds it must not pass for one that grows. The warm-up ends at the
+/// first sample whose RSS reaches 80 % of the way from the lowest RSS to the median RSS of the
+/// second half; it counts only when that is within the first quarter of the watch (otherwise RSS
+/// grows all along, and the whole window is kept). Returns the time the window starts.
+pub fn warmup_end(rss: &[(f64, f64)]) -> f64 {
+    let (Some(first), Some(last)) = (rss.first(), rss.last()) else {
+        return 0.0;
+    };
+    if rss.len() < 8 {
+        return first.0;
+    }
+    let mut second: Vec<f64> = rss[rss.len() / 2..].iter().map(|p| p.1).collect();
+    let level = median(&mut second).unwrap_or(0.0);
+    let low = rss.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    if level - low < MIB {
+        return first.0;
+    }
+    let target = low + 0.8 * (level - low);
+    match rss.iter().find(|p| p.1 >= target) {
+        Some(p) if p.0 - first.0 <= 0.25 * (last.0 - first.0) => p.0,
+        _ => first.0,
+    }
+}
+
 pub fn classify(input: &VerdictInput) -> Verdict {
+    let start = warmup_end(&input.rss);
+    let after = |s: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        s.iter().copied().filter(|p| p.0 >= start).collect()
+    };
+    let warmup_s = input.rss.first().map_or(0.0, |p| start - p.0);
+    let input = &VerdictInput {
+        rss: after(&input.rss),
+        heap: after(&input.heap),
+        live: after(&input.live),
+        free: after(&input.free),
+        ..input.clone()
+    };
     let window = match (input.rss.first(), input.rss.last()) {
         (Some(a), Some(b)) => b.0 - a.0,
         _ => 0.0,
@@ -162,6 +202,7 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     let mut v = Verdict {
         class: Class::Undetermined,
         window_s: window,
+        warmup_s,
         threshold,
         rss,
         heap,
@@ -183,7 +224,10 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     } else {
         &input.live_name
     };
-    let span = human_duration(window);
+    let mut span = human_duration(window);
+    if warmup_s > 0.0 {
+        span.push_str(&format!(" (after {} of warm-up)", human_duration(warmup_s)));
+    }
     let mut headline = format!("RSS {} in {span}", signed_bytes(rss.change));
     if let Some(l) = live {
         headline.push_str(&format!(" while {live_name} {}", signed_bytes(l.change)));
@@ -582,6 +626,42 @@ mod tests {
             "{:?}",
             v.commands
         );
+    }
+
+    #[test]
+    fn a_fill_then_a_noisy_plateau_is_left_out_as_warm_up() {
+        // 28 samples, 0.25 s apart: 13 -> 60 MiB in 1 s, then 56..72 MiB up and down (what
+        // jemalloc:dirty_decay_ms=0 did under the cache workload).
+        let plateau = [
+            60.0, 63.0, 58.0, 56.0, 59.0, 60.0, 61.0, 60.0, 67.0, 61.0, 56.0, 56.0, 59.0, 61.0,
+            62.0, 62.0, 70.0, 72.0, 59.0, 58.0, 61.0, 63.0, 58.0, 58.0,
+        ];
+        let rss: Vec<(f64, f64)> = [13.0, 18.0, 30.0, 45.0]
+            .iter()
+            .chain(&plateau)
+            .enumerate()
+            .map(|(i, v)| (0.25 * i as f64, v * M))
+            .collect();
+        // low 13, second-half median 60.5: 80 % of the way is 50.6 MiB, first reached at 1 s.
+        assert_eq!(warmup_end(&rss), 1.0);
+        let live: Vec<(f64, f64)> = rss.iter().map(|p| (p.0, 35.0 * M)).collect();
+        let i = input(rss, live, Vec::new());
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Stable, "{:?}", v.evidence);
+        assert_eq!(v.warmup_s, 1.0);
+        assert!(v.evidence[0].starts_with("RSS +"), "{:?}", v.evidence);
+        assert!(
+            v.evidence[0].contains("in 6 s (after 1 s of warm-up)"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    #[test]
+    fn steady_growth_keeps_its_whole_window() {
+        // linear from 100 to 340: 80 % of the way to the second half's median is past a quarter.
+        let rss = series(121, |i| 100.0 + 2.0 * i as f64);
+        assert_eq!(warmup_end(&rss), 0.0);
     }
 
     #[test]
