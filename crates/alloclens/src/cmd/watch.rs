@@ -166,7 +166,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Event::Sample(_) => {}
     };
     let outcome = watch::watch(&options, &interrupted, &mut on_event)?;
-    let results = watch::assemble(base, outcome, &args::installed_allocators());
+    let mut results = watch::assemble(base, outcome, &args::installed_allocators());
+    // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
+    if let (Some(v), Some(serving)) = (&variant, &results.allocator) {
+        if serving != &v.allocator && serving != "unknown" {
+            results.warnings.push(format!(
+                "variant `{}`: malloc is served by {serving}, not {} (a static or set-ID program, or one that resets LD_PRELOAD?): the figures are {serving}'s",
+                v.label, v.allocator
+            ));
+        }
+    }
     let mut problems = results.incomplete_files.clone();
     if let Err(e) = watch::write_results(&dir, &results) {
         problems.push(format!(
