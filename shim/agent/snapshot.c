@@ -10,6 +10,7 @@
  * own thread and file.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -263,18 +265,53 @@ __attribute__((constructor)) static void agent_init(void)
     start_thread();
 }
 
-__attribute__((destructor)) static void agent_fini(void)
+/* The final snapshot. `wait`: at exit, wait for a snapshot in progress; from _exit, which a
+ * signal handler may call while this thread holds the lock, give up instead. A vfork child shares
+ * `pid` with its parent and is not getpid(): it writes nothing. */
+static void final_snapshot(int wait)
 {
     if (!active)
         return;
     int busy = ag_tls.busy;
     ag_tls.busy = 1;
-    pthread_mutex_lock(&snap_lock);
-    if (!stopped && pid == getpid()) {
-        trim_if_asked();
-        take(1);
-        stopped = 1;
+    if (wait ? pthread_mutex_lock(&snap_lock) == 0 : pthread_mutex_trylock(&snap_lock) == 0) {
+        if (!stopped && pid == getpid()) {
+            trim_if_asked();
+            take(1);
+            stopped = 1;
+        }
+        pthread_mutex_unlock(&snap_lock);
     }
-    pthread_mutex_unlock(&snap_lock);
     ag_tls.busy = busy;
+}
+
+__attribute__((destructor)) static void agent_fini(void)
+{
+    final_snapshot(1);
+}
+
+/* _exit skips destructors (dash exits with it, and so do many fork children): the final snapshot
+ * is written here instead. */
+AG_EXPORT void _exit(int status)
+{
+    final_snapshot(0);
+    static void (*real)(int);
+    if (!real)
+        real = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+    if (real)
+        real(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+AG_EXPORT void _Exit(int status)
+{
+    final_snapshot(0);
+    static void (*real)(int);
+    if (!real)
+        real = (void (*)(int))dlsym(RTLD_NEXT, "_Exit");
+    if (real)
+        real(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
 }

@@ -154,11 +154,12 @@ impl Tag<'_> {
 
 /// glibc's malloc_info writes a binned chunk's size field as it is in memory, with the
 /// PREV_INUSE flag (1) that every free chunk in a bin has: each such run is one byte per chunk too
-/// big (fastbin chunks and the top chunk are written with their true size). Takes it off the
-/// runs and returns how many bytes to take off the arena's `rest` total.
+/// big (fastbin runs are written with their true size as `to` and `to - 15` as `from`, the top
+/// chunk with its true size). Takes it off the runs and returns how many bytes to take off the
+/// arena's `rest` total.
 fn flag_bytes(sizes: &mut [FreeSizes]) -> u64 {
     let mut n = 0;
-    for s in sizes.iter_mut().filter(|s| s.from & 1 == 1) {
+    for s in sizes.iter_mut().filter(|s| s.to & 1 == 1) {
         s.from &= !7;
         s.to &= !7;
         s.total = s.total.saturating_sub(s.count);

@@ -23,8 +23,8 @@ pub struct Snapshot {
     pub taken_unix_ns: u64,
     /// Increases by one per snapshot of this pid (across exec too).
     pub seq: u64,
-    /// Written at exit (library destructor): the last word of that pid. A process that ends by
-    /// _exit or a signal leaves its last periodic snapshot, not final.
+    /// Written at exit (the library's destructor, or _exit/_Exit): the last word of that pid. A
+    /// process killed by a signal leaves its last periodic snapshot, not final.
     pub final_: bool,
     /// The agent's interval.
     pub interval_ms: u64,

@@ -246,7 +246,7 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
     assert_eq!(text.lines().count(), 41);
 }
 
-/// An allocator without statistics of its own: one line, and the watch still gives the /proc
+/// An allocator without statistics of its own (tbbmalloc): one line, and the watch still gives the /proc
 /// figures and the agent's live bytes (cross-checked against the program's own 4,096,000 bytes).
 #[test]
 fn allocator_without_statistics_is_said_in_one_line() {
@@ -270,10 +270,10 @@ fn allocator_without_statistics_is_said_in_one_line() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     let lines: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.contains("reports no statistics of its own"))
+        .filter(|l| l.contains("does not report the bytes it holds free"))
         .collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].starts_with("alloclens: warning: tbbmalloc reports"));
+    assert!(lines[0].starts_with("alloclens: warning: tbbmalloc does not report"));
     let json = read_json(&dir.join("watch.json"));
     assert_eq!(json["allocator"], "tbbmalloc");
     let last = &json["last"];
@@ -333,6 +333,172 @@ fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
     assert_eq!(text.lines().filter(|l| l.starts_with("round ")).count(), 60);
 }
 
+/// The process's last agent snapshot (live bytes and the allocator's figures), from watch.json.
+fn root_snapshot(json: &Value) -> &Value {
+    let root = &json["root_pid"];
+    json["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| &p["pid"] == root)
+        .map(|p| &p["snapshot"])
+        .expect("the root process in watch.json")
+}
+
+/// The verdict's class, stdout + stderr, and watch.json of `alloclens watch ARGS -o DIR --
+/// PROGRAM...` (stdout holds the program's output, then the summary). They go to files, not pipes:
+/// a program still running after the watch would hold a pipe open. That program is then killed.
+fn watch_verdict(dir: &Path, args: &[&str], program: &[&str]) -> (String, String, Value) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out_path = dir.with_extension("out");
+    let err_path = dir.with_extension("err");
+    let status = alloclens()
+        .arg("watch")
+        .args(args)
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .args(program)
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let json = read_json(&dir.join("watch.json"));
+    if json["still_running"] == true {
+        let root = json["root_pid"].as_u64().unwrap() as i32;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(root),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let text = format!(
+        "{}\n{}",
+        std::fs::read_to_string(&out_path).unwrap(),
+        std::fs::read_to_string(&err_path).unwrap()
+    );
+    assert!(status.code().is_some(), "alloclens was killed: {text}");
+    let class = json["verdict"]["class"].as_str().unwrap().to_string();
+    (class, text, json)
+}
+
+/// The last `live:` line of a workload (`live: t_ms=.. bytes=.. blocks=..`) as key -> value.
+fn last_live_line(output: &str) -> std::collections::BTreeMap<String, u64> {
+    let line = output
+        .lines()
+        .rfind(|l| l.starts_with("live: "))
+        .expect("a live: line");
+    line["live: ".len()..]
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// W1's `leak` workload is a leak under glibc and under jemalloc, and the agent's live bytes match
+/// the workload's own count (within size-class rounding).
+#[test]
+fn leak_workload_is_a_leak_under_glibc_and_jemalloc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = common::exe();
+    for allocator in ["glibc", "jemalloc"] {
+        if !common::installed(allocator) {
+            eprintln!("skipped {allocator}: not installed");
+            continue;
+        }
+        let dir = tmp.path().join(allocator);
+        let (class, text, json) = watch_verdict(
+            &dir,
+            &["-a", allocator, "--interval", "200ms"],
+            &[
+                &exe,
+                "workload",
+                "leak",
+                "--duration-ms",
+                "4000",
+                "--leak-kb-per-s",
+                "2048",
+            ],
+        );
+        assert_eq!(class, "leak", "{allocator}: {text}");
+        assert!(text.contains("verdict: leak"), "{text}");
+        assert_eq!(json["allocator"], allocator, "{text}");
+        // The agent's live bytes against the workload's own count, at its end.
+        let own = last_live_line(&text);
+        let live = root_snapshot(&json)["counters"]["live_bytes"]
+            .as_u64()
+            .unwrap();
+        let requested = own["bytes"] + own.get("table_bytes").copied().unwrap_or(0);
+        assert!(
+            live >= own["bytes"] && live <= requested + requested / 4 + (1 << 20),
+            "{allocator}: agent {live} B live, workload {own:?}"
+        );
+        // Live bytes grew by about what was leaked (2 MiB/s over the window).
+        let trend = json["verdict"]["live"]["change"].as_f64().unwrap();
+        let leaked = (own["leaked_200"] + own["leaked_3000"]) as f64; // bytes
+        assert!(
+            trend > 0.5 * leaked && trend < 1.5 * leaked,
+            "{allocator}: live trend {trend} B, leaked {leaked} B"
+        );
+    }
+}
+
+/// W1's `cache` workload (Venice): under glibc RSS creeps while the live set stays flat
+/// (fragmentation, or retention that the trim probe shows); under jemalloc with
+/// dirty_decay_ms=0 RSS stays with the live set (stable). The watch ends while the cache holds its
+/// values quietly, so the trim probe runs in a live process; the workload is stopped afterwards.
+#[test]
+fn cache_workload_is_fragmentation_or_retention_under_glibc_and_stable_under_jemalloc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = common::exe();
+    let cases: [(&str, &[&str]); 2] = [
+        ("glibc", &["fragmentation", "retention"]),
+        ("jemalloc:dirty_decay_ms=0", &["stable"]),
+    ];
+    for (variant, expected) in cases {
+        let allocator = variant.split(':').next().unwrap();
+        if !common::installed(allocator) {
+            eprintln!("skipped {variant}: not installed");
+            continue;
+        }
+        let dir = tmp.path().join(allocator);
+        let (class, text, json) = watch_verdict(
+            &dir,
+            &[
+                "-a",
+                variant,
+                "--interval",
+                "250ms",
+                "--duration",
+                "7s",
+                "--trim-probe",
+            ],
+            &[
+                &exe,
+                "workload",
+                "cache",
+                "--duration-ms",
+                "6000",
+                "--hold-ms",
+                "20000",
+            ],
+        );
+        assert!(
+            expected.contains(&class.as_str()),
+            "{variant}: {class}: {text}"
+        );
+        assert_eq!(json["still_running"], true, "{text}");
+        assert_eq!(json["trim"].as_array().unwrap().len(), 1, "{text}");
+        // The live set stays flat at the capacity: the agent's count against the workload's own.
+        let own = last_live_line(&text);
+        let live = root_snapshot(&json)["counters"]["live_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            live >= own["bytes"] && live <= own["bytes"] + own["bytes"] / 4 + (1 << 20),
+            "{variant}: agent {live} B live, workload {own:?}"
+        );
+    }
+}
 /// LinkedIn's two waves (Venice): 200,000 blocks of 500 bytes, every 16th kept: glibc keeps the
 /// freed memory between the survivors. Holds it for `argv[1]` seconds.
 const TWO_WAVES: &str = r#"

@@ -240,7 +240,8 @@ pub fn assemble(
                     .then(|| "glibc".to_string())
             });
     }
-    // An allocator without statistics of its own (tbbmalloc, an unknown library): said once.
+    // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an
+    // unknown library): said once.
     let snaps: Vec<&agent::Snapshot> = base
         .processes
         .iter()
@@ -251,7 +252,7 @@ pub fn assemble(
         .find(|s| s.allocator.handed_out.is_none() && s.allocator.free_resident.is_none())
     {
         base.warnings.push(format!(
-            "{} reports no statistics of its own (docs/memory-metrics.md): the verdict rests on RSS, the smaps split and live bytes, without the allocator's free bytes",
+            "{} does not report the bytes it holds free (docs/memory-metrics.md, \"Allocator statistics\"): the verdict rests on RSS, the smaps split and live bytes",
             s.allocator.allocator
         ));
     }
