@@ -38,7 +38,10 @@ impl Reportable for WatchDir {
 
         let mut verdict = Section::new("verdict", "Verdict");
         if let Some(v) = &r.verdict {
-            verdict.push(Block::Paragraph(format!("Verdict: {}.", v.class.name())));
+            // The evidence has its "Verdict: CLASS. ..." sentence; an undetermined one has not.
+            if v.class == watch::Class::Undetermined {
+                verdict.push(Block::Paragraph("Verdict: undetermined.".into()));
+            }
             for e in &v.evidence {
                 verdict.push(Block::Paragraph(e.clone()));
             }
