@@ -119,6 +119,7 @@ pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> Verdict
         rss: series(|s| Some(s.rss)),
         heap: series(|s| Some(s.heap)),
         live: series(|s| s.live_bytes),
+        live_blocks: series(|s| s.live_blocks),
         live_name: "live bytes".into(),
         free: series(|s| s.free_resident),
         command: results.command.clone(),
@@ -155,6 +156,7 @@ pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> Verdict
     // `--pid`: glibc's in-use and free bytes from the gdb readings.
     let readings: Vec<&GdbReading> = results.gdb.iter().filter(|g| g.stats.is_some()).collect();
     if input.live.is_empty() && !readings.is_empty() {
+        input.live_blocks.clear();
         input.live_name = "in-use bytes (malloc_info)".into();
         input.live = readings
             .iter()

@@ -74,6 +74,9 @@ pub struct VerdictInput {
     pub heap: Vec<(f64, f64)>,
     /// The program's live bytes (the agent), or glibc's in-use bytes read through gdb.
     pub live: Vec<(f64, f64)>,
+    /// The number of live blocks (the agent), when known: with `live`, the average size of what
+    /// grows.
+    pub live_blocks: Vec<(f64, f64)>,
     /// How `live` was measured, for the sentences ("live bytes", "in-use bytes").
     pub live_name: String,
     /// Free bytes the allocator holds, resident.
@@ -186,6 +189,7 @@ pub fn classify(input: &VerdictInput) -> Verdict {
         rss: after(&input.rss),
         heap: after(&input.heap),
         live: after(&input.live),
+        live_blocks: after(&input.live_blocks),
         free: after(&input.free),
         ..input.clone()
     };
@@ -349,11 +353,23 @@ fn trim_sentence(input: &VerdictInput, v: &mut Verdict) {
 fn explain(input: &VerdictInput, v: &mut Verdict, rss: Trend, live_name: &str) {
     let per_hour = |t: Trend| format!("{}/h", signed_bytes(t.per_hour));
     let line = match v.class {
-        Class::Leak => format!(
-            "Verdict: leak. {live_name} grow {} (RSS {}): the program keeps what it allocates.",
-            v.live.map(per_hour).unwrap_or_default(),
-            per_hour(rss)
-        ),
+        Class::Leak => {
+            // What grows, on average: the live bytes' change over the live blocks' change.
+            let blocks = theil_sen(&input.live_blocks).map(|b| b * v.window_s);
+            let sizes = match (v.live, blocks) {
+                (Some(l), Some(b)) if b >= 1.0 => format!(
+                    " in {} more live blocks of {} on average",
+                    human_count(b.round() as u64),
+                    human_bytes((l.change / b).max(0.0).round() as u64)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "Verdict: leak. {live_name} grow {} (RSS {}){sizes}: the program keeps what it allocates.",
+                v.live.map(per_hour).unwrap_or_default(),
+                per_hour(rss)
+            )
+        }
         Class::Fragmentation if v.free.is_some() => format!(
             "Verdict: fragmentation. RSS grows {} and the allocator's free memory with it, while {live_name} do not: memory the allocator can neither reuse nor return.",
             per_hour(rss)
@@ -509,6 +525,19 @@ mod tests {
             v.commands[0].starts_with("alloclens record"),
             "{:?}",
             v.commands
+        );
+        // no block counts: no average size
+        assert!(!v.evidence[1].contains("on average"), "{:?}", v.evidence);
+        // 240 MiB in 245,760 more blocks: 1 KiB each on average.
+        let mut with_blocks = i.clone();
+        with_blocks.live_blocks = (0..121)
+            .map(|k| (60.0 * k as f64, 2048.0 * k as f64))
+            .collect();
+        let v = classify(&with_blocks);
+        assert!(
+            v.evidence[1].contains("in 245.8 k more live blocks of 1.0 KiB on average"),
+            "{:?}",
+            v.evidence
         );
         assert!(v.commands[0].ends_with("./server --port '80 80'"));
     }
