@@ -473,3 +473,39 @@ int main() {
         assert!(c.allocs >= 5001 && c.frees >= 2000, "{name}: {c:?}");
     }
 }
+
+/// A full disk under the agent directory: nothing written, the program as without the agent.
+#[test]
+fn full_disk_does_not_harm_the_program() {
+    let Some(disk) = common::SmallDisk::mount("64k") else {
+        return;
+    };
+    // Fill it: every block taken.
+    let filler = disk.path().join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 1 << 20]);
+    let exe = common::exe();
+    let args = ["workload", "twowave", "--wave-mb", "4", "--hold-ms", "300"];
+    let plain = Command::new(&exe).args(args).output().unwrap();
+    let mut program = vec![exe.as_str()];
+    program.extend_from_slice(&args);
+    let watched = agent_command(disk.path(), 10, None, &program)
+        .output()
+        .unwrap();
+    assert_eq!(watched.status.code(), plain.status.code());
+    assert!(
+        watched.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let checksum = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.split(" checksum=").nth(1).map(str::to_string))
+    };
+    assert_eq!(checksum(&watched), checksum(&plain));
+    let names: Vec<_> = std::fs::read_dir(disk.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["filler"], "no half-written snapshot left behind");
+}
