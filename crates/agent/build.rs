@@ -7,7 +7,7 @@ use std::process::Command;
 #[path = "../recorder/shim_flags.rs"]
 mod shim_flags;
 
-const SOURCES: [&str; 3] = ["hooks.c", "stats.c", "snapshot.c"];
+const SOURCES: [&str; 4] = ["cxx.c", "hooks.c", "stats.c", "snapshot.c"];
 
 fn main() {
     let manifest = PathBuf::from(
@@ -33,6 +33,8 @@ fn main() {
             "-fPIC",
             "-fvisibility=hidden",
             "-ftls-model=initial-exec",
+            // operator new may throw through cxx.c: its guard cleanup must run on unwinding.
+            "-fexceptions",
             "-fno-builtin-malloc",
             "-fno-builtin-calloc",
             "-fno-builtin-free",

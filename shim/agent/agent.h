@@ -68,6 +68,10 @@ struct ag_tls {
 
 AG_HIDDEN extern __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
 
+/* Counting for the C++ operators (cxx.c); malloc and free use inlined copies. */
+AG_HIDDEN void ag_count_alloc(void *p, size_t requested);
+AG_HIDDEN void ag_count_free(void *p);
+
 /* Sums every slot (the agent thread, at each snapshot). */
 AG_HIDDEN void ag_counters_read(struct ag_counters *out);
 /* In a fork child: only the forking thread lives on; every other slot is free for reuse. */

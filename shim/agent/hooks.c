@@ -68,7 +68,19 @@ AG_HIDDEN int ag_bootstrap(void)
     /* malloc last: the fast path tests it. */
     RESOLVE(malloc, "malloc");
     bootstrapping = 0;
-    return (ag_real.malloc && ag_real.free && ag_real.usable) ? 0 : -1;
+    if (!(ag_real.malloc && ag_real.free && ag_real.usable))
+        return -1;
+    /* One usable-size call before any is counted: tcmalloc's first one makes its
+     * MallocExtension with operator new, which would count a block, which would ask its usable
+     * size, ... */
+    ag_tls.busy++;
+    void *p = ag_real.malloc(1);
+    if (p) {
+        ag_real.usable(p);
+        ag_real.free(p);
+    }
+    ag_tls.busy--;
+    return 0;
 }
 
 static inline int ready(void)
@@ -265,6 +277,16 @@ static inline void counted_free(void *p)
     COUNT(s, at, frees, 1);
     COUNT(s, at, blocks_out, 1);
     COUNT(s, at, bytes_out, ag_real.usable(p));
+}
+
+AG_HIDDEN void ag_count_alloc(void *p, size_t requested)
+{
+    counted_alloc(p, requested);
+}
+
+AG_HIDDEN void ag_count_free(void *p)
+{
+    counted_free(p);
 }
 
 /* ---------------------------------------------------------------------- hooks */

@@ -414,3 +414,98 @@ fn damaged_snapshot_is_named() {
     assert!(err.contains("12.snap") && err.contains("cut"), "{err}");
     assert!(agent::read_snapshots(dir.path()).unwrap().is_empty());
 }
+
+/// C++ new and delete: under glibc libstdc++'s operators call malloc (counted there), under
+/// jemalloc and tcmalloc the allocator's own operators serve them (counted by the agent's
+/// operators): the same live blocks either way, and a delete'd block is no longer live.
+#[test]
+fn cxx_new_and_delete_are_counted_under_every_allocator() {
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("news.cc");
+    std::fs::write(
+        &src,
+        r#"
+#include <cstdio>
+#include <new>
+#include <vector>
+struct Value { char bytes[1000]; };
+int main() {
+    std::vector<Value *> keep;
+    keep.reserve(3000);
+    for (int i = 0; i < 3000; i++) keep.push_back(new Value());
+    for (int i = 0; i < 1000; i++) { Value *v = new Value(); delete v; }
+    for (int i = 0; i < 1000; i++) { char *a = new char[5000]; delete[] a; }
+    std::printf("kept %zu\n", keep.size());
+    return 0; /* the 3000 values are still live at exit */
+}
+"#,
+    )
+    .unwrap();
+    let exe = work.path().join("news");
+    let st = Command::new("g++")
+        // -O0: the compiler may delete a new/delete pair whose block is not used.
+        .args(["-O0", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("g++ (scripts/setup.sh test)");
+    assert!(st.success());
+    for name in ["glibc", "jemalloc", "tcmalloc"] {
+        let lib = match allocator_library(name) {
+            Ok(l) => l,
+            Err(note) => {
+                eprintln!("{note}");
+                continue;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = agent_command(dir.path(), 1000, lib.as_deref(), &[exe.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let s = agent::read_snapshots(dir.path()).unwrap();
+        let c = &only(&s).counters;
+        assert!(
+            (3001..3100).contains(&c.live_blocks),
+            "{name}: 3000 values and the vector live: {c:?}"
+        );
+        assert!(c.live_bytes >= 3000 * 1000 + 3000 * 8, "{name}: {c:?}");
+        assert!(c.allocs >= 5001 && c.frees >= 2000, "{name}: {c:?}");
+    }
+}
+
+/// A full disk under the agent directory: nothing written, the program as without the agent.
+#[test]
+fn full_disk_does_not_harm_the_program() {
+    let Some(disk) = common::SmallDisk::mount("64k") else {
+        return;
+    };
+    // Fill it: every block taken.
+    let filler = disk.path().join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 1 << 20]);
+    let exe = common::exe();
+    let args = ["workload", "twowave", "--wave-mb", "4", "--hold-ms", "300"];
+    let plain = Command::new(&exe).args(args).output().unwrap();
+    let mut program = vec![exe.as_str()];
+    program.extend_from_slice(&args);
+    let watched = agent_command(disk.path(), 10, None, &program)
+        .output()
+        .unwrap();
+    assert_eq!(watched.status.code(), plain.status.code());
+    assert!(
+        watched.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let checksum = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.split(" checksum=").nth(1).map(str::to_string))
+    };
+    assert_eq!(checksum(&watched), checksum(&plain));
+    let names: Vec<_> = std::fs::read_dir(disk.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["filler"], "no half-written snapshot left behind");
+}
