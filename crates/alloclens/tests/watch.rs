@@ -88,7 +88,7 @@ fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
     let pid = child.id();
     let dir = tmp.path().join("w");
     let watched = alloclens()
-        .args(["watch", "--interval", "100ms", "--duration", "1s", "--pid"])
+        .args(["watch", "--interval", "100ms", "--duration", "2s", "--pid"])
         .arg(pid.to_string())
         .arg("-o")
         .arg(&dir)
@@ -543,7 +543,7 @@ fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
             "--interval",
             "100ms",
             "--duration",
-            "1s",
+            "2s",
             "--trim-probe",
         ])
         .arg("--pid")

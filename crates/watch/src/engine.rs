@@ -229,7 +229,7 @@ pub fn watch(
             ..Default::default()
         },
     )?;
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mut outcome = WatchOutcome {
         root_pid: root,
         started_unix_ms,
@@ -247,6 +247,9 @@ pub fn watch(
     };
     if options.gdb && !ours {
         gdb_reading(root, options, start, false, &mut outcome, on_event);
+        // The watch's clock (and --duration) starts after this first reading, which may take
+        // seconds on a loaded machine: it is the reading at time 0.
+        start = Instant::now();
     }
     let mut next = start;
     let mut agent_seen = false;
