@@ -20,6 +20,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a command under several allocators and compare time and memory of its whole process tree
     Run(Box<cmd::run::Args>),
+    /// Watch a program's memory for minutes to weeks and say why RSS grows: leak, fragmentation,
+    /// retention or stable, with the allocator's own statistics
+    Watch(cmd::watch::Args),
     /// List the known allocators: installed or not, library, version, package to install
     Allocators(cmd::allocators::Args),
     /// Run a built-in workload that reproduces an allocation pattern from the field

@@ -9,6 +9,7 @@
 //! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`ResidentSampler`] reads
 //! only the tree's RSS and VSS (/proc/PID/statm), for instants that must be caught at once.
 //! [`mapped_files`] tells which files a process maps (to verify a preloaded allocator),
+//! [`smaps_split`] splits a process's RSS into heap, file-backed, stack and other (for `watch`),
 //! [`read_ksm`] reads the kernel samepage merging counters, and [`own_cpu_time`] lets callers
 //! report what sampling cost them.
 //!
@@ -25,6 +26,7 @@ mod procfile;
 mod refresh;
 mod resident;
 mod sampler;
+mod smaps_split;
 mod tree;
 
 pub use error::{Error, Result};
@@ -37,3 +39,4 @@ pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time}
 pub use refresh::PssRefresh;
 pub use resident::{ResidentSample, ResidentSampler};
 pub use sampler::{SamplerOptions, TreeSample, TreeSampler};
+pub use smaps_split::{smaps_split, split_smaps_text, SmapsSplit};

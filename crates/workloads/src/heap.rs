@@ -108,6 +108,11 @@ impl Heap {
         self.calls
     }
 
+    /// Bytes requested by the live blocks this Heap made (what the workload itself counts).
+    pub fn live_bytes(&self) -> u64 {
+        self.live
+    }
+
     /// Order-dependent digest of (call, size) so far.
     pub fn checksum(&self) -> u64 {
         self.checksum

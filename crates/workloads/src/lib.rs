@@ -11,11 +11,13 @@
 //!
 //! The patterns, flags and exact output lines are documented in `docs/workloads.md`.
 
+pub mod cache;
 pub mod churn;
 pub mod events;
 mod fork;
 pub mod forkworkers;
 pub mod heap;
+pub mod leak;
 pub mod output;
 pub mod realloc;
 pub mod rng;

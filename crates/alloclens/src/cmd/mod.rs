@@ -12,6 +12,7 @@ pub mod progress;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod watch;
 pub mod workload;
 
 use std::path::Path;
@@ -25,6 +26,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     give_back_ksm();
     match command {
         Command::Run(args) => run::run(*args),
+        Command::Watch(args) => watch::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),

@@ -10,7 +10,7 @@ use report::{
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A results directory of `alloclens run`, or a trace file of `alloclens record`
+    /// A results directory of `alloclens run` or `alloclens watch`, or a trace file of `alloclens record`
     pub path: PathBuf,
     /// Write the HTML report to FILE (default: PATH/report.html for a results directory, PATH.html for
     /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
@@ -33,6 +33,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if watch::WatchDir::is_watch_dir(&args.path) {
+        return watch_report(&args);
+    }
     let is_run = RunData::is_results_dir(&args.path);
     if let Some(other) = &args.compare {
         // Only when the other one is surely of the other kind: anything else fails to load, saying why.
@@ -97,6 +100,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Some(o), _) => Some(o.clone()),
         (None, true) => None,
         (None, false) => Some(default_output(&args.path, is_run)),
+    };
+    if let Some(output) = output {
+        write_html(&doc, &output)?;
+        eprintln!("alloclens: report in {}", output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The page of a `watch` directory (no --compare or --parquet for those yet).
+fn watch_report(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.compare.is_some() || args.parquet.is_some() {
+        bail!("--compare and --parquet are not available for a watch directory yet: its samples are in samples.csv");
+    }
+    let data = watch::WatchDir::load(&args.path)
+        .with_context(|| format!("cannot read the watch in {}", args.path.display()))?;
+    let doc = data.document();
+    for (dir, format) in [
+        (&args.png, FigureFormat::Png),
+        (&args.svg, FigureFormat::Svg),
+    ] {
+        if let Some(dir) = dir {
+            let written = write_figures(&doc, dir, format)?;
+            eprintln!(
+                "alloclens: {} {} figures in {}",
+                written.len(),
+                format.extension(),
+                dir.display()
+            );
+        }
+    }
+    let output = match (&args.output, args.png.is_some() || args.svg.is_some()) {
+        (Some(o), _) => Some(o.clone()),
+        (None, true) => None,
+        (None, false) => Some(args.path.join("report.html")),
     };
     if let Some(output) = output {
         write_html(&doc, &output)?;

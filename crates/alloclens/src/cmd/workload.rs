@@ -5,9 +5,11 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use workloads::cache::CacheOptions;
 use workloads::churn::ChurnOptions;
 use workloads::events::{EventShape, EventsOptions};
 use workloads::forkworkers::ForkworkersOptions;
+use workloads::leak::LeakOptions;
 use workloads::realloc::ReallocOptions;
 use workloads::tree::TreeOptions;
 use workloads::twowave::TwowaveOptions;
@@ -38,6 +40,10 @@ enum Workload {
     Realloc(ReallocOptions),
     /// A tree of processes each holding memory for a while (for tests and the sampler benchmark)
     Tree(TreeOptions),
+    /// A slow leak: 200- and 3000-byte objects never freed among transient ones (prints its live bytes)
+    Leak(LeakOptions),
+    /// A long-running cache: values of drifting sizes inserted and evicted by many threads, live set flat (Venice)
+    Cache(CacheOptions),
 }
 
 #[derive(clap::Args)]
@@ -167,6 +173,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Workload::Churn(o) => ("churn", workloads::churn::run(o, out)),
         Workload::Realloc(o) => ("realloc", workloads::realloc::run(o, out)),
         Workload::Tree(o) => ("tree", workloads::tree::run(o, out)),
+        Workload::Leak(o) => ("leak", workloads::leak::run(o, out)),
+        Workload::Cache(o) => ("cache", workloads::cache::run(o, out)),
     };
     result.with_context(|| format!("workload {name}"))?;
     Ok(ExitCode::SUCCESS)

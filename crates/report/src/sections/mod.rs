@@ -8,3 +8,4 @@ pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;
 pub(crate) mod trace_sites;
+pub(crate) mod watch;

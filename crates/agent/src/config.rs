@@ -1,0 +1,51 @@
+//! What the watched command's environment needs to run the agent.
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::{library_path, AgentError};
+
+/// The directory the agent writes its snapshots to (and reads trim requests from).
+pub const ENV_DIR: &str = "ALLOCLENS_AGENT_DIR";
+/// Milliseconds between two snapshots (at least 1).
+pub const ENV_INTERVAL_MS: &str = "ALLOCLENS_AGENT_INTERVAL_MS";
+
+/// Where the agent of a watched command writes and how often.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub dir: PathBuf,
+    pub interval: Duration,
+}
+
+impl AgentConfig {
+    /// The variables to add to the watched command's environment (besides LD_PRELOAD, see
+    /// [`AgentConfig::preload`]).
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        let ms = self.interval.as_millis().clamp(1, u64::MAX as u128) as u64;
+        vec![
+            (ENV_DIR.into(), self.dir.clone().into_os_string()),
+            (ENV_INTERVAL_MS.into(), ms.to_string().into()),
+        ]
+    }
+
+    /// The LD_PRELOAD value: the agent first (it forwards every call to the next definition,
+    /// dlsym(RTLD_NEXT)), then the allocator variant's own value if any.
+    pub fn preload(&self, allocator_preload: Option<&OsStr>) -> Result<OsString, AgentError> {
+        let lib = library_path()?;
+        if lib
+            .as_os_str()
+            .as_bytes()
+            .iter()
+            .any(|b| *b == b' ' || *b == b':')
+        {
+            return Err(AgentError::PreloadPath { path: lib });
+        }
+        let mut v = lib.into_os_string();
+        if let Some(rest) = allocator_preload.filter(|p| !p.is_empty()) {
+            v.push(" ");
+            v.push(rest);
+        }
+        Ok(v)
+    }
+}

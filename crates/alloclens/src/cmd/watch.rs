@@ -1,0 +1,299 @@
+//! `alloclens watch`: a program's memory over minutes to weeks, and why its RSS grows.
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use watch::{Ending, Event, Target, WatchOptions, WatchResults};
+
+use crate::cmd::args;
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    alloclens watch --duration 2h -o venice -- ./server --config prod.yaml\n  \
+    alloclens watch -a jemalloc:dirty_decay_ms=1000 --trim-probe -o w -- ./cache\n  \
+    alloclens watch --pid 4242 --duration 10m -o w")]
+pub struct Args {
+    /// The allocator variant to run the command under (as in `run`: jemalloc, glibc:arena_max=2,
+    /// NAME=PATH); default: the program's own
+    #[arg(
+        short = 'a',
+        long = "allocator",
+        visible_alias = "allocators",
+        value_name = "SPEC"
+    )]
+    allocator: Option<String>,
+    /// Time between samples (e.g. 500ms, 1s, 1m; at most 1h)
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    interval: String,
+    /// End the watch after this long (e.g. 30s, 2h, 7d is 168h); the program runs on. Default:
+    /// until the program exits or Ctrl-C
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+    /// At the end, ask the allocator to give its free memory back once (malloc_trim(0), jemalloc's
+    /// arena purge, ...) and measure what it gave: what retention costs
+    #[arg(long)]
+    trim_probe: bool,
+    /// Watch a process already running (and its descendants) instead of starting a command
+    #[arg(long, value_name = "PID", conflicts_with_all = ["allocator", "command"])]
+    pid: Option<u32>,
+    /// With --pid: do not attach gdb to read glibc's arena statistics (at the start and the end)
+    #[arg(long, requires = "pid")]
+    no_gdb: bool,
+    /// Output directory [default: alloclens-watch-YYYYmmdd-HHMMSS]
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Replace an earlier watch's files in the output directory
+    #[arg(long)]
+    force: bool,
+    /// The command to watch, after `--`. It keeps alloclens's stdin, stdout and stderr
+    #[arg(last = true, value_name = "COMMAND", required_unless_present = "pid")]
+    command: Vec<String>,
+}
+
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
+const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// Files a watch writes into its directory (an earlier watch's are replaced with --force).
+const OURS: [&str; 5] = [
+    "report.html",
+    watch::WATCH_JSON,
+    watch::SAMPLES_CSV,
+    watch::AGENT_DIR,
+    "watch.json.tmp",
+];
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
+    if interval < Duration::from_millis(10) {
+        bail!("--interval must be at least 10ms");
+    }
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| args::duration(d, "--duration", MAX_DURATION))
+        .transpose()?;
+    if let Some(pid) = a.pid {
+        watch::check_pid(pid)?;
+    } else {
+        args::check_command_exists(&a.command[0])?;
+    }
+    let variant = a
+        .allocator
+        .as_deref()
+        .map(allocators::parse_variant)
+        .transpose()?;
+    let dir = a
+        .output
+        .clone()
+        .unwrap_or_else(|| args::dated_dir("alloclens-watch"));
+    prepare_dir(&dir, a.force)?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", dir.display()))?;
+
+    let mut base = WatchResults {
+        schema_version: watch::results::SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        created: chrono::Local::now().to_rfc3339(),
+        command: a.command.clone(),
+        pid: a.pid,
+        variant: variant.as_ref().map(|v| v.label.clone()),
+        interval_s: interval.as_secs_f64(),
+        duration_s: duration.map(|d| d.as_secs_f64()),
+        ..Default::default()
+    };
+    let target = match a.pid {
+        Some(pid) => Target::Pid(pid),
+        None => {
+            let agent_dir = dir.join(watch::AGENT_DIR);
+            std::fs::create_dir_all(&agent_dir)
+                .with_context(|| format!("cannot create {}", agent_dir.display()))?;
+            let (env, agent) = environment(variant.as_ref(), &agent_dir, interval);
+            if let Err(e) = &agent {
+                base.warnings.push(format!(
+                    "the agent cannot be preloaded ({e}): live bytes and allocator statistics are not measured, /proc figures only"
+                ));
+            }
+            Target::Command {
+                argv: a.command.clone(),
+                env,
+                agent_dir: agent.ok().map(|_| agent_dir),
+            }
+        }
+    };
+    // Written first, so a watch killed later still says what it watched; replaced at the end.
+    watch::write_results(&dir, &base)
+        .with_context(|| format!("cannot write {}", dir.join(watch::WATCH_JSON).display()))?;
+    for w in &base.warnings {
+        eprintln!("alloclens: warning: {w}");
+    }
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
+    let options = WatchOptions {
+        target,
+        interval,
+        duration,
+        samples_csv: Some(dir.join(watch::SAMPLES_CSV)),
+        scratch: dir.clone(),
+        capacity: watch::DEFAULT_CAPACITY,
+        trim_probe: a.trim_probe,
+        gdb: a.pid.is_some() && !a.no_gdb,
+    };
+    // On a terminal, one line a minute says the watch is alive (the program shares the terminal,
+    // so no progress bar redrawn over its output).
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_line: Option<f64> = None;
+    let mut on_event = |event: Event| match event {
+        Event::Note(text) => eprintln!("alloclens: {text}"),
+        Event::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
+            last_line = Some(s.t_s);
+            let live = s.live_bytes.map_or(String::new(), |l| {
+                format!(", live {}", trace::human_bytes(l))
+            });
+            let free = s.free_resident.map_or(String::new(), |f| {
+                format!(", allocator free {}", trace::human_bytes(f))
+            });
+            eprintln!(
+                "alloclens: watching for {:.0} s: RSS {}, heap {}{live}{free}",
+                s.t_s,
+                trace::human_bytes(s.rss),
+                trace::human_bytes(s.heap)
+            );
+        }
+        Event::Sample(_) => {}
+    };
+    let outcome = watch::watch(&options, &interrupted, &mut on_event)?;
+    let mut results = watch::assemble(base, outcome, &args::installed_allocators());
+    // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
+    if let (Some(v), Some(serving)) = (&variant, &results.allocator) {
+        if serving != &v.allocator && serving != "unknown" {
+            results.warnings.push(format!(
+                "variant `{}`: malloc is served by {serving}, not {} (a static or set-ID program, or one that resets LD_PRELOAD?): the figures are {serving}'s",
+                v.label, v.allocator
+            ));
+        }
+    }
+    let mut problems = results.incomplete_files.clone();
+    if let Err(e) = watch::write_results(&dir, &results) {
+        problems.push(format!(
+            "cannot write {}: {e}",
+            dir.join(watch::WATCH_JSON).display()
+        ));
+    }
+    print_summary(&results)?;
+    for w in &results.warnings {
+        eprintln!("alloclens: warning: {w}");
+    }
+    for p in &problems {
+        eprintln!("alloclens: error: {p}");
+    }
+    eprintln!("alloclens: results in {}", dir.display());
+    Ok(exit_code(&results, !problems.is_empty()))
+}
+
+/// The summary on stdout; a reader that went away (`| head`) is not an error.
+fn print_summary(results: &WatchResults) -> anyhow::Result<()> {
+    let text = report::render_watch_summary(results);
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// As `record`: the command's status when it ended during the watch (or in the grace after an
+/// interrupt); 130 after Ctrl-C with the program still running; 1 when a file misses something.
+fn exit_code(results: &WatchResults, problems: bool) -> ExitCode {
+    if problems {
+        return ExitCode::FAILURE;
+    }
+    match (results.ending, results.exit) {
+        (_, Some(e)) => match (e.code, e.signal) {
+            (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
+            (_, Some(s)) => ExitCode::from((128 + s).clamp(0, 255) as u8),
+            _ => ExitCode::SUCCESS,
+        },
+        (Some(Ending::Interrupted), None) => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// The output directory: created, or emptied of an earlier watch's files with --force; a
+/// directory holding an earlier watch (without --force) or anything else is refused.
+fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let entries: Vec<OsString> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    let foreign: Vec<String> = entries
+        .iter()
+        .filter(|n| !OURS.iter().any(|o| OsStr::new(o) == n.as_os_str()))
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    if !foreign.is_empty() {
+        let more = foreign.len().saturating_sub(3);
+        bail!(
+            "{} holds files alloclens watch did not write ({}{}): give an empty or new directory with -o",
+            dir.display(),
+            foreign[..foreign.len().min(3)].join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
+    if !entries.is_empty() {
+        if !force {
+            bail!(
+                "{} holds an earlier watch: pass --force to replace it, or give another -o",
+                dir.display()
+            );
+        }
+        for name in OURS {
+            let p = dir.join(name);
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+    Ok(())
+}
+
+/// The command's added environment: the variant's variables, and the agent's with LD_PRELOAD
+/// composed (agent first, then the allocator's library, then what was preloaded already).
+fn environment(
+    variant: Option<&allocators::Variant>,
+    agent_dir: &Path,
+    interval: Duration,
+) -> (Vec<(OsString, OsString)>, Result<(), agent::AgentError>) {
+    let inherited = std::env::var_os("LD_PRELOAD");
+    let mut env = variant
+        .map(|v| v.environment(inherited.as_deref()))
+        .unwrap_or_default();
+    let config = agent::AgentConfig {
+        dir: agent_dir.to_path_buf(),
+        // Reading the allocator's statistics takes its locks (glibc's malloc_info walks every
+        // arena): never more often than 10 times a second, whatever --interval says.
+        interval: interval.max(AGENT_MIN_INTERVAL),
+    };
+    let allocator_preload = env
+        .iter()
+        .find(|(k, _)| k == "LD_PRELOAD")
+        .map(|(_, v)| v.clone())
+        .or(inherited);
+    match config.preload(allocator_preload.as_deref()) {
+        Ok(preload) => {
+            env.retain(|(k, _)| k != "LD_PRELOAD");
+            env.push(("LD_PRELOAD".into(), preload));
+            env.extend(config.env());
+            (env, Ok(()))
+        }
+        Err(e) => (env, Err(e)),
+    }
+}

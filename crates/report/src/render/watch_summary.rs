@@ -1,0 +1,133 @@
+//! The terminal summary of `alloclens watch`: the verdict first, then the figures behind it.
+
+use std::fmt::Write as _;
+
+use trace::human_bytes;
+use watch::verdict::{human_duration, signed_bytes};
+use watch::{Ending, WatchResults};
+
+/// The summary text (ends with a newline).
+pub fn render_watch_summary(r: &WatchResults) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    if let Some(v) = &r.verdict {
+        let _ = writeln!(w, "verdict: {}", v.class.name());
+        for e in &v.evidence {
+            let _ = writeln!(w, "  {e}");
+        }
+        if !v.remedy.is_empty() || !v.commands.is_empty() {
+            let _ = writeln!(w);
+            for line in &v.remedy {
+                let _ = writeln!(w, "  {line}");
+            }
+            for c in &v.commands {
+                let _ = writeln!(w, "    {c}");
+            }
+        }
+        let _ = writeln!(w);
+        let trend = |t: Option<watch::verdict::Trend>| {
+            t.map_or("-".to_string(), |t| {
+                format!(
+                    "{} -> {}  trend {} ({}/h)",
+                    human_bytes(t.first.max(0.0) as u64),
+                    human_bytes(t.last.max(0.0) as u64),
+                    signed_bytes(t.change),
+                    signed_bytes(t.per_hour)
+                )
+            })
+        };
+        let _ = writeln!(w, "  window          {}", human_duration(v.window_s));
+        let _ = writeln!(w, "  RSS             {}", trend(v.rss));
+        let _ = writeln!(w, "  heap (smaps)    {}", trend(v.heap));
+        let _ = writeln!(
+            w,
+            "  live bytes      {}{}",
+            trend(v.live),
+            if r.pid.is_some() && v.live.is_some() {
+                "  (glibc in use, gdb)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(w, "  allocator free  {}", trend(v.free));
+    }
+    if let Some(last) = &r.last {
+        let _ = writeln!(
+            w,
+            "  last sample     RSS {}  PSS {}  heap {}  file {}  stack {}  other {}  ({} process{})",
+            human_bytes(last.rss),
+            human_bytes(last.pss),
+            human_bytes(last.heap),
+            human_bytes(last.file),
+            human_bytes(last.stack),
+            human_bytes(last.other),
+            last.processes,
+            if last.processes == 1 { "" } else { "es" }
+        );
+    }
+    let _ = writeln!(w, "  peak RSS        {}", human_bytes(r.peak_rss));
+    for g in &r.gdb {
+        match (&g.stats, &g.error) {
+            (Some(s), _) => {
+                let _ = writeln!(
+                    w,
+                    "  gdb at {:.0} s    glibc in use {}, free {} in {} chunks, {} arena(s); process paused {:.0} ms",
+                    g.t_s,
+                    s.handed_out.map_or("-".into(), human_bytes),
+                    s.free_resident.map_or("-".into(), human_bytes),
+                    s.free_chunks.map_or("-".into(), |c| c.to_string()),
+                    s.arenas.len(),
+                    g.pause_ms
+                );
+            }
+            (None, Some(e)) => {
+                let _ = writeln!(w, "  gdb at {:.0} s    not read: {e}", g.t_s);
+            }
+            _ => {}
+        }
+    }
+    for t in &r.trim {
+        let _ = writeln!(
+            w,
+            "  trim probe      pid {}: {} gave back {} (RSS {} -> {})",
+            t.pid,
+            t.call,
+            human_bytes(t.rss_before.saturating_sub(t.rss_after)),
+            human_bytes(t.rss_before),
+            human_bytes(t.rss_after)
+        );
+    }
+    let samples = if r.samples_kept < r.samples_taken {
+        format!(
+            "{} samples ({} kept after downsampling)",
+            r.samples_taken, r.samples_kept
+        )
+    } else {
+        format!("{} samples", r.samples_taken)
+    };
+    let end = match (r.ending, r.exit) {
+        (Some(Ending::Exited), Some(e)) => match (e.code, e.signal) {
+            (Some(c), _) => format!("the command exited with status {c}"),
+            (_, Some(s)) => format!("the command was killed by signal {s}"),
+            _ => "the command exited".into(),
+        },
+        (Some(Ending::Exited), None) => "the process exited".into(),
+        (Some(Ending::Duration), _) => "the duration elapsed".into(),
+        (Some(Ending::Interrupted), _) => "interrupted".into(),
+        (None, _) => "not finished (alloclens was killed)".into(),
+    };
+    let running = if r.still_running {
+        format!(
+            "; the program runs on (pid {})",
+            r.root_pid.unwrap_or_default()
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        w,
+        "  {samples} every {} s, {end}{running}; alloclens used {:.2} s of CPU",
+        r.interval_s, r.cpu_s
+    );
+    out
+}

@@ -1,0 +1,202 @@
+//! The page of an `alloclens watch` directory: the verdict, RSS against live bytes against the
+//! allocator's bytes over time, the smaps split over time, and what gdb or the trim probe saw.
+use trace::human_bytes;
+use watch::{WatchDir, WatchSample};
+
+use crate::document::chart::{Axis, Chart, Emphasis, Line, Unit};
+use crate::document::{Block, Document, Reportable, Section, Table};
+
+fn line(
+    label: &str,
+    color: &str,
+    samples: &[WatchSample],
+    f: fn(&WatchSample) -> Option<u64>,
+) -> Line {
+    Line {
+        label: label.into(),
+        points: samples
+            .iter()
+            .filter_map(|s| f(s).map(|v| (s.t_s, v as f64)))
+            .collect(),
+        color: color.into(),
+        emphasis: Emphasis::Normal,
+    }
+}
+
+impl Reportable for WatchDir {
+    fn document(&self) -> Document {
+        let r = &self.results;
+        let what = if r.command.is_empty() {
+            format!("pid {}", r.pid.unwrap_or_default())
+        } else {
+            watch::verdict::shell_line(&r.command)
+        };
+        let mut doc = Document {
+            title: format!("alloclens watch: {what}"),
+            sections: Vec::new(),
+        };
+
+        let mut verdict = Section::new("verdict", "Verdict");
+        if let Some(v) = &r.verdict {
+            // The evidence has its "Verdict: CLASS. ..." sentence; an undetermined one has not.
+            if v.class == watch::Class::Undetermined {
+                verdict.push(Block::Paragraph("Verdict: undetermined.".into()));
+            }
+            for e in &v.evidence {
+                verdict.push(Block::Paragraph(e.clone()));
+            }
+            for line in &v.remedy {
+                verdict.push(Block::Paragraph(line.clone()));
+            }
+            for c in &v.commands {
+                verdict.push(Block::Code(c.clone()));
+            }
+        }
+        if r.ending.is_none() {
+            verdict.push(Block::Warning(
+                "This watch did not finish (alloclens was killed): the verdict is made from samples.csv as it was left.".into(),
+            ));
+        }
+        for w in r.warnings.iter().chain(&r.incomplete_files) {
+            verdict.push(Block::Warning(w.clone()));
+        }
+        let mut facts = vec![
+            ("watched".to_string(), what.clone()),
+            (
+                "allocator".to_string(),
+                r.allocator.clone().unwrap_or_else(|| "unknown".into()),
+            ),
+            ("interval".to_string(), format!("{} s", r.interval_s)),
+            (
+                "samples".to_string(),
+                format!("{} taken, {} kept", r.samples_taken, r.samples_kept),
+            ),
+            ("peak RSS".to_string(), human_bytes(r.peak_rss)),
+        ];
+        if let Some(variant) = &r.variant {
+            facts.insert(1, ("variant (-a)".into(), variant.clone()));
+        }
+        verdict.push(Block::Facts(facts));
+        doc.sections.push(verdict);
+
+        let time = || Axis::new("time since start", Unit::Seconds);
+        let mut memory = Section::new("watch-memory", "Memory over time");
+        memory.push(Block::Paragraph(
+            "RSS of the whole tree, the bytes the program holds (live bytes, the agent's count), the bytes the allocator has handed out and the free bytes it keeps resident (its own statistics). RSS growing while live bytes stay flat is the allocator's, not the program's.".into(),
+        ));
+        let mut lines = vec![
+            line("RSS", "#1f77b4", &self.samples, |s| Some(s.rss)),
+            line("PSS", "#aec7e8", &self.samples, |s| Some(s.pss)),
+            line("live bytes", "#2ca02c", &self.samples, |s| s.live_bytes),
+            line("handed out", "#98df8a", &self.samples, |s| s.handed_out),
+            line("allocator free (resident)", "#d62728", &self.samples, |s| {
+                s.free_resident
+            }),
+        ];
+        // --pid: glibc's figures at each gdb reading.
+        let gdb = |f: fn(&agent::AllocatorStats) -> Option<u64>| -> Vec<(f64, f64)> {
+            r.gdb
+                .iter()
+                .filter_map(|g| Some((g.t_s, f(g.stats.as_ref()?)? as f64)))
+                .collect()
+        };
+        for (label, color, points) in [
+            ("glibc in use (gdb)", "#2ca02c", gdb(|s| s.handed_out)),
+            ("glibc free (gdb)", "#d62728", gdb(|s| s.free_resident)),
+        ] {
+            lines.push(Line {
+                label: label.into(),
+                points,
+                color: color.into(),
+                emphasis: Emphasis::Bold,
+            });
+        }
+        // A line the watch did not measure (no agent, no gdb) is left out, not drawn empty.
+        lines.retain(|l| !l.points.is_empty());
+        memory.push_chart(Chart::from_lines(
+            "watch-memory",
+            "RSS, live bytes and the allocator's bytes",
+            time(),
+            Axis::new("bytes", Unit::Bytes),
+            lines,
+        ));
+        memory.push_chart(Chart::from_lines(
+            "watch-split",
+            "RSS split from smaps",
+            time(),
+            Axis::new("bytes", Unit::Bytes),
+            vec![
+                line("heap", "#d62728", &self.samples, |s| Some(s.heap)),
+                line("file-backed", "#9467bd", &self.samples, |s| Some(s.file)),
+                line("stack", "#8c564b", &self.samples, |s| Some(s.stack)),
+                line("other", "#7f7f7f", &self.samples, |s| Some(s.other)),
+            ],
+        ));
+        doc.sections.push(memory);
+
+        if !r.gdb.is_empty() || !r.trim.is_empty() {
+            let mut probes = Section::new("watch-probes", "Allocator readings");
+            if !r.gdb.is_empty() {
+                let rows = r
+                    .gdb
+                    .iter()
+                    .map(|g| match &g.stats {
+                        Some(s) => vec![
+                            format!("{:.1}", g.t_s),
+                            s.handed_out.map_or("-".into(), human_bytes),
+                            s.free_resident.map_or("-".into(), human_bytes),
+                            s.free_chunks.map_or("-".into(), |c| c.to_string()),
+                            s.arenas.len().to_string(),
+                            format!("{:.0}", g.pause_ms),
+                        ],
+                        None => vec![
+                            format!("{:.1}", g.t_s),
+                            g.error.clone().unwrap_or_default(),
+                            String::new(),
+                            String::new(),
+                            String::new(),
+                            String::new(),
+                        ],
+                    })
+                    .collect();
+                probes.push(Block::Table(Table {
+                    caption: Some("glibc's malloc_info through gdb".into()),
+                    headers: [
+                        "time (s)",
+                        "in use",
+                        "free",
+                        "free chunks",
+                        "arenas",
+                        "pause (ms)",
+                    ]
+                    .map(String::from)
+                    .into(),
+                    rows,
+                }));
+            }
+            if !r.trim.is_empty() {
+                probes.push(Block::Table(Table {
+                    caption: Some("Trim probe".into()),
+                    headers: ["pid", "call", "RSS before", "RSS after", "given back"]
+                        .map(String::from)
+                        .into(),
+                    rows: r
+                        .trim
+                        .iter()
+                        .map(|t| {
+                            vec![
+                                t.pid.to_string(),
+                                t.call.clone(),
+                                human_bytes(t.rss_before),
+                                human_bytes(t.rss_after),
+                                human_bytes(t.rss_before.saturating_sub(t.rss_after)),
+                            ]
+                        })
+                        .collect(),
+                }));
+            }
+            doc.sections.push(probes);
+        }
+        doc
+    }
+}

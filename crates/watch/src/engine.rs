@@ -1,0 +1,619 @@
+//! The watch loop: start the command (or find the process), sample its tree every interval, end
+//! on its exit, the duration, or an interrupt, then the optional trim probe.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gdb::{self, GdbError};
+use crate::history::{History, WatchSample};
+
+/// What is watched.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A command started by the watch, with the variables to add to its environment (the
+    /// allocator variant's and the agent's, LD_PRELOAD composed).
+    Command {
+        argv: Vec<String>,
+        env: Vec<(OsString, OsString)>,
+        /// The agent's directory, when the agent is preloaded.
+        agent_dir: Option<PathBuf>,
+    },
+    /// A process already running (and its descendants).
+    Pid(u32),
+}
+
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub target: Target,
+    pub interval: Duration,
+    pub duration: Option<Duration>,
+    /// DIR/samples.csv; None keeps the samples in memory only.
+    pub samples_csv: Option<PathBuf>,
+    /// Where gdb's malloc_info file goes (`--pid`).
+    pub scratch: PathBuf,
+    pub capacity: usize,
+    /// At the end, ask the allocator to give free memory back, and measure what it gave.
+    pub trim_probe: bool,
+    /// `--pid`: read glibc's statistics through gdb at the start and at the end.
+    pub gdb: bool,
+}
+
+/// Why the watch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ending {
+    /// The command (or the watched process) exited.
+    Exited,
+    /// `--duration` elapsed; the program runs on.
+    Duration,
+    /// Ctrl-C or SIGTERM; the program runs on unless the signal reached it too.
+    Interrupted,
+}
+
+/// The command's exit, when it was ours and ended during the watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// One gdb reading of a `--pid` process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GdbReading {
+    pub t_s: f64,
+    /// How long the process was stopped, ms (tracing stop seen in /proc).
+    pub pause_ms: f64,
+    pub gdb_ms: f64,
+    pub stats: Option<agent::AllocatorStats>,
+    /// malloc_trim(0)'s return value when the trim probe was made with this reading.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trim_returned: Option<i32>,
+    /// RSS before and after the reading (with the trim probe: what the trim gave back).
+    pub rss_before: u64,
+    pub rss_after: u64,
+    /// Why it could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a trim probe measured, per process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrimProbe {
+    pub pid: u32,
+    /// The allocator's call: malloc_trim(0), arena purge, ...
+    pub call: String,
+    pub rss_before: u64,
+    pub rss_after: u64,
+    pub free_resident_before: Option<u64>,
+    pub free_resident_after: Option<u64>,
+}
+
+/// The last figures of one process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessFigures {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub rss: u64,
+    pub pss: u64,
+    pub split: procmem::SmapsSplit,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<agent::Snapshot>,
+}
+
+/// Everything the watch gathered. `samples` is the (thinned) history; `warnings` say what could
+/// not be measured.
+#[derive(Debug)]
+pub struct WatchOutcome {
+    pub root_pid: u32,
+    pub started_unix_ms: u64,
+    pub ending: Ending,
+    pub exit: Option<ExitStatus>,
+    /// Whether the program still ran when the watch ended.
+    pub still_running: bool,
+    pub samples: Vec<WatchSample>,
+    /// Samples taken in all (some may have been thinned away).
+    pub samples_taken: u64,
+    pub processes: Vec<ProcessFigures>,
+    pub gdb: Vec<GdbReading>,
+    pub trim: Vec<TrimProbe>,
+    pub warnings: Vec<String>,
+    /// What could not be written to samples.csv.
+    pub write_problems: Vec<String>,
+    /// alloclens's own CPU time for the watch, s.
+    pub cpu_s: f64,
+}
+
+/// Errors that stop a watch before it starts; after the start, problems become warnings.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("no process {0}: check the pid (ps -p {0})")]
+    NoSuchPid(u32),
+    #[error("process {pid} may not be read ({path}: permission denied): run alloclens as the process's user or as root")]
+    PidUnreadable { pid: u32, path: String },
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Proc(#[from] procmem::Error),
+}
+
+/// A progress report to the caller (the CLI prints it; this crate never prints).
+pub enum Event<'a> {
+    Sample(&'a WatchSample),
+    Note(String),
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Checks that `pid` exists and its memory may be read, with one sentence each.
+pub fn check_pid(pid: u32) -> Result<(), WatchError> {
+    let path = format!("/proc/{pid}/smaps_rollup");
+    match std::fs::File::open(&path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WatchError::NoSuchPid(pid)),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(WatchError::PidUnreadable { pid, path })
+        }
+        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => Err(WatchError::NoSuchPid(pid)),
+        Err(_) => Err(WatchError::PidUnreadable { pid, path }),
+    }
+}
+
+pub fn watch(
+    options: &WatchOptions,
+    interrupted: &AtomicBool,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<WatchOutcome, WatchError> {
+    let cpu_start = procmem::own_cpu_time();
+    let started_unix_ms = unix_ms();
+    let mut history =
+        History::new(options.samples_csv.as_deref(), options.capacity).map_err(|source| {
+            WatchError::Create {
+                path: options.samples_csv.clone().unwrap_or_default(),
+                source,
+            }
+        })?;
+    let (root, ours, agent_dir) = match &options.target {
+        Target::Pid(pid) => {
+            check_pid(*pid)?;
+            (*pid, false, None)
+        }
+        Target::Command {
+            argv,
+            env,
+            agent_dir,
+        } => {
+            // Orphans of the command stay in the tree (and are reaped here) while we live; if we
+            // die, they go to init like any orphan.
+            let _ = procmem::become_child_subreaper();
+            let child = Command::new(&argv[0])
+                .args(&argv[1..])
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                // The terminal's stdin, stdout and stderr, not pipes of ours: the program never
+                // blocks on us nor gets SIGPIPE when we are gone.
+                .stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|source| WatchError::Spawn {
+                    program: argv[0].clone(),
+                    source,
+                })?;
+            (child.id(), true, agent_dir.clone())
+        }
+    };
+    let mut sampler = procmem::TreeSampler::new(
+        root,
+        procmem::SamplerOptions {
+            include_reparented_to_self: ours,
+            pss_refresh: procmem::PssRefresh::EverySample,
+            ..Default::default()
+        },
+    )?;
+    let mut start = Instant::now();
+    let mut outcome = WatchOutcome {
+        root_pid: root,
+        started_unix_ms,
+        ending: Ending::Exited,
+        exit: None,
+        still_running: false,
+        samples: Vec::new(),
+        samples_taken: 0,
+        processes: Vec::new(),
+        gdb: Vec::new(),
+        trim: Vec::new(),
+        warnings: Vec::new(),
+        write_problems: Vec::new(),
+        cpu_s: 0.0,
+    };
+    if options.gdb && !ours {
+        gdb_reading(root, options, start, false, &mut outcome, on_event);
+        // The watch's clock (and --duration) starts after this first reading, which may take
+        // seconds on a loaded machine: it is the reading at time 0.
+        start = Instant::now();
+    }
+    let mut next = start;
+    let mut agent_seen = false;
+    loop {
+        // Sample.
+        if let Some((sample, processes)) =
+            take_sample(&mut sampler, root, start, agent_dir.as_deref())
+        {
+            agent_seen |= sample.agent_processes > 0;
+            on_event(Event::Sample(&sample));
+            history.push(sample);
+            outcome.samples_taken += 1;
+            if !processes.is_empty() {
+                outcome.processes = processes;
+            }
+        }
+        next += options.interval;
+        // Wait for the next tick, watching for the end.
+        let ending = loop {
+            if ours {
+                if let Some(status) = reap(root) {
+                    outcome.exit = Some(status);
+                    break Some(Ending::Exited);
+                }
+            } else if !alive(root) {
+                break Some(Ending::Exited);
+            }
+            if interrupted.load(Ordering::Relaxed) {
+                break Some(Ending::Interrupted);
+            }
+            if options.duration.is_some_and(|d| start.elapsed() >= d) {
+                break Some(Ending::Duration);
+            }
+            let now = Instant::now();
+            if now >= next {
+                break None;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+        };
+        if let Some(ending) = ending {
+            outcome.ending = ending;
+            break;
+        }
+    }
+    // Ctrl-C from the terminal reaches the command too (same process group): give it a moment to
+    // exit so its exit status and final snapshot are kept.
+    if outcome.ending == Ending::Interrupted && ours {
+        let grace = Instant::now();
+        while grace.elapsed() < Duration::from_secs(2) {
+            if let Some(status) = reap(root) {
+                outcome.exit = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    outcome.still_running = outcome.exit.is_none() && alive(root);
+    if let Some(dir) = &agent_dir {
+        // The final snapshots (written at exit) of the processes seen last.
+        if let Ok(snaps) = agent::read_snapshots(dir) {
+            for p in &mut outcome.processes {
+                if let Some(s) = snaps.iter().find(|s| s.pid == p.pid) {
+                    p.snapshot = Some(s.clone());
+                }
+            }
+        }
+        if !agent_seen {
+            outcome.warnings.push(format!(
+                "the agent wrote no snapshot in {}: live bytes and allocator statistics are missing (a static or set-ID program, or one that resets LD_PRELOAD?)",
+                dir.display()
+            ));
+        }
+        if options.trim_probe {
+            if outcome.still_running {
+                trim_probe(
+                    dir,
+                    &outcome.processes.clone(),
+                    options,
+                    &mut outcome,
+                    on_event,
+                );
+            } else {
+                outcome
+                    .warnings
+                    .push("trim probe not made: the program had exited".into());
+            }
+        }
+    }
+    if !ours && options.gdb {
+        if alive(root) {
+            gdb_reading(
+                root,
+                options,
+                start,
+                options.trim_probe,
+                &mut outcome,
+                on_event,
+            );
+        } else {
+            outcome.warnings.push(format!(
+                "process {root} exited during the watch: glibc's statistics at the end were not read"
+            ));
+        }
+    }
+    if !ours && outcome.ending == Ending::Exited {
+        outcome.warnings.push(format!(
+            "process {root} exited during the watch: the figures up to then are kept"
+        ));
+    }
+    outcome.write_problems = history.problems().to_vec();
+    outcome.samples = history.rows().to_vec();
+    outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
+    Ok(outcome)
+}
+
+/// The process exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(text) => !matches!(
+            text.rfind(')')
+                .and_then(|i| text[i + 1..].trim_start().chars().next()),
+            Some('Z') | Some('X')
+        ),
+        Err(_) => false,
+    }
+}
+
+/// Reaps every exited child (orphans reparented to us included); the root's status if it was one.
+fn reap(root: u32) -> Option<ExitStatus> {
+    let mut found = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG only reads our children's state.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return found;
+        }
+        if pid as u32 == root {
+            found = Some(if libc::WIFEXITED(status) {
+                ExitStatus {
+                    code: Some(libc::WEXITSTATUS(status)),
+                    signal: None,
+                }
+            } else {
+                ExitStatus {
+                    code: None,
+                    signal: Some(libc::WTERMSIG(status)),
+                }
+            });
+        }
+    }
+}
+
+fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    values.fold(None, |acc, v| match (acc, v) {
+        (a, None) => a,
+        (None, Some(v)) => Some(v),
+        (Some(a), Some(v)) => Some(a + v),
+    })
+}
+
+fn take_sample(
+    sampler: &mut procmem::TreeSampler,
+    root: u32,
+    start: Instant,
+    agent_dir: Option<&Path>,
+) -> Option<(WatchSample, Vec<ProcessFigures>)> {
+    let tree = sampler.sample().ok()?;
+    let t_s = tree.at.saturating_duration_since(start).as_secs_f64();
+    let mut split_total = procmem::SmapsSplit::default();
+    let snaps = agent_dir
+        .and_then(|d| agent::read_snapshots(d).ok())
+        .unwrap_or_default();
+    // The agent leaves one file per process; those of descendants that are gone are removed, so
+    // a program that forks short workers for weeks does not fill the directory (their figures
+    // are in the samples already).
+    if let Some(dir) = agent_dir {
+        for s in snaps.iter().filter(|s| s.pid != root && !alive(s.pid)) {
+            let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
+        }
+    }
+    let mut processes = Vec::with_capacity(tree.processes.len());
+    for p in &tree.processes {
+        let split = procmem::smaps_split(p.pid).unwrap_or_default();
+        split_total.add(&split);
+        processes.push(ProcessFigures {
+            pid: p.pid,
+            ppid: p.ppid,
+            comm: p.comm.clone(),
+            rss: p.rss,
+            pss: p.pss,
+            split,
+            snapshot: snaps.iter().find(|s| s.pid == p.pid && !s.final_).cloned(),
+        });
+    }
+    let live: Vec<&agent::Snapshot> = processes
+        .iter()
+        .filter_map(|p| p.snapshot.as_ref())
+        .collect();
+    let stats =
+        |f: fn(&agent::AllocatorStats) -> Option<u64>| sum(live.iter().map(|s| f(&s.allocator)));
+    let sample = WatchSample {
+        t_s,
+        unix_ms: unix_ms(),
+        processes: tree.processes.len() as u32,
+        rss: tree.total.rss,
+        pss: tree.total.pss,
+        heap: split_total.heap,
+        file: split_total.file,
+        stack: split_total.stack,
+        other: split_total.other,
+        agent_processes: live.len() as u32,
+        live_bytes: sum(live.iter().map(|s| Some(s.counters.live_bytes))),
+        live_blocks: sum(live.iter().map(|s| Some(s.counters.live_blocks))),
+        handed_out: stats(|a| a.handed_out),
+        free_resident: stats(|a| a.free_resident),
+        returned: stats(|a| a.returned),
+        metadata: stats(|a| a.metadata),
+        heap_total: stats(|a| a.heap_total),
+        free_chunks: stats(|a| a.free_chunks),
+    };
+    Some((sample, processes))
+}
+
+fn rss_of(pid: u32) -> u64 {
+    procmem::ResidentSampler::new(pid, procmem::SamplerOptions::default())
+        .ok()
+        .and_then(|mut s| s.sample().ok())
+        .map_or(0, |s| s.rss)
+}
+
+fn gdb_reading(
+    pid: u32,
+    options: &WatchOptions,
+    start: Instant,
+    trim: bool,
+    outcome: &mut WatchOutcome,
+    on_event: &mut dyn FnMut(Event),
+) {
+    let t_s = start.elapsed().as_secs_f64();
+    let rss_before = rss_of(pid);
+    let read = gdb::read_malloc_info(pid, &options.scratch, trim);
+    let rss_after = rss_of(pid);
+    let reading = match read {
+        Ok(r) => {
+            let stats = match agent::parse_malloc_info(&r.xml) {
+                Ok(heap) => Some(agent::glibc_stats(&heap, None)),
+                Err(e) => {
+                    outcome
+                        .warnings
+                        .push(format!("malloc_info of process {pid} not understood: {e}"));
+                    None
+                }
+            };
+            on_event(Event::Note(format!(
+                "read glibc's statistics of process {pid} through gdb: the process was paused {:.0} ms",
+                r.pause_ms
+            )));
+            GdbReading {
+                t_s,
+                pause_ms: r.pause_ms,
+                gdb_ms: r.gdb_ms,
+                stats,
+                trim_returned: r.trim_returned,
+                // With the trim: the RSS around malloc_trim itself, not around the whole attach.
+                rss_before: r.trim_rss.map_or(rss_before, |t| t.0),
+                rss_after: r.trim_rss.map_or(rss_after, |t| t.1),
+                error: None,
+            }
+        }
+        Err(e) => {
+            let text = e.to_string();
+            if !outcome.warnings.contains(&text) {
+                outcome.warnings.push(text.clone());
+            }
+            if matches!(e, GdbError::NoGdb | GdbError::NotGlibc { .. }) && !outcome.gdb.is_empty() {
+                return;
+            }
+            GdbReading {
+                t_s,
+                pause_ms: 0.0,
+                gdb_ms: 0.0,
+                stats: None,
+                trim_returned: None,
+                rss_before,
+                rss_after,
+                error: Some(text),
+            }
+        }
+    };
+    outcome.gdb.push(reading);
+}
+
+fn trim_probe(
+    dir: &Path,
+    processes: &[ProcessFigures],
+    options: &WatchOptions,
+    outcome: &mut WatchOutcome,
+    on_event: &mut dyn FnMut(Event),
+) {
+    let asked_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut waiting: Vec<u32> = Vec::new();
+    for p in processes.iter().filter(|p| p.snapshot.is_some()) {
+        match agent::request_trim(dir, p.pid) {
+            Ok(()) => waiting.push(p.pid),
+            Err(e) => outcome
+                .warnings
+                .push(format!("trim probe of process {}: {e}", p.pid)),
+        }
+    }
+    if waiting.is_empty() {
+        return;
+    }
+    on_event(Event::Note(format!(
+        "trim probe: asked {} process(es) to give free memory back",
+        waiting.len()
+    )));
+    // The agent acts at its next interval.
+    let deadline = Instant::now() + (options.interval * 3).max(Duration::from_secs(3));
+    while !waiting.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(snaps) = agent::read_snapshots(dir) else {
+            continue;
+        };
+        waiting.retain(|pid| {
+            let done = snaps.iter().find(|s| {
+                s.pid == *pid && s.trim.as_ref().is_some_and(|t| t.at_unix_ns >= asked_ns)
+            });
+            match done.and_then(|s| s.trim.as_ref().map(|t| (s, t))) {
+                Some((s, t)) => {
+                    outcome.trim.push(TrimProbe {
+                        pid: *pid,
+                        call: trim_call(&s.allocator.allocator).into(),
+                        rss_before: t.rss_before,
+                        rss_after: t.rss_after,
+                        free_resident_before: t.free_resident_before,
+                        free_resident_after: t.free_resident_after,
+                    });
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+    for pid in waiting {
+        outcome.warnings.push(format!(
+            "trim probe: process {pid} did not answer within {:.0} s",
+            (options.interval * 3)
+                .max(Duration::from_secs(3))
+                .as_secs_f64()
+        ));
+    }
+}
+
+/// The call each allocator's trim is made with (shim/agent, docs/memory-metrics.md).
+pub fn trim_call(allocator: &str) -> &'static str {
+    match allocator {
+        "glibc" => "malloc_trim(0)",
+        "jemalloc" => "jemalloc's arena purge",
+        "tcmalloc" => "tcmalloc's ReleaseFreeMemory()",
+        "mimalloc" => "mi_collect(true)",
+        "tbbmalloc" => "scalable_allocation_command(TBBMALLOC_CLEAN_ALL_BUFFERS)",
+        _ => "the allocator's trim",
+    }
+}

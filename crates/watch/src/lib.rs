@@ -1,0 +1,26 @@
+//! `alloclens watch`: a program's memory over minutes to weeks, and why its RSS grows.
+//!
+//! [`engine::watch`] starts the command (with the allocator variant and the `agent` preloaded) or
+//! follows a running process, samples its whole tree every interval (RSS and PSS through
+//! `procmem`, the RSS split from smaps, the agent's live bytes and allocator statistics, or glibc's
+//! through gdb for `--pid`) into a [`history::History`] bounded in memory and on disk, and
+//! [`verdict::classify`] tells leak, fragmentation, retention or stable from robust trends
+//! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read. Nothing here prints.
+//! Formats and definitions: docs/watch.md.
+
+pub mod engine;
+pub mod gdb;
+pub mod history;
+pub mod results;
+pub mod slope;
+pub mod verdict;
+
+pub use engine::{
+    check_pid, watch, Ending, Event, ExitStatus, GdbReading, ProcessFigures, Target, TrimProbe,
+    WatchError, WatchOptions, WatchOutcome,
+};
+pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
+pub use results::{
+    assemble, write_results, WatchDir, WatchResults, AGENT_DIR, SAMPLES_CSV, WATCH_JSON,
+};
+pub use verdict::{Class, Verdict};

@@ -1,0 +1,265 @@
+//! DIR/watch.json: the watch's format, written and read here (docs/watch.md). Written once at the
+//! start (`ending: null`, so a killed watch still says what it watched) and replaced at the end,
+//! each time beside the file and renamed over it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Ending, ExitStatus, GdbReading, ProcessFigures, TrimProbe, WatchOutcome};
+use crate::history::{read_samples, WatchSample};
+use crate::verdict::{classify, HeldFree, TrimResult, Verdict, VerdictInput};
+
+pub const SCHEMA_VERSION: u32 = 1;
+pub const WATCH_JSON: &str = "watch.json";
+pub const SAMPLES_CSV: &str = "samples.csv";
+/// The agent's snapshot files (one per live process, replaced in place).
+pub const AGENT_DIR: &str = "agent";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WatchResults {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub created: String,
+    /// The command started (empty with `--pid`).
+    pub command: Vec<String>,
+    /// `--pid`: the process watched.
+    pub pid: Option<u32>,
+    /// The root process of the watched tree.
+    pub root_pid: Option<u32>,
+    /// `-a`: the allocator variant's label and settings.
+    pub variant: Option<String>,
+    /// The allocator that really serves malloc (the agent's or gdb's view).
+    pub allocator: Option<String>,
+    pub interval_s: f64,
+    pub duration_s: Option<f64>,
+    pub started_unix_ms: u64,
+    /// null while the watch runs (or when it was killed).
+    pub ending: Option<Ending>,
+    pub exit: Option<ExitStatus>,
+    pub still_running: bool,
+    pub samples_taken: u64,
+    pub samples_kept: u64,
+    pub verdict: Option<Verdict>,
+    pub first: Option<WatchSample>,
+    pub last: Option<WatchSample>,
+    pub peak_rss: u64,
+    pub processes: Vec<ProcessFigures>,
+    pub gdb: Vec<GdbReading>,
+    pub trim: Vec<TrimProbe>,
+    pub warnings: Vec<String>,
+    pub incomplete_files: Vec<String>,
+    /// alloclens's own CPU time over the watch, s.
+    pub cpu_s: f64,
+}
+
+/// Writes `results` to DIR/watch.json, beside it first then renamed over it.
+pub fn write_results(dir: &Path, results: &WatchResults) -> std::io::Result<()> {
+    let path = dir.join(WATCH_JSON);
+    let tmp = dir.join("watch.json.tmp");
+    let mut text = serde_json::to_vec_pretty(results).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
+}
+
+/// A watch directory read back: watch.json (when there is one) and samples.csv.
+pub struct WatchDir {
+    pub path: PathBuf,
+    pub results: WatchResults,
+    pub samples: Vec<WatchSample>,
+}
+
+impl WatchDir {
+    /// Whether `dir` is a watch directory (has a watch.json naming no `run`, or a samples.csv with
+    /// watch columns).
+    pub fn is_watch_dir(dir: &Path) -> bool {
+        dir.join(WATCH_JSON).is_file()
+    }
+
+    pub fn load(dir: &Path) -> std::io::Result<WatchDir> {
+        let json = std::fs::read(dir.join(WATCH_JSON))?;
+        let mut results: WatchResults = serde_json::from_slice(&json).map_err(|e| {
+            std::io::Error::other(format!("{}: {e}", dir.join(WATCH_JSON).display()))
+        })?;
+        if results.schema_version > SCHEMA_VERSION {
+            return Err(std::io::Error::other(format!(
+                "{} has schema version {}, this alloclens reads up to {SCHEMA_VERSION}: use a newer alloclens",
+                dir.join(WATCH_JSON).display(),
+                results.schema_version
+            )));
+        }
+        let samples = read_samples(&dir.join(SAMPLES_CSV)).unwrap_or_default();
+        // A killed watch: the verdict from what samples.csv kept.
+        if results.verdict.is_none() && !samples.is_empty() {
+            results.verdict = Some(classify(&verdict_input(&results, &samples)));
+            results.samples_kept = samples.len() as u64;
+            results.first = samples.first().cloned();
+            results.last = samples.last().cloned();
+            results.peak_rss = samples.iter().map(|s| s.rss).max().unwrap_or(0);
+        }
+        Ok(WatchDir {
+            path: dir.to_path_buf(),
+            results,
+            samples,
+        })
+    }
+}
+
+/// The series and facts the verdict is computed from.
+pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> VerdictInput {
+    let series = |f: fn(&WatchSample) -> Option<u64>| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| f(s).map(|v| (s.t_s, v as f64)))
+            .collect()
+    };
+    let mut input = VerdictInput {
+        rss: series(|s| Some(s.rss)),
+        heap: series(|s| Some(s.heap)),
+        live: series(|s| s.live_bytes),
+        live_blocks: series(|s| s.live_blocks),
+        live_name: "live bytes".into(),
+        free: series(|s| s.free_resident),
+        command: results.command.clone(),
+        allocator: results.allocator.clone(),
+        ..Default::default()
+    };
+    // The agent's last figures, summed over the processes.
+    let snaps: Vec<&agent::Snapshot> = results
+        .processes
+        .iter()
+        .filter_map(|p| p.snapshot.as_ref())
+        .collect();
+    if let Some(first) = snaps.first() {
+        let free: Option<u64> = snaps
+            .iter()
+            .filter_map(|s| s.allocator.free_resident)
+            .reduce(|a, b| a + b);
+        if let Some(free) = free {
+            input.held = Some(HeldFree {
+                allocator: first.allocator.allocator.clone(),
+                free,
+                handed_out: snaps
+                    .iter()
+                    .filter_map(|s| s.allocator.handed_out)
+                    .reduce(|a, b| a + b),
+                free_chunks: snaps
+                    .iter()
+                    .filter_map(|s| s.allocator.free_chunks)
+                    .reduce(|a, b| a + b),
+                arenas: snaps.iter().map(|s| s.allocator.arenas.len()).sum(),
+            });
+        }
+    }
+    // `--pid`: glibc's in-use and free bytes from the gdb readings.
+    let readings: Vec<&GdbReading> = results.gdb.iter().filter(|g| g.stats.is_some()).collect();
+    if input.live.is_empty() && !readings.is_empty() {
+        input.live_blocks.clear();
+        input.live_name = "in-use bytes (malloc_info)".into();
+        input.live = readings
+            .iter()
+            .filter_map(|g| g.stats.as_ref()?.handed_out.map(|v| (g.t_s, v as f64)))
+            .collect();
+        input.free = readings
+            .iter()
+            .filter_map(|g| g.stats.as_ref()?.free_resident.map(|v| (g.t_s, v as f64)))
+            .collect();
+        if let Some(last) = readings.last().and_then(|g| g.stats.as_ref()) {
+            input.held = last.free_resident.map(|free| HeldFree {
+                allocator: "glibc".into(),
+                free,
+                handed_out: last.handed_out,
+                free_chunks: last.free_chunks,
+                arenas: last.arenas.len(),
+            });
+        }
+    }
+    if input.live.len() == 1 {
+        // One reading is no trend.
+        input.live.clear();
+        input.free.clear();
+    }
+    let rss_before: u64 = results.trim.iter().map(|t| t.rss_before).sum();
+    let rss_after: u64 = results.trim.iter().map(|t| t.rss_after).sum();
+    if !results.trim.is_empty() {
+        input.trim = Some(TrimResult {
+            call: trim_call_static(&results.trim[0].call),
+            rss_before,
+            rss_after,
+        });
+    } else if let Some(g) = results.gdb.iter().rev().find(|g| g.trim_returned.is_some()) {
+        input.trim = Some(TrimResult {
+            call: "malloc_trim(0)",
+            rss_before: g.rss_before,
+            rss_after: g.rss_after,
+        });
+    }
+    input
+}
+
+fn trim_call_static(call: &str) -> &'static str {
+    ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
+        .into_iter()
+        .map(crate::engine::trim_call)
+        .find(|c| *c == call)
+        .unwrap_or("the allocator's trim")
+}
+
+/// The results of a finished watch, its verdict computed.
+pub fn assemble(
+    mut base: WatchResults,
+    outcome: WatchOutcome,
+    installed: &[String],
+) -> WatchResults {
+    base.root_pid = Some(outcome.root_pid);
+    base.started_unix_ms = outcome.started_unix_ms;
+    base.ending = Some(outcome.ending);
+    base.exit = outcome.exit;
+    base.still_running = outcome.still_running;
+    base.samples_taken = outcome.samples_taken;
+    base.samples_kept = outcome.samples.len() as u64;
+    base.first = outcome.samples.first().cloned();
+    base.last = outcome.samples.last().cloned();
+    base.peak_rss = outcome.samples.iter().map(|s| s.rss).max().unwrap_or(0);
+    base.processes = outcome.processes;
+    base.gdb = outcome.gdb;
+    base.trim = outcome.trim;
+    base.warnings.extend(outcome.warnings);
+    base.incomplete_files = outcome.write_problems;
+    base.cpu_s = outcome.cpu_s;
+    if base.allocator.is_none() {
+        base.allocator = base
+            .processes
+            .iter()
+            .find_map(|p| p.snapshot.as_ref())
+            .map(|s| s.allocator.allocator.clone())
+            .or_else(|| {
+                base.gdb
+                    .iter()
+                    .any(|g| g.stats.is_some())
+                    .then(|| "glibc".to_string())
+            });
+    }
+    // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an
+    // unknown library): said once.
+    let snaps: Vec<&agent::Snapshot> = base
+        .processes
+        .iter()
+        .filter_map(|p| p.snapshot.as_ref())
+        .collect();
+    if let Some(s) = snaps
+        .iter()
+        .find(|s| s.allocator.handed_out.is_none() && s.allocator.free_resident.is_none())
+    {
+        base.warnings.push(format!(
+            "{} does not report the bytes it holds free (docs/memory-metrics.md, \"Allocator statistics\"): the verdict rests on RSS, the smaps split and live bytes",
+            s.allocator.allocator
+        ));
+    }
+    let mut input = verdict_input(&base, &outcome.samples);
+    input.installed = installed.to_vec();
+    base.verdict = Some(classify(&input));
+    base
+}

@@ -1,0 +1,734 @@
+//! The verdict: why RSS moves, with figures. Trends are Theil-Sen slopes over the window
+//! ([`crate::slope`]); the classes and their thresholds are defined in docs/memory-metrics.md ("The verdict").
+
+use serde::{Deserialize, Serialize};
+use trace::{human_bytes, human_count};
+
+use crate::slope::{median, theil_sen};
+
+/// What the window shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Live bytes grow: the program keeps what it allocates.
+    Leak,
+    /// RSS grows while live bytes do not, and the allocator's free memory grows with it.
+    Fragmentation,
+    /// The allocator keeps memory the program freed (the live set shrank and RSS did not follow, or
+    /// a trim gave back a large share).
+    Retention,
+    /// RSS grows outside malloc's heap (files, stacks, shared memory): not the allocator.
+    OutsideHeap,
+    /// Nothing grows and nothing large is kept.
+    Stable,
+    /// Too few samples to say anything.
+    Undetermined,
+}
+
+impl Class {
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Leak => "leak",
+            Class::Fragmentation => "fragmentation",
+            Class::Retention => "retention",
+            Class::OutsideHeap => "outside-heap",
+            Class::Stable => "stable",
+            Class::Undetermined => "undetermined",
+        }
+    }
+}
+
+/// What the allocator said last about the free memory it holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldFree {
+    pub allocator: String,
+    /// Free bytes still resident (allocator's `free_resident`).
+    pub free: u64,
+    /// Bytes handed out to the program (in use).
+    pub handed_out: Option<u64>,
+    pub free_chunks: Option<u64>,
+    pub arenas: usize,
+}
+
+/// What a trim probe (malloc_trim(0) or the allocator's purge) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrimResult {
+    /// The allocator's call, for the sentence ("malloc_trim(0)").
+    #[serde(skip)]
+    pub call: &'static str,
+    pub rss_before: u64,
+    pub rss_after: u64,
+}
+
+impl TrimResult {
+    pub fn returned(&self) -> u64 {
+        self.rss_before.saturating_sub(self.rss_after)
+    }
+}
+
+/// Everything the verdict is computed from. Each series is (seconds since the start, bytes).
+#[derive(Debug, Clone, Default)]
+pub struct VerdictInput {
+    pub rss: Vec<(f64, f64)>,
+    /// The heap part of the smaps split ([heap] + private anonymous mappings).
+    pub heap: Vec<(f64, f64)>,
+    /// The program's live bytes (the agent), or glibc's in-use bytes read through gdb.
+    pub live: Vec<(f64, f64)>,
+    /// The number of live blocks (the agent), when known: with `live`, the average size of what
+    /// grows.
+    pub live_blocks: Vec<(f64, f64)>,
+    /// How `live` was measured, for the sentences ("live bytes", "in-use bytes").
+    pub live_name: String,
+    /// Free bytes the allocator holds, resident.
+    pub free: Vec<(f64, f64)>,
+    pub held: Option<HeldFree>,
+    pub trim: Option<TrimResult>,
+    /// The watched command (for the remedy's command line); empty for `--pid` (then `CMD`).
+    pub command: Vec<String>,
+    /// The allocator serving malloc (glibc, jemalloc, ...), if known.
+    pub allocator: Option<String>,
+    /// Installed allocators, so the remedy names only those.
+    pub installed: Vec<String>,
+}
+
+/// The trend of one series over the window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Trend {
+    /// Theil-Sen slope, bytes per hour.
+    pub per_hour: f64,
+    /// The slope times the window: the change the trend stands for, in bytes.
+    pub change: f64,
+    pub first: f64,
+    pub last: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub class: Class,
+    /// Seconds between the first and the last sample used.
+    pub window_s: f64,
+    /// Seconds of warm-up left out at the start ([`warmup_end`]).
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// A change counts as growth from this many bytes: max(1 MiB, 5 % of the median RSS).
+    pub threshold: f64,
+    pub rss: Option<Trend>,
+    pub heap: Option<Trend>,
+    pub live: Option<Trend>,
+    pub free: Option<Trend>,
+    /// The sentences, headline first: figures, then the class and why.
+    pub evidence: Vec<String>,
+    /// What to try, in words, and the commands that test it.
+    pub remedy: Vec<String>,
+    pub commands: Vec<String>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn trend(series: &[(f64, f64)], window: f64) -> Option<Trend> {
+    let slope = theil_sen(series)?;
+    Some(Trend {
+        per_hour: slope * 3600.0,
+        change: slope * window,
+        first: series.first()?.1,
+        last: series.last()?.1,
+    })
+}
+
+/// "+410.0 MiB" / "-3.0 MiB" / "+0 B".
+pub fn signed_bytes(v: f64) -> String {
+    let sign = if v < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", human_bytes(v.abs().round() as u64))
+}
+
+/// "2 h", "5.0 min", "42 s".
+pub fn human_duration(s: f64) -> String {
+    if s >= 7200.0 {
+        format!("{:.0} h", s / 3600.0)
+    } else if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 120.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// The end of the warm-up: a program that fills its memory at the start (a cache, a server
+/// loading its data) and then holds it must not pass for one that grows. The warm-up ends at the
+/// first sample whose RSS reaches 80 % of the way from the lowest RSS to the median RSS of the
+/// second half; it counts only when that is within the first quarter of the watch (otherwise RSS
+/// grows all along, and the whole window is kept). Returns the time the window starts.
+pub fn warmup_end(rss: &[(f64, f64)]) -> f64 {
+    let (Some(first), Some(last)) = (rss.first(), rss.last()) else {
+        return 0.0;
+    };
+    if rss.len() < 8 {
+        return first.0;
+    }
+    let mut second: Vec<f64> = rss[rss.len() / 2..].iter().map(|p| p.1).collect();
+    let level = median(&mut second).unwrap_or(0.0);
+    let low = rss.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    if level - low < MIB {
+        return first.0;
+    }
+    let target = low + 0.8 * (level - low);
+    match rss.iter().find(|p| p.1 >= target) {
+        Some(p) if p.0 - first.0 <= 0.25 * (last.0 - first.0) => p.0,
+        _ => first.0,
+    }
+}
+
+pub fn classify(input: &VerdictInput) -> Verdict {
+    let start = warmup_end(&input.rss);
+    let after = |s: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        s.iter().copied().filter(|p| p.0 >= start).collect()
+    };
+    let warmup_s = input.rss.first().map_or(0.0, |p| start - p.0);
+    let input = &VerdictInput {
+        rss: after(&input.rss),
+        heap: after(&input.heap),
+        live: after(&input.live),
+        live_blocks: after(&input.live_blocks),
+        free: after(&input.free),
+        ..input.clone()
+    };
+    let window = match (input.rss.first(), input.rss.last()) {
+        (Some(a), Some(b)) => b.0 - a.0,
+        _ => 0.0,
+    };
+    let mut rss_levels: Vec<f64> = input.rss.iter().map(|p| p.1).collect();
+    let threshold = median(&mut rss_levels).map_or(MIB, |m| (0.05 * m).max(MIB));
+    let rss = trend(&input.rss, window);
+    let heap = trend(&input.heap, window);
+    let live = trend(&input.live, window);
+    let free = trend(&input.free, window);
+    let mut v = Verdict {
+        class: Class::Undetermined,
+        window_s: window,
+        warmup_s,
+        threshold,
+        rss,
+        heap,
+        live,
+        free,
+        evidence: Vec::new(),
+        remedy: Vec::new(),
+        commands: Vec::new(),
+    };
+    let Some(rss) = rss.filter(|_| input.rss.len() >= 3) else {
+        v.evidence.push(format!(
+            "{} sample(s): too few for a trend; watch longer",
+            input.rss.len()
+        ));
+        return v;
+    };
+    let live_name = if input.live_name.is_empty() {
+        "live bytes"
+    } else {
+        &input.live_name
+    };
+    let mut span = human_duration(window);
+    if warmup_s > 0.0 {
+        span.push_str(&format!(" (after {} of warm-up)", human_duration(warmup_s)));
+    }
+    let mut headline = format!("RSS {} in {span}", signed_bytes(rss.change));
+    if let Some(l) = live {
+        headline.push_str(&format!(" while {live_name} {}", signed_bytes(l.change)));
+    } else {
+        headline.push_str(&format!(" ({live_name} not measured)"));
+    }
+    let grows = |c: f64| c >= threshold;
+    let rss_grows = grows(rss.change);
+    let live_grows = live.is_some_and(|l| grows(l.change));
+    let unexplained = rss.change - live.map_or(0.0, |l| l.change.max(0.0));
+
+    v.class = if live_grows {
+        headline.push_str(": a leak");
+        Class::Leak
+    } else if rss_grows {
+        let free_grows = free.is_some_and(|f| f.change >= 0.5 * unexplained);
+        let heap_grows = heap.is_some_and(|h| h.change >= 0.5 * rss.change);
+        if live.is_some() {
+            headline.push_str(": not a leak");
+        }
+        if free_grows || (free.is_none() && heap_grows) {
+            Class::Fragmentation
+        } else if heap.is_some() && !heap_grows {
+            Class::OutsideHeap
+        } else {
+            Class::Fragmentation
+        }
+    } else if retained(input, live, threshold) {
+        Class::Retention
+    } else {
+        Class::Stable
+    };
+    v.evidence.push(format!("{headline}."));
+    held_sentence(input, &mut v);
+    trim_sentence(input, &mut v);
+    explain(input, &mut v, rss, live_name);
+    remedy(input, &mut v);
+    v
+}
+
+/// Memory kept after the live set shrank, or given back in large amounts by a trim.
+fn retained(input: &VerdictInput, live: Option<Trend>, threshold: f64) -> bool {
+    if let Some(t) = input.trim {
+        let rss_level = input.rss.last().map_or(0.0, |p| p.1);
+        if t.returned() as f64 >= threshold.max(0.10 * rss_level) {
+            return true;
+        }
+    }
+    // The live set's peak and the RSS then, against the end.
+    let (Some(_), Some(peak)) = (
+        live,
+        input
+            .live
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1)),
+    ) else {
+        return false;
+    };
+    let live_end = input.live.last().map_or(0.0, |p| p.1);
+    let drop = peak.1 - live_end;
+    if drop < threshold.max(0.2 * peak.1) {
+        return false;
+    }
+    let rss_at_peak = input
+        .rss
+        .iter()
+        .min_by(|a, b| (a.0 - peak.0).abs().total_cmp(&(b.0 - peak.0).abs()))
+        .map_or(0.0, |p| p.1);
+    let rss_end = input.rss.last().map_or(0.0, |p| p.1);
+    rss_at_peak - rss_end < 0.5 * drop
+}
+
+fn held_sentence(input: &VerdictInput, v: &mut Verdict) {
+    let Some(h) = &input.held else { return };
+    let mut s = format!("{} holds {} free", h.allocator, human_bytes(h.free));
+    if let Some(c) = h.free_chunks {
+        s.push_str(&format!(" in {} chunks", human_count(c)));
+    }
+    if let Some(out) = h.handed_out {
+        let heap = out + h.free;
+        if heap > 0 {
+            s.push_str(&format!(
+                " ({:.0} % of the heap)",
+                100.0 * h.free as f64 / heap as f64
+            ));
+        }
+    }
+    if h.arenas > 0 {
+        s.push_str(&format!(
+            " across {} arena{}",
+            h.arenas,
+            if h.arenas == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(f) = v.free {
+        s.push_str(&format!(", {} over the window", signed_bytes(f.change)));
+    }
+    match v.class {
+        Class::Fragmentation => s.push_str(": fragmentation"),
+        Class::Retention => s.push_str(": retention"),
+        _ => {}
+    }
+    v.evidence.push(format!("{s}."));
+}
+
+fn trim_sentence(input: &VerdictInput, v: &mut Verdict) {
+    if let Some(t) = input.trim {
+        v.evidence.push(format!(
+            "{} returned {} when tried (RSS {} -> {}).",
+            if t.call.is_empty() { "A trim" } else { t.call },
+            human_bytes(t.returned()),
+            human_bytes(t.rss_before),
+            human_bytes(t.rss_after)
+        ));
+    }
+}
+
+fn explain(input: &VerdictInput, v: &mut Verdict, rss: Trend, live_name: &str) {
+    let per_hour = |t: Trend| format!("{}/h", signed_bytes(t.per_hour));
+    let line = match v.class {
+        Class::Leak => {
+            // What grows, on average: the live bytes' change over the live blocks' change.
+            let blocks = theil_sen(&input.live_blocks).map(|b| b * v.window_s);
+            let sizes = match (v.live, blocks) {
+                (Some(l), Some(b)) if b >= 1.0 => format!(
+                    " in {} more live blocks of {} on average",
+                    human_count(b.round() as u64),
+                    human_bytes((l.change / b).max(0.0).round() as u64)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "Verdict: leak. {live_name} grow {} (RSS {}){sizes}: the program keeps what it allocates.",
+                v.live.map(per_hour).unwrap_or_default(),
+                per_hour(rss)
+            )
+        }
+        Class::Fragmentation if v.free.is_some() => format!(
+            "Verdict: fragmentation. RSS grows {} and the allocator's free memory with it, while {live_name} do not: memory the allocator can neither reuse nor return.",
+            per_hour(rss)
+        ),
+        Class::Fragmentation => format!(
+            "Verdict: fragmentation (likely). RSS grows {} in the heap while {live_name} do not; the allocator does not report its free memory{}.",
+            per_hour(rss),
+            if v.live.is_none() { ", and live bytes were not measured: a leak is not ruled out" } else { "" }
+        ),
+        Class::Retention => format!(
+            "Verdict: retention. RSS holds while the program's {live_name} do not need it: the allocator keeps freed memory (returned by a trim or a decay setting)."
+        ),
+        Class::OutsideHeap => format!(
+            "Verdict: growth outside the heap. RSS grows {} but the heap does not (heap {}): file mappings, stacks or shared memory, not the allocator.",
+            per_hour(rss),
+            v.heap.map(|h| signed_bytes(h.change)).unwrap_or_default()
+        ),
+        Class::Stable => format!(
+            "Verdict: stable. RSS {} in {} (below the {} threshold){}.",
+            signed_bytes(rss.change),
+            human_duration(v.window_s),
+            human_bytes(v.threshold as u64),
+            if input.trim.is_some() { ", and a trim gives little back" } else { "" }
+        ),
+        Class::Undetermined => return,
+    };
+    v.evidence.push(line);
+}
+
+/// Quotes a command line for a POSIX shell (words with only safe characters stay as they are).
+pub fn shell_line(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            let safe = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if safe {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn remedy(input: &VerdictInput, v: &mut Verdict) {
+    let cmd = if input.command.is_empty() {
+        "CMD".to_string()
+    } else {
+        shell_line(&input.command)
+    };
+    let has = |a: &str| input.installed.iter().any(|i| i == a);
+    let allocator = input.allocator.as_deref().unwrap_or("glibc");
+    let mut variants: Vec<&str> = Vec::new();
+    match v.class {
+        Class::Leak => {
+            v.remedy.push(
+                "Fix the program: find which allocations stay alive (by size, phase and process) with a trace:".into(),
+            );
+            v.commands
+                .push(format!("alloclens record -o watch.alt -- {cmd}"));
+            v.commands.push("alloclens analyze watch.alt".into());
+            return;
+        }
+        Class::Fragmentation | Class::Retention if allocator == "glibc" => {
+            v.remedy.push(if v.class == Class::Fragmentation {
+                "Try an allocator that bounds fragmentation (jemalloc, mimalloc), or glibc with fewer arenas (MALLOC_ARENA_MAX):".into()
+            } else {
+                "Make the allocator give memory back: glibc with a lower M_TRIM_THRESHOLD and fewer arenas, or jemalloc with a decay time:".into()
+            });
+            variants.push("glibc");
+            variants.push("glibc:arena_max=2");
+            if v.class == Class::Retention {
+                variants.push("glibc:trim_threshold=128k");
+            }
+            if has("jemalloc") {
+                variants.push("jemalloc");
+                variants.push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0");
+            }
+            if has("mimalloc") {
+                variants.push("mimalloc");
+            }
+        }
+        Class::Fragmentation | Class::Retention => {
+            v.remedy.push(format!(
+                "Compare {allocator} with its purging settings and other allocators (a quiet program keeps dirty pages unless a background thread or a short decay purges them):"
+            ));
+            variants.push(allocator);
+            if allocator == "jemalloc" {
+                variants
+                    .push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0,background_thread=true");
+            }
+            variants.push("glibc");
+            if has("mimalloc") && allocator != "mimalloc" {
+                variants.push("mimalloc");
+            }
+        }
+        _ => return,
+    }
+    v.commands.push(format!(
+        "alloclens run -r 1 -a {} -- {cmd}",
+        variants.join(",")
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: f64 = MIB;
+
+    /// `n` points one minute apart of `f(i)` MiB.
+    fn series(n: usize, f: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
+        (0..n).map(|i| (60.0 * i as f64, f(i) * M)).collect()
+    }
+
+    fn input(rss: Vec<(f64, f64)>, live: Vec<(f64, f64)>, free: Vec<(f64, f64)>) -> VerdictInput {
+        VerdictInput {
+            heap: rss.iter().map(|p| (p.0, p.1 * 0.9)).collect(),
+            rss,
+            live,
+            free,
+            live_name: "live bytes".into(),
+            command: vec!["./server".into(), "--port".into(), "80 80".into()],
+            allocator: Some("glibc".into()),
+            installed: vec!["glibc".into(), "jemalloc".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn live_growing_with_rss_is_a_leak() {
+        // 121 points over 2 h: RSS 100 -> 340 MiB, live 50 -> 290 MiB (2 MiB per minute each).
+        let i = input(
+            series(121, |i| 100.0 + 2.0 * i as f64),
+            series(121, |i| 50.0 + 2.0 * i as f64),
+            series(121, |_| 10.0),
+        );
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Leak);
+        assert_eq!(v.window_s, 7200.0);
+        // 2 MiB/min = 120 MiB/h, 240 MiB over the window, for both.
+        let live = v.live.unwrap();
+        assert!((live.per_hour - 120.0 * M).abs() < 1.0, "{live:?}");
+        assert!((v.rss.unwrap().change - 240.0 * M).abs() < 1.0);
+        assert_eq!(
+            v.evidence[0],
+            "RSS +240.0 MiB in 2 h while live bytes +240.0 MiB: a leak."
+        );
+        assert!(
+            v.commands[0].starts_with("alloclens record"),
+            "{:?}",
+            v.commands
+        );
+        // no block counts: no average size
+        assert!(!v.evidence[1].contains("on average"), "{:?}", v.evidence);
+        // 240 MiB in 245,760 more blocks: 1 KiB each on average.
+        let mut with_blocks = i.clone();
+        with_blocks.live_blocks = (0..121)
+            .map(|k| (60.0 * k as f64, 2048.0 * k as f64))
+            .collect();
+        let v = classify(&with_blocks);
+        assert!(
+            v.evidence[1].contains("in 245.8 k more live blocks of 1.0 KiB on average"),
+            "{:?}",
+            v.evidence
+        );
+        assert!(v.commands[0].ends_with("./server --port '80 80'"));
+    }
+
+    #[test]
+    fn rss_growing_with_free_while_live_flat_is_fragmentation() {
+        // the issue's example: RSS +410 MiB in 2 h, live +3 MiB, free grows with RSS.
+        let mut i = input(
+            series(121, |i| 900.0 + 410.0 * i as f64 / 120.0),
+            series(121, |i| 800.0 + 3.0 * i as f64 / 120.0),
+            series(121, |i| 100.0 + 380.0 * i as f64 / 120.0),
+        );
+        i.held = Some(HeldFree {
+            allocator: "glibc".into(),
+            free: 380 << 20,
+            handed_out: Some(846 << 20),
+            free_chunks: Some(12_000),
+            arenas: 8,
+        });
+        i.trim = Some(TrimResult {
+            call: "malloc_trim(0)",
+            rss_before: 1310 << 20,
+            rss_after: 1020 << 20,
+        });
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Fragmentation);
+        assert_eq!(
+            v.evidence[0],
+            "RSS +410.0 MiB in 2 h while live bytes +3.0 MiB: not a leak."
+        );
+        assert_eq!(
+            v.evidence[1],
+            "glibc holds 380.0 MiB free in 12.0 k chunks (31 % of the heap) across 8 arenas, +380.0 MiB over the window: fragmentation."
+        );
+        assert_eq!(
+            v.evidence[2],
+            "malloc_trim(0) returned 290.0 MiB when tried (RSS 1.3 GiB -> 1020.0 MiB)."
+        );
+        assert_eq!(
+            v.commands,
+            ["alloclens run -r 1 -a glibc,glibc:arena_max=2,jemalloc,jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0 -- ./server --port '80 80'"]
+        );
+    }
+
+    #[test]
+    fn flat_rss_is_stable_and_a_start_up_fill_is_not_growth() {
+        // fills 0 -> 200 MiB in 3 minutes, then flat for 57: the trend is flat.
+        let i = input(
+            series(60, |i| (i.min(3) * 66) as f64 + 10.0),
+            series(60, |i| (i.min(3) * 60) as f64),
+            series(60, |_| 2.0),
+        );
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Stable, "{:?}", v.evidence);
+        assert!(v.commands.is_empty());
+    }
+
+    #[test]
+    fn live_set_shrinking_while_rss_stays_is_retention() {
+        // live 300 MiB for 30 min then 60 MiB; RSS stays at 320 MiB.
+        let i = input(
+            series(60, |_| 320.0),
+            series(60, |i| if i < 30 { 300.0 } else { 60.0 }),
+            series(60, |i| if i < 30 { 10.0 } else { 250.0 }),
+        );
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Retention, "{:?}", v.evidence);
+        assert!(v.commands[0].contains("glibc:trim_threshold=128k"));
+    }
+
+    #[test]
+    fn a_large_trim_means_retention_a_small_one_stable() {
+        let mut i = input(
+            series(30, |_| 500.0),
+            series(30, |_| 200.0),
+            series(30, |_| 290.0),
+        );
+        i.trim = Some(TrimResult {
+            call: "malloc_trim(0)",
+            rss_before: 500 << 20,
+            rss_after: 230 << 20,
+        });
+        assert_eq!(classify(&i).class, Class::Retention);
+        i.trim = Some(TrimResult {
+            call: "malloc_trim(0)",
+            rss_before: 500 << 20,
+            rss_after: 499 << 20,
+        });
+        assert_eq!(classify(&i).class, Class::Stable);
+    }
+
+    #[test]
+    fn growth_outside_the_heap_is_not_the_allocator() {
+        let mut i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            series(60, |_| 50.0),
+            Vec::new(),
+        );
+        i.heap = series(60, |_| 60.0);
+        assert_eq!(classify(&i).class, Class::OutsideHeap);
+    }
+
+    #[test]
+    fn jemalloc_retention_suggests_its_decay_settings() {
+        let mut i = input(
+            series(30, |_| 500.0),
+            series(30, |i| if i < 10 { 400.0 } else { 100.0 }),
+            series(30, |_| 1.0),
+        );
+        i.allocator = Some("jemalloc".into());
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Retention);
+        assert!(
+            v.commands[0].contains("-a jemalloc,jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0,background_thread=true,glibc"),
+            "{:?}",
+            v.commands
+        );
+    }
+
+    #[test]
+    fn a_fill_then_a_noisy_plateau_is_left_out_as_warm_up() {
+        // 28 samples, 0.25 s apart: 13 -> 60 MiB in 1 s, then 56..72 MiB up and down (what
+        // jemalloc:dirty_decay_ms=0 did under the cache workload).
+        let plateau = [
+            60.0, 63.0, 58.0, 56.0, 59.0, 60.0, 61.0, 60.0, 67.0, 61.0, 56.0, 56.0, 59.0, 61.0,
+            62.0, 62.0, 70.0, 72.0, 59.0, 58.0, 61.0, 63.0, 58.0, 58.0,
+        ];
+        let rss: Vec<(f64, f64)> = [13.0, 18.0, 30.0, 45.0]
+            .iter()
+            .chain(&plateau)
+            .enumerate()
+            .map(|(i, v)| (0.25 * i as f64, v * M))
+            .collect();
+        // low 13, second-half median 60.5: 80 % of the way is 50.6 MiB, first reached at 1 s.
+        assert_eq!(warmup_end(&rss), 1.0);
+        let live: Vec<(f64, f64)> = rss.iter().map(|p| (p.0, 35.0 * M)).collect();
+        let i = input(rss, live, Vec::new());
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Stable, "{:?}", v.evidence);
+        assert_eq!(v.warmup_s, 1.0);
+        assert!(v.evidence[0].starts_with("RSS +"), "{:?}", v.evidence);
+        assert!(
+            v.evidence[0].contains("in 6 s (after 1 s of warm-up)"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    #[test]
+    fn steady_growth_keeps_its_whole_window() {
+        // linear from 100 to 340: 80 % of the way to the second half's median is past a quarter.
+        let rss = series(121, |i| 100.0 + 2.0 * i as f64);
+        assert_eq!(warmup_end(&rss), 0.0);
+    }
+
+    #[test]
+    fn too_few_samples() {
+        let i = input(series(2, |i| i as f64), Vec::new(), Vec::new());
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Undetermined);
+        assert_eq!(
+            v.evidence,
+            ["2 sample(s): too few for a trend; watch longer"]
+        );
+    }
+
+    #[test]
+    fn without_live_bytes_heap_growth_is_likely_fragmentation() {
+        let mut i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            Vec::new(),
+            Vec::new(),
+        );
+        i.live_name = String::new();
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Fragmentation);
+        assert!(
+            v.evidence[0].contains("(live bytes not measured)"),
+            "{:?}",
+            v.evidence
+        );
+        assert!(
+            v.evidence[1].contains("a leak is not ruled out"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let words: Vec<String> = ["sh", "-c", "echo it's"].map(String::from).into();
+        assert_eq!(shell_line(&words), r#"sh -c 'echo it'\''s'"#);
+    }
+}

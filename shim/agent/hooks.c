@@ -1,0 +1,430 @@
+/*
+ * The interposed heap entry points of the watch agent. Each forwards to the next allocator in the
+ * chain (dlsym(RTLD_NEXT), as the record shim's bootstrap.c does) and adds to its thread's
+ * counters: no lock, no system call, no allocation on the way.
+ *
+ * The size counted is the block's usable size (the serving allocator's malloc_usable_size), read
+ * after the allocation and before the free: the one size known at both ends without a table of
+ * blocks. So live bytes are the bytes the program could use, rounded up to the allocator's size
+ * class; requested bytes are counted too (cumulatively).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "agent.h"
+
+AG_HIDDEN struct ag_real ag_real;
+AG_HIDDEN __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
+
+/* ---------------------------------------------------------------------- bootstrap */
+
+/* dlsym may call calloc before the real allocator is known: those calls get static memory, never
+ * returned (free recognises it by address). */
+#define ARENA_BYTES (32 * 1024)
+static _Alignas(64) unsigned char arena[ARENA_BYTES];
+static _Atomic size_t arena_used;
+static __thread volatile int bootstrapping __attribute__((tls_model("initial-exec")));
+
+static void *arena_alloc(size_t size, size_t align)
+{
+    if (align < 16)
+        align = 16;
+    size_t need = size + align + 16;
+    size_t start = atomic_fetch_add(&arena_used, need);
+    if (start + need > ARENA_BYTES)
+        return NULL;
+    uintptr_t p = ((uintptr_t)arena + start + 16 + align - 1) & ~(uintptr_t)(align - 1);
+    ((size_t *)p)[-1] = size;
+    return (void *)p;
+}
+
+static int arena_owns(const void *p)
+{
+    return (const unsigned char *)p >= arena && (const unsigned char *)p < arena + ARENA_BYTES;
+}
+
+#define RESOLVE(field, name) ag_real.field = (__typeof__(ag_real.field))dlsym(RTLD_NEXT, name)
+
+AG_HIDDEN int ag_bootstrap(void)
+{
+    if (AG_LIKELY(ag_real.malloc != NULL))
+        return 0;
+    if (bootstrapping)
+        return -1;
+    bootstrapping = 1;
+    RESOLVE(calloc, "calloc");
+    RESOLVE(realloc, "realloc");
+    RESOLVE(posix_memalign, "posix_memalign");
+    RESOLVE(aligned_alloc, "aligned_alloc");
+    RESOLVE(memalign, "memalign");
+    RESOLVE(valloc, "valloc");
+    RESOLVE(pvalloc, "pvalloc");
+    RESOLVE(usable, "malloc_usable_size");
+    RESOLVE(free, "free");
+    /* malloc last: the fast path tests it. */
+    RESOLVE(malloc, "malloc");
+    bootstrapping = 0;
+    if (!(ag_real.malloc && ag_real.free && ag_real.usable))
+        return -1;
+    /* One usable-size call before any is counted: tcmalloc's first one makes its
+     * MallocExtension with operator new, which would count a block, which would ask its usable
+     * size, ... */
+    ag_tls.busy++;
+    void *p = ag_real.malloc(1);
+    if (p) {
+        ag_real.usable(p);
+        ag_real.free(p);
+    }
+    ag_tls.busy--;
+    return 0;
+}
+
+static inline int ready(void)
+{
+    return AG_LIKELY(ag_real.malloc != NULL) || ag_bootstrap() == 0;
+}
+
+/* ---------------------------------------------------------------------- slots */
+
+#define SLOTS_PER_MAP 64
+
+static struct ag_slot *all_slots;             /* every slot ever made (never unmapped) */
+static struct ag_slot *free_slots;            /* slots of exited threads, for reuse */
+static atomic_flag slots_lock = ATOMIC_FLAG_INIT; /* slot list changes only: once per thread */
+/* Calls that cannot use a thread slot (during a slot change, after the thread's slot went back,
+ * or in a signal handler interrupting one): shared, with locked adds. */
+static struct ag_slot shared;
+static pthread_key_t slot_key;
+static int slot_key_ok;
+
+static void slots_lock_take(void)
+{
+    while (atomic_flag_test_and_set_explicit(&slots_lock, memory_order_acquire))
+        ;
+}
+
+static void slots_lock_give(void)
+{
+    atomic_flag_clear_explicit(&slots_lock, memory_order_release);
+}
+
+/* One instruction, not locked: atomic with respect to a signal handler on the same thread, and
+ * other threads only read. */
+static inline void add(uint64_t *c, uint64_t v)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("addq %1, %0" : "+m"(*c) : "r"(v));
+#else
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+#endif
+}
+
+static void slot_release(void *arg)
+{
+    struct ag_slot *s = arg;
+    ag_tls.slot = NULL;
+    ag_tls.dead = 1; /* the thread's last destructors still free: counted in `shared` */
+    slots_lock_take();
+    s->in_use = 0;
+    s->next_free = free_slots;
+    free_slots = s;
+    slots_lock_give();
+}
+
+static struct ag_slot *slot_take(void)
+{
+    slots_lock_take();
+    struct ag_slot *s = free_slots;
+    if (s) {
+        free_slots = s->next_free;
+    } else {
+        struct ag_slot *map = mmap(NULL, SLOTS_PER_MAP * sizeof *map, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map != MAP_FAILED) {
+            /* Published before use: the reader walks next_all without the lock. */
+            for (int i = SLOTS_PER_MAP - 1; i >= 1; i--) {
+                map[i].next_all = all_slots;
+                atomic_store_explicit((_Atomic(struct ag_slot *) *)&all_slots, &map[i],
+                                      memory_order_release);
+                map[i].next_free = free_slots;
+                free_slots = &map[i];
+            }
+            map[0].next_all = all_slots;
+            atomic_store_explicit((_Atomic(struct ag_slot *) *)&all_slots, &map[0],
+                                  memory_order_release);
+            s = &map[0];
+        }
+    }
+    if (s)
+        s->in_use = 1;
+    slots_lock_give();
+    return s;
+}
+
+AG_HIDDEN void ag_slots_init(void)
+{
+    if (!slot_key_ok && pthread_key_create(&slot_key, slot_release) == 0)
+        slot_key_ok = 1;
+}
+
+/* A thread's first counted call: a slot for it, released when it exits. */
+static __attribute__((noinline)) struct ag_slot *slot_attach(void)
+{
+    struct ag_tls *t = &ag_tls;
+    if (t->dead || !slot_key_ok)
+        return &shared;
+    int saved_errno = errno;
+    t->busy++; /* pthread_setspecific may allocate: that block is the agent's */
+    struct ag_slot *s = slot_take();
+    if (s && pthread_setspecific(slot_key, s) == 0) {
+        t->slot = s;
+    } else if (s) {
+        slot_release(s);
+        t->dead = 0;
+        s = NULL;
+    }
+    t->busy--;
+    errno = saved_errno;
+    return s ? s : &shared;
+}
+
+AG_HIDDEN void ag_counters_read(struct ag_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    struct ag_slot *s = atomic_load_explicit((_Atomic(struct ag_slot *) *)&all_slots,
+                                             memory_order_acquire);
+    struct ag_slot *sh = &shared;
+    for (int pass = 0; pass < 2; pass++) {
+        for (; s; s = pass ? NULL : s->next_all) {
+            out->allocs += __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
+            out->frees += __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
+            out->reallocs += __atomic_load_n(&s->reallocs, __ATOMIC_RELAXED);
+            out->blocks_in += __atomic_load_n(&s->blocks_in, __ATOMIC_RELAXED);
+            out->blocks_out += __atomic_load_n(&s->blocks_out, __ATOMIC_RELAXED);
+            out->bytes_in += __atomic_load_n(&s->bytes_in, __ATOMIC_RELAXED);
+            out->bytes_out += __atomic_load_n(&s->bytes_out, __ATOMIC_RELAXED);
+            out->requested += __atomic_load_n(&s->requested, __ATOMIC_RELAXED);
+        }
+        s = sh;
+    }
+}
+
+AG_HIDDEN void ag_slots_after_fork(void)
+{
+    /* The other threads are gone; their counts stay (their blocks are still in the child's
+     * heap), their slots become free. The lock may have been held by a thread that is gone. */
+    atomic_flag_clear(&slots_lock);
+    free_slots = NULL;
+    for (struct ag_slot *s = all_slots; s; s = s->next_all) {
+        if (s == ag_tls.slot)
+            continue;
+        s->in_use = 0;
+        s->next_free = free_slots;
+        free_slots = s;
+    }
+}
+
+/* ---------------------------------------------------------------------- counting */
+
+/* The slot this call counts into, or NULL when it is not counted (the agent's own calls). */
+static inline struct ag_slot *slot(int *shared_add)
+{
+    struct ag_tls *t = &ag_tls;
+    struct ag_slot *s = t->slot;
+    *shared_add = 0;
+    if (AG_UNLIKELY(t->busy))
+        return NULL;
+    if (AG_UNLIKELY(s == NULL)) {
+        s = slot_attach();
+        *shared_add = s == &shared;
+    }
+    return s;
+}
+
+static inline void count(struct ag_slot *s, int atomic, uint64_t *field, uint64_t v)
+{
+    (void)s;
+    if (AG_UNLIKELY(atomic))
+        __atomic_fetch_add(field, v, __ATOMIC_RELAXED);
+    else
+        add(field, v);
+}
+
+#define COUNT(s, at, f, v) count(s, at, &(s)->f, v)
+
+static inline void counted_alloc(void *p, size_t requested)
+{
+    int at;
+    struct ag_slot *s = slot(&at);
+    if (AG_UNLIKELY(s == NULL || p == NULL))
+        return;
+    COUNT(s, at, allocs, 1);
+    COUNT(s, at, blocks_in, 1);
+    COUNT(s, at, bytes_in, ag_real.usable(p));
+    COUNT(s, at, requested, requested);
+}
+
+static inline void counted_free(void *p)
+{
+    int at;
+    struct ag_slot *s = slot(&at);
+    if (AG_UNLIKELY(s == NULL || p == NULL))
+        return;
+    COUNT(s, at, frees, 1);
+    COUNT(s, at, blocks_out, 1);
+    COUNT(s, at, bytes_out, ag_real.usable(p));
+}
+
+AG_HIDDEN void ag_count_alloc(void *p, size_t requested)
+{
+    counted_alloc(p, requested);
+}
+
+AG_HIDDEN void ag_count_free(void *p)
+{
+    counted_free(p);
+}
+
+/* ---------------------------------------------------------------------- hooks */
+
+AG_EXPORT void *malloc(size_t size)
+{
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, 16);
+    void *p = ag_real.malloc(size);
+    counted_alloc(p, size);
+    return p;
+}
+
+AG_EXPORT void *calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        total = SIZE_MAX;
+    if (AG_UNLIKELY(!ready()))
+        return total == SIZE_MAX ? NULL : arena_alloc(total, 16); /* static: already zero */
+    void *p = ag_real.calloc(n, size);
+    counted_alloc(p, total);
+    return p;
+}
+
+AG_EXPORT void free(void *p)
+{
+    if (AG_UNLIKELY(arena_owns(p) || !ready()))
+        return;
+    counted_free(p);
+    ag_real.free(p);
+}
+
+static void *arena_realloc(void *old, size_t size)
+{
+    void *p = malloc(size);
+    if (p && old) {
+        size_t n = ((size_t *)old)[-1];
+        memcpy(p, old, n < size ? n : size);
+    }
+    return p;
+}
+
+AG_EXPORT void *realloc(void *old, size_t size)
+{
+    if (AG_UNLIKELY(arena_owns(old)))
+        return arena_realloc(old, size);
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, 16);
+    int at;
+    struct ag_slot *s = slot(&at);
+    if (AG_UNLIKELY(s == NULL))
+        return ag_real.realloc(old, size);
+    size_t old_usable = old ? ag_real.usable(old) : 0;
+    void *p = ag_real.realloc(old, size);
+    COUNT(s, at, reallocs, 1);
+    COUNT(s, at, requested, size);
+    if (p) {
+        COUNT(s, at, bytes_in, ag_real.usable(p));
+        COUNT(s, at, bytes_out, old_usable);
+        if (!old)
+            COUNT(s, at, blocks_in, 1);
+    } else if (old && size == 0) {
+        /* glibc's realloc(p, 0) frees p and returns NULL. A failed realloc keeps p. */
+        COUNT(s, at, bytes_out, old_usable);
+        COUNT(s, at, blocks_out, 1);
+    }
+    return p;
+}
+
+AG_EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(old, total);
+}
+
+/* The aligned calls run with the guard up: an allocator may implement one with another through
+ * the PLT, which would count the block twice. */
+#define ALIGNED_CALL(expr)                                                                         \
+    do {                                                                                           \
+        ag_tls.busy++;                                                                             \
+        expr;                                                                                      \
+        ag_tls.busy--;                                                                             \
+    } while (0)
+
+AG_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (AG_UNLIKELY(!ready())) {
+        *out = arena_alloc(size, align);
+        return *out ? 0 : ENOMEM;
+    }
+    int rc;
+    ALIGNED_CALL(rc = ag_real.posix_memalign(out, align, size));
+    if (rc == 0)
+        counted_alloc(*out, size);
+    return rc;
+}
+
+AG_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, align);
+    void *p;
+    ALIGNED_CALL(p = ag_real.aligned_alloc(align, size));
+    counted_alloc(p, size);
+    return p;
+}
+
+AG_EXPORT void *memalign(size_t align, size_t size)
+{
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, align);
+    void *p;
+    ALIGNED_CALL(p = ag_real.memalign(align, size));
+    counted_alloc(p, size);
+    return p;
+}
+
+AG_EXPORT void *valloc(size_t size)
+{
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, 4096);
+    void *p;
+    ALIGNED_CALL(p = ag_real.valloc(size));
+    counted_alloc(p, size);
+    return p;
+}
+
+AG_EXPORT void *pvalloc(size_t size)
+{
+    if (AG_UNLIKELY(!ready()))
+        return arena_alloc(size, 4096);
+    void *p;
+    ALIGNED_CALL(p = ag_real.pvalloc(size));
+    counted_alloc(p, size);
+    return p;
+}
