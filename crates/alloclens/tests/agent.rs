@@ -509,3 +509,47 @@ fn full_disk_does_not_harm_the_program() {
         .collect();
     assert_eq!(names, ["filler"], "no half-written snapshot left behind");
 }
+
+/// Live bytes are the blocks' usable sizes exactly, as the program's own malloc_usable_size
+/// gives them: heap chunks and mmapped ones (under glibc the agent reads the chunk header itself).
+#[test]
+fn live_bytes_are_the_usable_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let prog = common::compile_c(
+        work.path(),
+        "usable",
+        r#"
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+    static const size_t sizes[] = {1, 24, 25, 100, 1000, 4000, 200000, 5 << 20};
+    size_t sum = 0, n = sizeof sizes / sizeof *sizes;
+    void *keep[16];
+    for (size_t i = 0; i < n; i++) {
+        keep[i] = malloc(sizes[i]);
+        memset(keep[i], 1, sizes[i]);
+        sum += malloc_usable_size(keep[i]);
+    }
+    void *gone = malloc(300000); /* mmapped, freed: not live */
+    free(gone);
+    char line[64];
+    int len = snprintf(line, sizeof line, "live: usable=%zu blocks=%zu\n", sum, n);
+    if (write(1, line, (size_t)len) != len) return 1;
+    return keep[0] == NULL;
+}
+"#,
+        &["-O0"],
+    );
+    let out = agent_command(dir.path(), 1000, None, &[prog.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let usable = field(&out.stdout, "live:", "usable");
+    let snaps = agent::read_snapshots(dir.path()).unwrap();
+    let c = &only(&snaps).counters;
+    assert_eq!((c.live_bytes, c.live_blocks), (usable, 8), "{c:?}");
+}
