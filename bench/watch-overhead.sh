@@ -4,11 +4,11 @@
 # (liballoclens_agent.so, 1 s interval) and under `alloclens record`, side by side in one run.
 # Prints wall times (median of the repeats) and the ratios to the run without agent.
 # Targets: agent/none <= 1.10 on churn, <= 1.02 on the real program.
-# Usage: bench/watch-overhead.sh [ITERATIONS_PER_THREAD] [REPEATS]   (defaults 5000000, 5)
+# Usage: bench/watch-overhead.sh [ITERATIONS_PER_THREAD] [REPEATS]   (defaults 20000000, 5)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ITER=${1:-5000000}
+ITER=${1:-20000000}
 REPEATS=${2:-5}
 WORK=$(mktemp -d /tmp/alloclens-watch-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -16,7 +16,7 @@ trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
 cargo build --release -q -p alloclens -p agent
 AL=$PWD/target/release/alloclens
-AGENT=$(ls -t target/release/build/agent-*/out/liballoclens_agent.so | head -1)
+AGENT=$PWD/$(ls -t target/release/build/agent-*/out/liballoclens_agent.so | head -1)
 mkdir -p "$WORK/agent"
 
 cat > "$WORK/service.py" <<'PY'
@@ -31,31 +31,43 @@ for _ in range(4):
 print(len(text))
 PY
 
-wall() { # wall time of a command, seconds
-  python3 -c 'import subprocess,sys,time
-t=time.monotonic(); subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True); print(f"{time.monotonic()-t:.4f}")' "$@"
+timed() { # "WALL CPU" of a command, seconds; CPU = user + system of it and every process it waited for
+  python3 -c 'import resource,subprocess,sys,time
+r=lambda: (lambda u: u.ru_utime + u.ru_stime)(resource.getrusage(resource.RUSAGE_CHILDREN))
+c=r(); t=time.monotonic(); subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True)
+print(f"{time.monotonic()-t:.4f}:{r()-c:.4f}")' "$@"
 }
-with_agent() { env ALLOCLENS_AGENT_DIR="$WORK/agent" ALLOCLENS_AGENT_INTERVAL_MS=1000 LD_PRELOAD="$AGENT" "$@"; }
-median() { python3 -c "import sys,statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
+# The timer (python) runs without the agent; env starts the program with it.
+agent_env=(env ALLOCLENS_AGENT_DIR="$WORK/agent" ALLOCLENS_AGENT_INTERVAL_MS=1000 LD_PRELOAD="$AGENT")
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (shared: figures are noisy)"
-printf '%-22s %9s %9s %9s %9s %9s\n' program none agent record agent/x record/x
+# Wall time and CPU time (the program's, the agent thread's and the recorder's: what the machine pays),
+# medians of the repeats. On a shared machine the CPU ratio is the steadier one.
+printf '%-20s %8s %8s %8s %8s %8s %9s %9s %9s %9s\n' program none agent record agent/x record/x cpu-none cpu-agent cpu-agent/x cpu-rec/x
 run_case() { # NAME CMD...
   local name=$1; shift
   local n=() a=() r=()
+  # Each command once first: a failure stops here with its message (the timed runs hide output).
+  "$@" >/dev/null; "${agent_env[@]}" "$@" >/dev/null; "$AL" record -q -o "$WORK/t.alt" -- "$@" >/dev/null
+  rm -f "$WORK/t.alt" # record does not overwrite a trace
   # Interleaved repeats, medians: the machine is shared and noisy.
   for _ in $(seq "$REPEATS"); do
-    n+=("$(wall "$@")")
-    a+=("$(with_agent wall "$@")")
-    r+=("$(wall "$AL" record -q -o "$WORK/t.alt" -- "$@")")
+    n+=("$(timed "$@")")
+    a+=("$(timed "${agent_env[@]}" "$@")")
+    r+=("$(timed "$AL" record -q -o "$WORK/t.alt" -- "$@")")
     rm -f "$WORK/t.alt"
   done
-  python3 - "$name" "$(median "${n[@]}")" "$(median "${a[@]}")" "$(median "${r[@]}")" <<'PY'
-import sys
-name, n, a, r = sys.argv[1], *map(float, sys.argv[2:])
-print(f"{name:<22} {n:9.3f} {a:9.3f} {r:9.3f} {a/n:9.3f} {r/n:9.3f}")
+  python3 - "$name" "${n[*]}" "${a[*]}" "${r[*]}" <<'PY'
+import statistics, sys
+name = sys.argv[1]
+def med(runs, i):
+    return statistics.median(float(x.split(":")[i]) for x in runs.split())
+(n, a, r), (cn, ca, cr) = ([med(x, i) for x in sys.argv[2:]] for i in (0, 1))
+print(f"{name:<20} {n:8.3f} {a:8.3f} {r:8.3f} {a/n:8.3f} {r/n:8.3f} {cn:9.3f} {ca:9.3f} {ca/cn:9.3f} {cr/cn:9.3f}")
 PY
 }
 run_case "churn 1 thread" "$WORK/alloc-micro" 1 "$ITER"
 run_case "churn 2 threads" "$WORK/alloc-micro" 2 "$ITER"
-run_case "python3 service.py" python3 "$WORK/service.py"
+# The system interpreter itself (a version manager's python3 may be a shell script).
+PY=$(command -v /usr/bin/python3 || command -v python3)
+run_case "python3 service.py" "$PY" "$WORK/service.py"

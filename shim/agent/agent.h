@@ -46,8 +46,10 @@ struct ag_slot {
     uint64_t allocs;      /* malloc, calloc and the aligned calls that returned a block */
     uint64_t frees;       /* free of a non-NULL block */
     uint64_t reallocs;    /* realloc calls */
-    uint64_t blocks_in;   /* blocks that became live */
-    uint64_t blocks_out;  /* blocks that stopped being live */
+    /* Blocks made or ended by realloc (realloc(NULL, n), glibc's realloc(p, 0)): live blocks are
+     * allocs + these in - frees - these out, so malloc and free add no block counter. */
+    uint64_t blocks_in;
+    uint64_t blocks_out;
     uint64_t bytes_in;    /* usable size of the blocks that became live */
     uint64_t bytes_out;   /* usable size of the blocks that stopped being live */
     uint64_t requested;   /* bytes asked for */

@@ -18,6 +18,7 @@
 #include "agent.h"
 
 AG_HIDDEN struct ag_real ag_real;
+static int glibc_serves; /* see usable() */
 AG_HIDDEN __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
 
 /* ---------------------------------------------------------------------- bootstrap */
@@ -70,6 +71,12 @@ AG_HIDDEN int ag_bootstrap(void)
     bootstrapping = 0;
     if (!(ag_real.malloc && ag_real.free && ag_real.usable))
         return -1;
+    Dl_info info;
+    if (dladdr((void *)ag_real.malloc, &info) && info.dli_fname) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        glibc_serves = strncmp(base, "libc.so", 7) == 0;
+    }
     /* One usable-size call before any is counted: tcmalloc's first one makes its
      * MallocExtension with operator new, which would count a block, which would ask its usable
      * size, ... */
@@ -81,6 +88,20 @@ AG_HIDDEN int ag_bootstrap(void)
     }
     ag_tls.busy--;
     return 0;
+}
+
+/* glibc: the usable size read from the chunk header, as glibc's own malloc_usable_size does
+ * (musable: the chunk size without its flag bits, less the size field, and less the prev_size
+ * field too for an mmapped chunk), without a call. glibc_serves is set at bootstrap when the next
+ * malloc is libc's. */
+
+static inline size_t usable(void *p)
+{
+    if (AG_LIKELY(glibc_serves)) {
+        size_t head = ((const size_t *)p)[-1];
+        return (head & ~(size_t)7) - ((head & 2) ? 2 * sizeof(size_t) : sizeof(size_t));
+    }
+    return ag_real.usable(p);
 }
 
 static inline int ready(void)
@@ -263,8 +284,7 @@ static inline void counted_alloc(void *p, size_t requested)
     if (AG_UNLIKELY(s == NULL || p == NULL))
         return;
     COUNT(s, at, allocs, 1);
-    COUNT(s, at, blocks_in, 1);
-    COUNT(s, at, bytes_in, ag_real.usable(p));
+    COUNT(s, at, bytes_in, usable(p));
     COUNT(s, at, requested, requested);
 }
 
@@ -275,8 +295,7 @@ static inline void counted_free(void *p)
     if (AG_UNLIKELY(s == NULL || p == NULL))
         return;
     COUNT(s, at, frees, 1);
-    COUNT(s, at, blocks_out, 1);
-    COUNT(s, at, bytes_out, ag_real.usable(p));
+    COUNT(s, at, bytes_out, usable(p));
 }
 
 AG_HIDDEN void ag_count_alloc(void *p, size_t requested)
@@ -340,12 +359,12 @@ AG_EXPORT void *realloc(void *old, size_t size)
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL))
         return ag_real.realloc(old, size);
-    size_t old_usable = old ? ag_real.usable(old) : 0;
+    size_t old_usable = old ? usable(old) : 0;
     void *p = ag_real.realloc(old, size);
     COUNT(s, at, reallocs, 1);
     COUNT(s, at, requested, size);
     if (p) {
-        COUNT(s, at, bytes_in, ag_real.usable(p));
+        COUNT(s, at, bytes_in, usable(p));
         COUNT(s, at, bytes_out, old_usable);
         if (!old)
             COUNT(s, at, blocks_in, 1);

@@ -145,8 +145,8 @@ static void take(int final)
     ag_buf_kv(&out, "count.", "allocs", c.allocs);
     ag_buf_kv(&out, "count.", "frees", c.frees);
     ag_buf_kv(&out, "count.", "reallocs", c.reallocs);
-    ag_buf_kv(&out, "count.", "blocks_in", c.blocks_in);
-    ag_buf_kv(&out, "count.", "blocks_out", c.blocks_out);
+    ag_buf_kv(&out, "count.", "blocks_in", c.allocs + c.blocks_in);
+    ag_buf_kv(&out, "count.", "blocks_out", c.frees + c.blocks_out);
     ag_buf_kv(&out, "count.", "bytes_in", c.bytes_in);
     ag_buf_kv(&out, "count.", "bytes_out", c.bytes_out);
     ag_buf_kv(&out, "count.", "requested", c.requested);

@@ -127,7 +127,9 @@ fn size_window(opts: &CacheOptions, t_ms: u64) -> (u64, u64) {
     let (lo, hi) = ((opts.min_size as f64).ln(), (opts.max_size as f64).ln());
     let width = (hi - lo) / 3.0;
     let from = lo + tri * (hi - lo - width);
-    (from.exp() as u64, (from + width).exp() as u64)
+    // Rounded: exp(ln(64)) is 63.99...
+    let size = |x: f64| (x.exp().round() as u64).clamp(opts.min_size, opts.max_size);
+    (size(from), size(from + width))
 }
 
 pub fn run(opts: &CacheOptions, out: &mut dyn Write) -> Result<Summary, WorkloadError> {
@@ -259,4 +261,55 @@ fn live_line(
             self_vmrss_kb()?
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_set_stays_at_the_capacity() {
+        let opts = CacheOptions {
+            threads: 2,
+            capacity_mb: 2,
+            max_size: 16 * 1024,
+            duration_ms: 600,
+            drift_ms: 300,
+            rotate_ms: 100,
+            report_ms: 100,
+            ..CacheOptions::default()
+        };
+        let mut out = Vec::new();
+        run(&opts, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lives: Vec<u64> = text
+            .lines()
+            .filter(|l| l.starts_with("live:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("bytes="))
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(lives.len() >= 3, "{text}");
+        // Never above the capacity by more than one value per shard.
+        let cap = 2 << 20;
+        assert!(
+            lives.iter().all(|&b| b <= cap + 64 * 16 * 1024),
+            "{lives:?}"
+        );
+        assert!(text.contains("done: workload=cache"));
+    }
+
+    #[test]
+    fn size_window_climbs_then_starts_again() {
+        let opts = CacheOptions::default();
+        let (a, _) = size_window(&opts, 0);
+        let (b, _) = size_window(&opts, opts.drift_ms / 2);
+        let (c, _) = size_window(&opts, opts.drift_ms);
+        assert!(a < b && c == a, "{a} {b} {c}");
+        assert_eq!(a, opts.min_size);
+    }
 }

@@ -161,3 +161,46 @@ pub fn run(opts: &LeakOptions, out: &mut dyn Write) -> Result<Summary, WorkloadE
     std::mem::forget(leaked);
     finish(out, summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaks_at_the_rate_asked_in_the_two_classes() {
+        let opts = LeakOptions {
+            duration_ms: 200,
+            leak_kb_per_s: 1000,
+            report_ms: 50,
+            ..LeakOptions::default()
+        };
+        let mut out = Vec::new();
+        let s = run(&opts, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let last = text.lines().rfind(|l| l.starts_with("live:")).unwrap();
+        let get = |k: &str| -> u64 {
+            last.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        // 200 ms at 1000 KiB/s: about 200 KiB, one object over at most.
+        let bytes = get("bytes");
+        assert!((195 * 1024..=205 * 1024 + 3000).contains(&bytes), "{last}");
+        assert_eq!(bytes, get("leaked_200") + get("leaked_3000"));
+        assert_eq!(get("leaked_200") % 200, 0);
+        assert_eq!(get("leaked_3000") % 3000, 0);
+        assert!(s.allocator_calls > get("blocks"), "transient calls too");
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let opts = LeakOptions {
+            report_ms: 0,
+            ..LeakOptions::default()
+        };
+        let e = run(&opts, &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("report_ms"), "{e}");
+    }
+}
