@@ -43,5 +43,5 @@ pub use format::{
 };
 pub use losses::{Losses, StreamLoss};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
-pub use stacks::{modules_payload, stacks_payload, Module, StackTable};
+pub use stacks::{modules_payload, stacks_payload, Module, StackEncoder, StackTable};
 pub use writer::{StreamId, TraceWriter};
