@@ -11,7 +11,7 @@
 //! use trace::{Event, Op, ProcessInfo, Record};
 //!
 //! let info = ProcessInfo { pid: 1, ppid: 0, exec_index: 0, cmdline: vec![], start_unix_ns: 0, truncated: false };
-//! let ev = |seq, op, addr, size| Record::Event(Event { seq, t_ns: seq, tid: 1, op, addr, size, old_addr: 0 });
+//! let ev = |seq, op, addr, size| Record::Event(Event { seq, t_ns: seq, tid: 1, stack: 0, op, addr, size, old_addr: 0 });
 //! let records = vec![ev(0, Op::Malloc, 0x10, 42), ev(1, Op::Free, 0x10, 0)];
 //! let report = analyze_process(info, records, &Config::default());
 //! assert_eq!(report.stats.lifetimes.median_calls, Some(0));
