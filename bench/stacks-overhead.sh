@@ -56,6 +56,9 @@ PY
 # preprocessed source, so every tool sees the same process.
 gcc -E -o "$WORK/big.i" "$WORK/big.c"
 CC1=$(gcc -print-prog-name=cc1)
+# The interpreter itself: `python3` may be a wrapper script (pyenv), which heaptrack would trace
+# instead of the interpreter it execs.
+PY=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
 
 # Wall time of a command in seconds (its output discarded). Usage: timed DIR CMD ARGS...
 timed() {
@@ -101,6 +104,6 @@ print(f"{name:<12} {b:9.3f} {r:9.3f} {s:9.3f} {h:9.3f} {r/b:8.2f} {s/b:8.2f} {h/
 PY
 }
 run_case alloc-micro "" "$WORK/alloc-micro" 1 "$ITER"
-run_case python3 "PYTHONMALLOC=malloc" python3 "$WORK/service.py"
+run_case python3 "PYTHONMALLOC=malloc" "$PY" "$WORK/service.py"
 run_case cc1-O2 "" "$CC1" -fpreprocessed -quiet -O2 -o "$WORK/big.s" "$WORK/big.i"
 echo "slowdown targets: stacks/x <= ht/x / 2 on alloc-micro, <= 1.3 on python3 and cc1-O2; stk_B/al <= ht_B/al"

@@ -161,6 +161,7 @@ struct al_stacks {
     int frees;      /* frees' stacks too */
     int fd;         /* the arena's memfd (kept for fork children) */
     void *base;     /* the arena mapping */
+    uint32_t generation; /* arenas made in this process (per-thread caches hold offsets in one) */
 };
 
 AL_HIDDEN extern struct al_stacks al_stacks;

@@ -957,7 +957,7 @@ fn compare_and_figures(dir: &Path) {
             .unwrap();
         let row = section
             .split("<tr>")
-            .find(|r| r.contains(&format!("<td>{side}: glibc</td>")))
+            .find(|r| r.contains(&format!(">{side}: glibc</td>")))
             .unwrap_or_else(|| panic!("a row for {side}: {section}"));
         assert!(row.contains(&format!("({pct:.0} %)")), "{side}: {row}");
     }

@@ -101,6 +101,8 @@ pub struct Pipeline {
     /// Jobs issued but not yet written, at most.
     limit: u64,
     next_stream: u32,
+    /// Codes STACKS chunks against the stacks written before (on the drain thread).
+    stack_encoder: trace::StackEncoder,
 }
 
 impl Pipeline {
@@ -140,6 +142,7 @@ impl Pipeline {
             next_job: 0,
             limit: 2 * threads as u64,
             next_stream: 0,
+            stack_encoder: trace::StackEncoder::new(),
         })
     }
 
@@ -231,7 +234,10 @@ impl Pipeline {
 
     /// Stacks `first_id`.. (a STACKS chunk); encoded here, on the drain thread (rare and small).
     pub fn stacks(&mut self, first_id: u32, stacks: &[Vec<u64>]) {
-        match trace::stacks_payload(first_id, stacks.iter().map(|s| s.as_slice())) {
+        match self
+            .stack_encoder
+            .payload(first_id, stacks.iter().map(|s| s.as_slice()))
+        {
             Ok(p) => self.send(Job::Stacks(p)),
             Err(e) => self.send(Job::Failed(format!("encoding stacks: {e}"))),
         }

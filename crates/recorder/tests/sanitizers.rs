@@ -74,6 +74,7 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         src("cxx.c"),
         src("exec.c"),
         src("hooks.c"),
+        src("stacks.c"),
         src("transport.c"),
     ];
     let mut args: Vec<&str> = ubsan_shim.clone();

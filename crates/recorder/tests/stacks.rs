@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::programs;
 use trace::{Event, Op, Record, TraceReader};
@@ -60,17 +61,18 @@ struct Recorded {
     streams: Vec<(trace::ProcessInfo, Vec<Event>)>,
 }
 
+/// Tests record at the same time: each recording gets a file of its own.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
 fn record(args: &[&str], frees: bool) -> Recorded {
     let p = programs();
     let out = p.dir.path().join(format!(
-        "stacks-{}-{}.alt",
-        args.join("-").replace('/', "_"),
-        frees
+        "stacks-{}.alt",
+        NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let mut command: Vec<OsString> = vec![p.sites.clone().into()];
     command.extend(args.iter().map(OsString::from));
     let mut o = recorder::RecordOptions::new(command, out.clone());
-    o.existing = recorder::Existing::Replace;
     o.stacks = Some(recorder::StackOptions { depth: 64, frees });
     let summary = recorder::record(&o).unwrap();
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);

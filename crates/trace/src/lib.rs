@@ -45,5 +45,5 @@ pub use format::{
 pub use losses::{Losses, StreamLoss};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
-pub use stacks::{modules_payload, stacks_payload, Module, StackTable};
+pub use stacks::{modules_payload, stacks_payload, Module, StackEncoder, StackTable};
 pub use writer::{StreamId, TraceWriter};

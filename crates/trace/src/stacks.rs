@@ -131,32 +131,104 @@ impl StackTable {
     }
 }
 
-/// The payload of a STACKS chunk holding stacks `first_id`, `first_id + 1`, ...: u32 raw length,
-/// then a zstd frame of `varint first_id, varint count, per stack: varint depth, depth x u64 LE`.
+/// Builds STACKS payloads. Stacks of one program share their outer frames (main, the event loop,
+/// the pass manager...): each stack is coded as the inner frames it does not share with an
+/// earlier stack, plus a reference to that stack and how many of its outer frames follow
+/// (docs/trace-format.md, "Call stacks"). The encoder remembers every stack it coded (it is the
+/// stack table's size, like the reader's), so references reach across chunks.
+#[derive(Default)]
+pub struct StackEncoder {
+    table: StackTable,
+    /// Hash of the outermost `k` frames of a stack (k mixed in) -> the latest stack with them.
+    by_suffix: std::collections::HashMap<u64, u32>,
+}
+
+fn suffix_hashes(frames: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
+    frames
+        .iter()
+        .rev()
+        .scan(0x9E37_79B9_7F4A_7C15u64, |h, &f| {
+            *h = (*h ^ f).wrapping_mul(0xff51_afd7_ed55_8ccd);
+            *h ^= *h >> 29;
+            Some(*h)
+        })
+        .enumerate()
+        .map(|(i, h)| (i + 1, h))
+}
+
+impl StackEncoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The payload of a STACKS chunk holding stacks `first_id`, `first_id + 1`, ...: u32 raw
+    /// length, then a zstd frame (layout in docs/trace-format.md). `first_id` must continue the
+    /// stacks coded before (1 for the first).
+    pub fn payload<'a>(
+        &mut self,
+        first_id: u32,
+        stacks: impl IntoIterator<Item = &'a [u64]>,
+    ) -> std::io::Result<Vec<u8>> {
+        if first_id != self.table.next_id() {
+            return Err(std::io::Error::other(format!(
+                "stacks must continue the table: id {first_id} after {}",
+                self.table.len()
+            )));
+        }
+        let mut body = Vec::new();
+        let mut count = 0u64;
+        for s in stacks {
+            // The longest run of outer frames an earlier stack has too.
+            let mut best: Option<(u32, usize)> = None;
+            for (k, h) in suffix_hashes(s) {
+                let Some(&id) = self.by_suffix.get(&h) else {
+                    break;
+                };
+                let r = self.table.get(id).unwrap_or_default();
+                if r.len() >= k && r[r.len() - k..] == s[s.len() - k..] {
+                    best = Some((id, k));
+                } else {
+                    break;
+                }
+            }
+            let (reference, shared) = best.unwrap_or((0, 0));
+            varint::put(&mut body, u64::from(reference));
+            varint::put(&mut body, shared as u64);
+            varint::put(&mut body, (s.len() - shared) as u64);
+            for &a in &s[..s.len() - shared] {
+                body.extend_from_slice(&a.to_le_bytes());
+            }
+            let id = self.table.push(s);
+            for (_, h) in suffix_hashes(s) {
+                self.by_suffix.insert(h, id);
+            }
+            count += 1;
+        }
+        let mut raw = Vec::with_capacity(body.len() + 20);
+        varint::put(&mut raw, u64::from(first_id));
+        varint::put(&mut raw, count);
+        raw.extend_from_slice(&body);
+        let raw_len = u32::try_from(raw.len())
+            .map_err(|_| std::io::Error::other("stacks chunk too large"))?;
+        let compressed = zstd::bulk::compress(&raw, 3)?;
+        let mut payload = Vec::with_capacity(4 + compressed.len());
+        payload.extend_from_slice(&raw_len.to_le_bytes());
+        payload.extend_from_slice(&compressed);
+        Ok(payload)
+    }
+}
+
+/// The payload of a STACKS chunk holding stacks `first_id`, `first_id + 1`, ... coded on their
+/// own (references only within the chunk): for one-off chunks. A writer of many chunks keeps a
+/// [`StackEncoder`].
 pub fn stacks_payload<'a>(
     first_id: u32,
     stacks: impl IntoIterator<Item = &'a [u64]>,
 ) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    let mut count = 0u64;
-    for s in stacks {
-        varint::put(&mut body, s.len() as u64);
-        for &a in s {
-            body.extend_from_slice(&a.to_le_bytes());
-        }
-        count += 1;
-    }
-    let mut raw = Vec::with_capacity(body.len() + 20);
-    varint::put(&mut raw, u64::from(first_id));
-    varint::put(&mut raw, count);
-    raw.extend_from_slice(&body);
-    let raw_len =
-        u32::try_from(raw.len()).map_err(|_| std::io::Error::other("stacks chunk too large"))?;
-    let compressed = zstd::bulk::compress(&raw, 3)?;
-    let mut payload = Vec::with_capacity(4 + compressed.len());
-    payload.extend_from_slice(&raw_len.to_le_bytes());
-    payload.extend_from_slice(&compressed);
-    Ok(payload)
+    let mut e = StackEncoder::new();
+    // A fresh encoder expects id 1: give it placeholders for the ids before (never referenced).
+    e.table.ends.resize(first_id.saturating_sub(1) as usize, 0);
+    e.payload(first_id, stacks)
 }
 
 /// Largest stack depth a reader accepts (the shim records at most 256 frames).
@@ -189,17 +261,36 @@ pub(crate) fn read_stacks_payload(payload: &[u8], table: &mut StackTable) -> Res
     }
     let (ends, frames) = (table.ends.len(), table.frames.len());
     let result = (|| {
+        let mut outer = Vec::new();
         for _ in 0..count {
-            let depth = c.varint().ok_or_else(short)?;
-            if depth > MAX_STACK_DEPTH {
-                return Err(format!("stacks chunk: implausible depth {depth}"));
+            let reference = c.varint().ok_or_else(short)?;
+            let shared = c.varint().ok_or_else(short)?;
+            let own = c.varint().ok_or_else(short)?;
+            if own.saturating_add(shared) > MAX_STACK_DEPTH {
+                return Err(format!("stacks chunk: implausible depth {}", own + shared));
             }
-            for _ in 0..depth {
+            outer.clear();
+            if shared > 0 {
+                let r = u32::try_from(reference)
+                    .ok()
+                    .filter(|&r| r > 0 && (r as usize) <= table.ends.len())
+                    .and_then(|r| table.get(r))
+                    .ok_or_else(|| {
+                        format!("stacks chunk: reference to unknown stack {reference}")
+                    })?;
+                let shared = shared as usize;
+                if shared > r.len() {
+                    return Err("stacks chunk: reference shorter than its shared frames".into());
+                }
+                outer.extend_from_slice(&r[r.len() - shared..]);
+            }
+            for _ in 0..own {
                 let b = c.take(8).ok_or_else(short)?;
                 table
                     .frames
                     .push(u64::from_le_bytes(b.try_into().unwrap_or_default()));
             }
+            table.frames.extend_from_slice(&outer);
             table.ends.push(table.frames.len());
         }
         Ok(())
@@ -243,6 +334,37 @@ mod tests {
         // A chunk that does not continue the table is refused and changes nothing.
         assert!(read_stacks_payload(&p2, &mut t).is_err());
         assert_eq!(t.len(), 3);
+    }
+
+    /// Stacks that share outer frames are coded as references across chunks, decode to the
+    /// same frames, and cost far less than on their own.
+    #[test]
+    fn shared_outer_frames_are_references() {
+        let outer: Vec<u64> = (0..40).map(|i| 0x5555_0000_0000 + i * 0x1234).collect();
+        let stacks: Vec<Vec<u64>> = (0..200u64)
+            .map(|i| {
+                let mut s = vec![0x7f00_0000_0000 + i * 8, 0x7f00_0001_0000 + (i % 7) * 8];
+                s.extend_from_slice(&outer[(i % 5) as usize..]);
+                s
+            })
+            .collect();
+        let mut e = StackEncoder::new();
+        let p1 = e
+            .payload(1, stacks[..100].iter().map(|s| s.as_slice()))
+            .unwrap();
+        let p2 = e
+            .payload(101, stacks[100..].iter().map(|s| s.as_slice()))
+            .unwrap();
+        let mut t = StackTable::new();
+        read_stacks_payload(&p1, &mut t).unwrap();
+        read_stacks_payload(&p2, &mut t).unwrap();
+        for (i, s) in stacks.iter().enumerate() {
+            assert_eq!(t.get(i as u32 + 1), Some(s.as_slice()));
+        }
+        let alone = stacks_payload(101, stacks[100..].iter().map(|s| s.as_slice())).unwrap();
+        assert!(p2.len() < alone.len(), "{} vs {}", p2.len(), alone.len());
+        // A reference to a stack the reader does not have is damage, and changes nothing.
+        assert!(read_stacks_payload(&p2, &mut StackTable::new()).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
     VERSION_WITHOUT_STACKS,
 };
-use crate::stacks::{modules_payload, stacks_payload, Module};
+use crate::stacks::{modules_payload, Module, StackEncoder};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
 pub type StreamId = u32;
@@ -22,6 +22,7 @@ pub struct TraceWriter<W: Write> {
     /// The header said `stacks`: events chunks of `write_records` keep stack ids.
     stacks: bool,
     free_stacks: bool,
+    stack_encoder: StackEncoder,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -47,6 +48,7 @@ impl<W: Write> TraceWriter<W> {
             chunks: 0,
             stacks: header.stacks,
             free_stacks: header.free_stacks,
+            stack_encoder: StackEncoder::new(),
         })
     }
 
@@ -109,11 +111,12 @@ impl<W: Write> TraceWriter<W> {
         first_id: u32,
         stacks: impl IntoIterator<Item = &'a [u64]>,
     ) -> io::Result<()> {
-        let payload = stacks_payload(first_id, stacks)?;
+        let payload = self.stack_encoder.payload(first_id, stacks)?;
         self.write_stacks_payload(&payload)
     }
 
-    /// A STACKS chunk whose payload was made elsewhere (`trace::stacks_payload`).
+    /// A STACKS chunk whose payload was made elsewhere (`trace::StackEncoder`); do not mix with
+    /// `write_stacks`, whose encoder would not know these stacks.
     pub fn write_stacks_payload(&mut self, payload: &[u8]) -> io::Result<()> {
         self.chunk(kind::STACKS, u32::MAX, 0, payload)
     }

@@ -579,7 +579,8 @@ fn trace_without_stacks_is_version_3_and_unchanged() {
 fn stacks_chunk_out_of_order_is_damage() {
     let mut w = TraceWriter::new(Vec::new(), &stacks_header(false)).unwrap();
     w.write_stacks(1, [[1u64, 2].as_slice()]).unwrap();
-    w.write_stacks(5, [[3u64].as_slice()]).unwrap();
+    let skipping = trace::stacks_payload(5, [[3u64].as_slice()]).unwrap();
+    w.write_stacks_payload(&skipping).unwrap();
     let bytes = w.finish(&Trailer::default()).unwrap();
     let r = TraceReader::from_reader(Cursor::new(&bytes[..]), "mem.alt").unwrap();
     assert_eq!(r.stacks().len(), 1);
