@@ -423,11 +423,6 @@ pub fn nice_this_thread(increment: libc::c_int) {
     unsafe { libc::nice(increment) };
 }
 
-pub fn real_uid() -> libc::uid_t {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
-}
-
 pub fn effective_uid() -> libc::uid_t {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
