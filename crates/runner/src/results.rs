@@ -194,7 +194,9 @@ pub struct RunRecord {
     pub command: Vec<String>,
     pub ending: Ending,
     /// When the command was started, ns since the Unix epoch (system clock); None when it never
-    /// started. `t_s` of samples.csv and markers.csv counts from this moment.
+    /// started. `t_s` of samples.csv and markers.csv counts from this moment. Absent in results of
+    /// an alloclens before it (left out when None, as the other later fields are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_unix_ns: Option<u64>,
     /// Seconds from start to the command's exit.
     pub wall: f64,
