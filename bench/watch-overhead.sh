@@ -2,7 +2,9 @@
 # What the watch agent costs a program: the churn microbenchmark (alloc-micro, 1 and 2 threads) and
 # a real program (a python3 service-like script), each with no agent, with the agent
 # (liballoclens_agent.so, 1 s interval) and under `alloclens record`, side by side in one run.
-# Prints wall times (median of the repeats) and the ratios to the run without agent.
+# Prints wall times (median of the repeats) and the ratios to the run without agent, then (when
+# valgrind is installed) the instructions per malloc+free pair of alloc-micro with and without the
+# agent, counted by callgrind: a figure the machine's load does not change.
 # Targets: agent/none <= 1.10 on churn, <= 1.02 on the real program.
 # Usage: bench/watch-overhead.sh [ITERATIONS_PER_THREAD] [REPEATS]   (defaults 20000000, 5)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -71,3 +73,20 @@ run_case "churn 2 threads" "$WORK/alloc-micro" 2 "$ITER"
 # The system interpreter itself (a version manager's python3 may be a shell script).
 PY=$(command -v /usr/bin/python3 || command -v python3)
 run_case "python3 service.py" "$PY" "$WORK/service.py"
+
+# Instructions per malloc+free pair: callgrind's total for 400k minus 200k replacements, over 200k
+# (the difference removes start-up and exit).
+if command -v valgrind >/dev/null; then
+  instructions() { # total instructions of CMD..., counted by callgrind
+    "$@" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$WORK/alloc-micro" 1 "$N" 2>&1 |
+      sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+  }
+  per_pair() { # instructions per pair of CMD... (a prefix: nothing or the agent's env)
+    local a b
+    a=$(N=200000 instructions "$@"); b=$(N=400000 instructions "$@")
+    python3 -c "import sys; print((int(sys.argv[2]) - int(sys.argv[1])) / 200000)" "$a" "$b"
+  }
+  none=$(per_pair env)
+  agent=$(per_pair "${agent_env[@]}")
+  python3 -c "import sys; n, a = map(float, sys.argv[1:]); print(f'callgrind, alloc-micro 1 thread: {n:.1f} instructions per malloc+free pair without agent, {a:.1f} with (+{a-n:.1f}), agent/x {a/n:.3f}')" "$none" "$agent"
+fi

@@ -63,6 +63,10 @@ struct ag_counters {
 };
 
 struct ag_tls {
+    /* The slot malloc and free add to directly: `slot` while busy is 0 and glibc serves, else
+     * NULL. The hooks' fast path reads this one word; NULL sends them to the slow path, which
+     * looks at the rest. */
+    struct ag_slot *count;
     struct ag_slot *slot;
     int busy; /* the agent itself runs on this thread (or it is the agent thread): not counted */
     int dead; /* the thread's slot went back at thread exit: later calls use the shared slot */
@@ -70,7 +74,25 @@ struct ag_tls {
 
 AG_HIDDEN extern __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
 
-/* Counting for the C++ operators (cxx.c); malloc and free use inlined copies. */
+/* The agent's own work on this thread starts (nests) and ends: its calls are not counted. Only
+ * these change busy, so `count` follows it. A signal handler between the two stores of either
+ * sees a state that counts its calls exactly as one of the two states would. */
+static inline void ag_busy_enter(void)
+{
+    ag_tls.busy++;
+    ag_tls.count = NULL;
+}
+
+AG_HIDDEN extern int ag_glibc_serves; /* the next malloc is glibc's (hooks.c) */
+
+static inline void ag_busy_leave(void)
+{
+    /* Other allocators take the slow path: their usable size is a call anyway. */
+    if (--ag_tls.busy == 0)
+        ag_tls.count = ag_tls.dead || !ag_glibc_serves ? NULL : ag_tls.slot;
+}
+
+/* Counting for the C++ operators (cxx.c); malloc and free inline the same fast path. */
 AG_HIDDEN void ag_count_alloc(void *p, size_t requested);
 AG_HIDDEN void ag_count_free(void *p);
 

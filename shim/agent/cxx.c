@@ -91,10 +91,10 @@ static __attribute__((noinline)) void *resolve(enum next_op op)
 {
     if (ag_bootstrap() != 0) /* dlsym below may allocate: the real malloc must be known */
         return NULL;
-    ag_tls.busy++;
+    ag_busy_enter();
     void *f = dlsym(RTLD_NEXT, next_names[op]);
     int runtime = f != NULL && in_cxx_runtime(f);
-    ag_tls.busy--;
+    ag_busy_leave();
     if (f != NULL) {
         atomic_store_explicit(&next_is_runtime[op], (char)runtime, memory_order_relaxed);
         atomic_store_explicit(&next_fns[op], f, memory_order_release);
@@ -118,13 +118,14 @@ static inline int pass_on(enum next_op op)
 
 static void release_guard(struct ag_tls **t)
 {
-    (*t)->busy--;
+    (void)t;
+    ag_busy_leave();
 }
 
 /* Raises the guard until the end of the enclosing block, also when an exception leaves it. */
 #define GUARD_BLOCK                                                                                \
     struct ag_tls *guard_ __attribute__((cleanup(release_guard), unused)) = &ag_tls;             \
-    guard_->busy++
+    ag_busy_enter()
 
 /* Without a next operator new (no C++ runtime after the agent), a throwing new cannot throw. */
 static void *or_abort(void *p)

@@ -18,13 +18,15 @@
 #include "agent.h"
 
 AG_HIDDEN struct ag_real ag_real;
-static int glibc_serves; /* see usable() */
+AG_HIDDEN int ag_glibc_serves; /* see usable(); set before ag_real.malloc */
 AG_HIDDEN __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
 
 /* ---------------------------------------------------------------------- bootstrap */
 
 /* dlsym may call calloc before the real allocator is known: those calls get static memory, never
- * returned (free recognises it by address). */
+ * returned (free recognises it by address). A block's header holds its size << 3 with glibc's
+ * IS_MMAPPED bit (2) set, so the hooks' fast path, which reads the header, sends it to the slow
+ * path. */
 #define ARENA_BYTES (32 * 1024)
 static _Alignas(64) unsigned char arena[ARENA_BYTES];
 static _Atomic size_t arena_used;
@@ -39,13 +41,13 @@ static void *arena_alloc(size_t size, size_t align)
     if (start + need > ARENA_BYTES)
         return NULL;
     uintptr_t p = ((uintptr_t)arena + start + 16 + align - 1) & ~(uintptr_t)(align - 1);
-    ((size_t *)p)[-1] = size;
+    ((size_t *)p)[-1] = size << 3 | 2;
     return (void *)p;
 }
 
-static int arena_owns(const void *p)
+static inline int arena_owns(const void *p)
 {
-    return (const unsigned char *)p >= arena && (const unsigned char *)p < arena + ARENA_BYTES;
+    return (uintptr_t)p - (uintptr_t)arena < ARENA_BYTES;
 }
 
 #define RESOLVE(field, name) ag_real.field = (__typeof__(ag_real.field))dlsym(RTLD_NEXT, name)
@@ -66,41 +68,47 @@ AG_HIDDEN int ag_bootstrap(void)
     RESOLVE(pvalloc, "pvalloc");
     RESOLVE(usable, "malloc_usable_size");
     RESOLVE(free, "free");
+    void *next_malloc = dlsym(RTLD_NEXT, "malloc");
+    Dl_info info;
+    if (next_malloc && dladdr(next_malloc, &info) && info.dli_fname) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        ag_glibc_serves = strncmp(base, "libc.so", 7) == 0;
+    }
     /* malloc last: the fast path tests it. */
-    RESOLVE(malloc, "malloc");
+    atomic_store_explicit((_Atomic(void *) *)&ag_real.malloc, next_malloc, memory_order_release);
     bootstrapping = 0;
     if (!(ag_real.malloc && ag_real.free && ag_real.usable))
         return -1;
-    Dl_info info;
-    if (dladdr((void *)ag_real.malloc, &info) && info.dli_fname) {
-        const char *base = strrchr(info.dli_fname, '/');
-        base = base ? base + 1 : info.dli_fname;
-        glibc_serves = strncmp(base, "libc.so", 7) == 0;
-    }
     /* One usable-size call before any is counted: tcmalloc's first one makes its
      * MallocExtension with operator new, which would count a block, which would ask its usable
      * size, ... */
-    ag_tls.busy++;
+    ag_busy_enter();
     void *p = ag_real.malloc(1);
     if (p) {
         ag_real.usable(p);
         ag_real.free(p);
     }
-    ag_tls.busy--;
+    ag_busy_leave();
     return 0;
 }
 
 /* glibc: the usable size read from the chunk header, as glibc's own malloc_usable_size does
  * (musable: the chunk size without its flag bits, less the size field, and less the prev_size
- * field too for an mmapped chunk), without a call. glibc_serves is set at bootstrap when the next
- * malloc is libc's. */
+ * field too for an mmapped chunk), without a call. ag_glibc_serves is set at bootstrap when the
+ * next malloc is libc's. */
+
+static inline size_t glibc_usable(const void *p)
+{
+    size_t head = ((const size_t *)p)[-1];
+    /* IS_MMAPPED (2) makes the header 8 bytes longer: (head & 2) << 2 is 8 or 0, no branch. */
+    return (head & ~(size_t)7) - sizeof(size_t) - ((head & 2) << 2);
+}
 
 static inline size_t usable(void *p)
 {
-    if (AG_LIKELY(glibc_serves)) {
-        size_t head = ((const size_t *)p)[-1];
-        return (head & ~(size_t)7) - ((head & 2) ? 2 * sizeof(size_t) : sizeof(size_t));
-    }
+    if (AG_LIKELY(ag_glibc_serves))
+        return glibc_usable(p);
     return ag_real.usable(p);
 }
 
@@ -138,7 +146,7 @@ static void slots_lock_give(void)
 static inline void add(uint64_t *c, uint64_t v)
 {
 #if defined(__x86_64__)
-    __asm__ volatile("addq %1, %0" : "+m"(*c) : "r"(v));
+    __asm__ volatile("addq %1, %0" : "+m"(*c) : "er"(v));
 #else
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
 #endif
@@ -147,6 +155,7 @@ static inline void add(uint64_t *c, uint64_t v)
 static void slot_release(void *arg)
 {
     struct ag_slot *s = arg;
+    ag_tls.count = NULL;
     ag_tls.slot = NULL;
     ag_tls.dead = 1; /* the thread's last destructors still free: counted in `shared` */
     slots_lock_take();
@@ -199,7 +208,7 @@ static __attribute__((noinline)) struct ag_slot *slot_attach(void)
     if (t->dead || !slot_key_ok)
         return &shared;
     int saved_errno = errno;
-    t->busy++; /* pthread_setspecific may allocate: that block is the agent's */
+    ag_busy_enter(); /* pthread_setspecific may allocate: that block is the agent's */
     struct ag_slot *s = slot_take();
     if (s && pthread_setspecific(slot_key, s) == 0) {
         t->slot = s;
@@ -208,7 +217,7 @@ static __attribute__((noinline)) struct ag_slot *slot_attach(void)
         t->dead = 0;
         s = NULL;
     }
-    t->busy--;
+    ag_busy_leave(); /* counts into the new slot from now on */
     errno = saved_errno;
     return s ? s : &shared;
 }
@@ -277,7 +286,7 @@ static inline void count(struct ag_slot *s, int atomic, uint64_t *field, uint64_
 
 #define COUNT(s, at, f, v) count(s, at, &(s)->f, v)
 
-static inline void counted_alloc(void *p, size_t requested)
+static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t requested)
 {
     int at;
     struct ag_slot *s = slot(&at);
@@ -288,7 +297,7 @@ static inline void counted_alloc(void *p, size_t requested)
     COUNT(s, at, requested, requested);
 }
 
-static inline void counted_free(void *p)
+static __attribute__((noinline, cold)) void counted_free_slow(void *p)
 {
     int at;
     struct ag_slot *s = slot(&at);
@@ -298,25 +307,76 @@ static inline void counted_free(void *p)
     COUNT(s, at, bytes_out, usable(p));
 }
 
+/* The fast path: the thread's own slot in `count` (busy is 0 and glibc serves, see
+ * ag_busy_leave), a block not mmapped (its usable size is the chunk size less the 8-byte size
+ * field; the arena's blocks look mmapped), plain adds. Everything else goes through the slow paths
+ * above, which check each case. Returns the slot, or NULL for the slow path; *head is the block's
+ * glibc chunk header. */
+static inline __attribute__((always_inline)) struct ag_slot *fast_slot(const void *p,
+                                                                        size_t *head)
+{
+    struct ag_slot *s = ag_tls.count;
+    if (AG_UNLIKELY(s == NULL || p == NULL))
+        return NULL;
+    *head = ((const size_t *)p)[-1];
+    return AG_LIKELY((*head & 2) == 0) ? s : NULL;
+}
+
+#define FAST_USABLE(head) (((head) & ~(size_t)7) - sizeof(size_t))
+
+static __attribute__((noinline, cold)) void *counted_alloc_slow_p(void *p, size_t requested)
+{
+    counted_alloc_slow(p, requested);
+    return p;
+}
+
+/* Counts the block p and returns it (the slow path as a tail call: no stack frame for it). */
+static inline __attribute__((always_inline)) void *counted_alloc(void *p, size_t requested)
+{
+    size_t head;
+    struct ag_slot *s = fast_slot(p, &head);
+    if (AG_LIKELY(s != NULL)) {
+        add(&s->allocs, 1);
+        add(&s->bytes_in, FAST_USABLE(head));
+        add(&s->requested, requested);
+        return p;
+    }
+    return counted_alloc_slow_p(p, requested);
+}
+
 AG_HIDDEN void ag_count_alloc(void *p, size_t requested)
 {
-    counted_alloc(p, requested);
+    (void)counted_alloc(p, requested);
 }
 
 AG_HIDDEN void ag_count_free(void *p)
 {
-    counted_free(p);
+    size_t head;
+    struct ag_slot *s = fast_slot(p, &head);
+    if (AG_LIKELY(s != NULL)) {
+        add(&s->frees, 1);
+        add(&s->bytes_out, FAST_USABLE(head));
+    } else {
+        counted_free_slow(p);
+    }
 }
 
 /* ---------------------------------------------------------------------- hooks */
 
-AG_EXPORT void *malloc(size_t size)
+static __attribute__((noinline, cold)) void *malloc_bootstrap(size_t size)
 {
-    if (AG_UNLIKELY(!ready()))
+    if (!ready())
         return arena_alloc(size, 16);
     void *p = ag_real.malloc(size);
-    counted_alloc(p, size);
-    return p;
+    return counted_alloc(p, size);
+}
+
+AG_EXPORT __attribute__((hot)) void *malloc(size_t size)
+{
+    void *(*real)(size_t) = ag_real.malloc; /* set once, at bootstrap */
+    if (AG_UNLIKELY(real == NULL))
+        return malloc_bootstrap(size);
+    return counted_alloc(real(size), size);
 }
 
 AG_EXPORT void *calloc(size_t n, size_t size)
@@ -327,23 +387,38 @@ AG_EXPORT void *calloc(size_t n, size_t size)
     if (AG_UNLIKELY(!ready()))
         return total == SIZE_MAX ? NULL : arena_alloc(total, 16); /* static: already zero */
     void *p = ag_real.calloc(n, size);
-    counted_alloc(p, total);
-    return p;
+    return counted_alloc(p, total);
 }
 
-AG_EXPORT void free(void *p)
+static __attribute__((noinline, cold)) void free_slow(void *p)
 {
-    if (AG_UNLIKELY(arena_owns(p) || !ready()))
+    if (arena_owns(p) || !ready())
         return;
-    counted_free(p);
+    counted_free_slow(p);
     ag_real.free(p);
+}
+
+/* The fast path has no call before the real free's: no stack frame, a tail call. A thread slot
+ * in `count` means bootstrap is done (slots are taken only by counted calls), and an arena block
+ * goes to the slow path by its header. */
+AG_EXPORT __attribute__((hot)) void free(void *p)
+{
+    size_t head;
+    struct ag_slot *s = fast_slot(p, &head);
+    if (AG_LIKELY(s != NULL)) {
+        add(&s->frees, 1);
+        add(&s->bytes_out, FAST_USABLE(head));
+        ag_real.free(p);
+        return;
+    }
+    free_slow(p);
 }
 
 static void *arena_realloc(void *old, size_t size)
 {
     void *p = malloc(size);
     if (p && old) {
-        size_t n = ((size_t *)old)[-1];
+        size_t n = ((size_t *)old)[-1] >> 3;
         memcpy(p, old, n < size ? n : size);
     }
     return p;
@@ -390,9 +465,9 @@ AG_EXPORT void *reallocarray(void *old, size_t n, size_t size)
  * the PLT, which would count the block twice. */
 #define ALIGNED_CALL(expr)                                                                         \
     do {                                                                                           \
-        ag_tls.busy++;                                                                             \
+        ag_busy_enter();                                                                           \
         expr;                                                                                      \
-        ag_tls.busy--;                                                                             \
+        ag_busy_leave();                                                                           \
     } while (0)
 
 AG_EXPORT int posix_memalign(void **out, size_t align, size_t size)
@@ -404,7 +479,7 @@ AG_EXPORT int posix_memalign(void **out, size_t align, size_t size)
     int rc;
     ALIGNED_CALL(rc = ag_real.posix_memalign(out, align, size));
     if (rc == 0)
-        counted_alloc(*out, size);
+        (void)counted_alloc(*out, size);
     return rc;
 }
 
@@ -414,8 +489,7 @@ AG_EXPORT void *aligned_alloc(size_t align, size_t size)
         return arena_alloc(size, align);
     void *p;
     ALIGNED_CALL(p = ag_real.aligned_alloc(align, size));
-    counted_alloc(p, size);
-    return p;
+    return counted_alloc(p, size);
 }
 
 AG_EXPORT void *memalign(size_t align, size_t size)
@@ -424,8 +498,7 @@ AG_EXPORT void *memalign(size_t align, size_t size)
         return arena_alloc(size, align);
     void *p;
     ALIGNED_CALL(p = ag_real.memalign(align, size));
-    counted_alloc(p, size);
-    return p;
+    return counted_alloc(p, size);
 }
 
 AG_EXPORT void *valloc(size_t size)
@@ -434,8 +507,7 @@ AG_EXPORT void *valloc(size_t size)
         return arena_alloc(size, 4096);
     void *p;
     ALIGNED_CALL(p = ag_real.valloc(size));
-    counted_alloc(p, size);
-    return p;
+    return counted_alloc(p, size);
 }
 
 AG_EXPORT void *pvalloc(size_t size)
@@ -444,6 +516,5 @@ AG_EXPORT void *pvalloc(size_t size)
         return arena_alloc(size, 4096);
     void *p;
     ALIGNED_CALL(p = ag_real.pvalloc(size));
-    counted_alloc(p, size);
-    return p;
+    return counted_alloc(p, size);
 }

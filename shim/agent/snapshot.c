@@ -182,7 +182,7 @@ static void trim_if_asked(void)
 static void *agent_main(void *arg)
 {
     (void)arg;
-    ag_tls.busy = 1; /* for good: nothing this thread allocates is the program's */
+    ag_busy_enter(); /* for good: nothing this thread allocates is the program's */
     for (;;) {
         pthread_mutex_lock(&snap_lock);
         if (stopped) {
@@ -209,9 +209,9 @@ static void start_thread(void)
     pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
-    ag_tls.busy++; /* the thread's stack and TLS are the agent's */
+    ag_busy_enter(); /* the thread's stack and TLS are the agent's */
     pthread_create(&t, &attr, agent_main, NULL);
-    ag_tls.busy--;
+    ag_busy_leave();
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -253,9 +253,9 @@ __attribute__((constructor)) static void agent_init(void)
         if (v > 0)
             interval_ns = v * 1000000ull;
     }
-    ag_tls.busy++;
+    ag_busy_enter();
     ag_stats_init();
-    ag_tls.busy--;
+    ag_busy_leave();
     pid = getpid();
     ppid = getppid();
     read_exe();
@@ -272,8 +272,7 @@ static void final_snapshot(int wait)
 {
     if (!active)
         return;
-    int busy = ag_tls.busy;
-    ag_tls.busy = 1;
+    ag_busy_enter();
     if (wait ? pthread_mutex_lock(&snap_lock) == 0 : pthread_mutex_trylock(&snap_lock) == 0) {
         if (!stopped && pid == getpid()) {
             trim_if_asked();
@@ -282,7 +281,7 @@ static void final_snapshot(int wait)
         }
         pthread_mutex_unlock(&snap_lock);
     }
-    ag_tls.busy = busy;
+    ag_busy_leave();
 }
 
 __attribute__((destructor)) static void agent_fini(void)
