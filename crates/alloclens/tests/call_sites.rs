@@ -331,3 +331,74 @@ fn top_functions_of_a_gcc_compile_agree_with_heaptrack() {
         );
     }
 }
+
+/// How many chunks of each kind a trace file has (walking the chunk frames of
+/// docs/trace-format.md).
+fn chunk_kinds(trace: &Path) -> BTreeMap<u8, usize> {
+    use trace::format::{CHUNK_FRAME_LEN, FILE_PREFIX_LEN};
+    let bytes = std::fs::read(trace).unwrap();
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let mut at = FILE_PREFIX_LEN + u32_at(12);
+    let mut kinds = BTreeMap::new();
+    while at + CHUNK_FRAME_LEN <= bytes.len() {
+        assert_eq!(&bytes[at..at + 4], b"ALCK", "a chunk frame at byte {at}");
+        *kinds.entry(bytes[at + 4]).or_insert(0) += 1;
+        at += CHUNK_FRAME_LEN + u32_at(at + 12);
+    }
+    assert_eq!(at, bytes.len(), "the file ends with a whole chunk");
+    kinds
+}
+
+/// Stacks learned a few at a time over a recording go out together, ahead of the events that
+/// name them: each STACKS chunk is its own zstd frame, and one per drain of the recorder (as
+/// before) made a cc1 compile's stacks twice as large.
+#[test]
+fn stacks_learned_over_time_share_few_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    // 50 distinct stacks (a recursion 1 to 50 deep, within the default --stack-depth of 64), one
+    // new stack every 3 ms: about as many recorder drains as stacks.
+    let exe = common::compile_c(
+        dir.path(),
+        "deeper",
+        r#"#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) void *down(int n) {
+    void *p = n == 0 ? malloc(24) : down(n - 1);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+int main(void) {
+    for (int i = 0; i < 50; i++) {
+        free(down(i));
+        usleep(3000);
+    }
+    return 0;
+}
+"#,
+        &[
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+        ],
+    );
+    let trace = dir.path().join("deeper.alt");
+    record(&trace, &["--stacks"], &[&exe]);
+    let reader = trace::TraceReader::open(&trace).unwrap();
+    assert!(
+        reader.stacks().len() >= 50,
+        "each depth is its own stack: {} stacks",
+        reader.stacks().len()
+    );
+    let kinds = chunk_kinds(&trace);
+    let events = kinds[&trace::format::kind::EVENTS];
+    let stacks = kinds[&trace::format::kind::STACKS];
+    assert!(
+        stacks <= events + 1,
+        "{stacks} STACKS chunks for {events} events chunks: {kinds:?}"
+    );
+    // The events name their stacks: every allocation of `down` has one.
+    let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
+    assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
+    let f = functions(&sites["processes"][0]);
+    assert_eq!(f["down"].0, 50, "{f:?}");
+}

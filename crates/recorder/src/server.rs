@@ -751,7 +751,14 @@ impl Server {
     }
 
     /// Queues the sealed batches for compression (in order), or recycles them when not writing.
+    /// The stacks and modules learned since the last events went out precede them: gathered
+    /// until then (and at `finish`), not written at every drain, because each STACKS chunk is
+    /// its own zstd frame and stacks trickle in a few at a time (a cc1 compile wrote 639
+    /// chunks of 12 stacks: 117 KB, against 57 KB for the same stacks in one frame).
     fn hand_off(&mut self) {
+        if self.sealed.is_empty() {
+            return;
+        }
         self.write_stacks();
         for batch in std::mem::take(&mut self.sealed) {
             let unsent = match self.writer.as_mut() {

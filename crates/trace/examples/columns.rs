@@ -1,14 +1,20 @@
 //! Where a trace's bytes go: per events column, its raw size and its size compressed alone, in
-//! bytes per event, over every stream of the file.
+//! bytes per event, over every stream of the file; with call stacks also the `stacks` column and the
+//! STACKS and MODULES chunks.
 //! Usage: cargo run --release -p trace --example columns TRACE
-use trace::codec::{payload_columns, COLUMN_NAMES};
+use trace::codec::{payload_columns, COLUMN_NAMES, STACKS_COLUMN};
 use trace::{RawChunk, TraceReader};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).ok_or("usage: columns TRACE")?;
     let mut reader = TraceReader::open(&path)?;
-    let mut raw = vec![0usize; COLUMN_NAMES.len()];
-    let mut packed = vec![0usize; COLUMN_NAMES.len()];
+    let names: Vec<&str> = COLUMN_NAMES
+        .iter()
+        .copied()
+        .chain([STACKS_COLUMN])
+        .collect();
+    let mut raw = vec![0usize; names.len()];
+    let mut packed = vec![0usize; names.len()];
     let (mut records, mut stored, mut count) = (0u64, 0usize, 0usize);
     // The chunk headers (threads, time anchors): whole payloads minus their columns.
     let (mut whole_raw, mut headers_packed) = (0usize, 0usize);
@@ -40,12 +46,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         per(whole_raw - raw.iter().sum::<usize>()),
         per(headers_packed)
     );
-    for (i, name) in COLUMN_NAMES.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         println!(
             "{name:>10}: raw {:.3}, alone zstd -1 {:.3} B/record",
             per(raw[i]),
             per(packed[i])
         );
     }
+    let file = std::fs::metadata(&path)?.len() as usize;
+    println!(
+        "whole file {:.3} B/record; events payloads {:.3}, the rest (STACKS, MODULES, headers) {:.3}",
+        per(file),
+        per(stored),
+        per(file - stored)
+    );
     Ok(())
 }

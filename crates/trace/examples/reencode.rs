@@ -1,7 +1,7 @@
 //! Re-encodes a trace's events with this build's encoder and prints bytes per record: for trying
 //! encoding changes on real traces (the file is read with this build's decoder, so it must be a
 //! file written by the same format version).
-//! A trace recorded without addresses is re-encoded without them. Also prints the time spent in
+//! A trace recorded without addresses is re-encoded without them, one with stacks with them. Also prints the time spent in
 //! the encoder (compression included), the figure to compare when changing the encoder.
 //! Usage: cargo run --release -p trace --example reencode TRACE [LEVEL]
 use std::time::{Duration, Instant};
@@ -20,6 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut enc = ChunkEncoder::new(level);
         if without_addresses {
             enc = enc.without_addresses();
+        }
+        // ALLOCLENS_REENCODE_NO_STACKS=1 drops the stack ids: the stack column's share of the bytes.
+        if reader.has_stacks() && std::env::var_os("ALLOCLENS_REENCODE_NO_STACKS").is_none() {
+            enc = enc.with_stacks(reader.header().free_stacks);
         }
         enc.push_anchor(0, 0);
         // Decoded a chunk's worth at a time, so that the encoder is timed alone.

@@ -210,7 +210,10 @@ impl StackEncoder {
         raw.extend_from_slice(&body);
         let raw_len = u32::try_from(raw.len())
             .map_err(|_| std::io::Error::other("stacks chunk too large"))?;
-        let compressed = zstd::bulk::compress(&raw, 3)?;
+        // Level 9: stacks are few (a cc1 compile: 7,490, 275 KB raw, 20 ms in all at level 9),
+        // and it took their chunks from 57 to 50 KB against level 3; higher levels gain < 2 %
+        // at 3 to 10 times the time.
+        let compressed = zstd::bulk::compress(&raw, STACKS_LEVEL)?;
         let mut payload = Vec::with_capacity(4 + compressed.len());
         payload.extend_from_slice(&raw_len.to_le_bytes());
         payload.extend_from_slice(&compressed);
@@ -230,6 +233,9 @@ pub fn stacks_payload<'a>(
     e.table.ends.resize(first_id.saturating_sub(1) as usize, 0);
     e.payload(first_id, stacks)
 }
+
+/// zstd level of STACKS chunks (see `StackEncoder::payload`).
+const STACKS_LEVEL: i32 = 9;
 
 /// Largest stack depth a reader accepts (the shim records at most 256 frames).
 pub const MAX_STACK_DEPTH: u64 = 1024;
