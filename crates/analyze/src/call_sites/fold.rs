@@ -35,6 +35,21 @@ const ALLOCATOR_FUNCTIONS: [&str; 12] = [
     "__libc_malloc",
 ];
 
+/// Rust's global-allocator path, from `Box::new`/`Vec`'s growth down to `malloc`: like C++'s
+/// operators, these frames say "allocates", not where. (Without this every Rust program's top
+/// allocating function read `alloc::alloc::alloc` or `alloc::alloc::realloc`.) Collections' own
+/// frames (`alloc::raw_vec::...`) stay: they say what grew.
+const RUST_ALLOCATOR_PREFIXES: [&str; 8] = [
+    "alloc::alloc::",
+    "<alloc::alloc::Global",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rust_dealloc",
+    "__rdl_",
+    "std::sys::alloc::",
+    "<std::alloc::System as core::alloc::GlobalAlloc>",
+];
+
 /// True for a frame that belongs to the allocator rather than to the program's call site.
 pub fn is_allocator_frame(frame: &SiteFrame) -> bool {
     let Some(name) = frame.function.as_deref() else {
@@ -43,6 +58,51 @@ pub fn is_allocator_frame(frame: &SiteFrame) -> bool {
     ALLOCATOR_FUNCTIONS.contains(&name)
         || name.starts_with("operator new")
         || name.starts_with("operator delete")
+        || RUST_ALLOCATOR_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: &str) -> SiteFrame {
+        SiteFrame {
+            label: function.to_string(),
+            function: Some(function.to_string()),
+            file: None,
+            line: None,
+            inlined: true,
+            module: "p".to_string(),
+            module_address: 0,
+        }
+    }
+
+    /// The frames of a real `rustc -O` program's `Box::new` and `String::push` stacks (seen in
+    /// `analyze --sites` output): the global-allocator path is the allocator's, the collection
+    /// and the program's functions are call sites.
+    #[test]
+    fn rusts_global_allocator_frames_are_the_allocators() {
+        for name in [
+            "alloc::alloc::alloc",
+            "alloc::alloc::realloc",
+            "<alloc::alloc::Global>::grow_impl_runtime",
+            "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+            "__rust_alloc",
+            "__rdl_realloc",
+            "operator new(unsigned long)",
+            "malloc",
+        ] {
+            assert!(is_allocator_frame(&frame(name)), "{name}");
+        }
+        for name in [
+            "alloc::raw_vec::RawVecInner<A>::finish_grow",
+            "<alloc::string::String>::push",
+            "p::make_boxes",
+            "allocate_dtv",
+        ] {
+            assert!(!is_allocator_frame(&frame(name)), "{name}");
+        }
+    }
 }
 
 /// Figures added up before they are summarised.
