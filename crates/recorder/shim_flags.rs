@@ -11,3 +11,55 @@ pub fn warning_flags(ci: Option<&str>) -> Vec<&'static str> {
     }
     flags
 }
+
+/// Compiles the preload library `sources` (in `dir`, with its `exports.map`) into `target` with the
+/// flags every alloclens preload library needs (the record shim and the watch agent; one owner):
+/// position-independent, hidden symbols, initial-exec TLS (no allocation on a thread's first
+/// access), unwind tables (operator new may throw through the C++ hooks), no builtin malloc
+/// folding, and every PLT entry bound at load (lazy binding would run the dynamic linker, tens of
+/// microseconds, inside a hook the first time a libc function is called). `what` names the
+/// library in cargo's warnings and in the panic of a failed build.
+#[allow(dead_code)] // tests/shim_flags.rs includes this file for warning_flags only
+pub fn compile_preload(
+    what: &str,
+    dir: &std::path::Path,
+    sources: &[&str],
+    target: &std::path::Path,
+) {
+    let ci = std::env::var("CI").ok();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = std::process::Command::new(&cc)
+        .current_dir(dir)
+        .args([
+            "-O2",
+            "-g",
+            "-std=gnu11",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-ftls-model=initial-exec",
+            "-fexceptions",
+            "-fno-builtin-malloc",
+            "-fno-builtin-calloc",
+            "-fno-builtin-free",
+            "-fno-builtin-realloc",
+        ])
+        .args(warning_flags(ci.as_deref()))
+        .args(["-shared", "-Wl,--version-script=exports.map", "-Wl,-z,now"])
+        .arg("-o")
+        .arg(target)
+        .args(sources)
+        .args(["-ldl", "-lpthread"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}' to build the {what}: {e}"));
+    let diagnostics = String::from_utf8_lossy(&out.stderr);
+    // Cargo hides a build script's output when it succeeds: without -Werror a warning would go
+    // unseen.
+    for line in diagnostics.lines() {
+        println!("cargo:warning={what}: {line}");
+    }
+    assert!(
+        out.status.success(),
+        "building the {what} with '{cc}' failed ({}):\n{diagnostics}",
+        out.status
+    );
+}
