@@ -96,6 +96,7 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::refuse_watch_dir(&args.trace, "analyze reads a trace of `alloclens record`")?;
     // Library errors already name the file and what was recovered.
     let result = {
         let bar = super::progress::RecordsBar::new("analysing");
