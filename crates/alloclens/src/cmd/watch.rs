@@ -16,8 +16,8 @@ use crate::cmd::args;
     alloclens watch -a jemalloc:dirty_decay_ms=1000 --trim-probe -o w -- ./cache\n  \
     alloclens watch --pid 4242 --duration 10m -o w")]
 pub struct Args {
-    /// The allocator variant to run the command under (as in `run`: jemalloc, glibc:arena_max=2,
-    /// NAME=PATH); default: the program's own
+    /// The allocator variant to run the command under, one (as in `run`: jemalloc,
+    /// glibc:arena_max=2, NAME=PATH; to compare several, `run -a A,B`); default: the program's own
     #[arg(
         short = 'a',
         long = "allocator",
@@ -45,7 +45,8 @@ pub struct Args {
     /// Output directory [default: alloclens-watch-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
-    /// Replace an earlier watch's files in the output directory
+    /// Replace an earlier watch's files in the output directory (only those: a directory holding
+    /// anything else, in agent/ too, is refused)
     #[arg(long)]
     force: bool,
     /// The command to watch, after `--`. It keeps alloclens's stdin, stdout and stderr
