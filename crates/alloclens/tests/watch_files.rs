@@ -84,7 +84,8 @@ fn force_removes_only_the_watchs_own_files() {
     assert!(agent.join("keep").is_dir());
     std::fs::remove_dir(agent.join("keep")).unwrap();
 
-    // Only the watch's files left: --force replaces them.
+    // Only the watch's files left (with the one a kill while thinning leaves): --force replaces them.
+    std::fs::write(dir.join("samples.csv.tmp"), "t_s\n").unwrap();
     let out = watch(&dir, &["--force", "--interval", "100ms"], &["true"]);
     assert!(
         out.status.success(),
@@ -92,6 +93,7 @@ fn force_removes_only_the_watchs_own_files() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_ne!(std::fs::read(dir.join("watch.json")).unwrap(), before);
+    assert!(!dir.join("samples.csv.tmp").exists());
     for old in snaps {
         assert!(
             !agent.join(&old).exists(),

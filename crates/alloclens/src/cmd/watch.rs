@@ -57,13 +57,14 @@ pub struct Args {
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
-/// Files a watch writes into its directory (an earlier watch's are replaced with --force).
+/// Files a watch writes at the top of its directory (an earlier watch's are replaced with
+/// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
 const OURS: [&str; 5] = [
     "report.html",
     watch::WATCH_JSON,
     watch::SAMPLES_CSV,
-    watch::AGENT_DIR,
     "watch.json.tmp",
+    "samples.csv.tmp",
 ];
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
