@@ -123,6 +123,25 @@ fn command_that_cannot_start_leaves_no_directory() {
     assert!(line.contains("cannot start"), "{line}");
     assert!(!dir.exists(), "{line}");
 
+    // What an earlier alloclens left for such a command: report says there is no sample, not
+    // that a watch was killed midway.
+    let old = tmp.path().join("old");
+    std::fs::create_dir_all(old.join("agent")).unwrap();
+    std::fs::write(old.join("samples.csv"), "").unwrap();
+    std::fs::write(
+        old.join("watch.json"),
+        r#"{"schema_version": 1, "command": ["/etc/passwd"], "interval_s": 1.0, "ending": null}"#,
+    )
+    .unwrap();
+    let out = alloclens().arg("report").arg(&old).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no sample was taken"), "{stderr}");
+    assert!(stderr.contains("the command could not start"), "{stderr}");
+    let page = std::fs::read_to_string(old.join("report.html")).unwrap();
+    assert!(page.contains("no sample was taken"));
+    assert!(!page.contains("did not finish"));
+
     // An empty directory the user gave stays, empty.
     std::fs::create_dir(&dir).unwrap();
     one_error_line(&watch(&dir, &[], &[junk.to_str().unwrap()]));

@@ -54,7 +54,7 @@ pub fn read_samples_checked(path: &Path, expected: Expected) -> SamplesRead {
                 "{name} is empty, but watch.json says {n} samples were kept: the file was emptied or replaced after the watch; the charts are empty"
             )],
             None => vec![format!(
-                "{name} is empty: the watch was killed before its first sample"
+                "{name} is empty: no sample was taken (alloclens was killed before the first one, or the command could not start); there is nothing to judge"
             )],
         };
         return SamplesRead {

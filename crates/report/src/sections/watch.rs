@@ -52,7 +52,9 @@ impl Reportable for WatchDir {
                 verdict.push(Block::Code(c.clone()));
             }
         }
-        if r.ending.is_none() {
+        // Without a readable sample, samples_damage says why (killed before the first sample,
+        // a command that could not start under an earlier alloclens, a damaged file).
+        if r.ending.is_none() && !self.samples.is_empty() {
             verdict.push(Block::Warning(
                 "This watch did not finish (alloclens was killed): the verdict is made from samples.csv as it was left.".into(),
             ));
