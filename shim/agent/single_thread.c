@@ -24,16 +24,22 @@
 static int next_unshare(int flags)
 {
     static int (*next)(int);
-    if (!next)
+    if (!next) {
+        ag_busy_enter(); /* what dlsym allocates is the agent's */
         next = (int (*)(int))dlsym(RTLD_NEXT, "unshare");
+        ag_busy_leave();
+    }
     return next ? next(flags) : (int)syscall(SYS_unshare, flags);
 }
 
 static int next_setns(int fd, int nstype)
 {
     static int (*next)(int, int);
-    if (!next)
+    if (!next) {
+        ag_busy_enter(); /* what dlsym allocates is the agent's */
         next = (int (*)(int, int))dlsym(RTLD_NEXT, "setns");
+        ag_busy_leave();
+    }
     return next ? next(fd, nstype) : (int)syscall(SYS_setns, fd, nstype);
 }
 
