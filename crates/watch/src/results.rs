@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Ending, ExitStatus, GdbReading, ProcessFigures, TrimProbe, WatchOutcome};
-use crate::history::{read_samples, WatchSample};
+use crate::history::WatchSample;
 use crate::verdict::{classify, HeldFree, TrimResult, Verdict, VerdictInput};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -68,7 +68,10 @@ pub fn write_results(dir: &Path, results: &WatchResults) -> std::io::Result<()> 
 pub struct WatchDir {
     pub path: PathBuf,
     pub results: WatchResults,
+    /// The readable rows of samples.csv.
     pub samples: Vec<WatchSample>,
+    /// What is wrong with samples.csv (empty, cut, garbled lines), sentences naming the lines.
+    pub samples_damage: Vec<String>,
 }
 
 impl WatchDir {
@@ -90,7 +93,11 @@ impl WatchDir {
                 results.schema_version
             )));
         }
-        let samples = read_samples(&dir.join(SAMPLES_CSV)).unwrap_or_default();
+        let expected = crate::samples_file::Expected {
+            kept: results.ending.map(|_| results.samples_kept),
+        };
+        let read = crate::samples_file::read_samples_checked(&dir.join(SAMPLES_CSV), expected);
+        let samples = read.samples;
         // A killed watch: the verdict from what samples.csv kept.
         if results.verdict.is_none() && !samples.is_empty() {
             results.verdict = Some(classify(&verdict_input(&results, &samples)));
@@ -103,6 +110,7 @@ impl WatchDir {
             path: dir.to_path_buf(),
             results,
             samples,
+            samples_damage: read.damage,
         })
     }
 }

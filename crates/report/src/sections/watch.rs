@@ -52,12 +52,19 @@ impl Reportable for WatchDir {
                 verdict.push(Block::Code(c.clone()));
             }
         }
-        if r.ending.is_none() {
+        // Without a readable sample, samples_damage says why (killed before the first sample,
+        // a command that could not start under an earlier alloclens, a damaged file).
+        if r.ending.is_none() && !self.samples.is_empty() {
             verdict.push(Block::Warning(
                 "This watch did not finish (alloclens was killed): the verdict is made from samples.csv as it was left.".into(),
             ));
         }
-        for w in r.warnings.iter().chain(&r.incomplete_files) {
+        for w in r
+            .warnings
+            .iter()
+            .chain(&r.incomplete_files)
+            .chain(&self.samples_damage)
+        {
             verdict.push(Block::Warning(w.clone()));
         }
         let mut facts = vec![
@@ -69,7 +76,16 @@ impl Reportable for WatchDir {
             ("interval".to_string(), format!("{} s", r.interval_s)),
             (
                 "samples".to_string(),
-                format!("{} taken, {} kept", r.samples_taken, r.samples_kept),
+                if self.samples.len() as u64 == r.samples_kept {
+                    format!("{} taken, {} kept", r.samples_taken, r.samples_kept)
+                } else {
+                    format!(
+                        "{} taken, {} kept, {} readable in samples.csv",
+                        r.samples_taken,
+                        r.samples_kept,
+                        self.samples.len()
+                    )
+                },
             ),
             ("peak RSS".to_string(), human_bytes(r.peak_rss)),
         ];
