@@ -540,7 +540,8 @@ impl AgentTracker {
     /// Why process `pid` runs without the agent, found once per image from what does not change
     /// while it runs (how it is linked, its environment, its credentials).
     fn diagnose(&mut self, pid: u32, exe: Option<&str>) {
-        if self.dir.is_none() {
+        // No exe: the process is exiting (its mappings are gone) or may not be read.
+        if self.dir.is_none() || exe.is_none() {
             return;
         }
         if self
@@ -582,6 +583,9 @@ impl AgentTracker {
 /// Why the agent did not load into process `pid`, when it can be told from outside.
 fn no_agent_reason(pid: u32, library: Option<&str>) -> Option<String> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    if maps.is_empty() {
+        return None;
+    }
     let mapped = |name: &str| maps.lines().any(|l| l.contains(name));
     if let Some(lib) = library {
         if mapped(lib) {
@@ -590,7 +594,7 @@ fn no_agent_reason(pid: u32, library: Option<&str>) -> Option<String> {
     }
     if !mapped("/ld-linux") && !mapped("/ld-musl") && !mapped("/ld.so") {
         return Some(
-            "is statically linked: no dynamic loader, so nothing is preloaded (a static C or Go program)"
+            "is statically linked (no dynamic loader preloads the agent: a static C or Go program)"
                 .into(),
         );
     }
@@ -700,7 +704,8 @@ fn take_sample(
         metadata: stats(|a| a.metadata),
         heap_total: stats(|a| a.heap_total),
         free_chunks: stats(|a| a.free_chunks),
-        rss_unmeasured: Some(rss_unmeasured),
+        // Without the agent (`--pid`) live bytes come from gdb for the process, or not at all.
+        rss_unmeasured: agents.dir.is_some().then_some(rss_unmeasured),
     };
     Some((sample, processes))
 }
