@@ -676,7 +676,7 @@ impl Watched {
 
 /// `alloclens watch ARGS -o DIR [-- PROGRAM...]`, output to files beside DIR (a program running
 /// on would hold a pipe open); `during` runs while the watch does.
-fn watch_matrix(dir: &Path, args: &[&str], program: &[&str], during: impl FnOnce()) -> Watched {
+fn watch_matrix(dir: &Path, args: &[&str], program: &[&str], during: impl FnOnce(u32)) -> Watched {
     watch_logged(dir, dir, args, program, during)
 }
 
@@ -686,7 +686,7 @@ fn watch_logged(
     logs: &Path,
     args: &[&str],
     program: &[&str],
-    during: impl FnOnce(),
+    during: impl FnOnce(u32),
 ) -> Watched {
     let out_path = logs.with_extension("out");
     let err_path = logs.with_extension("err");
@@ -700,7 +700,7 @@ fn watch_logged(
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
-    during();
+    during(child.id());
     let code = child.wait().unwrap().code();
     let text = format!(
         "{}\n{}",
@@ -804,7 +804,7 @@ fn verdict_matrix_over_real_processes() {
         "leak",
         Box::new(move |d| {
             expect_class(
-                &watch_matrix(d, &w100, &[&m1, "leak", "3000"], || {}),
+                &watch_matrix(d, &w100, &[&m1, "leak", "3000"], |_| {}),
                 "leak",
             )
         }),
@@ -813,7 +813,7 @@ fn verdict_matrix_over_real_processes() {
     cases.push((
         "fragmentation",
         Box::new(move |d| {
-            let w = watch_matrix(d, &w100, &[&m1, "frag", "3000"], || {});
+            let w = watch_matrix(d, &w100, &[&m1, "frag", "3000"], |_| {});
             expect_class(&w, "fragmentation")?;
             expect_text(&w, "and the allocator's free memory with it")?;
             // The free memory quoted is the window's last sample's, not the snapshot taken at
@@ -834,20 +834,20 @@ fn verdict_matrix_over_real_processes() {
         "retention",
         Box::new(move |d| {
             expect_class(
-                &watch_matrix(d, &w100, &[&m1, "retain", "3000"], || {}),
+                &watch_matrix(d, &w100, &[&m1, "retain", "3000"], |_| {}),
                 "retention",
             )
         }),
     ));
     cases.push((
         "stable",
-        Box::new(move |d| expect_class(&watch_matrix(d, &w100, &[&st, "40"], || {}), "stable")),
+        Box::new(move |d| expect_class(&watch_matrix(d, &w100, &[&st, "40"], |_| {}), "stable")),
     ));
     let m1 = m.clone();
     cases.push((
         "private mmap growth",
         Box::new(move |d| {
-            let w = watch_matrix(d, &w100, &[&m1, "mmap", "3000"], || {});
+            let w = watch_matrix(d, &w100, &[&m1, "mmap", "3000"], |_| {});
             expect_class(&w, "outside-heap")?;
             expect_text(&w, "in private anonymous mappings while live bytes")
         }),
@@ -856,7 +856,7 @@ fn verdict_matrix_over_real_processes() {
     cases.push((
         "shared memory growth",
         Box::new(move |d| {
-            let w = watch_matrix(d, &w100, &[&m1, "shm", "3000"], || {});
+            let w = watch_matrix(d, &w100, &[&m1, "shm", "3000"], |_| {});
             expect_class(&w, "outside-heap")?;
             expect_text(&w, "but the heap does not")
         }),
@@ -864,7 +864,7 @@ fn verdict_matrix_over_real_processes() {
     cases.push((
         "static leak",
         Box::new(move |d| {
-            let w = watch_matrix(d, &w100, &[&ms1, "leak", "2000"], || {});
+            let w = watch_matrix(d, &w100, &[&ms1, "leak", "2000"], |_| {});
             expect_class(&w, "undetermined")?;
             expect_text(&w, "live bytes were not measured (process")?;
             expect_text(&w, "is statically linked")?;
@@ -876,7 +876,7 @@ fn verdict_matrix_over_real_processes() {
         "static leak behind exec",
         Box::new(move |d| {
             let line = format!("exec {ms1} leak 2000");
-            let w = watch_matrix(d, &w100, &["sh", "-c", &line], || {});
+            let w = watch_matrix(d, &w100, &["sh", "-c", &line], |_| {});
             expect_class(&w, "undetermined")?;
             expect_text(&w, "is statically linked")
         }),
@@ -886,7 +886,10 @@ fn verdict_matrix_over_real_processes() {
         "leak behind exec",
         Box::new(move |d| {
             let line = format!("exec {m1} leak 2000");
-            expect_class(&watch_matrix(d, &w100, &["sh", "-c", &line], || {}), "leak")
+            expect_class(
+                &watch_matrix(d, &w100, &["sh", "-c", &line], |_| {}),
+                "leak",
+            )
         }),
     ));
     let m1 = m.clone();
@@ -897,7 +900,7 @@ fn verdict_matrix_over_real_processes() {
                 d,
                 &w100,
                 &["env", "-u", "LD_PRELOAD", &m1, "leak", "2000"],
-                || {},
+                |_| {},
             );
             expect_class(&w, "undetermined")?;
             expect_text(&w, "runs without the agent in LD_PRELOAD")?;
@@ -908,7 +911,7 @@ fn verdict_matrix_over_real_processes() {
     cases.push((
         "shorter than the interval",
         Box::new(move |d| {
-            let w = watch_matrix(d, &["--interval", "1s"], &[&m1, "leak", "50"], || {});
+            let w = watch_matrix(d, &["--interval", "1s"], &[&m1, "leak", "50"], |_| {});
             expect_class(&w, "undetermined")?;
             expect_text(&w, "too few for a trend")?;
             if w.text.contains("the agent wrote no snapshot") {
@@ -930,7 +933,7 @@ fn verdict_matrix_over_real_processes() {
             let dir = disk.path().join("w");
             let csv = dir.join("samples.csv");
             // The output beside `d`, outside the small disk.
-            let w = watch_logged(&dir, d, &w100, &[&m1, "leak", "4000"], || {
+            let w = watch_logged(&dir, d, &w100, &[&m1, "leak", "4000"], |_| {
                 wait_for("6 samples", Duration::from_secs(30), || {
                     std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 7)
                 });
@@ -970,7 +973,7 @@ fn verdict_matrix_over_real_processes() {
                         d,
                         &["--interval", "100ms", "--duration", "2s", "--pid", &pid],
                         &[],
-                        || {},
+                        |_| {},
                     );
                     drop(running);
                     expect_class(&w, class)?;
@@ -1005,4 +1008,45 @@ fn verdict_matrix_over_real_processes() {
     });
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
+}
+
+/// A watch stopped for a while (SIGSTOP, a suspended laptop) skips the ticks it missed instead of
+/// taking them in a burst, and the summary says how far apart the samples really are.
+#[test]
+fn missed_ticks_are_skipped_not_taken_in_a_burst() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let dir = tmp.path().join("w");
+    let csv = dir.join("samples.csv");
+    let w = watch_matrix(
+        &dir,
+        &["--interval", "50ms"],
+        &[prog.to_str().unwrap(), "50"],
+        |watcher| {
+            wait_for("5 samples", Duration::from_secs(30), || {
+                std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 6)
+            });
+            let pid = nix::unistd::Pid::from_raw(watcher as i32);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+        },
+    );
+    assert_eq!(w.code, Some(3), "{}", w.text);
+    let t: Vec<f64> = w.rows.iter().map(|r| r["t_s"].parse().unwrap()).collect();
+    // The 30 ticks missed during the stop are not made up: at most 2 samples in any 50 ms.
+    for (i, a) in t.iter().enumerate() {
+        let within = t[i..].iter().take_while(|b| **b - a < 0.05).count();
+        assert!(within <= 2, "{within} samples from {a} s on: {t:?}");
+    }
+    let line = w
+        .text
+        .lines()
+        .find(|l| l.contains(" samples every "))
+        .unwrap();
+    assert!(
+        line.contains("every 0.05 s asked,")
+            && line.contains("ticks skipped: alloclens was stopped"),
+        "{line}"
+    );
 }
