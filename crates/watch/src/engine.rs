@@ -342,6 +342,12 @@ pub fn watch(
         }
         outcome.warnings.extend(agents.stopped_warnings());
         outcome.live_missing = agents.missing_reasons();
+        if agents.seen && !outcome.live_missing.is_empty() {
+            outcome.warnings.push(format!(
+                "live bytes are not measured for {}",
+                outcome.live_missing.join("; ")
+            ));
+        }
         if !agents.seen {
             let why = if outcome.live_missing.is_empty() {
                 "a static or set-ID program, or one that resets LD_PRELOAD?".to_string()
