@@ -330,6 +330,22 @@ pub fn watch(
         // the image seen then (not one an exec replaced). A program shorter than one interval
         // has only this one.
         if let Ok(snaps) = agent::read_snapshots(dir) {
+            // A command that ended before the first sample: its root's final snapshot is all
+            // there is of it.
+            if outcome.processes.is_empty() {
+                if let Some(s) = snaps.iter().find(|s| s.pid == root && s.final_) {
+                    outcome.processes.push(ProcessFigures {
+                        pid: root,
+                        ppid: s.ppid,
+                        comm: s.exe.rsplit('/').next().unwrap_or_default().to_string(),
+                        rss: s.rss,
+                        pss: 0,
+                        split: procmem::SmapsSplit::default(),
+                        snapshot: None,
+                        exe: Some(s.exe.clone()),
+                    });
+                }
+            }
             for p in &mut outcome.processes {
                 if let Some(s) = snaps
                     .iter()
