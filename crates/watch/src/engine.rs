@@ -500,7 +500,9 @@ struct AgentTracker {
     /// Some process had a snapshot in a sample, or a final one at the end.
     seen: bool,
     /// Per pid: the image (exe) diagnosed, and why it has no agent (None: it should have one).
-    diagnosed: std::collections::HashMap<u32, (Option<String>, Option<String>)>,
+    /// Bounded: entries without a reason leave with their process, and at most
+    /// [`MAX_REASONS`] reasons are kept.
+    diagnosed: std::collections::BTreeMap<u32, (Option<String>, Option<String>)>,
     /// Per pid: (comm, when its snapshots stopped being renewed, s since the start).
     stopped: std::collections::BTreeMap<u32, (String, f64)>,
 }
@@ -509,6 +511,8 @@ struct AgentTracker {
 /// the agent cannot write (a full disk) or its process is stopped. Its figures are left out.
 const STALE_INTERVALS: u64 = 5;
 const STALE_MIN: Duration = Duration::from_secs(1);
+/// Processes named in the warnings about missing or stopped snapshots, at most.
+const MAX_REASONS: usize = 16;
 
 impl AgentTracker {
     fn new(dir: Option<PathBuf>, library: Option<String>) -> AgentTracker {
@@ -543,13 +547,18 @@ impl AgentTracker {
         match s {
             Some(s) if Self::fresh(s, now_ns) => {
                 self.seen = true;
+                // Renewed again (a late agent thread on a loaded machine): only the gap's figures
+                // were left out.
+                self.stopped.remove(&pid);
                 Some(s.clone())
             }
             Some(s) => {
                 let last = t_s - now_ns.saturating_sub(s.taken_unix_ns) as f64 / 1e9;
-                self.stopped
-                    .entry(pid)
-                    .or_insert_with(|| (comm.to_string(), last.max(0.0)));
+                if self.stopped.len() < MAX_REASONS {
+                    self.stopped
+                        .entry(pid)
+                        .or_insert_with(|| (comm.to_string(), last.max(0.0)));
+                }
                 None
             }
             None => {
@@ -574,7 +583,17 @@ impl AgentTracker {
             return;
         }
         let why = no_agent_reason(pid, self.library.as_deref());
-        self.diagnosed.insert(pid, (exe.map(str::to_string), why));
+        let reasons = self.diagnosed.values().filter(|(_, w)| w.is_some()).count();
+        if why.is_none() || reasons < MAX_REASONS {
+            self.diagnosed.insert(pid, (exe.map(str::to_string), why));
+        }
+    }
+
+    /// Forgets the processes that are gone and had nothing to report (a program forking short
+    /// workers for weeks must not grow this).
+    fn prune(&mut self, alive: &[u32]) {
+        self.diagnosed
+            .retain(|pid, (_, why)| why.is_some() || alive.contains(pid));
     }
 
     fn stopped_warnings(&self) -> Vec<String> {
@@ -676,6 +695,8 @@ fn take_sample(
             let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
         }
     }
+    let pids: Vec<u32> = tree.processes.iter().map(|p| p.pid).collect();
+    agents.prune(&pids);
     let mut processes = Vec::with_capacity(tree.processes.len());
     let mut rss_unmeasured = 0;
     for p in &tree.processes {
