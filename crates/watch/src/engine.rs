@@ -699,8 +699,17 @@ fn take_sample(
     agents.prune(&pids);
     let mut processes = Vec::with_capacity(tree.processes.len());
     let mut rss_unmeasured = 0;
+    // A process caught exiting (its address space gone between the RSS read and the smaps read)
+    // is left out of the sample: its figures would be half of one and half of the other.
+    let mut exiting = false;
     for p in &tree.processes {
-        let split = procmem::smaps_split(p.pid).unwrap_or_default();
+        let split = match procmem::smaps_split(p.pid) {
+            Ok(split) if split.rss() > 0 || p.rss == 0 => split,
+            _ => {
+                exiting = true;
+                continue;
+            }
+        };
         split_total.add(&split);
         let exe = exe_of(p.pid);
         let snapshot = if agents.dir.is_some() {
@@ -722,6 +731,9 @@ fn take_sample(
             exe,
         });
     }
+    if processes.is_empty() {
+        return None;
+    }
     let live: Vec<&agent::Snapshot> = processes
         .iter()
         .filter_map(|p| p.snapshot.as_ref())
@@ -731,9 +743,17 @@ fn take_sample(
     let sample = WatchSample {
         t_s,
         unix_ms: unix_ms(),
-        processes: tree.processes.len() as u32,
-        rss: tree.total.rss,
-        pss: tree.total.pss,
+        processes: processes.len() as u32,
+        rss: if exiting {
+            processes.iter().map(|p| p.rss).sum()
+        } else {
+            tree.total.rss
+        },
+        pss: if exiting {
+            processes.iter().map(|p| p.pss).sum()
+        } else {
+            tree.total.pss
+        },
         heap: split_total.heap,
         file: split_total.file,
         stack: split_total.stack,
