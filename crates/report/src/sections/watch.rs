@@ -38,8 +38,8 @@ impl Reportable for WatchDir {
 
         let mut verdict = Section::new("verdict", "Verdict");
         if let Some(v) = &r.verdict {
-            // The evidence has its "Verdict: CLASS. ..." sentence; an undetermined one has not.
-            if v.class == watch::Class::Undetermined {
+            // The evidence has its "Verdict: CLASS. ..." sentence; one with too few samples has not.
+            if !v.evidence.iter().any(|e| e.starts_with("Verdict: ")) {
                 verdict.push(Block::Paragraph("Verdict: undetermined.".into()));
             }
             for e in &v.evidence {
@@ -73,7 +73,14 @@ impl Reportable for WatchDir {
                 "allocator".to_string(),
                 r.allocator.clone().unwrap_or_else(|| "unknown".into()),
             ),
-            ("interval".to_string(), format!("{} s", r.interval_s)),
+            (
+                "interval".to_string(),
+                if r.ticks_skipped > 0 {
+                    format!("{} s ({} ticks skipped)", r.interval_s, r.ticks_skipped)
+                } else {
+                    format!("{} s", r.interval_s)
+                },
+            ),
             (
                 "samples".to_string(),
                 if self.samples.len() as u64 == r.samples_kept {
