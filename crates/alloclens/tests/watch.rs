@@ -76,13 +76,17 @@ fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
-    // 100 rounds of 50 ms: it outlives the watch and both gdb readings on a loaded machine.
-    let reference = Command::new(&prog).arg("100").output().unwrap();
-    assert_eq!(reference.status.code(), Some(3));
+    // 200 rounds of 50 ms: it outlives the watch and both gdb readings on a loaded machine (each
+    // took up to 3 s at a load of 30 on 2 cores). The unwatched run goes on meanwhile.
+    let reference = Command::new(&prog)
+        .arg("200")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
 
     let out_path = tmp.path().join("out.txt");
     let mut child = Command::new(&prog)
-        .arg("100")
+        .arg("200")
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
         .unwrap();
@@ -107,6 +111,8 @@ fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
     // The process: unharmed.
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(3));
+    let reference = reference.wait_with_output().unwrap();
+    assert_eq!(reference.status.code(), Some(3));
     assert_eq!(std::fs::read(&out_path).unwrap(), reference.stdout);
 
     // /proc over time.
