@@ -523,3 +523,101 @@ fn stdin_reaches_a_single_run_and_several_runs_are_warned() {
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].starts_with("alloclens: warning: stdin is not passed on"));
 }
+
+/// Issue 24: `--export-json DIR/results.json -o DIR` replaced results.json with the summary (exit 0,
+/// `report` and `diff` failed after). Exports onto the run's own files (also through a symbolic
+/// link, or onto a file that does not exist yet), onto the results directory, two exports onto one
+/// file, a directory, a missing folder: each is one error line before anything runs (the command,
+/// which would leave a file behind, never starts) and nothing is created.
+#[test]
+fn issue_24_export_paths_are_refused_before_any_run_when_they_would_lose_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("D");
+    let ran = dir.path().join("RAN");
+    std::fs::create_dir(dir.path().join("E")).unwrap();
+    std::os::unix::fs::symlink("../D/samples.csv", dir.path().join("E/link.csv")).unwrap();
+    let p = |s: &str| dir.path().join(s).to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--export-json".into(), p("D/results.json")],
+            "results.json",
+        ),
+        (
+            vec!["--export-csv".into(), p("D/./markers.csv")],
+            "markers.csv",
+        ),
+        (vec!["--export-csv".into(), p("E/link.csv")], "samples.csv"),
+        (
+            vec!["--export-markdown".into(), p("D/output/run-1.log")],
+            "run-1.log",
+        ),
+        (
+            vec!["--export-json".into(), p("D")],
+            "is the results directory",
+        ),
+        (
+            vec![
+                "--export-json".into(),
+                p("x.txt"),
+                "--export-csv".into(),
+                p("E/../x.txt"),
+            ],
+            "both write",
+        ),
+        (vec!["--export-csv".into(), p("E")], "is a directory"),
+        (
+            vec!["--export-csv".into(), p("nowhere/x.csv")],
+            "does not exist",
+        ),
+    ];
+    for (exports, says) in cases {
+        let out = alloclens()
+            .args(["run", "-a", "glibc", "-r", "1", "-o"])
+            .arg(&d)
+            .args(&exports)
+            .args(["--", "sh", "-c", &format!("touch '{}'", ran.display())])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{exports:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{exports:?}: {stderr}");
+        assert!(
+            stderr.starts_with("alloclens: error: --export-") && stderr.contains(says),
+            "{exports:?}: {stderr}"
+        );
+        assert!(!ran.exists(), "{exports:?}: the command ran");
+        assert!(
+            !d.exists(),
+            "{exports:?}: the results directory was created"
+        );
+        assert!(!dir.path().join("x.txt").exists());
+    }
+    // An export of its own in the results directory is fine, and results.json stays the run's.
+    let out = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "-o"])
+        .arg(&d)
+        .arg("--export-json")
+        .arg(d.join("summary.json"))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["runs"].as_array().unwrap().len(), 1);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.is_array(), "{summary}");
+    let report = alloclens().arg("report").arg(&d).output().unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+}

@@ -1,6 +1,6 @@
 //! `alloclens run`: compare allocators on any command, with the memory of its whole process tree.
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -121,7 +121,9 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// Also write the summary table as Markdown to FILE (the results directory is written as usual)
+    /// Also write the summary table as Markdown to FILE (the results directory is written as usual).
+    /// Each --export-* path is checked before the runs: not a directory, in a folder that exists
+    /// and can be written, not one of the results directory's own files, not another export's
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
     /// Also write the summary as JSON to FILE (results.json's `summary`)
@@ -228,10 +230,20 @@ impl RunOptions {
             ksm_merge: a.ksm.then(|| ksm_mechanism(a.ksm_mechanism)).transpose()?,
             ..plan
         };
+        let output = a.output.unwrap_or_else(|| args::dated_dir("alloclens-run"));
+        let exports: Vec<(report::SummaryFormat, PathBuf)> = [
+            (report::SummaryFormat::Markdown, a.export_markdown),
+            (report::SummaryFormat::Json, a.export_json),
+            (report::SummaryFormat::Csv, a.export_csv),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect();
+        check_exports(&output, &exports)?;
         Ok(RunOptions {
             plan,
             baseline,
-            output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
+            output,
             force: a.force,
             program_output: a.program_output,
             ksm: if a.ksm {
@@ -245,16 +257,112 @@ impl RunOptions {
                 None
             },
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
-            exports: [
-                (report::SummaryFormat::Markdown, a.export_markdown),
-                (report::SummaryFormat::Json, a.export_json),
-                (report::SummaryFormat::Csv, a.export_csv),
-            ]
-            .into_iter()
-            .filter_map(|(f, p)| p.map(|p| (f, p)))
-            .collect(),
+            exports,
         })
     }
+}
+
+/// The option that names an export format, and a file name for it.
+fn export_option(format: report::SummaryFormat) -> (&'static str, &'static str) {
+    match format {
+        report::SummaryFormat::Markdown => ("--export-markdown", "summary.md"),
+        report::SummaryFormat::Json => ("--export-json", "summary.json"),
+        report::SummaryFormat::Csv => ("--export-csv", "summary.csv"),
+    }
+}
+
+/// --export-* checked before anything runs (the summary is written after the last run, minutes
+/// later): a file of the results directory itself would be replaced by the summary (`report` and
+/// `diff` then fail), two exports to one file would keep only the last, and a directory, a
+/// missing or an unwritable folder would fail only then. Paths are compared resolved (symbolic
+/// links, `..`), files that do not exist yet included.
+fn check_exports(
+    output: &Path,
+    exports: &[(report::SummaryFormat, PathBuf)],
+) -> anyhow::Result<()> {
+    let results = resolved(output);
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    for (format, path) in exports {
+        let (option, example) = export_option(*format);
+        let shown = path.display();
+        let target = resolved(path);
+        if target == results {
+            bail!("{option} '{shown}' is the results directory (-o): give the export a file name of its own, e.g. {}", output.join(example).display());
+        }
+        let parent = target.parent().unwrap_or(Path::new("/"));
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let own = parent == results && runner::results_dir::is_own_entry(&name);
+        if own || target.starts_with(results.join("output")) {
+            let inside = target
+                .strip_prefix(&results)
+                .unwrap_or(&target)
+                .display()
+                .to_string();
+            bail!("{option} '{shown}' is the run's own {inside} in '{}': the summary would replace it (report and diff read it); write the export under another name, e.g. {}", output.display(), output.join(example).display());
+        }
+        if let Some((_, other)) = seen.iter().find(|(p, _)| *p == target) {
+            bail!("{option} and {other} both write '{shown}': one would replace the other; give each export a file of its own");
+        }
+        seen.push((target.clone(), option));
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                bail!("{option} '{shown}' is a directory: give a file name (e.g. {})", path.join(example).display())
+            }
+            Ok(_) if !writable(&target) => {
+                bail!("{option} '{shown}' cannot be written (permission denied): choose a file you can write")
+            }
+            Ok(_) => {}
+            // The results directory is created before the runs: an export in it is fine.
+            Err(_) if parent == results => {}
+            Err(_) => match std::fs::metadata(parent) {
+                Ok(m) if !m.is_dir() => bail!("{option} '{shown}': '{}' is not a directory", parent.display()),
+                Ok(_) if !writable(parent) => bail!("{option} '{shown}': the directory '{}' cannot be written (permission denied): choose one you can write", parent.display()),
+                Ok(_) => {}
+                Err(_) => bail!("{option} '{shown}': the directory '{}' does not exist: create it first or choose another", parent.display()),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// `path` as the file system resolves it: absolute, symbolic links followed (a dangling one to
+/// where it points), the part that does not exist yet appended as given.
+fn resolved(path: &Path) -> PathBuf {
+    fn resolve(path: &Path, links: u32) -> PathBuf {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            return real;
+        }
+        if links < 40 {
+            if let Ok(to) = std::fs::read_link(path) {
+                let to = match path.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+                return resolve(&to, links + 1);
+            }
+        }
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => resolve(dir, links).join(name),
+            _ => path.to_path_buf(),
+        }
+    }
+    resolve(
+        &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        0,
+    )
+}
+
+/// Whether this process may write `path` (access(2) with the effective ids).
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
 /// An option's text, refused when blank (an empty --prepare would run nothing, silently).
