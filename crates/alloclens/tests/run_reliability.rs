@@ -621,3 +621,82 @@ fn issue_24_export_paths_are_refused_before_any_run_when_they_would_lose_results
         String::from_utf8_lossy(&report.stderr)
     );
 }
+
+/// Issue 24: `--throughput` with a regex that has no capture group, or that never matches, gave no
+/// column, no word, and a table still "ranked by throughput". The first is a one-line usage error
+/// before anything runs; the second a warning naming the regex, and the table says what it is
+/// really ranked by. Runs where it did not match get no markers-per-second figure in its place.
+#[test]
+fn issue_24_a_throughput_regex_that_cannot_give_a_figure_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("RAN");
+    let out = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "--throughput", "ops/s"])
+        .arg("-o")
+        .arg(dir.path().join("a"))
+        .args(["--", "sh", "-c", &format!("touch '{}'", ran.display())])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "alloclens: error: --throughput 'ops/s' has no capture group: put the number in parentheses, e.g. 'ops/s ([0-9.]+)'"
+    );
+    assert!(!ran.exists() && !dir.path().join("a").exists());
+
+    let runs = |regex: &str, name: &str| {
+        alloclens()
+            .args(["run", "-a", "glibc", "-r", "2", "--marker", "^event (\\d+)"])
+            .args(["--throughput", regex, "--program-output", "discard"])
+            .arg("-o")
+            .arg(dir.path().join(name))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "echo event 1; echo event 2; echo done 250 ops",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = runs("^never (\\d+)", "b");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("(ranked by median wall time;"), "{stdout}");
+    assert!(!stdout.contains("throughput"), "{stdout}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("--throughput"))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(
+        warning
+            .starts_with("alloclens: warning: --throughput '^never (\\d+)' matched no output line")
+            && warning.contains("ranked by median wall time"),
+        "{warning}"
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b/results.json")).unwrap())
+            .unwrap();
+    assert!(results["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["throughput"].is_null()));
+    // ranked_by is left out when it is the wall time (results-format.md).
+    assert!(results["summary"][0]["ranked_by"].is_null(), "{results}");
+    // A regex that matches: ranked by it, with its figure.
+    let out = runs("^done (\\d+) ops", "c");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("(ranked by throughput, highest first;"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" 250 /s "), "{stdout}");
+}

@@ -85,7 +85,9 @@ pub struct Args {
     #[arg(long, value_name = "REGEX")]
     pub marker: Option<String>,
     /// Read the throughput from the first capture group of the last output line matching REGEX
-    /// (default: markers per second)
+    /// (default: markers per second). A REGEX without a capture group is refused; runs where it
+    /// matched no line have no throughput (a warning says so), and the summary is ranked by
+    /// throughput only when some run has one
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
     /// The unit of --throughput's figure, shown in the table and exports (e.g. "ops/s",
@@ -208,7 +210,7 @@ impl RunOptions {
             cleanup: nonempty(a.cleanup, "--cleanup")?,
             interval: interval(&a.interval)?,
             marker: args::optional_regex(a.marker.as_deref(), "--marker")?,
-            throughput: args::optional_regex(a.throughput.as_deref(), "--throughput")?,
+            throughput: throughput_regex(a.throughput.as_deref())?,
             timeout: a
                 .timeout
                 .as_deref()
@@ -363,6 +365,48 @@ fn writable(path: &Path) -> bool {
     };
     // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
     unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// --throughput: the figure is the first capture group, so a regex without one could never give one.
+fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
+    let re = args::optional_regex(text, "--throughput")?;
+    if let Some(re) = &re {
+        if re.captures_len() < 2 {
+            bail!(
+                "--throughput '{}' has no capture group: put the number in parentheses, e.g. '{} ([0-9.]+)'",
+                re.as_str(),
+                re.as_str()
+            );
+        }
+    }
+    Ok(re)
+}
+
+/// --throughput given, yet runs without its figure (no output line matched with a number in its
+/// first group): said, with the runs concerned; None when every run has it.
+fn throughput_warning(plan: &RunPlan, runs: &[RunRecord]) -> Option<String> {
+    let re = plan.throughput.as_ref()?;
+    let without: Vec<String> = runs
+        .iter()
+        .filter(|r| r.throughput.is_none())
+        .map(|r| r.index.to_string())
+        .collect();
+    if without.is_empty() {
+        None
+    } else if without.len() == runs.len() {
+        Some(format!(
+            "--throughput '{}' matched no output line with a number in its first capture group, in any run: no throughput column, the summary is ranked by median wall time (check the regex against the command's output)",
+            re.as_str(),
+        ))
+    } else {
+        Some(format!(
+            "--throughput '{}' matched no output line with a number in its first capture group in {} of {} runs (run {}): they have no throughput",
+            re.as_str(),
+            without.len(),
+            runs.len(),
+            without.join(", ")
+        ))
+    }
 }
 
 /// An option's text, refused when blank (an empty --prepare would run nothing, silently).
@@ -616,17 +660,20 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
-    let ranking = if plan.throughput.is_some() {
-        runner::Ranking::Throughput
-    } else {
-        runner::Ranking::Wall
-    };
+    // Ranked by throughput only when there is one to rank by.
+    let ranking =
+        if plan.throughput.is_some() && execution.runs.iter().any(|r| r.throughput.is_some()) {
+            runner::Ranking::Throughput
+        } else {
+            runner::Ranking::Wall
+        };
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline), ranking);
     let mut warnings = failure_warnings(&execution);
     warnings.extend(execution.warnings.iter().cloned());
     warnings.extend(outlier_warnings(&summary, &names));
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
+    warnings.extend(throughput_warning(plan, &execution.runs));
     warnings.extend(ksm_problems);
     match ksm_restore {
         Some(Err(e)) => warnings.push(e.to_string()),
