@@ -700,3 +700,99 @@ fn issue_24_a_throughput_regex_that_cannot_give_a_figure_is_said() {
     );
     assert!(stdout.contains(" 250 /s "), "{stdout}");
 }
+
+/// Waits for `child` at most `limit`; kills it (SIGKILL) and returns None when it did not end.
+fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<Output> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            return Some(Output {
+                status: child.wait().unwrap(),
+                stdout: Vec::new(),
+                stderr: stderr.into_bytes(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Whether `pid` is still a running `sleep` (not gone, not a zombie).
+fn sleeping(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.contains("(sleep)") && !s.contains(") Z "))
+}
+
+/// Issue 24: SIGTERM was ignored while a `--prepare` command ran (alloclens waited for it to end,
+/// 30 s here). Now the prepare command is stopped and alloclens ends as on SIGTERM during a run:
+/// 130, a warning naming --prepare, results.json marked interrupted.
+#[test]
+fn issue_24_sigterm_during_prepare_stops_it_and_ends_as_during_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("prepare.pid");
+    let mut child = alloclens()
+        .args(["run", "-a", "glibc", "-r", "2", "-o"])
+        .arg(dir.path().join("d"))
+        .arg("--prepare")
+        .arg(format!("echo $$ > '{}'; exec sleep 30", pidfile.display()))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let pid = loop {
+        match std::fs::read_to_string(&pidfile) {
+            Ok(p) if p.ends_with('\n') => break p.trim().to_string(),
+            _ if started.elapsed() > Duration::from_secs(20) => panic!("--prepare never ran"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    std::thread::sleep(Duration::from_millis(200)); // the shell has exec'd sleep
+                                                    // SAFETY: kill with the pid of a child this test started and a signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = wait_at_most(&mut child, Duration::from_secs(10))
+        .expect("alloclens still waited for --prepare 10 s after SIGTERM");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("run 0: --prepare `echo")
+            && stderr.contains("was stopped: alloclens was interrupted"),
+        "{stderr}"
+    );
+    assert!(!sleeping(&pid), "the prepare command outlived alloclens");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("d/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["interrupted"], true);
+    assert_eq!(results["runs"].as_array().unwrap().len(), 0);
+}
+
+/// Issue 24: `--timeout` did not bound `--prepare`. A prepare command that outlasts it is stopped,
+/// and the run counts as failed (not run), as when it fails.
+#[test]
+fn issue_24_timeout_bounds_prepare() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "--timeout", "1s", "-o"])
+        .arg(dir.path().join("d"))
+        .args(["--prepare", "sleep 30", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_at_most(&mut child, Duration::from_secs(15))
+        .expect("--prepare ran on past --timeout 1s");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not run: --prepare `sleep 30` was stopped after --timeout 1s"),
+        "{stderr}"
+    );
+}

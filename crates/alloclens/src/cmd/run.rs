@@ -71,7 +71,8 @@ pub struct Args {
     #[arg(short, long, default_value_t = 0, value_name = "N")]
     pub warmup: u32,
     /// Shell command run before every run, warmups included (e.g. to drop caches); {NAME}
-    /// placeholders are substituted. When it fails, the run is not made and counts as failed
+    /// placeholders are substituted. When it fails or outlasts --timeout, the run is not made and
+    /// counts as failed; Ctrl-C or SIGTERM stops it as it stops a run
     #[arg(short, long, value_name = "CMD")]
     pub prepare: Option<String>,
     /// Shell command run after the last run of each variant at each parameter point; a failure is
@@ -94,7 +95,8 @@ pub struct Args {
     /// "requests/s") [default: "/s"]
     #[arg(long, value_name = "UNIT", requires = "throughput")]
     pub throughput_unit: Option<String>,
-    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days)
+    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days);
+    /// --prepare and --cleanup commands are stopped after it too
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
