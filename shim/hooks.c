@@ -16,8 +16,9 @@
 
 /* ------------------------------------------------------------------ calls in signal handlers */
 
-/* A call that interrupted al_record on this thread (a signal handler's): the ring slot and maybe
- * the seq are mid-update, so it is queued and recorded by the interrupted call when it is done
+/* A call that interrupted al_record on this thread (a signal handler's, or libunwind's while
+ * record --stacks walks the stack): the stack walk, the ring slot or the seq are mid-update (and
+ * libunwind is not reentrant: the call gets no stack of its own), so it is queued and recorded by the interrupted call when it is done
  * (al_flush_deferred), with the next seqs. The block itself is allocated or freed at once, as the
  * program asked: a handler frees only blocks allocated before (recorded already), and what it
  * allocates cannot be a block the interrupted call still owns, so the order stays causal on this
@@ -131,13 +132,18 @@ AL_HIDDEN __attribute__((noinline)) void al_flush_deferred(struct al_tls *t)
 
 /* First event of a thread or of the image, or tracing off / re-entered. */
 AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void *addr, size_t size,
-                                                      const void *old_addr)
+                                                      const void *old_addr, const void *caller)
 {
     struct al_tls *t = &al_tls;
     if (t->busy)
         return;
     if (t->in_hook) {
         if (atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)
+            return;
+        /* ld.so allocating libunwind's thread-local storage while the stack is walked: the
+         * shim's call, not the program's (a signal handler's call comes from the program). */
+        if ((uintptr_t)caller - al_stacks.loader_start <
+            al_stacks.loader_end - al_stacks.loader_start)
             return;
         if (t->waiting && !t->def_writing)
             hand_off(t, op, addr, size, old_addr);

@@ -86,7 +86,7 @@ struct al_tls {
     uint32_t tid;
     /* Signal safety (hooks.c). Written by this thread only, read by its signal handlers: plain
      * volatile fields ordered with signal fences. */
-    volatile int in_hook;       /* inside al_record: the ring and the seq are mid-update */
+    volatile int in_hook;       /* inside al_record: the stack, the ring, the seq mid-update */
     volatile int def_writing;   /* a nested call is filling a deferred slot */
     volatile uint32_t def_head; /* deferred calls queued (by nested calls) */
     volatile uint32_t def_tail; /* deferred calls taken for recording */
@@ -162,6 +162,9 @@ struct al_stacks {
     int fd;         /* the arena's memfd (kept for fork children) */
     void *base;     /* the arena mapping */
     uint32_t generation; /* arenas made in this process (per-thread caches hold offsets in one) */
+    /* The dynamic loader's code: while a stack is walked, ld.so allocates libunwind's
+     * thread-local storage (once per thread); those calls are the shim's (al_record_slow). */
+    uintptr_t loader_start, loader_end;
 };
 
 AL_HIDDEN extern struct al_stacks al_stacks;
@@ -170,7 +173,9 @@ AL_HIDDEN extern struct al_stacks al_stacks;
 AL_HIDDEN int al_stacks_setup(void);
 /* In a fork child, before its hello: modules again under the child's pid. */
 AL_HIDDEN void al_stacks_fork_child(void);
-/* The calling code's stack, interned: its arena offset, or 0 when none could be taken. */
+/* The calling code's stack, interned: its arena offset, or 0 when none could be taken. Called
+ * with `in_hook` up: the calls libunwind or a signal handler make meanwhile are queued
+ * (al_record_slow) and recorded after the call being recorded, without a stack. */
 AL_HIDDEN uint32_t al_stack_capture(void);
 
 static inline int al_op_is_free(uint64_t op)
@@ -181,7 +186,8 @@ static inline int al_op_is_free(uint64_t op)
 /* ---------------------------------------------------------------- hooks.c: recording one call */
 
 /* First event of a thread or of the image, or tracing off / re-entered (hooks.c). */
-AL_HIDDEN void al_record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr);
+AL_HIDDEN void al_record_slow(uint64_t op, const void *addr, size_t size, const void *old_addr,
+                              const void *caller);
 /* Records the calls signal handlers made while this thread was inside al_record (hooks.c). */
 AL_HIDDEN void al_flush_deferred(struct al_tls *t);
 /* The ring is full: waits for room. Returns 0 when the record is not to be written: a signal
@@ -239,8 +245,8 @@ static inline __attribute__((always_inline)) void al_put(struct al_tls *t, struc
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
-/* The hot path: a TLS check, then al_put between the `in_hook` stores, then a look at the
- * deferred queue (empty unless a signal handler allocated meanwhile). */
+/* The hot path: a TLS check, then the stack (record --stacks) and al_put between the `in_hook`
+ * stores, then a look at the deferred queue (empty unless a signal handler allocated meanwhile). */
 /* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
 static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
                                                            size_t size, const void *old_addr)
@@ -249,9 +255,15 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     struct al_ring *r = t->ring;
     if (AL_UNLIKELY(r == NULL || t->busy || t->in_hook ||
                     atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
-        al_record_slow(op, addr, size, old_addr);
+        /* always_inline: the return address is the hook's, i.e. who called malloc. */
+        al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
         return;
     }
+    /* Up from here, not just around al_put: a signal handler's call while the stack is walked is
+     * queued and recorded after this one, without a stack of its own (libunwind is not
+     * reentrant, and the handler's call must not be dropped). */
+    t->in_hook = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     if (AL_UNLIKELY(atomic_load_explicit(&al_stacks.on, memory_order_relaxed)) &&
         (al_stacks.frees || !al_op_is_free(op))) {
         uint32_t at = al_stack_capture();
@@ -267,8 +279,6 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
             op |= AL_OP_HAS_STACK;
         }
     }
-    t->in_hook = 1;
-    atomic_signal_fence(memory_order_seq_cst);
     al_put(t, r, op, addr, size, old_addr);
     atomic_signal_fence(memory_order_seq_cst);
     t->in_hook = 0;

@@ -207,6 +207,59 @@ static int covered(uint64_t addr)
 
 /* ------------------------------------------------------------------------------ set-up */
 
+/* Points libunwind's own malloc and free (its GOT slots) at the allocator behind the shim: the
+ * calls it makes while it walks a stack are the shim's, not the program's, and the hooks, which
+ * run with `in_hook` up during the walk, then see only the calls of a signal handler that
+ * interrupted it (queued and recorded, al_record_slow). */
+static void bypass_hooks(void *handle)
+{
+    struct link_map *lm = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL)
+        return;
+    uintptr_t base = lm->l_addr;
+    /* ld.so rewrites most pointers of the dynamic section to addresses; not on every port. */
+#define AL_DYN_PTR(v) ((uintptr_t)(v) < base ? (uintptr_t)(v) + base : (uintptr_t)(v))
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *tables[2] = {NULL, NULL};
+    size_t sizes[2] = {0, 0};
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)AL_DYN_PTR(d->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = (const char *)AL_DYN_PTR(d->d_un.d_ptr); break;
+        case DT_JMPREL: tables[0] = (const ElfW(Rela) *)AL_DYN_PTR(d->d_un.d_ptr); break;
+        case DT_PLTRELSZ: sizes[0] = d->d_un.d_val; break;
+        case DT_RELA: tables[1] = (const ElfW(Rela) *)AL_DYN_PTR(d->d_un.d_ptr); break;
+        case DT_RELASZ: sizes[1] = d->d_un.d_val; break;
+        }
+    }
+#undef AL_DYN_PTR
+    if (symtab == NULL || strtab == NULL)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; tables[k] != NULL && i < sizes[k] / sizeof(ElfW(Rela)); i++) {
+            const ElfW(Rela) *r = &tables[k][i];
+            unsigned long type = ELF64_R_TYPE(r->r_info);
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+                continue;
+            const char *name = strtab + symtab[ELF64_R_SYM(r->r_info)].st_name;
+            void *to = strcmp(name, "malloc") == 0    ? (void *)al_real.malloc
+                       : strcmp(name, "free") == 0    ? (void *)al_real.free
+                       : strcmp(name, "calloc") == 0  ? (void *)al_real.calloc
+                       : strcmp(name, "realloc") == 0 ? (void *)al_real.realloc
+                                                      : NULL;
+            if (to == NULL)
+                continue;
+            void **slot = (void **)(base + r->r_offset);
+            uintptr_t at = (uintptr_t)slot & ~(uintptr_t)(page - 1);
+            /* Read-only after relocation (RELRO) in a BIND_NOW library: made writable for it. */
+            if (mprotect((void *)at, (size_t)page, PROT_READ | PROT_WRITE) == 0)
+                *slot = to;
+        }
+    }
+}
+
 /* Loads libunwind and maps the arena and the table. Returns 0, or -1 with why in `*why`. */
 static int stacks_setup(const char **why)
 {
@@ -215,6 +268,7 @@ static int stacks_setup(const char **why)
         *why = "--stacks needs libunwind (libunwind.so.8 not found; install the libunwind8 package)";
         return -1;
     }
+    bypass_hooks(h);
     unw_backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
     if (unw_backtrace_fn == NULL) {
         *why = "--stacks: libunwind.so.8 has no unw_backtrace";
@@ -270,12 +324,19 @@ static void known_reset(void)
 static void find_shim_range(void)
 {
     uint64_t a = (uint64_t)(uintptr_t)&al_stacks_setup;
+    /* __tls_get_addr is the loader's: it allocates a dlopen'ed library's TLS on first use. */
+    uint64_t loader = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "__tls_get_addr");
     uint32_t n = atomic_load(&known_count);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         if (a >= known[i].start && a < known[i].end) {
             shim_start = known[i].start;
             shim_end = known[i].end;
         }
+        if (loader >= known[i].start && loader < known[i].end) {
+            al_stacks.loader_start = known[i].start;
+            al_stacks.loader_end = known[i].end;
+        }
+    }
 }
 
 AL_HIDDEN int al_stacks_setup(void)
@@ -395,8 +456,6 @@ static uint32_t append_stack(void *const *f, int n)
 AL_HIDDEN __attribute__((noinline)) uint32_t al_stack_capture(void)
 {
     void *frames[AL_MAX_STACK_DEPTH + 8];
-    struct al_tls *t = &al_tls;
-    t->busy++; /* libunwind may allocate (its per-thread cache): those calls pass through */
     int n = unw_backtrace_fn(frames, al_stacks.depth + 8);
     int skip = 0;
     while (skip < n && (uint64_t)(uintptr_t)frames[skip] >= shim_start &&
@@ -410,7 +469,6 @@ AL_HIDDEN __attribute__((noinline)) uint32_t al_stack_capture(void)
     uint64_t h = n > 0 ? hash_frames(f, n) : 0;
     unsigned c = (unsigned)(h >> 8) & (TCACHE - 1);
     if (n > 0 && tcache[c].hash == h && al_stacks.generation == tcache_generation) {
-        t->busy--;
         return tcache[c].at;
     }
     if (n > 0 && table != NULL) {
@@ -453,6 +511,5 @@ AL_HIDDEN __attribute__((noinline)) uint32_t al_stack_capture(void)
         tcache[c].hash = h;
         tcache[c].at = found;
     }
-    t->busy--;
     return found;
 }

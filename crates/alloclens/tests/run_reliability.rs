@@ -523,3 +523,276 @@ fn stdin_reaches_a_single_run_and_several_runs_are_warned() {
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].starts_with("alloclens: warning: stdin is not passed on"));
 }
+
+/// Issue 24: `--export-json DIR/results.json -o DIR` replaced results.json with the summary (exit 0,
+/// `report` and `diff` failed after). Exports onto the run's own files (also through a symbolic
+/// link, or onto a file that does not exist yet), onto the results directory, two exports onto one
+/// file, a directory, a missing folder: each is one error line before anything runs (the command,
+/// which would leave a file behind, never starts) and nothing is created.
+#[test]
+fn issue_24_export_paths_are_refused_before_any_run_when_they_would_lose_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("D");
+    let ran = dir.path().join("RAN");
+    std::fs::create_dir(dir.path().join("E")).unwrap();
+    std::os::unix::fs::symlink("../D/samples.csv", dir.path().join("E/link.csv")).unwrap();
+    let p = |s: &str| dir.path().join(s).to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--export-json".into(), p("D/results.json")],
+            "results.json",
+        ),
+        (
+            vec!["--export-csv".into(), p("D/./markers.csv")],
+            "markers.csv",
+        ),
+        (vec!["--export-csv".into(), p("E/link.csv")], "samples.csv"),
+        (
+            vec!["--export-markdown".into(), p("D/output/run-1.log")],
+            "run-1.log",
+        ),
+        (
+            vec!["--export-json".into(), p("D")],
+            "is the results directory",
+        ),
+        (
+            vec![
+                "--export-json".into(),
+                p("x.txt"),
+                "--export-csv".into(),
+                p("E/../x.txt"),
+            ],
+            "both write",
+        ),
+        (vec!["--export-csv".into(), p("E")], "is a directory"),
+        (
+            vec!["--export-csv".into(), p("nowhere/x.csv")],
+            "does not exist",
+        ),
+    ];
+    for (exports, says) in cases {
+        let out = alloclens()
+            .args(["run", "-a", "glibc", "-r", "1", "-o"])
+            .arg(&d)
+            .args(&exports)
+            .args(["--", "sh", "-c", &format!("touch '{}'", ran.display())])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{exports:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{exports:?}: {stderr}");
+        assert!(
+            stderr.starts_with("alloclens: error: --export-") && stderr.contains(says),
+            "{exports:?}: {stderr}"
+        );
+        assert!(!ran.exists(), "{exports:?}: the command ran");
+        assert!(
+            !d.exists(),
+            "{exports:?}: the results directory was created"
+        );
+        assert!(!dir.path().join("x.txt").exists());
+    }
+    // An export of its own in the results directory is fine, and results.json stays the run's.
+    let out = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "-o"])
+        .arg(&d)
+        .arg("--export-json")
+        .arg(d.join("summary.json"))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["runs"].as_array().unwrap().len(), 1);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.is_array(), "{summary}");
+    let report = alloclens().arg("report").arg(&d).output().unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+}
+
+/// Issue 24: `--throughput` with a regex that has no capture group, or that never matches, gave no
+/// column, no word, and a table still "ranked by throughput". The first is a one-line usage error
+/// before anything runs; the second a warning naming the regex, and the table says what it is
+/// really ranked by. Runs where it did not match get no markers-per-second figure in its place.
+#[test]
+fn issue_24_a_throughput_regex_that_cannot_give_a_figure_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("RAN");
+    let out = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "--throughput", "ops/s"])
+        .arg("-o")
+        .arg(dir.path().join("a"))
+        .args(["--", "sh", "-c", &format!("touch '{}'", ran.display())])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "alloclens: error: --throughput 'ops/s' has no capture group: put the number in parentheses, e.g. 'ops/s ([0-9.]+)'"
+    );
+    assert!(!ran.exists() && !dir.path().join("a").exists());
+
+    let runs = |regex: &str, name: &str| {
+        alloclens()
+            .args(["run", "-a", "glibc", "-r", "2", "--marker", "^event (\\d+)"])
+            .args(["--throughput", regex, "--program-output", "discard"])
+            .arg("-o")
+            .arg(dir.path().join(name))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "echo event 1; echo event 2; echo done 250 ops",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = runs("^never (\\d+)", "b");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("(ranked by median wall time;"), "{stdout}");
+    assert!(!stdout.contains("throughput"), "{stdout}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("--throughput"))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(
+        warning
+            .starts_with("alloclens: warning: --throughput '^never (\\d+)' matched no output line")
+            && warning.contains("ranked by median wall time"),
+        "{warning}"
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b/results.json")).unwrap())
+            .unwrap();
+    assert!(results["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["throughput"].is_null()));
+    // ranked_by is left out when it is the wall time (results-format.md).
+    assert!(results["summary"][0]["ranked_by"].is_null(), "{results}");
+    // A regex that matches: ranked by it, with its figure.
+    let out = runs("^done (\\d+) ops", "c");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("(ranked by throughput, highest first;"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" 250 /s "), "{stdout}");
+}
+
+/// Waits for `child` at most `limit`; kills it (SIGKILL) and returns None when it did not end.
+fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<Output> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            return Some(Output {
+                status: child.wait().unwrap(),
+                stdout: Vec::new(),
+                stderr: stderr.into_bytes(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Whether `pid` is still a running `sleep` (not gone, not a zombie).
+fn sleeping(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.contains("(sleep)") && !s.contains(") Z "))
+}
+
+/// Issue 24: SIGTERM was ignored while a `--prepare` command ran (alloclens waited for it to end,
+/// 30 s here). Now the prepare command is stopped and alloclens ends as on SIGTERM during a run:
+/// 130, a warning naming --prepare, results.json marked interrupted.
+#[test]
+fn issue_24_sigterm_during_prepare_stops_it_and_ends_as_during_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("prepare.pid");
+    let mut child = alloclens()
+        .args(["run", "-a", "glibc", "-r", "2", "-o"])
+        .arg(dir.path().join("d"))
+        .arg("--prepare")
+        .arg(format!("echo $$ > '{}'; exec sleep 30", pidfile.display()))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let pid = loop {
+        match std::fs::read_to_string(&pidfile) {
+            Ok(p) if p.ends_with('\n') => break p.trim().to_string(),
+            _ if started.elapsed() > Duration::from_secs(20) => panic!("--prepare never ran"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    std::thread::sleep(Duration::from_millis(200)); // the shell has exec'd sleep
+                                                    // SAFETY: kill with the pid of a child this test started and a signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = wait_at_most(&mut child, Duration::from_secs(10))
+        .expect("alloclens still waited for --prepare 10 s after SIGTERM");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("run 0: --prepare `echo")
+            && stderr.contains("was stopped: alloclens was interrupted"),
+        "{stderr}"
+    );
+    assert!(!sleeping(&pid), "the prepare command outlived alloclens");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("d/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["interrupted"], true);
+    assert_eq!(results["runs"].as_array().unwrap().len(), 0);
+}
+
+/// Issue 24: `--timeout` did not bound `--prepare`. A prepare command that outlasts it is stopped,
+/// and the run counts as failed (not run), as when it fails.
+#[test]
+fn issue_24_timeout_bounds_prepare() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "--timeout", "1s", "-o"])
+        .arg(dir.path().join("d"))
+        .args(["--prepare", "sleep 30", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_at_most(&mut child, Duration::from_secs(15))
+        .expect("--prepare ran on past --timeout 1s");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not run: --prepare `sleep 30` was stopped after --timeout 1s"),
+        "{stderr}"
+    );
+}

@@ -99,7 +99,14 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
                 }
                 observer.warmup_started(&spec, n);
                 // Measured like any run, but reported to no one.
-                let record = run_prepared(plan, &spec, &mut Quiet, interrupted, &mut watchdog);
+                let record = match run_prepared(plan, &spec, &mut Quiet, interrupted, &mut watchdog)
+                {
+                    Ok(record) => record,
+                    Err(stopped) => {
+                        warnings.push(format!("run {} (warmup {n}): {stopped}", spec.index));
+                        break;
+                    }
+                };
                 if !record.ending.ok() && !record.ending.interrupted {
                     warnings.push(format!(
                         "variant `{}`{}: warmup run {n} failed ({})",
@@ -110,12 +117,24 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
                 }
             }
         }
-        let record = run_prepared(plan, &spec, observer, interrupted, &mut watchdog);
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let record = match run_prepared(plan, &spec, observer, interrupted, &mut watchdog) {
+            Ok(record) => record,
+            // Not a run: it never started (the summary counts the runs made).
+            Err(stopped) => {
+                warnings.push(format!("run {}: {stopped}", spec.index));
+                break;
+            }
+        };
         observer.run_finished(&spec, &record);
         runs.push(record);
         if spec.repeat + 1 == plan.repeats {
             if let Some(cleanup) = &plan.cleanup {
-                if let Err(e) = setup::run_shell("--cleanup", cleanup, plan, &spec) {
+                if let Err(setup::ShellError::Failed(e) | setup::ShellError::Interrupted(e)) =
+                    setup::run_shell("--cleanup", cleanup, plan, &spec, interrupted)
+                {
                     warnings.push(format!(
                         "variant `{}`{}: {e}",
                         plan.variants[spec.variant].label,
@@ -132,14 +151,15 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
     }
 }
 
-/// Runs `--prepare` (when given), then the run itself unless it failed.
+/// Runs `--prepare` (when given), then the run itself unless it failed. Err: alloclens was
+/// interrupted while --prepare ran (it was stopped; the message says so).
 fn run_prepared(
     plan: &RunPlan,
     spec: &RunSpec,
     observer: &mut dyn Observer,
     interrupted: &AtomicBool,
     watchdog: &mut Option<watchdog::Watchdog>,
-) -> RunRecord {
+) -> Result<RunRecord, String> {
     let variant = &plan.variants[spec.variant];
     let (command, extra_env) = materialize(plan, spec);
     let inherited = std::env::var_os("LD_PRELOAD");
@@ -158,11 +178,15 @@ fn run_prepared(
         watchdog: watchdog.as_mut(),
     };
     if let Some(prepare) = &plan.prepare {
-        if let Err(e) = setup::run_shell("--prepare", prepare, plan, spec) {
-            return single::not_run(&ctx, format!("not run: {e}"));
+        match setup::run_shell("--prepare", prepare, plan, spec, interrupted) {
+            Ok(()) => {}
+            Err(setup::ShellError::Failed(e)) => {
+                return Ok(single::not_run(&ctx, format!("not run: {e}")))
+            }
+            Err(setup::ShellError::Interrupted(e)) => return Err(e),
         }
     }
-    single::run_one(ctx, observer)
+    Ok(single::run_one(ctx, observer))
 }
 
 /// " at threads=4" for a run of a sweep, "" otherwise.

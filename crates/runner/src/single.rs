@@ -550,10 +550,16 @@ impl Run<'_, '_> {
         let wall_s = wall.as_secs_f64();
         let (throughput, throughput_source) = match self.throughput {
             Some(v) => (Some(v), Some("regex".to_string())),
-            None if !self.markers.is_empty() && wall_s > 0.0 => (
-                Some(self.markers.len() as f64 / wall_s),
-                Some("markers".to_string()),
-            ),
+            // With --throughput, markers per second would be another unit in the same column.
+            None if self.ctx.plan.throughput.is_none()
+                && !self.markers.is_empty()
+                && wall_s > 0.0 =>
+            {
+                (
+                    Some(self.markers.len() as f64 / wall_s),
+                    Some("markers".to_string()),
+                )
+            }
             None => (None, None),
         };
         RunRecord {

@@ -1,6 +1,6 @@
 //! `alloclens run`: compare allocators on any command, with the memory of its whole process tree.
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -71,7 +71,8 @@ pub struct Args {
     #[arg(short, long, default_value_t = 0, value_name = "N")]
     pub warmup: u32,
     /// Shell command run before every run, warmups included (e.g. to drop caches); {NAME}
-    /// placeholders are substituted. When it fails, the run is not made and counts as failed
+    /// placeholders are substituted. When it fails or outlasts --timeout, the run is not made and
+    /// counts as failed; Ctrl-C or SIGTERM stops it as it stops a run
     #[arg(short, long, value_name = "CMD")]
     pub prepare: Option<String>,
     /// Shell command run after the last run of each variant at each parameter point; a failure is
@@ -85,14 +86,17 @@ pub struct Args {
     #[arg(long, value_name = "REGEX")]
     pub marker: Option<String>,
     /// Read the throughput from the first capture group of the last output line matching REGEX
-    /// (default: markers per second)
+    /// (default: markers per second). A REGEX without a capture group is refused; runs where it
+    /// matched no line have no throughput (a warning says so), and the summary is ranked by
+    /// throughput only when some run has one
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
     /// The unit of --throughput's figure, shown in the table and exports (e.g. "ops/s",
     /// "requests/s") [default: "/s"]
     #[arg(long, value_name = "UNIT", requires = "throughput")]
     pub throughput_unit: Option<String>,
-    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h, 1d; at most 365d)
+    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h, 1d; at most 365d);
+    /// --prepare and --cleanup commands are stopped after it too
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a
@@ -121,7 +125,9 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// Also write the summary table as Markdown to FILE (the results directory is written as usual)
+    /// Also write the summary table as Markdown to FILE (the results directory is written as usual).
+    /// Each --export-* path is checked before the runs: not a directory, in a folder that exists
+    /// and can be written, not one of the results directory's own files, not another export's
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
     /// Also write the summary as JSON to FILE (results.json's `summary`)
@@ -206,7 +212,7 @@ impl RunOptions {
             cleanup: nonempty(a.cleanup, "--cleanup")?,
             interval: interval(&a.interval)?,
             marker: args::optional_regex(a.marker.as_deref(), "--marker")?,
-            throughput: args::optional_regex(a.throughput.as_deref(), "--throughput")?,
+            throughput: throughput_regex(a.throughput.as_deref())?,
             timeout: a
                 .timeout
                 .as_deref()
@@ -228,10 +234,20 @@ impl RunOptions {
             ksm_merge: a.ksm.then(|| ksm_mechanism(a.ksm_mechanism)).transpose()?,
             ..plan
         };
+        let output = a.output.unwrap_or_else(|| args::dated_dir("alloclens-run"));
+        let exports: Vec<(report::SummaryFormat, PathBuf)> = [
+            (report::SummaryFormat::Markdown, a.export_markdown),
+            (report::SummaryFormat::Json, a.export_json),
+            (report::SummaryFormat::Csv, a.export_csv),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect();
+        check_exports(&output, &exports)?;
         Ok(RunOptions {
             plan,
             baseline,
-            output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
+            output,
             force: a.force,
             program_output: a.program_output,
             ksm: if a.ksm {
@@ -245,15 +261,153 @@ impl RunOptions {
                 None
             },
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
-            exports: [
-                (report::SummaryFormat::Markdown, a.export_markdown),
-                (report::SummaryFormat::Json, a.export_json),
-                (report::SummaryFormat::Csv, a.export_csv),
-            ]
-            .into_iter()
-            .filter_map(|(f, p)| p.map(|p| (f, p)))
-            .collect(),
+            exports,
         })
+    }
+}
+
+/// The option that names an export format, and a file name for it.
+fn export_option(format: report::SummaryFormat) -> (&'static str, &'static str) {
+    match format {
+        report::SummaryFormat::Markdown => ("--export-markdown", "summary.md"),
+        report::SummaryFormat::Json => ("--export-json", "summary.json"),
+        report::SummaryFormat::Csv => ("--export-csv", "summary.csv"),
+    }
+}
+
+/// --export-* checked before anything runs (the summary is written after the last run, minutes
+/// later): a file of the results directory itself would be replaced by the summary (`report` and
+/// `diff` then fail), two exports to one file would keep only the last, and a directory, a
+/// missing or an unwritable folder would fail only then. Paths are compared resolved (symbolic
+/// links, `..`), files that do not exist yet included.
+fn check_exports(
+    output: &Path,
+    exports: &[(report::SummaryFormat, PathBuf)],
+) -> anyhow::Result<()> {
+    let results = resolved(output);
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    for (format, path) in exports {
+        let (option, example) = export_option(*format);
+        let shown = path.display();
+        let target = resolved(path);
+        if target == results {
+            bail!("{option} '{shown}' is the results directory (-o): give the export a file name of its own, e.g. {}", output.join(example).display());
+        }
+        let parent = target.parent().unwrap_or(Path::new("/"));
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let own = parent == results && runner::results_dir::is_own_entry(&name);
+        if own || target.starts_with(results.join("output")) {
+            let inside = target
+                .strip_prefix(&results)
+                .unwrap_or(&target)
+                .display()
+                .to_string();
+            bail!("{option} '{shown}' is the run's own {inside} in '{}': the summary would replace it (report and diff read it); write the export under another name, e.g. {}", output.display(), output.join(example).display());
+        }
+        if let Some((_, other)) = seen.iter().find(|(p, _)| *p == target) {
+            bail!("{option} and {other} both write '{shown}': one would replace the other; give each export a file of its own");
+        }
+        seen.push((target.clone(), option));
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                bail!("{option} '{shown}' is a directory: give a file name (e.g. {})", path.join(example).display())
+            }
+            Ok(_) if !writable(&target) => {
+                bail!("{option} '{shown}' cannot be written (permission denied): choose a file you can write")
+            }
+            Ok(_) => {}
+            // The results directory is created before the runs: an export in it is fine.
+            Err(_) if parent == results => {}
+            Err(_) => match std::fs::metadata(parent) {
+                Ok(m) if !m.is_dir() => bail!("{option} '{shown}': '{}' is not a directory", parent.display()),
+                Ok(_) if !writable(parent) => bail!("{option} '{shown}': the directory '{}' cannot be written (permission denied): choose one you can write", parent.display()),
+                Ok(_) => {}
+                Err(_) => bail!("{option} '{shown}': the directory '{}' does not exist: create it first or choose another", parent.display()),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// `path` as the file system resolves it: absolute, symbolic links followed (a dangling one to
+/// where it points), the part that does not exist yet appended as given.
+fn resolved(path: &Path) -> PathBuf {
+    fn resolve(path: &Path, links: u32) -> PathBuf {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            return real;
+        }
+        if links < 40 {
+            if let Ok(to) = std::fs::read_link(path) {
+                let to = match path.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+                return resolve(&to, links + 1);
+            }
+        }
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => resolve(dir, links).join(name),
+            _ => path.to_path_buf(),
+        }
+    }
+    resolve(
+        &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        0,
+    )
+}
+
+/// Whether this process may write `path` (access(2) with the effective ids).
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// --throughput: the figure is the first capture group, so a regex without one could never give one.
+fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
+    let re = args::optional_regex(text, "--throughput")?;
+    if let Some(re) = &re {
+        if re.captures_len() < 2 {
+            bail!(
+                "--throughput '{}' has no capture group: put the number in parentheses, e.g. '{} ([0-9.]+)'",
+                re.as_str(),
+                re.as_str()
+            );
+        }
+    }
+    Ok(re)
+}
+
+/// --throughput given, yet runs without its figure (no output line matched with a number in its
+/// first group): said, with the runs concerned; None when every run has it.
+fn throughput_warning(plan: &RunPlan, runs: &[RunRecord]) -> Option<String> {
+    let re = plan.throughput.as_ref()?;
+    let without: Vec<String> = runs
+        .iter()
+        .filter(|r| r.throughput.is_none())
+        .map(|r| r.index.to_string())
+        .collect();
+    if without.is_empty() {
+        None
+    } else if without.len() == runs.len() {
+        Some(format!(
+            "--throughput '{}' matched no output line with a number in its first capture group, in any run: no throughput column, the summary is ranked by median wall time (check the regex against the command's output)",
+            re.as_str(),
+        ))
+    } else {
+        Some(format!(
+            "--throughput '{}' matched no output line with a number in its first capture group in {} of {} runs (run {}): they have no throughput",
+            re.as_str(),
+            without.len(),
+            runs.len(),
+            without.join(", ")
+        ))
     }
 }
 
@@ -508,17 +662,20 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let ksm_restore = ksm.map(|k| k.restore());
     let labels: Vec<String> = plan.variants.iter().map(|v| v.label.clone()).collect();
     let names: Vec<String> = plan.params.iter().map(|p| p.name.clone()).collect();
-    let ranking = if plan.throughput.is_some() {
-        runner::Ranking::Throughput
-    } else {
-        runner::Ranking::Wall
-    };
+    // Ranked by throughput only when there is one to rank by.
+    let ranking =
+        if plan.throughput.is_some() && execution.runs.iter().any(|r| r.throughput.is_some()) {
+            runner::Ranking::Throughput
+        } else {
+            runner::Ranking::Wall
+        };
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline), ranking);
     let mut warnings = failure_warnings(&execution);
     warnings.extend(execution.warnings.iter().cloned());
     warnings.extend(outlier_warnings(&summary, &names));
     warnings.extend(verification_warnings(&execution.runs));
     warnings.extend(marker_warnings(&execution));
+    warnings.extend(throughput_warning(plan, &execution.runs));
     warnings.extend(ksm_problems);
     match ksm_restore {
         Some(Err(e)) => warnings.push(e.to_string()),

@@ -73,13 +73,20 @@ static void *carve(size_t size, size_t align)
     return p;
 }
 
-void free(void *p)
+/* Not through free: realloc's own frees would reach the shim's free hook as calls of their own
+ * (the tests count the program's calls exactly). */
+static void give_back(void *p)
 {
     if (!p)
         return;
     /* Only the topmost block goes back: the CAS fails when anything was carved above it. */
     size_t end = header_of(p)->end;
     atomic_compare_exchange_strong(&top, &end, header_of(p)->start);
+}
+
+void free(void *p)
+{
+    give_back(p);
 }
 
 void *malloc(size_t size)
@@ -104,14 +111,14 @@ void *realloc(void *old, size_t size)
     if (!old)
         return malloc(size);
     if (size == 0) {
-        free(old);
+        give_back(old);
         return NULL;
     }
     size_t have = header_of(old)->size;
     void *p = carve(size, HEADER);
     if (p) {
         memcpy(p, old, have < size ? have : size);
-        free(old);
+        give_back(old);
     }
     return p;
 }

@@ -6,7 +6,7 @@ mod read;
 mod write;
 
 pub use read::{MarkerRow, ResultsDirContents, ResultsReadError, SampleKsm, SampleRow};
-pub use write::{failure_warnings, marker_warnings, ResultsDir, ResultsDirError};
+pub use write::{failure_warnings, is_own_entry, marker_warnings, ResultsDir, ResultsDirError};
 
 /// The version results.json records in `schema_version`. Bumped when a field changes meaning or
 /// disappears; additions keep it (older readers ignore the new field, newer ones default it).

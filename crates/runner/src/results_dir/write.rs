@@ -75,6 +75,12 @@ const MARKER_COLUMNS: [&str; 13] = [
 const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
 const OUTPUT_DIR: &str = "output";
 
+/// Whether `name`, directly in a results directory, is one of its own files or folders (what
+/// `--force` removes): a file written there under that name would replace or be replaced by it.
+pub fn is_own_entry(name: &str) -> bool {
+    OWN_FILES.contains(&name) || name == OUTPUT_DIR
+}
+
 impl ResultsDir {
     /// Creates the directory and the CSV files with headers. An existing directory is refused unless
     /// `force`; with `force`, the files of an earlier session are removed first, so the directory holds
