@@ -228,22 +228,22 @@ impl RunOptions {
             ksm_merge: a.ksm.then(|| ksm_mechanism(a.ksm_mechanism)).transpose()?,
             ..plan
         };
+        let ksm = match a.ksm {
+            true => Some(
+                a.ksm_set
+                    .iter()
+                    .map(|s| ksm_setting(s, &plan.params))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            false => None,
+        };
         Ok(RunOptions {
             plan,
             baseline,
             output: a.output.unwrap_or_else(|| args::dated_dir("alloclens-run")),
             force: a.force,
             program_output: a.program_output,
-            ksm: if a.ksm {
-                Some(
-                    a.ksm_set
-                        .iter()
-                        .map(|s| ksm_setting(s))
-                        .collect::<anyhow::Result<_>>()?,
-                )
-            } else {
-                None
-            },
+            ksm,
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
             exports: [
                 (report::SummaryFormat::Markdown, a.export_markdown),
@@ -265,13 +265,39 @@ fn nonempty(text: Option<String>, option: &str) -> anyhow::Result<Option<String>
     }
 }
 
-fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
-    match text.split_once('=') {
+/// One `--ksm-set KNOB=VALUE`; each `{NAME}` of VALUE must be a `--param` (a ksmd value never has
+/// braces of its own, and the kernel's "invalid value" would not say which name is wrong).
+fn ksm_setting(text: &str, params: &[Param]) -> anyhow::Result<(String, String)> {
+    let (k, v) = match text.split_once('=') {
         Some((k, v)) if !k.is_empty() && !v.is_empty() && !v.contains(char::is_whitespace) => {
-            Ok((k.to_string(), v.to_string()))
+            (k, v)
         }
         _ => bail!("--ksm-set expects KNOB=VALUE (e.g. pages_to_scan=1000), got `{text}`"),
+    };
+    let swept: Vec<String> = params
+        .iter()
+        .filter(|p| p.name != runner::KSM_PARAM)
+        .map(|p| format!("{{{}}}", p.name))
+        .collect();
+    let placeholder = regex::Regex::new(r"\{[^{}]*\}").expect("static regex");
+    for m in placeholder.find_iter(v) {
+        let name = &m.as_str()[1..m.len() - 1];
+        if !params
+            .iter()
+            .any(|p| p.name == name && p.name != runner::KSM_PARAM)
+        {
+            let known = if swept.is_empty() {
+                "there is none: sweep one with --param NAME=V1,V2".to_string()
+            } else {
+                format!("the --param placeholders are {}", swept.join(", "))
+            };
+            bail!(
+                "--ksm-set {text}: {} is not a --param ({known})",
+                m.as_str()
+            );
+        }
     }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// How the tree will be made mergeable, checked before anything changes: the prctl is probed on
@@ -459,6 +485,8 @@ impl Outcome {
 /// Runs the plan with a progress bar, writes the results directory, and renders the summary.
 pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> {
     let plan = &options.plan;
+    // Before ksmd is touched: a refused output directory must change nothing on the machine.
+    ResultsDir::check(&options.output, options.force)?;
     // First, so a refusal changes nothing (no results directory either); given back when it drops,
     // whatever way this function ends.
     let ksm = options
