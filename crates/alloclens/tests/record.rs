@@ -75,6 +75,34 @@ fn output_and_exit_status_are_the_programs() {
     assert_eq!(code.code(), Some(42));
 }
 
+/// ld.so splits LD_PRELOAD at spaces and colons: a cache directory with one (HOME, XDG_CACHE_HOME)
+/// must not hold the shim, or nothing is recorded.
+#[test]
+fn a_cache_path_with_a_space_or_a_colon_still_records() {
+    let dir = tempfile::tempdir().unwrap();
+    for odd in ["my cache", "my:cache"] {
+        let cache = dir.path().join(odd);
+        let out = dir.path().join(format!(
+            "{}.alt",
+            odd.len() + usize::from(odd.contains(':'))
+        ));
+        let traced_run = alloclens()
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", &cache)
+            .args(["record", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(traced())
+            .args(["ops", "30"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&traced_run.stderr);
+        assert!(traced_run.status.success(), "{odd}: {stderr}");
+        assert!(!stderr.contains("cannot be preloaded"), "{odd}: {stderr}");
+        assert_eq!(count(&out, Op::Pvalloc, 1107), 30, "{odd}: {stderr}");
+    }
+}
+
 #[test]
 fn death_by_signal_becomes_128_plus_n_and_the_trace_says_truncated() {
     let dir = tempfile::tempdir().unwrap();

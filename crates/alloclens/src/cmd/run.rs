@@ -592,7 +592,12 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     dir.write_results(&mut results);
     execution.runs = results.runs;
     let mut write_problems = dir.problems();
-    write_problems.extend(write_exports(options, &summary, &names));
+    write_problems.extend(write_exports(
+        options,
+        &summary,
+        &names,
+        &results.ksm_savings,
+    ));
     let mut table = report::render_run_table(&summary, &names, options.throughput_unit.as_deref());
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
@@ -614,10 +619,16 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
 }
 
 /// --export-*: each file written in its format; one line per file that could not be.
-fn write_exports(options: &RunOptions, summary: &[runner::Group], names: &[String]) -> Vec<String> {
+fn write_exports(
+    options: &RunOptions,
+    summary: &[runner::Group],
+    names: &[String],
+    ksm_savings: &[runner::KsmSaving],
+) -> Vec<String> {
     let context = report::SummaryContext {
         param_names: names,
         throughput_unit: options.throughput_unit.as_deref(),
+        ksm_savings,
     };
     let mut problems = Vec::new();
     for (format, path) in &options.exports {
@@ -688,6 +699,14 @@ fn variant_info(v: &allocators::Variant) -> VariantInfo {
 fn verification_warnings(runs: &[RunRecord]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in runs {
+        if r.ksm.as_ref().and_then(|k| k.library.as_ref())
+            == Some(&runner::AllocatorCheck::NotLoaded)
+        {
+            out.push(format!(
+                "run {} (ksm=on): the KSM library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its tree was not made mergeable, and the KSM table leaves the run out",
+                r.index
+            ));
+        }
         let w = match r.allocator_check {
             runner::AllocatorCheck::NotLoaded => format!(
                 "variant `{}`: its library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its figures are not {}'s",
