@@ -109,8 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.output {
         analyze::output::csv::write_csv_dir(analysis, dir)?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.json {
         analyze::output::json::write_json(analysis, &mut out)?;
     } else {
@@ -155,8 +154,7 @@ fn write_sites(args: &Args, result: &analyze::FileAnalysis) -> anyhow::Result<Ex
     if let Some(dir) = &args.output {
         analyze::output::sites::write_sites_csv(sites, dir)?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.json {
         analyze::output::sites::write_sites_json(sites, &mut out)?;
     } else {

@@ -24,7 +24,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 format!("cannot write the manual pages into '{}'", dir.display())
             })?;
         }
-        None => clap_mangen::Man::new(command).render(&mut std::io::stdout().lock())?,
+        None => {
+            let mut out = super::stdout();
+            clap_mangen::Man::new(command).render(&mut out)?;
+            std::io::Write::flush(&mut out)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

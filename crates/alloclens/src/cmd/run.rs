@@ -442,17 +442,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
 /// The table, or the summary as JSON, on stdout.
 fn print_summary(outcome: &Outcome, json: bool) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::stdout();
     // The command's last line may lack its newline: ours start on a line of their own.
     if outcome.open_lines[0] {
         writeln!(stdout)?;
     }
     if json {
         serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
-        writeln!(stdout)
+        writeln!(stdout)?;
     } else {
-        write!(stdout, "{}", outcome.table)
+        write!(stdout, "{}", outcome.table)?;
     }
+    stdout.flush()
 }
 
 pub struct Outcome {

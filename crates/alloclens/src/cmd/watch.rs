@@ -197,7 +197,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// The summary on stdout; a reader that went away (`| head`) is not an error.
 fn print_summary(results: &WatchResults) -> anyhow::Result<()> {
     let text = report::render_watch_summary(results);
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::stdout();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|_| stdout.flush())
