@@ -69,6 +69,24 @@ fn known_sites_resolve_to_their_functions() {
     record(&trace, &["--stacks"], &[&exe]);
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
     assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
+    // A --debug-dir that is no directory is one line, not silently ignored.
+    for (debug_dir, what) in [
+        ("/nonexistent", "does not exist"),
+        ("/etc/passwd", "is not a directory"),
+    ] {
+        let out = alloclens()
+            .args(["analyze", "--sites", "--debug-dir", debug_dir])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--debug-dir '{debug_dir}' {what}")),
+            "{err}"
+        );
+    }
     let pids: Vec<u64> = sites["processes"]
         .as_array()
         .unwrap()
@@ -399,6 +417,24 @@ int main(void) {
     // The events name their stacks: every allocation of `down` has one.
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
     assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
+    // A --debug-dir that is no directory is one line, not silently ignored.
+    for (debug_dir, what) in [
+        ("/nonexistent", "does not exist"),
+        ("/etc/passwd", "is not a directory"),
+    ] {
+        let out = alloclens()
+            .args(["analyze", "--sites", "--debug-dir", debug_dir])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--debug-dir '{debug_dir}' {what}")),
+            "{err}"
+        );
+    }
     let f = functions(&sites["processes"][0]);
     assert_eq!(f["down"].0, 50, "{f:?}");
 }

@@ -191,6 +191,32 @@ fn unwritable_output_is_a_one_line_error() {
     assert_eq!(stderr.lines().count(), 1);
 }
 
+/// Every --stack-depth out of range, a negative one or one beyond 32 bits included, gets the range.
+#[test]
+fn a_stack_depth_out_of_range_names_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for depth in ["0", "257", "-1", "99999999999", "ten"] {
+        let out = alloclens()
+            .args(["record", "-q", "--stacks"])
+            .arg(format!("--stack-depth={depth}"))
+            .arg("-o")
+            .arg(dir.path().join("t.alt"))
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{depth}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{depth}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--stack-depth must be a whole number from 1 to 256, got `{depth}`"
+            )),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("t.alt").exists());
+    }
+}
+
 #[test]
 fn a_missing_command_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();

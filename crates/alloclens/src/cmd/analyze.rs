@@ -96,6 +96,20 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A mistyped --debug-dir would only leave functions unresolved, without a word.
+    for dir in &args.debug_dirs {
+        if !dir.is_dir() {
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            anyhow::bail!(
+                "--debug-dir '{}' {what}: give a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, or by debuglink)",
+                dir.display()
+            );
+        }
+    }
     // Library errors already name the file and what was recovered.
     let result = {
         let bar = super::progress::RecordsBar::new("analysing");
