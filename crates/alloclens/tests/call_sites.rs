@@ -181,6 +181,37 @@ fn known_sites_resolve_to_their_functions() {
         );
     }
     assert!(html.contains(&format!("id=\"sites-table-{}-0\"", pids[0])));
+    // One format per column: the percentage and the microseconds with one decimal in every row
+    // (whole values were "12", others "3.400").
+    let table = &html[html
+        .find(&format!("id=\"sites-table-{}-0\"", pids[0]))
+        .unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let heads: Vec<&str> = table
+        .split("<th")
+        .skip(1)
+        .filter(|h| h.contains("</th>"))
+        .map(|h| &h[h.find('>').unwrap() + 1..h.find("</th>").unwrap()])
+        .collect();
+    for label in ["lifetime 0 (%)", "median lifetime (µs)"] {
+        // The first two headings (# and the site) have cells of their own kind.
+        let column = heads.iter().position(|h| *h == label).unwrap() - 2;
+        let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+        assert!(!rows.is_empty());
+        for row in rows {
+            let cells: Vec<&str> = row.split("<td data-v=").skip(1).collect();
+            // The rank's cell, then one per column.
+            let cell = cells[column + 1];
+            let text = &cell[cell.find('>').unwrap() + 1..cell.find("</td>").unwrap()];
+            let (whole, decimals) = text.split_once('.').unwrap_or((text, ""));
+            assert!(
+                !whole.is_empty()
+                    && whole.bytes().all(|b| b.is_ascii_digit())
+                    && decimals.len() == 1,
+                "{label}: {text:?} in {row}"
+            );
+        }
+    }
 }
 
 #[test]
