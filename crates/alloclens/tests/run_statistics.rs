@@ -331,6 +331,76 @@ fn a_failing_prepare_command_skips_the_run_and_says_why() {
     assert!(stderr.contains("--prepare"), "{stderr}");
 }
 
+/// A `|` or a backtick in a variant's label, a parameter's value or the throughput unit cannot
+/// break the Markdown export: every row of a table has its header's cells, and the text reads back.
+#[test]
+fn markdown_export_escapes_pipes_and_backticks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run_in(
+        tmp.path(),
+        &[
+            "-a",
+            "glibc@my|lab`x",
+            "-r",
+            "1",
+            "--param",
+            "m=a|b,c`d",
+            "--throughput",
+            "n=(\\d+)",
+            "--throughput-unit",
+            "op|s",
+            "--export-markdown",
+            "summary.md",
+            "--",
+            "sh",
+            "-c",
+            "echo n=5",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let md = std::fs::read_to_string(tmp.path().join("summary.md")).unwrap();
+    // Cells split at each `|` not escaped by a backslash.
+    let cells = |line: &str| -> Vec<String> {
+        let mut cells = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    let next = chars.next().unwrap();
+                    cells.last_mut().unwrap().push(next);
+                }
+                '|' => cells.push(String::new()),
+                c => cells.last_mut().unwrap().push(c),
+            }
+        }
+        cells
+    };
+    let tables: Vec<Vec<&str>> = md
+        .split("\n\n")
+        .map(|block| {
+            block
+                .lines()
+                .filter(|l| l.starts_with('|'))
+                .collect::<Vec<_>>()
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(tables.len(), 2, "{md}");
+    for table in tables {
+        let width = cells(table[0]).len();
+        for line in &table {
+            assert_eq!(cells(line).len(), width, "{line}\n{md}");
+        }
+        let row = cells(table[2]);
+        assert_eq!(row[1].trim(), "``my|lab`x`` (baseline)", "{md}");
+        assert!(row[13].trim().ends_with(" op|s"), "{md}");
+    }
+    assert!(
+        md.contains("### m=a\\|b") && md.contains("### m=c\\`d"),
+        "{md}"
+    );
+}
+
 #[test]
 fn an_export_that_cannot_be_written_fails_the_session_but_keeps_the_results() {
     let tmp = tempfile::tempdir().unwrap();
