@@ -121,13 +121,16 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// Also write the summary table as Markdown to FILE (the results directory is written as usual)
+    /// Also write the summary table as Markdown to FILE (the results directory is written as usual;
+    /// with --ksm, the PSS saved table too)
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
-    /// Also write the summary as JSON to FILE (results.json's `summary`)
+    /// Also write the summary as JSON to FILE (results.json's `summary`; with --ksm, an object of
+    /// `summary` and `ksm_savings`)
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
-    /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers)
+    /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers; with
+    /// --ksm, the ksm=on rows hold the PSS saved in ksm_* columns)
     #[arg(long, value_name = "FILE")]
     pub export_csv: Option<PathBuf>,
     /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE on
@@ -137,7 +140,8 @@ pub struct Args {
     pub ksm: bool,
     /// A ksmd setting for the session (with --ksm; repeatable): pages_to_scan, sleep_millisecs,
     /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ... A
-    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run)
+    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run); one that is no
+    /// --param is refused
     #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
     pub ksm_set: Vec<String>,
     /// With --ksm: how the command's tree is made mergeable (the output says which was used)
