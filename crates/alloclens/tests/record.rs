@@ -76,9 +76,9 @@ fn output_and_exit_status_are_the_programs() {
 }
 
 /// ld.so splits LD_PRELOAD at spaces and colons: a cache directory with one (HOME, XDG_CACHE_HOME)
-/// must not hold the shim, or nothing is recorded.
+/// must not hold the shim, or nothing is recorded, nor the watch agent, or nothing is measured.
 #[test]
-fn a_cache_path_with_a_space_or_a_colon_still_records() {
+fn a_cache_path_with_a_space_or_a_colon_still_records_and_watches() {
     let dir = tempfile::tempdir().unwrap();
     for odd in ["my cache", "my:cache"] {
         let cache = dir.path().join(odd);
@@ -100,6 +100,24 @@ fn a_cache_path_with_a_space_or_a_colon_still_records() {
         assert!(traced_run.status.success(), "{odd}: {stderr}");
         assert!(!stderr.contains("cannot be preloaded"), "{odd}: {stderr}");
         assert_eq!(count(&out, Op::Pvalloc, 1107), 30, "{odd}: {stderr}");
+
+        let watched = dir.path().join(format!(
+            "watch{}",
+            odd.len() + usize::from(odd.contains(':'))
+        ));
+        let watch = alloclens()
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", &cache)
+            .args(["watch", "--interval", "100ms", "-o"])
+            .arg(&watched)
+            .args(["--", "sh", "-c", "sleep 0.3"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&watch.stderr);
+        assert!(watch.status.success(), "{odd}: {stderr}");
+        assert!(!stderr.contains("cannot be preloaded"), "{odd}: {stderr}");
+        let snapshots = std::fs::read_dir(watched.join("agent")).unwrap().count();
+        assert!(snapshots > 0, "{odd}: the agent wrote snapshots: {stderr}");
     }
 }
 
