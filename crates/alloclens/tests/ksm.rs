@@ -724,8 +724,7 @@ fn merging(dir: &Path, before: &[(String, String)], mechanism: &str) {
     let md = export("md");
     let ksm_table = &md[md.find("### KSM: PSS saved").expect("a KSM table")..];
     assert!(
-        ksm_table.contains(&format!("| `glibc` | all | "))
-            && ksm_table.contains(&format!("({pct:.0} %)")),
+        ksm_table.contains("| `glibc` | all | ") && ksm_table.contains(&format!("({pct:.0} %)")),
         "{md}"
     );
     let json: serde_json::Value = serde_json::from_str(&export("json")).unwrap();

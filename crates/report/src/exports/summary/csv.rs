@@ -6,9 +6,12 @@ use runner::{Group, KsmSaving, VariantSummary};
 
 use super::SummaryContext;
 
+/// A KSM column: its name and how to read it.
+type KsmColumn = (&'static str, fn(&KsmSaving) -> Option<f64>);
+
 /// With `--ksm`, the PSS saved at the row's point, in the `ksm=on` rows (`ksm_savings` of
 /// results.json; the `off` rows leave them empty).
-const KSM_COLUMNS: [(&str, fn(&KsmSaving) -> Option<f64>); 8] = [
+const KSM_COLUMNS: [KsmColumn; 8] = [
     ("ksm_saved_mean", |k| k.saved_mean),
     ("ksm_saved_mean_pct", |k| k.saved_mean_pct),
     ("ksm_saved_peak", |k| k.saved_peak),
