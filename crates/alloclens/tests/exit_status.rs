@@ -127,6 +127,9 @@ fn every_command_names_standard_output_when_it_cannot_write_it() {
         assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
         assert!(stderr.contains(error), "{command}: {stderr}");
         assert!(results.is_dir(), "{command}: {stderr}");
+        if command == "run" {
+            assert!(stderr.contains("alloclens: results in"), "{stderr}");
+        }
     }
 }
 

@@ -428,10 +428,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!();
     }
     // A reader that went away (`| head`) has what it wanted: the warnings, the results' place and
-    // the runs' status below still count.
+    // the runs' status below still count. Another failure (a full disk) is an error, said before
+    // them: the table is lost, the results directory has it all.
+    let mut lost_table = false;
     if let Err(err) = print_summary(&outcome, json) {
         if err.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(err.into());
+            eprintln!("alloclens: error: {err}");
+            lost_table = true;
         }
     }
     for w in &outcome.warnings {
@@ -441,7 +444,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: error: {p}");
     }
     eprintln!("alloclens: results in {}", outcome.dir.display());
-    Ok(outcome.exit_code())
+    match outcome.exit_code() {
+        code if lost_table && code == ExitCode::SUCCESS => Ok(ExitCode::FAILURE),
+        code => Ok(code),
+    }
 }
 
 /// The table, or the summary as JSON, on stdout.
