@@ -21,7 +21,10 @@ cat <<'EOF'
 
 When the reader of alloclens's stdout goes away (`alloclens allocators --json | head -1`), alloclens
 stops writing to it and ends quietly with status 0; `run` still writes its results and ends with the
-runs' status. The commands that alloclens runs get the default action of SIGPIPE.
+runs' status. The commands that alloclens runs get the default action of SIGPIPE. Any other failure
+to write stdout (`alloclens ... > /dev/full`), `--help` and `--version` included, is status 1 with
+`alloclens: error: cannot write to standard output: ...`; `run` and `watch` have written their
+results directory by then (`run` still says where, after its warnings).
 
 ## Units
 

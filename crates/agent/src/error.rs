@@ -9,7 +9,7 @@ pub enum AgentError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the watch agent library path {} contains a space or a colon, which LD_PRELOAD cannot carry (set XDG_CACHE_HOME to a plain path)", path.display())]
+    #[error("the watch agent library path {} contains a space or a colon, which LD_PRELOAD cannot carry (ALLOCLENS_AGENT must name a path without them)", path.display())]
     PreloadPath { path: PathBuf },
     #[error("cannot read the agent directory {}: {source}", path.display())]
     ReadDir {

@@ -46,5 +46,22 @@ pub enum Command {
 }
 
 pub fn parse() -> Cli {
-    Cli::parse()
+    Cli::try_parse().unwrap_or_else(|e| {
+        use clap::error::ErrorKind;
+        // --help and --version go to stdout: a failed write (`> /dev/full`) is an error, where
+        // clap's own exit would ignore it.
+        if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+            let written = e
+                .print()
+                .and_then(|_| std::io::Write::flush(&mut std::io::stdout()));
+            if let Err(err) = written {
+                if err.kind() != std::io::ErrorKind::BrokenPipe {
+                    eprintln!("alloclens: error: cannot write to standard output: {err}");
+                    std::process::exit(1);
+                }
+            }
+            std::process::exit(0);
+        }
+        e.exit()
+    })
 }

@@ -69,6 +69,24 @@ fn known_sites_resolve_to_their_functions() {
     record(&trace, &["--stacks"], &[&exe]);
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
     assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
+    // A --debug-dir that is no directory is one line, not silently ignored.
+    for (debug_dir, what) in [
+        ("/nonexistent", "does not exist"),
+        ("/etc/passwd", "is not a directory"),
+    ] {
+        let out = alloclens()
+            .args(["analyze", "--sites", "--debug-dir", debug_dir])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--debug-dir '{debug_dir}' {what}")),
+            "{err}"
+        );
+    }
     let pids: Vec<u64> = sites["processes"]
         .as_array()
         .unwrap()
@@ -163,6 +181,37 @@ fn known_sites_resolve_to_their_functions() {
         );
     }
     assert!(html.contains(&format!("id=\"sites-table-{}-0\"", pids[0])));
+    // One format per column: the percentage and the microseconds with one decimal in every row
+    // (whole values were "12", others "3.400").
+    let table = &html[html
+        .find(&format!("id=\"sites-table-{}-0\"", pids[0]))
+        .unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let heads: Vec<&str> = table
+        .split("<th")
+        .skip(1)
+        .filter(|h| h.contains("</th>"))
+        .map(|h| &h[h.find('>').unwrap() + 1..h.find("</th>").unwrap()])
+        .collect();
+    for label in ["lifetime 0 (%)", "median lifetime (µs)"] {
+        // The first two headings (# and the site) have cells of their own kind.
+        let column = heads.iter().position(|h| *h == label).unwrap() - 2;
+        let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+        assert!(!rows.is_empty());
+        for row in rows {
+            let cells: Vec<&str> = row.split("<td data-v=").skip(1).collect();
+            // The rank's cell, then one per column.
+            let cell = cells[column + 1];
+            let text = &cell[cell.find('>').unwrap() + 1..cell.find("</td>").unwrap()];
+            let (whole, decimals) = text.split_once('.').unwrap_or((text, ""));
+            assert!(
+                !whole.is_empty()
+                    && whole.bytes().all(|b| b.is_ascii_digit())
+                    && decimals.len() == 1,
+                "{label}: {text:?} in {row}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -399,6 +448,24 @@ int main(void) {
     // The events name their stacks: every allocation of `down` has one.
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
     assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
+    // A --debug-dir that is no directory is one line, not silently ignored.
+    for (debug_dir, what) in [
+        ("/nonexistent", "does not exist"),
+        ("/etc/passwd", "is not a directory"),
+    ] {
+        let out = alloclens()
+            .args(["analyze", "--sites", "--debug-dir", debug_dir])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--debug-dir '{debug_dir}' {what}")),
+            "{err}"
+        );
+    }
     let f = functions(&sites["processes"][0]);
     assert_eq!(f["down"].0, 50, "{f:?}");
 }

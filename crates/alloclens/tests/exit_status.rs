@@ -65,6 +65,74 @@ fn every_command_ends_quietly_when_its_reader_went_away() {
     }
 }
 
+/// A stdout that cannot be written (`> /dev/full`) is an error that says so, in one line, for every
+/// command that prints; `run` and `watch` keep their results directory and say where it is.
+#[test]
+fn every_command_names_standard_output_when_it_cannot_write_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let t = t.to_str().unwrap();
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let error = "cannot write to standard output: No space left on device";
+    let one_line: &[&[&str]] = &[
+        &["--help"],
+        &["--version"],
+        &["run", "--help"],
+        &["allocators"],
+        &["allocators", "--json"],
+        &["workload", "events", "--events", "4"],
+        &["analyze", t],
+        &["analyze", t, "--json"],
+        &["diff", t, t],
+        &["diff", t, t, "--json"],
+        &["completions", "bash"],
+        &["man"],
+    ];
+    for args in one_line {
+        let out = alloclens()
+            .args(*args)
+            .stdin(Stdio::null())
+            .stdout(full())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("alloclens: error: ") && stderr.contains(error),
+            "{args:?}: {stderr}"
+        );
+    }
+    for command in ["run", "watch"] {
+        let results = dir.path().join(command);
+        let mut cmd = alloclens();
+        cmd.arg(command);
+        if command == "run" {
+            cmd.args(["-a", "glibc", "-r", "1"]);
+        }
+        let out = cmd
+            .arg("-o")
+            .arg(&results)
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .stdout(full())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(stderr.contains(error), "{command}: {stderr}");
+        assert!(results.is_dir(), "{command}: {stderr}");
+        if command == "run" {
+            assert!(stderr.contains("alloclens: results in"), "{stderr}");
+        }
+    }
+}
+
 /// The status and stderr of `alloclens ARGS`.
 fn status(args: &[&str]) -> (Option<i32>, String) {
     let out = alloclens()

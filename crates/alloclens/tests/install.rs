@@ -94,6 +94,50 @@ fn man_pages_cover_every_subcommand_and_its_options() {
     }
 }
 
+/// `man -o` on a disk that fills midway: one error line, and no page in the directory is partial
+/// (each is complete, byte for byte what a roomy disk gets, or absent), no temporary file left.
+#[test]
+fn man_pages_on_a_full_disk_are_whole_or_absent() {
+    let roomy = tempfile::tempdir().unwrap();
+    succeeded(alloclens().args(["man", "-o"]).arg(roomy.path()));
+    let pages: Vec<_> = std::fs::read_dir(roomy.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let total: u64 = pages
+        .iter()
+        .map(|p| roomy.path().join(p).metadata().unwrap().len())
+        .sum();
+    // Room for about half of the pages (tmpfs counts whole 4 KiB pages).
+    let Some(disk) = common::SmallDisk::mount(&format!("{}k", (total / 2 / 1024).max(8))) else {
+        return;
+    };
+    let out = alloclens()
+        .args(["man", "-o"])
+        .arg(disk.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot write the manual pages into") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    let mut whole = 0;
+    for entry in std::fs::read_dir(disk.path()).unwrap() {
+        let name = entry.unwrap().file_name();
+        assert!(pages.contains(&name), "a stray file: {name:?}");
+        assert_eq!(
+            std::fs::read(disk.path().join(&name)).unwrap(),
+            std::fs::read(roomy.path().join(&name)).unwrap(),
+            "{name:?} is partial"
+        );
+        whole += 1;
+    }
+    assert!(whole < pages.len(), "the disk was meant to fill");
+}
+
 #[test]
 fn version_names_the_commit_when_built_from_git() {
     let out = succeeded(alloclens().arg("--version"));

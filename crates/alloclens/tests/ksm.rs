@@ -222,6 +222,24 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         !tmp.path().join("second").exists(),
         "no results directory either"
     );
+    // Another state file does not make another ksmd: still refused, naming the holder.
+    let out = alloclens()
+        .env("ALLOCLENS_KSM_STATE", tmp.path().join("other-state"))
+        .args(["run", "--ksm", "--ksm-set", "pages_to_scan=7"])
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(tmp.path().join("third"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains(&format!("another alloclens (pid {})", first.id())),
+        "{stderr}"
+    );
+    assert_eq!(knob("pages_to_scan"), scan, "the third run changed nothing");
+    assert!(!tmp.path().join("third").exists());
 
     // SIGKILL: nothing can restore at once; the state file keeps the values and the next start
     // (any command) gives them back.
@@ -365,6 +383,9 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     assert_eq!(snapshot(), before, "rejected input changes nothing");
     assert!(!tmp.path().join("bad").exists() && !tmp.path().join("bad2").exists());
 
+    refused_before_touching_ksmd(tmp.path(), &before);
+    madvise_library_not_loaded(tmp.path(), &before);
+
     unmerge_all(&before);
     unmerge_to_give_back(tmp.path(), &before);
     madvise_library_is_harmless(tmp.path(), &before);
@@ -373,6 +394,148 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     unmerge_all(&before);
     merging(tmp.path(), &before, "madvise");
     compare_and_figures(tmp.path());
+}
+
+/// `alloclens ARGS` with ALLOCLENS_KSM_STATE=`state`, stopped (and failed) after 20 s: an endless
+/// state file must not make it read forever. Returns (exit code, stderr).
+fn with_state(state: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = alloclens()
+        .env("ALLOCLENS_KSM_STATE", state)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after 20 s with state file {}: {}",
+                state.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Input refused with one line and ksmd never touched: an endless or damaged state file, an
+/// output that is a file, a --ksm-set placeholder that is no --param.
+fn refused_before_touching_ksmd(dir: &Path, before: &[(String, String)]) {
+    let out = dir.join("refused");
+    let out = out.to_str().unwrap();
+    let run = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = ["run", "--ksm", "-a", "glibc", "-r", "1"]
+            .map(String::from)
+            .to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let fifo = dir.join("fifo-state");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for (state, what) in [(Path::new("/dev/full"), "a device"), (&fifo, "a FIFO")] {
+        let args = run(&["-o", out, "--", "true"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stderr) = with_state(state, &args);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("is not a regular file ({what})")),
+            "{stderr}"
+        );
+    }
+
+    // A damaged state file (not text) is named, with what to do: not "run as root" to root.
+    let damaged = dir.join("damaged-state");
+    std::fs::write(&damaged, b"pid=1\nrun=\xff\xfe\n").unwrap();
+    let (code, stderr) = with_state(&damaged, &["allocators"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for (code, stderr) in [
+        (code, stderr),
+        with_state(
+            &damaged,
+            &["run", "--ksm", "-a", "glibc", "-o", out, "--", "true"],
+        ),
+    ] {
+        assert!(
+            stderr.contains(&format!(
+                "the KSM state file {} is damaged (not text)",
+                damaged.display()
+            )) && stderr.contains("then empty the file")
+                && !stderr.contains("as root"),
+            "{code:?} {stderr}"
+        );
+    }
+    assert_eq!(snapshot(), before, "a damaged state file is not restored");
+
+    // An output that is a file: refused before the state file is even created.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let fresh = dir.join("fresh-state");
+    let args = run(&["-o", file.to_str().unwrap(), "--", "true"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = with_state(&fresh, &args);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is a file, not a directory"), "{stderr}");
+    assert!(!fresh.exists(), "ksmd untouched: no state file written");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+
+    // A --ksm-set placeholder that is no --param: named, with the ones there are.
+    let args = run(&[
+        "--ksm-set",
+        "pages_to_scan={nope}",
+        "--param",
+        "pts=1,2",
+        "-o",
+        out,
+        "--",
+        "true",
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = with_state(&fresh, &args);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("{nope} is not a --param (the --param placeholders are {pts})"),
+        "{stderr}"
+    );
+    assert!(!fresh.exists(), "ksmd untouched");
+    assert!(!Path::new(out).exists());
+    assert_eq!(snapshot(), before);
+}
+
+/// A KSM-on run whose program drops LD_PRELOAD (exec'd by `env -u`): the madvise library is not
+/// in it, so its tree is not called mergeable, and the run is said and left out of the saving.
+fn madvise_library_not_loaded(dir: &Path, before: &[(String, String)]) {
+    let out = alloclens()
+        .args(["run", "--ksm", "--ksm-mechanism", "madvise"])
+        .args(["-a", "glibc", "-r", "1", "-o"])
+        .arg(dir.join("unloaded"))
+        .args(["--", "env", "-u", "LD_PRELOAD", "sleep", "0.6"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(snapshot(), before);
+    assert!(
+        stderr.contains("the KSM library was NOT mapped in the command"),
+        "{stderr}"
+    );
+    let results = results_of(&dir.join("unloaded"));
+    let on = on_run(&results);
+    assert_eq!(on["ksm"]["library"], "not_loaded", "{}", on["ksm"]);
+    assert_eq!(on["ksm"]["merging_enabled"], false);
+    assert_eq!(results["ksm_savings"][0]["runs_on"], 0);
 }
 
 /// ksmd drops the merged pages of exited processes only when it scans: with `run=0` the counters
@@ -420,6 +583,12 @@ fn forkworkers_run(dir: &Path, mechanism: &str) -> (serde_json::Value, String) {
         ])
         .args(["--program-output", "discard", "-o"])
         .arg(dir)
+        .arg("--export-markdown")
+        .arg(dir.with_extension("md"))
+        .arg("--export-json")
+        .arg(dir.with_extension("json"))
+        .arg("--export-csv")
+        .arg(dir.with_extension("csv"))
         .args([
             "--",
             &common::exe(),
@@ -549,6 +718,28 @@ fn merging(dir: &Path, before: &[(String, String)], mechanism: &str) {
     let pct = saving["saved_mean_pct"].as_f64().unwrap();
     assert!(stdout.contains("KSM: PSS saved"), "{stdout}");
     assert!(stdout.contains(&format!("({pct:.0} %)")), "{stdout}");
+    // So do the exports: Markdown's KSM table, JSON's ksm_savings, CSV's ksm_* columns.
+    let export =
+        |ext: &str| std::fs::read_to_string(dir.join("forkworkers").with_extension(ext)).unwrap();
+    let md = export("md");
+    let ksm_table = &md[md.find("### KSM: PSS saved").expect("a KSM table")..];
+    assert!(
+        ksm_table.contains("| `glibc` | all | ") && ksm_table.contains(&format!("({pct:.0} %)")),
+        "{md}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&export("json")).unwrap();
+    assert_eq!(json["ksm_savings"], results["ksm_savings"]);
+    assert_eq!(json["summary"], results["summary"]);
+    let csv_text = export("csv");
+    let mut csv = csv::Reader::from_reader(csv_text.as_bytes());
+    let header = csv.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+    let on_row = rows.iter().find(|r| &r[col("ksm")] == "on").unwrap();
+    let csv_pct = on_row[col("ksm_saved_mean_pct")].parse::<f64>().unwrap();
+    assert!((csv_pct - pct).abs() < 1e-9, "{header:?} {on_row:?}");
+    let off_row = rows.iter().find(|r| &r[col("ksm")] == "off").unwrap();
+    assert_eq!(&off_row[col("ksm_saved_mean")], "");
 
     // The report's KSM section: the saving in its table, and the KSM-on run's counters over time
     // drawn from samples.csv on the PSS charts' time axis (the same samples).
@@ -843,6 +1034,8 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
          exec sh -c '{CHECK}; check '$tries' {ev}/exec-{{ksm}}; echo exec done; exit 3'"
     );
     let out = alloclens()
+        // ld.so splits LD_PRELOAD at spaces: the library must not be put in this cache.
+        .env("XDG_CACHE_HOME", dir.join("cache with space"))
         .args(["run", "--ksm", "--ksm-mechanism", "madvise"])
         .args(["--env", "ALLOCLENS_KSM_SCAN_MS=20"])
         .args(["-a", "glibc", "-r", "1", "--program-output", "save", "-o"])
@@ -857,6 +1050,7 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("harmless/results.json")).unwrap()).unwrap();
     assert_eq!(results["ksm"]["mechanism"], "madvise(MADV_MERGEABLE)");
+    assert_eq!(on_run(&results)["ksm"]["library"], "loaded");
     let mut logs = Vec::new();
     for run in results["runs"].as_array().unwrap() {
         assert_eq!(run["ending"]["status"]["code"], 3, "{run}");

@@ -75,6 +75,52 @@ fn output_and_exit_status_are_the_programs() {
     assert_eq!(code.code(), Some(42));
 }
 
+/// ld.so splits LD_PRELOAD at spaces and colons: a cache directory with one (HOME, XDG_CACHE_HOME)
+/// must not hold the shim, or nothing is recorded, nor the watch agent, or nothing is measured.
+#[test]
+fn a_cache_path_with_a_space_or_a_colon_still_records_and_watches() {
+    let dir = tempfile::tempdir().unwrap();
+    for odd in ["my cache", "my:cache"] {
+        let cache = dir.path().join(odd);
+        let out = dir.path().join(format!(
+            "{}.alt",
+            odd.len() + usize::from(odd.contains(':'))
+        ));
+        let traced_run = alloclens()
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", &cache)
+            .args(["record", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(traced())
+            .args(["ops", "30"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&traced_run.stderr);
+        assert!(traced_run.status.success(), "{odd}: {stderr}");
+        assert!(!stderr.contains("cannot be preloaded"), "{odd}: {stderr}");
+        assert_eq!(count(&out, Op::Pvalloc, 1107), 30, "{odd}: {stderr}");
+
+        let watched = dir.path().join(format!(
+            "watch{}",
+            odd.len() + usize::from(odd.contains(':'))
+        ));
+        let watch = alloclens()
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", &cache)
+            .args(["watch", "--interval", "100ms", "-o"])
+            .arg(&watched)
+            .args(["--", "sh", "-c", "sleep 0.3"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&watch.stderr);
+        assert!(watch.status.success(), "{odd}: {stderr}");
+        assert!(!stderr.contains("cannot be preloaded"), "{odd}: {stderr}");
+        let snapshots = std::fs::read_dir(watched.join("agent")).unwrap().count();
+        assert!(snapshots > 0, "{odd}: the agent wrote snapshots: {stderr}");
+    }
+}
+
 #[test]
 fn death_by_signal_becomes_128_plus_n_and_the_trace_says_truncated() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,6 +207,32 @@ fn unwritable_output_is_a_one_line_error() {
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1);
+}
+
+/// Every --stack-depth out of range, a negative one or one beyond 32 bits included, gets the range.
+#[test]
+fn a_stack_depth_out_of_range_names_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for depth in ["0", "257", "-1", "99999999999", "ten"] {
+        let out = alloclens()
+            .args(["record", "-q", "--stacks"])
+            .arg(format!("--stack-depth={depth}"))
+            .arg("-o")
+            .arg(dir.path().join("t.alt"))
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{depth}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{depth}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--stack-depth must be a whole number from 1 to 256, got `{depth}`"
+            )),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("t.alt").exists());
+    }
 }
 
 #[test]

@@ -15,13 +15,18 @@ pub struct CacheError {
 
 /// Writes `bytes` to `<dir>/<stem>-<crc>-<len>.so` in the first cache directory that takes it
 /// (`$XDG_CACHE_HOME/alloclens`, else `~/.cache/alloclens`, else `/tmp/alloclens-<uid>`), or finds
-/// it there already, and returns its path. The file is written under a temporary name and renamed,
-/// so a concurrent alloclens never maps half a library.
+/// it there already, and returns its path. A directory whose path holds a space or a colon is
+/// passed over: the dynamic loader splits LD_PRELOAD there, and would not load the library. The
+/// file is written under a temporary name and renamed, so a concurrent alloclens never maps half a
+/// library.
 pub fn cached_library(stem: &str, bytes: &[u8]) -> Result<PathBuf, CacheError> {
     let name = format!("{stem}-{:08x}-{}.so", crc32fast::hash(bytes), bytes.len());
     let mut last_err = None;
     for dir in cache_dirs() {
         let path = dir.join(&name);
+        if !preloadable(&path) {
+            continue;
+        }
         if fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
             return Ok(path);
         }
@@ -34,6 +39,16 @@ pub fn cached_library(stem: &str, bytes: &[u8]) -> Result<PathBuf, CacheError> {
         path: PathBuf::from("/tmp"),
         source: std::io::Error::other("no cache directory"),
     }))
+}
+
+/// Whether LD_PRELOAD can carry `path`: ld.so splits its value at spaces and colons.
+pub fn preloadable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    !path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| *b == b' ' || *b == b':')
 }
 
 fn cache_dirs() -> Vec<PathBuf> {
@@ -76,5 +91,15 @@ mod tests {
         let b = cached_library("probe", b"\x7fELF second").unwrap();
         assert_ne!(a, b);
         assert_eq!(fs::read(&a).unwrap(), b"\x7fELF first");
+
+        // A cache path LD_PRELOAD cannot carry is passed over, for every library.
+        for unusable in ["with space", "with:colon"] {
+            let odd = dir.path().join(unusable);
+            std::env::set_var("XDG_CACHE_HOME", &odd);
+            std::env::set_var("HOME", &odd);
+            let c = cached_library("probe", b"\x7fELF third").unwrap();
+            assert!(preloadable(&c), "{}", c.display());
+            assert!(!c.starts_with(&odd), "{}", c.display());
+        }
     }
 }

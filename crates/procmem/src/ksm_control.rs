@@ -1,7 +1,8 @@
 //! Driving ksmd for a run and giving every value back.
 //!
-//! [`KsmControl::acquire`] takes an exclusive lock (flock) on a state file, writes into it the
-//! previous value of every sysfs knob it is about to change (fsynced *before* anything changes),
+//! [`KsmControl::acquire`] takes an exclusive lock (flock) on a state file and one on ksmd itself
+//! (its sysfs `run` file: one session per machine, whatever state file each uses), writes into the
+//! state file the previous value of every sysfs knob it is about to change (fsynced *before* anything changes),
 //! then sets the knobs and `run=1`. [`KsmControl::restore`] (or its drop) writes the saved values
 //! back and empties the file. When alloclens was killed (SIGKILL, a second Ctrl-C), the file still
 //! holds the values: the next [`KsmControl::acquire`] or [`recover_leftover`] restores them first.
@@ -10,6 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where the kernel exposes KSM.
@@ -39,8 +41,21 @@ pub const TUNABLES: &[&str] = &[
 pub enum KsmError {
     #[error("this kernel has no KSM ({0} does not exist): use a kernel built with CONFIG_KSM=y")]
     NoKsm(PathBuf),
-    #[error("cannot open the KSM state file {path}: {source} (run alloclens as root, or set ALLOCLENS_KSM_STATE to a writable file)")]
+    #[error(
+        "cannot open the KSM state file {path}: {source} ({})",
+        state_file_hint(source)
+    )]
     StateFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the KSM state file {path} is not a regular file ({what}): set ALLOCLENS_KSM_STATE to a regular file's path, or unset it")]
+    NotRegular { path: PathBuf, what: &'static str },
+    #[error("the KSM state file {path} is damaged ({what}): it should hold the ksmd settings a killed alloclens left to give back; compare its lines with /sys/kernel/mm/ksm/, set what must be set, then empty the file")]
+    Corrupt { path: PathBuf, what: String },
+    #[error("cannot take ksmd: opening {path} for writing failed: {source} (KSM's sysfs must be writable: run as root, outside a read-only container); nothing was changed")]
+    Sysfs {
         path: PathBuf,
         #[source]
         source: io::Error,
@@ -76,6 +91,19 @@ pub enum KsmError {
     },
 }
 
+/// What to do about a state file that cannot be opened or read.
+fn state_file_hint(e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        "run alloclens as root, or set ALLOCLENS_KSM_STATE to a writable file"
+    } else {
+        "set ALLOCLENS_KSM_STATE to a writable regular file, or unset it"
+    }
+}
+
+/// A state file holds a pid and about a dozen `knob=value` lines: anything longer is not one, and
+/// a bound keeps an endless file (a device, a FIFO put in its place) from being read forever.
+const MAX_STATE_BYTES: u64 = 16 * 1024;
+
 /// The state file to use: `ALLOCLENS_KSM_STATE` or [`DEFAULT_STATE_FILE`].
 pub fn default_state_path() -> PathBuf {
     std::env::var_os("ALLOCLENS_KSM_STATE")
@@ -90,6 +118,8 @@ pub struct KsmControl {
     sysfs: PathBuf,
     state_path: PathBuf,
     state: File,
+    /// The lock on ksmd (sysfs `run`), held as long as `state`'s.
+    _ksmd: File,
     /// (knob, previous value) in the order they were changed.
     saved: Vec<(String, String)>,
     /// Settings a killed alloclens had left, restored before this one started.
@@ -122,7 +152,10 @@ impl KsmControl {
                 });
             }
         }
-        let mut state = open_locked(state_path, true)?.expect("blocking open returns a file");
+        let mut state = open_locked(state_path, true)?.expect("a refusing open returns a file");
+        // Before anything of the state file is restored: a session with another state file may
+        // drive ksmd now, and its values must not be overwritten.
+        let ksmd = lock_ksmd(sysfs, true)?.expect("a refusing lock returns a file");
         let recovered = restore_from_file(sysfs, state_path, &mut state)?;
         let mut names: Vec<&str> = settings.iter().map(|(n, _)| n.as_str()).collect();
         names.push("run");
@@ -138,6 +171,7 @@ impl KsmControl {
             sysfs: sysfs.to_path_buf(),
             state_path: state_path.to_path_buf(),
             state,
+            _ksmd: ksmd,
             saved,
             recovered,
             restored: false,
@@ -219,7 +253,16 @@ pub fn recover_leftover(
         _ => return Ok(Vec::new()),
     }
     match open_locked(state_path, false) {
-        Ok(Some(mut state)) => restore_from_file(sysfs, state_path, &mut state),
+        Ok(Some(mut state)) => {
+            // Held while restoring. Ok(None): another session (with another state file) drives
+            // ksmd, and these values wait for its end. An error (not root, no KSM): restoring
+            // says what fails.
+            let ksmd = lock_ksmd(sysfs, false);
+            if matches!(ksmd, Ok(None)) {
+                return Ok(Vec::new());
+            }
+            restore_from_file(sysfs, state_path, &mut state)
+        }
         Ok(None) => Ok(Vec::new()),
         // Not ours to write (another user's session, or we are not root): say so only when no
         // live alloclens holds the file, i.e. the values really are left over.
@@ -251,13 +294,19 @@ fn open_locked(path: &Path, refuse: bool) -> Result<Option<File>, KsmError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
+    if let Ok(meta) = std::fs::metadata(path) {
+        check_regular(path, &meta)?;
+    }
+    // O_NONBLOCK: a FIFO put in its place between the check and the open must not hang us.
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(err)?;
+    check_regular(path, &file.metadata().map_err(err)?)?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = io::Error::last_os_error();
@@ -267,8 +316,9 @@ fn open_locked(path: &Path, refuse: bool) -> Result<Option<File>, KsmError> {
         if !refuse {
             return Ok(None);
         }
-        let holder = parse_state(&std::fs::read_to_string(path).unwrap_or_default())
-            .0
+        let holder = read_bounded(path, &mut &file)
+            .ok()
+            .and_then(|text| state_pid(&text))
             .map(|pid| format!(" (pid {pid})"))
             .unwrap_or_default();
         return Err(KsmError::Busy {
@@ -279,21 +329,114 @@ fn open_locked(path: &Path, refuse: bool) -> Result<Option<File>, KsmError> {
     Ok(Some(file))
 }
 
+fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), KsmError> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(KsmError::NotRegular {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+/// The lock on ksmd itself: an exclusive flock on sysfs `run`, opened for writing (what driving
+/// ksmd needs anyway, so a user who cannot drive it cannot hold it either). Whatever state file each
+/// alloclens uses, only one drives ksmd. When another holds it: [`KsmError::Busy`] naming its pid
+/// (from /proc/locks) if `refuse`, else `Ok(None)`.
+fn lock_ksmd(sysfs: &Path, refuse: bool) -> Result<Option<File>, KsmError> {
+    let path = sysfs.join("run");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|source| KsmError::Sysfs {
+            path: path.clone(),
+            source,
+        })?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    if !refuse {
+        return Ok(None);
+    }
+    let holder = lock_holder(&file)
+        .map(|pid| format!(" (pid {pid})"))
+        .unwrap_or_default();
+    Err(KsmError::Busy { path, holder })
+}
+
+/// The pid holding a flock on `file`'s inode, from /proc/locks ("1: FLOCK ADVISORY WRITE PID
+/// MAJ:MIN:INODE 0 EOF", device numbers in hex).
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Waiters are listed as "1: -> FLOCK ...": not the holder.
+        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
+            .then(|| fields.get(4)?.parse().ok())
+            .flatten()
+    })
+}
+
+/// The state file's text, at most [`MAX_STATE_BYTES`] of it.
+fn read_bounded(path: &Path, state: &mut impl Read) -> Result<String, KsmError> {
+    let mut bytes = Vec::new();
+    state
+        .take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| KsmError::StateFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let corrupt = |what: String| KsmError::Corrupt {
+        path: path.to_path_buf(),
+        what,
+    };
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(corrupt(format!(
+            "longer than {} KiB",
+            MAX_STATE_BYTES / 1024
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| corrupt("not text".into()))
+}
+
 /// Restores the values in a locked state file and empties it.
 fn restore_from_file(
     sysfs: &Path,
     state_path: &Path,
     state: &mut File,
 ) -> Result<Vec<(String, String)>, KsmError> {
-    let mut text = String::new();
-    state
-        .rewind()
-        .and_then(|_| state.read_to_string(&mut text))
-        .map_err(|source| KsmError::StateFile {
-            path: state_path.to_path_buf(),
-            source,
-        })?;
-    let (_, values) = parse_state(&text);
+    state.rewind().map_err(|source| KsmError::StateFile {
+        path: state_path.to_path_buf(),
+        source,
+    })?;
+    let text = read_bounded(state_path, state)?;
+    let values = parse_state(&text).map_err(|what| KsmError::Corrupt {
+        path: state_path.to_path_buf(),
+        what,
+    })?;
     if values.is_empty() {
         return Ok(values);
     }
@@ -302,21 +445,40 @@ fn restore_from_file(
     Ok(values)
 }
 
-/// "pid=N" then one "knob=value" per line.
-fn parse_state(text: &str) -> (Option<u32>, Vec<(String, String)>) {
-    let mut pid = None;
+/// The knob values of a state file: "pid=N" then one "knob=value" per line, as [`write_state`]
+/// writes them. Anything else is damage, said with the first line that is wrong: the values are
+/// about to be written to sysfs.
+fn parse_state(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut values = Vec::new();
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else {
-            continue;
+    for (n, line) in text.lines().enumerate() {
+        let wrong = || {
+            let shown: String = line.chars().take(40).collect();
+            format!(
+                "line {} is `{}`, not KNOB=VALUE",
+                n + 1,
+                shown.escape_debug()
+            )
         };
-        if k == "pid" {
-            pid = v.parse().ok();
-        } else if k == "run" || TUNABLES.contains(&k) {
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(wrong());
+        };
+        let plain = !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic());
+        if k == "pid" && v.parse::<u32>().is_ok() {
+            continue;
+        } else if (k == "run" || TUNABLES.contains(&k)) && plain {
             values.push((k.to_string(), v.to_string()));
+        } else {
+            return Err(wrong());
         }
     }
-    (pid, values)
+    Ok(values)
+}
+
+/// The pid of the session that wrote a state file, when it says one.
+fn state_pid(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
 }
 
 fn write_state(path: &Path, state: &mut File, saved: &[(String, String)]) -> Result<(), KsmError> {
@@ -424,15 +586,38 @@ mod tests {
 
     #[test]
     fn state_file_round_trip() {
-        let (pid, values) = parse_state("pid=12\nrun=0\npages_to_scan=100\nbogus=1\nnoise\n");
-        assert_eq!(pid, Some(12));
+        let text = "pid=12\nrun=0\npages_to_scan=100\n";
+        assert_eq!(state_pid(text), Some(12));
         assert_eq!(
-            values,
+            parse_state(text).unwrap(),
             vec![
                 ("run".to_string(), "0".to_string()),
                 ("pages_to_scan".to_string(), "100".to_string())
             ]
         );
+        assert_eq!(parse_state("").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn damaged_state_files_name_the_wrong_line() {
+        for (text, wrong) in [
+            ("pid=1\nbogus=1\n", "line 2 is `bogus=1`"),
+            ("pid=1\nnoise\n", "line 2 is `noise`"),
+            ("run=0 1\n", "line 1 is `run=0 1`"),
+            ("pid=x\n", "line 1"),
+        ] {
+            let err = parse_state(text).unwrap_err();
+            assert!(err.starts_with(wrong), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_endless_or_binary_state_file_is_damage_not_a_hang() {
+        let path = Path::new("/dev/zero");
+        let err = read_bounded(path, &mut File::open(path).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("longer than 16 KiB"), "{err}");
+        let err = read_bounded(path, &mut &b"run=\xff\n"[..]).unwrap_err();
+        assert!(err.to_string().contains("(not text)"), "{err}");
     }
 
     #[test]

@@ -13,7 +13,16 @@ pub const ENV_SHIM_OVERRIDE: &str = "ALLOCLENS_SHIM";
 /// `$XDG_CACHE_HOME/alloclens/shim-<crc>.so` (else `~/.cache/...`, else `/tmp/alloclens-<uid>/`).
 pub fn shim_path() -> Result<PathBuf, RecordError> {
     if let Some(p) = std::env::var_os(ENV_SHIM_OVERRIDE) {
-        return Ok(PathBuf::from(p));
+        let path = PathBuf::from(p);
+        if !embedded::preloadable(&path) {
+            return Err(RecordError::Shim {
+                path,
+                source: std::io::Error::other(format!(
+                    "{ENV_SHIM_OVERRIDE} holds a space or a colon, which LD_PRELOAD cannot carry"
+                )),
+            });
+        }
+        return Ok(path);
     }
     cached_library("shim", SHIM)
 }

@@ -127,14 +127,17 @@ fn document() -> Document {
             SiteColumn {
                 label: "calls".into(),
                 unit: Unit::Count,
+                decimals: None,
             },
             SiteColumn {
                 label: "bytes".into(),
                 unit: Unit::Bytes,
+                decimals: None,
             },
             SiteColumn {
                 label: "leaked".into(),
                 unit: Unit::Bytes,
+                decimals: None,
             },
         ],
         rows: vec![

@@ -57,6 +57,9 @@ pub fn ksm_savings(runs: &[RunRecord]) -> Vec<KsmSaving> {
                             && r.params.get(KSM_PARAM).map(String::as_str) == Some(state)
                             && r.ending.ok()
                             && r.memory.samples > 0
+                            // A KSM-on run whose tree was not made mergeable (the madvise library
+                            // not loaded) measured no saving.
+                            && (state == "off" || r.ksm.as_ref().is_none_or(|k| k.merging_enabled))
                     })
                     .collect()
             };

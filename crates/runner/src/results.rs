@@ -241,8 +241,13 @@ pub struct KsmSession {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct KsmSummary {
-    /// Whether the command's tree was made mergeable for this run (KSM "on").
+    /// Whether the command's tree was made mergeable for this run (KSM "on"); false when the
+    /// madvise library was asked for but not seen mapped in the command (`library`).
     pub merging_enabled: bool,
+    /// With `--ksm-mechanism madvise`, in the KSM-on runs: whether the preloaded library was seen
+    /// mapped in the command's process, as `allocator_check` for an allocator's library.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<AllocatorCheck>,
     /// Bytes of the tree's pages that are merged (sum of `ksm_merging_pages` × page size).
     pub merging: SeriesStats,
     /// The kernel's figure for the tree: sum of `ksm_process_profit` (bytes saved minus KSM's

@@ -100,6 +100,11 @@ struct Run<'a, 'o> {
     root_pid: u32,
     /// The executable the library was last seen mapped in.
     loaded_image: Option<std::path::PathBuf>,
+    /// With --ksm-mechanism madvise in a KSM-on run: the library that marks memory mergeable
+    /// (canonical), and whether it was seen mapped, as for the allocator's.
+    ksm_library: Option<std::path::PathBuf>,
+    ksm_check: AllocatorCheck,
+    ksm_image: Option<std::path::PathBuf>,
     /// Recognises marker lines on the reading threads; None without --marker.
     watch: Option<MarkerWatch>,
     /// When the next interval sample is due.
@@ -245,6 +250,14 @@ impl<'a, 'o> Run<'a, 'o> {
             checks_done: 0,
             root_pid,
             loaded_image: None,
+            ksm_library: match &ctx.plan.ksm_merge {
+                Some(crate::KsmMechanism::Madvise { library }) if ctx.plan.merges(ctx.spec) => {
+                    Some(std::fs::canonicalize(library).unwrap_or_else(|_| library.clone()))
+                }
+                _ => None,
+            },
+            ksm_check: AllocatorCheck::Unverified,
+            ksm_image: None,
             watch,
             next_tick: started_at,
             early_checks: EARLY_CHECKS.iter().map(|d| started_at + *d).collect(),
@@ -419,8 +432,9 @@ impl Run<'_, '_> {
     /// preload cannot be unmapped), and reads of an exiting process (maps torn down) are ignored, so
     /// only a program image that really runs without the library, such as one re-exec'd without
     /// LD_PRELOAD, turns the verdict to "not loaded".
+    /// The KSM library of `--ksm-mechanism madvise` is looked for the same way.
     fn check_allocator(&mut self, age: Duration) {
-        if self.ctx.variant.library.is_none() {
+        if self.ctx.variant.library.is_none() && self.ksm_library.is_none() {
             return;
         }
         self.checks_done += 1;
@@ -434,19 +448,27 @@ impl Run<'_, '_> {
         if mapped.is_empty() || exe.is_none() {
             return; // exiting: its mappings are gone already
         }
-        let verification = allocators::verify(self.ctx.variant, &mapped);
-        match verification.status {
-            LoadStatus::Loaded { .. } => {
-                self.check = AllocatorCheck::Loaded;
-                self.loaded_image = exe;
-            }
-            LoadStatus::NotLoaded
-                if self.check == AllocatorCheck::Loaded && self.loaded_image == exe => {}
-            LoadStatus::NotLoaded if age >= LOADER_SETTLE => self.check = AllocatorCheck::NotLoaded,
-            LoadStatus::NotLoaded => {}
-            LoadStatus::NotApplicable => self.check = AllocatorCheck::NotApplicable,
+        if self.ctx.variant.library.is_some() {
+            let verification = allocators::verify(self.ctx.variant, &mapped);
+            settle_check(
+                &mut self.check,
+                &mut self.loaded_image,
+                &verification.status,
+                &exe,
+                age,
+            );
+            self.other_allocators = verification.other_allocators;
         }
-        self.other_allocators = verification.other_allocators;
+        if let Some(library) = &self.ksm_library {
+            let status = match mapped
+                .iter()
+                .find(|p| std::fs::canonicalize(p).is_ok_and(|c| c == *library) || *p == library)
+            {
+                Some(path) => LoadStatus::Loaded { path: path.clone() },
+                None => LoadStatus::NotLoaded,
+            };
+            settle_check(&mut self.ksm_check, &mut self.ksm_image, &status, &exe, age);
+        }
     }
 
     fn handle_line(&mut self, line: Line) {
@@ -536,11 +558,13 @@ impl Run<'_, '_> {
             max_processes: self.max_processes,
             distinct_processes: self.pids_seen.len() as u32,
         };
-        let ksm = self
-            .ctx
-            .plan
-            .ksm
-            .then(|| ksm_summary(&self.points, self.ctx.plan.merges(self.ctx.spec)));
+        let library = self.ksm_library.is_some().then_some(self.ksm_check);
+        let ksm = self.ctx.plan.ksm.then(|| KsmSummary {
+            merging_enabled: self.ctx.plan.merges(self.ctx.spec)
+                && library != Some(AllocatorCheck::NotLoaded),
+            library,
+            ..ksm_summary(&self.points)
+        });
         let (mut marker_figures, mut marker_pss) =
             (MarkerCounts::default(), MarkerCounts::default());
         for m in &self.markers {
@@ -590,7 +614,29 @@ impl Run<'_, '_> {
 }
 
 /// The run's KSM figures from its samples.
-fn ksm_summary(points: &[TotalPoint], merging_enabled: bool) -> KsmSummary {
+/// A library's check after one look at the process: seen mapped in an image, it stays "loaded" for
+/// that image (a preload cannot be unmapped); not seen once the loader has had time, "not loaded".
+fn settle_check(
+    check: &mut AllocatorCheck,
+    image: &mut Option<std::path::PathBuf>,
+    status: &LoadStatus,
+    exe: &Option<std::path::PathBuf>,
+    age: Duration,
+) {
+    match status {
+        LoadStatus::Loaded { .. } => {
+            *check = AllocatorCheck::Loaded;
+            image.clone_from(exe);
+        }
+        LoadStatus::NotLoaded if *check == AllocatorCheck::Loaded && image == exe => {}
+        LoadStatus::NotLoaded if age >= LOADER_SETTLE => *check = AllocatorCheck::NotLoaded,
+        LoadStatus::NotLoaded => {}
+        LoadStatus::NotApplicable => *check = AllocatorCheck::NotApplicable,
+    }
+}
+
+/// The run's KSM figures from its samples (`merging_enabled` and `library` are the caller's).
+fn ksm_summary(points: &[TotalPoint]) -> KsmSummary {
     let ksm: Vec<(f64, &KsmPoint)> = points
         .iter()
         .filter_map(|p| p.ksm.as_ref().map(|k| (p.t, k)))
@@ -616,7 +662,8 @@ fn ksm_summary(points: &[TotalPoint], merging_enabled: bool) -> KsmSummary {
         _ => 0.0,
     };
     KsmSummary {
-        merging_enabled,
+        merging_enabled: false,
+        library: None,
         merging,
         profit_last: last.map_or(0, |(_, k)| k.profit),
         profit_peak: ksm.iter().map(|(_, k)| k.profit).max().unwrap_or(0),

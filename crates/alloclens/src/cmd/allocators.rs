@@ -11,10 +11,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let all = allocators::discover();
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &all)?;
         writeln!(out)?;
+        out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<[String; 4]> = all
@@ -66,5 +67,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for r in &rows {
         writeln!(out, "{}", line([&r[0], &r[1], &r[2], &r[3]]))?;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -96,6 +96,20 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A mistyped --debug-dir would only leave functions unresolved, without a word.
+    for dir in &args.debug_dirs {
+        if !dir.is_dir() {
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            anyhow::bail!(
+                "--debug-dir '{}' {what}: give a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, or by debuglink)",
+                dir.display()
+            );
+        }
+    }
     // Library errors already name the file and what was recovered.
     super::refuse_watch_dir(&args.trace, "analyze reads a trace of `alloclens record`")?;
     let result = {
@@ -110,8 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.output {
         analyze::output::csv::write_csv_dir(analysis, dir)?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.json {
         analyze::output::json::write_json(analysis, &mut out)?;
     } else {
@@ -156,8 +169,7 @@ fn write_sites(args: &Args, result: &analyze::FileAnalysis) -> anyhow::Result<Ex
     if let Some(dir) = &args.output {
         analyze::output::sites::write_sites_csv(sites, dir)?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.json {
         analyze::output::sites::write_sites_json(sites, &mut out)?;
     } else {

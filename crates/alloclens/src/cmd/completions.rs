@@ -18,6 +18,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut command, "alloclens", &mut out);
     // Written in one go, so that a closed stdout is an error main recognises (generate panics).
-    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
+    let mut stdout = super::stdout();
+    std::io::Write::write_all(&mut stdout, &out)?;
+    std::io::Write::flush(&mut stdout)?;
     Ok(ExitCode::SUCCESS)
 }

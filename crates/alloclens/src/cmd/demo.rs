@@ -110,7 +110,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
     // writeln! rather than println!, which panics when the reader went away (`| head`): main
     // ends quietly on that error.
-    let mut out = std::io::stdout();
+    let mut out = super::stdout();
     writeln!(
         out,
         "alloclens demo: {} allocator variant(s): {}\n",
@@ -188,5 +188,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         "Results (report.html, results.json, samples.csv, markers.csv per workload) in {}",
         root.display()
     )?;
+    out.flush()?;
     Ok(code)
 }

@@ -114,8 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: warning: {warning}");
         result.warnings.push(warning);
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.json {
         serde_json::to_writer_pretty(&mut out, &result)?;
         writeln!(out)?;

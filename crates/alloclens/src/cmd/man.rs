@@ -1,6 +1,7 @@
 //! `alloclens man`: manual pages in roff, generated from the clap definition so that they never
 //! drift from the options.
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -20,11 +21,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the directory '{}'", dir.display()))?;
-            clap_mangen::generate_to(command, dir).with_context(|| {
+            write_pages(command, dir).with_context(|| {
                 format!("cannot write the manual pages into '{}'", dir.display())
             })?;
         }
-        None => clap_mangen::Man::new(command).render(&mut std::io::stdout().lock())?,
+        None => {
+            let mut out = super::stdout();
+            clap_mangen::Man::new(command).render(&mut out)?;
+            std::io::Write::flush(&mut out)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every page, as clap_mangen::generate_to names them, each written to a temporary file renamed into
+/// place once complete: a full disk leaves no partial page (the temporary file is removed), and a
+/// page already there stays whole until its new version replaces it.
+fn write_pages(command: clap::Command, dir: &Path) -> std::io::Result<()> {
+    fn write(command: clap::Command, dir: &Path) -> std::io::Result<()> {
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub.clone(), dir)?;
+        }
+        let man = clap_mangen::Man::new(command);
+        let mut page = tempfile::NamedTempFile::new_in(dir)?;
+        man.render(page.as_file_mut())?;
+        page.as_file_mut().flush()?;
+        page.as_file().sync_all()?;
+        page.persist(dir.join(man.get_filename()))
+            .map_err(|e| e.error)?;
+        Ok(())
+    }
+    let mut command = command.disable_help_subcommand(true);
+    command.build();
+    write(command, dir)
 }

@@ -56,6 +56,31 @@ fn give_back_ksm() {
     }
 }
 
+/// Standard output, for what a command prints: a failed write (a full disk, `> /dev/full`) says it
+/// was standard output, not a file of the command's. The error keeps its kind, so a reader that
+/// went away (EPIPE) still ends alloclens quietly. Unlocked, so a workload may fork while printing;
+/// whoever writes flushes before returning (a flush at exit would drop the error).
+pub struct Stdout(std::io::Stdout);
+
+pub fn stdout() -> Stdout {
+    Stdout(std::io::stdout())
+}
+
+impl std::io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(on_stdout)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(on_stdout)
+    }
+}
+
+/// An error writing standard output, said as such.
+pub fn on_stdout(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot write to standard output: {e}"))
+}
+
 /// Says on stderr what could not be read of a trace, one `alloclens: warning:` line per sentence (the
 /// sentences of `trace::Losses`, which name the file): how every command that reads traces reports
 /// damage, recorder notes and a missing trailer.

@@ -43,8 +43,8 @@ pub struct Args {
     #[arg(long)]
     stacks: bool,
     /// With --stacks: the most frames kept per stack, innermost first (1 to 256)
-    #[arg(long, value_name = "N", default_value_t = 64, requires = "stacks")]
-    stack_depth: u32,
+    #[arg(long, value_name = "N", default_value = "64", requires = "stacks")]
+    stack_depth: String,
     /// With --stacks: the call stacks of frees too
     #[arg(long, requires = "stacks")]
     free_stacks: bool,
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.addresses = args.addresses;
     if args.stacks {
         options.stacks = Some(recorder::StackOptions {
-            depth: args.stack_depth,
+            depth: stack_depth(&args.stack_depth)?,
             frees: args.free_stacks,
         });
     }
@@ -214,5 +214,17 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
             ExitCode::from((128 + sig) as u8)
         }
         _ => ExitCode::from(1),
+    }
+}
+
+/// `--stack-depth`, read here rather than by clap so that any text out of 1 to the shim's deepest
+/// (a negative number, one beyond u32) gets the one-line error with the range.
+fn stack_depth(text: &str) -> anyhow::Result<u32> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=recorder::MAX_STACK_DEPTH).contains(&n) => Ok(n),
+        _ => anyhow::bail!(
+            "--stack-depth must be a whole number from 1 to {}, got `{text}`",
+            recorder::MAX_STACK_DEPTH
+        ),
     }
 }

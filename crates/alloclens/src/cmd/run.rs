@@ -125,15 +125,18 @@ pub struct Args {
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,
-    /// Also write the summary table as Markdown to FILE (the results directory is written as usual).
-    /// Each --export-* path is checked before the runs: not a directory, in a folder that exists
-    /// and can be written, not one of the results directory's own files, not another export's
+    /// Also write the summary table as Markdown to FILE (the results directory is written as usual;
+    /// with --ksm, the PSS saved table too). Each --export-* path is checked before the runs: not a
+    /// directory, in a folder that exists and can be written, not one of the results directory's own
+    /// files, not another export's
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
-    /// Also write the summary as JSON to FILE (results.json's `summary`)
+    /// Also write the summary as JSON to FILE (results.json's `summary`; with --ksm, an object of
+    /// `summary` and `ksm_savings`)
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
-    /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers)
+    /// Also write the summary as CSV to FILE (one row per point and variant, raw numbers; with
+    /// --ksm, the ksm=on rows hold the PSS saved in ksm_* columns)
     #[arg(long, value_name = "FILE")]
     pub export_csv: Option<PathBuf>,
     /// Kernel samepage merging: make the command's whole tree mergeable (prctl PR_SET_MEMORY_MERGE on
@@ -143,7 +146,8 @@ pub struct Args {
     pub ksm: bool,
     /// A ksmd setting for the session (with --ksm; repeatable): pages_to_scan, sleep_millisecs,
     /// max_page_sharing, merge_across_nodes, use_zero_pages, smart_scan, advisor_mode, ... A
-    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run)
+    /// {NAME} placeholder sweeps it with --param NAME=V1,V2 (set before each run); one that is no
+    /// --param is refused
     #[arg(long = "ksm-set", value_name = "KNOB=VALUE", requires = "ksm")]
     pub ksm_set: Vec<String>,
     /// With --ksm: how the command's tree is made mergeable (the output says which was used)
@@ -234,6 +238,15 @@ impl RunOptions {
             ksm_merge: a.ksm.then(|| ksm_mechanism(a.ksm_mechanism)).transpose()?,
             ..plan
         };
+        let ksm = match a.ksm {
+            true => Some(
+                a.ksm_set
+                    .iter()
+                    .map(|s| ksm_setting(s, &plan.params))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            false => None,
+        };
         let output = a.output.unwrap_or_else(|| args::dated_dir("alloclens-run"));
         let exports: Vec<(report::SummaryFormat, PathBuf)> = [
             (report::SummaryFormat::Markdown, a.export_markdown),
@@ -250,16 +263,7 @@ impl RunOptions {
             output,
             force: a.force,
             program_output: a.program_output,
-            ksm: if a.ksm {
-                Some(
-                    a.ksm_set
-                        .iter()
-                        .map(|s| ksm_setting(s))
-                        .collect::<anyhow::Result<_>>()?,
-                )
-            } else {
-                None
-            },
+            ksm,
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
             exports,
         })
@@ -419,13 +423,39 @@ fn nonempty(text: Option<String>, option: &str) -> anyhow::Result<Option<String>
     }
 }
 
-fn ksm_setting(text: &str) -> anyhow::Result<(String, String)> {
-    match text.split_once('=') {
+/// One `--ksm-set KNOB=VALUE`; each `{NAME}` of VALUE must be a `--param` (a ksmd value never has
+/// braces of its own, and the kernel's "invalid value" would not say which name is wrong).
+fn ksm_setting(text: &str, params: &[Param]) -> anyhow::Result<(String, String)> {
+    let (k, v) = match text.split_once('=') {
         Some((k, v)) if !k.is_empty() && !v.is_empty() && !v.contains(char::is_whitespace) => {
-            Ok((k.to_string(), v.to_string()))
+            (k, v)
         }
         _ => bail!("--ksm-set expects KNOB=VALUE (e.g. pages_to_scan=1000), got `{text}`"),
+    };
+    let swept: Vec<String> = params
+        .iter()
+        .filter(|p| p.name != runner::KSM_PARAM)
+        .map(|p| format!("{{{}}}", p.name))
+        .collect();
+    let placeholder = regex::Regex::new(r"\{[^{}]*\}").expect("static regex");
+    for m in placeholder.find_iter(v) {
+        let name = &m.as_str()[1..m.len() - 1];
+        if !params
+            .iter()
+            .any(|p| p.name == name && p.name != runner::KSM_PARAM)
+        {
+            let known = if swept.is_empty() {
+                "there is none: sweep one with --param NAME=V1,V2".to_string()
+            } else {
+                format!("the --param placeholders are {}", swept.join(", "))
+            };
+            bail!(
+                "--ksm-set {text}: {} is not a --param ({known})",
+                m.as_str()
+            );
+        }
     }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// How the tree will be made mergeable, checked before anything changes: the prctl is probed on
@@ -552,10 +582,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!();
     }
     // A reader that went away (`| head`) has what it wanted: the warnings, the results' place and
-    // the runs' status below still count.
+    // the runs' status below still count. Another failure (a full disk) is an error, said before
+    // them: the table is lost, the results directory has it all.
+    let mut lost_table = false;
     if let Err(err) = print_summary(&outcome, json) {
         if err.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(err.into());
+            eprintln!("alloclens: error: {err}");
+            lost_table = true;
         }
     }
     for w in &outcome.warnings {
@@ -565,22 +598,26 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: error: {p}");
     }
     eprintln!("alloclens: results in {}", outcome.dir.display());
-    Ok(outcome.exit_code())
+    match outcome.exit_code() {
+        code if lost_table && code == ExitCode::SUCCESS => Ok(ExitCode::FAILURE),
+        code => Ok(code),
+    }
 }
 
 /// The table, or the summary as JSON, on stdout.
 fn print_summary(outcome: &Outcome, json: bool) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::stdout();
     // The command's last line may lack its newline: ours start on a line of their own.
     if outcome.open_lines[0] {
         writeln!(stdout)?;
     }
     if json {
         serde_json::to_writer_pretty(&mut stdout, &outcome.summary)?;
-        writeln!(stdout)
+        writeln!(stdout)?;
     } else {
-        write!(stdout, "{}", outcome.table)
+        write!(stdout, "{}", outcome.table)?;
     }
+    stdout.flush()
 }
 
 pub struct Outcome {
@@ -613,6 +650,8 @@ impl Outcome {
 /// Runs the plan with a progress bar, writes the results directory, and renders the summary.
 pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> {
     let plan = &options.plan;
+    // Before ksmd is touched: a refused output directory must change nothing on the machine.
+    ResultsDir::check(&options.output, options.force)?;
     // First, so a refusal changes nothing (no results directory either); given back when it drops,
     // whatever way this function ends.
     let ksm = options
@@ -721,7 +760,12 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     dir.write_results(&mut results);
     execution.runs = results.runs;
     let mut write_problems = dir.problems();
-    write_problems.extend(write_exports(options, &summary, &names));
+    write_problems.extend(write_exports(
+        options,
+        &summary,
+        &names,
+        &results.ksm_savings,
+    ));
     let mut table = report::render_run_table(&summary, &names, options.throughput_unit.as_deref());
     if let Some(markers) = report::render_marker_table(&execution.runs, &labels) {
         table.push_str(&markers);
@@ -743,10 +787,16 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
 }
 
 /// --export-*: each file written in its format; one line per file that could not be.
-fn write_exports(options: &RunOptions, summary: &[runner::Group], names: &[String]) -> Vec<String> {
+fn write_exports(
+    options: &RunOptions,
+    summary: &[runner::Group],
+    names: &[String],
+    ksm_savings: &[runner::KsmSaving],
+) -> Vec<String> {
     let context = report::SummaryContext {
         param_names: names,
         throughput_unit: options.throughput_unit.as_deref(),
+        ksm_savings,
     };
     let mut problems = Vec::new();
     for (format, path) in &options.exports {
@@ -817,6 +867,14 @@ fn variant_info(v: &allocators::Variant) -> VariantInfo {
 fn verification_warnings(runs: &[RunRecord]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in runs {
+        if r.ksm.as_ref().and_then(|k| k.library.as_ref())
+            == Some(&runner::AllocatorCheck::NotLoaded)
+        {
+            out.push(format!(
+                "run {} (ksm=on): the KSM library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its tree was not made mergeable, and the KSM table leaves the run out",
+                r.index
+            ));
+        }
         let w = match r.allocator_check {
             runner::AllocatorCheck::NotLoaded => format!(
                 "variant `{}`: its library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its figures are not {}'s",

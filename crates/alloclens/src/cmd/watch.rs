@@ -211,7 +211,7 @@ fn one_variant(spec: &str) -> anyhow::Result<allocators::Variant> {
 /// The summary on stdout; a reader that went away (`| head`) is not an error.
 fn print_summary(results: &WatchResults) -> anyhow::Result<()> {
     let text = report::render_watch_summary(results);
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::stdout();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|_| stdout.flush())

@@ -160,7 +160,7 @@ impl ForkworkersArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut stdout = std::io::stdout();
+    let mut stdout = super::stdout();
     let out: &mut dyn std::io::Write = &mut stdout;
     let (name, result) = match &args.workload {
         Workload::Twowave(o) => ("twowave", workloads::twowave::run(o, out)),
@@ -177,5 +177,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Workload::Cache(o) => ("cache", workloads::cache::run(o, out)),
     };
     result.with_context(|| format!("workload {name}"))?;
+    std::io::Write::flush(&mut stdout)?;
     Ok(ExitCode::SUCCESS)
 }

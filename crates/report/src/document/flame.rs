@@ -121,6 +121,9 @@ impl FlameGraph {
 pub struct SiteColumn {
     pub label: String,
     pub unit: Unit,
+    /// Every cell with this many decimals (a percentage, microseconds), so that a column reads in
+    /// one format; None: the unit's own format.
+    pub decimals: Option<usize>,
 }
 
 /// One call site (a function, or a whole stack shown by its innermost frames).

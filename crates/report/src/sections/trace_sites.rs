@@ -14,7 +14,8 @@ const MAX_PROCESSES: usize = 4;
 
 /// A figure of a site, as drawn or listed.
 type Figure = fn(&SiteFigures) -> u64;
-type FunctionColumn = (&'static str, Unit, fn(&FunctionSite) -> f64);
+/// Heading, unit, fixed decimals (one format per column) or None, figure.
+type FunctionColumn = (&'static str, Unit, Option<usize>, fn(&FunctionSite) -> f64);
 
 /// The flame graphs a process gets: id suffix, title, unit, the figure drawn.
 const FLAMES: [(&str, &str, Unit, Figure); 4] = [
@@ -85,31 +86,33 @@ fn process_section(p: &ProcessSites) -> Section {
         s.push_flame(flame);
     }
     let columns: [FunctionColumn; 10] = [
-        ("calls", Unit::Count, |f| f.figures.calls as f64),
-        ("requested", Unit::Bytes, |f| {
+        ("calls", Unit::Count, None, |f| f.figures.calls as f64),
+        ("requested", Unit::Bytes, None, |f| {
             f.figures.requested_bytes as f64
         }),
-        ("peak live", Unit::Bytes, |f| {
+        ("peak live", Unit::Bytes, None, |f| {
             f.figures.peak_live_bytes as f64
         }),
-        ("leaked", Unit::Bytes, |f| f.figures.leaked_bytes as f64),
-        ("leaked blocks", Unit::Count, |f| {
+        ("leaked", Unit::Bytes, None, |f| {
+            f.figures.leaked_bytes as f64
+        }),
+        ("leaked blocks", Unit::Count, None, |f| {
             f.figures.leaked_blocks as f64
         }),
-        ("lifetime 0 (%)", Unit::Plain, |f| {
+        ("lifetime 0 (%)", Unit::Plain, Some(1), |f| {
             (f.figures.share_lifetime_zero * 1000.0).round() / 10.0
         }),
-        ("median lifetime (calls)", Unit::Count, |f| {
+        ("median lifetime (calls)", Unit::Count, None, |f| {
             f.figures.lifetime_calls.median.unwrap_or(0) as f64
         }),
         // In µs: the page's seconds round to whole ms, and lifetimes are often microseconds.
-        ("median lifetime (µs)", Unit::Plain, |f| {
+        ("median lifetime (µs)", Unit::Plain, Some(1), |f| {
             (f.figures.lifetime_ns.median.unwrap_or(0) as f64 / 100.0).round() / 10.0
         }),
-        ("median size", Unit::Bytes, |f| {
+        ("median size", Unit::Bytes, None, |f| {
             f.figures.sizes.median.unwrap_or(0) as f64
         }),
-        ("calls incl. callees", Unit::Count, |f| {
+        ("calls incl. callees", Unit::Count, None, |f| {
             f.calls_inclusive as f64
         }),
     ];
@@ -130,7 +133,7 @@ fn process_section(p: &ProcessSites) -> Section {
                 .collect::<Vec<_>>()
                 .join(", "),
             ),
-            values: columns.iter().map(|(_, _, v)| v(f)).collect(),
+            values: columns.iter().map(|(_, _, _, v)| v(f)).collect(),
         })
         .collect();
     s.push(Block::Sites(SiteTable {
@@ -142,9 +145,10 @@ fn process_section(p: &ProcessSites) -> Section {
         site_label: "function".into(),
         columns: columns
             .iter()
-            .map(|(l, u, _)| SiteColumn {
+            .map(|(l, u, d, _)| SiteColumn {
                 label: (*l).into(),
                 unit: *u,
+                decimals: *d,
             })
             .collect(),
         rows,

@@ -18,6 +18,8 @@ pub enum ResultsDirError {
     Io { path: PathBuf, source: io::Error },
     #[error("output directory '{dir}' holds '{entry}', which alloclens did not write: --force only replaces an earlier alloclens session (choose another directory with -o)")]
     NotOurs { dir: PathBuf, entry: String },
+    #[error("output '{0}' is a file, not a directory (choose another with -o)")]
+    NotADirectory(PathBuf),
 }
 
 pub struct ResultsDir {
@@ -85,6 +87,34 @@ impl ResultsDir {
     /// Creates the directory and the CSV files with headers. An existing directory is refused unless
     /// `force`; with `force`, the files of an earlier session are removed first, so the directory holds
     /// this session's files only, and a directory holding anything alloclens did not write is refused.
+    /// Whether [`ResultsDir::create`] would refuse `dir`, checked without changing anything, so a
+    /// session that changes the machine first (`--ksm`) refuses before it does: an existing
+    /// directory without `force`, a file, a directory holding files alloclens did not write, a
+    /// place the user cannot write.
+    pub fn check(dir: &Path, force: bool) -> Result<(), ResultsDirError> {
+        match fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => Err(ResultsDirError::NotADirectory(dir.to_path_buf())),
+            Ok(_) if !force => Err(ResultsDirError::Exists(dir.to_path_buf())),
+            Ok(_) => earlier_session(dir).map(drop),
+            Err(_) => {
+                // The nearest existing ancestor is where the directory would be created.
+                let absolute = std::path::absolute(dir).map_err(io_err(dir))?;
+                let parent = absolute.ancestors().skip(1).find(|a| a.exists());
+                let Some(parent) = parent else { return Ok(()) };
+                if !parent.is_dir() {
+                    return Err(ResultsDirError::NotADirectory(parent.to_path_buf()));
+                }
+                let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
+                    .map_err(|e| io_err(parent)(io::Error::other(e)))?;
+                // SAFETY: access reads a NUL-terminated path we own.
+                if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+                    return Err(io_err(parent)(io::Error::last_os_error()));
+                }
+                Ok(())
+            }
+        }
+    }
+
     pub fn create(
         dir: &Path,
         force: bool,
@@ -514,6 +544,20 @@ fn is_disk_full(err: &io::Error) -> bool {
 /// With --force: removes the files an earlier session wrote, refusing a directory that holds anything
 /// else (the user's own files are never deleted).
 fn remove_earlier_session(dir: &Path) -> Result<(), ResultsDirError> {
+    for (path, is_dir) in earlier_session(dir)? {
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        removed.map_err(io_err(&path))?;
+    }
+    Ok(())
+}
+
+/// The entries of an earlier session in `dir` (path, is a directory); refused when `dir` holds
+/// anything else.
+fn earlier_session(dir: &Path) -> Result<Vec<(PathBuf, bool)>, ResultsDirError> {
     let entries = fs::read_dir(dir).map_err(io_err(dir))?;
     let mut ours = Vec::new();
     for entry in entries {
@@ -534,15 +578,7 @@ fn remove_earlier_session(dir: &Path) -> Result<(), ResultsDirError> {
         }
         ours.push((path, is_dir));
     }
-    for (path, is_dir) in ours {
-        let removed = if is_dir {
-            fs::remove_dir_all(&path)
-        } else {
-            fs::remove_file(&path)
-        };
-        removed.map_err(io_err(&path))?;
-    }
-    Ok(())
+    Ok(ours)
 }
 
 /// True when output/ holds only run-N.log files.

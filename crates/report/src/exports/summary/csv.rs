@@ -2,9 +2,25 @@
 //! per second), empty cells where a figure is absent.
 use std::io::{self, Write};
 
-use runner::{Group, VariantSummary};
+use runner::{Group, KsmSaving, VariantSummary};
 
 use super::SummaryContext;
+
+/// A KSM column: its name and how to read it.
+type KsmColumn = (&'static str, fn(&KsmSaving) -> Option<f64>);
+
+/// With `--ksm`, the PSS saved at the row's point, in the `ksm=on` rows (`ksm_savings` of
+/// results.json; the `off` rows leave them empty).
+const KSM_COLUMNS: [KsmColumn; 8] = [
+    ("ksm_saved_mean", |k| k.saved_mean),
+    ("ksm_saved_mean_pct", |k| k.saved_mean_pct),
+    ("ksm_saved_peak", |k| k.saved_peak),
+    ("ksm_saved_peak_pct", |k| k.saved_peak_pct),
+    ("ksm_pages_sharing_peak", |k| k.kernel_sharing),
+    ("ksm_merged_peak", |k| k.kernel_merging),
+    ("ksm_settle_s", |k| k.settle_s),
+    ("ksmd_cpu_pct", |k| k.ksmd_cpu_pct),
+];
 
 /// A numeric column: its name and how to read it.
 type Column = (&'static str, fn(&VariantSummary) -> Option<f64>);
@@ -51,6 +67,10 @@ pub(super) fn write(
     header.extend(COLUMNS.iter().map(|(name, _)| name.to_string()));
     header.push("mean_pss_ratio".into());
     header.push("throughput_unit".into());
+    let ksm = !context.ksm_savings.is_empty();
+    if ksm {
+        header.extend(KSM_COLUMNS.iter().map(|(name, _)| name.to_string()));
+    }
     w.write_record(&header)?;
     for group in groups {
         for v in &group.variants {
@@ -65,6 +85,18 @@ pub(super) fn write(
             row.extend(COLUMNS.iter().map(|(_, f)| number(f(v))));
             row.push(number(v.mean_pss_ratio));
             row.push(context.throughput_unit.unwrap_or_default().to_string());
+            if ksm {
+                let saving = (group.params.get(runner::KSM_PARAM).map(String::as_str)
+                    == Some("on"))
+                .then(|| {
+                    context.ksm_savings.iter().find(|k| {
+                        k.variant == v.variant
+                            && k.params.iter().all(|(n, x)| group.params.get(n) == Some(x))
+                    })
+                })
+                .flatten();
+                row.extend(KSM_COLUMNS.iter().map(|(_, f)| number(saving.and_then(f))));
+            }
             w.write_record(&row)?;
         }
     }

@@ -1,13 +1,13 @@
 //! The summary table of a run for other tools (hyperfine's `--export-markdown/json/csv`), one
 //! file per format. Each writes every parameter point and variant of `runner::summarize`, best
-//! first, with the figures the terminal table shows.
+//! first, with the figures the terminal table shows, and with `--ksm` the PSS saved by KSM.
 mod csv;
 mod json;
 mod markdown;
 
 use std::io::{self, Write};
 
-use runner::Group;
+use runner::{Group, KsmSaving};
 
 /// A format of [`export_summary`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub struct SummaryContext<'a> {
     pub param_names: &'a [String],
     /// `--throughput-unit`, e.g. "ops/s".
     pub throughput_unit: Option<&'a str>,
+    /// With `run --ksm`: the PSS saved per variant and point (results.json's `ksm_savings`), the
+    /// terminal's KSM table; empty otherwise.
+    pub ksm_savings: &'a [KsmSaving],
 }
 
 /// Writes `groups` in `format` to `out`.
@@ -37,7 +40,7 @@ pub fn export_summary(
 ) -> io::Result<()> {
     match format {
         SummaryFormat::Markdown => markdown::write(groups, context, out),
-        SummaryFormat::Json => json::write(groups, out),
+        SummaryFormat::Json => json::write(groups, context.ksm_savings, out),
         SummaryFormat::Csv => csv::write(groups, context, out),
     }
 }
@@ -49,4 +52,17 @@ fn point_name(group: &Group, param_names: &[String]) -> String {
         .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// "w=4" for a KSM saving's point (the `ksm` parameter is not in it), "all" without parameters.
+fn ksm_point_name(saving: &KsmSaving, param_names: &[String]) -> String {
+    let point: Vec<String> = param_names
+        .iter()
+        .filter_map(|n| saving.params.get(n).map(|v| format!("{n}={v}")))
+        .collect();
+    if point.is_empty() {
+        "all".to_string()
+    } else {
+        point.join(" ")
+    }
 }

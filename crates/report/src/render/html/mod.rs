@@ -236,7 +236,10 @@ fn site_table(out: &mut String, t: &SiteTable) {
             let _ = write!(
                 out,
                 "<td data-v=\"{v}\">{}</td>",
-                escape::html(&format_value(c.unit, *v))
+                escape::html(&match c.decimals {
+                    Some(d) => format!("{v:.d$}"),
+                    None => format_value(c.unit, *v),
+                })
             );
         }
         out.push_str("</tr>\n");
