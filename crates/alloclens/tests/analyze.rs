@@ -425,8 +425,8 @@ fn analyze_limited(trace: &Path, limit_mib: u64) -> std::process::Output {
         .unwrap()
 }
 
-/// A program whose blocks outlive one another in waves (the analysis's nursery and table both
-/// grow), recorded, then analysed under a limit far below the buffers the analysis would reserve
+/// A program whose blocks outlive one another in waves (the analysis's pages of block ids and its
+/// table both grow), recorded, then analysed under a limit far below the buffers the analysis would reserve
 /// without one (it used to reserve 640 MiB of address space on the first block and abort).
 #[test]
 fn under_an_address_space_limit_the_figures_are_the_same() {
@@ -468,8 +468,8 @@ int main(void) {
 #[test]
 fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
-    // 1 Mi blocks, none freed: the analysis's table grows to 2 Mi slots of 40 bytes (80 MiB, and
-    // 120 while it doubles).
+    // 1 Mi blocks, none freed: the analysis's table grows to 2 Mi slots of 24 bytes (48 MiB, and
+    // 72 while it doubles), beside the record buffers.
     let records: Vec<Record> = (0..1u64 << 20)
         .map(|i| ev(i, 1, Op::Malloc, 0x1000 + 16 * i, 8, 0))
         .collect();
