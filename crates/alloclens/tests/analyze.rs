@@ -519,3 +519,36 @@ fn a_life_shorter_than_the_time_resolution_is_not_called_0_ns() {
         "{text}"
     );
 }
+
+/// A trace of many short processes (a shell running `ls` 40 times, a few hundred calls each):
+/// the JSON of each image stays proportionate to its calls. It was about 200 KB per image, most
+/// of it two timelines of one point (about 290 bytes) per call; a trace of 803 such images gave
+/// 137 MB. Now about 45 KB, most of it the figures of the image, its thread and its phase. The
+/// bound is in docs/metrics.md (Timelines) and docs/results-format.md.
+#[test]
+fn the_json_of_short_images_is_proportionate_to_their_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("short.alt");
+    record(
+        &trace,
+        &[],
+        &["sh", "-c", "for i in $(seq 40); do ls / >/dev/null; done"],
+    );
+    let out = succeeded(alloclens().arg("analyze").arg("--json").arg(&trace));
+    let analysis: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let processes = analysis["processes"].as_array().unwrap();
+    assert!(processes.len() > 40, "{} images", processes.len());
+    for p in processes {
+        let calls = p["life_calls"].as_u64().unwrap();
+        let bound = calls.div_ceil(16).max(16) as usize;
+        for axis in ["timeline_by_calls", "timeline_by_time"] {
+            let points = p[axis].as_array().unwrap().len();
+            assert!(points <= bound, "{axis}: {points} points for {calls} calls");
+        }
+    }
+    let per_image = out.stdout.len() / processes.len();
+    assert!(
+        per_image < 64 << 10,
+        "{per_image} bytes of JSON per image of a few hundred calls"
+    );
+}

@@ -138,6 +138,18 @@ pub struct ProcessAnalyzer {
 /// How many events ahead `feed_chunk` prefetches (about the events that fit in a memory latency).
 const PREFETCH_AHEAD: usize = 8;
 
+/// A timeline has at most one point per `CALLS_PER_POINT` calls of its image, or
+/// `MIN_TIMELINE_POINTS` (and `Config::timeline_points`): a short image's timelines (ten points
+/// per call in all before, 500 bytes of JSON per call) stay proportionate to its calls.
+const CALLS_PER_POINT: u64 = 16;
+const MIN_TIMELINE_POINTS: u64 = 16;
+
+/// The most points a timeline of an image of `calls` calls has (see `CALLS_PER_POINT`).
+pub fn timeline_points_for(calls: u64, limit: usize) -> usize {
+    let points = calls.div_ceil(CALLS_PER_POINT).max(MIN_TIMELINE_POINTS);
+    usize::try_from(points).unwrap_or(usize::MAX).min(limit)
+}
+
 /// Live blocks the map is sized for up front (typical live sets; it grows beyond).
 const LIVE_CAPACITY: usize = 1 << 12;
 
@@ -431,6 +443,8 @@ impl ProcessAnalyzer {
     /// Close the stream: what is still live is leaked; build the report.
     pub fn finish(mut self) -> ProcessReport {
         self.close_phase();
+        self.timelines
+            .shrink_to(timeline_points_for(self.calls, self.config.timeline_points));
         for l in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
         }
