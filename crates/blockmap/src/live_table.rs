@@ -76,7 +76,7 @@ impl<V: Copy + Default> LiveTable<V> {
         let entry = self.entries.as_ptr().wrapping_add(self.home(key));
         // A hint needs no bounds check: `prefetch_ptr` never dereferences (and the slot is in
         // bounds). Both ends: an entry whose size does not divide 64 bytes may straddle two
-        // cache lines (the analysis's 40-byte entries: half of them).
+        // cache lines (the analysis's 24-byte entries: a quarter of them).
         prefetch_ptr(entry);
         prefetch_ptr(entry.cast::<u8>().wrapping_add(size_of::<Entry<V>>() - 1));
     }
