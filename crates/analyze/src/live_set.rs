@@ -95,7 +95,9 @@ pub struct LiveSet<V> {
 impl<V: Copy + Default> LiveSet<V> {
     pub fn with_capacity(capacity: usize) -> Self {
         LiveSet {
-            table: LiveTable::with_capacity(capacity),
+            // Three quarters full at most: 32-64 bytes per block in the table (48-96 half full),
+            // for probes about twice as long on a miss.
+            table: LiveTable::with_max_load(capacity, (3, 4)),
             pages: VecDeque::new(),
             first_page: 0,
             in_pages: 0,
