@@ -158,7 +158,7 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let key = if rng % 2 == 0 {
+            let key = if rng.is_multiple_of(2) {
                 16 * (1 + (rng >> 8) % 3000)
             } else {
                 SYNTHETIC_BIT | ((rng >> 8) % 20_000)
@@ -178,7 +178,7 @@ mod tests {
                     i as u32 % 0xFFFF
                 },
             };
-            if (rng >> 20) % 3 != 0 {
+            if !(rng >> 20).is_multiple_of(3) {
                 assert_eq!(s.insert(key, live), m.insert(key, live));
             } else {
                 assert_eq!(s.remove(key), m.remove(&key));

@@ -408,7 +408,7 @@ mod tests {
             assert_eq!(s.insert(id, seq), m.insert(id, seq));
             if seq < 1_000_000 {
                 live.push_back(id);
-            } else if rng % 64 != 0 {
+            } else if !rng.is_multiple_of(64) {
                 // The second part: most blocks die at once, 1 in 64 survives.
                 assert_eq!(s.remove(id), m.remove(&id));
             }
