@@ -5,6 +5,9 @@
 # grow with the number of events. The program keeps 1,000 blocks live in a ring and replaces one
 # per iteration from one of 4 call sites (a fixed live set, few stacks, many short-lived blocks).
 # Prints, per trace: events (calls, frees included), trace bytes, and analyze's max RSS (/usr/bin/time -v).
+# Then the memory per live block (issue 24: at most 64 bytes, and 256 MiB on every trace here): a
+# python3 program (PYTHONMALLOC=malloc) that keeps 4.5 M small objects live at its peak, recorded
+# without addresses (block ids) and with them: analyze's max RSS over the image's peak live blocks.
 # Usage: bench/analyze-memory.sh [ITERATIONS]   (default 1000000; the second run does 4x)
 #        ALLOCLENS=path/to/alloclens to measure a given build (default: a release build).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -64,4 +67,25 @@ print(sum(p["stats"]["calls_total"] for p in json.load(sys.stdin)["processes"]))
     printf '%-8s %-10s %12s %12s %14s %20s\n' "$stacks" "$iterations" "$events" \
       "$(stat -c %s "$WORK/t.alt")" "$plain" "$sites"
   done
+done
+
+# Bytes per live block: everything analyze holds (record buffers included) over the peak live
+# blocks of the program's image.
+PY=$(python3 -c 'import sys; print(sys.executable)')
+cat > "$WORK/live.py" <<'PY'
+d = {i: str(i) for i in range(1500000)}
+l = [(i, i * 2.5) for i in range(500000)]
+print(len(d), len(l))
+PY
+echo
+printf '%-18s %12s %12s %14s %16s\n' python3-live events peak_blocks analyze_KiB bytes_per_block
+for mode in block-ids addresses; do
+  opt=(); [ "$mode" = addresses ] && opt=(--addresses)
+  PYTHONMALLOC=malloc "$ALLOCLENS" record -q --force "${opt[@]}" -o "$WORK/py.alt" -- "$PY" "$WORK/live.py" >/dev/null
+  read -r events peak < <("$ALLOCLENS" analyze --json "$WORK/py.alt" | python3 -c '
+import json, sys
+ps = json.load(sys.stdin)["processes"]
+print(sum(p["stats"]["calls_total"] for p in ps), max(p["stats"]["peak_live_allocations"]["value"] for p in ps))')
+  kib=$(max_rss "$ALLOCLENS" analyze "$WORK/py.alt")
+  printf '%-18s %12s %12s %14s %16s\n' "$mode" "$events" "$peak" "$kib" "$((kib * 1024 / peak))"
 done

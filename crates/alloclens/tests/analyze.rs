@@ -425,8 +425,8 @@ fn analyze_limited(trace: &Path, limit_mib: u64) -> std::process::Output {
         .unwrap()
 }
 
-/// A program whose blocks outlive one another in waves (the analysis's nursery and table both
-/// grow), recorded, then analysed under a limit far below the buffers the analysis would reserve
+/// A program whose blocks outlive one another in waves (the analysis's pages of block ids and its
+/// table both grow), recorded, then analysed under a limit far below the buffers the analysis would reserve
 /// without one (it used to reserve 640 MiB of address space on the first block and abort).
 #[test]
 fn under_an_address_space_limit_the_figures_are_the_same() {
@@ -468,8 +468,8 @@ int main(void) {
 #[test]
 fn a_live_set_larger_than_the_limit_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
-    // 1 Mi blocks, none freed: the analysis's table grows to 2 Mi slots of 40 bytes (80 MiB, and
-    // 120 while it doubles).
+    // 1 Mi blocks, none freed: the analysis's table grows to 2 Mi slots of 24 bytes (48 MiB, and
+    // 72 while it doubles), beside the record buffers.
     let records: Vec<Record> = (0..1u64 << 20)
         .map(|i| ev(i, 1, Op::Malloc, 0x1000 + 16 * i, 8, 0))
         .collect();
@@ -517,5 +517,38 @@ fn a_life_shorter_than_the_time_resolution_is_not_called_0_ns() {
     assert!(
         text.contains("life: 3 allocator calls, all between two time anchors"),
         "{text}"
+    );
+}
+
+/// A trace of many short processes (a shell running `ls` 40 times, a few hundred calls each):
+/// the JSON of each image stays proportionate to its calls. It was about 200 KB per image, most
+/// of it two timelines of one point (about 290 bytes) per call; a trace of 803 such images gave
+/// 137 MB. Now about 45 KB, most of it the figures of the image, its thread and its phase. The
+/// bound is in docs/metrics.md (Timelines) and docs/results-format.md.
+#[test]
+fn the_json_of_short_images_is_proportionate_to_their_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("short.alt");
+    record(
+        &trace,
+        &[],
+        &["sh", "-c", "for i in $(seq 40); do ls / >/dev/null; done"],
+    );
+    let out = succeeded(alloclens().arg("analyze").arg("--json").arg(&trace));
+    let analysis: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let processes = analysis["processes"].as_array().unwrap();
+    assert!(processes.len() > 40, "{} images", processes.len());
+    for p in processes {
+        let calls = p["life_calls"].as_u64().unwrap();
+        let bound = calls.div_ceil(16).max(16) as usize;
+        for axis in ["timeline_by_calls", "timeline_by_time"] {
+            let points = p[axis].as_array().unwrap().len();
+            assert!(points <= bound, "{axis}: {points} points for {calls} calls");
+        }
+    }
+    let per_image = out.stdout.len() / processes.len();
+    assert!(
+        per_image < 64 << 10,
+        "{per_image} bytes of JSON per image of a few hundred calls"
     );
 }

@@ -268,3 +268,49 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         "{flagged} of {EVENTS} rows could not be read in time"
     );
 }
+
+/// Marker lines faster than a PSS reading (here microseconds apart; the demo's events workload
+/// printed one every 2 ms) are late in every run alike: one warning line for the table, not one
+/// per run (`make demo` printed ten 250-character lines, one per run, for one table).
+#[test]
+fn markers_late_in_every_run_give_one_warning_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr) = run(
+        dir.path(),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "3",
+            "--marker",
+            r"^event (\d+)",
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 300); do echo event $i; done; sleep 0.1",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(dir.path().join("results/results.json")).unwrap();
+    let results: Value = serde_json::from_str(&text).unwrap();
+    let runs = results["runs"].as_array().unwrap();
+    let late = |r: &Value| r["marker_pss"]["late"].as_u64().unwrap();
+    // What the test is about: several runs with late markers (else it could not fail).
+    assert!(
+        runs.iter().filter(|r| late(r) > 0).count() >= 2,
+        "{}",
+        results["runs"]
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("markers.csv says which"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let total: u64 = runs.iter().map(late).sum();
+    assert!(
+        lines[0].contains("of 900 markers in 3 runs")
+            && lines[0].contains(&format!("{total} late")),
+        "{}",
+        lines[0]
+    );
+}

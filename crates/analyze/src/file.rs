@@ -17,10 +17,14 @@ use crate::process::ProcessAnalyzer;
 use crate::sites::SiteAnalyzer;
 use crate::{assemble, Options};
 
-/// Decoded chunks waiting for the analysis pass (bounds memory to a few chunks: 24 MiB each at
-/// the recorder's default chunk size). 2 instead of 4 when chunks doubled to 2^19 records: peak
-/// memory of the cc1 trace's analysis 264 -> 184 MiB, no slower in interleaved runs.
+/// Raw (compressed) chunks read ahead of the decoders.
 const CHUNKS_AHEAD: usize = 2;
+
+/// Decoder threads at most. Decoded records take 48 bytes each (24 MiB per chunk of 2^19), and
+/// each decoder needs a buffer of its own: the buffers, one per decoder plus the pass's, are
+/// most of the analysis's memory after the live set. One decoder keeps up with the pass on most
+/// traces (see `feed_stream`); a second covers the rest.
+const MAX_DECODERS: usize = 2;
 
 /// The result of analysing a file, with what the reader had to say about it.
 #[derive(Debug, Clone)]
@@ -157,17 +161,25 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
     // 0.39; six interleaved runs per trace).
     let decoders = std::thread::available_parallelism()
         .map_or(1, |n| n.get().saturating_sub(1))
-        .clamp(1, 8);
+        .clamp(1, MAX_DECODERS);
     let mut done = 0u64;
     let mut failure = None;
     let (raw_tx, raw_rx) = sync_channel::<(u64, Result<RawChunk, TraceError>)>(CHUNKS_AHEAD);
     let raw_rx = Mutex::new(raw_rx);
-    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, Stop>)>(CHUNKS_AHEAD);
-    // Record buffers the pass is done with go back to the decoders: a chunk's records are
-    // written into memory already mapped and warm instead of a fresh multi-MiB allocation.
-    // At most one buffer per chunk in flight exists. Last in, first out: the most recently
-    // used buffer is the likeliest to be still in a cache.
-    let spares: Mutex<Vec<Vec<Record>>> = Mutex::new(Vec::new());
+    // The record buffers: a fixed pool of one per decoder plus the pass's, so that the decoded
+    // chunks in flight are bounded whatever the cores and the speeds (before, the decoded
+    // channel, the chunks decoding and the ones decoded out of order held 4-5 buffers on 2 cores,
+    // up to 19 on 9). A decoder takes a buffer before it takes a chunk: chunks are taken in order
+    // by decoders that hold a buffer, so the chunk the pass waits for always has one. The pass
+    // gives each buffer back once it is done with it: a chunk's records are written into memory
+    // already mapped and warm instead of a fresh multi-MiB allocation.
+    let buffers = decoders + 1;
+    let (pool_tx, pool_rx) = sync_channel::<Vec<Record>>(buffers);
+    for _ in 0..buffers {
+        let _ = pool_tx.send(Vec::new());
+    }
+    let pool_rx = Mutex::new(pool_rx);
+    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, Stop>)>(buffers);
     // Set when the pass stops early: the reader stops reading, decoders stop decoding, and the
     // channels are drained so that no helper stays blocked on a full channel.
     let stop = AtomicBool::new(false);
@@ -192,33 +204,40 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
             }
         });
         for _ in 0..decoders {
-            let (raw_rx, dec_tx, spares) = (&raw_rx, dec_tx.clone(), &spares);
+            let (raw_rx, dec_tx, pool_rx, pool_tx) =
+                (&raw_rx, dec_tx.clone(), &pool_rx, pool_tx.clone());
             scope.spawn(move || {
                 let mut decoder = ChunkDecoder::new();
                 loop {
+                    // Every buffer comes back (the pass gives back what it drains too), and
+                    // this thread holds a sender: the pool never closes under a waiting decoder.
+                    let Ok(Ok(mut records)) = pool_rx.lock().map(|rx| rx.recv()) else {
+                        return;
+                    };
                     let next = raw_rx.lock().map(|rx| rx.recv());
-                    let Ok(Ok((i, chunk))) = next else { return };
+                    let Ok(Ok((i, chunk))) = next else {
+                        let _ = pool_tx.send(records);
+                        return;
+                    };
                     let n = chunk.as_ref().map_or(0, |c| c.chunk.records) as usize;
-                    let spare = spares.lock().ok().and_then(|mut s| s.pop());
-                    // A spare is emptied here, not by the pass: dropping the records walks the
-                    // whole buffer (a marker owns its label), and the pass is the one stage that
+                    // Emptied here, not by the pass: dropping the records walks the whole
+                    // buffer (a marker owns its label), and the pass is the one stage that
                     // cannot run in parallel. Here the walk also brings in lines about to be
                     // written. Room for the chunk is asked for here too, where a refusal can be
-                    // reported (the recorder's chunks fill every spare alike).
-                    let records = match spare {
-                        Some(mut r) => {
-                            r.clear();
-                            r.try_reserve_exact(n).is_ok().then_some(r)
-                        }
-                        None => blockmap::huge_pages::try_vec_with_capacity(n),
+                    // reported (the recorder's chunks fill every buffer alike).
+                    records.clear();
+                    let room = if records.capacity() == 0 {
+                        blockmap::huge_pages::try_vec_with_capacity(n).map(|r| records = r)
+                    } else {
+                        records.try_reserve_exact(n).ok()
                     };
-                    let decoded = match records {
+                    let decoded = match room {
                         None => Err(Stop::OutOfMemory),
-                        Some(_) if stop.load(Ordering::Relaxed) => Ok(Vec::new()),
-                        Some(mut records) => chunk
+                        Some(()) if stop.load(Ordering::Relaxed) => Ok(records),
+                        Some(()) => chunk
                             .and_then(|c| c.decode_into(&mut decoder, &mut records))
-                            .map(|()| records)
-                            .map_err(Stop::Damaged),
+                            .map_err(Stop::Damaged)
+                            .map(|()| records),
                     };
                     if dec_tx.send((i, decoded)).is_err() {
                         return;
@@ -246,15 +265,15 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
                         }
                         done += records.len() as u64;
                         progress.advance(records.len() as u64);
-                        if let Ok(mut s) = spares.lock() {
-                            s.push(records);
-                        }
+                        let _ = pool_tx.send(records);
                         if analyzer.lost_blocks() > 0 {
                             failure = Some((Stop::OutOfMemory, done));
                             break 'receive;
                         }
                     }
                     Err(e) => {
+                        // The failed chunk's buffer is gone: a new one takes its place.
+                        let _ = pool_tx.send(Vec::new());
                         failure = Some((e, done));
                         break 'receive;
                     }
@@ -262,9 +281,17 @@ fn feed_stream<R: std::io::Read + std::io::Seek + Send>(
             }
         }
         // Let the helpers run out: the reader sees `stop`, decoders empty the raw channel, and
-        // the decoded channel closes when the last decoder returns.
+        // the decoded channel closes when the last decoder returns. Every buffer goes back to
+        // the pool, so that no decoder waits for one for ever.
         stop.store(true, Ordering::Relaxed);
-        for _ in dec_rx.iter() {}
+        // (A failed chunk's buffer is gone: a new one takes its place.)
+        let give_back = |batch: Result<Vec<Record>, Stop>| {
+            let _ = pool_tx.send(batch.unwrap_or_default());
+        };
+        pending.into_values().for_each(give_back);
+        for (_, batch) in dec_rx.iter() {
+            give_back(batch);
+        }
     });
     failure
 }

@@ -22,6 +22,7 @@ pub mod error;
 pub mod file;
 pub mod hash;
 pub mod histogram;
+pub mod live_blocks;
 pub mod live_set;
 pub mod metrics;
 pub mod output;

@@ -1,76 +1,111 @@
-//! The live set of the pass: the open-addressing `LiveTable`, with a nursery in front of it for
-//! the block ids of traces recorded without addresses.
+//! The live set of the pass: the open-addressing `LiveTable`, with pages in front of it for the
+//! block ids of traces recorded without addresses.
 //!
 //! A real address comes back again and again (allocators reuse the block just freed), so its
 //! table slot stays in the cache. A block id (`2^63 | seq`) is never reused: each allocation
 //! would touch a new random slot, and the pass ran 60 % slower per live-set operation on a cc1
-//! trace without addresses than with them. But most blocks die young, and ids arrive in seq
-//! order: the nursery is a ring indexed by `seq mod len`, written sequentially, where a young
-//! block is found without hashing. A block still live when the ring comes round to its slot
-//! again moves to the table.
+//! trace without addresses than with them. But ids arrive in seq order, and a program frees most
+//! of its blocks young, or whole generations of them in creation order (python3). So block ids
+//! live in pages of 4096 consecutive ids: a dense array of values indexed by the id's offset,
+//! with a bitmap of the live ones, written and read in order, found without hashing and without
+//! storing the key.
 //!
-//! The ring starts small (64 Ki slots, in the caches) and doubles while the table holds more
-//! than a sixteenth as many blocks as the ring has slots, up to 16 Mi slots: a program whose
-//! blocks outlive the ring in large numbers (python3 frees a whole generation of objects
-//! millions of allocations after creating it, in creation order) then finds them in the ring,
-//! read in order, instead of at random table slots. A block that moves costs a random table
-//! insert and a random table remove; the ring's growth is what keeps moves rare. `analyze` of a
-//! python3 trace: 1.35 to 1.05 s (`perf stat -r 6`) with the ring growing to 4 Mi slots while the
-//! table held more than a quarter of its slots (2.43 M of 13.6 M blocks moved); 0.61-0.67 to
-//! 0.40-0.41 s (0.86 to 0.60-0.63 s of CPU) with a sixteenth (the ring grew to 8 Mi slots, 0.26 M
-//! blocks moved, 367 to 492 MiB peak). A cc1 trace's ring grows to 1 Mi (256 Ki before). The
-//! ring stays under sixteen times the blocks in the table, so memory stays bounded by the live
-//! set.
+//! Memory follows the live blocks, not the ids: a page the allocations have moved past
+//! (sealed) that holds fewer than `KEEP_AT_LEAST` live blocks moves them to the table and is
+//! freed, as is a page `MAX_PAGES_BEHIND` pages behind the newest. A kept page costs at most
+//! 64 KiB / 512 = 128 bytes per live block (with 16-byte values); a page of blocks that all
+//! live (half of a program's calls are frees) about 32. The ring this replaces (ids modulo
+//! its length, growing while the table held more than a sixteenth of its slots) reached 8-16 Mi
+//! slots of 40 bytes on python3 traces whatever the live set: 215 bytes per live block.
 //!
-//! Same semantics as a map, also for ids out of order or repeated (damaged or crafted traces): an
-//! id is in the table only if it was moved there, so an id above the largest one ever moved is
-//! looked for in its nursery slot alone.
-use std::mem::MaybeUninit;
+//! Same semantics as a map, also for ids out of order, repeated or far apart (damaged or crafted
+//! traces): an id whose page is open is in the page, any other in the table. A page opens only
+//! ahead of every page seen, so no id of it can be in the table.
+use std::collections::VecDeque;
 
-use blockmap::huge_pages;
 use blockmap::live_table::{prefetch_ptr, LiveTable};
 use trace::SYNTHETIC_BIT;
 
-/// Slots of the nursery at first: the youngest 64 Ki block ids (a cc1 trace: 1 % of its blocks
-/// outlive that window).
-const NURSERY_MIN: usize = 1 << 16;
-/// Its largest size (640 MiB with 32-byte values; reserved address space, faulted in as the ring
-/// reaches it). python3's service script in bench/: 1.8 M blocks live at the peak; its ring grows
-/// to 8 Mi slots.
-const NURSERY_MAX: usize = 1 << 24;
+/// Block ids per page (a power of two).
+const PAGE_BITS: u32 = 12;
+const PAGE: usize = 1 << PAGE_BITS;
+/// A sealed page with fewer live blocks moves them to the table and is freed.
+const KEEP_AT_LEAST: u32 = 512;
+/// Pages further behind the newest are moved to the table whatever they hold: the list of pages
+/// stays bounded (8 bytes per 4096 ids) however long the trace.
+const MAX_PAGES_BEHIND: usize = 1 << 16;
+
+struct Page<V> {
+    /// Bit `off` set: the id at offset `off` is live.
+    bits: [u64; PAGE / 64],
+    count: u32,
+    values: Vec<V>,
+}
+
+impl<V: Copy + Default> Page<V> {
+    /// `None` when its memory cannot be had: its ids then go to the table.
+    fn new() -> Option<Box<Self>> {
+        let mut values = Vec::new();
+        values.try_reserve_exact(PAGE).ok()?;
+        values.resize(PAGE, V::default());
+        Some(Box::new(Page {
+            bits: [0; PAGE / 64],
+            count: 0,
+            values,
+        }))
+    }
+
+    #[inline(always)]
+    fn has(&self, off: usize) -> bool {
+        self.bits[off / 64] & (1 << (off % 64)) != 0
+    }
+
+    fn live(&self) -> impl Iterator<Item = (usize, &V)> + '_ {
+        self.bits.iter().enumerate().flat_map(move |(w, &word)| {
+            let mut word = word;
+            std::iter::from_fn(move || {
+                (word != 0).then(|| {
+                    let off = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    (off, &self.values[off])
+                })
+            })
+        })
+    }
+}
+
+/// Where a block id lives.
+enum Place {
+    /// In `pages[i]`, at offset `off`.
+    Page(usize, usize),
+    Table,
+    /// Beyond the newest page: nowhere.
+    Ahead,
+}
 
 pub struct LiveSet<V> {
     table: LiveTable<V>,
-    /// Allocated on the first block id (traces with addresses never use it); 0 = empty slot.
-    nursery_keys: Vec<u64>,
-    /// Written before their key is set, read only where the key is not 0 (uninitialised
-    /// otherwise: a new ring is not written through, its pages are faulted in as it fills).
-    nursery_values: Vec<MaybeUninit<V>>,
-    /// `nursery_keys.len() - 1` (0 before the first block id).
-    nursery_mask: usize,
-    /// The slots the ring may grow to: `NURSERY_MAX`, or what could be reserved under an
-    /// address-space limit (0 before the first block id).
-    nursery_cap: usize,
-    in_nursery: usize,
-    /// The largest block id ever moved to the table (0: none).
-    max_moved: u64,
+    /// `pages[i]` holds the ids of page number `first_page + i`; `None`: closed (its ids, if live,
+    /// are in the table), as is every page before `first_page`.
+    pages: VecDeque<Option<Box<Page<V>>>>,
+    first_page: u64,
+    in_pages: usize,
 }
 
 impl<V: Copy + Default> LiveSet<V> {
     pub fn with_capacity(capacity: usize) -> Self {
         LiveSet {
-            table: LiveTable::with_capacity(capacity),
-            nursery_keys: Vec::new(),
-            nursery_values: Vec::new(),
-            nursery_mask: 0,
-            nursery_cap: 0,
-            in_nursery: 0,
-            max_moved: 0,
+            // Three quarters full at most: 32-64 bytes per block in the table (48-96 half full),
+            // for probes about twice as long on a miss.
+            table: LiveTable::with_max_load(capacity, (3, 4)),
+            pages: VecDeque::new(),
+            first_page: 0,
+            in_pages: 0,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.table.len() + self.in_nursery
+        self.table.len() + self.in_pages
     }
 
     /// Blocks refused for want of memory (`LiveTable::lost`): not 0 means the set is incomplete.
@@ -83,107 +118,27 @@ impl<V: Copy + Default> LiveSet<V> {
     }
 
     #[inline(always)]
-    fn slot(&self, key: u64) -> usize {
-        key as usize & self.nursery_mask
-    }
-
-    // Slot accessors without bounds checks on the pass's hot path. SAFETY (all four): they are
-    // called with `i = self.slot(key)` once the ring exists, and `resize_nursery` sets both
-    // vectors to `nursery_mask + 1` slots together, so `i` is in bounds of both.
-
-    #[inline(always)]
-    fn key_at(&self, i: usize) -> u64 {
-        debug_assert!(i < self.nursery_keys.len());
-        // SAFETY: see above.
-        unsafe { *self.nursery_keys.get_unchecked(i) }
-    }
-
-    #[inline(always)]
-    fn set_key(&mut self, i: usize, key: u64) {
-        debug_assert!(i < self.nursery_keys.len());
-        // SAFETY: see above.
-        unsafe { *self.nursery_keys.get_unchecked_mut(i) = key }
-    }
-
-    /// The value of an occupied slot (its key is not 0).
-    #[inline(always)]
-    fn value_at(&self, i: usize) -> V {
-        debug_assert!(i < self.nursery_values.len() && self.key_at(i) != 0);
-        // SAFETY: see above; a slot with a key holds its value.
-        unsafe { self.nursery_values.get_unchecked(i).assume_init() }
-    }
-
-    #[inline(always)]
-    fn set_value(&mut self, i: usize, value: V) {
-        debug_assert!(i < self.nursery_values.len());
-        // SAFETY: see above.
-        unsafe { *self.nursery_values.get_unchecked_mut(i) = MaybeUninit::new(value) }
-    }
-
-    /// Grows the ring to `len` slots (twice its length, or `NURSERY_MIN` at first) in place:
-    /// the buffers are reserved at `NURSERY_MAX` slots on the first block id (address space
-    /// only: a page is faulted in when the ring first reaches it), so a doubling touches only
-    /// the new half and moves only the residents that change slot. Allocating each larger ring
-    /// afresh faulted in and zeroed about twice the final ring (python3: 320 of 160 MiB), 8 % of
-    /// the analysis's samples, and held both rings at once while copying.
-    #[cold]
-    fn resize_nursery(&mut self, len: usize) {
-        let old = self.nursery_keys.len();
-        debug_assert!(len.is_power_of_two() && (old == 0 || len == 2 * old));
-        if old == 0 {
-            self.reserve_nursery();
-        }
-        debug_assert!(len <= self.nursery_cap);
-        self.nursery_keys.resize(len, 0);
-        // SAFETY: `MaybeUninit` needs no initialisation; the capacity is `nursery_cap` >= `len`.
-        unsafe { self.nursery_values.set_len(len) };
-        self.nursery_mask = len - 1;
-        // A resident of slot `i` (its residue modulo `old`) stays there or moves to `i + old`,
-        // which is empty: residents have distinct residues modulo `old`.
-        for i in 0..old {
-            let k = self.nursery_keys[i];
-            if k != 0 && self.slot(k) != i {
-                let v = self.nursery_values[i];
-                self.nursery_keys[i + old] = k;
-                self.nursery_values[i + old] = v;
-                self.nursery_keys[i] = 0;
-            }
+    fn place(&self, key: u64) -> Place {
+        let seq = key & !SYNTHETIC_BIT;
+        let page = seq >> PAGE_BITS;
+        let Some(i) = page.checked_sub(self.first_page) else {
+            return Place::Table;
+        };
+        match self.pages.get(i as usize) {
+            Some(Some(_)) => Place::Page(i as usize, seq as usize & (PAGE - 1)),
+            Some(None) => Place::Table,
+            None => Place::Ahead,
         }
     }
 
-    /// Reserves the ring's buffers at their largest size, or at the largest power of two that
-    /// can be had (down to `NURSERY_MIN`): under an address-space limit (`ulimit -v`, common on
-    /// batch systems) the 640 MiB of `NURSERY_MAX` may be refused while the live set itself fits.
-    /// A smaller ring moves more blocks to the table; the figures are the same.
-    fn reserve_nursery(&mut self) {
-        // Under a limit, a quarter of what is left: the table, the decoded chunks and the other
-        // threads need the rest.
-        let slot_bytes = std::mem::size_of::<u64>() + std::mem::size_of::<V>();
-        let budget = huge_pages::address_space_left().map_or(usize::MAX, |left| left / 4);
-        let mut cap = NURSERY_MAX;
-        while cap > NURSERY_MIN && cap * slot_bytes > budget {
-            cap /= 2;
-        }
-        loop {
-            let keys = huge_pages::try_vec_with_capacity(cap);
-            let values = keys
-                .as_ref()
-                .and_then(|_| huge_pages::try_vec_with_capacity(cap));
-            if let (Some(keys), Some(values)) = (keys, values) {
-                self.nursery_keys = keys;
-                self.nursery_values = values;
-                self.nursery_cap = cap;
-                return;
-            }
-            if cap == NURSERY_MIN {
-                // Not even that: the ring's smallest size, allocated as any other buffer.
-                self.nursery_keys = Vec::with_capacity(cap);
-                self.nursery_values = Vec::with_capacity(cap);
-                self.nursery_cap = cap;
-                return;
-            }
-            cap /= 2;
-        }
+    #[inline(always)]
+    fn page(&self, i: usize) -> &Page<V> {
+        self.pages[i].as_deref().expect("an open page")
+    }
+
+    #[inline(always)]
+    fn page_mut(&mut self, i: usize) -> &mut Page<V> {
+        self.pages[i].as_deref_mut().expect("an open page")
     }
 
     /// Hint that `key` will be looked up soon.
@@ -191,19 +146,12 @@ impl<V: Copy + Default> LiveSet<V> {
     pub fn prefetch(&self, key: u64) {
         if key & SYNTHETIC_BIT == 0 {
             self.table.prefetch(key);
-        } else if !self.nursery_keys.is_empty() {
-            let i = self.slot(key);
-            prefetch_ptr(self.nursery_values.as_ptr().wrapping_add(i));
-            // The nursery's keys are read in seq order (a cached line): the resident of the
-            // slot tells what the event will touch in the table. An allocation moves it there
-            // (python3: 5 M of 13.6 M blocks), an end of an older block looks the key up.
-            let resident = self.key_at(i);
-            if resident != 0 && resident != key {
-                self.table.prefetch(resident);
-            }
-            if key <= self.max_moved {
-                self.table.prefetch(key);
-            }
+            return;
+        }
+        match self.place(key) {
+            Place::Page(i, off) => prefetch_ptr(self.page(i).values.as_ptr().wrapping_add(off)),
+            Place::Table => self.table.prefetch(key),
+            Place::Ahead => {}
         }
     }
 
@@ -213,36 +161,32 @@ impl<V: Copy + Default> LiveSet<V> {
         if key & SYNTHETIC_BIT == 0 {
             return self.table.insert(key, value);
         }
-        if self.nursery_keys.is_empty() {
-            self.resize_nursery(NURSERY_MIN);
-        }
-        let i = self.slot(key);
-        let resident = self.key_at(i);
-        if resident == key {
-            let old = self.value_at(i);
-            self.set_value(i, value);
-            return Some(old);
-        }
-        let replaced = if key <= self.max_moved {
-            self.table.remove(key)
-        } else {
-            None
+        let place = match self.place(key) {
+            Place::Ahead => self.open_page_of(key),
+            p => p,
         };
-        if resident != 0 {
-            // Still live a whole ring later: old enough for the table.
-            self.table.insert(resident, self.value_at(i));
-            self.max_moved = self.max_moved.max(resident);
-        } else {
-            self.in_nursery += 1;
+        match place {
+            Place::Page(i, off) => {
+                let page = self.page_mut(i);
+                if page.has(off) {
+                    let old = std::mem::replace(&mut page.values[off], value);
+                    return Some(old);
+                }
+                self.put(i, off, value);
+                None
+            }
+            Place::Table | Place::Ahead => self.table.insert(key, value),
         }
-        self.set_key(i, key);
-        self.set_value(i, value);
-        let len = self.nursery_keys.len();
-        // See the module doc: a sixteenth moved 9 times fewer python3 blocks than a quarter.
-        if resident != 0 && self.table.len() > len / 16 && len < self.nursery_cap {
-            self.resize_nursery(2 * len);
-        }
-        replaced
+    }
+
+    /// Sets the value of a free offset of an open page.
+    #[inline(always)]
+    fn put(&mut self, i: usize, off: usize, value: V) {
+        let page = self.page_mut(i);
+        page.bits[off / 64] |= 1 << (off % 64);
+        page.count += 1;
+        page.values[off] = value;
+        self.in_pages += 1;
     }
 
     #[inline(always)]
@@ -250,31 +194,99 @@ impl<V: Copy + Default> LiveSet<V> {
         if key & SYNTHETIC_BIT == 0 {
             return self.table.remove(key);
         }
-        if !self.nursery_keys.is_empty() {
-            let i = self.slot(key);
-            if self.key_at(i) == key {
-                let value = self.value_at(i);
-                self.set_key(i, 0);
-                self.in_nursery -= 1;
-                return Some(value);
+        match self.place(key) {
+            Place::Page(i, off) => {
+                let page = self.page_mut(i);
+                if !page.has(off) {
+                    return None;
+                }
+                page.bits[off / 64] &= !(1 << (off % 64));
+                page.count -= 1;
+                let (value, count) = (page.values[off], page.count);
+                self.in_pages -= 1;
+                if count < KEEP_AT_LEAST && i + 1 < self.pages.len() {
+                    self.close(i);
+                }
+                Some(value)
+            }
+            Place::Table => self.table.remove(key),
+            Place::Ahead => None,
+        }
+    }
+
+    /// Opens the page of `key`, ahead of the newest (or the first page): where the key goes.
+    #[cold]
+    fn open_page_of(&mut self, key: u64) -> Place {
+        let page = (key & !SYNTHETIC_BIT) >> PAGE_BITS;
+        if page < self.first_page + self.pages.len() as u64 {
+            return Place::Table; // not ahead (callers only ask for ids ahead)
+        }
+        // The newest page is sealed: the allocations moved past it.
+        if let Some(newest) = self.pages.len().checked_sub(1) {
+            if self.pages[newest]
+                .as_ref()
+                .is_some_and(|p| p.count < KEEP_AT_LEAST)
+            {
+                self.close(newest);
             }
         }
-        if key <= self.max_moved {
-            self.table.remove(key)
+        let end = self.first_page + self.pages.len() as u64;
+        if page - end >= MAX_PAGES_BEHIND as u64 {
+            // Every page kept would be too far behind the new one (a jump that only a damaged
+            // or crafted trace makes): no run of empty pages for it.
+            while !self.pages.is_empty() {
+                self.close(0);
+            }
+        }
+        if self.pages.is_empty() {
+            self.first_page = page;
+        }
+        let end = self.first_page + self.pages.len() as u64;
+        for _ in end..page {
+            self.pages.push_back(None);
+        }
+        let new = Page::new();
+        let opened = new.is_some();
+        self.pages.push_back(new);
+        while self.pages.len() > MAX_PAGES_BEHIND {
+            self.close(0);
+        }
+        self.trim();
+        if opened {
+            self.place(key)
         } else {
-            None
+            Place::Table
+        }
+    }
+
+    /// Moves the live blocks of page `i` to the table and frees it.
+    #[cold]
+    fn close(&mut self, i: usize) {
+        if let Some(page) = self.pages[i].take() {
+            let base = SYNTHETIC_BIT | ((self.first_page + i as u64) << PAGE_BITS);
+            for (off, value) in page.live() {
+                self.table.insert(base | off as u64, *value);
+            }
+            self.in_pages -= page.count as usize;
+        }
+        self.trim();
+    }
+
+    /// Drops the closed pages at the front.
+    fn trim(&mut self) {
+        while let Some(None) = self.pages.front() {
+            self.pages.pop_front();
+            self.first_page += 1;
         }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
-        let nursery = self
-            .nursery_keys
+        let pages = self
+            .pages
             .iter()
-            .zip(&self.nursery_values)
-            .filter(|(k, _)| **k != 0)
-            // SAFETY: a slot with a key holds its value.
-            .map(|(_, v)| unsafe { v.assume_init_ref() });
-        self.table.values().chain(nursery)
+            .flatten()
+            .flat_map(|p| p.live().map(|(_, v)| v));
+        self.table.values().chain(pages)
     }
 }
 
@@ -283,39 +295,72 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// Block ids mostly in seq order, some repeated or out of order (as a damaged trace may
-    /// have them), real addresses mixed in: the set answers like a map, through many moves.
+    /// The pages' own bookkeeping, and the memory bound: every sealed page kept holds at least
+    /// `KEEP_AT_LEAST` live blocks.
+    fn check_pages<V: Copy + Default>(s: &LiveSet<V>) {
+        let mut total = 0;
+        for (i, page) in s.pages.iter().enumerate() {
+            let Some(page) = page else {
+                assert!(i > 0, "the first page kept is open");
+                continue;
+            };
+            let bits: u32 = page.bits.iter().map(|w| w.count_ones()).sum();
+            assert_eq!(bits, page.count);
+            if i + 1 < s.pages.len() {
+                assert!(
+                    page.count >= KEEP_AT_LEAST,
+                    "sealed page {i}: {}",
+                    page.count
+                );
+            }
+            total += page.count as usize;
+        }
+        assert_eq!(total, s.in_pages);
+        assert!(s.pages.len() <= MAX_PAGES_BEHIND);
+    }
+
+    /// Block ids mostly in seq order, some repeated, out of order or far ahead (as a damaged trace
+    /// may have them), real addresses mixed in: the set answers like a map, through many pages
+    /// closed.
     #[test]
     fn behaves_like_a_map_with_block_ids_and_addresses() {
         let mut s: LiveSet<u64> = LiveSet::with_capacity(4);
         let mut m: HashMap<u64, u64> = HashMap::new();
         let mut live_ids: Vec<u64> = Vec::new();
+        let mut young: Vec<u64> = Vec::new();
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let mut seq = 0u64;
+        let mut moved = false;
         for i in 0..600_000u64 {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
             let (insert, key) = match rng % 16 {
-                // A new block id; 1 in 4 lives long (so the ring comes round and moves it).
-                0..=6 => {
+                // A new block id; 1 in 8 lives long (so pages close and move it).
+                0..=5 => {
                     seq += 1 + (rng >> 40) % 3;
+                    if rng >> 54 == 0 {
+                        // A run of frees between two allocations: empty pages in between.
+                        seq += 50 << PAGE_BITS;
+                    }
                     let id = SYNTHETIC_BIT | seq;
-                    if rng >> 62 == 0 {
+                    if rng >> 61 == 0 {
                         live_ids.push(id);
+                    } else {
+                        young.push(id);
                     }
                     (true, id)
                 }
-                // The end of a young block, or of an old one.
-                7..=10 => (false, SYNTHETIC_BIT | seq.saturating_sub((rng >> 20) % 40)),
+                // The end of a young block, or of an id just allocated or not.
+                6..=10 => (false, young.pop().unwrap_or(SYNTHETIC_BIT | seq)),
                 11 if !live_ids.is_empty() => {
                     let k = live_ids.swap_remove((rng >> 16) as usize % live_ids.len());
                     (false, k)
                 }
-                // A repeated or earlier id (damaged trace), at times the last one moved.
+                // A repeated or earlier id, or one far ahead (damaged trace).
                 12 | 13 => {
-                    let id = if rng >> 61 == 0 && s.max_moved > 0 {
-                        s.max_moved
+                    let id = if rng >> 58 == 0 && i > 590_000 {
+                        SYNTHETIC_BIT | (seq + (1 << 30) + (rng >> 50))
                     } else {
                         SYNTHETIC_BIT | ((rng >> 20) % (seq + 1))
                     };
@@ -331,11 +376,14 @@ mod tests {
                 assert_eq!(s.remove(key), m.remove(&key), "remove {key:#x}");
             }
             assert_eq!(s.len(), m.len());
+            if i % 10_000 == 0 {
+                check_pages(&s);
+                let ids = m.keys().filter(|k| *k & SYNTHETIC_BIT != 0).count();
+                moved |= ids > s.in_pages + 1000;
+            }
         }
-        assert!(
-            s.max_moved > 0,
-            "the ring came round: blocks moved to the table"
-        );
+        assert!(moved, "pages closed: blocks moved to the table");
+        check_pages(&s);
         let mut a: Vec<u64> = s.values().copied().collect();
         let mut b: Vec<u64> = m.values().copied().collect();
         a.sort_unstable();
@@ -343,10 +391,11 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// Blocks that outlive the ring in large numbers make it grow; it answers like a map
-    /// throughout, with ids freed in and out of allocation order across the growths.
+    /// Generations of blocks freed in creation order long after (python3's pattern) stay in
+    /// their pages; the few survivors of mostly short-lived pages go to the table; the memory
+    /// kept follows the live blocks.
     #[test]
-    fn the_nursery_grows_when_many_blocks_outlive_it() {
+    fn dense_generations_stay_in_pages_sparse_survivors_move() {
         let mut s: LiveSet<u64> = LiveSet::with_capacity(4);
         let mut m: HashMap<u64, u64> = HashMap::new();
         let mut live: std::collections::VecDeque<u64> = Default::default();
@@ -357,7 +406,12 @@ mod tests {
             rng ^= rng << 17;
             let id = SYNTHETIC_BIT | seq;
             assert_eq!(s.insert(id, seq), m.insert(id, seq));
-            live.push_back(id);
+            if seq < 1_000_000 {
+                live.push_back(id);
+            } else if !rng.is_multiple_of(64) {
+                // The second part: most blocks die at once, 1 in 64 survives.
+                assert_eq!(s.remove(id), m.remove(&id));
+            }
             // 300 Ki blocks live: the oldest die (a generation), now and then a random one.
             if live.len() > 300_000 {
                 let k = if rng.is_multiple_of(8) {
@@ -368,14 +422,22 @@ mod tests {
                 };
                 assert_eq!(s.remove(k), m.remove(&k), "remove {k:#x}");
             }
+            if seq % 100_000 == 0 {
+                check_pages(&s);
+            }
+            if seq == 999_999 {
+                // Nearly all in pages: the random deaths leave them dense.
+                assert!(
+                    s.table.len() < s.len() / 10,
+                    "{} in the table",
+                    s.table.len()
+                );
+            }
         }
+        check_pages(&s);
         assert_eq!(s.len(), m.len());
-        assert!(
-            s.nursery_keys.len() >= 1 << 18,
-            "the ring grew to {} slots",
-            s.nursery_keys.len()
-        );
-        assert!(s.nursery_keys.len() <= NURSERY_MAX);
+        // The sparse survivors went to the table.
+        assert!(s.table.len() >= 500_000 / 64 / 2, "{}", s.table.len());
         for (k, v) in &m {
             assert_eq!(s.remove(*k), Some(*v));
         }

@@ -8,7 +8,7 @@ use trace::{Event, Marker, Op, ProcessInfo, Record};
 use crate::analysis::{PhaseReport, ProcessReport, ThreadReport};
 use crate::hash::FastMap;
 use crate::histogram::SizeCounts;
-use crate::live_set::LiveSet;
+use crate::live_blocks::{Live, LiveBlocks};
 use crate::scope::{Peaks, ReportSettings, ScopeStats};
 use crate::timeline::{Sample, Timelines};
 
@@ -60,19 +60,6 @@ enum Moved {
     Any,
 }
 
-/// An allocation that is live: a realloc chain keeps its start across moves.
-#[derive(Debug, Clone, Copy, Default)]
-struct Live {
-    start_seq: u64,
-    start_ns: u64,
-    size: u64,
-    /// The (thread, phase) cell where the chain started.
-    cell: u32,
-    /// That cell's thread (the padding after `cell` holds it for free; saves a dependent load
-    /// from the cell on every end and realloc).
-    thread: u32,
-}
-
 struct Phase {
     name: String,
     start_call: u64,
@@ -102,7 +89,10 @@ struct Cell {
 /// process and of each thread. Kept apart from the cells so that an event borrows its cell once
 /// (one bounds check) while these are updated.
 struct LiveState {
-    live: LiveSet<Live>,
+    live: LiveBlocks,
+    /// The thread of each cell (`Cell::thread`), apart from the cells' figures: read on every
+    /// end and realloc.
+    cell_threads: Vec<u32>,
     /// Process-wide figures, independent of the phase filter.
     live_bytes: u64,
     live_allocations: u64,
@@ -148,6 +138,18 @@ pub struct ProcessAnalyzer {
 /// How many events ahead `feed_chunk` prefetches (about the events that fit in a memory latency).
 const PREFETCH_AHEAD: usize = 8;
 
+/// A timeline has at most one point per `CALLS_PER_POINT` calls of its image, or
+/// `MIN_TIMELINE_POINTS` (and `Config::timeline_points`): a short image's timelines (ten points
+/// per call in all before, 500 bytes of JSON per call) stay proportionate to its calls.
+const CALLS_PER_POINT: u64 = 16;
+const MIN_TIMELINE_POINTS: u64 = 16;
+
+/// The most points a timeline of an image of `calls` calls has (see `CALLS_PER_POINT`).
+pub fn timeline_points_for(calls: u64, limit: usize) -> usize {
+    let points = calls.div_ceil(CALLS_PER_POINT).max(MIN_TIMELINE_POINTS);
+    usize::try_from(points).unwrap_or(usize::MAX).min(limit)
+}
+
 /// Live blocks the map is sized for up front (typical live sets; it grows beyond).
 const LIVE_CAPACITY: usize = 1 << 12;
 
@@ -166,7 +168,8 @@ impl ProcessAnalyzer {
         let mut a = ProcessAnalyzer {
             info,
             state: LiveState {
-                live: LiveSet::with_capacity(LIVE_CAPACITY),
+                live: LiveBlocks::with_capacity(LIVE_CAPACITY),
+                cell_threads: Vec::new(),
                 live_bytes: 0,
                 live_allocations: 0,
                 cumulated_upper: 0,
@@ -353,6 +356,7 @@ impl ProcessAnalyzer {
                 phase,
                 stats: ScopeStats::default(),
             });
+            self.state.cell_threads.push(thread);
         }
         self.cell_cache[tid as usize % CELL_CACHE] = (tid, cell);
         cell
@@ -439,10 +443,12 @@ impl ProcessAnalyzer {
     /// Close the stream: what is still live is leaked; build the report.
     pub fn finish(mut self) -> ProcessReport {
         self.close_phase();
+        self.timelines
+            .shrink_to(timeline_points_for(self.calls, self.config.timeline_points));
         for l in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
         }
-        self.state.live = LiveSet::with_capacity(0);
+        self.state.live = LiveBlocks::with_capacity(0);
         let life = self.calls;
         let settings = &self.config.report;
 
@@ -536,7 +542,6 @@ impl LiveState {
             start_ns: e.t_ns,
             size,
             cell: c,
-            thread,
         };
         if let Some(old) = self.live.insert(e.addr, l) {
             // The allocator handed out an address we think is live: its free was not traced
@@ -571,7 +576,7 @@ impl LiveState {
     fn drop_live(&mut self, l: &Live) -> &mut ThreadLive {
         self.live_bytes = self.live_bytes.wrapping_sub(l.size);
         self.live_allocations -= 1;
-        let th = &mut self.threads[l.thread as usize];
+        let th = &mut self.threads[self.cell_threads[l.cell as usize] as usize];
         th.bytes = th.bytes.wrapping_sub(l.size);
         th.allocations -= 1;
         th
@@ -634,7 +639,7 @@ impl LiveState {
             .cumulated_lower_bytes
             .wrapping_sub(old)
             .wrapping_add(new);
-        let th = &mut self.threads[l.thread as usize];
+        let th = &mut self.threads[self.cell_threads[l.cell as usize] as usize];
         th.bytes = th.bytes.wrapping_sub(old).wrapping_add(new);
         if self.selected {
             th.peaks.observe(th.bytes, th.allocations, e.seq, e.t_ns);

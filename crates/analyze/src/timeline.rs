@@ -240,6 +240,31 @@ impl Downsampler {
         self.closed = merged;
     }
 
+    /// Lower the limit to `max_points` (at least 2): the same points as if it had been the limit
+    /// from the start (the step doubles until the last point's step index is below the limit;
+    /// merging is the same whenever it happens).
+    pub fn shrink_to(&mut self, max_points: usize) {
+        let max_points = max_points.max(2);
+        if max_points >= self.max_points {
+            return;
+        }
+        self.max_points = max_points;
+        if let Some(open) = self.open.take() {
+            self.closed.push(open);
+        }
+        while self
+            .closed
+            .last()
+            .is_some_and(|(step, _)| *step >= max_points as u64)
+        {
+            self.halve();
+        }
+        if let Some((step, point)) = self.closed.pop() {
+            self.open_end = self.origin.saturating_add((step + 1) << self.shift);
+            self.open = Some((step, point));
+        }
+    }
+
     /// Width of one step in axis units (calls or ns).
     pub fn step(&self) -> u64 {
         1u64 << self.shift
@@ -270,6 +295,12 @@ impl Timelines {
             by_time: Downsampler::new(Axis::Time, max_points),
             seen: Extremes::EMPTY,
         }
+    }
+
+    /// See `Downsampler::shrink_to`.
+    pub fn shrink_to(&mut self, max_points: usize) {
+        self.by_calls.shrink_to(max_points);
+        self.by_time.shrink_to(max_points);
     }
 
     /// Whether a sample at (`calls`, `t_ns`) starts a step: then call `fold` with the previous
@@ -362,6 +393,43 @@ mod tests {
         let step = d.step();
         for p in &pts[..pts.len() - 1] {
             assert_eq!(p.calls % step, 0, "point at {} with step {step}", p.calls);
+        }
+    }
+
+    /// Lowering the limit at the end gives the points of that limit from the start, on both
+    /// axes, whatever the limits.
+    #[test]
+    fn shrinking_at_the_end_equals_the_smaller_limit_from_the_start() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        for (big, small) in [(2000, 16), (2000, 23), (64, 2), (40, 39), (16, 16)] {
+            for axis in [Axis::Calls, Axis::Time] {
+                let (mut shrunk, mut direct) =
+                    (Downsampler::new(axis, big), Downsampler::new(axis, small));
+                let mut t = 0;
+                for c in 1..=700u64 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    t += rng % 1000;
+                    let s = Sample {
+                        calls: c,
+                        t_ns: t,
+                        live_bytes: rng >> 40,
+                        live_allocations: rng % 97,
+                        ..Default::default()
+                    };
+                    shrunk.push(&s);
+                    direct.push(&s);
+                }
+                shrunk.shrink_to(small);
+                assert_eq!(
+                    shrunk.points(),
+                    direct.points(),
+                    "{big} -> {small}, {axis:?}"
+                );
+                assert_eq!(shrunk.step(), direct.step());
+                assert_eq!(shrunk.open_end(), direct.open_end());
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use procmem::{MemoryTotals, ProcessMemory, TreeSample};
 
 use crate::plan::{Param, RunSpec};
-use crate::results::{MarkerRecord, RunResults, SampleKind};
+use crate::results::{MarkerCounts, MarkerRecord, RunResults, SampleKind};
 use crate::Execution;
 
 #[derive(Debug, thiserror::Error)]
@@ -621,32 +621,56 @@ pub fn failure_warnings(execution: &Execution) -> Vec<String> {
         .collect()
 }
 
-/// Runs whose markers did not all get their own figures, as warnings: the rows are in markers.csv,
-/// flagged, but a reader of the summary should know they are there.
+/// Markers that did not all get their own figures: one warning for the whole execution (the
+/// rows are in markers.csv, flagged, but a reader of the summary should know they are there).
+/// One line, not one per run: markers that come faster than a reading (a PSS reading of the
+/// tree takes milliseconds) are late in every run alike, and ten copies of the same sentence
+/// said nothing more.
 pub fn marker_warnings(execution: &Execution) -> Vec<String> {
-    execution
-        .runs
-        .iter()
-        .filter(|r| r.marker_figures.without() + r.marker_pss.without() > 0)
-        .map(|r| {
-            let (f, p) = (&r.marker_figures, &r.marker_pss);
-            format!(
-                "run {} ({}, repeat {}): of {} markers, {} have no RSS/VSS of their own ({} late: \
-                 a later marker line had arrived first; {} missing: the command had exited) and {} \
-                 no PSS of their own ({} late, {} missing); markers.csv says which (status, pss_status)",
-                r.index,
-                r.variant,
-                r.repeat + 1,
-                r.markers,
-                f.without(),
-                f.late,
-                f.missing,
-                p.without(),
-                p.late,
-                p.missing
-            )
-        })
-        .collect()
+    let (mut markers, mut runs, mut affected) = (0, 0, 0);
+    let (mut f, mut p) = (MarkerCounts::default(), MarkerCounts::default());
+    for r in execution.runs.iter().filter(|r| r.markers > 0) {
+        runs += 1;
+        markers += r.markers;
+        f.late += r.marker_figures.late;
+        f.missing += r.marker_figures.missing;
+        p.late += r.marker_pss.late;
+        p.missing += r.marker_pss.missing;
+        if r.marker_figures.without() + r.marker_pss.without() > 0 {
+            affected += 1;
+        }
+    }
+    if affected == 0 {
+        return Vec::new();
+    }
+    let runs = if runs == 1 {
+        "1 run".to_string()
+    } else {
+        format!("{runs} runs ({affected} concerned)")
+    };
+    let mut parts = Vec::new();
+    if p.without() > 0 {
+        parts.push(format!(
+            "{} have no PSS of their own ({} late: the next marker line came before the reading \
+             ended; {} missing: the command had exited)",
+            p.without(),
+            p.late,
+            p.missing
+        ));
+    }
+    if f.without() > 0 {
+        let verb = if parts.is_empty() { "have " } else { "" };
+        parts.push(format!(
+            "{} {verb}no RSS/VSS of their own ({} late, {} missing)",
+            f.without(),
+            f.late,
+            f.missing
+        ));
+    }
+    vec![format!(
+        "of {markers} markers in {runs}, {}; markers.csv says which (status, pss_status)",
+        parts.join(" and ")
+    )]
 }
 
 fn process_figures(p: &ProcessMemory) -> Vec<String> {
