@@ -72,7 +72,15 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
+/// (`replay` adds replay.json and replay.csv.)
+const OWN_FILES: [&str; 6] = [
+    "results.json",
+    "samples.csv",
+    "markers.csv",
+    "report.html",
+    "replay.json",
+    "replay.csv",
+];
 const OUTPUT_DIR: &str = "output";
 
 impl ResultsDir {
