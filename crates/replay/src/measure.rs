@@ -30,6 +30,9 @@ pub struct Figures {
     pub fragmentation_mean: Option<f64>,
     /// Time-weighted mean RSS.
     pub mean_rss: f64,
+    /// Call-weighted mean RSS (each sample holds until the next one's position): comparable with
+    /// the original run's mean on the same axis, whatever the speeds.
+    pub mean_rss_over_calls: f64,
     /// At the end of the range: RSS, live bytes, and what the allocator holds beyond them.
     pub end_rss: u64,
     pub end_live: u64,
@@ -61,8 +64,11 @@ pub fn figures(samples: &[Sample], from: u64, to: u64) -> Figures {
     f.fragmentation_at_peak = ratio(f.peak_rss, f.live_at_peak_rss);
     let (mut weighted, mut weight) = (0.0, 0.0);
     let (mut area, mut span) = (0.0, 0.0);
+    let (mut by_calls, mut calls_total) = (0.0, 0.0);
     for w in range.windows(2) {
         let calls = w[1].seq.saturating_sub(w[0].seq) as f64;
+        by_calls += w[1].rss as f64 * calls;
+        calls_total += calls;
         if let Some(r) = ratio(w[1].rss, w[1].live) {
             weighted += r * calls;
             weight += calls;
@@ -74,6 +80,11 @@ pub fn figures(samples: &[Sample], from: u64, to: u64) -> Figures {
     f.fragmentation_mean = (weight > 0.0).then(|| weighted / weight);
     f.mean_rss = if span > 0.0 {
         area / span
+    } else {
+        last.rss as f64
+    };
+    f.mean_rss_over_calls = if calls_total > 0.0 {
+        by_calls / calls_total
     } else {
         last.rss as f64
     };

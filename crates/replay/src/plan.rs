@@ -70,6 +70,8 @@ pub struct ImagePlan {
     pub markers: Vec<MarkerAt>,
     /// With `--phase`: the recorded range measured.
     pub window: Option<(u64, u64)>,
+    /// The traced program's own memory readings on the same call axis (MEMORY chunks), if recorded.
+    pub original: Vec<trace::MemorySample>,
 }
 
 struct Live {
@@ -481,5 +483,6 @@ fn lay_out(
         start_seq: first_seq.unwrap_or(0),
         markers,
         window,
+        original: Vec::new(),
     })
 }

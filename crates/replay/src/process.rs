@@ -90,6 +90,11 @@ pub struct ImageReplay {
     /// The recorded range measured with `--phase`.
     pub window: Option<(u64, u64)>,
     pub samples: Vec<Sample>,
+    /// The traced program's own memory readings on the same call axis (recorded with the trace),
+    /// and their peak and call-weighted mean: what the replay is compared with (docs/replay.md,
+    /// "Fidelity"). Empty when the trace has none.
+    pub original_memory: Vec<trace::MemorySample>,
+    pub original_summary: Option<trace::MemorySummary>,
     /// The allocator's own statistics at the end (the watch agent's reading), when asked for.
     pub allocator_stats: Option<agent::AllocatorStats>,
     /// The calls the allocator received, as the agent counted them.
@@ -130,6 +135,8 @@ pub fn replay_image(
         phases: Vec::new(),
         window: plan.window,
         samples: Vec::new(),
+        original_memory: plan.original.clone(),
+        original_summary: trace::MemorySummary::of(&plan.original, plan.end_seq),
         allocator_stats: None,
         allocator_calls: None,
     };

@@ -261,7 +261,10 @@ mod tests {
         assert_eq!(m.rss.mean, 25.0 * mb as f64);
         assert_eq!(m.anon.mean, 12.5 * mb as f64);
         let heap = m.heap.unwrap();
-        assert_eq!((heap.peak, heap.mean, heap.samples), (4 * mb, 4.0 * mb as f64, 1));
+        assert_eq!(
+            (heap.peak, heap.mean, heap.samples),
+            (4 * mb, 4.0 * mb as f64, 1)
+        );
         assert_eq!(m.non_heap.unwrap().peak, 6 * mb);
         // No call between the readings: their plain mean.
         let m = MemorySummary::of(&[at(5, mb, None), at(5, 3 * mb, None)], 5).unwrap();

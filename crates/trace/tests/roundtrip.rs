@@ -2,8 +2,8 @@
 use std::io::Cursor;
 
 use trace::{
-    ChunkEncoder, DamageKind, EndReason, Event, Marker, Op, ProcessInfo, Record, TraceError,
-    MemorySample, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
+    ChunkEncoder, DamageKind, EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record,
+    TraceError, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
 };
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -640,7 +640,10 @@ fn memory_samples_round_trip_per_stream() {
     assert!(r.memory_samples(2).is_empty(), "no such stream: no samples");
     assert_eq!((got[0].len(), got[1].len()), (3_000, 2_000));
     // A trace without MEMORY chunks has none.
-    let plain = write_trace(&[(info(1), random_records(23, 100), Some(EndReason::Exit))], 50);
+    let plain = write_trace(
+        &[(info(1), random_records(23, 100), Some(EndReason::Exit))],
+        50,
+    );
     let (r, _) = read_all(&plain);
     assert!(!r.has_memory_samples() && r.memory_samples(0).is_empty());
 }

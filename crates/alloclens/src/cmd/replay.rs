@@ -379,6 +379,32 @@ fn write_replay_files(dir: &std::path::Path, runs: &[VariantReplay]) -> Vec<Stri
     if let Err(e) = std::fs::write(dir.join("replay.csv"), csv) {
         problems.push(format!("replay.csv: not written: {e}"));
     }
+    // The original run's readings, once per image (they are the trace's, not a replay's).
+    let mut original = String::from("pid,exec_index,seq,t_s,rss,anon,pss,heap\n");
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let mut any = false;
+    for i in runs.first().map_or(&[][..], |r| &r.images[..]) {
+        for s in &i.original_memory {
+            any = true;
+            let _ = writeln!(
+                original,
+                "{},{},{},{:.6},{},{},{},{}",
+                i.pid,
+                i.exec_index,
+                s.seq,
+                s.t_ns as f64 / 1e9,
+                s.rss,
+                s.anon,
+                opt(s.pss),
+                opt(s.heap)
+            );
+        }
+    }
+    if any {
+        if let Err(e) = std::fs::write(dir.join("original.csv"), original) {
+            problems.push(format!("original.csv: not written: {e}"));
+        }
+    }
     problems
 }
 
@@ -471,6 +497,22 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
             t,
             "Left out: {} frees of unknown blocks, {} double frees, {} calls that failed in the trace; {} reallocs of unknown blocks replayed as malloc",
             s.unknown_frees, s.double_frees, s.failed_in_trace, s.unknown_reallocs_as_malloc
+        );
+    }
+    if let Some(o) = runs
+        .iter()
+        .flat_map(|r| &r.images)
+        .find_map(|i| i.original_summary.as_ref())
+    {
+        let heap = o.heap.map_or("not read".to_string(), |h| {
+            format!("peak {}, mean {}", mib(h.peak as f64), mib(h.mean))
+        });
+        let _ = writeln!(
+            t,
+            "Original run (recorded with the trace): RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            mib(o.rss.peak as f64),
+            mib(o.anon.peak as f64),
+            mib(o.anon.mean),
         );
     }
     if let Some(first) = runs.iter().find(|r| r.ok) {

@@ -72,14 +72,15 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-/// (`replay` adds replay.json and replay.csv.)
-const OWN_FILES: [&str; 6] = [
+/// (`replay` adds replay.json, replay.csv and original.csv.)
+const OWN_FILES: [&str; 7] = [
     "results.json",
     "samples.csv",
     "markers.csv",
     "report.html",
     "replay.json",
     "replay.csv",
+    "original.csv",
 ];
 const OUTPUT_DIR: &str = "output";
 
