@@ -228,7 +228,7 @@ impl Statm {
         // SAFETY: a constant NUL-terminated path.
         let fd = unsafe {
             libc::open(
-                b"/proc/self/statm\0".as_ptr().cast(),
+                c"/proc/self/statm".as_ptr(),
                 libc::O_RDONLY | libc::O_CLOEXEC,
             )
         };

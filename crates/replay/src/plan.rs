@@ -189,7 +189,7 @@ impl Decoder {
         let local = self.threads[t].len() as u64 - 1;
         self.last = Some((thread, local));
         self.last_seq = Some(e.seq);
-        if self.performed % self.every == 0 {
+        if self.performed.is_multiple_of(self.every) {
             self.points[t].push(SampleAt {
                 local,
                 seq: e.seq + 1,
@@ -301,7 +301,7 @@ pub fn plan_images(
     let streams: Vec<usize> = (0..reader.streams().len())
         .filter(|&s| {
             opts.process
-                .map_or(true, |p| reader.streams()[s].info.pid == p)
+                .is_none_or(|p| reader.streams()[s].info.pid == p)
         })
         .filter(|&s| reader.streams()[s].records > 0)
         .collect();
