@@ -4,7 +4,7 @@
 use std::io::Cursor;
 
 use trace::{
-    EndReason, Event, MemorySample, Marker, Op, ProcessInfo, Record, TraceHeader, TraceReader,
+    EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record, TraceHeader, TraceReader,
     TraceWriter, Trailer,
 };
 

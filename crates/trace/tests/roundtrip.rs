@@ -2,8 +2,8 @@
 use std::io::Cursor;
 
 use trace::{
-    ChunkEncoder, DamageKind, EndReason, Event, Marker, Op, ProcessInfo, Record, TraceError,
-    MemorySample, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
+    ChunkEncoder, DamageKind, EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record,
+    TraceError, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
 };
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -596,9 +596,9 @@ fn memory_sample(i: u64) -> MemorySample {
         rss: (20 + i) << 20,
         anon: (6 + i) << 20,
         pss: Some((19 + i) << 20),
-        heap: (i % 2 == 0).then_some((4 + i) << 20),
-        file: (i % 2 == 0).then_some(12 << 20),
-        stack: (i % 2 == 0).then_some(136 << 10),
+        heap: i.is_multiple_of(2).then_some((4 + i) << 20),
+        file: i.is_multiple_of(2).then_some(12 << 20),
+        stack: i.is_multiple_of(2).then_some(136 << 10),
     }
 }
 
@@ -640,7 +640,10 @@ fn memory_samples_round_trip_per_stream() {
     assert!(r.memory_samples(2).is_empty(), "no such stream: no samples");
     assert_eq!((got[0].len(), got[1].len()), (3_000, 2_000));
     // A trace without MEMORY chunks has none.
-    let plain = write_trace(&[(info(1), random_records(23, 100), Some(EndReason::Exit))], 50);
+    let plain = write_trace(
+        &[(info(1), random_records(23, 100), Some(EndReason::Exit))],
+        50,
+    );
     let (r, _) = read_all(&plain);
     assert!(!r.has_memory_samples() && r.memory_samples(0).is_empty());
 }
