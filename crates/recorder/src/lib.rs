@@ -4,7 +4,7 @@
 //! every call to the next allocator, so any allocator variant can follow it), accepts one
 //! connection per process image, drains the images' shared-memory rings, merges each image's
 //! threads into seq order, encodes and compresses chunks and writes the trace. How and why:
-//! docs/architecture.md; the file format: docs/trace-format.md.
+//! docs/recording.md; the file format: docs/trace-format.md.
 //!
 //! Library only: nothing here prints. The program's output passes through untouched (it is read
 //! line by line only when `marker` is set).
@@ -12,6 +12,7 @@ mod anchors;
 mod batch;
 mod block_ids;
 mod image;
+mod memory;
 mod output;
 mod pipeline;
 pub mod protocol;
@@ -61,7 +62,7 @@ pub struct RecordOptions {
     /// zstd level of the chunks (default 1: on bench/alloc-micro level 3 cost the compressors
     /// about a third more CPU for 0.3 % fewer bytes; the columns are already delta coded).
     /// Chunks of a stream that compresses well go through a stronger level while the
-    /// compressor threads keep up (docs/architecture.md).
+    /// compressor threads keep up (docs/recording.md).
     pub zstd_level: i32,
     /// Store heap addresses. By default (false) blocks are known by the seq of their allocation
     /// (docs/trace-format.md, "Chunks without addresses"): the same reports from traces several
@@ -76,6 +77,10 @@ pub struct RecordOptions {
     pub stacks: Option<StackOptions>,
     /// Counters the recording updates as chunks reach the file, for a caller that shows progress.
     pub progress: Option<Arc<RecordProgress>>,
+    /// How often the recorder reads each traced image's memory split and PSS from smaps (RSS
+    /// and anonymous memory five times as often), into the trace's MEMORY chunks
+    /// (docs/trace-format.md, "Memory samples"); `None` takes no samples. Default 100 ms.
+    pub memory_interval: Option<Duration>,
 }
 
 /// How far a recording has come: events and bytes in the file so far (updated by the writer
@@ -94,6 +99,9 @@ pub struct StackOptions {
     /// Frees' stacks too (`--free-stacks`).
     pub frees: bool,
 }
+
+/// `RecordOptions::memory_interval`'s default.
+pub const DEFAULT_MEMORY_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The deepest stack the shim keeps (`AL_MAX_STACK_DEPTH`).
 pub const MAX_STACK_DEPTH: u32 = protocol::MAX_STACK_DEPTH as u32;
@@ -114,6 +122,7 @@ impl RecordOptions {
             supervisor: None,
             progress: None,
             stacks: None,
+            memory_interval: Some(DEFAULT_MEMORY_INTERVAL),
         }
     }
 }
@@ -128,7 +137,7 @@ pub struct ProcessSummary {
     pub command: String,
     /// Events of this image in the trace.
     pub events: u64,
-    /// Calls the shim saw but could not record (signal handlers, docs/architecture.md,
+    /// Calls the shim saw but could not record (signal handlers, docs/recording.md,
     /// "Which calls are recorded"); also in a NOTE of the trace.
     pub unrecorded: u64,
     /// Seqs taken but never published (the process died in between); also in a NOTE.
