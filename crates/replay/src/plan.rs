@@ -387,15 +387,9 @@ pub fn plan_images(
         if opts.phase.is_some() && window.is_none() {
             continue;
         }
-        images.push(lay_out(
-            d,
-            stream.info,
-            markers,
-            first_seq,
-            end_seq,
-            window,
-            opts,
-        )?);
+        let mut image = lay_out(d, stream.info, markers, first_seq, end_seq, window, opts)?;
+        image.original = reader.memory_samples(s).to_vec();
+        images.push(image);
     }
     warnings.extend(losses.warnings("replayed"));
     if let (Some(label), true) = (&opts.phase, images.is_empty()) {
