@@ -13,7 +13,10 @@ fn main() {
         Some("replay-driver") => std::process::exit(replay::driver_main(&args[1..])),
         Some("churn") => {
             let opts = workloads::churn::ChurnOptions {
-                ops: args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3_000_000),
+                ops: args
+                    .get(1)
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(3_000_000),
                 ..Default::default()
             };
             let s = workloads::churn::run(&opts, &mut std::io::sink()).expect("churn runs");
