@@ -83,7 +83,7 @@ CHURN=("$RS" churn "$OPS")
 PY=(env PYTHONMALLOC=malloc python3 "$WORK/service.py")
 "$AL" record -q -o "$WORK/python3.alt" -- "${PY[@]}" >/dev/null 2>&1
 
-printf '%-10s %-12s %14s %14s %12s\n' trace variant calls/s ns/call vs-native
+printf '%-10s %-12s %14s %14s %12s %14s %12s\n' trace variant calls/s ns/call vs-native cpu-calls/s cpu-ns/call
 for name in churn python3; do
   trace="$WORK/$name.alt"
   calls=$(calls_of "$trace")
@@ -110,19 +110,21 @@ name, native = sys.argv[1], float(sys.argv[2])
 def rows(path):
     for line in open(path):
         label, _calls, *rates = line.split()
-        yield label.split("=")[0], rates
-for v, rates in rows(sys.argv[3]):
-    ok = [float(r) for r in rates if r.replace(".", "").isdigit()]
-    if not ok:
-        print(f"{name:<10} {v:<12} {' '.join(rates):>14}")
-        continue
-    rate = statistics.median(ok)
-    print(f"{name:<10} {v:<12} {rate:14.0f} {1e9 / rate:14.1f} {rate / native:11.2f}x")
-for v, rates in rows(sys.argv[4]):
-    ok = [float(r) for r in rates if r.replace(".", "").isdigit()]
+        pairs = [r.split("/") for r in rates if "/" in r]
+        ok = [(float(w), float(c)) for w, c in pairs]
+        yield label.split("=")[0], ok, " ".join(rates)
+def show(label, ok, note=""):
+    wall = statistics.median(w for w, _ in ok)
+    cpu = statistics.median(c for _, c in ok)
+    print(f"{name:<10} {label:<12} {wall:14.0f} {1e9 / wall:14.1f} {wall / native:11.2f}x {cpu:14.0f} {1e9 / cpu:12.1f}{note}")
+for v, ok, text in rows(sys.argv[3]):
     if ok:
-        rate = statistics.median(ok)
-        print(f"{name:<10} {'driver':<12} {rate:14.0f} {1e9 / rate:14.1f} {'':>12}   (bump allocator, --touch none: the driver's own cost per call)")
+        show(v, ok)
+    else:
+        print(f"{name:<10} {v:<12} {text:>14}")
+for v, ok, _ in rows(sys.argv[4]):
+    if ok:
+        show("driver", ok, "   (bump allocator, --touch none: the driver's own cost per call)")
 PY
 done
 echo "Replays are --serial (one thread), --touch pages unless said, without the agent (alloclens replay --serial --no-allocator-stats)."

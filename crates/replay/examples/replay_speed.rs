@@ -2,7 +2,7 @@
 //! lighter to build than alloclens): its own driver, and the churn workload run natively.
 //!
 //! - `replay_speed TRACE SPEC,... [--touch pages|none] [--repeat N]`: each variant replayed
-//!   `--serial` without the agent, one line `variant calls_per_s...` per variant;
+//!   `--serial` without the agent, one line `variant calls WALL_RATE/CPU_RATE...` per variant;
 //! - `replay_speed churn OPS`: the churn workload, one line `calls seconds`;
 //! - `replay_speed replay-driver --plan-fd N`: the driver (what the replays start).
 use std::path::Path;
@@ -48,7 +48,10 @@ fn main() {
                     .map(|i| {
                         let out = r.run(&v, i, &mut |_, _| {}).expect("the driver starts");
                         if out.ok {
-                            format!("{:.0}", out.calls_per_s)
+                            // Wall rate (the driver's clock) and CPU rate (calls over the replay
+                            // process's user + system time: steadier on a loaded machine).
+                            let cpu = (out.user_s + out.sys_s).max(1e-9);
+                            format!("{:.0}/{:.0}", out.calls_per_s, out.calls as f64 / cpu)
                         } else {
                             out.ending
                         }
