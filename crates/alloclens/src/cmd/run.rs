@@ -560,6 +560,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         ksm_savings: runner::ksm_savings(&execution.runs),
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
+        tune: None,
     };
     dir.write_results(&mut results);
     execution.runs = results.runs;
@@ -642,7 +643,7 @@ fn outlier_warnings(summary: &[runner::Group], names: &[String]) -> Vec<String> 
     out
 }
 
-fn variant_info(v: &allocators::Variant) -> VariantInfo {
+pub(crate) fn variant_info(v: &allocators::Variant) -> VariantInfo {
     let version = allocators::discover()
         .into_iter()
         .find(|a| a.name == v.allocator)

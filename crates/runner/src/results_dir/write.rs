@@ -72,7 +72,14 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
+const OWN_FILES: [&str; 5] = [
+    "results.json",
+    "samples.csv",
+    "markers.csv",
+    "report.html",
+    // `tune`'s table of candidates.
+    "candidates.csv",
+];
 const OUTPUT_DIR: &str = "output";
 
 impl ResultsDir {
