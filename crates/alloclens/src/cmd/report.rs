@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let b = RunData::load(other)?;
                 merge_runs(&data, "A", &b, "B").document()
             }
-            None => data.document(),
+            None => with_tune_sections(&data, data.document())?,
         }
     } else {
         if !args.path.is_file() {
@@ -106,6 +106,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: report in {}", output.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A results directory of `tune`: its search (the answer, the Pareto chart, the candidates'
+/// intervals, the history) comes before the runs' own sections.
+fn with_tune_sections(data: &RunData, mut doc: Document) -> anyhow::Result<Document> {
+    let Some(value) = &data.results.tune else {
+        return Ok(doc);
+    };
+    let record: tune::TuneRecord = serde_json::from_value(value.clone()).with_context(|| {
+        format!(
+            "cannot read the search in '{}' (results.json `tune`)",
+            data.dir.display()
+        )
+    })?;
+    let mut sections = tune::sections::sections(&record);
+    sections.append(&mut doc.sections);
+    doc.sections = sections;
+    doc.title = format!("alloclens tune: {}", data.results.command.join(" "));
+    Ok(doc)
 }
 
 /// The page of a `watch` directory (no --compare or --parquet for those yet).
@@ -154,7 +173,8 @@ fn default_output(path: &Path, is_run: bool) -> PathBuf {
 
 /// Writes `DIR/report.html` for a `run` results directory (used by `demo`).
 pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
-    let doc = RunData::load(dir)?.document();
+    let data = RunData::load(dir)?;
+    let doc = with_tune_sections(&data, data.document())?;
     let output = default_output(dir, true);
     write_html(&doc, &output)?;
     Ok(output)
