@@ -49,6 +49,9 @@ pub mod kind {
     pub const STACKS: u8 = 7;
     /// Modules mapped in traced processes (JSON array of `Module`); stream id 0xFFFFFFFF.
     pub const MODULES: u8 = 8;
+    /// The recorder's readings of one stream's memory (`memory::memory_payload`), on its seq
+    /// axis. Added without a version bump: older readers skip it.
+    pub const MEMORY: u8 = 9;
 }
 
 /// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).

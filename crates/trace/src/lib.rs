@@ -12,7 +12,9 @@
 //!   refused naming both versions; chunks decode independently ([`RawChunk::decode`]);
 //! - recorded with `--stacks`, events carry a stack id ([`Event::stack`]) into the file's
 //!   [`StackTable`] (STACKS chunks), and MODULES chunks say which [`Module`]s each process had
-//!   mapped where, so the addresses can be symbolised offline.
+//!   mapped where, so the addresses can be symbolised offline;
+//! - MEMORY chunks hold the recorder's readings of each image's resident memory, placed on its
+//!   seq axis ([`TraceReader::memory_samples`], [`MemorySample`]).
 //!
 //! ```no_run
 //! let mut reader = trace::TraceReader::open("run.alt")?;
@@ -28,6 +30,7 @@ pub mod error;
 pub mod event;
 pub mod format;
 pub mod losses;
+pub mod memory;
 pub mod progress;
 pub mod reader;
 pub mod stacks;
@@ -43,6 +46,7 @@ pub use format::{
     EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC, VERSION_WITHOUT_STACKS,
 };
 pub use losses::{Losses, StreamLoss};
+pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use stacks::{modules_payload, stacks_payload, Module, StackEncoder, StackTable};

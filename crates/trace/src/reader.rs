@@ -13,6 +13,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, CHUNK_FRAME_LEN, FILE_PREFIX_LEN,
     FORMAT_VERSION, MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
+use crate::memory::{read_memory_payload, MemorySample};
 use crate::stacks::{read_modules_payload, read_stacks_payload, Module, StackTable};
 
 /// Where one events chunk lies in the file.
@@ -92,6 +93,8 @@ pub struct TraceReader<R> {
     damage: Option<Damage>,
     stacks: StackTable,
     modules: Vec<Module>,
+    /// MEMORY samples, per stream (same index as `streams`).
+    memory: Vec<Vec<MemorySample>>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -174,6 +177,7 @@ impl<R: Read + Seek> TraceReader<R> {
             damage: None,
             stacks: StackTable::new(),
             modules: Vec::new(),
+            memory: Vec::new(),
         };
         reader.scan(FILE_PREFIX_LEN as u64 + u64::from(header_len), file_len)?;
         Ok(reader)
@@ -247,6 +251,7 @@ impl<R: Read + Seek> TraceReader<R> {
                 kind::UNTRACED,
                 kind::STACKS,
                 kind::MODULES,
+                kind::MEMORY,
             ]
             .contains(&frame.kind)
             {
@@ -265,6 +270,7 @@ impl<R: Read + Seek> TraceReader<R> {
                             records: 0,
                             chunks: Vec::new(),
                         });
+                        self.memory.push(Vec::new());
                     }),
                     kind::END => match (
                         payload.first().and_then(|&t| EndReason::from_tag(t)),
@@ -284,6 +290,10 @@ impl<R: Read + Seek> TraceReader<R> {
                     }
                     kind::STACKS => read_stacks_payload(&payload, &mut self.stacks),
                     kind::MODULES => read_modules_payload(&payload).map(|m| self.modules.extend(m)),
+                    kind::MEMORY => match by_id.get(&frame.stream) {
+                        Some(&s) => read_memory_payload(&payload, &mut self.memory[s]),
+                        None => Err(format!("memory samples of unknown stream {}", frame.stream)),
+                    },
                     kind::UNTRACED => serde_json::from_slice(&payload)
                         .map(|u| self.untraced.push(u))
                         .map_err(|e| format!("invalid untraced chunk: {e}")),
@@ -351,6 +361,18 @@ impl<R: Read + Seek> TraceReader<R> {
         self.modules
             .iter()
             .filter(move |m| m.pid == info.pid && m.exec_index == info.exec_index)
+    }
+
+    /// The recorder's readings of one stream's memory (MEMORY chunks), in the order taken (time
+    /// and seq ascending); empty for a trace recorded without them (before alloclens recorded
+    /// memory, or with `record --memory-interval 0`), and for an unknown stream. Read at open.
+    pub fn memory_samples(&self, stream: usize) -> &[MemorySample] {
+        self.memory.get(stream).map_or(&[], Vec::as_slice)
+    }
+
+    /// True when any stream has memory samples.
+    pub fn has_memory_samples(&self) -> bool {
+        self.memory.iter().any(|m| !m.is_empty())
     }
 
     /// True when the trace was recorded with stacks (`record --stacks`).

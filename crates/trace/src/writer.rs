@@ -7,6 +7,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
     VERSION_WITHOUT_STACKS,
 };
+use crate::memory::{memory_payload, MemorySample};
 use crate::stacks::{modules_payload, Module, StackEncoder};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
@@ -125,6 +126,11 @@ impl<W: Write> TraceWriter<W> {
     pub fn write_modules(&mut self, modules: &[Module]) -> io::Result<()> {
         let payload = modules_payload(modules)?;
         self.chunk(kind::MODULES, u32::MAX, 0, &payload)
+    }
+
+    /// Memory samples of a stream (a MEMORY chunk; any number per stream, in the order taken).
+    pub fn write_memory(&mut self, stream: StreamId, samples: &[MemorySample]) -> io::Result<()> {
+        self.chunk(kind::MEMORY, stream, 0, &memory_payload(samples))
     }
 
     /// A warning for whoever reads the trace ("tracing stopped in pid 12: disk full").

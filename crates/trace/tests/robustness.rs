@@ -4,8 +4,8 @@
 use std::io::Cursor;
 
 use trace::{
-    EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceReader, TraceWriter,
-    Trailer,
+    EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record, TraceHeader, TraceReader,
+    TraceWriter, Trailer,
 };
 
 fn sample_trace() -> Vec<u8> {
@@ -55,7 +55,23 @@ fn sample_trace() -> Vec<u8> {
                 old_addr: 0,
             }));
         }
-        w.write_records(id, &records, 128).unwrap();
+        w.write_records(id, &records[..300], 128).unwrap();
+        // Memory samples between events chunks, as the recorder writes them.
+        let samples: Vec<MemorySample> = (0..4u64)
+            .map(|i| MemorySample {
+                seq: i * 150,
+                seq_end: i * 150 + 1,
+                t_ns: i * 1500,
+                rss: 8 << 20,
+                anon: 3 << 20,
+                pss: Some(7 << 20),
+                heap: Some((1 + i) << 20),
+                file: None,
+                stack: Some(1 << 17),
+            })
+            .collect();
+        w.write_memory(id, &samples).unwrap();
+        w.write_records(id, &records[300..], 128).unwrap();
         w.end_process(id, EndReason::Exit, records.len() as u64)
             .unwrap();
     }
@@ -73,6 +89,9 @@ fn read_everything(bytes: &[u8]) -> usize {
         return 0;
     };
     let _ = reader.damage().map(|d| d.to_string());
+    for s in 0..reader.streams().len() {
+        assert!(reader.memory_samples(s).len() <= 4);
+    }
     let mut decoded = 0;
     for s in 0..reader.streams().len() {
         if let Ok(records) = reader.records(s) {

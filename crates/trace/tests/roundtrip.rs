@@ -2,8 +2,8 @@
 use std::io::Cursor;
 
 use trace::{
-    ChunkEncoder, DamageKind, EndReason, Event, Marker, Op, ProcessInfo, Record, TraceError,
-    TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
+    ChunkEncoder, DamageKind, EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record,
+    TraceError, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
 };
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -586,4 +586,115 @@ fn stacks_chunk_out_of_order_is_damage() {
     assert_eq!(r.stacks().len(), 1);
     let d = r.damage().expect("damage");
     assert!(format!("{:?}", d.kind).contains("expected 2"), "{d:?}");
+}
+
+fn memory_sample(i: u64) -> MemorySample {
+    MemorySample {
+        seq: i * 500,
+        seq_end: i * 500 + 2,
+        t_ns: i * 100_000_000,
+        rss: (20 + i) << 20,
+        anon: (6 + i) << 20,
+        pss: Some((19 + i) << 20),
+        heap: (i % 2 == 0).then_some((4 + i) << 20),
+        file: (i % 2 == 0).then_some(12 << 20),
+        stack: (i % 2 == 0).then_some(136 << 10),
+    }
+}
+
+/// Two streams with memory samples in three MEMORY chunks interleaved with their events, as the
+/// recorder writes them.
+fn trace_with_memory() -> (Vec<u8>, Vec<MemorySample>, Vec<MemorySample>) {
+    let (a, b) = (random_records(21, 3_000), random_records(22, 2_000));
+    let samples_a: Vec<_> = (0..7).map(memory_sample).collect();
+    let samples_b: Vec<_> = (3..5).map(memory_sample).collect();
+    let mut w = TraceWriter::new(Vec::new(), &header()).unwrap();
+    let sa = w.begin_process(&info(1)).unwrap();
+    let sb = w.begin_process(&info(2)).unwrap();
+    w.write_records(sa, &a[..1500], 1000).unwrap();
+    w.write_memory(sa, &samples_a[..3]).unwrap();
+    w.write_memory(sb, &samples_b).unwrap();
+    w.write_records(sb, &b, 1000).unwrap();
+    w.end_process(sb, EndReason::Exit, b.len() as u64).unwrap();
+    w.write_records(sa, &a[1500..], 1000).unwrap();
+    w.write_memory(sa, &samples_a[3..]).unwrap();
+    w.end_process(sa, EndReason::Exit, a.len() as u64).unwrap();
+    let bytes = w
+        .finish(&Trailer {
+            exit: "exit 0".into(),
+            events: 0,
+            end_unix_ns: 2,
+        })
+        .unwrap();
+    (bytes, samples_a, samples_b)
+}
+
+#[test]
+fn memory_samples_round_trip_per_stream() {
+    let (bytes, samples_a, samples_b) = trace_with_memory();
+    let (r, got) = read_all(&bytes);
+    assert!(r.damage().is_none());
+    assert!(r.has_memory_samples());
+    assert_eq!(r.memory_samples(0), &samples_a[..]);
+    assert_eq!(r.memory_samples(1), &samples_b[..]);
+    assert!(r.memory_samples(2).is_empty(), "no such stream: no samples");
+    assert_eq!((got[0].len(), got[1].len()), (3_000, 2_000));
+    // A trace without MEMORY chunks has none.
+    let plain = write_trace(
+        &[(info(1), random_records(23, 100), Some(EndReason::Exit))],
+        50,
+    );
+    let (r, _) = read_all(&plain);
+    assert!(!r.has_memory_samples() && r.memory_samples(0).is_empty());
+}
+
+#[test]
+fn a_cut_trace_keeps_the_memory_samples_before_the_cut() {
+    let (bytes, samples_a, _) = trace_with_memory();
+    // Cut inside the last MEMORY chunk of stream 0: its first three samples remain.
+    let full = TraceReader::from_reader(Cursor::new(&bytes[..]), "x").unwrap();
+    let last_events = full.streams()[0].chunks.last().unwrap();
+    let after_events = last_events.offset as usize + 24 + 10;
+    let memory_at = bytes[after_events..]
+        .windows(5)
+        .position(|w| w[..4] == *b"ALCK" && w[4] == 9)
+        .map(|p| p + after_events)
+        .expect("the second MEMORY chunk of stream 0");
+    let r = TraceReader::from_reader(Cursor::new(&bytes[..memory_at + 30]), "cut.alt").unwrap();
+    assert_eq!(r.damage().unwrap().kind, DamageKind::Truncated);
+    assert_eq!(r.memory_samples(0), &samples_a[..3]);
+}
+
+/// Frames a chunk as the writer does (docs/trace-format.md, "Chunks").
+fn frame(kind: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(b"ALCK");
+    f.extend_from_slice(&[kind, 0, 0, 0]);
+    f.extend_from_slice(&stream.to_le_bytes());
+    f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&f[4..20]);
+    h.update(payload);
+    f.extend_from_slice(&h.finalize().to_le_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn unknown_chunk_kinds_are_skipped() {
+    // What a reader that predates MEMORY does with one, and what this one does with a later kind.
+    let a = random_records(24, 2_000);
+    let bytes = write_trace(&[(info(1), a.clone(), Some(EndReason::Exit))], 500);
+    let r = TraceReader::from_reader(Cursor::new(&bytes[..]), "x").unwrap();
+    let second = r.streams()[0].chunks[1].offset as usize;
+    let mut with_unknown = bytes[..second].to_vec();
+    with_unknown.extend(frame(200, 0, b"a chunk of a later alloclens"));
+    with_unknown.extend(frame(201, u32::MAX, &[]));
+    with_unknown.extend_from_slice(&bytes[second..]);
+    let (r, got) = read_all(&with_unknown);
+    assert!(r.damage().is_none(), "{:?}", r.damage());
+    assert!(r.trailer().is_some());
+    assert_eq!(got[0], a);
+    assert!(!r.has_memory_samples());
 }

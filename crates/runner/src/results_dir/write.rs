@@ -72,12 +72,15 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-const OWN_FILES: [&str; 5] = [
+/// (`replay` adds replay.json, replay.csv and original.csv; `tune` candidates.csv.)
+const OWN_FILES: [&str; 8] = [
     "results.json",
     "samples.csv",
     "markers.csv",
     "report.html",
-    // `tune`'s table of candidates.
+    "replay.json",
+    "replay.csv",
+    "original.csv",
     "candidates.csv",
 ];
 const OUTPUT_DIR: &str = "output";
