@@ -346,3 +346,105 @@ fn ctrl_c_mid_search_gives_a_partial_answer_and_keeps_the_files() {
     assert!(r["runs"].as_array().unwrap().len() >= 2);
     assert!(dir.join("candidates.csv").exists() && samples.exists());
 }
+
+#[test]
+fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
+    if !installed("jemalloc") {
+        eprintln!("skipped: jemalloc is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("tw.alt");
+    let command = twowave("6", "200");
+    common::record(&trace, &[], &command);
+    let space = space_file(
+        tmp.path(),
+        &[
+            "glibc",
+            "jemalloc",
+            "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0",
+        ],
+    );
+    // Replays only.
+    let dir = tmp.path().join("replayed");
+    let out = alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .args([
+            "--space",
+            &space,
+            "--budget",
+            "20s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    assert_eq!(tune["evaluator"], "replay");
+    assert_eq!(results(&dir)["runs"].as_array().unwrap().len(), 0);
+    assert!(candidate(tune, "jemalloc")["runs"].as_u64().unwrap() >= 1);
+    assert!(stdout.contains("figures from replays"), "{stdout}");
+    // Screened by replay, the best confirmed with real runs.
+    let dir = tmp.path().join("confirmed");
+    let out = alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .args([
+            "--space",
+            &space,
+            "--budget",
+            "30s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .arg("--")
+        .args(&command)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = results(&dir);
+    let tune = &r["tune"];
+    assert_eq!(tune["evaluator"], "run");
+    let screening = &tune["screening"];
+    assert_eq!(screening["candidates"], 3);
+    // Both non-baseline candidates were handed on: with the baseline, three pairs to compare.
+    assert_eq!(
+        screening["confirmed"].as_array().unwrap().len(),
+        2,
+        "{screening}"
+    );
+    assert_eq!(screening["pairs"], 3, "{screening}");
+    assert!(
+        stdout.contains("screening: ") && stdout.contains("confirmed with real runs"),
+        "{stdout}"
+    );
+    assert!(!r["runs"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_trace_that_is_not_a_file_is_one_line() {
+    let out = alloclens()
+        .args(["tune", "/nonexistent/t.alt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is not a trace file"), "{stderr}");
+}

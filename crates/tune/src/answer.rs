@@ -338,3 +338,38 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
     }
 }
+
+/// The `k` best candidates but the baseline by their mean objective, among those that ran and keep
+/// the constraints (by their point estimates): what replay screening hands to real runs.
+pub fn best_candidates(
+    outcome: &Outcome,
+    objective: crate::Objective,
+    constraints: &crate::Constraints,
+    k: usize,
+) -> Vec<usize> {
+    let metric = objective.metric();
+    let feasible = |c: usize| {
+        constraints.limits().iter().all(|&(m, limit)| {
+            match (outcome.estimate(c, m), outcome.estimate(0, m)) {
+                (Some(e), Some(b)) => e.mean / b.mean <= limit,
+                _ => true,
+            }
+        })
+    };
+    let mut ranked: Vec<(usize, f64)> = (1..outcome.candidates.len())
+        .filter(|&c| outcome.status[c] != Status::Failed && feasible(c))
+        .filter_map(|c| {
+            let mean = outcome.estimate(c, metric)?.mean;
+            Some((
+                c,
+                if metric.lower_is_better() {
+                    mean
+                } else {
+                    -mean
+                },
+            ))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    ranked.into_iter().take(k).map(|(c, _)| c).collect()
+}

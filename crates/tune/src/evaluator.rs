@@ -259,3 +259,68 @@ impl Observer for StderrTail<'_> {
         self.inner.run_finished(spec, record);
     }
 }
+
+/// Replays of a recorded trace (`alloclens replay`): the recorded calls performed under the
+/// candidate in a replay process, seconds per candidate instead of the program's run. Memory is
+/// the replay process's RSS, averaged over the recorded call axis (so a faster allocator is not
+/// credited with less memory for finishing sooner); time is the replay's duration; throughput its
+/// calls per second.
+pub struct ReplayEvaluator {
+    replay: replay::Replay,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl ReplayEvaluator {
+    /// Decodes the trace once; every evaluation replays it.
+    pub fn open(
+        trace: &std::path::Path,
+        options: &replay::ReplayOptions,
+        interrupted: Arc<AtomicBool>,
+    ) -> Result<ReplayEvaluator, replay::ReplayError> {
+        Ok(ReplayEvaluator {
+            replay: replay::Replay::open(trace, options)?,
+            interrupted,
+        })
+    }
+
+    /// What could not be read of the trace.
+    pub fn warnings(&self) -> &[String] {
+        &self.replay.warnings
+    }
+}
+
+impl Evaluator for ReplayEvaluator {
+    fn evaluate(&mut self, candidate: &Variant, repeat: usize) -> Result<Observation, EvalError> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(EvalError::Interrupted);
+        }
+        let result = self.replay.run(candidate, repeat as u32, &mut |_, _| {});
+        // Ctrl-C reaches the replay process too: its end is not the candidate's fault.
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(EvalError::Interrupted);
+        }
+        let r = result.map_err(|e| EvalError::Failed {
+            reason: e.to_string(),
+            record: None,
+        })?;
+        if !r.ok {
+            return Err(EvalError::Failed {
+                reason: format!("the replay ended with {}", r.ending),
+                record: None,
+            });
+        }
+        Ok(Observation {
+            figures: Figures {
+                mean_pss: r.figures.mean_rss_over_calls,
+                peak_pss: r.figures.peak_rss as f64,
+                wall: r.seconds,
+                throughput: Some(r.calls_per_s),
+            },
+            record: None,
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
+}

@@ -20,10 +20,10 @@ pub mod space;
 pub mod stats;
 pub mod text;
 
-pub use answer::{deployment, Answer, Deployment, Figure, ParetoPoint};
-pub use evaluator::{EvalError, Evaluator, Observation, RunEvaluator, RunSink};
+pub use answer::{best_candidates, deployment, Answer, Deployment, Figure, ParetoPoint};
+pub use evaluator::{EvalError, Evaluator, Observation, ReplayEvaluator, RunEvaluator, RunSink};
 pub use objective::{Constraints, Metric, Objective};
-pub use record::{CandidateRecord, TuneRecord};
+pub use record::{CandidateRecord, Screening, TuneRecord};
 pub use search::{
     search, Candidate, Event, Origin, Outcome, SearchError, SearchObserver, SearchOptions, Status,
     Trial,

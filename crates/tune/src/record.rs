@@ -35,6 +35,95 @@ pub struct TuneRecord {
     pub answer: Option<Answer>,
     /// Notes on the space (values the installed versions do not take).
     pub notes: Vec<String>,
+    /// Trace mode with a command: the replay screening whose best candidates these real runs
+    /// confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screening: Option<Screening>,
+}
+
+/// The replay screening before real runs (`tune TRACE -- CMD`), and how far the two agree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Screening {
+    pub trace: String,
+    pub candidates: usize,
+    pub evaluations: usize,
+    pub elapsed_s: f64,
+    pub stop_reason: String,
+    /// The candidates handed to real runs, best by replay first, with their replay objective as a
+    /// ratio to the baseline's replay.
+    pub confirmed: Vec<(String, f64)>,
+    /// Pairs of the confirmed candidates and the baseline that replay and real runs order the same
+    /// way on the objective, out of `pairs` (both measured).
+    pub agreeing_pairs: usize,
+    pub pairs: usize,
+    /// Whether replay's best of them is the real runs' best.
+    pub same_best: Option<bool>,
+}
+
+impl Screening {
+    /// Compares the replay screening with the real runs of the candidates it handed on.
+    pub fn new(trace: &str, screen: &Outcome, real: &Outcome, objective: Objective) -> Screening {
+        let metric = objective.metric();
+        let sign = if metric.lower_is_better() { 1.0 } else { -1.0 };
+        let label = |o: &Outcome, c: usize| o.candidates[c].variant.label.clone();
+        let mean_by_label = |o: &Outcome, l: &str| {
+            (0..o.candidates.len())
+                .find(|&c| label(o, c) == l)
+                .and_then(|c| o.estimate(c, metric))
+                .map(|e| sign * e.mean)
+        };
+        let both: Vec<(String, f64, f64)> = (0..real.candidates.len())
+            .filter_map(|c| {
+                let l = label(real, c);
+                Some((
+                    l.clone(),
+                    mean_by_label(screen, &l)?,
+                    mean_by_label(real, &l)?,
+                ))
+            })
+            .collect();
+        let (mut agreeing, mut pairs) = (0, 0);
+        for i in 0..both.len() {
+            for j in i + 1..both.len() {
+                pairs += 1;
+                let by_replay = both[i].1 < both[j].1;
+                let by_runs = both[i].2 < both[j].2;
+                if by_replay == by_runs {
+                    agreeing += 1;
+                }
+            }
+        }
+        let best = |key: fn(&(String, f64, f64)) -> f64| {
+            both.iter()
+                .min_by(|a, b| key(a).total_cmp(&key(b)))
+                .map(|b| b.0.clone())
+        };
+        let same_best = match (best(|b| b.1), best(|b| b.2)) {
+            (Some(a), Some(b)) => Some(a == b),
+            _ => None,
+        };
+        let base = screen.estimate(0, metric);
+        Screening {
+            trace: trace.to_string(),
+            candidates: screen.candidates.len(),
+            evaluations: screen.trials.len(),
+            elapsed_s: screen.elapsed_s,
+            stop_reason: screen.stop_reason.clone(),
+            confirmed: (1..real.candidates.len())
+                .map(|c| {
+                    let l = label(real, c);
+                    let ratio = (0..screen.candidates.len())
+                        .find(|&s| label(screen, s) == l)
+                        .and_then(|s| Some(screen.estimate(s, metric)?.mean / base?.mean))
+                        .unwrap_or(f64::NAN);
+                    (l, ratio)
+                })
+                .collect(),
+            agreeing_pairs: agreeing,
+            pairs,
+            same_best,
+        }
+    }
 }
 
 /// One candidate and what was measured of it.
@@ -120,6 +209,7 @@ impl TuneRecord {
             events: outcome.events.clone(),
             answer: crate::answer::answer(outcome, objective, &constraints),
             notes,
+            screening: None,
         }
     }
 

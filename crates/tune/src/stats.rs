@@ -89,7 +89,7 @@ pub fn ratio(a: &Estimate, b: &Estimate, pooled: f64) -> Ratio {
     Ratio {
         value,
         sd,
-        low: value - INTERVAL_Z * sd,
+        low: (value - INTERVAL_Z * sd).max(0.0),
         high: value + INTERVAL_Z * sd,
         runs: [a.n, b.n],
         pooled_noise: a.sd.is_none() || b.sd.is_none(),

@@ -57,6 +57,29 @@ pub fn render_summary(record: &TuneRecord) -> String {
         duration(record.budget_s),
         record.stop_reason
     );
+    if let Some(s) = &record.screening {
+        let _ = writeln!(
+            out,
+            "screening: {} replays of {} candidates in {} ({}); the best {} confirmed with real runs; replay and real runs order {} of {} pairs the same way{}",
+            s.evaluations,
+            s.candidates,
+            duration(s.elapsed_s),
+            s.stop_reason,
+            s.confirmed.len(),
+            s.agreeing_pairs,
+            s.pairs,
+            match s.same_best {
+                Some(true) => ", and agree on the best",
+                Some(false) => ", but not on the best",
+                None => "",
+            }
+        );
+    } else if record.evaluator == "replay" {
+        let _ = writeln!(
+            out,
+            "figures from replays of the trace: memory is the replay process's RSS over the recorded calls, time the replay's; confirm with `alloclens tune TRACE -- CMD`"
+        );
+    }
     let Some(answer) = &record.answer else {
         let _ = writeln!(
             out,

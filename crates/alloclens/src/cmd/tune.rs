@@ -36,8 +36,9 @@ pub enum ObjectiveChoice {
     alloclens tune --objective time -a jemalloc,mimalloc,tcmalloc -- ./athena --threads 8\n  \
     alloclens tune --objective throughput --throughput 'ops: ([0-9.]+)' -- ./larson 5")]
 pub struct Args {
-    /// A trace of `alloclens record` to screen the space by replaying it (trace mode). Not
-    /// available yet in this build: tune runs the command
+    /// A trace of `alloclens record`: the space is screened by replaying it (`alloclens replay`,
+    /// seconds per candidate) instead of running the program; with a COMMAND too, the best few of
+    /// the screening are confirmed with real runs
     #[arg(value_name = "TRACE")]
     pub trace: Option<PathBuf>,
     /// What to optimise
@@ -101,7 +102,10 @@ pub struct Args {
 const MAX_BUDGET: Duration = Duration::from_secs(30 * 86_400);
 
 struct Options {
-    plan: RunPlan,
+    /// Trace mode: the trace to replay.
+    trace: Option<PathBuf>,
+    /// None in trace mode without a command.
+    plan: Option<RunPlan>,
     search: SearchOptions,
     candidates: Vec<Candidate>,
     notes: Vec<String>,
@@ -112,10 +116,12 @@ struct Options {
 
 fn options(a: Args) -> anyhow::Result<Options> {
     if let Some(trace) = &a.trace {
-        bail!(
-            "trace mode (`alloclens tune {}`) needs `alloclens replay`, which this build does not have yet: tune the command itself with `alloclens tune -- CMD`",
-            trace.display()
-        );
+        if !trace.is_file() {
+            bail!(
+                "'{}' is not a trace file (record one with `alloclens record -o FILE -- CMD`)",
+                trace.display()
+            );
+        }
     }
     let objective = match a.objective {
         ObjectiveChoice::Memory => Objective::Memory,
@@ -180,10 +186,16 @@ fn options(a: Args) -> anyhow::Result<Options> {
         ksm_merge: None,
         ksm: false,
     };
-    args::check_command_exists(&plan.command[0])?;
+    let plan = if plan.command.is_empty() {
+        None
+    } else {
+        args::check_command_exists(&plan.command[0])?;
+        Some(plan)
+    };
     let mut search = SearchOptions::new(objective, constraints, budget);
     search.max_runs = a.max_runs as usize;
     Ok(Options {
+        trace: a.trace,
         plan,
         search,
         candidates,
@@ -228,6 +240,9 @@ fn selection(list: Option<&str>) -> anyhow::Result<SpaceSelection> {
     Ok(out)
 }
 
+/// How many of the replay screening's best candidates real runs confirm.
+const CONFIRMED: usize = 3;
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let options = options(a)?;
@@ -240,8 +255,87 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     )?;
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
+    let bar = progress_bar(options.search.budget);
+    let mut progress = Progress { bar: bar.clone() };
+    let mut warnings: Vec<String> = options.notes.clone();
+    let mut candidates = options.candidates.clone();
+    let mut screened = None;
+    if let Some(trace) = &options.trace {
+        // Screening takes a third of the budget when real runs confirm it, all of it otherwise.
+        let mut search = options.search.clone();
+        if options.plan.is_some() {
+            search.budget /= 3;
+            search.max_runs = search.max_runs.min(3);
+        }
+        let replay_options = replay::ReplayOptions {
+            timeout: Some(search.budget),
+            ..replay::ReplayOptions::default()
+        };
+        let mut evaluator =
+            tune::ReplayEvaluator::open(trace, &replay_options, interrupted.clone())
+                .with_context(|| format!("cannot replay '{}'", trace.display()))?;
+        warnings.extend(evaluator.warnings().iter().cloned());
+        let outcome = tune::search(candidates.clone(), &mut evaluator, &search, &mut progress);
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => return Err(give_up(dir, &options, e.into())),
+        };
+        if options.plan.is_none() || outcome.interrupted {
+            bar.finish_and_clear();
+            return finish(dir, &options, outcome, Vec::new(), None, warnings, json);
+        }
+        let best = tune::best_candidates(
+            &outcome,
+            options.search.objective,
+            &options.search.constraints,
+            CONFIRMED,
+        );
+        candidates = std::iter::once(0)
+            .chain(best)
+            .enumerate()
+            .map(|(id, c)| tune::Candidate {
+                id,
+                ..outcome.candidates[c].clone()
+            })
+            .collect();
+        screened = Some(outcome);
+    }
+    let plan = options.plan.clone().expect("a command outside trace mode");
+    let mut search = options.search.clone();
+    if let Some(s) = &screened {
+        search.budget = search
+            .budget
+            .saturating_sub(Duration::from_secs_f64(s.elapsed_s));
+    }
+    let mut files = FilesObserver {
+        dir: &mut dir,
+        mode: options.program_output,
+        bar: bar.clone(),
+        labels: Vec::new(),
+    };
+    let (outcome, variants) = {
+        let mut evaluator = RunEvaluator::new(plan, &mut files, interrupted);
+        let outcome = tune::search(candidates, &mut evaluator, &search, &mut progress);
+        (outcome, evaluator.plan().variants.clone())
+    };
+    bar.finish_and_clear();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return Err(give_up(dir, &options, e.into())),
+    };
+    finish(dir, &options, outcome, variants, screened, warnings, json)
+}
+
+/// Nothing to compare: the directory holds only failed runs' samples, and goes.
+fn give_up(dir: ResultsDir, options: &Options, e: anyhow::Error) -> anyhow::Error {
+    drop(dir);
+    let _ = std::fs::remove_dir_all(&options.output);
+    e
+}
+
+fn progress_bar(budget: Duration) -> ProgressBar {
     let bar = if super::progress::wanted() {
-        ProgressBar::new(options.search.budget.as_secs().max(1))
+        ProgressBar::new(budget.as_secs().max(1))
     } else {
         ProgressBar::hidden()
     };
@@ -252,81 +346,87 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .expect("static template"),
     );
     bar.enable_steady_tick(Duration::from_millis(250));
-    let mut files = FilesObserver {
-        dir: &mut dir,
-        mode: options.program_output,
-        bar: bar.clone(),
-        labels: Vec::new(),
-    };
-    let mut progress = Progress { bar: bar.clone() };
-    let (outcome, labels) = {
-        let mut evaluator = RunEvaluator::new(options.plan.clone(), &mut files, interrupted);
-        let outcome = tune::search(
-            options.candidates.clone(),
-            &mut evaluator,
-            &options.search,
-            &mut progress,
-        );
-        let labels: Vec<allocators::Variant> = evaluator.plan().variants.clone();
-        (outcome, labels)
-    };
-    bar.finish_and_clear();
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            // Nothing to compare: the directory holds only failed runs' samples.
-            drop(dir);
-            let _ = std::fs::remove_dir_all(&options.output);
-            return Err(e.into());
-        }
-    };
-    let record = TuneRecord::new(
+    bar
+}
+
+/// Writes results.json (every real run, the search in `tune`) and candidates.csv, prints the
+/// summary.
+fn finish(
+    mut dir: ResultsDir,
+    options: &Options,
+    outcome: tune::Outcome,
+    run_variants: Vec<allocators::Variant>,
+    screened: Option<tune::Outcome>,
+    mut warnings: Vec<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut record = TuneRecord::new(
         &outcome,
         options.search.objective,
         options.search.constraints,
         options
             .plan
-            .throughput
             .as_ref()
+            .and_then(|p| p.throughput.as_ref())
             .map(|r| r.as_str().to_string()),
         options.search.budget.as_secs_f64(),
         options.notes.clone(),
     );
+    let trace = options
+        .trace
+        .as_ref()
+        .map(|t| t.display().to_string())
+        .unwrap_or_default();
+    if let Some(screen) = &screened {
+        record.screening = Some(tune::Screening::new(
+            &trace,
+            screen,
+            &outcome,
+            options.search.objective,
+        ));
+    }
     let mut variants: Vec<allocators::Variant> = outcome
         .candidates
         .iter()
         .map(|c| c.variant.clone())
         .collect();
-    for v in labels {
+    for v in run_variants {
         if !variants.iter().any(|x| x.label == v.label) {
             variants.push(v);
         }
     }
     let order: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let baseline = outcome.candidates[0].variant.label.clone();
-    let ranking = if options.plan.throughput.is_some() {
+    let throughput = options.plan.as_ref().and_then(|p| p.throughput.as_ref());
+    let ranking = if throughput.is_some() {
         runner::Ranking::Throughput
     } else {
         runner::Ranking::Wall
     };
     let summary = runner::summarize(&outcome.runs, &order, Some(&baseline), ranking);
-    let mut warnings: Vec<String> = options.notes.clone();
     if outcome.interrupted {
         warnings.push(format!(
             "interrupted: {} evaluations done; the answer and the files keep what was gathered",
             outcome.trials.len()
         ));
     }
+    let command = match &options.plan {
+        Some(p) => p.command.clone(),
+        None => vec!["alloclens".into(), "replay".into(), trace],
+    };
     let mut results = RunResults {
         schema_version: results_dir::SCHEMA_VERSION,
         tool: "alloclens".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         created: chrono::Local::now().to_rfc3339(),
         host: runner::HostInfo::current(),
-        command: options.plan.command.clone(),
+        command,
         params: Vec::new(),
         repeats: 0,
-        interval_s: options.plan.interval.as_secs_f64(),
+        interval_s: options
+            .plan
+            .as_ref()
+            .map_or(0.0, |p| p.interval.as_secs_f64()),
         marker: None,
         throughput: record.throughput.clone(),
         throughput_unit: None,
