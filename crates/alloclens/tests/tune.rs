@@ -1,6 +1,6 @@
 //! `alloclens tune`: real searches on the built-in workloads with small parameters and budgets.
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -216,20 +216,12 @@ fn the_budget_is_honoured() {
 fn a_crashing_candidate_is_reported_and_the_search_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     // A "malloc library" that crashes the program as it loads.
-    let lib = tmp.path().join("libcrash.so");
-    let src = tmp.path().join("crash.c");
-    std::fs::write(
-        &src,
+    let lib = compile_c(
+        tmp.path(),
+        "libcrash.so",
         "#include <signal.h>\n__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }\n",
-    )
-    .unwrap();
-    let ok = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+        &["-shared", "-fPIC"],
+    );
     let space = space_file(
         tmp.path(),
         &[

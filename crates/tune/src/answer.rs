@@ -309,36 +309,6 @@ fn shell_quote(v: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deployment_lines_carry_the_variant_environment() {
-        let v = allocators::parse_variant("glibc:arena_max=2,trim_threshold=1M").unwrap();
-        let d = deployment(&v);
-        assert_eq!(
-            d.env,
-            vec![(
-                "GLIBC_TUNABLES".to_string(),
-                "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576".to_string()
-            )]
-        );
-        assert_eq!(
-            d.shell,
-            "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576"
-        );
-        assert_eq!(
-            d.systemd,
-            "Environment=\"GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576\""
-        );
-        assert!(d
-            .dockerfile
-            .starts_with("ENV GLIBC_TUNABLES=glibc.malloc.arena_max=2"));
-        assert_eq!(shell_quote("a b"), "'a b'");
-    }
-}
-
 /// The `k` best candidates but the baseline by their mean objective, among those that ran and keep
 /// the constraints (by their point estimates): what replay screening hands to real runs.
 pub fn best_candidates(
@@ -372,4 +342,34 @@ pub fn best_candidates(
         .collect();
     ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
     ranked.into_iter().take(k).map(|(c, _)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_lines_carry_the_variant_environment() {
+        let v = allocators::parse_variant("glibc:arena_max=2,trim_threshold=1M").unwrap();
+        let d = deployment(&v);
+        assert_eq!(
+            d.env,
+            vec![(
+                "GLIBC_TUNABLES".to_string(),
+                "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576".to_string()
+            )]
+        );
+        assert_eq!(
+            d.shell,
+            "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576"
+        );
+        assert_eq!(
+            d.systemd,
+            "Environment=\"GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576\""
+        );
+        assert!(d
+            .dockerfile
+            .starts_with("ENV GLIBC_TUNABLES=glibc.malloc.arena_max=2"));
+        assert_eq!(shell_quote("a b"), "'a b'");
+    }
 }

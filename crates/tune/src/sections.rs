@@ -202,7 +202,7 @@ fn intervals(record: &TuneRecord) -> Section {
         .collect();
     s.push_chart(Chart::bars(
         "tune-intervals",
-        &format!("{} ratio to the baseline", metric.name()),
+        format!("{} ratio to the baseline", metric.name()),
         Axis::new("ratio", Unit::Plain),
         bars,
     ));
@@ -264,7 +264,7 @@ fn history(record: &TuneRecord) -> Section {
     };
     let mut chart = Chart::from_lines(
         "tune-baseline",
-        &format!("The baseline's {} over the search", metric.name()),
+        format!("The baseline's {} over the search", metric.name()),
         Axis::new("search time", Unit::Seconds),
         Axis::new(metric.name(), unit),
         vec![Line {

@@ -106,7 +106,7 @@ pub struct SpaceSelection {
 #[derive(Debug, thiserror::Error)]
 pub enum SpaceError {
     #[error(transparent)]
-    Allocator(#[from] AllocatorError),
+    Allocator(#[from] Box<AllocatorError>),
     #[error("cannot read the space file '{path}': {source}")]
     Read {
         path: String,
@@ -116,7 +116,7 @@ pub enum SpaceError {
     Line {
         path: String,
         line: usize,
-        source: AllocatorError,
+        source: Box<AllocatorError>,
     },
     #[error("space file '{0}' names no variant (one variant spec per line, as in -a)")]
     Empty(String),
@@ -130,10 +130,11 @@ pub enum SpaceError {
 pub fn build_space(
     selection: &SpaceSelection,
 ) -> Result<(Vec<Candidate>, Vec<String>), SpaceError> {
-    let mut out: Vec<(Variant, Origin)> = vec![(parse_variant("glibc")?, Origin::Baseline)];
+    let parse = |spec: &str| parse_variant(spec).map_err(Box::new);
+    let mut out: Vec<(Variant, Origin)> = vec![(parse("glibc")?, Origin::Baseline)];
     let mut notes = Vec::new();
     for name in &selection.allocators {
-        let default = parse_variant(name)?;
+        let default = parse(name)?;
         let allocator = default.allocator.clone();
         if allocator != "glibc" {
             out.push((default, Origin::Default));
@@ -187,7 +188,7 @@ pub fn parse_space_file(path: &Path) -> Result<Vec<Variant>, SpaceError> {
         variants.push(parse_variant(spec).map_err(|source| SpaceError::Line {
             path: shown.clone(),
             line: i + 1,
-            source,
+            source: Box::new(source),
         })?);
     }
     if variants.is_empty() {

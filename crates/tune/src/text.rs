@@ -33,6 +33,15 @@ pub fn status_word(s: &Status) -> &'static str {
     }
 }
 
+/// "1 run", "3 runs".
+fn runs(n: usize) -> String {
+    if n == 1 {
+        "1 run".into()
+    } else {
+        format!("{n} runs")
+    }
+}
+
 fn duration(s: f64) -> String {
     if s >= 60.0 {
         format!("{}m{:02.0}s", (s / 60.0).floor() as u64, s % 60.0)
@@ -148,8 +157,11 @@ pub fn render_summary(record: &TuneRecord) -> String {
         for p in &answer.pareto {
             let _ = writeln!(
                 out,
-                "  time {:.2}×  mean PSS {:.2}×  {} ({} runs)",
-                p.time_ratio, p.memory_ratio, p.label, p.runs
+                "  time {:.2}×  mean PSS {:.2}×  {} ({})",
+                p.time_ratio,
+                p.memory_ratio,
+                p.label,
+                runs(p.runs)
             );
         }
     }

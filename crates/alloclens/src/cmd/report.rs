@@ -10,7 +10,7 @@ use report::{
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A results directory of `alloclens run` or `alloclens watch`, or a trace file of `alloclens record`
+    /// A results directory of `alloclens run`, `tune` or `watch`, or a trace file of `alloclens record`
     pub path: PathBuf,
     /// Write the HTML report to FILE (default: PATH/report.html for a results directory, PATH.html for
     /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
