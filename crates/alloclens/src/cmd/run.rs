@@ -643,7 +643,7 @@ fn outlier_warnings(summary: &[runner::Group], names: &[String]) -> Vec<String> 
     out
 }
 
-pub(crate) fn variant_info(v: &allocators::Variant) -> VariantInfo {
+fn variant_info(v: &allocators::Variant) -> VariantInfo {
     let version = allocators::discover()
         .into_iter()
         .find(|a| a.name == v.allocator)

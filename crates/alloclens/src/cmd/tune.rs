@@ -434,7 +434,7 @@ fn finish(
         prepare: None,
         cleanup: None,
         baseline: Some(baseline),
-        variants: variants.iter().map(super::run::variant_info).collect(),
+        variants: variant_infos(&variants),
         interrupted: outcome.interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
@@ -481,6 +481,26 @@ fn finish(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// How results.json records the variants, with the installed versions (looked up once: a space has
+/// dozens of variants).
+fn variant_infos(variants: &[allocators::Variant]) -> Vec<runner::VariantInfo> {
+    let installed = allocators::discover();
+    variants
+        .iter()
+        .map(|v| runner::VariantInfo {
+            label: v.label.clone(),
+            allocator: v.allocator.clone(),
+            library: v.library.clone(),
+            version: installed
+                .iter()
+                .find(|a| a.name == v.allocator)
+                .and_then(|a| a.version.clone()),
+            settings: v.settings.clone(),
+            env: v.env.clone(),
+        })
+        .collect()
 }
 
 /// Writes every run's samples and (with --program-output save) output into the results directory.
