@@ -1,7 +1,7 @@
 /*
  * exec and posix_spawn: announced to the recorder, so that a program that does not load the shim
  * (statically linked, set-user-ID, its LD_PRELOAD cleared or replaced) is reported as not traced
- * instead of vanishing from the trace (docs/architecture.md, "Programs that are not traced").
+ * instead of vanishing from the trace (docs/recording.md, "Programs that are not traced").
  *
  * The shim cannot see inside the new program; it says what it is about to run (path, argv[0],
  * what the environment passed holds) and the recorder decides once the exec happened: a hello
@@ -15,7 +15,7 @@
  *
  * glibc's execl, execlp, execle, execv and execvp are not interposed one by one by libc (they call
  * its internal execve): each is defined here on top of the real execve or execvpe. fexecve,
- * execveat and the raw system call are not announced (docs/architecture.md).
+ * execveat and the raw system call are not announced (docs/recording.md).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -5,7 +5,7 @@
  * libunwind to build and loads it only then). It walks DWARF CFI with libunwind's fast trace
  * cache: 106 ns for 14 frames and 261 ns for 34 here, against 1.8 and 4.1 us for glibc's
  * backtrace() (libgcc); frame pointers cost 16-94 ns but stop at the first function built
- * without them (every Debian library: 1 frame of 14 in a -O2 program), docs/architecture.md.
+ * without them (every Debian library: 1 frame of 14 in a -O2 program), docs/recording.md.
  *
  * Interning: a stack is stored once, in the image's *stack arena*, a memfd shared with the
  * recorder (and with fork children, which inherit it: ids stay unique across fork). A private

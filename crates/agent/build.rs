@@ -6,7 +6,13 @@ use std::path::PathBuf;
 #[path = "../recorder/shim_flags.rs"]
 mod shim_flags;
 
-const SOURCES: [&str; 4] = ["cxx.c", "hooks.c", "stats.c", "snapshot.c"];
+const SOURCES: [&str; 5] = [
+    "cxx.c",
+    "hooks.c",
+    "stats.c",
+    "snapshot.c",
+    "single_thread.c",
+];
 
 fn main() {
     let manifest = PathBuf::from(

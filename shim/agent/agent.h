@@ -2,7 +2,8 @@
  * Internal declarations of the alloclens watch agent (liballoclens_agent.so): a light preload
  * library that counts the program's heap calls per thread and, from its own thread, writes a
  * snapshot file of those counters and the allocator's own statistics every interval. Everything
- * here is hidden: the only exported symbols are the heap entry points (exports.map).
+ * here is hidden: the only exported symbols are the heap entry points, _exit/_Exit and
+ * unshare/setns (exports.map).
  */
 #ifndef ALLOCLENS_AGENT_H
 #define ALLOCLENS_AGENT_H
@@ -128,5 +129,11 @@ AG_HIDDEN void ag_stats_raw(struct ag_buf *b, const char *prefix);
 AG_HIDDEN void ag_stats_text(struct ag_buf *b);
 /* Asks the allocator to give free memory back to the system. Returns 0 if it has no way. */
 AG_HIDDEN int ag_stats_trim(void);
+
+/* ------------------------------------------------------------ snapshot.c: the agent thread */
+
+/* Ends the agent thread (returns 1) until ag_thread_resume; returns 0 when none ran. */
+AG_HIDDEN int ag_thread_pause(void);
+AG_HIDDEN void ag_thread_resume(void);
 
 #endif

@@ -6,8 +6,9 @@
  *
  * The program must never notice: the thread blocks every signal (the program's handlers run on
  * its own threads), its allocations are not counted (ag_tls.busy), a failed write (directory
- * gone, disk full) is dropped and tried again at the next interval, and a fork child starts its
- * own thread and file.
+ * gone, disk full) is dropped and tried again at the next interval, a fork child starts its
+ * own thread and file, and the thread steps aside (ag_thread_pause) for the calls the kernel
+ * grants only to a single-threaded process (single_thread.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -31,6 +32,14 @@ static uint64_t interval_ns = 1000000000ull;
 static int active; /* ALLOCLENS_AGENT_DIR was set */
 
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER; /* one writer: thread or exit */
+/* The thread waits here between snapshots (CLOCK_MONOTONIC, set in init_wake), so that
+ * ag_thread_pause can end it at once. */
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER; /* one pause at a time */
+static pthread_t thread;
+static int running;  /* `thread` runs (joinable) */
+static int pausing;  /* ag_thread_pause asked it to end */
+static pid_t thread_tid;
 static pid_t pid, ppid;
 static uint64_t seq;
 static int stopped; /* the final snapshot is written */
@@ -183,20 +192,31 @@ static void *agent_main(void *arg)
 {
     (void)arg;
     ag_busy_enter(); /* for good: nothing this thread allocates is the program's */
-    for (;;) {
-        pthread_mutex_lock(&snap_lock);
-        if (stopped) {
-            pthread_mutex_unlock(&snap_lock);
-            return NULL;
-        }
+    __atomic_store_n(&thread_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    pthread_mutex_lock(&snap_lock);
+    while (!stopped && !pausing) {
         trim_if_asked();
         take(0);
-        pthread_mutex_unlock(&snap_lock);
-        struct timespec ts = {(time_t)(interval_ns / 1000000000ull),
-                              (long)(interval_ns % 1000000000ull)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + interval_ns % 1000000000ull;
+        until.tv_sec += (time_t)(interval_ns / 1000000000ull + ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        while (!stopped && !pausing &&
+               pthread_cond_timedwait(&wake, &snap_lock, &until) != ETIMEDOUT)
             ;
     }
+    pthread_mutex_unlock(&snap_lock);
+    return NULL;
+}
+
+static void init_wake(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wake, &attr);
+    pthread_condattr_destroy(&attr);
 }
 
 static void start_thread(void)
@@ -207,13 +227,60 @@ static void start_thread(void)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
     ag_busy_enter(); /* the thread's stack and TLS are the agent's */
-    pthread_create(&t, &attr, agent_main, NULL);
+    pausing = 0;
+    running = pthread_create(&thread, &attr, agent_main, NULL) == 0;
     ag_busy_leave();
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Ends the agent thread until ag_thread_resume, for the calls the kernel refuses to a process with
+ * more than one thread (single_thread.c): it returns once the thread has left the thread group,
+ * not merely its function. Returns 1 when a thread was ended (then call ag_thread_resume). */
+AG_HIDDEN int ag_thread_pause(void)
+{
+    /* A vfork child shares our memory but is not `pid`: the thread is its parent's. */
+    if (!active || pid != getpid())
+        return 0;
+    pthread_mutex_lock(&pause_lock);
+    pthread_mutex_lock(&snap_lock);
+    int was_running = running && !stopped;
+    pausing = 1;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&snap_lock);
+    if (!was_running) {
+        pthread_mutex_lock(&snap_lock);
+        pausing = 0;
+        pthread_mutex_unlock(&snap_lock);
+        pthread_mutex_unlock(&pause_lock);
+        return 0;
+    }
+    ag_busy_enter();
+    pthread_join(thread, NULL);
+    running = 0;
+    /* The kernel counts the thread until it is released, a moment after the join: wait until
+     * tgkill no longer finds it (at most 1 s). */
+    pid_t tid = __atomic_load_n(&thread_tid, __ATOMIC_ACQUIRE);
+    for (int i = 0; tid > 0 && i < 10000; i++) {
+        if (syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH)
+            break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    ag_busy_leave();
+    return 1;
+}
+
+/* Starts the thread again after ag_thread_pause returned 1 (unless the process is exiting). */
+AG_HIDDEN void ag_thread_resume(void)
+{
+    pthread_mutex_lock(&snap_lock);
+    int again = !stopped;
+    pthread_mutex_unlock(&snap_lock);
+    if (again)
+        start_thread();
+    pthread_mutex_unlock(&pause_lock);
 }
 
 static void read_exe(void)
@@ -228,6 +295,9 @@ static void read_exe(void)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&snap_lock, NULL);
+    pthread_mutex_init(&pause_lock, NULL);
+    init_wake();
+    running = 0;
     ag_slots_after_fork();
     if (!active)
         return;
@@ -256,6 +326,7 @@ __attribute__((constructor)) static void agent_init(void)
     ag_busy_enter();
     ag_stats_init();
     ag_busy_leave();
+    init_wake();
     pid = getpid();
     ppid = getppid();
     read_exe();

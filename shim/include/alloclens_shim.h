@@ -5,7 +5,7 @@
  * and checks every AL_OP_*, AL_MSG_*, AL_END_* and AL_RING_* constant and the record layout against
  * the Rust constants (crates/trace/src/event.rs and crates/recorder/src/protocol.rs). Never renumber.
  *
- * Transport (see docs/architecture.md): per process image a shared "process page" (memfd) holding
+ * Transport (see docs/recording.md): per process image a shared "process page" (memfd) holding
  * the global event counter, and per thread a single-producer ring of fixed records (memfd), both
  * handed to the recorder over an AF_UNIX SOCK_SEQPACKET connection with SCM_RIGHTS. Control
  * messages (hello, new ring, mark, end) go over the socket; events never do.
@@ -72,7 +72,7 @@ struct al_record {
 #define AL_MSG_STOPPED 5u /* + why the shim stopped tracing this image (bytes, not NUL-terminated) */
 /* + struct al_exec + path, NUL, argv[0], NUL, the LD_PRELOAD value passed (not NUL-terminated):
  * a program about to be exec'd, or spawned, so the recorder can report it when it does not load
- * the shim (docs/architecture.md, "Programs that are not traced"). */
+ * the shim (docs/recording.md, "Programs that are not traced"). */
 #define AL_MSG_EXEC 6u
 /* + struct al_stacks_msg; fd: the image's stack arena (record --stacks). A fork child sends its
  * parent's arena again (it shares it). */

@@ -4,7 +4,7 @@
 //! every call to the next allocator, so any allocator variant can follow it), accepts one
 //! connection per process image, drains the images' shared-memory rings, merges each image's
 //! threads into seq order, encodes and compresses chunks and writes the trace. How and why:
-//! docs/architecture.md; the file format: docs/trace-format.md.
+//! docs/recording.md; the file format: docs/trace-format.md.
 //!
 //! Library only: nothing here prints. The program's output passes through untouched (it is read
 //! line by line only when `marker` is set).
@@ -61,7 +61,7 @@ pub struct RecordOptions {
     /// zstd level of the chunks (default 1: on bench/alloc-micro level 3 cost the compressors
     /// about a third more CPU for 0.3 % fewer bytes; the columns are already delta coded).
     /// Chunks of a stream that compresses well go through a stronger level while the
-    /// compressor threads keep up (docs/architecture.md).
+    /// compressor threads keep up (docs/recording.md).
     pub zstd_level: i32,
     /// Store heap addresses. By default (false) blocks are known by the seq of their allocation
     /// (docs/trace-format.md, "Chunks without addresses"): the same reports from traces several
@@ -128,7 +128,7 @@ pub struct ProcessSummary {
     pub command: String,
     /// Events of this image in the trace.
     pub events: u64,
-    /// Calls the shim saw but could not record (signal handlers, docs/architecture.md,
+    /// Calls the shim saw but could not record (signal handlers, docs/recording.md,
     /// "Which calls are recorded"); also in a NOTE of the trace.
     pub unrecorded: u64,
     /// Seqs taken but never published (the process died in between); also in a NOTE.

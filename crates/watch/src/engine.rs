@@ -104,6 +104,9 @@ pub struct ProcessFigures {
     pub split: procmem::SmapsSplit,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<agent::Snapshot>,
+    /// /proc/PID/exe at the sample: which image the snapshot must describe.
+    #[serde(skip)]
+    pub exe: Option<String>,
 }
 
 /// Everything the watch gathered. `samples` is the (thinned) history; `warnings` say what could
@@ -127,6 +130,11 @@ pub struct WatchOutcome {
     pub write_problems: Vec<String>,
     /// alloclens's own CPU time for the watch, s.
     pub cpu_s: f64,
+    /// Ticks of the interval passed without a sample (alloclens stopped, or a sample that took
+    /// longer than the interval): skipped, not made up in a burst.
+    pub ticks_skipped: u64,
+    /// Why live bytes are missing for processes of the tree (one sentence each), when known.
+    pub live_missing: Vec<String>,
 }
 
 /// Errors that stop a watch before it starts; after the start, problems become warnings.
@@ -244,29 +252,39 @@ pub fn watch(
         warnings: Vec::new(),
         write_problems: Vec::new(),
         cpu_s: 0.0,
+        ticks_skipped: 0,
+        live_missing: Vec::new(),
     };
     if options.gdb && !ours {
         gdb_reading(root, options, start, false, &mut outcome, on_event);
         // The watch's clock (and --duration) starts after this first reading, which may take
-        // seconds on a loaded machine: it is the reading at time 0.
+        // seconds on a loaded machine: it is the reading at time 0, the first sample's time (an
+        // earlier time would put it before the window and lose it).
         start = Instant::now();
+        if let Some(g) = outcome.gdb.last_mut() {
+            g.t_s = 0.0;
+        }
     }
     let mut next = start;
-    let mut agent_seen = false;
+    let mut agents = AgentTracker::new(agent_dir.clone(), preloaded_agent(&options.target));
     loop {
         // Sample.
-        if let Some((sample, processes)) =
-            take_sample(&mut sampler, root, start, agent_dir.as_deref())
-        {
-            agent_seen |= sample.agent_processes > 0;
+        if let Some((sample, processes)) = take_sample(&mut sampler, root, start, &mut agents) {
             on_event(Event::Sample(&sample));
             history.push(sample);
             outcome.samples_taken += 1;
-            if !processes.is_empty() {
-                outcome.processes = processes;
-            }
+            outcome.processes = processes;
         }
+        // The next tick; ticks already past (alloclens was stopped, or the sample took longer
+        // than the interval) are skipped, not taken in a burst.
         next += options.interval;
+        let now = Instant::now();
+        if next <= now {
+            let behind = (now - next).as_nanos() / options.interval.as_nanos().max(1);
+            let skip = behind as u32 + 1;
+            outcome.ticks_skipped += u64::from(skip);
+            next += options.interval * skip;
+        }
         // Wait for the next tick, watching for the end.
         let ending = loop {
             if ours {
@@ -308,17 +326,52 @@ pub fn watch(
     }
     outcome.still_running = outcome.exit.is_none() && alive(root);
     if let Some(dir) = &agent_dir {
-        // The final snapshots (written at exit) of the processes seen last.
+        // The final snapshots (written at exit) of the processes seen last, when they describe
+        // the image seen then (not one an exec replaced). A program shorter than one interval
+        // has only this one.
         if let Ok(snaps) = agent::read_snapshots(dir) {
+            // A command that ended before the first sample: its root's final snapshot is all
+            // there is of it.
+            if outcome.processes.is_empty() {
+                if let Some(s) = snaps.iter().find(|s| s.pid == root && s.final_) {
+                    outcome.processes.push(ProcessFigures {
+                        pid: root,
+                        ppid: s.ppid,
+                        comm: s.exe.rsplit('/').next().unwrap_or_default().to_string(),
+                        rss: s.rss,
+                        pss: 0,
+                        split: procmem::SmapsSplit::default(),
+                        snapshot: None,
+                        exe: Some(s.exe.clone()),
+                    });
+                }
+            }
             for p in &mut outcome.processes {
-                if let Some(s) = snaps.iter().find(|s| s.pid == p.pid) {
+                if let Some(s) = snaps
+                    .iter()
+                    .find(|s| s.pid == p.pid && s.final_ && same_image(s, p.exe.as_deref()))
+                {
                     p.snapshot = Some(s.clone());
+                    agents.seen = true;
                 }
             }
         }
-        if !agent_seen {
+        outcome.warnings.extend(agents.stopped_warnings());
+        outcome.live_missing = agents.missing_reasons();
+        if agents.seen && !outcome.live_missing.is_empty() {
             outcome.warnings.push(format!(
-                "the agent wrote no snapshot in {}: live bytes and allocator statistics are missing (a static or set-ID program, or one that resets LD_PRELOAD?)",
+                "live bytes are not measured for {}",
+                outcome.live_missing.join("; ")
+            ));
+        }
+        if !agents.seen {
+            let why = if outcome.live_missing.is_empty() {
+                "a static or set-ID program, or one that resets LD_PRELOAD?".to_string()
+            } else {
+                outcome.live_missing.join("; ")
+            };
+            outcome.warnings.push(format!(
+                "the agent wrote no snapshot in {}: live bytes and allocator statistics are missing ({why})",
                 dir.display()
             ));
         }
@@ -411,30 +464,262 @@ fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     })
 }
 
+/// The agent library of a command's LD_PRELOAD (its first word), to tell why a process has no
+/// snapshot.
+fn preloaded_agent(target: &Target) -> Option<String> {
+    match target {
+        Target::Command {
+            env,
+            agent_dir: Some(_),
+            ..
+        } => env
+            .iter()
+            .find(|(k, _)| k == "LD_PRELOAD")
+            .and_then(|(_, v)| v.to_str()?.split([' ', ':']).next().map(str::to_string)),
+        _ => None,
+    }
+}
+
+/// /proc/PID/exe, as the agent writes it in a snapshot (a newline is a '?' there).
+fn exe_of(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().replace('\n', "?"))
+}
+
+/// A snapshot describes the image now running under its pid: an exec keeps the pid, and the file
+/// of the image before it stays until the new image's agent (if any) replaces it.
+fn same_image(s: &agent::Snapshot, exe: Option<&str>) -> bool {
+    exe.is_none_or(|e| e == s.exe)
+}
+
+/// Which snapshots may enter a sample, and what to say about those that may not.
+struct AgentTracker {
+    dir: Option<PathBuf>,
+    library: Option<String>,
+    /// Some process had a snapshot in a sample, or a final one at the end.
+    seen: bool,
+    /// Per pid: the image (exe) diagnosed, and why it has no agent (None: it should have one).
+    /// Bounded: entries without a reason leave with their process, and at most
+    /// [`MAX_REASONS`] reasons are kept.
+    diagnosed: std::collections::BTreeMap<u32, (Option<String>, Option<String>)>,
+    /// Per pid: (comm, when its snapshots stopped being renewed, s since the start).
+    stopped: std::collections::BTreeMap<u32, (String, f64)>,
+}
+
+/// A snapshot older than this many agent intervals (and at least [`STALE_MIN`]) is not renewed:
+/// the agent cannot write (a full disk) or its process is stopped. Its figures are left out.
+const STALE_INTERVALS: u64 = 5;
+const STALE_MIN: Duration = Duration::from_secs(1);
+/// Processes named in the warnings about missing or stopped snapshots, at most.
+const MAX_REASONS: usize = 16;
+
+impl AgentTracker {
+    fn new(dir: Option<PathBuf>, library: Option<String>) -> AgentTracker {
+        AgentTracker {
+            dir,
+            library,
+            seen: false,
+            diagnosed: Default::default(),
+            stopped: Default::default(),
+        }
+    }
+
+    fn fresh(s: &agent::Snapshot, now_ns: u64) -> bool {
+        let limit =
+            Duration::from_millis(s.interval_ms.saturating_mul(STALE_INTERVALS)).max(STALE_MIN);
+        now_ns.saturating_sub(s.taken_unix_ns) <= limit.as_nanos() as u64
+    }
+
+    /// The snapshot of process `pid` (image `exe`) for a sample taken now, if one describes it.
+    fn pick(
+        &mut self,
+        snaps: &[agent::Snapshot],
+        pid: u32,
+        comm: &str,
+        exe: Option<&str>,
+        now_ns: u64,
+        t_s: f64,
+    ) -> Option<agent::Snapshot> {
+        let s = snaps
+            .iter()
+            .find(|s| s.pid == pid && !s.final_ && same_image(s, exe));
+        match s {
+            Some(s) if Self::fresh(s, now_ns) => {
+                self.seen = true;
+                // Renewed again (a late agent thread on a loaded machine): only the gap's figures
+                // were left out.
+                self.stopped.remove(&pid);
+                Some(s.clone())
+            }
+            Some(s) => {
+                let last = t_s - now_ns.saturating_sub(s.taken_unix_ns) as f64 / 1e9;
+                if self.stopped.len() < MAX_REASONS {
+                    self.stopped
+                        .entry(pid)
+                        .or_insert_with(|| (comm.to_string(), last.max(0.0)));
+                }
+                None
+            }
+            None => {
+                self.diagnose(pid, exe);
+                None
+            }
+        }
+    }
+
+    /// Why process `pid` runs without the agent, found once per image from what does not change
+    /// while it runs (how it is linked, its environment, its credentials).
+    fn diagnose(&mut self, pid: u32, exe: Option<&str>) {
+        // No exe: the process is exiting (its mappings are gone) or may not be read.
+        if self.dir.is_none() || exe.is_none() {
+            return;
+        }
+        if self
+            .diagnosed
+            .get(&pid)
+            .is_some_and(|(e, _)| e.as_deref() == exe)
+        {
+            return;
+        }
+        let why = no_agent_reason(pid, self.library.as_deref());
+        let reasons = self.diagnosed.values().filter(|(_, w)| w.is_some()).count();
+        if why.is_none() || reasons < MAX_REASONS {
+            self.diagnosed.insert(pid, (exe.map(str::to_string), why));
+        }
+    }
+
+    /// Forgets the processes that are gone and had nothing to report (a program forking short
+    /// workers for weeks must not grow this).
+    fn prune(&mut self, alive: &[u32]) {
+        self.diagnosed
+            .retain(|pid, (_, why)| why.is_some() || alive.contains(pid));
+    }
+
+    fn stopped_warnings(&self) -> Vec<String> {
+        self.stopped
+            .iter()
+            .map(|(pid, (comm, t))| {
+                format!(
+                    "the agent's snapshots of process {pid} ({comm}) were no longer renewed after {t:.1} s (a full disk, or the process stopped): its live bytes and allocator figures after that are not measured, not carried forward"
+                )
+            })
+            .collect()
+    }
+
+    fn missing_reasons(&self) -> Vec<String> {
+        self.diagnosed
+            .iter()
+            .filter_map(|(pid, (exe, why))| {
+                let name = exe
+                    .as_deref()
+                    .and_then(|e| e.rsplit('/').next())
+                    .unwrap_or("?");
+                why.as_ref().map(|w| format!("process {pid} ({name}) {w}"))
+            })
+            .collect()
+    }
+}
+
+/// Why the agent did not load into process `pid`, when it can be told from outside.
+fn no_agent_reason(pid: u32, library: Option<&str>) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    if maps.is_empty() {
+        return None;
+    }
+    let mapped = |name: &str| maps.lines().any(|l| l.contains(name));
+    if let Some(lib) = library {
+        if mapped(lib) {
+            return None;
+        }
+    }
+    if !mapped("/ld-linux") && !mapped("/ld-musl") && !mapped("/ld.so") {
+        return Some(
+            "is statically linked (no dynamic loader preloads the agent: a static C or Go program)"
+                .into(),
+        );
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let preload = environ
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(b"LD_PRELOAD="))
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let has_agent = match (preload, library) {
+        (Some(p), Some(lib)) => p.contains(lib),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if !has_agent {
+        return Some("runs without the agent in LD_PRELOAD (the program or its parent cleared or replaced it)".into());
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let ids = |key: &str| -> Option<Vec<String>> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+    };
+    let differs = |v: Option<Vec<String>>| v.is_some_and(|v| v.len() >= 2 && v[0] != v[1]);
+    if differs(ids("Uid:")) || differs(ids("Gid:")) {
+        return Some("is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD".into());
+    }
+    None
+}
+
 fn take_sample(
     sampler: &mut procmem::TreeSampler,
     root: u32,
     start: Instant,
-    agent_dir: Option<&Path>,
+    agents: &mut AgentTracker,
 ) -> Option<(WatchSample, Vec<ProcessFigures>)> {
     let tree = sampler.sample().ok()?;
+    // The command has exited (its last process with it): that is not a sample of it.
+    if tree.processes.is_empty() {
+        return None;
+    }
     let t_s = tree.at.saturating_duration_since(start).as_secs_f64();
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let mut split_total = procmem::SmapsSplit::default();
-    let snaps = agent_dir
+    let snaps = agents
+        .dir
+        .as_deref()
         .and_then(|d| agent::read_snapshots(d).ok())
         .unwrap_or_default();
     // The agent leaves one file per process; those of descendants that are gone are removed, so
     // a program that forks short workers for weeks does not fill the directory (their figures
     // are in the samples already).
-    if let Some(dir) = agent_dir {
+    if let Some(dir) = &agents.dir {
         for s in snaps.iter().filter(|s| s.pid != root && !alive(s.pid)) {
             let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
         }
     }
+    let pids: Vec<u32> = tree.processes.iter().map(|p| p.pid).collect();
+    agents.prune(&pids);
     let mut processes = Vec::with_capacity(tree.processes.len());
+    let mut rss_unmeasured = 0;
+    // A process caught exiting (its address space gone between the RSS read and the smaps read)
+    // is left out of the sample: its figures would be half of one and half of the other.
+    let mut exiting = false;
     for p in &tree.processes {
-        let split = procmem::smaps_split(p.pid).unwrap_or_default();
+        let split = match procmem::smaps_split(p.pid) {
+            Ok(split) if split.rss() > 0 || p.rss == 0 => split,
+            _ => {
+                exiting = true;
+                continue;
+            }
+        };
         split_total.add(&split);
+        let exe = exe_of(p.pid);
+        let snapshot = if agents.dir.is_some() {
+            agents.pick(&snaps, p.pid, &p.comm, exe.as_deref(), now_ns, t_s)
+        } else {
+            None
+        };
+        if snapshot.is_none() {
+            rss_unmeasured += p.rss;
+        }
         processes.push(ProcessFigures {
             pid: p.pid,
             ppid: p.ppid,
@@ -442,8 +727,12 @@ fn take_sample(
             rss: p.rss,
             pss: p.pss,
             split,
-            snapshot: snaps.iter().find(|s| s.pid == p.pid && !s.final_).cloned(),
+            snapshot,
+            exe,
         });
+    }
+    if processes.is_empty() {
+        return None;
     }
     let live: Vec<&agent::Snapshot> = processes
         .iter()
@@ -454,9 +743,17 @@ fn take_sample(
     let sample = WatchSample {
         t_s,
         unix_ms: unix_ms(),
-        processes: tree.processes.len() as u32,
-        rss: tree.total.rss,
-        pss: tree.total.pss,
+        processes: processes.len() as u32,
+        rss: if exiting {
+            processes.iter().map(|p| p.rss).sum()
+        } else {
+            tree.total.rss
+        },
+        pss: if exiting {
+            processes.iter().map(|p| p.pss).sum()
+        } else {
+            tree.total.pss
+        },
         heap: split_total.heap,
         file: split_total.file,
         stack: split_total.stack,
@@ -470,6 +767,8 @@ fn take_sample(
         metadata: stats(|a| a.metadata),
         heap_total: stats(|a| a.heap_total),
         free_chunks: stats(|a| a.free_chunks),
+        // Without the agent (`--pid`) live bytes come from gdb for the process, or not at all.
+        rss_unmeasured: agents.dir.is_some().then_some(rss_unmeasured),
     };
     Some((sample, processes))
 }

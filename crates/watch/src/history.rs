@@ -41,6 +41,10 @@ pub struct WatchSample {
     pub metadata: Option<u64>,
     pub heap_total: Option<u64>,
     pub free_chunks: Option<u64>,
+    /// RSS of the processes whose live bytes are not in this row (no agent snapshot of their
+    /// image, or one no longer renewed): growth there is not explained by `live_bytes`.
+    #[serde(default)]
+    pub rss_unmeasured: Option<u64>,
 }
 
 /// Default capacity: at 1 s, the last 5.5 hours at full resolution before the first thinning.

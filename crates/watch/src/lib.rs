@@ -5,13 +5,15 @@
 //! `procmem`, the RSS split from smaps, the agent's live bytes and allocator statistics, or glibc's
 //! through gdb for `--pid`) into a [`history::History`] bounded in memory and on disk, and
 //! [`verdict::classify`] tells leak, fragmentation, retention or stable from robust trends
-//! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read. Nothing here prints.
+//! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read; [`samples_file`] reads samples.csv back and says
+//! what is wrong with it. Nothing here prints.
 //! Formats and definitions: docs/watch.md.
 
 pub mod engine;
 pub mod gdb;
 pub mod history;
 pub mod results;
+pub mod samples_file;
 pub mod slope;
 pub mod verdict;
 

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Ending, ExitStatus, GdbReading, ProcessFigures, TrimProbe, WatchOutcome};
-use crate::history::{read_samples, WatchSample};
-use crate::verdict::{classify, HeldFree, TrimResult, Verdict, VerdictInput};
+use crate::history::WatchSample;
+use crate::verdict::{
+    classify, shell_line, HeldFree, LiveMissing, TrimResult, Verdict, VerdictInput,
+};
 
 pub const SCHEMA_VERSION: u32 = 1;
 pub const WATCH_JSON: &str = "watch.json";
@@ -41,6 +43,9 @@ pub struct WatchResults {
     pub still_running: bool,
     pub samples_taken: u64,
     pub samples_kept: u64,
+    /// Ticks of the interval passed without a sample (alloclens was stopped, or a sample took
+    /// longer than the interval): skipped, not taken in a burst.
+    pub ticks_skipped: u64,
     pub verdict: Option<Verdict>,
     pub first: Option<WatchSample>,
     pub last: Option<WatchSample>,
@@ -68,7 +73,10 @@ pub fn write_results(dir: &Path, results: &WatchResults) -> std::io::Result<()> 
 pub struct WatchDir {
     pub path: PathBuf,
     pub results: WatchResults,
+    /// The readable rows of samples.csv.
     pub samples: Vec<WatchSample>,
+    /// What is wrong with samples.csv (empty, cut, garbled lines), sentences naming the lines.
+    pub samples_damage: Vec<String>,
 }
 
 impl WatchDir {
@@ -90,10 +98,14 @@ impl WatchDir {
                 results.schema_version
             )));
         }
-        let samples = read_samples(&dir.join(SAMPLES_CSV)).unwrap_or_default();
+        let expected = crate::samples_file::Expected {
+            kept: results.ending.map(|_| results.samples_kept),
+        };
+        let read = crate::samples_file::read_samples_checked(&dir.join(SAMPLES_CSV), expected);
+        let samples = read.samples;
         // A killed watch: the verdict from what samples.csv kept.
         if results.verdict.is_none() && !samples.is_empty() {
-            results.verdict = Some(classify(&verdict_input(&results, &samples)));
+            results.verdict = Some(classify(&verdict_input(&results, &samples, &[])));
             results.samples_kept = samples.len() as u64;
             results.first = samples.first().cloned();
             results.last = samples.last().cloned();
@@ -103,12 +115,18 @@ impl WatchDir {
             path: dir.to_path_buf(),
             results,
             samples,
+            samples_damage: read.damage,
         })
     }
 }
 
-/// The series and facts the verdict is computed from.
-pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> VerdictInput {
+/// The series and facts the verdict is computed from; `missing`: why processes ran without the
+/// agent (the engine's findings, one sentence each).
+pub fn verdict_input(
+    results: &WatchResults,
+    samples: &[WatchSample],
+    missing: &[String],
+) -> VerdictInput {
     let series = |f: fn(&WatchSample) -> Option<u64>| -> Vec<(f64, f64)> {
         samples
             .iter()
@@ -122,36 +140,30 @@ pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> Verdict
         live_blocks: series(|s| s.live_blocks),
         live_name: "live bytes".into(),
         free: series(|s| s.free_resident),
+        rss_unmeasured: series(|s| s.rss_unmeasured),
         command: results.command.clone(),
         allocator: results.allocator.clone(),
         ..Default::default()
     };
-    // The agent's last figures, summed over the processes.
-    let snaps: Vec<&agent::Snapshot> = results
-        .processes
-        .iter()
-        .filter_map(|p| p.snapshot.as_ref())
-        .collect();
-    if let Some(first) = snaps.first() {
-        let free: Option<u64> = snaps
+    // What the allocator held free at the window's last sample that has its figures (the
+    // snapshot taken at exit describes the program after it freed everything, not the window).
+    if let Some(last) = samples.iter().rev().find(|s| s.free_resident.is_some()) {
+        let arenas = results
+            .processes
             .iter()
-            .filter_map(|s| s.allocator.free_resident)
-            .reduce(|a, b| a + b);
-        if let Some(free) = free {
-            input.held = Some(HeldFree {
-                allocator: first.allocator.allocator.clone(),
-                free,
-                handed_out: snaps
-                    .iter()
-                    .filter_map(|s| s.allocator.handed_out)
-                    .reduce(|a, b| a + b),
-                free_chunks: snaps
-                    .iter()
-                    .filter_map(|s| s.allocator.free_chunks)
-                    .reduce(|a, b| a + b),
-                arenas: snaps.iter().map(|s| s.allocator.arenas.len()).sum(),
-            });
-        }
+            .filter_map(|p| p.snapshot.as_ref())
+            .map(|s| s.allocator.arenas.len())
+            .sum();
+        input.held = Some(HeldFree {
+            allocator: results
+                .allocator
+                .clone()
+                .unwrap_or_else(|| "the allocator".into()),
+            free: last.free_resident.unwrap_or(0),
+            handed_out: last.handed_out,
+            free_chunks: last.free_chunks,
+            arenas,
+        });
     }
     // `--pid`: glibc's in-use and free bytes from the gdb readings.
     let readings: Vec<&GdbReading> = results.gdb.iter().filter(|g| g.stats.is_some()).collect();
@@ -181,6 +193,7 @@ pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> Verdict
         input.live.clear();
         input.free.clear();
     }
+    input.live_missing = Some(live_missing(results, missing));
     let rss_before: u64 = results.trim.iter().map(|t| t.rss_before).sum();
     let rss_after: u64 = results.trim.iter().map(|t| t.rss_after).sum();
     if !results.trim.is_empty() {
@@ -197,6 +210,69 @@ pub fn verdict_input(results: &WatchResults, samples: &[WatchSample]) -> Verdict
         });
     }
     input
+}
+
+/// Why live bytes may be missing, and how to measure them, from what the watch knows.
+fn live_missing(results: &WatchResults, missing: &[String]) -> LiveMissing {
+    let mut m = LiveMissing {
+        why: missing.to_vec(),
+        ..Default::default()
+    };
+    let cmd = if results.command.is_empty() {
+        "CMD".to_string()
+    } else {
+        shell_line(&results.command)
+    };
+    if let Some(pid) = results.pid {
+        if results.gdb.is_empty() {
+            m.why
+                .push("--no-gdb: glibc's in-use bytes were not read".into());
+            m.remedy.push(
+                "Read glibc's in-use bytes through gdb (leave out --no-gdb), or start the program under watch (the agent counts its live bytes):".into(),
+            );
+            m.commands.push(format!("alloclens watch --pid {pid}"));
+        } else {
+            m.why.extend(
+                results
+                    .gdb
+                    .iter()
+                    .filter_map(|g| g.error.clone())
+                    .collect::<std::collections::BTreeSet<_>>(),
+            );
+            if results.gdb.iter().filter(|g| g.stats.is_some()).count() < 2 {
+                m.why.push(
+                    "glibc's in-use bytes need two gdb readings (at the start and the end)".into(),
+                );
+            }
+            m.remedy.push(
+                "Start the program under watch (the agent counts its live bytes), or trace it:"
+                    .into(),
+            );
+            m.commands.push("alloclens watch -- CMD".into());
+            m.commands
+                .push("alloclens record -o watch.alt -- CMD".into());
+        }
+        return m;
+    }
+    if missing.is_empty() {
+        m.why
+            .push("the agent wrote no snapshot of the processes that grow".into());
+    }
+    let stat = missing.iter().any(|w| w.contains("statically linked"));
+    if stat {
+        m.remedy.push(
+            "A static program loads neither the agent nor record's shim: link it dynamically to measure its live bytes with watch or record.".into(),
+        );
+    }
+    if missing.iter().any(|w| !w.contains("statically linked")) || !stat {
+        m.remedy.push(
+            "Measure live bytes: let the agent load (keep LD_PRELOAD), read glibc's in-use bytes of the running process through gdb (watch --pid, for a program using glibc's malloc), or trace it:".into(),
+        );
+        m.commands.push("alloclens watch --pid PID".into());
+        m.commands
+            .push(format!("alloclens record -o watch.alt -- {cmd}"));
+    }
+    m
 }
 
 fn trim_call_static(call: &str) -> &'static str {
@@ -219,6 +295,7 @@ pub fn assemble(
     base.exit = outcome.exit;
     base.still_running = outcome.still_running;
     base.samples_taken = outcome.samples_taken;
+    base.ticks_skipped = outcome.ticks_skipped;
     base.samples_kept = outcome.samples.len() as u64;
     base.first = outcome.samples.first().cloned();
     base.last = outcome.samples.last().cloned();
@@ -258,7 +335,7 @@ pub fn assemble(
             s.allocator.allocator
         ));
     }
-    let mut input = verdict_input(&base, &outcome.samples);
+    let mut input = verdict_input(&base, &outcome.samples, &outcome.live_missing);
     input.installed = installed.to_vec();
     base.verdict = Some(classify(&input));
     base

@@ -21,7 +21,8 @@ pub enum Class {
     OutsideHeap,
     /// Nothing grows and nothing large is kept.
     Stable,
-    /// Too few samples to say anything.
+    /// Too few samples, or RSS grows in the heap while the program's live bytes were not measured
+    /// (a leak and fragmentation then look alike): the evidence says which, and how to measure.
     Undetermined,
 }
 
@@ -89,6 +90,20 @@ pub struct VerdictInput {
     pub allocator: Option<String>,
     /// Installed allocators, so the remedy names only those.
     pub installed: Vec<String>,
+    /// RSS of the processes whose live bytes are not in `live` (no agent snapshot).
+    pub rss_unmeasured: Vec<(f64, f64)>,
+    /// Why live bytes are missing and how to measure them, when known.
+    pub live_missing: Option<LiveMissing>,
+}
+
+/// Why the program's live bytes were not measured, and how they can be.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveMissing {
+    /// "process 12 (static-leak) is statically linked: ...", joined into the sentence.
+    pub why: Vec<String>,
+    /// What to do, in words, and the commands that measure them.
+    pub remedy: Vec<String>,
+    pub commands: Vec<String>,
 }
 
 /// The trend of one series over the window.
@@ -125,11 +140,14 @@ pub struct Verdict {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn trend(series: &[(f64, f64)], window: f64) -> Option<Trend> {
+/// The trend of `series`; its change is the slope times the series' own span (a series measured
+/// over part of the window is not extrapolated to the rest).
+fn trend(series: &[(f64, f64)]) -> Option<Trend> {
     let slope = theil_sen(series)?;
+    let span = series.last()?.0 - series.first()?.0;
     Some(Trend {
         per_hour: slope * 3600.0,
-        change: slope * window,
+        change: slope * span,
         first: series.first()?.1,
         last: series.last()?.1,
     })
@@ -179,18 +197,34 @@ pub fn warmup_end(rss: &[(f64, f64)]) -> f64 {
     }
 }
 
+/// Why the verdict could not be made (`undetermined`), for the sentence.
+enum Unknown {
+    /// No live bytes in the window (or too few to make a trend).
+    NotMeasured,
+    /// Live bytes measured over part of the window only (the agent's snapshots stopped).
+    Partly { from: f64, to: f64 },
+    /// RSS grows in processes whose live bytes are not measured.
+    InUnmeasured { change: f64 },
+}
+
 pub fn classify(input: &VerdictInput) -> Verdict {
     let start = warmup_end(&input.rss);
-    let after = |s: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        s.iter().copied().filter(|p| p.0 >= start).collect()
-    };
     let warmup_s = input.rss.first().map_or(0.0, |p| start - p.0);
+    // Points before the warm-up's end are left out; without a warm-up every point stays (a gdb
+    // reading taken at the first sample's time is in the window).
+    let after = |s: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        s.iter()
+            .copied()
+            .filter(|p| warmup_s <= 0.0 || p.0 >= start)
+            .collect()
+    };
     let input = &VerdictInput {
         rss: after(&input.rss),
         heap: after(&input.heap),
         live: after(&input.live),
         live_blocks: after(&input.live_blocks),
         free: after(&input.free),
+        rss_unmeasured: after(&input.rss_unmeasured),
         ..input.clone()
     };
     let window = match (input.rss.first(), input.rss.last()) {
@@ -199,10 +233,10 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     };
     let mut rss_levels: Vec<f64> = input.rss.iter().map(|p| p.1).collect();
     let threshold = median(&mut rss_levels).map_or(MIB, |m| (0.05 * m).max(MIB));
-    let rss = trend(&input.rss, window);
-    let heap = trend(&input.heap, window);
-    let live = trend(&input.live, window);
-    let free = trend(&input.free, window);
+    let rss = trend(&input.rss);
+    let heap = trend(&input.heap);
+    let live = trend(&input.live);
+    let free = trend(&input.free);
     let mut v = Verdict {
         class: Class::Undetermined,
         window_s: window,
@@ -218,8 +252,13 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     };
     let Some(rss) = rss.filter(|_| input.rss.len() >= 3) else {
         v.evidence.push(format!(
-            "{} sample(s): too few for a trend; watch longer",
-            input.rss.len()
+            "{} sample(s): too few for a trend; watch longer{}",
+            input.rss.len(),
+            if input.rss.len() < 2 {
+                " (a program shorter than the interval: give a shorter --interval)"
+            } else {
+                ""
+            }
         ));
         return v;
     };
@@ -232,32 +271,60 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     if warmup_s > 0.0 {
         span.push_str(&format!(" (after {} of warm-up)", human_duration(warmup_s)));
     }
-    let mut headline = format!("RSS {} in {span}", signed_bytes(rss.change));
-    if let Some(l) = live {
-        headline.push_str(&format!(" while {live_name} {}", signed_bytes(l.change)));
-    } else {
-        headline.push_str(&format!(" ({live_name} not measured)"));
-    }
     let grows = |c: f64| c >= threshold;
     let rss_grows = grows(rss.change);
     let live_grows = live.is_some_and(|l| grows(l.change));
+    // Live bytes stand for the window when they span most of it (the first sample comes before
+    // the agent's first snapshot; the last may come while the program exits).
+    let live_span = match (input.live.first(), input.live.last()) {
+        (Some(a), Some(b)) if input.live.len() >= 2 => Some((a.0, b.0)),
+        _ => None,
+    };
+    let unmeasured =
+        trend(&input.rss_unmeasured).filter(|u| u.change >= threshold.max(0.5 * rss.change));
+    let unknown = match live_span {
+        None => Some(Unknown::NotMeasured),
+        Some((a, b)) if b - a < 0.75 * window => Some(Unknown::Partly { from: a, to: b }),
+        _ => unmeasured.map(|u| Unknown::InUnmeasured { change: u.change }),
+    };
+    let mut headline = format!("RSS {} in {span}", signed_bytes(rss.change));
+    match (live, &unknown) {
+        (Some(l), Some(Unknown::Partly { from, to })) => headline.push_str(&format!(
+            " while {live_name} {} from {from:.1} s to {to:.1} s",
+            signed_bytes(l.change)
+        )),
+        (Some(l), _) => {
+            headline.push_str(&format!(" while {live_name} {}", signed_bytes(l.change)))
+        }
+        (None, _) => headline.push_str(&format!(" ({live_name} not measured)")),
+    }
     let unexplained = rss.change - live.map_or(0.0, |l| l.change.max(0.0));
+    // The heap part (brk and private anonymous mappings) grows with RSS.
+    let heap_grows = heap.is_some_and(|h| h.change >= 0.5 * rss.change);
+    let free_grows = free.is_some_and(|f| f.change >= 0.5 * unexplained);
 
     v.class = if live_grows {
         headline.push_str(": a leak");
         Class::Leak
     } else if rss_grows {
-        let free_grows = free.is_some_and(|f| f.change >= 0.5 * unexplained);
-        let heap_grows = heap.is_some_and(|h| h.change >= 0.5 * rss.change);
-        if live.is_some() {
-            headline.push_str(": not a leak");
-        }
-        if free_grows || (free.is_none() && heap_grows) {
-            Class::Fragmentation
-        } else if heap.is_some() && !heap_grows {
+        if heap.is_some() && !heap_grows {
+            // Files, stacks, shared memory: what live bytes say does not matter.
             Class::OutsideHeap
+        } else if unknown.is_some() {
+            Class::Undetermined
         } else {
-            Class::Fragmentation
+            headline.push_str(": not a leak");
+            if free_grows {
+                Class::Fragmentation
+            } else if free.is_some() {
+                // The allocator reports its free memory, and it does not grow: the heap part
+                // grows in private anonymous mappings malloc does not hold.
+                Class::OutsideHeap
+            } else if heap.is_some_and(|h| h.change - live.map_or(0.0, |l| l.change) >= threshold) {
+                Class::Fragmentation
+            } else {
+                Class::Undetermined
+            }
         }
     } else if retained(input, live, threshold) {
         Class::Retention
@@ -267,8 +334,8 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     v.evidence.push(format!("{headline}."));
     held_sentence(input, &mut v);
     trim_sentence(input, &mut v);
-    explain(input, &mut v, rss, live_name);
-    remedy(input, &mut v);
+    explain(input, &mut v, rss, live_name, heap_grows, unknown.as_ref());
+    remedy(input, &mut v, unknown.is_some());
     v
 }
 
@@ -350,7 +417,14 @@ fn trim_sentence(input: &VerdictInput, v: &mut Verdict) {
     }
 }
 
-fn explain(input: &VerdictInput, v: &mut Verdict, rss: Trend, live_name: &str) {
+fn explain(
+    input: &VerdictInput,
+    v: &mut Verdict,
+    rss: Trend,
+    live_name: &str,
+    heap_grows: bool,
+    unknown: Option<&Unknown>,
+) {
     let per_hour = |t: Trend| format!("{}/h", signed_bytes(t.per_hour));
     let line = match v.class {
         Class::Leak => {
@@ -375,12 +449,17 @@ fn explain(input: &VerdictInput, v: &mut Verdict, rss: Trend, live_name: &str) {
             per_hour(rss)
         ),
         Class::Fragmentation => format!(
-            "Verdict: fragmentation (likely). RSS grows {} in the heap while {live_name} do not; the allocator does not report its free memory{}.",
-            per_hour(rss),
-            if v.live.is_none() { ", and live bytes were not measured: a leak is not ruled out" } else { "" }
+            "Verdict: fragmentation (likely). RSS grows {} in the heap, well beyond {live_name}; the allocator does not report its free memory, so memory mapped outside malloc is not ruled out.",
+            per_hour(rss)
         ),
         Class::Retention => format!(
             "Verdict: retention. RSS holds while the program's {live_name} do not need it: the allocator keeps freed memory (returned by a trim or a decay setting)."
+        ),
+        Class::OutsideHeap if heap_grows => format!(
+            "Verdict: growth outside malloc. RSS grows {} in private anonymous mappings while {live_name} ({}) and the allocator's free memory ({}) do not: memory mapped outside malloc (the program's or a library's own mmap, a language runtime's heap), not the allocator.",
+            per_hour(rss),
+            v.live.map(|l| signed_bytes(l.change)).unwrap_or_default(),
+            v.free.map(|f| signed_bytes(f.change)).unwrap_or_default()
         ),
         Class::OutsideHeap => format!(
             "Verdict: growth outside the heap. RSS grows {} but the heap does not (heap {}): file mappings, stacks or shared memory, not the allocator.",
@@ -394,7 +473,29 @@ fn explain(input: &VerdictInput, v: &mut Verdict, rss: Trend, live_name: &str) {
             human_bytes(v.threshold as u64),
             if input.trim.is_some() { ", and a trim gives little back" } else { "" }
         ),
-        Class::Undetermined => return,
+        Class::Undetermined => {
+            let why = input
+                .live_missing
+                .as_ref()
+                .filter(|m| !m.why.is_empty())
+                .map(|m| format!(" ({})", m.why.join("; ")))
+                .unwrap_or_default();
+            let what = match unknown {
+                Some(Unknown::Partly { from, to }) => format!(
+                    "{live_name} were measured only from {from:.1} s to {to:.1} s of the {} window{why}",
+                    human_duration(v.window_s)
+                ),
+                Some(Unknown::InUnmeasured { change }) => format!(
+                    "{} of it is in processes whose {live_name} are not measured{why}",
+                    signed_bytes(*change)
+                ),
+                _ => format!("{live_name} were not measured{why}"),
+            };
+            format!(
+                "Verdict: undetermined. RSS grows {} in the heap, but {what}: from outside, a leak and fragmentation look alike.",
+                per_hour(rss)
+            )
+        }
     };
     v.evidence.push(line);
 }
@@ -417,12 +518,29 @@ pub fn shell_line(words: &[String]) -> String {
         .join(" ")
 }
 
-fn remedy(input: &VerdictInput, v: &mut Verdict) {
+fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
     let cmd = if input.command.is_empty() {
         "CMD".to_string()
     } else {
         shell_line(&input.command)
     };
+    if v.class == Class::Undetermined {
+        if !live_unknown {
+            return;
+        }
+        match &input.live_missing {
+            Some(m) if !m.remedy.is_empty() || !m.commands.is_empty() => {
+                v.remedy.extend(m.remedy.iter().cloned());
+                v.commands.extend(m.commands.iter().cloned());
+            }
+            _ => {
+                v.remedy.push("Measure the live bytes: under the agent (watch -- CMD), with gdb on a running glibc process (watch --pid), or with a trace:".into());
+                v.commands
+                    .push(format!("alloclens record -o watch.alt -- {cmd}"));
+            }
+        }
+        return;
+    }
     let has = |a: &str| input.installed.iter().any(|i| i == a);
     let allocator = input.allocator.as_deref().unwrap_or("glibc");
     let mut variants: Vec<&str> = Vec::new();
@@ -705,25 +823,129 @@ mod tests {
     }
 
     #[test]
-    fn without_live_bytes_heap_growth_is_likely_fragmentation() {
+    fn without_live_bytes_heap_growth_is_undetermined_with_the_way_to_measure() {
         let mut i = input(
             series(60, |i| 100.0 + 2.0 * i as f64),
             Vec::new(),
             Vec::new(),
         );
-        i.live_name = String::new();
+        i.live_missing = Some(LiveMissing {
+            why: vec!["process 7 (static-leak) is statically linked".into()],
+            remedy: vec!["Link it dynamically.".into()],
+            commands: Vec::new(),
+        });
         let v = classify(&i);
-        assert_eq!(v.class, Class::Fragmentation);
+        assert_eq!(v.class, Class::Undetermined, "{:?}", v.evidence);
         assert!(
             v.evidence[0].contains("(live bytes not measured)"),
             "{:?}",
             v.evidence
         );
         assert!(
-            v.evidence[1].contains("a leak is not ruled out"),
+            v.evidence[1].contains("live bytes were not measured (process 7 (static-leak) is statically linked): from outside, a leak and fragmentation look alike"),
             "{:?}",
             v.evidence
         );
+        assert!(v
+            .evidence
+            .iter()
+            .all(|e| !e.contains("fragmentation (likely)")));
+        assert_eq!(v.remedy, ["Link it dynamically."]);
+        assert!(v.commands.is_empty(), "no allocator swap: {:?}", v.commands);
+    }
+
+    #[test]
+    fn heap_growth_with_flat_live_and_flat_allocator_free_is_outside_malloc() {
+        // a program that mmaps 4 MiB every 200 ms: the private anonymous part grows, malloc's
+        // live and free bytes do not.
+        let mut i = input(
+            series(60, |i| 100.0 + 4.0 * i as f64),
+            series(60, |_| 1.0),
+            series(60, |_| 0.1),
+        );
+        i.heap = series(60, |i| 90.0 + 4.0 * i as f64);
+        let v = classify(&i);
+        assert_eq!(v.class, Class::OutsideHeap, "{:?}", v.evidence);
+        assert!(
+            v.evidence[1].contains("in private anonymous mappings while live bytes (+0 B) and the allocator's free memory (+0 B) do not"),
+            "{:?}",
+            v.evidence
+        );
+        assert!(v.commands.is_empty());
+    }
+
+    #[test]
+    fn heap_growth_beyond_live_bytes_without_free_figures_is_likely_fragmentation() {
+        // tbbmalloc: live bytes measured, no free figures.
+        let i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            series(60, |_| 50.0),
+            Vec::new(),
+        );
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Fragmentation, "{:?}", v.evidence);
+        assert!(
+            v.evidence[1].contains("fragmentation (likely)"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    #[test]
+    fn live_bytes_that_stop_early_do_not_stand_for_the_window() {
+        // the agent's snapshots stopped at minute 10 of 59 (a full disk): flat until then.
+        let i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            series(11, |_| 50.0),
+            series(11, |_| 1.0),
+        );
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Undetermined, "{:?}", v.evidence);
+        assert!(
+            v.evidence[1].contains(
+                "live bytes were measured only from 0.0 s to 600.0 s of the 59.0 min window"
+            ),
+            "{:?}",
+            v.evidence
+        );
+        // ... but live bytes that grew while measured are a leak.
+        let i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            series(11, |i| 50.0 + 2.0 * i as f64),
+            Vec::new(),
+        );
+        assert_eq!(classify(&i).class, Class::Leak);
+    }
+
+    #[test]
+    fn growth_in_processes_without_live_bytes_is_undetermined() {
+        // the shell's live bytes are flat; its static child grows.
+        let mut i = input(
+            series(60, |i| 100.0 + 2.0 * i as f64),
+            series(60, |_| 1.0),
+            series(60, |_| 0.5),
+        );
+        i.rss_unmeasured = series(60, |i| 98.0 + 2.0 * i as f64);
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Undetermined, "{:?}", v.evidence);
+        assert!(
+            v.evidence[1]
+                .contains("+118.0 MiB of it is in processes whose live bytes are not measured"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    #[test]
+    fn a_reading_at_the_first_samples_time_stays_in_the_window() {
+        // `--pid`: gdb's in-use bytes at 0 s and at the end; the first sample a moment after 0.
+        let rss: Vec<(f64, f64)> = (0..20)
+            .map(|i| (0.001 + 0.1 * i as f64, (12.0 + 5.0 * i as f64) * M))
+            .collect();
+        let mut i = input(rss, vec![(0.0, 12.0 * M), (1.95, 114.0 * M)], Vec::new());
+        i.live_name = "in-use bytes (malloc_info)".into();
+        let v = classify(&i);
+        assert_eq!(v.class, Class::Leak, "{:?}", v.evidence);
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Library errors already name the file and what was recovered.
+    super::refuse_watch_dir(&args.trace, "analyze reads a trace of `alloclens record`")?;
     let result = {
         let bar = super::progress::RecordsBar::new("analysing");
         analyze::analyze_file_with(&args.trace, &args.options(), &bar)?

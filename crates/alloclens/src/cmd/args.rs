@@ -113,7 +113,7 @@ pub fn env_pair(text: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
-/// A duration option's value: "250ms", "1.5s", "2m" (or "2min"), "1h", or a bare number of seconds,
+/// A duration option's value: "250ms", "1.5s", "2m" (or "2min"), "1h", "7d", or a bare number of seconds,
 /// at most `max`. Hand-written rather than `humantime`, which takes neither fractions ("2.5s") nor bare
 /// numbers, both accepted since the first version. `max` keeps the value far from what `Duration`
 /// and `Instant` arithmetic can hold, and from values that can only be typing mistakes.
@@ -127,10 +127,13 @@ pub fn duration(text: &str, option: &str, max: Duration) -> anyhow::Result<Durat
         (n, 60.0)
     } else if let Some(n) = t.strip_suffix('h') {
         (n, 3600.0)
+    } else if let Some(n) = t.strip_suffix('d') {
+        (n, 86_400.0)
     } else {
         (t, 1.0)
     };
-    let not_a_duration = || anyhow!("{option} '{text}' is not a duration (e.g. 100ms, 2.5s, 5m)");
+    let not_a_duration =
+        || anyhow!("{option} '{text}' is not a duration (e.g. 100ms, 2.5s, 5m, 2h, 7d)");
     let value: f64 = number.trim().parse().map_err(|_| not_a_duration())?;
     if !value.is_finite() || value < 0.0 {
         return Err(not_a_duration());
@@ -174,22 +177,35 @@ pub fn regex(text: &str, option: &str) -> anyhow::Result<Regex> {
     })
 }
 
-/// Fails early, before any run, when the program cannot be found.
+/// Fails early, before any run, when the program cannot be found or is not executable (as
+/// `execvp` does, a file of PATH without an execute bit is passed over).
 pub fn check_command_exists(program: &str) -> anyhow::Result<()> {
     if program.contains('{') {
         return Ok(()); // a placeholder: known only per run
     }
     if program.contains('/') {
-        if Path::new(program).is_file() {
-            return Ok(());
+        let path = Path::new(program);
+        if !path.is_file() {
+            bail!("command not found: '{program}' (no such file)");
         }
-        bail!("command not found: '{program}' (no such file)");
+        if !is_executable(path) {
+            bail!(
+                "command '{program}' is not executable: chmod +x it, or give its interpreter first (e.g. sh {program})"
+            );
+        }
+        return Ok(());
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    if std::env::split_paths(&path).any(|dir| dir.join(program).is_file()) {
+    if std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program))) {
         return Ok(());
     }
     bail!("command not found: '{program}' (not in PATH; give a path or check the spelling)")
+}
+
+/// A regular file with an execute bit (root too needs one to exec a file).
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// A new directory name in the current directory: PREFIX-YYYYmmdd-HHMMSS.
@@ -214,6 +230,9 @@ mod tests {
         assert_eq!(d("5min").unwrap(), Duration::from_secs(300));
         assert_eq!(d("1.5h").unwrap(), Duration::from_secs(5400));
         assert_eq!(d("24h").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(d("1d").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(d("0.5d").unwrap(), Duration::from_secs(43_200));
+        assert!(d("1.5d").is_err()); // over the maximum, not misread
         assert!(d("soon").is_err());
         assert!(d("-1s").is_err());
         assert!(d("nan").is_err());

@@ -38,6 +38,7 @@ struct Side {
 }
 
 fn side(path: &Path) -> anyhow::Result<Side> {
+    super::refuse_watch_dir(path, "diff compares two runs or two traces")?;
     if RunData::is_results_dir(path) {
         let data = RunData::load(path)?;
         Ok(Side {
@@ -66,6 +67,7 @@ fn side(path: &Path) -> anyhow::Result<Side> {
 fn call_sites(
     path: &Path,
 ) -> anyhow::Result<(analyze::call_sites::CallSites, Vec<String>, Vec<String>)> {
+    super::refuse_watch_dir(path, "diff --sites compares two traces")?;
     if !path.is_file() {
         bail!(
             "'{}' is not a trace file: diff --sites compares two traces",

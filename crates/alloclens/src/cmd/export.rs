@@ -14,6 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::refuse_watch_dir(&args.trace, "export reads a trace of `alloclens record`")?;
     let exported = {
         let bar = super::progress::RecordsBar::new("exporting");
         export_events_with(&args.trace, &args.parquet, &bar)?

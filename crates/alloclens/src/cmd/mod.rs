@@ -74,6 +74,19 @@ pub fn warn(warnings: &[String]) {
     }
 }
 
+/// Refuses a `watch` directory where a run or a trace is expected, naming the command that reads
+/// it: `what` says what the refusing command takes ("diff compares runs or traces").
+pub fn refuse_watch_dir(path: &Path, what: &str) -> anyhow::Result<()> {
+    if ::watch::WatchDir::is_watch_dir(path) {
+        anyhow::bail!(
+            "'{}' is a watch directory: {what}; its page is `alloclens report {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Analyses the trace at `path` for a report or a diff, saying what could not be read.
 pub fn load_trace(path: &Path) -> anyhow::Result<TraceData> {
     let data = {

@@ -38,6 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let is_run = RunData::is_results_dir(&args.path);
     if let Some(other) = &args.compare {
+        super::refuse_watch_dir(other, "--compare overlays two runs or two traces")?;
         // Only when the other one is surely of the other kind: anything else fails to load, saying why.
         let other_is_run = RunData::is_results_dir(other);
         if other_is_run != is_run && (other_is_run || other.is_file()) {
@@ -134,6 +135,7 @@ fn watch_report(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let data = watch::WatchDir::load(&args.path)
         .with_context(|| format!("cannot read the watch in {}", args.path.display()))?;
+    super::warn(&data.samples_damage);
     let doc = data.document();
     for (dir, format) in [
         (&args.png, FigureFormat::Png),

@@ -92,7 +92,7 @@ pub struct Args {
     /// "requests/s") [default: "/s"]
     #[arg(long, value_name = "UNIT", requires = "throughput")]
     pub throughput_unit: Option<String>,
-    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h; at most 365 days)
+    /// Stop a run (its whole process tree) after this long (e.g. 30s, 5m, 2h, 1d; at most 365d)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Give the command a pseudo-terminal as stdout, so programs that buffer their output when it is a

@@ -16,8 +16,8 @@ use crate::cmd::args;
     alloclens watch -a jemalloc:dirty_decay_ms=1000 --trim-probe -o w -- ./cache\n  \
     alloclens watch --pid 4242 --duration 10m -o w")]
 pub struct Args {
-    /// The allocator variant to run the command under (as in `run`: jemalloc, glibc:arena_max=2,
-    /// NAME=PATH); default: the program's own
+    /// The allocator variant to run the command under, one (as in `run`: jemalloc,
+    /// glibc:arena_max=2, NAME=PATH; to compare several, `run -a A,B`); default: the program's own
     #[arg(
         short = 'a',
         long = "allocator",
@@ -28,7 +28,7 @@ pub struct Args {
     /// Time between samples (e.g. 500ms, 1s, 1m; at most 1h)
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     interval: String,
-    /// End the watch after this long (e.g. 30s, 2h, 7d is 168h); the program runs on. Default:
+    /// End the watch after this long (e.g. 30s, 2h, 7d; at most 3650d); the program runs on. Default:
     /// until the program exits or Ctrl-C
     #[arg(long, value_name = "DURATION")]
     duration: Option<String>,
@@ -45,7 +45,8 @@ pub struct Args {
     /// Output directory [default: alloclens-watch-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
-    /// Replace an earlier watch's files in the output directory
+    /// Replace an earlier watch's files in the output directory (only those: a directory holding
+    /// anything else, in agent/ too, is refused)
     #[arg(long)]
     force: bool,
     /// The command to watch, after `--`. It keeps alloclens's stdin, stdout and stderr
@@ -56,13 +57,14 @@ pub struct Args {
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
-/// Files a watch writes into its directory (an earlier watch's are replaced with --force).
+/// Files a watch writes at the top of its directory (an earlier watch's are replaced with
+/// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
 const OURS: [&str; 5] = [
     "report.html",
     watch::WATCH_JSON,
     watch::SAMPLES_CSV,
-    watch::AGENT_DIR,
     "watch.json.tmp",
+    "samples.csv.tmp",
 ];
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -80,16 +82,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         args::check_command_exists(&a.command[0])?;
     }
-    let variant = a
-        .allocator
-        .as_deref()
-        .map(allocators::parse_variant)
-        .transpose()?;
+    let variant = a.allocator.as_deref().map(one_variant).transpose()?;
     let dir = a
         .output
         .clone()
         .unwrap_or_else(|| args::dated_dir("alloclens-watch"));
-    prepare_dir(&dir, a.force)?;
+    let prepared = prepare_dir(&dir, a.force)?;
     let dir = dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", dir.display()))?;
@@ -166,6 +164,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Event::Sample(_) => {}
     };
     let outcome = watch::watch(&options, &interrupted, &mut on_event)?;
+    // The watch ran: from here on, its directory stays whatever happens.
+    prepared.keep();
     let mut results = watch::assemble(base, outcome, &args::installed_allocators());
     // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
     if let (Some(v), Some(serving)) = (&variant, &results.allocator) {
@@ -192,6 +192,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     eprintln!("alloclens: results in {}", dir.display());
     Ok(exit_code(&results, !problems.is_empty()))
+}
+
+/// `-a SPEC`: one variant. A list (`glibc,jemalloc`, which `run` compares) is refused with the
+/// ways to get what was meant, rather than read as one unknown allocator's name.
+fn one_variant(spec: &str) -> anyhow::Result<allocators::Variant> {
+    let list = allocators::split_variant_list(spec);
+    if list.len() > 1 {
+        bail!(
+            "watch takes one allocator variant, -a '{spec}' gives {} ({}): run one watch per variant (each with its own -o), or compare them with `alloclens run -a {spec}`",
+            list.len(),
+            list.join(", ")
+        );
+    }
+    Ok(allocators::parse_variant(spec)?)
 }
 
 /// The summary on stdout; a reader that went away (`| head`) is not an error.
@@ -224,20 +238,62 @@ fn exit_code(results: &WatchResults, problems: bool) -> ExitCode {
     }
 }
 
-/// The output directory: created, or emptied of an earlier watch's files with --force; a
-/// directory holding an earlier watch (without --force) or anything else is refused.
-fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+/// The output directory: created (`created` then says so), or emptied of an earlier watch's
+/// files with --force. A directory holding anything a watch did not write, at its top or in
+/// `agent/`, is refused, with or without --force: only the watch's own files are ever removed.
+fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<PreparedDir> {
+    let created = !dir.exists();
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let entries: Vec<OsString> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
-    let foreign: Vec<String> = entries
-        .iter()
-        .filter(|n| !OURS.iter().any(|o| OsStr::new(o) == n.as_os_str()))
-        .map(|n| n.to_string_lossy().into_owned())
-        .collect();
+    let ours = our_files(dir)?;
+    if !ours.is_empty() {
+        if !force {
+            bail!(
+                "{} holds an earlier watch: pass --force to replace it, or give another -o",
+                dir.display()
+            );
+        }
+        remove_files(dir, &ours)?;
+    }
+    Ok(PreparedDir {
+        path: dir.to_path_buf(),
+        created,
+    })
+}
+
+/// The files of an earlier watch in `dir` (paths relative to it, `agent/` last), or an error
+/// naming what a watch does not write.
+fn our_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let list = |d: &Path| -> anyhow::Result<Vec<std::fs::DirEntry>> {
+        std::fs::read_dir(d)
+            .with_context(|| format!("cannot read {}", d.display()))?
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("cannot read {}", d.display()))
+    };
+    let mut ours = Vec::new();
+    let mut foreign = Vec::new();
+    let mut agent_dir = false;
+    for entry in list(dir)? {
+        let name = entry.file_name();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if name == watch::AGENT_DIR && is_dir {
+            for file in list(&entry.path())? {
+                let inner = Path::new(watch::AGENT_DIR).join(file.file_name());
+                let plain = file.file_type().is_ok_and(|t| !t.is_dir());
+                if plain && is_agent_file(&file.file_name()) {
+                    ours.push(inner);
+                } else {
+                    foreign.push(inner.display().to_string());
+                }
+            }
+            agent_dir = true;
+        } else if !is_dir && OURS.iter().any(|o| OsStr::new(o) == name) {
+            ours.push(PathBuf::from(name));
+        } else {
+            foreign.push(name.to_string_lossy().into_owned());
+        }
+    }
     if !foreign.is_empty() {
+        foreign.sort();
         let more = foreign.len().saturating_sub(3);
         bail!(
             "{} holds files alloclens watch did not write ({}{}): give an empty or new directory with -o",
@@ -246,23 +302,67 @@ fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         );
     }
-    if !entries.is_empty() {
-        if !force {
-            bail!(
-                "{} holds an earlier watch: pass --force to replace it, or give another -o",
-                dir.display()
-            );
-        }
-        for name in OURS {
-            let p = dir.join(name);
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
+    if agent_dir {
+        ours.push(PathBuf::from(watch::AGENT_DIR));
+    }
+    Ok(ours)
+}
+
+/// What the agent writes in its directory: `PID.snap`, `PID.snap.tmp`, and the trim request
+/// `PID.trim` alloclens drops there.
+fn is_agent_file(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    [".snap", ".snap.tmp", ".trim"].iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Removes `files` (relative to `dir`; a directory among them once emptied of the others).
+fn remove_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<()> {
+    for file in files {
+        let path = dir.join(file);
+        let removed = if file.as_os_str() == watch::AGENT_DIR {
+            std::fs::remove_dir(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", path.display()))
+            }
+            _ => {}
         }
     }
     Ok(())
+}
+
+/// The output directory as `prepare_dir` left it. Dropped before [`PreparedDir::keep`] (an error
+/// before the watch started: the command could not start, the process is gone), it removes what
+/// this watch wrote, the whole directory when the watch created it: nothing is left that `report`
+/// would read as a watch.
+struct PreparedDir {
+    path: PathBuf,
+    created: bool,
+}
+
+impl PreparedDir {
+    fn keep(mut self) {
+        self.path = PathBuf::new();
+    }
+}
+
+impl Drop for PreparedDir {
+    fn drop(&mut self) {
+        if self.path.as_os_str().is_empty() {
+            return;
+        }
+        if self.created {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else if let Ok(ours) = our_files(&self.path) {
+            let _ = remove_files(&self.path, &ours);
+        }
+    }
 }
 
 /// The command's added environment: the variant's variables, and the agent's with LD_PRELOAD

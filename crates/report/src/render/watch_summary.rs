@@ -124,10 +124,21 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
     } else {
         String::new()
     };
+    // The interval asked for, and what really happened when ticks were skipped.
+    let every = match (&r.first, &r.last) {
+        (Some(a), Some(b)) if r.ticks_skipped > 0 && r.samples_taken >= 2 => format!(
+            "every {} s asked, {:.2} s apart on average ({} tick{} skipped: alloclens was stopped, or a sample took longer than the interval)",
+            r.interval_s,
+            (b.t_s - a.t_s) / (r.samples_taken - 1) as f64,
+            r.ticks_skipped,
+            if r.ticks_skipped == 1 { "" } else { "s" }
+        ),
+        _ => format!("every {} s", r.interval_s),
+    };
     let _ = writeln!(
         w,
-        "  {samples} every {} s, {end}{running}; alloclens used {:.2} s of CPU",
-        r.interval_s, r.cpu_s
+        "  {samples} {every}, {end}{running}; alloclens used {:.2} s of CPU",
+        r.cpu_s
     );
     out
 }

@@ -38,8 +38,8 @@ impl Reportable for WatchDir {
 
         let mut verdict = Section::new("verdict", "Verdict");
         if let Some(v) = &r.verdict {
-            // The evidence has its "Verdict: CLASS. ..." sentence; an undetermined one has not.
-            if v.class == watch::Class::Undetermined {
+            // The evidence has its "Verdict: CLASS. ..." sentence; one with too few samples has not.
+            if !v.evidence.iter().any(|e| e.starts_with("Verdict: ")) {
                 verdict.push(Block::Paragraph("Verdict: undetermined.".into()));
             }
             for e in &v.evidence {
@@ -52,12 +52,19 @@ impl Reportable for WatchDir {
                 verdict.push(Block::Code(c.clone()));
             }
         }
-        if r.ending.is_none() {
+        // Without a readable sample, samples_damage says why (killed before the first sample,
+        // a command that could not start under an earlier alloclens, a damaged file).
+        if r.ending.is_none() && !self.samples.is_empty() {
             verdict.push(Block::Warning(
                 "This watch did not finish (alloclens was killed): the verdict is made from samples.csv as it was left.".into(),
             ));
         }
-        for w in r.warnings.iter().chain(&r.incomplete_files) {
+        for w in r
+            .warnings
+            .iter()
+            .chain(&r.incomplete_files)
+            .chain(&self.samples_damage)
+        {
             verdict.push(Block::Warning(w.clone()));
         }
         let mut facts = vec![
@@ -66,10 +73,26 @@ impl Reportable for WatchDir {
                 "allocator".to_string(),
                 r.allocator.clone().unwrap_or_else(|| "unknown".into()),
             ),
-            ("interval".to_string(), format!("{} s", r.interval_s)),
+            (
+                "interval".to_string(),
+                if r.ticks_skipped > 0 {
+                    format!("{} s ({} ticks skipped)", r.interval_s, r.ticks_skipped)
+                } else {
+                    format!("{} s", r.interval_s)
+                },
+            ),
             (
                 "samples".to_string(),
-                format!("{} taken, {} kept", r.samples_taken, r.samples_kept),
+                if self.samples.len() as u64 == r.samples_kept {
+                    format!("{} taken, {} kept", r.samples_taken, r.samples_kept)
+                } else {
+                    format!(
+                        "{} taken, {} kept, {} readable in samples.csv",
+                        r.samples_taken,
+                        r.samples_kept,
+                        self.samples.len()
+                    )
+                },
             ),
             ("peak RSS".to_string(), human_bytes(r.peak_rss)),
         ];

@@ -1,0 +1,224 @@
+//! What the integration tests share, after ripgrep's `tests/util.rs`: one way to require a tool,
+//! one way to wait, one small disk.
+//!
+//! **The skip policy.** A test that needs something a developer's machine may lack (gdb, an
+//! allocator, Chromium, root) calls [`require!`]. Without it the test prints `skipped: ...` and
+//! passes; but where `.ci/run` runs (`CI` set), `scripts/setup.sh test` has installed everything,
+//! so a missing requirement there is a broken machine or setup script, and the test fails instead
+//! of passing silently.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Something a test needs from the machine.
+#[derive(Debug, Clone, Copy)]
+pub enum Need<'a> {
+    /// A program on `PATH` (`gdb`, `heaptrack`, `chromium`, `script`, ...).
+    Program(&'a str),
+    /// An allocator of `allocators::catalog` whose library is installed (`jemalloc`, ...).
+    Allocator(&'a str),
+    /// Running as root (KSM's sysfs, mounting a tmpfs).
+    Root,
+    /// The kernel's KSM (`/sys/kernel/mm/ksm`).
+    Ksm,
+}
+
+impl Need<'_> {
+    fn is_met(self) -> bool {
+        match self {
+            Need::Program(name) => program_on_path(name),
+            Need::Allocator(name) => name == "glibc" || allocator_library(name).is_some(),
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            Need::Root => (unsafe { libc::geteuid() }) == 0,
+            Need::Ksm => std::path::Path::new("/sys/kernel/mm/ksm/run").exists(),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Need::Program(name) => format!("{name} is not installed"),
+            Need::Allocator(name) => format!("the allocator {name} is not installed"),
+            Need::Root => "not running as root".to_string(),
+            Need::Ksm => "this kernel has no KSM".to_string(),
+        }
+    }
+}
+
+/// True where `.ci/run` runs: `CI` set to anything but empty, `0` or `false` (the same rule as
+/// the shim's build flags).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// True when `need` is met. Otherwise prints `skipped: ...` and returns false, or, where CI runs,
+/// panics: CI's machine is set up to have everything.
+pub fn require(need: Need, test: &str) -> bool {
+    if need.is_met() {
+        return true;
+    }
+    let why = need.describe();
+    if in_ci() {
+        panic!("{test}: {why}, and CI is set: scripts/setup.sh test installs it, so this machine's setup is broken");
+    }
+    eprintln!("skipped: {test}: {why} (scripts/setup.sh test installs it)");
+    false
+}
+
+/// Returns from the calling test when a requirement is not met (see the crate's skip policy):
+/// `require!(program "gdb")`, `require!(allocator "jemalloc")`, `require!(root)`, `require!(ksm)`.
+#[macro_export]
+macro_rules! require {
+    (program $name:expr) => {
+        $crate::require!(@need $crate::Need::Program($name))
+    };
+    (allocator $name:expr) => {
+        $crate::require!(@need $crate::Need::Allocator($name))
+    };
+    (root) => {
+        $crate::require!(@need $crate::Need::Root)
+    };
+    (ksm) => {
+        $crate::require!(@need $crate::Need::Ksm)
+    };
+    (@need $need:expr) => {
+        if !$crate::require($need, module_path!()) {
+            return;
+        }
+    };
+}
+
+/// The installed library of an allocator of the catalog (None for glibc, which is always there,
+/// and for one that is not installed).
+pub fn allocator_library(name: &str) -> Option<PathBuf> {
+    allocators::discover()
+        .into_iter()
+        .find(|a| a.name == name)
+        .and_then(|a| a.library)
+}
+
+/// True when `name` is an executable file in a directory of `PATH`.
+pub fn program_on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Polls `done` every 10 ms until it is true; panics naming `what` after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A tmpfs of a given size mounted on a fresh directory and unmounted on drop: a real full disk.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None when this machine cannot mount one (printed as a skip, or a failure where CI runs:
+    /// CI runs as root).
+    pub fn mount(size: &str) -> Option<SmallDisk> {
+        if !require(Need::Root, "SmallDisk::mount") {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                assert!(!in_ci(), "cannot mount a tmpfs where CI runs: {why}");
+                eprintln!("skipped: cannot mount a tmpfs: {why}");
+                None
+            }
+            Err(e) => {
+                assert!(!in_ci(), "cannot run mount where CI runs: {e}");
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_on_path_is_found_and_a_made_up_one_is_not() {
+        assert!(program_on_path("sh"));
+        assert!(!program_on_path("alloclens-no-such-program"));
+    }
+
+    #[test]
+    fn a_met_requirement_passes_in_and_out_of_ci() {
+        assert!(require(Need::Program("sh"), "test"));
+        assert!(require(Need::Allocator("glibc"), "test"));
+    }
+
+    #[test]
+    fn an_unmet_requirement_fails_where_ci_runs_and_skips_elsewhere() {
+        // Run in a child process with and without CI, so this test's own environment does not matter.
+        let me = std::env::current_exe().unwrap();
+        let probe = |ci: Option<&str>| {
+            let mut cmd = Command::new(&me);
+            cmd.args([
+                "--exact",
+                "tests::unmet_requirement_probe",
+                "--ignored",
+                "--nocapture",
+            ]);
+            cmd.env_remove("CI");
+            if let Some(v) = ci {
+                cmd.env("CI", v);
+            }
+            cmd.output().unwrap()
+        };
+        let in_ci = probe(Some("true"));
+        assert!(
+            !in_ci.status.success(),
+            "an unmet requirement passed where CI runs"
+        );
+        let out = probe(None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("skipped:"));
+        let ci_false = probe(Some("false"));
+        assert!(ci_false.status.success());
+    }
+
+    #[test]
+    #[ignore = "run by an_unmet_requirement_fails_where_ci_runs_and_skips_elsewhere"]
+    fn unmet_requirement_probe() {
+        require!(program "alloclens-no-such-program");
+        panic!("require! did not return");
+    }
+}
