@@ -58,6 +58,13 @@ pub struct ProcessReport {
     pub timeline_by_time: Vec<TimelinePoint>,
     pub threads: Vec<ThreadReport>,
     pub phases: Vec<PhaseReport>,
+    /// The original run's memory, from the readings the recorder took while it ran
+    /// (docs/trace-format.md, "Memory samples"): peak and mean over calls of its RSS, anonymous
+    /// memory, heap (private anonymous, smaps split) and the rest of the RSS. With a phase
+    /// filter, the readings taken during the selected phases. `null` when the trace has none
+    /// (recorded before alloclens took them, or with `record --memory-interval 0`).
+    #[serde(default)]
+    pub memory: Option<trace::MemorySummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

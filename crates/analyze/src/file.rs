@@ -101,7 +101,13 @@ pub fn analyze_file_with(
         if let Some(sites) = sites {
             site_images.push((info.clone(), sites.finish().sites));
         }
-        processes.push(analyzer.finish());
+        let mut report = analyzer.finish();
+        report.memory = original_memory(
+            reader.memory_samples(i),
+            &report,
+            options.config.phase.as_deref(),
+        );
+        processes.push(report);
     }
     let call_sites = match &options.call_sites {
         Some(o) if reader.has_stacks() => Some(call_sites::resolve(
@@ -288,4 +294,33 @@ pub fn check_phase(analysis: &Analysis, options: &Options) -> Result<(), Analyze
         name: name.clone(),
         available: names.join(", "),
     })
+}
+
+/// The figures of an image's memory samples (`ProcessReport::memory`): with a phase filter, of
+/// the readings taken during the selected phases (each phase's extent ends its last reading).
+fn original_memory(
+    samples: &[trace::MemorySample],
+    report: &crate::analysis::ProcessReport,
+    phase: Option<&str>,
+) -> Option<trace::MemorySummary> {
+    let end = report
+        .phases
+        .last()
+        .map_or(report.life_calls, |p| p.end_call.max(report.life_calls));
+    let Some(phase) = phase else {
+        return trace::MemorySummary::of(samples, end);
+    };
+    let ranges: Vec<(u64, u64)> = report
+        .phases
+        .iter()
+        .filter(|p| p.name == phase)
+        .map(|p| (p.start_call, p.end_call))
+        .collect();
+    let inside: Vec<trace::MemorySample> = samples
+        .iter()
+        .filter(|s| ranges.iter().any(|&(a, b)| a <= s.seq && s.seq < b))
+        .copied()
+        .collect();
+    let last_end = ranges.iter().map(|r| r.1).max().unwrap_or(end);
+    trace::MemorySummary::of(&inside, last_end)
 }

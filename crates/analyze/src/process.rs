@@ -519,6 +519,7 @@ impl ProcessAnalyzer {
             timeline_by_time: self.timelines.by_time.points(),
             threads: thread_reports,
             phases: phase_reports,
+            memory: None,
         }
     }
 }

@@ -39,4 +39,6 @@ pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time}
 pub use refresh::PssRefresh;
 pub use resident::{ResidentSample, ResidentSampler};
 pub use sampler::{SamplerOptions, TreeSample, TreeSampler};
-pub use smaps_split::{smaps_split, split_smaps_text, SmapsSplit};
+pub use smaps_split::{
+    parse_smaps, smaps_reading, smaps_split, split_smaps_text, SmapsReading, SmapsSplit,
+};

@@ -46,9 +46,26 @@ impl SmapsSplit {
 
 /// Reads and splits /proc/PID/smaps.
 pub fn smaps_split(pid: u32) -> Result<SmapsSplit> {
+    Ok(smaps_reading(pid)?.split)
+}
+
+/// What one read of /proc/PID/smaps says: the split, and sums of other fields of the mappings.
+/// Exact (the kernel walks the page tables), where statm's counters are kept per CPU and read
+/// without summing them (off by megabytes while a process grows fast).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SmapsReading {
+    pub split: SmapsSplit,
+    /// The `Pss` lines summed; `None` when the kernel shows none.
+    pub pss: Option<u64>,
+    /// The `Anonymous` lines summed: resident anonymous pages, in any mapping.
+    pub anonymous: u64,
+}
+
+/// Reads /proc/PID/smaps once: its split, PSS and anonymous memory.
+pub fn smaps_reading(pid: u32) -> Result<SmapsReading> {
     let path = PathBuf::from(format!("/proc/{pid}/smaps"));
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    Ok(split_smaps_text(&String::from_utf8_lossy(&bytes)))
+    Ok(parse_smaps(&String::from_utf8_lossy(&bytes)))
 }
 
 /// Thread stacks have a guard page (glibc: one page by default, Rust: one page) below them; a
@@ -65,12 +82,38 @@ enum Kind {
 
 /// The split of the text of an smaps file.
 pub fn split_smaps_text(text: &str) -> SmapsSplit {
+    parse_smaps(text).split
+}
+
+/// `kB` figure of a field line's rest ("   12 kB"), in bytes.
+fn field_bytes(rest: &str) -> u64 {
+    rest.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0)
+        * 1024
+}
+
+/// The split of the text of an smaps file, and the sums of its `Pss` and `Anonymous` lines.
+pub fn parse_smaps(text: &str) -> SmapsReading {
     let mut split = SmapsSplit::default();
+    let mut pss: Option<u64> = None;
+    let mut anonymous = 0;
     // (end address, whether a small private inaccessible anonymous mapping) of the previous mapping.
     let mut previous: Option<(u64, bool)> = None;
     let mut current: Option<Kind> = None;
     for line in text.lines() {
         if let Some(header) = mapping_header(line) {
+            // The kernel lists mappings in address order, but a process that changes its
+            // mappings while the file is read (brk growing `[heap]`) can have one listed again
+            // when the kernel resumes after the changed one: a python3 growing its heap read as
+            // twice its size. A mapping that starts below the previous one's end is such a
+            // repeat, and its fields are skipped.
+            if previous.is_some_and(|(end, _)| header.start < end) {
+                current = None;
+                continue;
+            }
             let guard_below = matches!(previous, Some((end, true)) if end == header.start);
             let kind = header.kind(guard_below);
             if kind == Kind::Heap && !header.perms.starts_with("---") {
@@ -80,14 +123,14 @@ pub fn split_smaps_text(text: &str) -> SmapsSplit {
             let size = header.end.saturating_sub(header.start);
             let is_guard = header.anonymous_private() && header.perms.starts_with("---");
             previous = Some((header.end, is_guard && size <= MAX_GUARD));
+        } else if current.is_none() {
+            // Fields of a repeated mapping (or before the first one).
+        } else if let Some(rest) = line.strip_prefix("Pss:") {
+            *pss.get_or_insert(0) += field_bytes(rest);
+        } else if let Some(rest) = line.strip_prefix("Anonymous:") {
+            anonymous += field_bytes(rest);
         } else if let Some(rest) = line.strip_prefix("Rss:") {
-            let kb: u64 = rest
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .unwrap_or(0);
-            let bytes = kb * 1024;
+            let bytes = field_bytes(rest);
             match current {
                 Some(Kind::Heap) => split.heap += bytes,
                 Some(Kind::File) => split.file += bytes,
@@ -97,7 +140,11 @@ pub fn split_smaps_text(text: &str) -> SmapsSplit {
             }
         }
     }
-    split
+    SmapsReading {
+        split,
+        pss,
+        anonymous,
+    }
 }
 
 struct Header<'a> {
@@ -191,6 +238,42 @@ Rss:                   4 kB
         assert_eq!(s.rss(), (4 + 1000 + 512 + 16 + 64 + 8 + 20 + 4) * 1024);
         // [heap] and the arena (reserves and guards are not accessible)
         assert_eq!(s.heap_mappings, 2);
+        // No Pss lines: none read.
+        assert_eq!(parse_smaps(SMAPS).pss, None);
+    }
+
+    #[test]
+    fn a_mapping_listed_again_is_counted_once() {
+        // `[heap]` grew by brk while the file was read: the kernel resumed at the old end, inside
+        // the grown mapping, and listed it again with its new size.
+        let text = SMAPS.replace(
+            "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n",
+            "55d000100000-55d000500000 rw-p 00000000 00:00 0          [heap]\nRss:                3000 kB\nPss:                3000 kB\nAnonymous:          3000 kB\n7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n",
+        );
+        assert_ne!(text, SMAPS);
+        let r = parse_smaps(&text);
+        assert_eq!(r.split, split_smaps_text(SMAPS));
+        assert_eq!((r.pss, r.anonymous), (None, 0));
+    }
+
+    #[test]
+    fn pss_and_anonymous_are_summed_beside_the_split() {
+        let text = SMAPS
+            .replace(
+                "Rss:                1000 kB\n",
+                "Rss:                1000 kB\nPss:                 700 kB\nPss_Dirty:           9 kB\nAnonymous:          1000 kB\n",
+            )
+            .replace(
+                "Rss:                  20 kB\n",
+                "Rss:                  20 kB\nPss:                  20 kB\nAnonymous:            12 kB\n",
+            );
+        let r = parse_smaps(&text);
+        assert_eq!(r.split, split_smaps_text(SMAPS));
+        assert_eq!((r.pss, r.anonymous), (Some(720 * 1024), 1012 * 1024));
+        let own = smaps_reading(std::process::id()).unwrap();
+        let rss = own.split.rss();
+        assert!(own.pss.is_some_and(|p| p > 0 && p <= rss), "{own:?}");
+        assert!(own.anonymous > 0 && own.anonymous <= rss, "{own:?}");
     }
 
     #[test]

@@ -141,8 +141,9 @@ pub struct Image {
     pub pid: u32,
     pub start_ticks: u64,
     pub mono0: u64,
-    /// None once the image is finished (mappings released).
-    page: Option<Mapping>,
+    /// None once the image is finished (mappings released). Shared with the memory sampler,
+    /// which reads the counter too.
+    page: Option<std::sync::Arc<Mapping>>,
     rings: Vec<Ring>,
     window: Window,
     next_seq: u64,
@@ -188,7 +189,7 @@ impl Image {
             pid,
             start_ticks,
             mono0,
-            page: Some(page),
+            page: Some(std::sync::Arc::new(page)),
             rings: Vec::new(),
             window: Window::new(),
             next_seq: 0,
@@ -248,6 +249,11 @@ impl Image {
             p.atomic_u64(crate::protocol::PAGE_LOST_OFFSET)
                 .load(Ordering::Acquire)
         })
+    }
+
+    /// The shared page with the image's counter (for the memory sampler); `None` once released.
+    pub fn counter_page(&self) -> Option<std::sync::Arc<Mapping>> {
+        self.page.clone()
     }
 
     pub fn counter_now(&self) -> u64 {

@@ -12,6 +12,7 @@ mod anchors;
 mod batch;
 mod block_ids;
 mod image;
+mod memory;
 mod output;
 mod pipeline;
 pub mod protocol;
@@ -76,6 +77,10 @@ pub struct RecordOptions {
     pub stacks: Option<StackOptions>,
     /// Counters the recording updates as chunks reach the file, for a caller that shows progress.
     pub progress: Option<Arc<RecordProgress>>,
+    /// How often the recorder reads each traced image's memory split and PSS from smaps (RSS
+    /// and anonymous memory five times as often), into the trace's MEMORY chunks
+    /// (docs/trace-format.md, "Memory samples"); `None` takes no samples. Default 100 ms.
+    pub memory_interval: Option<Duration>,
 }
 
 /// How far a recording has come: events and bytes in the file so far (updated by the writer
@@ -94,6 +99,9 @@ pub struct StackOptions {
     /// Frees' stacks too (`--free-stacks`).
     pub frees: bool,
 }
+
+/// `RecordOptions::memory_interval`'s default.
+pub const DEFAULT_MEMORY_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The deepest stack the shim keeps (`AL_MAX_STACK_DEPTH`).
 pub const MAX_STACK_DEPTH: u32 = protocol::MAX_STACK_DEPTH as u32;
@@ -114,6 +122,7 @@ impl RecordOptions {
             supervisor: None,
             progress: None,
             stacks: None,
+            memory_interval: Some(DEFAULT_MEMORY_INTERVAL),
         }
     }
 }

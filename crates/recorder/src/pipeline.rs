@@ -58,6 +58,8 @@ enum Job {
     /// A STACKS chunk's payload.
     Stacks(Vec<u8>),
     Modules(Vec<trace::Module>),
+    /// A MEMORY chunk: a stream's memory samples.
+    Memory(u32, Vec<trace::MemorySample>),
     Flush,
     Finish(Trailer),
 }
@@ -245,6 +247,10 @@ impl Pipeline {
 
     pub fn modules(&mut self, modules: Vec<trace::Module>) {
         self.send(Job::Modules(modules));
+    }
+
+    pub fn memory(&mut self, stream: u32, samples: Vec<trace::MemorySample>) {
+        self.send(Job::Memory(stream, samples));
     }
 
     pub fn untraced(&mut self, u: &trace::Untraced) {
@@ -446,6 +452,7 @@ impl Output {
             Job::Untraced(u) => w.untraced(&u),
             Job::Stacks(payload) => w.write_stacks_payload(&payload),
             Job::Modules(m) => w.write_modules(&m),
+            Job::Memory(stream, samples) => w.write_memory(stream, &samples),
             Job::Flush => w.flush(),
             Job::Finish(trailer) => {
                 let Some(w) = self.writer.take() else { return };

@@ -11,6 +11,7 @@ use trace::{EndReason, Marker, ProcessInfo};
 
 use crate::batch::{Batch, ChunkBuilder};
 use crate::image::{liveness, Batches, Image, Liveness};
+use crate::memory::MemorySampler;
 use crate::pipeline::{FileWriter, Finished, Pipeline};
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
@@ -122,6 +123,9 @@ pub struct Server {
     pub untraced: Vec<trace::Untraced>,
     /// `record --stacks`: the stack ids and arenas, and whether frees have stacks too.
     stacks: Option<(crate::stacks::Stacks, bool)>,
+    /// Reads the images' memory (`RecordOptions::memory_interval`); its samples are written at
+    /// each flush and before an image's end.
+    memory: Option<MemorySampler>,
 }
 
 /// Said of a program that left nothing to explain why it did not connect.
@@ -196,6 +200,17 @@ impl Server {
             foreign: Vec::new(),
             untraced: Vec::new(),
             stacks: stacks.map(|frees| (crate::stacks::Stacks::new(), frees)),
+            memory: None,
+        }
+    }
+
+    /// Reads the memory of every image from now on (`RecordOptions::memory_interval`).
+    pub fn sample_memory(&mut self, interval: Duration) {
+        match MemorySampler::start(interval) {
+            Ok(m) => self.memory = Some(m),
+            Err(e) => self.warn(format!(
+                "cannot start the memory sampler thread ({e}): the trace has no memory samples"
+            )),
         }
     }
 
@@ -343,6 +358,11 @@ impl Server {
             if closed {
                 if let Some(i) = self.conns[c].image {
                     self.images[i].hung_up = true;
+                    // It exits, or exec'd another program (whose memory is not this image's).
+                    let stream = self.images[i].stream;
+                    if let Some(m) = &self.memory {
+                        m.unwatch(stream);
+                    }
                 }
                 self.conns.remove(c); // keep accept order: hellos of a pid must be seen in order
             } else {
@@ -675,6 +695,9 @@ impl Server {
             ChunkBuilder::with_stacks(encoder, self.addresses, self.stacks.as_ref().map(|s| s.1));
         match Image::new(stream, pid, start_ticks, mono0, page_fd, chunk) {
             Ok(img) => {
+                if let (Some(m), Some(page)) = (&self.memory, img.counter_page()) {
+                    m.watch(stream, pid, mono0, page);
+                }
                 self.conns[c].image = Some(self.images.len());
                 self.images.push(img);
                 self.finished.push(false);
@@ -807,6 +830,10 @@ impl Server {
         self.summaries[i].unrecorded = unrecorded;
         self.summaries[i].lost_in_flight = h;
         self.summaries[i].end = Some(reason);
+        if let Some(m) = &self.memory {
+            m.unwatch(stream);
+        }
+        self.write_memory(Some(stream));
         if let Some(w) = self.writer.as_mut() {
             w.end_process(stream, reason, records);
         }
@@ -836,10 +863,21 @@ impl Server {
             img.seal(&mut batches);
         }
         self.hand_off();
+        self.write_memory(None);
         if let Some(w) = self.writer.as_mut() {
             w.flush();
         }
         self.check_writer();
+    }
+
+    /// Queues the memory samples taken so far (of `stream` only, with `Some`) as MEMORY chunks.
+    fn write_memory(&mut self, stream: Option<u32>) {
+        let Some(m) = &self.memory else { return };
+        for (stream, samples) in m.take(stream) {
+            if let Some(w) = self.writer.as_mut() {
+                w.memory(stream, samples);
+            }
+        }
     }
 
     /// The command is over: the last round for every image still open.
@@ -880,6 +918,10 @@ impl Server {
 
     /// Writes the trailer; returns the bytes written.
     pub fn finish(&mut self, trailer: &trace::Trailer) -> u64 {
+        if let Some(m) = self.memory.as_mut() {
+            m.stop();
+        }
+        self.write_memory(None);
         self.write_stacks();
         if let Some(bad) = self
             .stacks

@@ -273,6 +273,9 @@ fn start(
         o.progress.clone(),
         o.stacks.map(|s| s.frees),
     );
+    if let Some(interval) = o.memory_interval {
+        server.sample_memory(interval);
+    }
     let (mut cmd, preload) = command(o, program, shim, sock_path);
     if o.marker.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());

@@ -308,6 +308,17 @@ impl Drop for Mapping {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock the shim stamps with).
+/// Bytes per page (`/proc` figures in pages: statm).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as u64
+    } else {
+        4096
+    }
+}
+
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -145,21 +145,28 @@ unsafe fn perform(
     waits: &mut u64,
 ) {
     let size = call.size();
-    let new = match Action::from_u8(call.action()) {
-        Some(Action::Malloc) => libc::malloc(size),
-        Some(Action::Calloc) => libc::calloc(1, size),
-        Some(Action::Free) => {
+    // Matched on the raw byte: this runs once per call.
+    const MALLOC: u8 = Action::Malloc as u8;
+    const CALLOC: u8 = Action::Calloc as u8;
+    const REALLOC: u8 = Action::Realloc as u8;
+    const FREE: u8 = Action::Free as u8;
+    const FREE_NULL: u8 = Action::FreeNull as u8;
+    const POSIX_MEMALIGN: u8 = Action::PosixMemalign as u8;
+    const ALIGNED_ALLOC: u8 = Action::AlignedAlloc as u8;
+    const MEMALIGN: u8 = Action::Memalign as u8;
+    const VALLOC: u8 = Action::Valloc as u8;
+    const PVALLOC: u8 = Action::Pvalloc as u8;
+    let new = match call.action() {
+        MALLOC => libc::malloc(size),
+        FREE => {
             let p = block(table, call.block, waits);
             if p != FAILED {
                 libc::free(p as *mut libc::c_void);
             }
             return;
         }
-        Some(Action::FreeNull) => {
-            libc::free(std::ptr::null_mut());
-            return;
-        }
-        Some(Action::Realloc) => {
+        CALLOC => libc::calloc(1, size),
+        REALLOC => {
             let old = if call.old == NO_BLOCK {
                 0
             } else {
@@ -168,18 +175,22 @@ unsafe fn perform(
             let old = if old == FAILED { 0 } else { old };
             libc::realloc(old as *mut libc::c_void, size)
         }
-        Some(Action::PosixMemalign) => {
+        FREE_NULL => {
+            libc::free(std::ptr::null_mut());
+            return;
+        }
+        POSIX_MEMALIGN => {
             let mut p = std::ptr::null_mut();
             if libc::posix_memalign(&mut p, call.align(), size) != 0 {
                 p = std::ptr::null_mut();
             }
             p
         }
-        Some(Action::AlignedAlloc) => libc::aligned_alloc(call.align(), size),
-        Some(Action::Memalign) => libc::memalign(call.align(), size),
-        Some(Action::Valloc) => valloc(size),
-        Some(Action::Pvalloc) => pvalloc(size),
-        None => return,
+        ALIGNED_ALLOC => libc::aligned_alloc(call.align(), size),
+        MEMALIGN => libc::memalign(call.align(), size),
+        VALLOC => valloc(size),
+        PVALLOC => pvalloc(size),
+        _ => return,
     };
     if publish(table, call.block, new, failed) {
         touch_block(new.cast(), size, touch);
@@ -228,7 +239,7 @@ impl Statm {
         // SAFETY: a constant NUL-terminated path.
         let fd = unsafe {
             libc::open(
-                b"/proc/self/statm\0".as_ptr().cast(),
+                c"/proc/self/statm".as_ptr(),
                 libc::O_RDONLY | libc::O_CLOEXEC,
             )
         };

@@ -125,7 +125,8 @@ pub struct VariantReplay {
     /// CPU seconds of the replay processes.
     pub user_s: f64,
     pub sys_s: f64,
-    /// The image with the highest RSS peak (the only one for a single-process trace).
+    /// The image with the highest RSS peak (the only one for a single-process trace); its
+    /// `ideal_peak` is the highest of every image's.
     pub figures: Figures,
     pub images: Vec<ImageReplay>,
 }
@@ -214,11 +215,17 @@ fn summarise(
     let bad = images.iter().find(|i| !i.ending.ok());
     let calls: u64 = images.iter().map(|i| i.calls_performed).sum();
     let seconds: f64 = images.iter().map(|i| i.seconds).sum();
-    let figures = images
+    let mut figures = images
         .iter()
         .max_by_key(|i| i.figures.peak_rss)
         .map(|i| i.figures.clone())
         .unwrap_or_default();
+    // The same for every variant: the most any image held.
+    figures.ideal_peak = images
+        .iter()
+        .map(|i| i.figures.ideal_peak)
+        .max()
+        .unwrap_or(0);
     VariantReplay {
         variant: variant.label.clone(),
         allocator: variant.allocator.clone(),

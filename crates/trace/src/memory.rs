@@ -10,9 +10,12 @@ use serde::{Deserialize, Serialize};
 /// happened before the reading; no call from `seq_end` on is in it. Under a fast allocation rate
 /// they differ by the calls made while the kernel walked the page tables.
 ///
-/// Every sample has `rss` and `anon` (from `/proc/PID/statm`, a constant-time read); the split
-/// by mapping (`heap`, `file`, `stack`) and `pss` come from `/proc/PID/smaps`, whose read walks
-/// every page table, so the recorder reads it less often: they are `None` in the other samples.
+/// Every sample has `rss` and `anon`; the split by mapping (`heap`, `file`, `stack`) and `pss`
+/// come from `/proc/PID/smaps`, whose read walks every page table, so the recorder reads it less
+/// often than `/proc/PID/statm` (a few counters): they are `None` in the statm samples. In a
+/// smaps sample `rss` and `anon` are exact, from the same walk; in a statm sample they are the
+/// kernel's counters, which it keeps per CPU and shows without summing them, so they can lag by
+/// megabytes while the process grows fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemorySample {
     /// The image's counter when the reading began.
@@ -21,11 +24,11 @@ pub struct MemorySample {
     pub seq_end: u64,
     /// When the reading began, ns since the image started (the clock of `Event::t_ns`).
     pub t_ns: u64,
-    /// Resident set size.
+    /// Resident set size (smaps: `Rss` summed; statm: resident).
     pub rss: u64,
-    /// Resident anonymous memory (the kernel's `RssAnon`: `rss` less file and shared memory
-    /// pages). Includes thread stacks and copied-on-write pages of file mappings, which `heap`
-    /// leaves out.
+    /// Resident anonymous memory (smaps: `Anonymous` summed; statm: resident less file and
+    /// shared-memory pages, the kernel's `RssAnon`). Includes thread stacks and copied-on-write
+    /// pages of file mappings, which `heap` leaves out.
     pub anon: u64,
     /// Proportional set size (`Pss` of every mapping), when smaps was read.
     pub pss: Option<u64>,
@@ -196,7 +199,7 @@ mod tests {
     use super::*;
 
     fn sample(i: u64) -> MemorySample {
-        let smaps = i % 2 == 0;
+        let smaps = i.is_multiple_of(2);
         MemorySample {
             seq: i * 1000,
             seq_end: i * 1000 + 3,

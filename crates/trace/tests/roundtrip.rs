@@ -596,9 +596,9 @@ fn memory_sample(i: u64) -> MemorySample {
         rss: (20 + i) << 20,
         anon: (6 + i) << 20,
         pss: Some((19 + i) << 20),
-        heap: (i % 2 == 0).then_some((4 + i) << 20),
-        file: (i % 2 == 0).then_some(12 << 20),
-        stack: (i % 2 == 0).then_some(136 << 10),
+        heap: i.is_multiple_of(2).then_some((4 + i) << 20),
+        file: i.is_multiple_of(2).then_some(12 << 20),
+        stack: i.is_multiple_of(2).then_some(136 << 10),
     }
 }
 

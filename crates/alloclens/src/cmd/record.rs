@@ -48,6 +48,12 @@ pub struct Args {
     /// With --stacks: the call stacks of frees too
     #[arg(long, requires = "stacks")]
     free_stacks: bool,
+    /// How often to read each traced process's heap/file/stack split and PSS from
+    /// /proc/PID/smaps (its RSS five times as often) into the trace, for `analyze`'s original
+    /// memory figures and `replay`'s fidelity (docs/trace-format.md, "Memory samples"); the reads
+    /// slow down to stay under about 5 % of a core; 0 takes none
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    memory_interval: u64,
     /// Do not print the summary line, nor the progress line (drawn only when stderr is a terminal)
     #[arg(short, long)]
     quiet: bool,
@@ -97,6 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     options.linger = linger(args.linger)?;
     options.addresses = args.addresses;
+    options.memory_interval =
+        (args.memory_interval > 0).then(|| Duration::from_millis(args.memory_interval));
     if args.stacks {
         options.stacks = Some(recorder::StackOptions {
             depth: args.stack_depth,

@@ -365,19 +365,38 @@ fn write_replay_files(dir: &std::path::Path, runs: &[VariantReplay]) -> Vec<Stri
     if let Err(e) = json.and_then(|j| std::fs::write(dir.join("replay.json"), j)) {
         problems.push(format!("replay.json: not written: {e}"));
     }
-    let mut csv = String::from("variant,repeat,pid,exec_index,seq,t_s,rss,live\n");
-    for r in runs {
-        for i in &r.images {
-            for s in &i.samples {
-                let _ = writeln!(
-                    csv,
-                    "{},{},{},{},{},{:.6},{},{}",
-                    r.variant, r.repeat, i.pid, i.exec_index, s.seq, s.t_s, s.rss, s.live
-                );
+    let csv = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let mut w = csv::Writer::from_path(dir.join("replay.csv"))?;
+        w.write_record([
+            "variant",
+            "repeat",
+            "pid",
+            "exec_index",
+            "seq",
+            "t_s",
+            "rss",
+            "live",
+        ])?;
+        for r in runs {
+            for i in &r.images {
+                for s in &i.samples {
+                    w.write_record([
+                        r.variant.clone(),
+                        r.repeat.to_string(),
+                        i.pid.to_string(),
+                        i.exec_index.to_string(),
+                        s.seq.to_string(),
+                        format!("{:.6}", s.t_s),
+                        s.rss.to_string(),
+                        s.live.to_string(),
+                    ])?;
+                }
             }
         }
-    }
-    if let Err(e) = std::fs::write(dir.join("replay.csv"), csv) {
+        w.flush()?;
+        Ok(())
+    })();
+    if let Err(e) = csv {
         problems.push(format!("replay.csv: not written: {e}"));
     }
     // The original run's readings, once per image (they are the trace's, not a replay's).

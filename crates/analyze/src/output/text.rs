@@ -202,6 +202,9 @@ fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
         )?;
     }
     write_scope(&p.stats, p.life_calls, "", out)?;
+    if let Some(m) = &p.memory {
+        write_memory(m, out)?;
+    }
     if p.threads.len() > 1 {
         writeln!(out, "threads (by allocating thread):")?;
         table_header(out, "tid")?;
@@ -215,6 +218,34 @@ fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
         for ph in &p.phases {
             table_row(out, &ph.name, &ph.stats)?;
         }
+    }
+    Ok(())
+}
+
+/// The original run's memory as the recorder read it (`ProcessReport::memory`).
+fn write_memory<W: Write>(m: &trace::MemorySummary, out: &mut W) -> io::Result<()> {
+    let figures = |f: &trace::MemoryFigures| {
+        format!(
+            "peak {}, mean {}",
+            bytes(f.peak),
+            bytes(f.mean.round() as u64)
+        )
+    };
+    writeln!(
+        out,
+        "memory as recorded ({} readings; mean over calls): RSS {}; anonymous {}",
+        count(m.rss.samples as u64),
+        figures(&m.rss),
+        figures(&m.anon)
+    )?;
+    if let (Some(heap), Some(rest)) = (&m.heap, &m.non_heap) {
+        writeln!(
+            out,
+            "  heap (private anonymous, {} readings of smaps): {}; rest of RSS (files, stacks, ...): {}",
+            count(heap.samples as u64),
+            figures(heap),
+            figures(rest)
+        )?;
     }
     Ok(())
 }

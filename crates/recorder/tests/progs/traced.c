@@ -283,6 +283,25 @@ int main(int argc, char **argv)
         int status = nomem(argv[3]);
         if (status != 0)
             return status;
+    } else if (!strcmp(mode, "grow")) {
+        /* COUNT MiB kept, allocated and touched 64 KiB at a time over about half a second,
+           between small transient blocks; then held 0.4 s (memory samples see the top). */
+        long blocks = count * 16;
+        for (long i = 0; i < blocks; i++) {
+            char *p = malloc(65536 - 64);
+            if (!p)
+                return 3;
+            memset(p, 1, 65536 - 64);
+            sink = p;
+            for (int j = 0; j < 8; j++) {
+                void *t = malloc(1901);
+                sink = t;
+                free(t);
+            }
+            if (i % 32 == 31)
+                usleep(500000 / (blocks / 32 + 1));
+        }
+        usleep(400000);
     } else if (!strcmp(mode, "exitcode")) {
         churn(1801, count);
         return 42;
