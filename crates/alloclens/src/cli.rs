@@ -20,6 +20,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a command under several allocators and compare time and memory of its whole process tree
     Run(Box<cmd::run::Args>),
+    /// Find the allocator and settings that serve a command best (memory, time or throughput), with
+    /// the evidence and the lines that deploy it
+    Tune(Box<cmd::tune::Args>),
     /// Watch a program's memory for minutes to weeks and say why RSS grows: leak, fragmentation,
     /// retention or stable, with the allocator's own statistics
     Watch(cmd::watch::Args),

@@ -6,7 +6,7 @@
 //! per kind of page in `sections/`; the renderers turn a document into a self-contained HTML page
 //! (`render/`) or PNG/SVG figures (`exports/`), and `exports/` also writes Parquet tables. Headline
 //! figures, which `diff` matches, are listed in one place (`headlines`).
-mod format;
+pub mod format;
 pub mod run_data;
 
 mod diff;
@@ -21,7 +21,7 @@ mod trace_data;
 pub use run_data::RunData;
 
 pub use diff::{diff, Diff, DiffRow};
-pub use document::chart::{Axis, Band, Bar, Chart, Emphasis, Line, Series, Unit};
+pub use document::chart::{palette, Axis, Band, Bar, Chart, Emphasis, Line, Series, Unit};
 pub use document::flame::{FlameGraph, SiteColumn, SiteRow, SiteTable, MIN_FLAME_SHARE};
 pub use document::{Block, Document, Reportable, Section, Table};
 pub use exports::figures::{write_figures, FigureError, FigureFormat};

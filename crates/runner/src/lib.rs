@@ -83,9 +83,7 @@ fn preload_also(
 /// command's parent-death signal: each command is started from the thread that calls `execute`, which
 /// waits for it).
 pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &AtomicBool) -> Execution {
-    let _ = procmem::become_child_subreaper();
-    // Without it (fork failed) the tree is still stopped on every ending but alloclens's own death.
-    let mut watchdog = watchdog::Watchdog::start().ok();
+    let Session { mut watchdog } = Session::start();
     let mut runs = Vec::new();
     let mut warnings = Vec::new();
     for spec in plan.schedule() {
@@ -148,6 +146,36 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn Observer, interrupted: &Atomic
         runs,
         interrupted: interrupted.load(Ordering::Relaxed),
         warnings,
+    }
+}
+
+/// Runs one run at a time, for a caller that chooses each next run from the results so far (`tune`):
+/// the same measurement as [`execute`], with the same guarantees for the command's tree.
+pub struct Session {
+    /// Without it (fork failed) the tree is still stopped on every ending but alloclens's own death.
+    watchdog: Option<watchdog::Watchdog>,
+}
+
+impl Session {
+    /// Makes this process the subreaper of the commands' orphans and starts the watchdog.
+    pub fn start() -> Session {
+        let _ = procmem::become_child_subreaper();
+        Session {
+            watchdog: watchdog::Watchdog::start().ok(),
+        }
+    }
+
+    /// One run of `plan.variants[spec.variant]` (after `--prepare`, when the plan has one), reported
+    /// to `observer` as `execute` reports its runs (`run_finished` is the caller's to call). Err:
+    /// alloclens was interrupted while `--prepare` ran (it was stopped; the message says so).
+    pub fn run(
+        &mut self,
+        plan: &RunPlan,
+        spec: &RunSpec,
+        observer: &mut dyn Observer,
+        interrupted: &AtomicBool,
+    ) -> Result<RunRecord, String> {
+        run_prepared(plan, spec, observer, interrupted, &mut self.watchdog)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod tune;
 pub mod watch;
 pub mod workload;
 
@@ -31,6 +32,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     give_back_ksm();
     match command {
         Command::Run(args) => run::run(*args),
+        Command::Tune(args) => tune::run(*args),
         Command::Watch(args) => watch::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),

@@ -210,6 +210,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         summary: summary.clone(),
         ksm: None,
         ksm_savings: Vec::new(),
+        tune: None,
     };
     dir.write_results(&mut results);
     let mut problems = dir.problems();

@@ -10,7 +10,7 @@ use report::{
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A results directory of `alloclens run` or `alloclens watch`, or a trace file of `alloclens record`
+    /// A results directory of `alloclens run`, `tune` or `watch`, or a trace file of `alloclens record`
     pub path: PathBuf,
     /// Write the HTML report to FILE (default: PATH/report.html for a results directory, PATH.html for
     /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let b = RunData::load(other)?;
                 merge_runs(&data, "A", &b, "B").document()
             }
-            None => data.document(),
+            None => with_tune_sections(&data, data.document())?,
         }
     } else {
         if !args.path.is_file() {
@@ -107,6 +107,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: report in {}", output.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A results directory of `tune`: its search (the answer, the Pareto chart, the candidates'
+/// intervals, the history) comes before the runs' own sections.
+fn with_tune_sections(data: &RunData, mut doc: Document) -> anyhow::Result<Document> {
+    let Some(value) = &data.results.tune else {
+        return Ok(doc);
+    };
+    let record: tune::TuneRecord = serde_json::from_value(value.clone()).with_context(|| {
+        format!(
+            "cannot read the search in '{}' (results.json `tune`)",
+            data.dir.display()
+        )
+    })?;
+    let mut sections = tune::sections::sections(&record);
+    sections.append(&mut doc.sections);
+    doc.sections = sections;
+    doc.title = format!("alloclens tune: {}", data.results.command.join(" "));
+    Ok(doc)
 }
 
 /// The page of a `watch` directory (no --compare or --parquet for those yet).
@@ -156,7 +175,8 @@ fn default_output(path: &Path, is_run: bool) -> PathBuf {
 
 /// Writes `DIR/report.html` for a `run` results directory (used by `demo`).
 pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
-    let doc = RunData::load(dir)?.document();
+    let data = RunData::load(dir)?;
+    let doc = with_tune_sections(&data, data.document())?;
     let output = default_output(dir, true);
     write_html(&doc, &output)?;
     Ok(output)

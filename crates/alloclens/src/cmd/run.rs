@@ -756,6 +756,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         ksm_savings: runner::ksm_savings(&execution.runs),
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
+        tune: None,
     };
     dir.write_results(&mut results);
     execution.runs = results.runs;

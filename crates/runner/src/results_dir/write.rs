@@ -74,8 +74,8 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-/// (`replay` adds replay.json, replay.csv and original.csv.)
-const OWN_FILES: [&str; 7] = [
+/// (`replay` adds replay.json, replay.csv and original.csv; `tune` candidates.csv.)
+const OWN_FILES: [&str; 8] = [
     "results.json",
     "samples.csv",
     "markers.csv",
@@ -83,6 +83,7 @@ const OWN_FILES: [&str; 7] = [
     "replay.json",
     "replay.csv",
     "original.csv",
+    "candidates.csv",
 ];
 const OUTPUT_DIR: &str = "output";
 

@@ -1,0 +1,375 @@
+//! The answer of a search: the recommended candidate, its gain and costs as ratios with their
+//! spread against the baseline and the best default allocator, the Pareto front of memory against
+//! time, the baseline's drift, and the lines that deploy it.
+use allocators::Variant;
+use serde::{Deserialize, Serialize};
+
+use crate::objective::Metric;
+use crate::search::{Outcome, Status};
+use crate::space::Origin;
+use crate::stats::{advantage, ratio, Estimate, Ratio};
+
+/// Standard errors by which the recommendation must beat the baseline to count as better than it
+/// beyond the noise (a one-sided test at about 2.3 %).
+pub const BEYOND_NOISE_Z: f64 = 2.0;
+
+/// One figure of a candidate as a ratio to another's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Figure {
+    pub metric: Metric,
+    pub ratio: Ratio,
+}
+
+/// A point of the Pareto front of mean PSS against wall time (ratios to the baseline).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParetoPoint {
+    pub candidate: usize,
+    pub label: String,
+    pub time_ratio: f64,
+    pub memory_ratio: f64,
+    pub runs: usize,
+}
+
+/// How the baseline's objective moved over the search.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Drift {
+    /// Mean of the last third of its runs over the mean of the first third, minus one.
+    pub change: f64,
+    pub runs: usize,
+    /// Whether the change exceeds twice the noise of single runs: the machine changed under the
+    /// search.
+    pub notable: bool,
+}
+
+/// The environment that runs a program under a variant, written for a shell, systemd and Docker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deployment {
+    pub env: Vec<(String, String)>,
+    /// `LD_PRELOAD=... MALLOC_CONF=...` to put before the command.
+    pub shell: String,
+    /// A `[Service]` line.
+    pub systemd: String,
+    pub dockerfile: String,
+}
+
+/// What tune says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Answer {
+    /// The recommended candidate (the baseline when nothing beats it beyond the noise).
+    pub recommended: usize,
+    pub recommended_label: String,
+    /// Whether it beats the baseline on the objective beyond the noise.
+    pub beats_baseline: bool,
+    /// The best candidate found, when it is not recommended (within the noise of the baseline).
+    pub best_found: Option<usize>,
+    /// One sentence.
+    pub verdict: String,
+    /// The recommendation's figures (or the best found's) against the baseline.
+    pub against_baseline: Vec<Figure>,
+    /// The best allocator default by the objective, and the recommendation against it.
+    pub best_default: Option<usize>,
+    pub against_best_default: Vec<Figure>,
+    pub pareto: Vec<ParetoPoint>,
+    pub drift: Option<Drift>,
+    /// None when the recommendation is glibc's default: nothing to change.
+    pub deployment: Option<Deployment>,
+    /// Successful runs behind the recommended candidate's figures.
+    pub runs: usize,
+}
+
+/// The figures of `a` against `b` for every metric both have.
+pub fn compare(outcome: &Outcome, a: usize, b: usize) -> Vec<Figure> {
+    Metric::ALL
+        .iter()
+        .filter_map(|&metric| {
+            let ea = outcome.estimate(a, metric)?;
+            let eb = outcome.estimate(b, metric)?;
+            Some(Figure {
+                metric,
+                ratio: ratio(&ea, &eb, outcome.pooled_noise(metric)),
+            })
+        })
+        .collect()
+}
+
+/// Builds the answer from what the search measured.
+pub fn answer(
+    outcome: &Outcome,
+    objective: crate::Objective,
+    constraints: &crate::Constraints,
+) -> Option<Answer> {
+    const BASELINE: usize = 0;
+    let metric = objective.metric();
+    let lower = metric.lower_is_better();
+    let base = outcome.estimate(BASELINE, metric)?;
+    let noise = outcome.pooled_noise(metric);
+    let feasible = |c: usize| {
+        constraints.limits().iter().all(|&(m, limit)| {
+            match (outcome.estimate(c, m), outcome.estimate(BASELINE, m)) {
+                (Some(e), Some(b)) => e.mean / b.mean <= limit,
+                _ => true,
+            }
+        })
+    };
+    let better = |a: &Estimate, b: &Estimate| {
+        if lower {
+            a.mean < b.mean
+        } else {
+            a.mean > b.mean
+        }
+    };
+    let best_of = |pool: &mut dyn Iterator<Item = usize>| -> Option<usize> {
+        let mut best: Option<(usize, Estimate)> = None;
+        for c in pool {
+            let Some(e) = outcome.estimate(c, metric) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(_, b)| better(&e, b)) {
+                best = Some((c, e));
+            }
+        }
+        best.map(|(c, _)| c)
+    };
+    let n = outcome.candidates.len();
+    let best = best_of(
+        &mut (0..n)
+            .filter(|&c| (c == BASELINE || outcome.status[c] == Status::Alive) && feasible(c)),
+    )
+    .unwrap_or(BASELINE);
+    let best_est = outcome.estimate(best, metric)?;
+    let beats = best != BASELINE && advantage(&best_est, &base, lower, noise) > BEYOND_NOISE_Z;
+    let recommended = if beats { best } else { BASELINE };
+    let shown = best;
+    let best_default = best_of(&mut (0..n).filter(|&c| {
+        matches!(
+            outcome.candidates[c].origin,
+            Origin::Default | Origin::Baseline
+        ) && outcome.status[c] != Status::Failed
+    }));
+    let against_baseline = compare(outcome, shown, BASELINE);
+    let objective_ratio = against_baseline
+        .iter()
+        .find(|f| f.metric == metric)
+        .map(|f| f.ratio);
+    let label = |c: usize| outcome.candidates[c].variant.label.clone();
+    let runs = |c: usize| outcome.figures(c).len();
+    let verdict = match (beats, objective_ratio) {
+        (true, Some(r)) => format!(
+            "use {}: {} {:.2} ± {:.2}× the baseline's (glibc), on {} runs against {}",
+            label(best),
+            metric.name(),
+            r.value,
+            r.sd,
+            runs(best),
+            runs(BASELINE)
+        ),
+        (false, Some(r)) if best != BASELINE => format!(
+            "nothing beats the baseline (glibc) beyond the noise: keep it; the best found, {}, has {} {:.2} ± {:.2}× the baseline's on {} runs",
+            label(best),
+            metric.name(),
+            r.value,
+            r.sd,
+            runs(best)
+        ),
+        _ => "nothing beats the baseline (glibc) beyond the noise: keep it".to_string(),
+    };
+    Some(Answer {
+        recommended,
+        recommended_label: label(recommended),
+        beats_baseline: beats,
+        best_found: (!beats && best != BASELINE).then_some(best),
+        verdict,
+        against_baseline,
+        against_best_default: best_default
+            .filter(|&d| d != shown && d != BASELINE)
+            .map(|d| compare(outcome, shown, d))
+            .unwrap_or_default(),
+        best_default,
+        pareto: pareto(outcome),
+        drift: drift(outcome, metric),
+        deployment: (recommended != BASELINE)
+            .then(|| deployment(&outcome.candidates[recommended].variant)),
+        runs: runs(recommended),
+    })
+}
+
+/// The candidates no other beats on both mean PSS and wall time, fastest first.
+pub fn pareto(outcome: &Outcome) -> Vec<ParetoPoint> {
+    let (Some(bm), Some(bt)) = (
+        outcome.estimate(0, Metric::MeanPss),
+        outcome.estimate(0, Metric::Wall),
+    ) else {
+        return Vec::new();
+    };
+    let points: Vec<ParetoPoint> = (0..outcome.candidates.len())
+        .filter(|&c| outcome.status[c] != Status::Failed)
+        .filter_map(|c| {
+            let m = outcome.estimate(c, Metric::MeanPss)?;
+            let t = outcome.estimate(c, Metric::Wall)?;
+            Some(ParetoPoint {
+                candidate: c,
+                label: outcome.candidates[c].variant.label.clone(),
+                time_ratio: t.mean / bt.mean,
+                memory_ratio: m.mean / bm.mean,
+                runs: m.n,
+            })
+        })
+        .collect();
+    let dominated = |p: &ParetoPoint| {
+        points.iter().any(|q| {
+            q.time_ratio <= p.time_ratio
+                && q.memory_ratio <= p.memory_ratio
+                && (q.time_ratio < p.time_ratio || q.memory_ratio < p.memory_ratio)
+        })
+    };
+    let mut front: Vec<ParetoPoint> = points.iter().filter(|p| !dominated(p)).cloned().collect();
+    front.sort_by(|a, b| a.time_ratio.total_cmp(&b.time_ratio));
+    front
+}
+
+fn drift(outcome: &Outcome, metric: Metric) -> Option<Drift> {
+    let values: Vec<f64> = outcome
+        .figures(0)
+        .iter()
+        .filter_map(|f| f.get(metric))
+        .collect();
+    if values.len() < 3 {
+        return None;
+    }
+    let third = values.len() / 3;
+    let first = Estimate::of(&values[..third])?;
+    let last = Estimate::of(&values[values.len() - third..])?;
+    let change = last.mean / first.mean - 1.0;
+    let noise = outcome.pooled_noise(metric);
+    Some(Drift {
+        change,
+        runs: values.len(),
+        notable: change.abs() > 2.0 * noise,
+    })
+}
+
+/// The environment of `variant` (as `run` sets it, without what this process inherited), and the
+/// lines that set it for a shell, a systemd service and a Docker image.
+pub fn deployment(variant: &Variant) -> Deployment {
+    let env: Vec<(String, String)> = variant
+        .environment_from(|_| None)
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let shell = env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let systemd = format!(
+        "Environment={}",
+        env.iter()
+            .map(|(k, v)| format!("\"{k}={}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let dockerfile = format!(
+        "ENV {}",
+        env.iter()
+            .map(|(k, v)| if v.contains([' ', '"', '\\', '$']) {
+                format!(
+                    "{k}=\"{}\"",
+                    v.replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                        .replace('$', "\\$")
+                )
+            } else {
+                format!("{k}={v}")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Deployment {
+        env,
+        shell,
+        systemd,
+        dockerfile,
+    }
+}
+
+/// A value as a POSIX shell word.
+fn shell_quote(v: &str) -> String {
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:,=+-@%".contains(c))
+    {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}
+
+/// The `k` best candidates but the baseline by their mean objective, among those that ran and keep
+/// the constraints (by their point estimates): what replay screening hands to real runs.
+pub fn best_candidates(
+    outcome: &Outcome,
+    objective: crate::Objective,
+    constraints: &crate::Constraints,
+    k: usize,
+) -> Vec<usize> {
+    let metric = objective.metric();
+    let feasible = |c: usize| {
+        constraints.limits().iter().all(|&(m, limit)| {
+            match (outcome.estimate(c, m), outcome.estimate(0, m)) {
+                (Some(e), Some(b)) => e.mean / b.mean <= limit,
+                _ => true,
+            }
+        })
+    };
+    let mut ranked: Vec<(usize, f64)> = (1..outcome.candidates.len())
+        .filter(|&c| outcome.status[c] != Status::Failed && feasible(c))
+        .filter_map(|c| {
+            let mean = outcome.estimate(c, metric)?.mean;
+            Some((
+                c,
+                if metric.lower_is_better() {
+                    mean
+                } else {
+                    -mean
+                },
+            ))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    ranked.into_iter().take(k).map(|(c, _)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_lines_carry_the_variant_environment() {
+        let v = allocators::parse_variant("glibc:arena_max=2,trim_threshold=1M").unwrap();
+        let d = deployment(&v);
+        assert_eq!(
+            d.env,
+            vec![(
+                "GLIBC_TUNABLES".to_string(),
+                "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576".to_string()
+            )]
+        );
+        assert_eq!(
+            d.shell,
+            "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576"
+        );
+        assert_eq!(
+            d.systemd,
+            "Environment=\"GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576\""
+        );
+        assert!(d
+            .dockerfile
+            .starts_with("ENV GLIBC_TUNABLES=glibc.malloc.arena_max=2"));
+        assert_eq!(shell_quote("a b"), "'a b'");
+    }
+}

@@ -1,0 +1,147 @@
+//! The statistics of the search: estimates from repeated runs, ratios with their spread, and the
+//! racing test that says a candidate is clearly worse than another.
+use serde::{Deserialize, Serialize};
+
+/// Relative noise assumed before any figure was repeated (5 %), and the least ever assumed (1 %):
+/// two runs that happen to agree closely do not make a figure exact.
+pub const DEFAULT_REL_SD: f64 = 0.05;
+pub const MIN_REL_SD: f64 = 0.01;
+
+/// A stated interval is the ratio ± this many standard deviations (about 95 % of single runs).
+pub const INTERVAL_Z: f64 = 2.0;
+
+/// Mean and spread of one figure over a candidate's runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); None with a single run.
+    pub sd: Option<f64>,
+    pub n: usize,
+}
+
+impl Estimate {
+    /// None without any value.
+    pub fn of(values: &[f64]) -> Option<Estimate> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let sd = (n > 1).then(|| {
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            var.sqrt()
+        });
+        Some(Estimate { mean, sd, n })
+    }
+
+    /// The relative standard deviation of one run: measured, at least `MIN_REL_SD`; `pooled` (the
+    /// noise seen in every repeated candidate) while this one has a single run.
+    pub fn rel_sd(&self, pooled: f64) -> f64 {
+        match self.sd {
+            Some(sd) if self.mean > 0.0 => (sd / self.mean).max(MIN_REL_SD),
+            _ => pooled,
+        }
+    }
+
+    /// The relative standard error of the mean.
+    pub fn rel_se(&self, pooled: f64) -> f64 {
+        self.rel_sd(pooled) / (self.n as f64).sqrt()
+    }
+}
+
+/// The relative noise of single runs, pooled over every estimate with repeats (weighted by their
+/// degrees of freedom); `DEFAULT_REL_SD` when nothing was repeated yet.
+pub fn pooled_rel_sd(estimates: &[Estimate]) -> f64 {
+    let (mut sum, mut dof) = (0.0, 0.0);
+    for e in estimates {
+        if let (Some(sd), true) = (e.sd, e.mean > 0.0) {
+            sum += (e.n - 1) as f64 * (sd / e.mean).powi(2);
+            dof += (e.n - 1) as f64;
+        }
+    }
+    if dof == 0.0 {
+        DEFAULT_REL_SD
+    } else {
+        (sum / dof).sqrt().max(MIN_REL_SD)
+    }
+}
+
+/// A ratio of two candidates' figures with its spread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    pub value: f64,
+    /// Standard deviation of the ratio of two single runs, propagated as hyperfine does:
+    /// value × √((σa/a)² + (σb/b)²).
+    pub sd: f64,
+    /// value ± `INTERVAL_Z` sd: where a new measurement of the ratio is expected.
+    pub low: f64,
+    pub high: f64,
+    /// Runs behind the numerator and the denominator.
+    pub runs: [usize; 2],
+    /// Whether a side had a single run, so its noise is the pooled one.
+    pub pooled_noise: bool,
+}
+
+/// `a / b` with its spread; `pooled` stands in for the noise of a side with one run.
+pub fn ratio(a: &Estimate, b: &Estimate, pooled: f64) -> Ratio {
+    let value = a.mean / b.mean;
+    let sd = value * (a.rel_sd(pooled).powi(2) + b.rel_sd(pooled).powi(2)).sqrt();
+    Ratio {
+        value,
+        sd,
+        low: (value - INTERVAL_Z * sd).max(0.0),
+        high: value + INTERVAL_Z * sd,
+        runs: [a.n, b.n],
+        pooled_noise: a.sd.is_none() || b.sd.is_none(),
+    }
+}
+
+/// How much better `a` is than `b`, in standard errors of the difference of their log means
+/// (positive: `a` better). The racing test and "beyond the noise" both read it.
+pub fn advantage(a: &Estimate, b: &Estimate, lower_is_better: bool, pooled: f64) -> f64 {
+    let d = (b.mean / a.mean).ln();
+    let d = if lower_is_better { d } else { -d };
+    let se = (a.rel_se(pooled).powi(2) + b.rel_se(pooled).powi(2)).sqrt();
+    d / se
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_and_ratios() {
+        let a = Estimate::of(&[9.0, 11.0]).unwrap();
+        assert_eq!(a.mean, 10.0);
+        assert!((a.sd.unwrap() - 2f64.sqrt()).abs() < 1e-12);
+        let b = Estimate::of(&[20.0, 20.0, 20.0]).unwrap();
+        let r = ratio(&a, &b, 0.05);
+        assert!((r.value - 0.5).abs() < 1e-12);
+        // b's measured spread is 0: the floor stands in.
+        let expected = 0.5 * ((2f64.sqrt() / 10.0).powi(2) + MIN_REL_SD.powi(2)).sqrt();
+        assert!((r.sd - expected).abs() < 1e-12);
+        assert!(r.low < 0.5 && r.high > 0.5);
+        assert_eq!(r.runs, [2, 3]);
+    }
+
+    #[test]
+    fn a_single_run_takes_the_pooled_noise() {
+        let one = Estimate::of(&[100.0]).unwrap();
+        assert_eq!(one.rel_sd(0.03), 0.03);
+        let repeated = [
+            Estimate::of(&[100.0, 110.0]).unwrap(),
+            Estimate::of(&[50.0, 50.0, 50.0]).unwrap(),
+        ];
+        let pooled = pooled_rel_sd(&repeated);
+        assert!(pooled > MIN_REL_SD && pooled < 0.07, "{pooled}");
+        assert_eq!(pooled_rel_sd(&[one]), DEFAULT_REL_SD);
+    }
+
+    #[test]
+    fn advantage_is_signed_by_direction() {
+        let small = Estimate::of(&[50.0, 51.0, 49.0]).unwrap();
+        let large = Estimate::of(&[100.0, 101.0, 99.0]).unwrap();
+        assert!(advantage(&small, &large, true, 0.05) > 10.0);
+        assert!(advantage(&small, &large, false, 0.05) < -10.0);
+    }
+}
