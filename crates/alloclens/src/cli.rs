@@ -37,6 +37,12 @@ pub enum Command {
     Report(cmd::report::Args),
     /// Compare two runs or two traces side by side: every headline figure and its change
     Diff(cmd::diff::Args),
+    /// Replay a trace's allocator calls under several allocators: RSS against the bytes the program
+    /// really held, fragmentation, retention, speed
+    Replay(Box<cmd::replay::Args>),
+    /// The replay process `replay` starts (internal)
+    #[command(hide = true, name = "replay-driver")]
+    ReplayDriver(cmd::replay::DriverArgs),
     /// Export a trace's raw events as Parquet for pandas, polars, DuckDB or Spark
     Export(cmd::export::Args),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell)

@@ -7,6 +7,15 @@ mod cmd;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // The replay process (`alloclens replay` starts it with the allocator under test preloaded):
+    // straight to the driver, with no tunable set and nearly nothing allocated before it.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "replay-driver")
+    {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        return ExitCode::from(replay::driver_main(&args) as u8);
+    }
     // Under an address-space limit (`ulimit -v`, common on batch systems) each of glibc's
     // per-thread arenas reserves 64 MiB of it; with one arena that space is left to the buffers
     // that follow the input (analysing the python3 trace of bench/: 300 MiB were enough with

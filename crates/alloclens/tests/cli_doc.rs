@@ -38,6 +38,7 @@ fn every_command_option_is_in_docs_cli_md() {
         "analyze",
         "report",
         "diff",
+        "replay",
         "export",
         "completions",
         "man",

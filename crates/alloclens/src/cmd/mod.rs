@@ -10,6 +10,7 @@ mod ksm_library;
 pub mod man;
 pub mod progress;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod watch;
@@ -23,6 +24,10 @@ use ::report::TraceData;
 use crate::cli::Command;
 
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    if let Command::ReplayDriver(args) = command {
+        // With the allocator under test preloaded: nothing else may run first.
+        return replay::driver(args);
+    }
     give_back_ksm();
     match command {
         Command::Run(args) => run::run(*args),
@@ -34,6 +39,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Analyze(args) => analyze::run(args),
         Command::Report(args) => report::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Replay(args) => replay::run(*args),
+        Command::ReplayDriver(args) => replay::driver(args),
         Command::Export(args) => export::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),

@@ -4,6 +4,7 @@
 pub(crate) mod run;
 pub(crate) mod run_compare;
 mod run_ksm;
+pub(crate) mod run_replay;
 pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;

@@ -19,6 +19,7 @@ impl Reportable for RunData {
         let title = format!("alloclens run: {}", r.command.join(" "));
         let mut sections = vec![reproduce(self), summary(self)];
         sections.extend(compared(self));
+        sections.extend(super::run_replay::replay(self));
         sections.extend(memory_over_time(self));
         sections.extend(pss_and_rss(self));
         sections.extend(super::run_ksm::ksm(self));

@@ -72,7 +72,16 @@ const MARKER_COLUMNS: [&str; 13] = [
 
 /// The files and folders a results directory may hold: what `run` writes and `report` adds. `--force`
 /// removes these and refuses a directory holding anything else.
-const OWN_FILES: [&str; 4] = ["results.json", "samples.csv", "markers.csv", "report.html"];
+/// (`replay` adds replay.json, replay.csv and original.csv.)
+const OWN_FILES: [&str; 7] = [
+    "results.json",
+    "samples.csv",
+    "markers.csv",
+    "report.html",
+    "replay.json",
+    "replay.csv",
+    "original.csv",
+];
 const OUTPUT_DIR: &str = "output";
 
 impl ResultsDir {
