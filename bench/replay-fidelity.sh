@@ -105,8 +105,9 @@ for entry in "${PROGRAMS[@]}"; do
   "$AL" record -q --force -o "$WORK/$name.alt" -- "${env[@]}" "${cmd[@]}" >/dev/null 2>"$WORK/$name.record.err" \
     || { echo "replay-fidelity: recording $name failed:" >&2; cat "$WORK/$name.record.err" >&2; exit 1; }
   "$AL" analyze --json "$WORK/$name.alt" > "$WORK/$name.analysis.json"
+  # A replay that fails (a crash in the replay) is a row of the table, with its ending.
   "$AL" replay -a glibc --force -o "$WORK/$name.replay" "$WORK/$name.alt" >/dev/null 2>"$WORK/$name.replay.err" \
-    || { echo "replay-fidelity: replaying $name failed:" >&2; cat "$WORK/$name.replay.err" >&2; exit 1; }
+    || echo "replay-fidelity: replaying $name failed: $(grep -m1 'warning' "$WORK/$name.replay.err" || tail -1 "$WORK/$name.replay.err")" >&2
 done
 
 python3 - "$WORK" "${PROGRAMS[@]%%|*}" <<'PY'
@@ -120,8 +121,15 @@ head = ("program", "images", "calls", "live pk", "heap pk", "replay pk", "pk rat
 print("  ".join(f"{h:>11}" for h in head))
 for name in names:
     analysis = json.load(open(f"{work}/{name}.analysis.json"))
-    replays = json.load(open(f"{work}/{name}.replay/replay.json"))
-    glibc = next(r for r in replays if r["variant"] == "glibc")
+    try:
+        replays = json.load(open(f"{work}/{name}.replay/replay.json"))
+        glibc = next(r for r in replays if r["variant"] == "glibc")
+    except (OSError, ValueError, StopIteration) as e:
+        print(f"{name:>11}  replay failed: no replay.json ({e})")
+        continue
+    if not glibc["ok"]:
+        print(f"{name:>11}  replay failed: {glibc['ending']}")
+        continue
     # The image with the most calls, in the replay and in the analysis.
     image = max(glibc["images"], key=lambda i: i["calls"])
     proc = next(p for p in analysis["processes"]

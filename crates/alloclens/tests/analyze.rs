@@ -538,7 +538,7 @@ int main(void) {
         memset(p, 1, 65536 - 64);
         if (i % 16 == 15) usleep(10000);
     }
-    usleep(300000);                                   /* held: the samples see it all */
+    usleep(1000000);                                  /* held: the samples see it all */
     return 0;
 }
 "#,

@@ -127,7 +127,10 @@ fn cross_thread_frees_wait_for_their_allocation() {
             // allocation would free nothing, or crash): what is left live at the end is what the
             // trace never frees, plus the driver's own few blocks.
             let live = u(&image["allocator_calls"]["live_blocks"]);
-            assert!(live < u(&image["never_freed"]) + 100, "{live} blocks left live");
+            assert!(
+                live < u(&image["never_freed"]) + 100,
+                "{live} blocks left live"
+            );
             if args.contains(&"--serial") {
                 assert_eq!(u(&image["threads"]), 1);
                 assert_eq!(u(&image["cross_thread"]), 0);
