@@ -5,6 +5,10 @@
 # the replay under a bump "allocator" (malloc hands out the next address of a 64 GiB reservation,
 # free does nothing, realloc copies) with --touch none, so nearly all of its time is the driver's.
 # Usage: bench/replay-speed.sh [CHURN_OPS] [REPEATS]  (defaults 3000000, 3; medians of the repeats)
+# The replays run through crates/replay/examples/replay_speed.rs (the library's own driver, built
+# in release: lighter than the whole CLI), the same code `alloclens replay --serial
+# --no-allocator-stats` runs; ALLOCLENS=path uses that alloclens for record and analyze instead of
+# building it in release (their speed is not measured here).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +16,14 @@ OPS=${1:-3000000}
 REPEATS=${2:-3}
 WORK=$(mktemp -d /tmp/alloclens-replay.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-cargo build --release -q -p alloclens
-AL=$PWD/target/release/alloclens
+cargo build --release -q -p replay --example replay_speed
+RS=$PWD/target/release/examples/replay_speed
+if [ -n "${ALLOCLENS:-}" ]; then
+  AL=$ALLOCLENS
+else
+  cargo build --release -q -p alloclens
+  AL=$PWD/target/release/alloclens
+fi
 
 cat > "$WORK/bump.c" <<'C'
 #include <stddef.h>
@@ -68,45 +78,53 @@ calls_of() { "$AL" analyze --json "$1" | python3 -c 'import json,sys; print(sum(
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 ALLOCS=$("$AL" allocators --json | python3 -c 'import json,sys; print(",".join(a["name"] for a in json.load(sys.stdin) if a["installed"]))')
 
-CHURN=("$AL" workload churn --ops "$OPS")
+CHURN=("$RS" churn "$OPS")
 "$AL" record -q -o "$WORK/churn.alt" -- "${CHURN[@]}" >/dev/null 2>&1
 PY=(env PYTHONMALLOC=malloc python3 "$WORK/service.py")
 "$AL" record -q -o "$WORK/python3.alt" -- "${PY[@]}" >/dev/null 2>&1
 
-printf '%-10s %-12s %14s %14s %12s\n' trace variant calls/s ns/call vs-native
+printf '%-10s %-12s %14s %14s %12s %14s %12s\n' trace variant calls/s ns/call vs-native cpu-calls/s cpu-ns/call
 for name in churn python3; do
   trace="$WORK/$name.alt"
   calls=$(calls_of "$trace")
   natives=()
   for _ in $(seq "$REPEATS"); do
-    if [ "$name" = churn ]; then natives+=("$(wall "${CHURN[@]}")"); else natives+=("$(wall "${PY[@]}")"); fi
+    if [ "$name" = churn ]; then
+      # The workload's own count and time (its calls, not Rust's bookkeeping; no process start).
+      read -r calls seconds < <("${CHURN[@]}")
+      natives+=("$seconds")
+    else
+      natives+=("$(wall "${PY[@]}")")
+    fi
   done
   native=$(median "${natives[@]}")
   native_rate=$(python3 -c "print($calls / $native)")
-  printf '%-10s %-12s %14.0f %14.1f %12s   (%s calls; the whole program, allocator calls and its own work)\n' \
+  printf '%-10s %-12s %14.0f %14.1f %12s   (%s calls over the program time: its allocator calls and its own work)\n' \
     "$name" native "$native_rate" "$(python3 -c "print($native / $calls * 1e9)")" 1.00x "$calls"
-  "$AL" replay "$trace" -a "$ALLOCS,bump=$WORK/libbump.so" -r "$REPEATS" --serial --no-allocator-stats \
-    -o "$WORK/out-$name" --json > "$WORK/$name.json" 2>/dev/null || true
+  "$RS" "$trace" "$ALLOCS" --repeat "$REPEATS" > "$WORK/$name.rates"
   # The bump allocator again, touching nothing: what is left is the driver's own cost per call.
-  "$AL" replay "$trace" -a "bump=$WORK/libbump.so" -r "$REPEATS" --serial --no-allocator-stats --touch none \
-    -o "$WORK/bare-$name" --json > "$WORK/$name-bare.json" 2>/dev/null || true
-  python3 - "$name" "$native_rate" "$WORK/$name.json" "$WORK/$name-bare.json" <<'PY'
-import json, statistics, sys
-name, native, runs, bare = sys.argv[1], float(sys.argv[2]), json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
-by = {}
-for r in runs:
-    by.setdefault(r["variant"].split("=")[0], []).append(r)
-for v, rs in by.items():
-    ok = [r["calls_per_s"] for r in rs if r["ok"]]
-    if not ok:
-        print(f"{name:<10} {v:<12} {rs[0]['ending']:>14}")
-        continue
-    rate = statistics.median(ok)
-    print(f"{name:<10} {v:<12} {rate:14.0f} {1e9 / rate:14.1f} {rate / native:11.2f}x")
-ok = [r["calls_per_s"] for r in bare if r["ok"]]
-if ok:
-    rate = statistics.median(ok)
-    print(f"{name:<10} {'driver':<12} {rate:14.0f} {1e9 / rate:14.1f} {'':>12}   (bump allocator, --touch none: the driver's own cost per call)")
+  "$RS" "$trace" "bump=$WORK/libbump.so" --touch none --repeat "$REPEATS" > "$WORK/$name.bare"
+  python3 - "$name" "$native_rate" "$WORK/$name.rates" "$WORK/$name.bare" <<'PY'
+import statistics, sys
+name, native = sys.argv[1], float(sys.argv[2])
+def rows(path):
+    for line in open(path):
+        label, _calls, *rates = line.split()
+        pairs = [r.split("/") for r in rates if "/" in r]
+        ok = [(float(w), float(c)) for w, c in pairs]
+        yield label.split("=")[0], ok, " ".join(rates)
+def show(label, ok, note=""):
+    wall = statistics.median(w for w, _ in ok)
+    cpu = statistics.median(c for _, c in ok)
+    print(f"{name:<10} {label:<12} {wall:14.0f} {1e9 / wall:14.1f} {wall / native:11.2f}x {cpu:14.0f} {1e9 / cpu:12.1f}{note}")
+for v, ok, text in rows(sys.argv[3]):
+    if ok:
+        show(v, ok)
+    else:
+        print(f"{name:<10} {v:<12} {text:>14}")
+for v, ok, _ in rows(sys.argv[4]):
+    if ok:
+        show("driver", ok, "   (bump allocator, --touch none: the driver's own cost per call)")
 PY
 done
-echo "Replays are --serial (one thread), --touch pages unless said, without the agent (--no-allocator-stats)."
+echo "Replays are --serial (one thread), --touch pages unless said, without the agent (alloclens replay --serial --no-allocator-stats)."

@@ -387,15 +387,9 @@ pub fn plan_images(
         if opts.phase.is_some() && window.is_none() {
             continue;
         }
-        images.push(lay_out(
-            d,
-            stream.info,
-            markers,
-            first_seq,
-            end_seq,
-            window,
-            opts,
-        )?);
+        let mut image = lay_out(d, stream.info, markers, first_seq, end_seq, window, opts)?;
+        image.original = reader.memory_samples(s).to_vec();
+        images.push(image);
     }
     warnings.extend(losses.warnings("replayed"));
     if let (Some(label), true) = (&opts.phase, images.is_empty()) {
@@ -485,4 +479,95 @@ fn lay_out(
         window,
         original: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace::{synthetic_address, EndReason, TraceHeader, TraceWriter, Trailer};
+
+    fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
+        Record::Event(Event {
+            seq,
+            t_ns: seq,
+            tid,
+            stack: 0,
+            op,
+            addr,
+            size,
+            old_addr,
+        })
+    }
+
+    fn plan(records: &[Record], opts: &ReplayOptions) -> ImagePlan {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.alt");
+        let mut w = TraceWriter::new(
+            std::fs::File::create(&path).unwrap(),
+            &TraceHeader::default(),
+        )
+        .unwrap();
+        let info = ProcessInfo {
+            pid: 1,
+            ppid: 0,
+            exec_index: 0,
+            cmdline: vec!["t".into()],
+            start_unix_ns: 0,
+            truncated: false,
+        };
+        let id = w.begin_process(&info).unwrap();
+        w.write_records(id, records, 64).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        let mut reader = TraceReader::open(&path).unwrap();
+        let mut warnings = Vec::new();
+        plan_images(&mut reader, opts, &mut warnings)
+            .unwrap()
+            .pop()
+            .unwrap()
+    }
+
+    /// Blocks named by the seq of their allocation (a trace without addresses): a second free of
+    /// one is a double free, a free of a seq that allocated nothing is unknown; a free on another
+    /// thread is cross-thread and lands in that thread's list.
+    #[test]
+    fn blocks_known_by_seq_are_decoded_per_thread() {
+        let a = synthetic_address(0);
+        let b = synthetic_address(1);
+        let records = [
+            ev(0, 10, Op::Malloc, a, 100, 0),
+            ev(1, 10, Op::Malloc, b, 50, 0),
+            ev(2, 20, Op::Free, a, 0, 0),
+            ev(3, 20, Op::Free, a, 0, 0),
+            ev(4, 20, Op::Free, synthetic_address(2), 0, 0),
+            ev(5, 10, Op::Realloc, synthetic_address(5), 80, b),
+        ];
+        let p = plan(&records, &ReplayOptions::default());
+        assert_eq!(p.threads, 2);
+        assert_eq!(p.calls, 4);
+        assert_eq!(p.skipped.double_frees, 1);
+        assert_eq!(p.skipped.unknown_frees, 1);
+        assert_eq!(p.cross_thread, 1);
+        assert_eq!((p.ideal_peak, p.live_end, p.never_freed), (150, 80, 1));
+        let image = Image::of(&p.map).unwrap();
+        let t = image.threads();
+        assert_eq!((t[0].calls_len, t[1].calls_len), (3, 1));
+        let calls = image.calls();
+        // Thread 20's free names block 0, made by thread 10; the realloc moves block 1 to block 2.
+        assert_eq!((calls[3].action(), calls[3].block), (Action::Free as u8, 0));
+        assert_eq!((calls[2].block, calls[2].old), (2, 1));
+
+        let serial = plan(
+            &records,
+            &ReplayOptions {
+                serial: true,
+                ..ReplayOptions::default()
+            },
+        );
+        assert_eq!(
+            (serial.threads, serial.calls, serial.cross_thread),
+            (1, 4, 0)
+        );
+    }
 }
