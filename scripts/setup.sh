@@ -10,7 +10,7 @@ packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libunwi
 case "$level" in
   runtime) ;;
   test) packages+=(gcc g++ libc6-dev make python3 smem chromium binutils gdb heaptrack) ;;
-  bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack time valgrind) ;;
+  bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack time valgrind sqlite3) ;;
   *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
 esac
 command -v cargo >/dev/null 2>&1 || packages+=(cargo rustc)

@@ -552,3 +552,65 @@ fn the_json_of_short_images_is_proportionate_to_their_calls() {
         "{per_image} bytes of JSON per image of a few hundred calls"
     );
 }
+
+/// A program that keeps 24 MiB: `analyze` shows the original run's memory from the recorder's
+/// samples (docs/trace-format.md, "Memory samples"), and `report` draws it against the calls; a
+/// trace recorded without samples has none and reads as before.
+#[test]
+fn the_original_runs_memory_is_in_analyze_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(
+        dir.path(),
+        "keep",
+        r#"#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+    for (int i = 0; i < 24 * 16; i++) {              /* 24 MiB in 64 KiB blocks, kept */
+        char *volatile p = malloc(65536 - 64);
+        memset(p, 1, 65536 - 64);
+        if (i % 16 == 15) usleep(10000);
+    }
+    usleep(1000000);                                  /* held: the samples see it all */
+    return 0;
+}
+"#,
+        &["-O1"],
+    );
+    let trace = dir.path().join("keep.alt");
+    record(&trace, &[], &[&exe]);
+    let v = json_of(&[trace.to_str().unwrap()]);
+    let m = &v["processes"][0]["memory"];
+    let mib = (1u64 << 20) as f64;
+    let heap_peak = m["heap"]["peak"].as_f64().unwrap() / mib;
+    assert!(
+        (23.5..28.0).contains(&heap_peak),
+        "heap peak {heap_peak} MiB: {m}"
+    );
+    let rss_peak = m["rss"]["peak"].as_f64().unwrap() / mib;
+    assert!(rss_peak >= heap_peak, "{m}");
+    let heap_mean = m["heap"]["mean"].as_f64().unwrap() / mib;
+    assert!(heap_mean > 0.0 && heap_mean < heap_peak, "{m}");
+    assert!(m["non_heap"]["peak"].as_f64().unwrap() > 0.0, "{m}");
+    let text = succeeded(alloclens().args(["analyze"]).arg(&trace));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("memory as recorded ("), "{text}");
+    assert!(text.contains("heap (private anonymous, "), "{text}");
+    let svg = dir.path().join("svg");
+    succeeded(alloclens().arg("report").arg(&trace).arg("--svg").arg(&svg));
+    assert!(svg.join("p0-memory-by-calls.svg").exists());
+
+    let bare = dir.path().join("bare.alt");
+    record(&bare, &["--memory-interval", "0"], &[&exe]);
+    let v = json_of(&[bare.to_str().unwrap()]);
+    assert!(
+        v["processes"][0]["memory"].is_null(),
+        "{}",
+        v["processes"][0]["memory"]
+    );
+    let text = succeeded(alloclens().args(["analyze"]).arg(&bare));
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("memory as recorded"));
+    let svg = dir.path().join("svg-bare");
+    succeeded(alloclens().arg("report").arg(&bare).arg("--svg").arg(&svg));
+    assert!(!svg.join("p0-memory-by-calls.svg").exists());
+}

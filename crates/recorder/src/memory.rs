@@ -146,8 +146,9 @@ struct Progress {
 }
 
 fn sample_loop(shared: &Shared, interval: Duration) {
-    // Below the drain thread, like the compressors: the program waits for the drain, not for us.
-    sys::nice_this_thread(10);
+    // At the drain thread's priority, unlike the compressors: its cost is bounded by
+    // `COST_SHARE`, and at nice 10 on a loaded machine (load 20 on 2 cores) it read a program
+    // holding 24 MiB twice in a second, missing the top.
     let interval_ns = (interval.as_nanos() as u64).max(1_000_000);
     let tick_ns = interval_ns / 5;
     let page_size = sys::page_size();

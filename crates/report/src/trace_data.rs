@@ -7,6 +7,29 @@ use analyze::FileAnalysis;
 pub struct TraceData {
     pub path: PathBuf,
     pub analysis: FileAnalysis,
+    /// The recorder's readings of each image's memory (MEMORY chunks), for the images that have
+    /// them.
+    pub memory: Vec<ImageMemory>,
+}
+
+/// One process image's memory samples, and which image.
+pub struct ImageMemory {
+    pub pid: u32,
+    pub exec_index: u32,
+    pub start_unix_ns: u64,
+    pub samples: Vec<trace::MemorySample>,
+}
+
+impl TraceData {
+    /// The memory samples of the image `p` reports on (empty when the trace has none).
+    pub fn memory_of(&self, p: &analyze::ProcessReport) -> &[trace::MemorySample] {
+        self.memory
+            .iter()
+            .find(|m| {
+                (m.pid, m.exec_index, m.start_unix_ns) == (p.pid, p.exec_index, p.start_unix_ns)
+            })
+            .map_or(&[], |m| m.samples.as_slice())
+    }
 }
 
 impl TraceData {
@@ -27,9 +50,24 @@ impl TraceData {
             ..Default::default()
         };
         let analysis = analyze::analyze_file_with(path, &options, progress)?;
+        // Opening scans the chunk frames only (the analysis above read the file already).
+        let reader = trace::TraceReader::open(path)?;
+        let memory = reader
+            .streams()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !reader.memory_samples(*i).is_empty())
+            .map(|(i, s)| ImageMemory {
+                pid: s.info.pid,
+                exec_index: s.info.exec_index,
+                start_unix_ns: s.info.start_unix_ns,
+                samples: reader.memory_samples(i).to_vec(),
+            })
+            .collect();
         Ok(TraceData {
             path: path.to_path_buf(),
             analysis,
+            memory,
         })
     }
 }

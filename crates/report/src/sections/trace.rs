@@ -32,7 +32,7 @@ impl Reportable for TraceData {
             .into_iter()
             .take(MAX_PROCESS_SECTIONS)
         {
-            sections.push(process_section(i, p));
+            sections.push(process_section(i, p, self.memory_of(p)));
         }
         if let Some(sites) = &a.call_sites {
             sections.extend(crate::sections::trace_sites::sections(sites));
@@ -215,7 +215,7 @@ fn processes_table(t: &TraceData) -> Section {
     s
 }
 
-fn process_section(i: usize, p: &ProcessReport) -> Section {
+fn process_section(i: usize, p: &ProcessReport, memory: &[trace::MemorySample]) -> Section {
     let id = |name: &str| format!("p{i}-{name}");
     let mut s = Section::new(
         format!("process-{i}"),
@@ -288,6 +288,34 @@ fn process_section(i: usize, p: &ProcessReport) -> Section {
                 x_axis.clone(),
                 Axis::new(c.title.to_lowercase(), c.unit()),
                 lines,
+            );
+            chart.bands = bands.clone();
+            s.push_chart(chart);
+        }
+        if !memory.is_empty() {
+            let at = |m: &trace::MemorySample| {
+                if by == "calls" {
+                    m.seq as f64
+                } else {
+                    m.t_ns as f64 / 1e9
+                }
+            };
+            let live = xs.iter().map(|(x, t)| (*x, t.live_bytes as f64)).collect();
+            let rss = memory.iter().map(|m| (at(m), m.rss as f64)).collect();
+            let heap = memory
+                .iter()
+                .filter_map(|m| Some((at(m), m.heap? as f64)))
+                .collect();
+            let mut chart = Chart::from_lines(
+                id(&format!("memory-by-{by}")),
+                format!("Memory as recorded (RSS, heap) and live bytes against {against}"),
+                x_axis.clone(),
+                Axis::new("bytes", Unit::Bytes),
+                vec![
+                    line("RSS", rss, 3, Emphasis::Bold),
+                    line("heap (private anonymous)", heap, 2, Emphasis::Bold),
+                    line("live bytes", live, 0, Emphasis::Faint),
+                ],
             );
             chart.bands = bands.clone();
             s.push_chart(chart);
