@@ -269,16 +269,7 @@ fn close(a: u64, b: u64) -> bool {
 
 #[test]
 fn top_functions_of_a_gcc_compile_agree_with_heaptrack() {
-    if Command::new("heaptrack_print")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_err()
-    {
-        eprintln!("SKIPPED: heaptrack is not installed (scripts/setup.sh bench); the heaptrack comparison did not run");
-        return;
-    }
+    testkit::require!(program "heaptrack_print");
     let dir = tempfile::tempdir().unwrap();
     let cc1 = String::from_utf8(
         Command::new("gcc")

@@ -86,17 +86,10 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// KSM and root (its sysfs is written): skipped without them, a failure where CI runs.
 fn usable() -> bool {
-    if !Path::new(SYSFS).join("run").exists() {
-        eprintln!("skipped: this kernel has no KSM");
-        return false;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: not root (KSM's sysfs is not writable)");
-        return false;
-    }
-    true
+    testkit::require(testkit::Need::Ksm, "KSM")
+        && testkit::require(testkit::Need::Root, "KSM's sysfs")
 }
 
 #[test]

@@ -104,10 +104,9 @@ fn progress_is_drawn_on_a_terminal() {
     let trace_path = recorded(dir.path());
     let bin = assert_cmd::cargo::cargo_bin("alloclens");
     let (bin, trace) = (bin.display(), trace_path.display());
-    let Some(analyze) = on_a_terminal(&format!("{bin} analyze {trace} > /dev/null")) else {
-        eprintln!("script (util-linux) not installed: skipped");
-        return;
-    };
+    testkit::require!(program "script");
+    let analyze = on_a_terminal(&format!("{bin} analyze {trace} > /dev/null"))
+        .expect("script (util-linux) runs the command on a terminal");
     // Its total is the trace's record count, from the chunk index: every call the analysis counts
     // (the workload prints no marker).
     let json = common::json_stdout([

@@ -176,10 +176,7 @@ fn marker_lines_pass_through_unchanged() {
 
 #[test]
 fn allocator_variant_runs_behind_the_shim() {
-    if !Path::new("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").exists() {
-        eprintln!("skipped: jemalloc not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("je.alt");
     let program = [

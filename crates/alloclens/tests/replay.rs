@@ -152,10 +152,7 @@ fn cross_thread_frees_wait_for_their_allocation() {
 /// below B); jemalloc with dirty_decay_ms=0 returns them at once.
 #[test]
 fn glibc_retains_the_freed_wave_where_jemalloc_without_decay_returns_it() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc is not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let dir = tempfile::tempdir().unwrap();
     let trace = record(
         dir.path(),

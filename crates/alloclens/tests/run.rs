@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, csv_rows, exe, installed};
+use common::{alloclens, csv_rows, exe};
 
 /// Runs `alloclens run` with `args` into a fresh directory; returns (exit code, stderr, dir).
 fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
@@ -135,10 +135,7 @@ fn tree_totals_are_the_sum_of_the_process_rows() {
 
 #[test]
 fn preloaded_allocator_is_verified_in_the_maps() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let (code, stderr, dir) = run(&["-a", "glibc,jemalloc", "-r", "1", "--", "sleep", "0.4"]);
     assert_eq!(code, 0, "{stderr}");
     let r = results(dir.path());
@@ -157,10 +154,7 @@ fn preloaded_allocator_is_verified_in_the_maps() {
 
 #[test]
 fn a_program_that_drops_ld_preload_is_reported() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let (code, stderr, dir) = run(&[
         "-a",
         "jemalloc",
@@ -227,10 +221,7 @@ fn each_marker_line_gets_one_sample() {
 
 #[test]
 fn twowave_shows_glibc_keeping_what_jemalloc_returns() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let (code, stderr, dir) = run(&[
         "-a",
         "glibc,jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0",

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, csv_rows, exe, installed};
+use common::{alloclens, csv_rows, exe};
 
 /// Runs `alloclens run -o DIR/results ARGS` in DIR; returns (exit code, stdout, stderr).
 fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
@@ -71,10 +71,7 @@ fn of_runs(r: &Value, variant: &str, f: impl Fn(&Value) -> f64) -> Vec<f64> {
 #[test]
 fn exports_agree_with_results_json_and_the_figures_recomputed_by_hand() {
     let variants = "glibc,jemalloc";
-    if !installed("jemalloc") {
-        eprintln!("jemalloc not installed: skipped");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let (code, stdout, stderr) = run_in(
@@ -182,10 +179,8 @@ fn exports_agree_with_results_json_and_the_figures_recomputed_by_hand() {
 
 #[test]
 fn with_throughput_the_variants_are_ranked_by_it_in_the_users_unit() {
-    if !installed("jemalloc") || !installed("mimalloc") {
-        eprintln!("jemalloc or mimalloc not installed: skipped");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
+    testkit::require!(allocator "mimalloc");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let alloclens = exe();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{alloclens, compile_c, exe, installed};
+use common::{alloclens, compile_c, exe};
 
 /// A twowave small enough for tests: glibc keeps wave A's pages, jemalloc without decay purges
 /// them, so mean PSS differs by about a quarter, run after run.
@@ -46,10 +46,7 @@ fn space_file(dir: &Path, lines: &[&str]) -> String {
 
 #[test]
 fn the_recommendation_holds_up_in_an_independent_run() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc is not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let tmp = tempfile::tempdir().unwrap();
     let space = space_file(
         tmp.path(),
@@ -341,10 +338,7 @@ fn ctrl_c_mid_search_gives_a_partial_answer_and_keeps_the_files() {
 
 #[test]
 fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
-    if !installed("jemalloc") {
-        eprintln!("skipped: jemalloc is not installed");
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("tw.alt");
     let command = twowave("6", "200");

@@ -57,12 +57,9 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// gdb for `--pid`; where CI runs it must be there (testkit's skip policy).
 fn gdb_installed() -> bool {
-    Command::new("gdb")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    testkit::require(testkit::Need::Program("gdb"), "watch --pid")
 }
 
 /// `watch --pid` on a process nobody started under alloclens: /proc figures over time, glibc's
@@ -70,10 +67,7 @@ fn gdb_installed() -> bool {
 /// goes on unharmed: same output as an unwatched run, same exit status.
 #[test]
 fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
-    if !gdb_installed() {
-        eprintln!("skipped: gdb is not installed (scripts/setup.sh installs it)");
-        return;
-    }
+    testkit::require!(program "gdb");
     let tmp = tempfile::tempdir().unwrap();
     let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
     // 200 rounds of 50 ms: it outlives the watch and both gdb readings on a loaded machine (each
@@ -529,10 +523,7 @@ int main(int argc, char **argv) {
 /// gives back most of what glibc holds free, and the verdict is retention.
 #[test]
 fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
-    if !gdb_installed() {
-        eprintln!("skipped: gdb is not installed");
-        return;
-    }
+    testkit::require!(program "gdb");
     let tmp = tempfile::tempdir().unwrap();
     let prog = compile_c(tmp.path(), "twowaves", TWO_WAVES, &["-O1"]);
     let mut child = Command::new(&prog)

@@ -230,12 +230,7 @@ fn twowave_glibc_keeps_wave_a_while_jemalloc_with_decay_0_returns_it() {
     let glibc = twowave_retention(&mut workload(&args));
     // glibc cannot trim below wave B: almost everything stays resident.
     assert!(glibc > 0.85, "glibc retention {glibc:.2}");
-    if !std::path::Path::new(JEMALLOC).exists() {
-        eprintln!(
-            "note: {JEMALLOC} not installed (apt-get install libjemalloc2); jemalloc half skipped"
-        );
-        return;
-    }
+    testkit::require!(allocator "jemalloc");
     let jemalloc = twowave_retention(
         workload(&args)
             .env("LD_PRELOAD", JEMALLOC)

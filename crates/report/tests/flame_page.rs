@@ -50,8 +50,9 @@ fn artifacts_dir() -> PathBuf {
 /// The page's render status (page.js) after opening `html#fragment`, and a screenshot `name.png`.
 fn open(html: &Path, fragment: &str, name: &str) -> Option<Value> {
     let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED: chromium is not installed (apt-get install chromium); browser checks not run"
+        testkit::require(
+            testkit::Need::Program("chromium"),
+            "the flame graph's browser checks",
         );
         return None;
     };

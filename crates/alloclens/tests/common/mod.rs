@@ -21,14 +21,18 @@ pub fn exe() -> String {
         .to_string()
 }
 
-/// Whether `alloclens allocators` reports the allocator as installed.
+/// Whether `alloclens allocators` reports the allocator as installed. Where CI runs every
+/// allocator must be (scripts/setup.sh installs them): a missing one fails the test there instead
+/// of skipping its part silently (testkit's skip policy).
 pub fn installed(name: &str) -> bool {
     let out = alloclens().args(["allocators", "--json"]).output().unwrap();
     let all: Value = serde_json::from_slice(&out.stdout).unwrap();
-    all.as_array()
+    let found = all
+        .as_array()
         .unwrap()
         .iter()
-        .any(|a| a["name"] == name && a["installed"] == true)
+        .any(|a| a["name"] == name && a["installed"] == true);
+    found || testkit::require(testkit::Need::Allocator(name), "alloclens allocators")
 }
 
 /// Runs `cmd` (an alloclens command), asserting that it succeeds; its stderr is the message.
@@ -99,52 +103,21 @@ pub fn csv_rows(path: impl AsRef<Path>) -> Vec<BTreeMap<String, String>> {
         .collect()
 }
 
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop: a real full disk.
-pub struct SmallDisk {
-    dir: tempfile::TempDir,
-}
+/// A tmpfs mounted on a fresh directory: a real full disk (testkit's; a failure where CI runs).
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use testkit::SmallDisk;
 
-impl SmallDisk {
-    /// None (with the reason printed) when this machine cannot mount one (not root, no tmpfs).
-    pub fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        // Lazy: a process of the test that still has a file open there does not keep it mounted.
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
-/// Debian's `chromium` (or `chromium-browser`) when installed, for the report's browser checks.
+/// Debian's `chromium` (or `chromium-browser`) when installed, for the report's browser checks;
+/// where CI runs it must be (testkit's skip policy).
 pub fn chromium() -> Option<&'static str> {
+    let found = find_chromium();
+    if found.is_none() {
+        testkit::require(testkit::Need::Program("chromium"), "the browser checks");
+    }
+    found
+}
+
+fn find_chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser"].into_iter().find(|b| {
         Command::new(b)
             .arg("--version")
