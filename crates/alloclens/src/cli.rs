@@ -24,7 +24,8 @@ pub enum Command {
     /// the evidence and the lines that deploy it
     Tune(Box<cmd::tune::Args>),
     /// Watch a program's memory for minutes to weeks and say why RSS grows: leak, fragmentation,
-    /// retention or stable, with the allocator's own statistics
+    /// retention, outside the heap or stable (undetermined, with how to measure it, when the
+    /// figures cannot tell), with the allocator's own statistics
     Watch(cmd::watch::Args),
     /// List the known allocators: installed or not, library, version, package to install
     Allocators(cmd::allocators::Args),

@@ -4,7 +4,8 @@
 //! follows a running process, samples its whole tree every interval (RSS and PSS through
 //! `procmem`, the RSS split from smaps, the agent's live bytes and allocator statistics, or glibc's
 //! through gdb for `--pid`) into a [`history::History`] bounded in memory and on disk, and
-//! [`verdict::classify`] tells leak, fragmentation, retention or stable from robust trends
+//! [`verdict::classify`] tells leak, fragmentation, retention, outside-heap or stable (or says it
+//! cannot: undetermined) from robust trends
 //! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read; [`samples_file`] reads samples.csv back and says
 //! what is wrong with it. Nothing here prints.
 //! Formats and definitions: docs/watch.md.
