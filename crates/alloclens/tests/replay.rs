@@ -148,6 +148,67 @@ fn cross_thread_frees_wait_for_their_allocation() {
     }
 }
 
+/// A block freed by another thread is the allocating thread's until its slot is published: the
+/// driver writes its pages first. Each round, thread 1 makes a 64 MiB block (above glibc's largest
+/// mmap threshold, so free unmaps it) that thread 2, already waiting on its slot, frees at once;
+/// thread 2 then makes a small block thread 1 frees before its next round, so one big block is live
+/// at a time. Touching the pages after publishing them (the old order) wrote into the unmapped
+/// block: SIGSEGV here, "malloc(): unaligned fastbin chunk detected" on small blocks.
+#[test]
+fn a_cross_thread_free_comes_after_the_blocks_pages_are_written() {
+    use trace::{EndReason, Event, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("handoff.alt");
+    let mut w = TraceWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        &TraceHeader::default(),
+    )
+    .unwrap();
+    let info = ProcessInfo {
+        pid: 11,
+        ppid: 1,
+        exec_index: 0,
+        cmdline: vec!["handoff".into()],
+        start_unix_ns: 0,
+        truncated: false,
+    };
+    let id = w.begin_process(&info).unwrap();
+    let rounds = 8u64;
+    let mut records = Vec::new();
+    let mut call = |tid: u32, op: Op, addr: u64, size: u64| {
+        let seq = records.len() as u64;
+        records.push(Record::Event(Event {
+            seq,
+            t_ns: seq,
+            tid,
+            stack: 0,
+            op,
+            addr,
+            size,
+            old_addr: 0,
+        }));
+    };
+    for r in 0..rounds {
+        let (big, small) = (0x1000_0000 + r * (128 << 20), 0x10_0000 + r * 64);
+        call(1, Op::Malloc, big, 64 << 20);
+        call(2, Op::Free, big, 0);
+        call(2, Op::Malloc, small, 32);
+        call(1, Op::Free, small, 0);
+    }
+    w.write_records(id, &records, 64).unwrap();
+    w.end_process(id, EndReason::Exit, records.len() as u64)
+        .unwrap();
+    w.finish(&Trailer::default()).unwrap();
+
+    let runs = replay(&path, dir.path(), &["-a", "glibc", "--no-allocator-stats"]);
+    let r = &runs[0];
+    assert_eq!(r["ending"], "ok", "{r}");
+    let image = &r["images"][0];
+    assert_eq!(u(&image["threads"]), 2);
+    assert_eq!(u(&image["cross_thread"]), 2 * rounds);
+    assert_eq!(u(&image["calls_performed"]), 4 * rounds);
+}
+
 /// Venice's pattern: wave A freed under wave B. glibc keeps A's pages (its heap cannot shrink
 /// below B); jemalloc with dirty_decay_ms=0 returns them at once.
 #[test]

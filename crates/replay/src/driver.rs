@@ -126,14 +126,15 @@ fn block(table: &[AtomicUsize], b: u32, waits: &mut u64) -> usize {
     }
 }
 
+/// Makes block `b` (or its failure) visible to the other threads. The Release store orders every
+/// write the allocating thread made to the block before the free or realloc that reads the slot.
 #[inline]
-fn publish(table: &[AtomicUsize], b: u32, p: *mut libc::c_void, failed: &mut u64) -> bool {
+fn publish(table: &[AtomicUsize], b: u32, p: *mut libc::c_void, failed: &mut u64) {
     let ok = !p.is_null();
     if !ok {
         *failed += 1;
     }
     table[b as usize].store(if ok { p as usize } else { FAILED }, Ordering::Release);
-    ok
 }
 
 #[inline]
@@ -192,9 +193,13 @@ unsafe fn perform(
         PVALLOC => pvalloc(size),
         _ => return,
     };
-    if publish(table, call.block, new, failed) {
+    // Touched before it is published: once its slot is set, the thread that frees it may do so at
+    // once, and a write after that lands in the allocator's free list (glibc aborts with
+    // "malloc(): unaligned fastbin chunk detected").
+    if !new.is_null() {
         touch_block(new.cast(), size, touch);
     }
+    publish(table, call.block, new, failed);
 }
 
 /// Writes the new block as the program would have: one byte per page (the default), every byte,
