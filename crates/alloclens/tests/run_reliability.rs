@@ -620,6 +620,23 @@ fn issue_24_export_paths_are_refused_before_any_run_when_they_would_lose_results
         "{}",
         String::from_utf8_lossy(&report.stderr)
     );
+    // Beside a results directory whose parents do not exist yet: they are created with it.
+    let nested = dir.path().join("new/runs/first");
+    let out = alloclens()
+        .args(["run", "-a", "glibc", "-r", "1", "-o"])
+        .arg(&nested)
+        .arg("--export-json")
+        .arg(nested.with_extension("json"))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(nested.with_extension("json").is_file());
 }
 
 /// Issue 24: `--throughput` with a regex that has no capture group, or that never matches, gave no

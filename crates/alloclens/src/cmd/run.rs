@@ -323,8 +323,9 @@ fn check_exports(
                 bail!("{option} '{shown}' cannot be written (permission denied): choose a file you can write")
             }
             Ok(_) => {}
-            // The results directory is created before the runs: an export in it is fine.
-            Err(_) if parent == results => {}
+            // The results directory is created, with its missing parents, before the runs: an
+            // export in it or beside it (`-o a/b/run --export-json a/b/run.json`) is fine.
+            Err(_) if results.starts_with(parent) && !parent.exists() || parent == results => {}
             Err(_) => match std::fs::metadata(parent) {
                 Ok(m) if !m.is_dir() => bail!("{option} '{shown}': '{}' is not a directory", parent.display()),
                 Ok(_) if !writable(parent) => bail!("{option} '{shown}': the directory '{}' cannot be written (permission denied): choose one you can write", parent.display()),
