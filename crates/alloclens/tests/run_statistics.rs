@@ -399,9 +399,13 @@ fn markdown_export_escapes_pipes_and_backticks() {
     );
 }
 
+/// An export that passed the check before the runs (issue 24: a missing folder is refused then,
+/// in run_reliability.rs) but cannot be written at the end: here the command itself removes the
+/// export's folder.
 #[test]
 fn an_export_that_cannot_be_written_fails_the_session_but_keeps_the_results() {
     let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("gone")).unwrap();
     let (code, stdout, stderr) = run_in(
         tmp.path(),
         &[
@@ -410,16 +414,17 @@ fn an_export_that_cannot_be_written_fails_the_session_but_keeps_the_results() {
             "-r",
             "1",
             "--export-csv",
-            "no/such/dir/summary.csv",
+            "gone/summary.csv",
             "--export-markdown",
             "summary.md",
             "--",
-            "true",
+            "rmdir",
+            "gone",
         ],
     );
     assert_eq!(code, 1, "{stderr}");
     assert!(
-        stderr.contains("alloclens: error: cannot write the summary to 'no/such/dir/summary.csv'"),
+        stderr.contains("alloclens: error: cannot write the summary to 'gone/summary.csv'"),
         "{stderr}"
     );
     // The table, results.json and the other export are all there.
