@@ -35,6 +35,10 @@ pub fn header() -> Vec<String> {
         .collect()
 }
 
+/// Columns added to samples.csv after its first version, last in the header and defaulted when
+/// missing: a file written by an earlier alloclens stops before them and is not damaged.
+const LATER_COLUMNS: usize = 1;
+
 /// Reads `path`, a watch's samples.csv.
 pub fn read_samples_checked(path: &Path, expected: Expected) -> SamplesRead {
     let name = path.display();
@@ -62,12 +66,14 @@ pub fn read_samples_checked(path: &Path, expected: Expected) -> SamplesRead {
             damage,
         };
     }
-    let header = header();
+    let mut header = header();
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .from_reader(bytes.as_slice());
-    let header_record = csv::StringRecord::from(header.clone());
+    let mut header_record = csv::StringRecord::from(header.clone());
+    // An earlier alloclens's header: the current one without the later columns.
+    let earliest = header.len() - LATER_COLUMNS;
     let mut samples = Vec::new();
     let mut bad: Vec<String> = Vec::new();
     let mut bad_lines = 0usize;
@@ -96,6 +102,15 @@ pub fn read_samples_checked(path: &Path, expected: Expected) -> SamplesRead {
         if first {
             first = false;
             if record == header_record {
+                continue;
+            }
+            if (earliest..header.len()).contains(&record.len())
+                && record
+                    .iter()
+                    .eq(header[..record.len()].iter().map(String::as_str))
+            {
+                header.truncate(record.len());
+                header_record = record;
                 continue;
             }
             note(
@@ -190,7 +205,7 @@ mod tests {
     fn whole(n: usize) -> String {
         let mut text = header().join(",") + "\n";
         for i in 0..n {
-            text += &format!("{i}.0,{},1,100,90,50,20,10,20,1,64,2,,,,,,\n", 1000 + i);
+            text += &format!("{i}.0,{},1,100,90,50,20,10,20,1,64,2,,,,,,,\n", 1000 + i);
         }
         text
     }
@@ -202,6 +217,20 @@ mod tests {
         assert!(r.damage.is_empty(), "{:?}", r.damage);
         assert_eq!(r.samples[2].live_bytes, Some(64));
         assert_eq!(r.samples[2].handed_out, None);
+    }
+
+    /// A samples.csv of an alloclens from before `rss_unmeasured`: read whole, not damaged.
+    #[test]
+    fn earlier_files_without_the_later_columns_are_not_damage() {
+        let columns = header();
+        let mut text = columns[..columns.len() - LATER_COLUMNS].join(",") + "\n";
+        for i in 0..3 {
+            text += &format!("{i}.0,{},1,100,90,50,20,10,20,1,64,2,,,,,,\n", 1000 + i);
+        }
+        let r = read(&text, Some(3));
+        assert!(r.damage.is_empty(), "{:?}", r.damage);
+        assert_eq!(r.samples.len(), 3);
+        assert_eq!(r.samples[2].rss_unmeasured, None);
     }
 
     #[test]
@@ -238,7 +267,7 @@ mod tests {
         );
         // the same cut in a finished watch is damage
         let r = read(&text, Some(4));
-        assert!(r.damage[0].contains("is damaged: line 5: cut after 4 of 18 columns"));
+        assert!(r.damage[0].contains("is damaged: line 5: cut after 4 of 19 columns"));
     }
 
     #[test]
