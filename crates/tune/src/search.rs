@@ -127,6 +127,16 @@ impl Outcome {
         Estimate::of(&values)
     }
 
+    /// How far a candidate's ratio to the baseline on `metric` is above `limit`, in standard
+    /// errors of that ratio (negative below it); None until both have a figure.
+    pub fn excess_over_limit(&self, candidate: usize, metric: Metric, limit: f64) -> Option<f64> {
+        let e = self.estimate(candidate, metric)?;
+        let b = self.estimate(BASELINE, metric)?;
+        let noise = self.pooled_noise(metric);
+        let se = (e.rel_se(noise).powi(2) + b.rel_se(noise).powi(2)).sqrt();
+        Some((e.mean / b.mean / limit).ln() / se)
+    }
+
     /// The relative noise of single runs of a metric, pooled over the repeated candidates.
     pub fn pooled_noise(&self, metric: Metric) -> f64 {
         let estimates: Vec<Estimate> = (0..self.candidates.len())
@@ -503,13 +513,13 @@ impl Race<'_, '_> {
                 continue;
             };
             for &(m, limit) in &limits {
-                let (Some(e), Some(b)) = (self.out.estimate(c, m), self.out.estimate(BASELINE, m))
-                else {
+                let (Some(e), Some(b), Some(excess)) = (
+                    self.out.estimate(c, m),
+                    self.out.estimate(BASELINE, m),
+                    self.out.excess_over_limit(c, m, limit),
+                ) else {
                     continue;
                 };
-                let noise = self.out.pooled_noise(m);
-                let se = (e.rel_se(noise).powi(2) + b.rel_se(noise).powi(2)).sqrt();
-                let excess = (e.mean / b.mean / limit).ln() / se;
                 if excess > z {
                     let why = format!(
                         "{} {:.2}× the baseline's, above the limit {limit:.2} by {excess:.1} standard errors",
