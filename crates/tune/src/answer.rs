@@ -351,8 +351,8 @@ pub fn best_candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::Trial;
     use crate::objective::Figures;
+    use crate::search::Trial;
     use crate::{Candidate, Constraints, Objective};
 
     /// An outcome of three candidates (the baseline first), each with its runs' (mean PSS, wall).
@@ -416,7 +416,10 @@ mod tests {
             max_time_ratio: Some(1.10),
             max_memory_ratio: None,
         };
-        assert_eq!(best_candidates(&out, Objective::Memory, &limit, 2), vec![1, 2]);
+        assert_eq!(
+            best_candidates(&out, Objective::Memory, &limit, 2),
+            vec![1, 2]
+        );
         // Clearly slower (every run 3× the baseline's): left out.
         let clearly_slow: &[(f64, f64)] = &[(53.0, 3.0), (53.0, 3.1), (53.0, 2.9)];
         let out = outcome(&[baseline, clearly_slow, fine]);
