@@ -296,6 +296,63 @@ fn a_command_failing_under_every_variant_gives_one_line() {
 }
 
 #[test]
+fn a_command_too_short_to_sample_is_timed_and_its_memory_not_weighed() {
+    testkit::require!(allocator "jemalloc");
+    let tmp = tempfile::tempdir().unwrap();
+    // `true` ends long before the first sample a second in: under the time objective its runs
+    // count (a fast allocator's short runs were "failed" before), and the directory reads back.
+    let dir = tmp.path().join("time");
+    let tune = |objective: &str, dir: &Path| {
+        alloclens()
+            .args(["tune", "--objective", objective, "-a", "glibc,jemalloc"])
+            .args([
+                "--budget",
+                "8s",
+                "--max-runs",
+                "3",
+                "--interval",
+                "1s",
+                "-o",
+            ])
+            .arg(dir)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = tune("time", &dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = results(&dir);
+    let jemalloc = candidate(&r["tune"], "jemalloc");
+    assert_ne!(jemalloc["status"], "failed", "{jemalloc}");
+    assert!(jemalloc["runs"].as_u64().unwrap() >= 1, "{jemalloc}");
+    let report = alloclens()
+        .arg("report")
+        .arg(&dir)
+        .arg("-o")
+        .arg(tmp.path().join("r.html"))
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    // The memory objective needs the samples: one clear line.
+    let out = tune("memory", &tmp.path().join("memory"));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ended before its memory could be sampled"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn ctrl_c_mid_search_gives_a_partial_answer_and_keeps_the_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");

@@ -170,16 +170,21 @@ impl Evaluator for RunEvaluator<'_> {
                 record: Some(Box::new(record)),
             });
         }
-        if record.memory.samples == 0 {
-            return Err(EvalError::Failed {
-                reason: "ended before its memory could be sampled (give a longer-running command, or a shorter --interval)".into(),
-                record: Some(Box::new(record)),
-            });
-        }
+        // A run too short to sample still has its time: the search fails it only when the
+        // objective or a limit needs its memory.
+        let sampled = record.memory.samples > 0;
         Ok(Observation {
             figures: Figures {
-                mean_pss: record.memory.pss.mean,
-                peak_pss: record.memory.pss.peak as f64,
+                mean_pss: if sampled {
+                    record.memory.pss.mean
+                } else {
+                    f64::NAN
+                },
+                peak_pss: if sampled {
+                    record.memory.pss.peak as f64
+                } else {
+                    f64::NAN
+                },
                 wall: record.wall,
                 throughput: record.throughput,
             },

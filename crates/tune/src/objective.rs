@@ -42,10 +42,19 @@ impl Metric {
 /// The figures of one evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Figures {
+    /// NaN when the run ended before its memory could be sampled (`get` gives None; results.json
+    /// has null, read back as NaN).
+    #[serde(deserialize_with = "nan_when_null")]
     pub mean_pss: f64,
+    #[serde(deserialize_with = "nan_when_null")]
     pub peak_pss: f64,
     pub wall: f64,
     pub throughput: Option<f64>,
+}
+
+/// serde_json writes a NaN as null.
+fn nan_when_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Figures {
@@ -57,6 +66,26 @@ impl Figures {
             Metric::Throughput => self.throughput,
         }
         .filter(|v| v.is_finite() && *v > 0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_without_memory_go_through_results_json() {
+        let f = Figures {
+            mean_pss: f64::NAN,
+            peak_pss: f64::NAN,
+            wall: 0.05,
+            throughput: None,
+        };
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains(r#""mean_pss":null"#), "{json}");
+        let back: Figures = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.get(Metric::MeanPss), None);
+        assert_eq!(back.get(Metric::Wall), Some(0.05));
     }
 }
 

@@ -364,7 +364,14 @@ impl Race<'_, '_> {
         let at = self.elapsed();
         let result = self
             .evaluator
-            .evaluate(&self.out.candidates[c].variant, repeat);
+            .evaluate(&self.out.candidates[c].variant, repeat)
+            .and_then(|obs| match self.missing_figure(&obs.figures) {
+                Some(reason) => Err(EvalError::Failed {
+                    reason,
+                    record: obs.record,
+                }),
+                None => Ok(obs),
+            });
         let took_s = (self.elapsed() - at).as_secs_f64();
         let mut trial = Trial {
             candidate: c,
@@ -462,6 +469,25 @@ impl Race<'_, '_> {
             reason: first_failure,
             ran: ran.join(", "),
         }))
+    }
+
+    /// Why an evaluation's figures cannot be compared: the objective or a limit needs a figure
+    /// it lacks.
+    fn missing_figure(&self, figures: &Figures) -> Option<String> {
+        let limits = self.options.constraints.limits();
+        let needed =
+            std::iter::once(self.options.objective.metric()).chain(limits.iter().map(|l| l.0));
+        for metric in needed {
+            if figures.get(metric).is_some() {
+                continue;
+            }
+            return Some(match metric {
+                Metric::MeanPss | Metric::PeakPss => "ended before its memory could be sampled (give a longer-running command, or a shorter --interval)".to_string(),
+                Metric::Throughput => "printed no line matching --throughput".to_string(),
+                Metric::Wall => "took no measurable time".to_string(),
+            });
+        }
+        None
     }
 
     fn lower_is_better(&self) -> bool {
