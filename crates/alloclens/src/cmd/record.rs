@@ -38,17 +38,17 @@ pub struct Args {
     /// reports from traces several times smaller when blocks live long (docs/trace-format.md)
     #[arg(long)]
     addresses: bool,
-    /// Record call stacks, for per-call-site statistics (docs/recording.md, "Sampled
-    /// stacks"): `--stacks` takes the stack of a sample of the allocations, by bytes (see
-    /// --stack-sample; calls, bytes and lifetimes stay exact, per-site figures are estimates);
-    /// `--stacks=all` takes every allocation's (and realloc's). Needs libunwind (Debian:
-    /// libunwind8)
+    /// Record call stacks, for per-call-site statistics (docs/recording.md, "Sampled stacks"):
+    /// `--stacks` takes the stacks of a sample of the allocations, by bytes (--stack-sample;
+    /// calls, bytes and lifetimes stay exact, per-site figures are estimates), `--stacks=all`
+    /// every allocation's and realloc's. Needs libunwind (Debian: libunwind8)
     #[arg(
         long,
         value_name = "WHICH",
         num_args = 0..=1,
         require_equals = true,
-        default_missing_value = "sampled"
+        default_missing_value = "sampled",
+        hide_possible_values = true
     )]
     stacks: Option<StacksArg>,
     /// With --stacks: the mean requested bytes between two allocations whose stack is taken,
