@@ -127,7 +127,7 @@ impl StackOptions {
 
 /// `--stack-sample`'s default: the mean bytes between sampled allocations (docs/recording.md,
 /// "Sampled stacks", says how it was chosen).
-pub const DEFAULT_STACK_SAMPLE_BYTES: u64 = 64 << 10;
+pub const DEFAULT_STACK_SAMPLE_BYTES: u64 = 16 << 10;
 
 /// `RecordOptions::memory_interval`'s default.
 pub const DEFAULT_MEMORY_INTERVAL: Duration = Duration::from_millis(100);

@@ -54,7 +54,7 @@ pub struct Args {
     /// With --stacks: the mean requested bytes between two allocations whose stack is taken,
     /// per thread (an allocation of S bytes is sampled with probability 1 - exp(-S/BYTES));
     /// 4096, 64K, 1M, ...; 0 takes every stack, as --stacks=all
-    #[arg(long, value_name = "BYTES", default_value = "64K", requires = "stacks")]
+    #[arg(long, value_name = "BYTES", default_value = "16K", requires = "stacks")]
     stack_sample: String,
     /// With --stacks: the most frames kept per stack, innermost first (1 to 256)
     #[arg(long, value_name = "N", default_value = "64", requires = "stacks")]
