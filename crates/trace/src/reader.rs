@@ -336,6 +336,13 @@ impl<R: Read + Seek> TraceReader<R> {
         &self.untraced
     }
 
+    /// Which allocations carry a call stack: none, all, or a sample by bytes (the header's
+    /// `stack_sample_bytes`; a trace without it has a stack at every allocation when it has
+    /// stacks at all).
+    pub fn stack_sampling(&self) -> crate::StackSampling {
+        crate::StackSampling::of(&self.header)
+    }
+
     /// Every call stack of the trace, by id (`Event::stack`); empty without stacks. Read at
     /// open: a reader holds the whole table (each distinct stack once).
     pub fn stacks(&self) -> &StackTable {
