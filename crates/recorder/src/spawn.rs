@@ -335,6 +335,7 @@ fn trace_header(o: &RecordOptions) -> TraceHeader {
         stacks: o.stacks.is_some(),
         free_stacks: o.stacks.is_some_and(|s| s.frees),
         stack_depth: o.stacks.map(|s| s.depth),
+        stack_sample_bytes: None,
     }
 }
 

@@ -80,6 +80,10 @@ pub struct TraceHeader {
     /// `--stack-depth`: the most frames a stack keeps (absent without stacks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_depth: Option<u32>,
+    /// `record --stacks` sampling: the mean bytes between sampled allocations (absent or 0: every
+    /// allocation carries a stack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_sample_bytes: Option<u64>,
 }
 
 /// A program that was exec'd (or spawned) during the recording but did not load the shim, so

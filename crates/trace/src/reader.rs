@@ -380,6 +380,12 @@ impl<R: Read + Seek> TraceReader<R> {
         self.header.stacks || !self.stacks.is_empty()
     }
 
+    /// The mean bytes between allocations that carry a stack, when stacks were sampled (`record
+    /// --stacks`); None when every allocation carries one (`--stacks=all`, or no stacks).
+    pub fn stack_sample_bytes(&self) -> Option<u64> {
+        self.header.stack_sample_bytes.filter(|&r| r > 0)
+    }
+
     /// Present when the recording finished normally.
     pub fn trailer(&self) -> Option<&Trailer> {
         self.trailer.as_ref()

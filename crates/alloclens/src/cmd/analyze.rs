@@ -176,6 +176,7 @@ fn write_sites(args: &Args, result: &analyze::FileAnalysis) -> anyhow::Result<Ex
         analyze::output::sites::write_sites_text(
             sites,
             args.top.unwrap_or(10),
+            args.sort.key(),
             args.sort.label(),
             &mut out,
         )?;
