@@ -160,7 +160,7 @@ fn relative_error(f: &SiteFigures, sort: SortKey) -> String {
 /// ` (± se)` after an estimated figure, in its unit; nothing for exact figures.
 fn plus_minus(f: &SiteFigures, se: impl Fn(&Estimation) -> f64, unit: fn(u64) -> String) -> String {
     match &f.estimate {
-        Some(e) if !e.exact => format!(" (± {})", unit(se(e).round() as u64)),
+        Some(e) if !e.exact && se(e) >= 0.5 => format!(" (± {})", unit(se(e).round() as u64)),
         _ => String::new(),
     }
 }
