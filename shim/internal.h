@@ -94,6 +94,11 @@ struct al_tls {
     volatile int wait_done;     /* a signal handler recorded `wait_for` meanwhile */
     struct al_deferred wait_for;
     struct al_deferred def[AL_DEFERRED];
+    /* record --stacks sampling (stacks.c, al_sample_slow): the requested bytes left before the
+     * next sampled allocation, and the thread's random state (0: not seeded yet, as in a new
+     * thread or after fork, which seeds it anew). */
+    uint64_t sample_left;
+    uint64_t sample_rng;
 };
 
 AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
@@ -165,6 +170,12 @@ struct al_stacks {
     /* The dynamic loader's code: while a stack is walked, ld.so allocates libunwind's
      * thread-local storage (once per thread); those calls are the shim's (al_record_slow). */
     uintptr_t loader_start, loader_end;
+    /* Sampled stacks: the mean requested bytes between two sampled allocations (a Poisson
+     * process over each thread's bytes); 0 takes the stack of every allocation. */
+    uint64_t sample_bytes;
+    /* The arena's empty stack: a sampled allocation whose stack could not be taken carries it,
+     * so that it stays apart from the allocations that were not sampled (stack id 0). */
+    uint32_t unknown_at;
 };
 
 AL_HIDDEN extern struct al_stacks al_stacks;
@@ -177,6 +188,22 @@ AL_HIDDEN void al_stacks_fork_child(void);
  * with `in_hook` up: the calls libunwind or a signal handler make meanwhile are queued
  * (al_record_slow) and recorded after the call being recorded, without a stack. */
 AL_HIDDEN uint32_t al_stack_capture(void);
+/* The countdown ran out (or the thread has none yet): 1 when this allocation of `size` bytes is
+ * sampled; draws the next countdown. Seeds the thread's generator on its first call. */
+AL_HIDDEN int al_sample_slow(struct al_tls *t, uint64_t size);
+
+/* Whether an allocation of `size` requested bytes is sampled (record --stacks): the thread's
+ * countdown of bytes to the next point of a Poisson process of mean al_stacks.sample_bytes, so
+ * P(sampled) = 1 - exp(-size / sample_bytes), as in jemalloc and heapprofd. One compare and one
+ * subtraction when not sampled; no lock, no allocation. */
+static inline int al_sample(struct al_tls *t, uint64_t size)
+{
+    if (AL_LIKELY(size < t->sample_left)) {
+        t->sample_left -= size;
+        return 0;
+    }
+    return al_sample_slow(t, size);
+}
 
 static inline int al_op_is_free(uint64_t op)
 {
@@ -265,8 +292,11 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     t->in_hook = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (AL_UNLIKELY(atomic_load_explicit(&al_stacks.on, memory_order_relaxed)) &&
-        (al_stacks.frees || !al_op_is_free(op))) {
+        (al_stacks.frees || !al_op_is_free(op)) &&
+        (al_stacks.sample_bytes == 0 || al_sample(t, size))) {
         uint32_t at = al_stack_capture();
+        if (at == 0)
+            at = al_stacks.unknown_at; /* sampled, no stack: the empty stack (0 when all) */
         if (op == AL_OP_REALLOC || op == AL_OP_REALLOCARRAY) {
             uintptr_t old = (uintptr_t)old_addr;
             if (at != 0 && (old >> 48) == 0 && (size >> 48) == 0) {

@@ -312,6 +312,18 @@ static int new_arena(void)
     al_stacks.base = base;
     al_stacks.generation++;
     atomic_store(&arena()->reserved_words, AL_ARENA_HEADER_BYTES / 8);
+    al_stacks.unknown_at = 0;
+    if (al_stacks.sample_bytes != 0) {
+        /* The empty stack of sampled allocations whose stack could not be taken (al_record):
+         * made first, so that a full arena cannot refuse it. */
+        uint32_t words = (uint32_t)(sizeof(struct al_arena_stack) / 8);
+        uint32_t at = arena_reserve(words);
+        struct al_arena_stack *e = (struct al_arena_stack *)&arena_words()[at];
+        e->depth = 0;
+        atomic_store_explicit(&e->id, 0, memory_order_relaxed);
+        arena_commit(at, words, AL_ARENA_STACK);
+        al_stacks.unknown_at = at;
+    }
     return 0;
 }
 
@@ -353,6 +365,8 @@ AL_HIDDEN int al_stacks_setup(void)
     al_stacks.depth = d < 1 ? 1 : d > (int)AL_MAX_STACK_DEPTH ? (int)AL_MAX_STACK_DEPTH : d;
     const char *frees = getenv(AL_ENV_FREE_STACKS);
     al_stacks.frees = frees != NULL && frees[0] == '1';
+    const char *sample = getenv(AL_ENV_STACK_SAMPLE);
+    al_stacks.sample_bytes = sample != NULL ? strtoull(sample, NULL, 10) : 0;
     if (al_stacks.base == NULL && new_arena() != 0) {
         al_write_stderr("--stacks: cannot set up the stack arena", "");
         return -1;
@@ -371,6 +385,10 @@ AL_HIDDEN void al_stacks_fork_child(void)
      * child's pid. Without the arena's descriptor (a program that closed it) a new arena starts. */
     if (!atomic_load(&al_stacks.on))
         return;
+    /* The forking thread, the child's only one, draws its own sample points: with the parent's
+     * generator both would sample the same allocations of the code they share after fork. */
+    al_tls.sample_rng = 0;
+    al_tls.sample_left = 0;
     if (al_stacks.fd < 0 || fcntl(al_stacks.fd, F_GETFD) < 0) {
         munmap(al_stacks.base, AL_ARENA_BYTES);
         al_stacks.base = NULL;
@@ -512,4 +530,75 @@ AL_HIDDEN __attribute__((noinline)) uint32_t al_stack_capture(void)
         tcache[c].at = found;
     }
     return found;
+}
+
+/* ----------------------------------------------------------------------------- sampling */
+
+/* splitmix64: seeds from a few weak sources spread over all 64 bits; then a xorshift64* step. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t next_random(struct al_tls *t)
+{
+    uint64_t x = t->sample_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    t->sample_rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* -ln(u) for u in (0, 1], without libm (the shim links none): u = m * 2^e with m in
+ * [sqrt(1/2), sqrt(2)), ln m = 2 atanh(z), z = (m - 1) / (m + 1), |z| < 0.172; the series to z^13
+ * is exact to about 1e-11, far below what a sample count can tell. */
+static double neg_log(double u)
+{
+    union {
+        double d;
+        uint64_t b;
+    } v = {.d = u};
+    int e = (int)((v.b >> 52) & 0x7ff) - 1023;
+    v.b = (v.b & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
+    double m = v.d;
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e += 1;
+    }
+    double z = (m - 1) / (m + 1), z2 = z * z;
+    double series =
+        z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
+    return -(e * 0.6931471805599453 + 2 * series);
+}
+
+/* Bytes to the next sample point: exponentially distributed with mean sample_bytes, at least 1. */
+static uint64_t draw_countdown(struct al_tls *t)
+{
+    double u = (double)((next_random(t) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    double bytes = neg_log(u) * (double)al_stacks.sample_bytes;
+    return bytes < 1 ? 1 : bytes > 9.2e18 ? (uint64_t)9.2e18 : (uint64_t)bytes + 1;
+}
+
+AL_HIDDEN __attribute__((noinline)) int al_sample_slow(struct al_tls *t, uint64_t size)
+{
+    if (t->sample_rng == 0) {
+        /* A new thread, or the child of a fork: its own stream, whatever its neighbours draw. */
+        static _Atomic uint64_t seeds;
+        uint64_t seed = mix64(((uint64_t)al_gettid() << 32 ^ (uint64_t)getpid()) ^
+                              mix64(al_clock_ns(CLOCK_MONOTONIC)) ^
+                              mix64((uint64_t)(uintptr_t)t + atomic_fetch_add(&seeds, 1)));
+        t->sample_rng = seed != 0 ? seed : 0x9E3779B97F4A7C15ull;
+        t->sample_left = draw_countdown(t);
+        if (size < t->sample_left) {
+            t->sample_left -= size;
+            return 0;
+        }
+    }
+    /* The countdown ends inside this allocation: sampled. The bytes to the next point are a
+     * fresh draw from its end (the process is memoryless), so P(sampled) = 1 - exp(-size / R). */
+    t->sample_left = draw_countdown(t);
+    return 1;
 }

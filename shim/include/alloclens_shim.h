@@ -170,5 +170,7 @@ struct al_end {
 #define AL_ENV_SOCKET "ALLOCLENS_SOCKET"
 #define AL_ENV_STACKS "ALLOCLENS_STACKS"           /* record --stacks: the stack depth */
 #define AL_ENV_FREE_STACKS "ALLOCLENS_FREE_STACKS" /* "1": frees' stacks too */
+/* record --stacks: the mean bytes between sampled allocations; absent or "0": every allocation */
+#define AL_ENV_STACK_SAMPLE "ALLOCLENS_STACK_SAMPLE"
 
 #endif

@@ -66,7 +66,7 @@ fn known_sites_resolve_to_their_functions() {
     let dir = tempfile::tempdir().unwrap();
     let exe = sites_program(dir.path());
     let trace = dir.path().join("sites.alt");
-    record(&trace, &["--stacks"], &[&exe]);
+    record(&trace, &["--stacks=all"], &[&exe]);
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
     assert_eq!(sites["warnings"], Value::Array(vec![]), "{sites}");
     // A --debug-dir that is no directory is one line, not silently ignored.
@@ -304,7 +304,7 @@ fn top_functions_of_a_gcc_compile_agree_with_heaptrack() {
         ]
     };
     let trace = dir.path().join("cc1.alt");
-    record(&trace, &["--stacks"], &compile("a.s"));
+    record(&trace, &["--stacks=all"], &compile("a.s"));
     let data = dir.path().join("cc1.heaptrack");
     let ht = Command::new("heaptrack")
         .arg("-o")
@@ -422,7 +422,7 @@ int main(void) {
         ],
     );
     let trace = dir.path().join("deeper.alt");
-    record(&trace, &["--stacks"], &[&exe]);
+    record(&trace, &["--stacks=all"], &[&exe]);
     let reader = trace::TraceReader::open(&trace).unwrap();
     assert!(
         reader.stacks().len() >= 50,

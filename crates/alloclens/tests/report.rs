@@ -327,7 +327,7 @@ fn trace_report_with_stacks_draws_its_flame_graphs() {
     let trace = dir.path().join("stacks.alt");
     record(
         &trace,
-        &["--stacks"],
+        &["--stacks=all"],
         &[&exe(), "workload", "events", "--events", "4"],
     );
     let html_path = dir.path().join("stacks.html");

@@ -46,11 +46,11 @@ fn run() -> Result<(), String> {
         .map_or(Ok(1), |s| s.parse())
         .map_err(|_| "SEED: a number")?;
     let mut reader = TraceReader::open(input).map_err(|e| e.to_string())?;
-    if !reader.has_stacks() || reader.stack_sample_bytes().is_some() {
+    if reader.stack_sampling() != trace::StackSampling::All {
         return Err(format!("{input}: not a trace of `record --stacks=all`"));
     }
     let header = TraceHeader {
-        stack_sample_bytes: Some(mean),
+        stack_sample_bytes: mean,
         ..reader.header().clone()
     };
     let io = |e: std::io::Error| format!("{output}: {e}");

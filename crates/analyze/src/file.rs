@@ -82,7 +82,7 @@ pub fn analyze_file_with(
     progress.start(selected.iter().map(|i| reader.streams()[*i].records).sum());
     let mut processes = Vec::with_capacity(selected.len());
     let mut site_images = Vec::new();
-    let sampling = reader.stack_sample_bytes().and_then(Sampling::new);
+    let sampling = Sampling::of(reader.stack_sampling());
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
@@ -121,7 +121,7 @@ pub fn analyze_file_with(
             reader.stacks(),
             reader.modules(),
             o,
-            reader.stack_sample_bytes(),
+            sampling.map(Sampling::mean_bytes),
         )),
         _ => None,
     };

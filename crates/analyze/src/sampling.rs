@@ -36,6 +36,14 @@ impl Sampling {
         })
     }
 
+    /// How a trace's stacks were taken (`TraceReader::stack_sampling`): None unless sampled.
+    pub fn of(stacks: trace::StackSampling) -> Option<Self> {
+        match stacks {
+            trace::StackSampling::Bytes { mean_bytes } => Self::new(mean_bytes),
+            _ => None,
+        }
+    }
+
     pub fn mean_bytes(self) -> u64 {
         self.mean_bytes as u64
     }

@@ -96,9 +96,38 @@ pub struct RecordProgress {
 pub struct StackOptions {
     /// The most frames kept per stack (1..=256), innermost first.
     pub depth: u32,
-    /// Frees' stacks too (`--free-stacks`).
+    /// Frees' stacks too (`--free-stacks`; only with `sample_bytes` 0).
     pub frees: bool,
+    /// `--stack-sample BYTES`: the mean requested bytes between two allocations whose stack is
+    /// taken, per thread (a Poisson process over bytes: an allocation of `s` bytes is sampled
+    /// with probability `1 - exp(-s / sample_bytes)`); 0 takes every allocation's stack
+    /// (`--stacks=all`). Written into the trace header as `stack_sample_bytes`.
+    pub sample_bytes: u64,
 }
+
+impl StackOptions {
+    /// Every allocation's stack (`--stacks=all`), at most `depth` frames.
+    pub fn all(depth: u32) -> Self {
+        StackOptions {
+            depth,
+            frees: false,
+            sample_bytes: 0,
+        }
+    }
+
+    /// Sampled stacks (`--stacks`), at the default rate.
+    pub fn sampled(depth: u32) -> Self {
+        StackOptions {
+            depth,
+            frees: false,
+            sample_bytes: DEFAULT_STACK_SAMPLE_BYTES,
+        }
+    }
+}
+
+/// `--stack-sample`'s default: the mean bytes between sampled allocations (docs/recording.md,
+/// "Sampled stacks", says how it was chosen).
+pub const DEFAULT_STACK_SAMPLE_BYTES: u64 = 64 << 10;
 
 /// `RecordOptions::memory_interval`'s default.
 pub const DEFAULT_MEMORY_INTERVAL: Duration = Duration::from_millis(100);
@@ -220,6 +249,11 @@ pub enum RecordError {
     NoLibunwind,
     #[error("--stack-depth {0} is out of range: give 1 to {max}", max = MAX_STACK_DEPTH)]
     StackDepth(u32),
+    #[error(
+        "--free-stacks takes the stack of every free, which sampled stacks do not: use it with \
+         --stacks=all"
+    )]
+    SampledFreeStacks,
 }
 
 /// Runs the command under the shim and writes its trace. Returns once the command exited and
@@ -235,6 +269,9 @@ pub fn check_stacks(options: &RecordOptions) -> Result<(), RecordError> {
     if let Some(s) = options.stacks {
         if s.depth == 0 || s.depth > MAX_STACK_DEPTH {
             return Err(RecordError::StackDepth(s.depth));
+        }
+        if s.frees && s.sample_bytes != 0 {
+            return Err(RecordError::SampledFreeStacks);
         }
         if !sys::library_loads(c"libunwind.so.8") {
             return Err(RecordError::NoLibunwind);

@@ -37,6 +37,7 @@ pub const MAX_STACK_DEPTH: usize = 256;
 pub const STACKS_MSG_BYTES: usize = 8;
 pub const ENV_STACKS: &str = "ALLOCLENS_STACKS";
 pub const ENV_FREE_STACKS: &str = "ALLOCLENS_FREE_STACKS";
+pub const ENV_STACK_SAMPLE: &str = "ALLOCLENS_STACK_SAMPLE";
 
 pub const EXEC_BEFORE: u32 = 1;
 pub const EXEC_SPAWNED: u32 = 2;

@@ -335,7 +335,7 @@ fn trace_header(o: &RecordOptions) -> TraceHeader {
         stacks: o.stacks.is_some(),
         free_stacks: o.stacks.is_some_and(|s| s.frees),
         stack_depth: o.stacks.map(|s| s.depth),
-        stack_sample_bytes: None,
+        stack_sample_bytes: o.stacks.map_or(0, |s| s.sample_bytes),
     }
 }
 
@@ -364,8 +364,15 @@ fn command(
     // Inherited settings of an outer recording must not leak into this one.
     cmd.env_remove(crate::protocol::ENV_STACKS);
     cmd.env_remove(crate::protocol::ENV_FREE_STACKS);
+    cmd.env_remove(crate::protocol::ENV_STACK_SAMPLE);
     if let Some(s) = o.stacks {
         cmd.env(crate::protocol::ENV_STACKS, s.depth.to_string());
+        if s.sample_bytes != 0 {
+            cmd.env(
+                crate::protocol::ENV_STACK_SAMPLE,
+                s.sample_bytes.to_string(),
+            );
+        }
         if s.frees {
             cmd.env(crate::protocol::ENV_FREE_STACKS, "1");
         }

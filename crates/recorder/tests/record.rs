@@ -550,7 +550,10 @@ fn calls_in_signal_handlers_are_recorded_or_counted_exactly() {
         // interrupts the first malloc (which holds the arena lock) hangs the program for ever.
         let (summary, images) = record(&["signals", "2000", counts.to_str().unwrap()], |o| {
             o.env = vec![("LD_PRELOAD".into(), programs().sigsafe.clone().into())];
-            o.stacks = frees.map(|frees| recorder::StackOptions { depth: 64, frees });
+            o.stacks = frees.map(|frees| recorder::StackOptions {
+                frees,
+                ..recorder::StackOptions::all(64)
+            });
         });
         assert!(summary.status.success());
         let text = std::fs::read_to_string(&counts).unwrap();

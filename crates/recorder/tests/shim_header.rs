@@ -121,6 +121,10 @@ fn layout_and_messages_match_the_protocol_module() {
         "#define AL_ENV_FREE_STACKS \"{}\"",
         p::ENV_FREE_STACKS
     )));
+    assert!(text.contains(&format!(
+        "#define AL_ENV_STACK_SAMPLE \"{}\"",
+        p::ENV_STACK_SAMPLE
+    )));
 }
 
 /// The struct sizes the Rust parser assumes, measured by compiling the header.

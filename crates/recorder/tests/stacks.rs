@@ -73,7 +73,10 @@ fn record(args: &[&str], frees: bool) -> Recorded {
     let mut command: Vec<OsString> = vec![p.sites.clone().into()];
     command.extend(args.iter().map(OsString::from));
     let mut o = recorder::RecordOptions::new(command, out.clone());
-    o.stacks = Some(recorder::StackOptions { depth: 64, frees });
+    o.stacks = Some(recorder::StackOptions {
+        frees,
+        ..recorder::StackOptions::all(64)
+    });
     let summary = recorder::record(&o).unwrap();
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let mut reader = TraceReader::open(&out).unwrap();

@@ -80,10 +80,16 @@ pub struct TraceHeader {
     /// `--stack-depth`: the most frames a stack keeps (absent without stacks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_depth: Option<u32>,
-    /// `record --stacks` sampling: the mean bytes between sampled allocations (absent or 0: every
-    /// allocation carries a stack).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stack_sample_bytes: Option<u64>,
+    /// `--stack-sample`: the mean requested bytes between two allocations that carry a stack
+    /// (per thread, a Poisson process over bytes: an allocation of `s` bytes carries one with
+    /// probability `1 - exp(-s / stack_sample_bytes)`). 0 (absent): every allocation has a stack.
+    /// Read it through `TraceReader::stack_sampling`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stack_sample_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A program that was exec'd (or spawned) during the recording but did not load the shim, so

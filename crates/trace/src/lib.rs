@@ -49,5 +49,7 @@ pub use losses::{Losses, StreamLoss};
 pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
-pub use stacks::{modules_payload, stacks_payload, Module, StackEncoder, StackTable};
+pub use stacks::{
+    modules_payload, stacks_payload, Module, StackEncoder, StackSampling, StackTable,
+};
 pub use writer::{StreamId, TraceWriter};

@@ -336,6 +336,13 @@ impl<R: Read + Seek> TraceReader<R> {
         &self.untraced
     }
 
+    /// Which allocations carry a call stack: none, all, or a sample by bytes (the header's
+    /// `stack_sample_bytes`; a trace without it has a stack at every allocation when it has
+    /// stacks at all).
+    pub fn stack_sampling(&self) -> crate::StackSampling {
+        crate::StackSampling::of(&self.header)
+    }
+
     /// Every call stack of the trace, by id (`Event::stack`); empty without stacks. Read at
     /// open: a reader holds the whole table (each distinct stack once).
     pub fn stacks(&self) -> &StackTable {
@@ -378,12 +385,6 @@ impl<R: Read + Seek> TraceReader<R> {
     /// True when the trace was recorded with stacks (`record --stacks`).
     pub fn has_stacks(&self) -> bool {
         self.header.stacks || !self.stacks.is_empty()
-    }
-
-    /// The mean bytes between allocations that carry a stack, when stacks were sampled (`record
-    /// --stacks`); None when every allocation carries one (`--stacks=all`, or no stacks).
-    pub fn stack_sample_bytes(&self) -> Option<u64> {
-        self.header.stack_sample_bytes.filter(|&r| r > 0)
     }
 
     /// Present when the recording finished normally.

@@ -399,3 +399,44 @@ mod tests {
         assert_eq!(m[0].build_id_hex().as_deref(), Some("dead01"));
     }
 }
+
+/// Which allocations of a trace carry a call stack (`TraceReader::stack_sampling`, from the
+/// header's `stacks` and `stack_sample_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackSampling {
+    /// Recorded without `--stacks`: no stacks.
+    None,
+    /// Every allocation and realloc has a stack (`--stacks=all`, and traces from before
+    /// sampling); one without (stack id 0) is one whose stack could not be taken.
+    All,
+    /// Sampled by bytes (`record --stacks`): per thread, a Poisson process of mean `mean_bytes`
+    /// requested bytes between sample points; an allocation is sampled when a point falls within
+    /// its bytes. A sampled allocation carries a stack id; when its stack could not be taken, the
+    /// id of an empty stack (no frames). Stack id 0: not sampled.
+    Bytes {
+        /// `stack_sample_bytes`: the mean bytes between two sample points.
+        mean_bytes: u64,
+    },
+}
+
+impl StackSampling {
+    /// From a header's `stacks` and `stack_sample_bytes`.
+    pub fn of(header: &crate::TraceHeader) -> Self {
+        match (header.stacks, header.stack_sample_bytes) {
+            (false, _) => StackSampling::None,
+            (true, 0) => StackSampling::All,
+            (true, mean_bytes) => StackSampling::Bytes { mean_bytes },
+        }
+    }
+
+    /// The probability that an allocation (or realloc) of `size` requested bytes carries a
+    /// stack: `1 - exp(-size / mean_bytes)` when sampled, 1 with every stack, 0 without stacks.
+    /// (A realloc is sampled by its new size; a zero-byte request is never sampled.)
+    pub fn probability(&self, size: u64) -> f64 {
+        match *self {
+            StackSampling::None => 0.0,
+            StackSampling::All => 1.0,
+            StackSampling::Bytes { mean_bytes } => -(-(size as f64) / mean_bytes as f64).exp_m1(),
+        }
+    }
+}

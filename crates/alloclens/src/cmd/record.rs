@@ -38,14 +38,28 @@ pub struct Args {
     /// reports from traces several times smaller when blocks live long (docs/trace-format.md)
     #[arg(long)]
     addresses: bool,
-    /// Record the call stack of every allocation (and realloc), for per-call-site statistics
-    /// (docs/trace-format.md, "Call stacks"); needs libunwind (Debian: libunwind8)
-    #[arg(long)]
-    stacks: bool,
+    /// Record call stacks, for per-call-site statistics (docs/recording.md, "Sampled
+    /// stacks"): `--stacks` takes the stack of a sample of the allocations, by bytes (see
+    /// --stack-sample; calls, bytes and lifetimes stay exact, per-site figures are estimates);
+    /// `--stacks=all` takes every allocation's (and realloc's). Needs libunwind (Debian:
+    /// libunwind8)
+    #[arg(
+        long,
+        value_name = "WHICH",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "sampled"
+    )]
+    stacks: Option<StacksArg>,
+    /// With --stacks: the mean requested bytes between two allocations whose stack is taken,
+    /// per thread (an allocation of S bytes is sampled with probability 1 - exp(-S/BYTES));
+    /// 4096, 64K, 1M, ...; 0 takes every stack, as --stacks=all
+    #[arg(long, value_name = "BYTES", default_value = "64K", requires = "stacks")]
+    stack_sample: String,
     /// With --stacks: the most frames kept per stack, innermost first (1 to 256)
     #[arg(long, value_name = "N", default_value = "64", requires = "stacks")]
     stack_depth: String,
-    /// With --stacks: the call stacks of frees too
+    /// With --stacks=all: the call stacks of frees too
     #[arg(long, requires = "stacks")]
     free_stacks: bool,
     /// How often to read each traced process's heap/file/stack split and PSS from
@@ -105,10 +119,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.addresses = args.addresses;
     options.memory_interval =
         (args.memory_interval > 0).then(|| Duration::from_millis(args.memory_interval));
-    if args.stacks {
+    if let Some(which) = args.stacks {
+        let sample_bytes = match which {
+            StacksArg::All => 0,
+            StacksArg::Sampled => stack_sample(&args.stack_sample)?,
+        };
         options.stacks = Some(recorder::StackOptions {
             depth: stack_depth(&args.stack_depth)?,
             frees: args.free_stacks,
+            sample_bytes,
         });
     }
     recorder::check_stacks(&options)?;
@@ -227,6 +246,25 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 
 /// `--stack-depth`, read here rather than by clap so that any text out of 1 to the shim's deepest
 /// (a negative number, one beyond u32) gets the one-line error with the range.
+/// `--stacks[=WHICH]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum StacksArg {
+    /// A sample of the allocations, by bytes (`--stack-sample`): the default
+    Sampled,
+    /// Every allocation and realloc
+    All,
+}
+
+fn stack_sample(text: &str) -> anyhow::Result<u64> {
+    match allocators::settings::parse_size(text.trim()) {
+        Some(n) => Ok(n),
+        None => anyhow::bail!(
+            "--stack-sample must be a number of bytes (4096, 64K, 1M; 0 for every stack), got \
+             `{text}`"
+        ),
+    }
+}
+
 fn stack_depth(text: &str) -> anyhow::Result<u32> {
     match text.trim().parse::<u32>() {
         Ok(n) if (1..=recorder::MAX_STACK_DEPTH).contains(&n) => Ok(n),

@@ -227,6 +227,19 @@ pub(crate) fn resolve_stack(
     frames
 }
 
+/// The one frame of the site of sampled allocations whose stack could not be taken.
+fn stack_not_taken() -> SiteFrame {
+    SiteFrame {
+        label: "[stack not taken]".to_string(),
+        function: None,
+        file: None,
+        line: None,
+        inlined: false,
+        module: String::new(),
+        module_address: 0,
+    }
+}
+
 #[derive(Default)]
 struct FunctionSum {
     sum: Sum,
@@ -249,11 +262,18 @@ pub fn fold(
         let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
         let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
         for s in input.sites {
-            let Some(addresses) = stacks.get(s.stack).filter(|a| !a.is_empty()) else {
-                without_stack.add(s);
-                continue;
+            let frames = match stacks.get(s.stack) {
+                Some(addresses) if !addresses.is_empty() => {
+                    resolve_stack(addresses, &input.space, symbolizer)
+                }
+                // Sampled, but the stack could not be taken: the sample still counts (leaving it
+                // out would bias every estimate down), under a site of its own.
+                Some(_) if s.estimates.is_some() => vec![stack_not_taken()],
+                _ => {
+                    without_stack.add(s);
+                    continue;
+                }
             };
-            let frames = resolve_stack(addresses, &input.space, symbolizer);
             let caller = &frames[0];
             let f = by_function
                 .entry((caller.label.clone(), caller.module.clone()))
