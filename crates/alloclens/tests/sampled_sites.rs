@@ -203,3 +203,49 @@ fn every_stack_gives_exact_figures_without_estimates() {
     let rows = csv_rows(out.join("sites_by_function.csv"));
     assert!(!rows[0].contains_key("calls_se"), "{:?}", rows[0]);
 }
+
+/// A wrapper's images (a shell that runs `true`, then execs the program) come before the program in
+/// the trace: `--sites` ranks images as plain `analyze` does, by peak live bytes, and `--top` says
+/// how many; `--functions` how many functions each.
+#[test]
+fn images_are_ranked_by_peak_live_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path());
+    let trace = dir.path().join("wrapped.trace");
+    let script = format!(
+        "/bin/true; exec {} 3000 1000 20 2097152 5 80 4000",
+        exe.display()
+    );
+    record(&trace, &["--stacks=all"], &["sh", "-c", &script]);
+    let text = |args: &[&str]| {
+        let out = succeeded(
+            alloclens()
+                .args(["analyze", "--sites"])
+                .args(args)
+                .arg(&trace),
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let top = text(&["--top", "1", "--functions", "2"]);
+    let images: Vec<&str> = top
+        .lines()
+        .filter(|l| l.starts_with("== process"))
+        .collect();
+    assert_eq!(images.len(), 1, "{top}");
+    assert!(images[0].contains("sampled_sites 3000"), "{top}");
+    assert!(top.contains("top 2 of 3 allocating functions"), "{top}");
+    assert!(
+        top.contains("more process image(s) with call sites not shown"),
+        "{top}"
+    );
+    let all = text(&["--all"]);
+    let images: Vec<&str> = all
+        .lines()
+        .filter(|l| l.starts_with("== process"))
+        .collect();
+    assert!(images.len() >= 2, "{all}");
+    assert!(
+        images[0].contains("sh -c"),
+        "--all keeps trace order: {all}"
+    );
+}

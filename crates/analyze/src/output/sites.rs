@@ -20,20 +20,48 @@ pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"
 /// Frames of a stack shown in the text output (the innermost ones; the JSON and CSV have them all).
 const STACK_FRAMES_SHOWN: usize = 12;
 
-/// The top `top` functions and stacks of each process, in the order they are sorted (the warnings are
-/// the caller's to show).
+/// Which process images `write_sites_text` shows, and how much of each.
+pub struct SitesTextOptions<'a> {
+    /// Indices into `CallSites::processes`, in the order shown (see `ranked_images`).
+    pub images: &'a [usize],
+    /// Functions and stacks shown per image.
+    pub functions: usize,
+    pub sort: SortKey,
+    pub sort_label: &'a str,
+}
+
+/// The images of `sites` ranked as plain `analyze` ranks them: by `key` (peak live bytes, then
+/// calls, of each image's analysis), largest first, trace order among equals; `top` of them, or
+/// all in trace order when `top` is None.
+pub fn ranked_images(
+    sites: &CallSites,
+    top: Option<usize>,
+    key: impl Fn(u32, u32) -> (u64, u64),
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sites.processes.len()).collect();
+    if let Some(n) = top {
+        order.sort_by_key(|&i| {
+            let p = &sites.processes[i];
+            std::cmp::Reverse(key(p.pid, p.exec_index))
+        });
+        order.truncate(n);
+    }
+    order
+}
+
+/// The top functions and stacks of the chosen process images, in the order they are sorted (the
+/// warnings are the caller's to show).
 pub fn write_sites_text<W: Write>(
     sites: &CallSites,
-    top: usize,
-    sort: SortKey,
-    sort_label: &str,
+    options: &SitesTextOptions,
     mut out: W,
 ) -> io::Result<()> {
+    let (top, sort, sort_label) = (options.functions, options.sort, options.sort_label);
     if let Some(r) = sites.stack_sample_bytes {
         writeln!(out, "{}", estimates_note(r))?;
     }
     let sampled = sites.stack_sample_bytes.is_some();
-    for p in &sites.processes {
+    for p in options.images.iter().map(|&i| &sites.processes[i]) {
         writeln!(out)?;
         writeln!(
             out,
@@ -109,6 +137,13 @@ pub fn write_sites_text<W: Write>(
         for (i, s) in p.stacks.iter().take(top).enumerate() {
             write_stack(&mut out, i + 1, s)?;
         }
+    }
+    let hidden = sites.processes.len() - options.images.len();
+    if hidden > 0 {
+        writeln!(
+            out,
+            "\n({hidden} more process image(s) with call sites not shown: --top N shows more, --all every one)"
+        )?;
     }
     Ok(())
 }
