@@ -242,6 +242,7 @@ mod tests {
         let sites = CallSites {
             processes: vec![p],
             warnings: vec!["'/x' changed".into()],
+            stack_sample_bytes: None,
         };
         let sections = sections(&sites);
         assert_eq!(sections.len(), 1);
