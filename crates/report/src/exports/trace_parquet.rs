@@ -180,9 +180,7 @@ pub fn export_events_with(
             batch
                 .lifetime_ns
                 .push(ended.map(|(_, t)| bits(e.t_ns.saturating_sub(t))));
-            batch
-                .stack
-                .push(has_stacks.then_some(i64::from(e.stack)));
+            batch.stack.push(has_stacks.then_some(i64::from(e.stack)));
             if batch.len() >= BATCH {
                 writer.write_batch(&batch.take())?;
             }
