@@ -61,7 +61,7 @@ fn run() -> Result<(), String> {
         w.write_stacks(1, (1..stacks.next_id()).map(|id| stacks.get(id).unwrap()))
             .map_err(io)?;
     }
-    w.write_modules(&reader.modules().to_vec()).map_err(io)?;
+    w.write_modules(reader.modules()).map_err(io)?;
     let mut rng = Rng(seed);
     let (mut kept, mut allocations) = (0u64, 0u64);
     for s in 0..reader.streams().len() {
