@@ -13,7 +13,8 @@
 # rows compare two different runs, the "subsampled" ones the estimator.
 # Target: <= 5 % on sites with >= 1 % of the bytes at the default rate.
 # Usage: bench/stacks-accuracy.sh [STACK_SAMPLE_BYTES]   (default: record's default)
-#   ALLOCLENS=path/to/alloclens to use a given build (default: a release build of this tree).
+#   ALLOCLENS=path/to/alloclens to use a given build (default: a release build of this tree);
+#   ONLY="sqlite3 cc1" to measure only those programs.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +102,7 @@ PY
 # measure NAME COMMAND...: the three traces and the comparisons.
 measure() {
     local name=$1; shift
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
     local all="$WORK/$name.all.alt" sampled="$WORK/$name.sampled.alt" sub="$WORK/$name.sub.alt"
     PYTHONHASHSEED=0 "$ALLOCLENS" record -q --stacks=all -o "$all" -- "$@" >/dev/null 2>&1 || { echo "$name: record failed" >&2; return; }
     PYTHONHASHSEED=0 "$ALLOCLENS" record -q "${SAMPLED[@]}" -o "$sampled" -- "$@" >/dev/null 2>&1 || { echo "$name: record failed" >&2; return; }
