@@ -162,6 +162,34 @@ fn sampled_estimates_are_within_their_errors_and_exact_when_certain() {
         rows.iter().find(|r| r["site"] == BIG.0).unwrap()["exact"],
         "true"
     );
+
+    // diff --sites gives the standard errors and says the figures are estimates; the report's
+    // flame graphs are titled so.
+    let diff = json_stdout([
+        "diff".as_ref(),
+        "--sites".as_ref(),
+        "--json".as_ref(),
+        trace.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    assert!(
+        diff["notes"][0].as_str().unwrap().contains("estimates"),
+        "{diff}"
+    );
+    let keep_calls = diff["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scope"].as_str().unwrap().starts_with("keep ") && r["metric"] == "calls")
+        .unwrap();
+    assert!(keep_calls["a_se"].as_f64().unwrap() > 0.0, "{keep_calls}");
+    let page = dir.path().join("page.html");
+    succeeded(alloclens().arg("report").arg(&trace).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Allocating calls (estimated)"),
+        "no estimated flame graph title"
+    );
 }
 
 #[test]
