@@ -135,7 +135,7 @@ fn known_sites_resolve_to_their_functions() {
     // Text: the top functions with their counts; CSV: every site, the same counts.
     let out = succeeded(
         alloclens()
-            .args(["analyze", "--sites", "--top", "3"])
+            .args(["analyze", "--sites", "--functions", "3"])
             .arg(&trace),
     );
     let text = String::from_utf8(out.stdout).unwrap();

@@ -14,6 +14,7 @@ use crate::analysis::Analysis;
 use crate::call_sites;
 use crate::error::AnalyzeError;
 use crate::process::ProcessAnalyzer;
+use crate::sampling::Sampling;
 use crate::sites::SiteAnalyzer;
 use crate::{assemble, Options};
 
@@ -81,12 +82,13 @@ pub fn analyze_file_with(
     progress.start(selected.iter().map(|i| reader.streams()[*i].records).sum());
     let mut processes = Vec::with_capacity(selected.len());
     let mut site_images = Vec::new();
+    let sampling = Sampling::of(reader.stack_sampling());
     for i in selected {
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
         // Per-stack figures in the same pass, when call sites are asked for and recorded.
         let mut sites = (options.call_sites.is_some() && reader.has_stacks())
-            .then(|| SiteAnalyzer::new(info.clone()));
+            .then(|| SiteAnalyzer::with_sampling(info.clone(), sampling));
         match feed_stream(&mut reader, i, &mut analyzer, sites.as_mut(), progress) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
@@ -119,6 +121,7 @@ pub fn analyze_file_with(
             reader.stacks(),
             reader.modules(),
             o,
+            sampling.map(Sampling::mean_bytes),
         )),
         _ => None,
     };

@@ -27,6 +27,7 @@ pub mod live_set;
 pub mod metrics;
 pub mod output;
 pub mod process;
+pub mod sampling;
 pub mod scope;
 pub mod sites;
 pub mod sizes;

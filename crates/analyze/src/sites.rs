@@ -13,6 +13,7 @@ use trace::{Event, Op, ProcessInfo, Record, TraceError, TraceReader};
 
 use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
+use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
 
 /// What one stack did in one process image.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +41,9 @@ pub struct SiteStats {
     pub lifetime_ns: LogHistogram,
     /// Requested sizes of the calls.
     pub sizes: LogHistogram,
+    /// When stacks were sampled: the site's figures estimated from its sampled allocations (the
+    /// counts above are those of the sampled allocations only). None for stack 0.
+    pub estimates: Option<SiteEstimates>,
 }
 
 impl SiteStats {
@@ -78,6 +82,10 @@ struct Acc {
     saved: u64,
     saved_at: u64,
     used: bool,
+    /// With sampling: the estimates, the estimated live bytes and their value at the last peak.
+    est: SiteEstimates,
+    live_est: Estimate,
+    saved_est: Estimate,
 }
 
 /// The streaming pass of one image: `push` its events in seq order, then `finish`.
@@ -89,6 +97,7 @@ pub struct SiteAnalyzer {
     peak_bytes: u64,
     /// Peaks reached so far: a site saves its live bytes the first time it changes after one.
     peaks: u64,
+    sampling: Option<Sampling>,
 }
 
 impl SiteAnalyzer {
@@ -100,7 +109,22 @@ impl SiteAnalyzer {
             live_bytes: 0,
             peak_bytes: 0,
             peaks: 0,
+            sampling: None,
         }
+    }
+
+    /// For a trace whose stacks were sampled: the sites' figures are also estimated
+    /// (`SiteStats::estimates`).
+    pub fn with_sampling(info: ProcessInfo, sampling: Option<Sampling>) -> Self {
+        SiteAnalyzer {
+            sampling,
+            ..Self::new(info)
+        }
+    }
+
+    /// How an allocation of `size` from `stack` counts in the estimates (None: no estimates).
+    fn weight(&self, stack: u32, size: u64) -> Option<Weight> {
+        self.sampling.filter(|_| stack != 0).map(|s| s.weight(size))
     }
 
     fn site(&mut self, stack: u32) -> &mut Acc {
@@ -116,12 +140,18 @@ impl SiteAnalyzer {
     /// Changes a site's live bytes, keeping its value at the last peak.
     fn change_live(&mut self, stack: u32, add: u64, sub: u64) {
         let peaks = self.peaks;
+        let weight = self.weight(stack, add.max(sub));
         let s = self.site(stack);
         if s.saved_at != peaks {
             s.saved = s.live;
+            s.saved_est = s.live_est;
             s.saved_at = peaks;
         }
         s.live = s.live.wrapping_add(add).wrapping_sub(sub);
+        if let Some(w) = weight {
+            s.live_est.add(w, add as f64);
+            s.live_est.remove(w, sub as f64);
+        }
         self.live_bytes = self.live_bytes.wrapping_add(add).wrapping_sub(sub);
         if add > 0 && self.live_bytes > self.peak_bytes {
             self.peak_bytes = self.live_bytes;
@@ -151,7 +181,15 @@ impl SiteAnalyzer {
         };
         self.change_live(b.stack, 0, b.size);
         let calls = e.seq.saturating_sub(b.seq).saturating_sub(1);
-        let s = &mut self.site(b.stack).stats;
+        let weight = self.weight(b.stack, b.size);
+        let acc = self.site(b.stack);
+        if let Some(w) = weight {
+            acc.est.lifetimes.add(w, 1.0);
+            if calls == 0 {
+                acc.est.lifetime_zero.add(w, 1.0);
+            }
+        }
+        let s = &mut acc.stats;
         s.ended += 1;
         if calls == 0 {
             s.lifetime_zero += 1;
@@ -161,7 +199,14 @@ impl SiteAnalyzer {
     }
 
     fn call(&mut self, e: &Event) {
-        let s = &mut self.site(e.stack).stats;
+        let weight = self.weight(e.stack, e.size);
+        let acc = self.site(e.stack);
+        if let Some(w) = weight {
+            acc.est.calls.add(w, 1.0);
+            acc.est.requested_bytes.add(w, e.size as f64);
+            acc.est.uncertain |= !w.certain;
+        }
+        let s = &mut acc.stats;
         s.calls += 1;
         s.requested_bytes = s.requested_bytes.saturating_add(e.size);
         s.sizes.record(e.size);
@@ -198,21 +243,35 @@ impl SiteAnalyzer {
 
     pub fn finish(mut self) -> ProcessSites {
         for b in std::mem::take(&mut self.live).into_values() {
-            let s = &mut self.site(b.stack).stats;
+            let weight = self.weight(b.stack, b.size);
+            let acc = self.site(b.stack);
+            if let Some(w) = weight {
+                acc.est.leaked_blocks.add(w, 1.0);
+                acc.est.leaked_bytes.add(w, b.size as f64);
+            }
+            let s = &mut acc.stats;
             s.leaked_blocks += 1;
             s.leaked_bytes += b.size;
         }
-        let (pid, peaks) = (self.info.pid, self.peaks);
+        let (pid, peaks, sampling) = (self.info.pid, self.peaks, self.sampling);
         let sites = self
             .sites
             .into_iter()
             .enumerate()
             .filter(|(_, a)| a.used)
-            .map(|(id, a)| SiteStats {
-                stack: id as u32,
-                pid,
-                peak_live_bytes: if a.saved_at == peaks { a.saved } else { a.live },
-                ..a.stats
+            .map(|(id, a)| {
+                let at_peak = a.saved_at == peaks;
+                let estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
+                    peak_live_bytes: if at_peak { a.saved_est } else { a.live_est },
+                    ..a.est
+                });
+                SiteStats {
+                    stack: id as u32,
+                    pid,
+                    peak_live_bytes: if at_peak { a.saved } else { a.live },
+                    estimates,
+                    ..a.stats
+                }
             })
             .collect();
         ProcessSites {

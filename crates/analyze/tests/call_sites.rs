@@ -163,7 +163,14 @@ fn figures_fold_by_function_and_by_stack() {
 
     // The text: the function table and the stacks with their frames.
     let mut text = Vec::new();
-    analyze::output::sites::write_sites_text(&folded, 2, "calls", &mut text).unwrap();
+    let images: Vec<usize> = (0..folded.processes.len()).collect();
+    let options = analyze::output::sites::SitesTextOptions {
+        images: &images,
+        functions: 2,
+        sort: analyze::call_sites::SortKey::Calls,
+        sort_label: "calls",
+    };
+    analyze::output::sites::write_sites_text(&folded, &options, &mut text).unwrap();
     let text = String::from_utf8(text).unwrap();
     eprintln!("{text}");
     assert!(

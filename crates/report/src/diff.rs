@@ -18,6 +18,12 @@ pub struct DiffRow {
     pub change: Option<f64>,
     /// (b - a) / a * 100; None when a is 0 or missing.
     pub change_percent: Option<f64>,
+    /// One standard error of `a` and `b` when they are estimates (`diff --sites` of traces with
+    /// sampled stacks); absent for exact figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_se: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -27,6 +33,9 @@ pub struct Diff {
     pub rows: Vec<DiffRow>,
     /// What could not be read of A or B (a damaged trace's figures stop short), one sentence each.
     pub warnings: Vec<String>,
+    /// Said above the table: which figures are estimates (`diff --sites` of sampled stacks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Matches the headlines of A and B by (scope, metric), in A's order then B's extras.
@@ -50,6 +59,7 @@ pub fn diff(a_name: &str, a: &[Headline], b_name: &str, b: &[Headline]) -> Diff 
         b: b_name.to_string(),
         rows,
         warnings: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -67,6 +77,8 @@ fn row(h: &Headline, a: Option<f64>, b: Option<f64>) -> DiffRow {
         b,
         change,
         change_percent,
+        a_se: None,
+        b_se: None,
     }
 }
 
@@ -86,7 +98,13 @@ impl Diff {
             .rows
             .iter()
             .map(|r| {
-                let v = |x: Option<f64>| x.map_or_else(dash, |x| format_value(r.unit, x));
+                let v = |x: Option<f64>, se: Option<f64>| {
+                    let pm = se
+                        .filter(|se| *se >= 0.5)
+                        .map(|se| format!(" ± {}", format_value(r.unit, se.round())))
+                        .unwrap_or_default();
+                    x.map_or_else(dash, |x| format_value(r.unit, x) + &pm)
+                };
                 let change = r.change.map_or_else(dash, |c| {
                     let sign = if c > 0.0 {
                         "+"
@@ -100,8 +118,8 @@ impl Diff {
                 [
                     r.scope.clone(),
                     r.metric.clone(),
-                    v(r.a),
-                    v(r.b),
+                    v(r.a, r.a_se),
+                    v(r.b, r.b_se),
                     change,
                     r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
                 ]
@@ -125,7 +143,8 @@ impl Diff {
             }
             s.trim_end().to_string() + "\n"
         };
-        let mut out = line(&headers);
+        let mut out: String = self.notes.iter().map(|n| format!("{n}\n")).collect();
+        out.push_str(&line(&headers));
         let mut last_scope = String::new();
         for (r, cells) in self.rows.iter().zip(&rows) {
             if r.scope != last_scope && !last_scope.is_empty() {

@@ -20,11 +20,22 @@ const METRICS: [(&str, Unit); 4] = [
 /// Every allocating function of `sites` (its own calls, summed over processes), most calls first:
 /// (scope, [calls, requested, peak live, leaked]).
 fn functions(sites: &CallSites) -> Vec<(String, [u64; 4])> {
-    let mut by: HashMap<String, [u64; 4]> = HashMap::new();
+    let mut out: Vec<(String, [u64; 4])> = figures(sites)
+        .into_iter()
+        .map(|(name, (values, _))| (name, values))
+        .collect();
+    out.sort_by(|a, b| b.1[0].cmp(&a.1[0]).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// Per function (as `functions` names them): its figures and, for sampled stacks, their variances
+/// (they add: processes and stacks are sampled independently).
+fn figures(sites: &CallSites) -> HashMap<String, ([u64; 4], [f64; 4])> {
+    let mut by: HashMap<String, ([u64; 4], [f64; 4])> = HashMap::new();
     for p in &sites.processes {
         for f in p.functions.iter().filter(|f| f.figures.calls > 0) {
             let module = f.module.rsplit('/').next().unwrap_or(&f.module);
-            let v = by.entry(format!("{} ({module})", f.function)).or_default();
+            let (v, var) = by.entry(format!("{} ({module})", f.function)).or_default();
             let g = &f.figures;
             for (v, x) in v.iter_mut().zip([
                 g.calls,
@@ -34,11 +45,38 @@ fn functions(sites: &CallSites) -> Vec<(String, [u64; 4])> {
             ]) {
                 *v += x;
             }
+            if let Some(e) = &g.estimate {
+                for (var, se) in var.iter_mut().zip([
+                    e.calls_se,
+                    e.requested_bytes_se,
+                    e.peak_live_bytes_se,
+                    e.leaked_bytes_se,
+                ]) {
+                    *var += se * se;
+                }
+            }
         }
     }
-    let mut out: Vec<(String, [u64; 4])> = by.into_iter().collect();
-    out.sort_by(|a, b| b.1[0].cmp(&a.1[0]).then_with(|| a.0.cmp(&b.0)));
-    out
+    by
+}
+
+/// The standard errors of a sampled side's rows (None for exact sides and functions it lacks).
+fn standard_errors(d: &mut Diff, sites: &CallSites, side_a: bool) {
+    if sites.stack_sample_bytes.is_none() {
+        return;
+    }
+    let by = figures(sites);
+    for r in &mut d.rows {
+        let Some(i) = METRICS.iter().position(|(m, _)| *m == r.metric) else {
+            continue;
+        };
+        let se = by.get(&r.scope).map(|(_, var)| var[i].max(0.0).sqrt());
+        if side_a {
+            r.a_se = se;
+        } else {
+            r.b_se = se;
+        }
+    }
 }
 
 fn headlines(functions: &[(String, [u64; 4])], keep: &[&String]) -> Vec<Headline> {
@@ -82,10 +120,21 @@ pub fn diff_sites(a_name: &str, a: &CallSites, b_name: &str, b: &CallSites, top:
             all
         };
     let (fa, fb) = (zero(&fa, &fb), zero(&fb, &fa));
-    diff(
+    let mut d = diff(
         a_name,
         &headlines(&fa, &keep),
         b_name,
         &headlines(&fb, &keep),
-    )
+    );
+    standard_errors(&mut d, a, true);
+    standard_errors(&mut d, b, false);
+    for (side, sites) in [("A", a), ("B", b)] {
+        if let Some(r) = sites.stack_sample_bytes {
+            d.notes.push(format!(
+                "{side}'s stacks were sampled (one per {} allocated on average): its figures are estimates, ± one standard error",
+                crate::format::format_value(Unit::Bytes, r as f64)
+            ));
+        }
+    }
+    d
 }

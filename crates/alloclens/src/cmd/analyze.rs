@@ -20,8 +20,7 @@ pub struct Args {
     #[arg(long, value_name = "PID")]
     pub process: Option<u32>,
     /// Detail the N process images with the most peak live bytes (then calls), after the
-    /// whole-trace summary (default 5); with --sites: the N top functions and stacks per process
-    /// (default 10)
+    /// whole-trace summary (default 5); with --sites, their call sites
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
     /// Detail every process image, in trace order (instead of --top)
@@ -32,6 +31,9 @@ pub struct Args {
     /// as JSON; with -o, also sites_by_function.csv and sites_by_stack.csv
     #[arg(long)]
     pub sites: bool,
+    /// With --sites: the N top functions and stacks shown per process image
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "sites")]
+    pub functions: usize,
     /// With --sites: the figure that orders the call sites: allocating calls, requested bytes, bytes live
     /// at the process's peak, leaked bytes
     #[arg(long, value_enum, value_name = "FIGURE", default_value_t = SiteSort::Calls, requires = "sites")]
@@ -173,12 +175,27 @@ fn write_sites(args: &Args, result: &analyze::FileAnalysis) -> anyhow::Result<Ex
     if args.json {
         analyze::output::sites::write_sites_json(sites, &mut out)?;
     } else {
-        analyze::output::sites::write_sites_text(
+        // Images ranked as the summary ranks them (a wrapper's shells would come first otherwise).
+        let processes = &result.analysis.processes;
+        let images = analyze::output::sites::ranked_images(
             sites,
-            args.top.unwrap_or(10),
-            args.sort.label(),
-            &mut out,
-        )?;
+            (!args.all).then_some(args.top.unwrap_or(5)),
+            |pid, exec| {
+                processes
+                    .iter()
+                    .find(|p| p.pid == pid && p.exec_index == exec)
+                    .map_or((0, 0), |p| {
+                        (p.stats.peak_live_bytes.value, p.stats.calls_total)
+                    })
+            },
+        );
+        let options = analyze::output::sites::SitesTextOptions {
+            images: &images,
+            functions: args.functions,
+            sort: args.sort.key(),
+            sort_label: args.sort.label(),
+        };
+        analyze::output::sites::write_sites_text(sites, &options, &mut out)?;
         if let Some(dir) = &args.output {
             writeln!(
                 out,

@@ -5,9 +5,11 @@ use hashbrown::HashMap;
 use trace::{ProcessInfo, StackTable};
 
 use super::{
-    CallSites, FunctionSite, ProcessSites, SiteFigures, SiteFrame, SortKey, Spread, StackSite,
+    CallSites, Estimation, FunctionSite, ProcessSites, SiteFigures, SiteFrame, SortKey, Spread,
+    StackSite,
 };
 use crate::histogram::LogHistogram;
+use crate::sampling::SiteEstimates;
 use crate::sites::SiteStats;
 
 /// One process image's per-stack figures and the mappings its stacks' addresses are in.
@@ -118,6 +120,9 @@ struct Sum {
     lifetime_ns: LogHistogram,
     sizes: LogHistogram,
     stacks: u64,
+    /// With sampled stacks: the estimates added up (variances add: allocations are sampled
+    /// independently).
+    est: Option<SiteEstimates>,
 }
 
 impl Sum {
@@ -132,6 +137,9 @@ impl Sum {
         self.lifetime_ns.merge(&s.lifetime_ns);
         self.sizes.merge(&s.sizes);
         self.stacks += 1;
+        if let Some(e) = &s.estimates {
+            self.est.get_or_insert_with(SiteEstimates::default).merge(e);
+        }
     }
 
     fn figures(&self) -> SiteFigures {
@@ -141,6 +149,36 @@ impl Sum {
             max: (h.total() > 0).then(|| h.max()),
         };
         let lifetimes = self.lifetime_calls.total();
+        if let Some(e) = &self.est {
+            let share = if e.lifetimes.value > 0.0 {
+                e.lifetime_zero.value / e.lifetimes.value
+            } else {
+                0.0
+            };
+            return SiteFigures {
+                calls: e.calls.rounded(),
+                requested_bytes: e.requested_bytes.rounded(),
+                peak_live_bytes: e.peak_live_bytes.rounded(),
+                leaked_bytes: e.leaked_bytes.rounded(),
+                leaked_blocks: e.leaked_blocks.rounded(),
+                lifetimes: e.lifetimes.rounded(),
+                lifetime_zero: e.lifetime_zero.rounded(),
+                share_lifetime_zero: share,
+                lifetime_calls: spread(&self.lifetime_calls),
+                lifetime_ns: spread(&self.lifetime_ns),
+                sizes: spread(&self.sizes),
+                stacks: self.stacks,
+                estimate: Some(Estimation {
+                    exact: !e.uncertain,
+                    sampled_calls: self.calls,
+                    calls_se: e.calls.standard_error(),
+                    requested_bytes_se: e.requested_bytes.standard_error(),
+                    peak_live_bytes_se: e.peak_live_bytes.standard_error(),
+                    leaked_bytes_se: e.leaked_bytes.standard_error(),
+                    leaked_blocks_se: e.leaked_blocks.standard_error(),
+                }),
+            };
+        }
         SiteFigures {
             calls: self.calls,
             requested_bytes: self.requested_bytes,
@@ -158,6 +196,7 @@ impl Sum {
             lifetime_ns: spread(&self.lifetime_ns),
             sizes: spread(&self.sizes),
             stacks: self.stacks,
+            estimate: None,
         }
     }
 }
@@ -188,12 +227,26 @@ pub(crate) fn resolve_stack(
     frames
 }
 
+/// The one frame of the site of sampled allocations whose stack could not be taken.
+fn stack_not_taken() -> SiteFrame {
+    SiteFrame {
+        label: "[stack not taken]".to_string(),
+        function: None,
+        file: None,
+        line: None,
+        inlined: false,
+        module: String::new(),
+        module_address: 0,
+    }
+}
+
 #[derive(Default)]
 struct FunctionSum {
     sum: Sum,
     location: Option<String>,
-    calls_inclusive: u64,
-    bytes_inclusive: u64,
+    /// Sums of estimates when sampled, rounded at the end (exact integers below 2^53 otherwise).
+    calls_inclusive: f64,
+    bytes_inclusive: f64,
 }
 
 /// Resolves and folds the call sites of every image in `inputs` (in that order), sorted by `sort`.
@@ -209,11 +262,18 @@ pub fn fold(
         let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
         let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
         for s in input.sites {
-            let Some(addresses) = stacks.get(s.stack).filter(|a| !a.is_empty()) else {
-                without_stack.add(s);
-                continue;
+            let frames = match stacks.get(s.stack) {
+                Some(addresses) if !addresses.is_empty() => {
+                    resolve_stack(addresses, &input.space, symbolizer)
+                }
+                // Sampled, but the stack could not be taken: the sample still counts (leaving it
+                // out would bias every estimate down), under a site of its own.
+                Some(_) if s.estimates.is_some() => vec![stack_not_taken()],
+                _ => {
+                    without_stack.add(s);
+                    continue;
+                }
             };
-            let frames = resolve_stack(addresses, &input.space, symbolizer);
             let caller = &frames[0];
             let f = by_function
                 .entry((caller.label.clone(), caller.module.clone()))
@@ -230,8 +290,12 @@ pub fn fold(
                 let f = by_function
                     .entry((label.to_string(), module.to_string()))
                     .or_default();
-                f.calls_inclusive += s.calls;
-                f.bytes_inclusive += s.requested_bytes;
+                let (calls, bytes) = match &s.estimates {
+                    Some(e) => (e.calls.value, e.requested_bytes.value),
+                    None => (s.calls as f64, s.requested_bytes as f64),
+                };
+                f.calls_inclusive += calls;
+                f.bytes_inclusive += bytes;
             }
             let entry = by_stack.entry(frames).or_default();
             entry.0.add(s);
@@ -248,8 +312,8 @@ pub fn fold(
                     module,
                     location: f.location,
                     figures: f.sum.figures(),
-                    calls_inclusive: f.calls_inclusive,
-                    bytes_inclusive: f.bytes_inclusive,
+                    calls_inclusive: f.calls_inclusive.max(0.0).round() as u64,
+                    bytes_inclusive: f.bytes_inclusive.max(0.0).round() as u64,
                 })
                 .collect(),
             stacks: by_stack

@@ -22,6 +22,10 @@ pub struct CallSites {
     pub processes: Vec<ProcessSites>,
     /// Modules whose frames could not be named (file missing or changed since the recording).
     pub warnings: Vec<String>,
+    /// When the stacks were sampled (`record --stacks` with a rate): the mean bytes between
+    /// samples. The sites' figures are then estimates (`SiteFigures::estimate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_sample_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +99,39 @@ pub struct SiteFigures {
     pub sizes: Spread,
     /// Distinct stacks folded into this site.
     pub stacks: u64,
+    /// When stacks were sampled: `calls`, `requested_bytes`, `peak_live_bytes`, `leaked_bytes`,
+    /// `leaked_blocks`, `lifetimes` and `lifetime_zero` above are estimates (rounded), and this
+    /// says how good (docs/metrics.md, "Sampled stacks"). Absent when every allocation has a stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimation>,
+}
+
+/// The precision of a sampled site's estimated figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimation {
+    /// Every sampled allocation of the site was certain to be sampled (p(size) > 1 - 1e-9): its
+    /// figures are exact, the standard errors 0.
+    pub exact: bool,
+    /// The site's sampled allocations (what the estimates are made from).
+    pub sampled_calls: u64,
+    /// One standard error of each estimated figure, in its unit.
+    pub calls_se: f64,
+    pub requested_bytes_se: f64,
+    pub peak_live_bytes_se: f64,
+    pub leaked_bytes_se: f64,
+    pub leaked_blocks_se: f64,
+}
+
+impl Estimation {
+    /// The standard error of the figure `key` sorts by.
+    pub fn se_of(&self, key: SortKey) -> f64 {
+        match key {
+            SortKey::Calls => self.calls_se,
+            SortKey::Bytes => self.requested_bytes_se,
+            SortKey::PeakLive => self.peak_live_bytes_se,
+            SortKey::Leaked => self.leaked_bytes_se,
+        }
+    }
 }
 
 /// A function that made allocating calls (or is on the stack of some).
@@ -153,6 +190,7 @@ pub fn resolve(
     stacks: &trace::StackTable,
     modules: &[trace::Module],
     options: &CallSiteOptions,
+    stack_sample_bytes: Option<u64>,
 ) -> CallSites {
     let infos: Vec<trace::ProcessInfo> = images.iter().map(|(i, _)| i.clone()).collect();
     let inputs = images
@@ -164,7 +202,18 @@ pub fn resolve(
         })
         .collect();
     let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());
-    fold(inputs, stacks, &mut symbolizer, options.sort)
+    let mut sites = fold(inputs, stacks, &mut symbolizer, options.sort);
+    sites.stack_sample_bytes = stack_sample_bytes;
+    if stack_sample_bytes.is_some() {
+        // A function that is only ever a caller made no sampled call itself: its own figures are
+        // estimated as 0, with nothing to say how good that is.
+        for p in &mut sites.processes {
+            for f in &mut p.functions {
+                f.figures.estimate.get_or_insert_with(Estimation::default);
+            }
+        }
+    }
+    sites
 }
 
 /// Which figure sorts the call sites (`analyze --sites --sort`).

@@ -10,7 +10,9 @@ use super::csv::OutputError;
 use super::text::{bytes, count, duration, pct};
 use std::collections::HashMap;
 
-use crate::call_sites::{CallSites, FunctionSite, SiteFigures, SiteFrame, StackSite};
+use crate::call_sites::{
+    CallSites, Estimation, FunctionSite, SiteFigures, SiteFrame, SortKey, StackSite,
+};
 
 /// The CSV files `write_sites_csv` creates.
 pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"];
@@ -18,15 +20,48 @@ pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"
 /// Frames of a stack shown in the text output (the innermost ones; the JSON and CSV have them all).
 const STACK_FRAMES_SHOWN: usize = 12;
 
-/// The top `top` functions and stacks of each process, in the order they are sorted (the warnings are
-/// the caller's to show).
+/// Which process images `write_sites_text` shows, and how much of each.
+pub struct SitesTextOptions<'a> {
+    /// Indices into `CallSites::processes`, in the order shown (see `ranked_images`).
+    pub images: &'a [usize],
+    /// Functions and stacks shown per image.
+    pub functions: usize,
+    pub sort: SortKey,
+    pub sort_label: &'a str,
+}
+
+/// The images of `sites` ranked as plain `analyze` ranks them: by `key` (peak live bytes, then
+/// calls, of each image's analysis), largest first, trace order among equals; `top` of them, or
+/// all in trace order when `top` is None.
+pub fn ranked_images(
+    sites: &CallSites,
+    top: Option<usize>,
+    key: impl Fn(u32, u32) -> (u64, u64),
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sites.processes.len()).collect();
+    if let Some(n) = top {
+        order.sort_by_key(|&i| {
+            let p = &sites.processes[i];
+            std::cmp::Reverse(key(p.pid, p.exec_index))
+        });
+        order.truncate(n);
+    }
+    order
+}
+
+/// The top functions and stacks of the chosen process images, in the order they are sorted (the
+/// warnings are the caller's to show).
 pub fn write_sites_text<W: Write>(
     sites: &CallSites,
-    top: usize,
-    sort_label: &str,
+    options: &SitesTextOptions,
     mut out: W,
 ) -> io::Result<()> {
-    for p in &sites.processes {
+    let (top, sort, sort_label) = (options.functions, options.sort, options.sort_label);
+    if let Some(r) = sites.stack_sample_bytes {
+        writeln!(out, "{}", estimates_note(r))?;
+    }
+    let sampled = sites.stack_sample_bytes.is_some();
+    for p in options.images.iter().map(|&i| &sites.processes[i]) {
         writeln!(out)?;
         writeln!(
             out,
@@ -42,8 +77,13 @@ pub fn write_sites_text<W: Write>(
         if p.without_stack.calls > 0 {
             writeln!(
                 out,
-                "{} allocating calls have no stack",
-                count(p.without_stack.calls)
+                "{} allocating calls have no stack{}",
+                count(p.without_stack.calls),
+                if sampled {
+                    " (not sampled): the estimates below account for them"
+                } else {
+                    ""
+                }
             )?;
         }
         let callers: Vec<&FunctionSite> =
@@ -54,6 +94,9 @@ pub fn write_sites_text<W: Write>(
             top.min(callers.len()),
             callers.len()
         )?;
+        if sampled {
+            write!(out, "{:>7} ", "±")?;
+        }
         writeln!(
             out,
             "{:>9} {:>10} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9} {:>9}  function (location, module)",
@@ -68,6 +111,9 @@ pub fn write_sites_text<W: Write>(
             "incl."
         )?;
         for f in callers.iter().take(top) {
+            if sampled {
+                write!(out, "{:>7} ", relative_error(&f.figures, sort))?;
+            }
             figures_row(&mut out, &f.figures)?;
             let module = f.module.rsplit('/').next().unwrap_or(&f.module);
             let location = f
@@ -92,6 +138,13 @@ pub fn write_sites_text<W: Write>(
             write_stack(&mut out, i + 1, s)?;
         }
     }
+    let hidden = sites.processes.len() - options.images.len();
+    if hidden > 0 {
+        writeln!(
+            out,
+            "\n({hidden} more process image(s) with call sites not shown: --top N shows more, --all every one)"
+        )?;
+    }
     Ok(())
 }
 
@@ -114,18 +167,61 @@ fn figures_row<W: Write>(out: &mut W, f: &SiteFigures) -> io::Result<()> {
     )
 }
 
+/// The first line of a sampled trace's call sites: what the figures are.
+pub fn estimates_note(stack_sample_bytes: u64) -> String {
+    format!(
+        "stacks were sampled (one per {} allocated on average): the figures per site are estimates \
+         (± one standard error), \"exact\" where every allocation of the site was certain to be sampled",
+        bytes(stack_sample_bytes)
+    )
+}
+
+/// The standard error of the sort figure as a share of it, or "exact".
+fn relative_error(f: &SiteFigures, sort: SortKey) -> String {
+    match &f.estimate {
+        None => String::new(),
+        Some(e) if e.exact => "exact".to_string(),
+        Some(e) => {
+            let value = sort.value(f);
+            if value == 0 {
+                "-".to_string()
+            } else {
+                pct(e.se_of(sort) / value as f64)
+            }
+        }
+    }
+}
+
+/// ` (± se)` after an estimated figure, in its unit; nothing for exact figures.
+fn plus_minus(f: &SiteFigures, se: impl Fn(&Estimation) -> f64, unit: fn(u64) -> String) -> String {
+    match &f.estimate {
+        Some(e) if !e.exact && se(e) >= 0.5 => format!(" (± {})", unit(se(e).round() as u64)),
+        _ => String::new(),
+    }
+}
+
 fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<()> {
     let f = &s.figures;
+    let kind = match &f.estimate {
+        None => String::new(),
+        Some(e) if e.exact => format!(" exact ({} sampled calls)", count(e.sampled_calls)),
+        Some(e) => format!(" estimated from {} sampled calls:", count(e.sampled_calls)),
+    };
     writeln!(
         out,
-        "#{rank}: {} calls, {} requested (median size {}), peak live {}, leaked {} in {} blocks, lifetime 0: {}, \
-         median lifetime {} calls / {}",
+        "#{rank}:{kind} {}{} calls, {}{} requested (median size {}), peak live {}{}, leaked {}{} in {}{} blocks, \
+         lifetime 0: {}, median lifetime {} calls / {}",
         count(f.calls),
+        plus_minus(f, |e| e.calls_se, count),
         bytes(f.requested_bytes),
+        plus_minus(f, |e| e.requested_bytes_se, bytes),
         f.sizes.median.map_or("-".to_string(), bytes),
         bytes(f.peak_live_bytes),
+        plus_minus(f, |e| e.peak_live_bytes_se, bytes),
         bytes(f.leaked_bytes),
+        plus_minus(f, |e| e.leaked_bytes_se, bytes),
         count(f.leaked_blocks),
+        plus_minus(f, |e| e.leaked_blocks_se, count),
         if f.lifetimes == 0 { "-".to_string() } else { pct(f.share_lifetime_zero) },
         f.lifetime_calls.median.map_or("-".to_string(), count),
         f.lifetime_ns.median.map_or("-".to_string(), duration),
@@ -171,6 +267,9 @@ pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<(
     }
     #[derive(Serialize)]
     struct Document<'a> {
+        /// Present when the stacks were sampled: the figures are estimates.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stack_sample_bytes: Option<u64>,
         processes: Vec<Process<'a>>,
         warnings: &'a [String],
     }
@@ -212,6 +311,7 @@ pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<(
     serde_json::to_writer(
         &mut out,
         &Document {
+            stack_sample_bytes: sites.stack_sample_bytes,
             processes,
             warnings: &sites.warnings,
         },
@@ -247,6 +347,21 @@ struct Row<'a> {
     calls_inclusive: Option<u64>,
     bytes_inclusive: Option<u64>,
     stacks: u64,
+    /// Sampled traces only (the columns are absent otherwise): `Estimation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exact: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampled_calls: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requested_bytes_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_live_bytes_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leaked_bytes_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leaked_blocks_se: Option<f64>,
 }
 
 fn row<'a>(
@@ -283,6 +398,13 @@ fn row<'a>(
         calls_inclusive: None,
         bytes_inclusive: None,
         stacks: f.stacks,
+        exact: f.estimate.map(|e| e.exact),
+        sampled_calls: f.estimate.map(|e| e.sampled_calls),
+        calls_se: f.estimate.map(|e| e.calls_se),
+        requested_bytes_se: f.estimate.map(|e| e.requested_bytes_se),
+        peak_live_bytes_se: f.estimate.map(|e| e.peak_live_bytes_se),
+        leaked_bytes_se: f.estimate.map(|e| e.leaked_bytes_se),
+        leaked_blocks_se: f.estimate.map(|e| e.leaked_blocks_se),
     }
 }
 

@@ -49,6 +49,7 @@ struct Batch {
     old_addr: Vec<Option<i64>>,
     lifetime_calls: Vec<Option<i64>>,
     lifetime_ns: Vec<Option<i64>>,
+    stack: Vec<Option<i64>>,
 }
 
 impl Batch {
@@ -70,6 +71,7 @@ impl Batch {
             Column::Int64(b.old_addr),
             Column::Int64(b.lifetime_calls),
             Column::Int64(b.lifetime_ns),
+            Column::Int64(b.stack),
         ]
     }
 }
@@ -115,8 +117,11 @@ pub fn export_events_with(
             i64c("old_addr", false),
             i64c("lifetime_calls", true),
             i64c("lifetime_ns", true),
+            i64c("stack", true),
         ],
     )?;
+    // Stack ids mean something only in a trace recorded with stacks: null otherwise.
+    let has_stacks = reader.has_stacks();
     let mut batch = Batch::default();
     let mut markers = 0;
     let streams: Vec<trace::ProcessInfo> =
@@ -175,6 +180,7 @@ pub fn export_events_with(
             batch
                 .lifetime_ns
                 .push(ended.map(|(_, t)| bits(e.t_ns.saturating_sub(t))));
+            batch.stack.push(has_stacks.then_some(i64::from(e.stack)));
             if batch.len() >= BATCH {
                 writer.write_batch(&batch.take())?;
             }
@@ -261,4 +267,79 @@ pub fn write_analysis_parquet(
         (timeline_path, timeline.finish()?),
         (sizes_path, sizes.finish()?),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use trace::{Event, Op, ProcessInfo, TraceHeader, TraceWriter, Trailer};
+
+    /// The `stack` column of events.parquet for a trace written with or without stacks.
+    fn stack_column(stacks: bool) -> Vec<Option<i64>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.alt");
+        let header = TraceHeader {
+            stacks,
+            ..Default::default()
+        };
+        let mut w = TraceWriter::new(std::fs::File::create(&path).unwrap(), &header).unwrap();
+        if stacks {
+            w.write_stacks(1, [&[0x1000u64][..], &[0x2000, 0x3000][..]])
+                .unwrap();
+        }
+        let info = ProcessInfo {
+            pid: 1,
+            ppid: 0,
+            exec_index: 0,
+            cmdline: vec![],
+            start_unix_ns: 0,
+            truncated: false,
+        };
+        let id = w.begin_process(&info).unwrap();
+        let ev = |seq, op, addr, stack| {
+            Record::Event(Event {
+                seq,
+                t_ns: seq,
+                tid: 1,
+                stack,
+                op,
+                addr,
+                size: 8,
+                old_addr: 0,
+            })
+        };
+        let records = [
+            ev(0, Op::Malloc, 0x10, 2),
+            ev(1, Op::Malloc, 0x20, 0),
+            ev(2, Op::Free, 0x10, 0),
+        ];
+        w.write_records(id, &records, 16).unwrap();
+        w.end_process(id, trace::EndReason::Exit, 3).unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        let out = export_events(&path, dir.path()).unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(out.path).unwrap()).unwrap();
+        reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|row| {
+                let row = row.unwrap();
+                let (_, value) = row
+                    .get_column_iter()
+                    .find(|(name, _)| name.as_str() == "stack")
+                    .unwrap();
+                match value {
+                    parquet::record::Field::Long(v) => Some(*v),
+                    parquet::record::Field::Null => None,
+                    other => panic!("stack is {other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_carry_their_stack_id_when_the_trace_has_stacks() {
+        assert_eq!(stack_column(true), [Some(2), Some(0), Some(0)]);
+        assert_eq!(stack_column(false), [None, None, None]);
+    }
 }

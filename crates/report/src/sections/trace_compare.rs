@@ -13,6 +13,9 @@ use crate::sections::trace::{process_name, recording, size_histogram};
 use crate::sections::trace_figures::TIMELINE_CHARTS;
 use crate::trace_data::TraceData;
 
+/// Allocating functions compared when both traces have stacks: the top ones by calls of each side.
+const SITES_COMPARED: usize = 15;
+
 /// Matched processes drawn (those with the most calls on either side); all are in the tables.
 const MAX_PROCESS_SECTIONS: usize = 8;
 
@@ -89,6 +92,15 @@ impl Reportable for TraceComparison {
         for (i, a, b) in ranked {
             sections.push(process_section(i, a, b));
         }
+        if let (Some(a), Some(b)) = (&self.a.analysis.call_sites, &self.b.analysis.call_sites) {
+            sections.push(sites_section(&crate::site_diff::diff_sites(
+                &self.a.path.display().to_string(),
+                a,
+                &self.b.path.display().to_string(),
+                b,
+                SITES_COMPARED,
+            )));
+        }
         Document { title, sections }
     }
 }
@@ -134,6 +146,34 @@ fn headlines_section(d: &Diff) -> Section {
     s
 }
 
+/// Both traces recorded with stacks: their top allocating functions side by side, as `diff --sites`.
+fn sites_section(d: &Diff) -> Section {
+    let mut s = Section::new("sites-compared", "Call sites compared");
+    s.push(Block::Paragraph(format!(
+        "The {SITES_COMPARED} functions with the most allocating calls of each trace (the calls each \
+         made itself), matched by function name and module file name across all processes, as \
+         `alloclens diff --sites` does."
+    )));
+    for n in &d.notes {
+        s.push(Block::Paragraph(format!("{n}.")));
+    }
+    s.push(Block::Table(Table {
+        caption: Some(format!("A = {}, B = {}; change = B − A", d.a, d.b)),
+        headers: [
+            "function (module)",
+            "metric",
+            "A",
+            "B",
+            "change",
+            "change %",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: d.rows.iter().map(diff_cells).collect(),
+    }));
+    s
+}
+
 /// A figure as a table cell: counts in full (the page has room), other units as the figures show them.
 fn value_cell(unit: Unit, v: f64) -> String {
     if unit == Unit::Count && v.fract() == 0.0 {
@@ -145,7 +185,13 @@ fn value_cell(unit: Unit, v: f64) -> String {
 
 fn diff_cells(r: &DiffRow) -> Vec<String> {
     let dash = || "—".to_string();
-    let v = |x: Option<f64>| x.map_or_else(dash, |x| value_cell(r.unit, x));
+    let v = |x: Option<f64>, se: Option<f64>| {
+        let pm = se
+            .filter(|se| *se >= 0.5)
+            .map(|se| format!(" ± {}", value_cell(r.unit, se.round())))
+            .unwrap_or_default();
+        x.map_or_else(dash, |x| value_cell(r.unit, x) + &pm)
+    };
     let change = r.change.map_or_else(dash, |c| {
         let sign = if c > 0.0 {
             "+"
@@ -159,8 +205,8 @@ fn diff_cells(r: &DiffRow) -> Vec<String> {
     vec![
         r.scope.clone(),
         r.metric.clone(),
-        v(r.a),
-        v(r.b),
+        v(r.a, r.a_se),
+        v(r.b, r.b_se),
         change,
         r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
     ]

@@ -39,7 +39,10 @@ pub(crate) fn sections(sites: &CallSites) -> Vec<Section> {
     ranked
         .sort_by_key(|p| std::cmp::Reverse(p.stacks.iter().map(|s| s.figures.calls).sum::<u64>()));
     ranked.truncate(MAX_PROCESSES);
-    let mut out: Vec<Section> = ranked.into_iter().map(process_section).collect();
+    let mut out: Vec<Section> = ranked
+        .into_iter()
+        .map(|p| process_section(p, sites.stack_sample_bytes))
+        .collect();
     if let (Some(first), false) = (out.first_mut(), sites.warnings.is_empty()) {
         for w in &sites.warnings {
             first.blocks.insert(0, Block::Warning(w.clone()));
@@ -48,7 +51,8 @@ pub(crate) fn sections(sites: &CallSites) -> Vec<Section> {
     out
 }
 
-fn process_section(p: &ProcessSites) -> Section {
+/// `stack_sample_bytes`: the stacks were sampled, the figures are estimates.
+fn process_section(p: &ProcessSites, stack_sample_bytes: Option<u64>) -> Section {
     let key = format!("{}-{}", p.pid, p.exec_index);
     let exe = p
         .cmdline
@@ -66,7 +70,15 @@ fn process_section(p: &ProcessSites) -> Section {
          to sort, a function to find it in the flame graphs."
             .into(),
     ));
-    if p.without_stack.calls > 0 {
+    if let Some(r) = stack_sample_bytes {
+        s.push(Block::Paragraph(format!(
+            "Estimated figures: the stacks were sampled (one per {} allocated on average), and each \
+             sampled allocation of s bytes stands for 1/(1 - exp(-s/{r})) allocations (docs/metrics.md, \
+             \"Sampled stacks\"). The table gives each function's standard error of calls; a function \
+             all of whose allocations were certain to be sampled is exact.",
+            crate::format::format_value(Unit::Bytes, r as f64)
+        )));
+    } else if p.without_stack.calls > 0 {
         s.push(Block::Paragraph(format!(
             "{} allocating calls have no stack and are not drawn.",
             p.without_stack.calls
@@ -79,13 +91,17 @@ fn process_section(p: &ProcessSites) -> Section {
             .stacks
             .iter()
             .map(|st| (st.root_first(), figure(&st.figures)));
+        let title = match stack_sample_bytes {
+            Some(_) => format!("{title} (estimated)"),
+            None => title.to_string(),
+        };
         let flame = FlameGraph::new(id.clone(), title, unit, stacks);
         if flame.has_data() {
             ids.push(id);
         }
         s.push_flame(flame);
     }
-    let columns: [FunctionColumn; 10] = [
+    let mut columns: Vec<FunctionColumn> = vec![
         ("calls", Unit::Count, None, |f| f.figures.calls as f64),
         ("requested", Unit::Bytes, None, |f| {
             f.figures.requested_bytes as f64
@@ -116,6 +132,15 @@ fn process_section(p: &ProcessSites) -> Section {
             f.calls_inclusive as f64
         }),
     ];
+    if stack_sample_bytes.is_some() {
+        // 0 for an exact function.
+        columns.insert(
+            1,
+            ("calls ± (std. error)", Unit::Count, None, |f| {
+                f.figures.estimate.map_or(0.0, |e| e.calls_se.round())
+            }),
+        );
+    }
     let rows = p
         .functions
         .iter()
@@ -138,10 +163,13 @@ fn process_section(p: &ProcessSites) -> Section {
         .collect();
     s.push(Block::Sites(SiteTable {
         id: format!("sites-table-{key}"),
-        caption: Some(
-            "Allocating functions (the calls each made itself; the last column adds its callees')"
+        caption: Some(match stack_sample_bytes {
+            Some(_) => "Allocating functions, estimated from sampled stacks (the calls each made \
+                        itself; the last column adds its callees')"
                 .into(),
-        ),
+            None => "Allocating functions (the calls each made itself; the last column adds its callees')"
+                .into(),
+        }),
         site_label: "function".into(),
         columns: columns
             .iter()
@@ -214,6 +242,7 @@ mod tests {
         let sites = CallSites {
             processes: vec![p],
             warnings: vec!["'/x' changed".into()],
+            stack_sample_bytes: None,
         };
         let sections = sections(&sites);
         assert_eq!(sections.len(), 1);

@@ -1,0 +1,170 @@
+//! Estimating per-site figures from sampled stacks (`record --stacks` with a sampling rate).
+//!
+//! The recorder samples allocations by bytes with a Poisson process of mean `R` bytes per thread:
+//! an allocation of `s` bytes carries a stack with probability `p(s) = 1 - exp(-s/R)`, independently
+//! of the others (the process is memoryless). Every call is in the trace anyway; only which site it
+//! came from is unknown for the unsampled ones. A site's total `X = sum x_i` over its allocations is
+//! estimated by the Horvitz-Thompson estimator `sum over sampled i of x_i / p(s_i)` (unbiased for
+//! any inclusion probabilities, as jemalloc's and Go's profilers scale), whose variance is estimated,
+//! unbiasedly too, by `sum over sampled i of (1 - p_i) / p_i^2 * x_i^2` (docs/metrics.md, "Sampled
+//! stacks").
+
+/// An allocation at least this likely to be sampled counts as certain: its weight is exactly 1 and
+/// adds no variance (sizes above about 20.7 R).
+pub const CERTAIN: f64 = 1.0 - 1e-9;
+
+/// The sampling of a trace's stacks: mean bytes between samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    mean_bytes: f64,
+}
+
+/// How one sampled allocation counts: `weight` = 1/p, `variance` = (1-p)/p^2 per unit of figure
+/// squared, and whether it was certain to be sampled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weight {
+    pub weight: f64,
+    pub variance: f64,
+    pub certain: bool,
+}
+
+impl Sampling {
+    /// None for 0: every allocation carries a stack.
+    pub fn new(mean_bytes: u64) -> Option<Self> {
+        (mean_bytes > 0).then_some(Sampling {
+            mean_bytes: mean_bytes as f64,
+        })
+    }
+
+    /// How a trace's stacks were taken (`TraceReader::stack_sampling`): None unless sampled.
+    pub fn of(stacks: trace::StackSampling) -> Option<Self> {
+        match stacks {
+            trace::StackSampling::Bytes { mean_bytes } => Self::new(mean_bytes),
+            _ => None,
+        }
+    }
+
+    pub fn mean_bytes(self) -> u64 {
+        self.mean_bytes as u64
+    }
+
+    /// The chance that an allocation of `size` bytes is sampled.
+    pub fn probability(self, size: u64) -> f64 {
+        -(-(size as f64) / self.mean_bytes).exp_m1()
+    }
+
+    /// The weight of a sampled allocation of `size` bytes. A size-0 allocation is never sampled by
+    /// bytes; should one carry a stack, it counts as itself (weight 1).
+    pub fn weight(self, size: u64) -> Weight {
+        let p = self.probability(size);
+        if p > CERTAIN || p <= 0.0 {
+            return Weight {
+                weight: 1.0,
+                variance: 0.0,
+                certain: p > CERTAIN,
+            };
+        }
+        Weight {
+            weight: 1.0 / p,
+            variance: (1.0 - p) / (p * p),
+            certain: false,
+        }
+    }
+}
+
+/// An estimated total and the estimate of its variance.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Estimate {
+    pub value: f64,
+    pub variance: f64,
+}
+
+impl Estimate {
+    /// Adds a sampled item of figure `x` (a count of 1, or bytes).
+    pub fn add(&mut self, w: Weight, x: f64) {
+        self.value += w.weight * x;
+        self.variance += w.variance * x * x;
+    }
+
+    /// Takes back what `add` added (a block that stopped being live).
+    pub fn remove(&mut self, w: Weight, x: f64) {
+        self.value -= w.weight * x;
+        self.variance -= w.variance * x * x;
+    }
+
+    pub fn merge(&mut self, other: &Estimate) {
+        self.value += other.value;
+        self.variance += other.variance;
+    }
+
+    /// The standard error (the variance's square root; rounding in `remove` may leave it a hair
+    /// below 0).
+    pub fn standard_error(&self) -> f64 {
+        self.variance.max(0.0).sqrt()
+    }
+
+    /// The estimate rounded to a count or bytes.
+    pub fn rounded(&self) -> u64 {
+        self.value.max(0.0).round() as u64
+    }
+}
+
+/// The estimated figures of a site (the ones `SiteStats` counts over its sampled allocations).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SiteEstimates {
+    pub calls: Estimate,
+    pub requested_bytes: Estimate,
+    pub peak_live_bytes: Estimate,
+    pub leaked_bytes: Estimate,
+    pub leaked_blocks: Estimate,
+    pub lifetimes: Estimate,
+    pub lifetime_zero: Estimate,
+    /// Some sampled allocation of the site was not certain to be sampled.
+    pub uncertain: bool,
+}
+
+impl SiteEstimates {
+    pub fn merge(&mut self, o: &SiteEstimates) {
+        self.calls.merge(&o.calls);
+        self.requested_bytes.merge(&o.requested_bytes);
+        self.peak_live_bytes.merge(&o.peak_live_bytes);
+        self.leaked_bytes.merge(&o.leaked_bytes);
+        self.leaked_blocks.merge(&o.leaked_blocks);
+        self.lifetimes.merge(&o.lifetimes);
+        self.lifetime_zero.merge(&o.lifetime_zero);
+        self.uncertain |= o.uncertain;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_follow_the_poisson_probability() {
+        let s = Sampling::new(1000).unwrap();
+        let w = s.weight(1000);
+        let p = 1.0 - (-1.0f64).exp();
+        assert!((w.weight - 1.0 / p).abs() < 1e-12);
+        assert!((w.variance - (1.0 - p) / (p * p)).abs() < 1e-12);
+        assert!(!w.certain);
+        // 21 R: p > 1 - 1e-9, exact.
+        let big = s.weight(21_000);
+        assert_eq!((big.weight, big.variance, big.certain), (1.0, 0.0, true));
+        // A tiny size keeps its precision (expm1): p ~ 1e-3, weight ~ 1000.5.
+        assert!((s.weight(1).weight - 1000.5).abs() < 0.01);
+        assert!(Sampling::new(0).is_none());
+    }
+
+    #[test]
+    fn an_estimate_adds_and_removes() {
+        let s = Sampling::new(100).unwrap();
+        let mut e = Estimate::default();
+        e.add(s.weight(50), 50.0);
+        e.add(s.weight(10), 10.0);
+        e.remove(s.weight(50), 50.0);
+        let w = s.weight(10);
+        assert!((e.value - 10.0 * w.weight).abs() < 1e-9);
+        assert!((e.standard_error() - 10.0 * w.variance.sqrt()).abs() < 1e-9);
+    }
+}

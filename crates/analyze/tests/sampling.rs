@@ -1,0 +1,179 @@
+//! The per-site estimates of sampled stacks (docs/metrics.md, "Sampled stacks"), on a synthetic
+//! process whose sites' true figures are known: each allocation keeps its stack with probability
+//! 1 - exp(-size/R), as the recorder samples, drawn from fixed seeds (the test cannot flake).
+use analyze::sampling::Sampling;
+use analyze::sites::{SiteAnalyzer, SiteStats};
+use trace::{Event, Op, ProcessInfo};
+
+const R: u64 = 4096;
+
+fn info() -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        ppid: 1,
+        exec_index: 0,
+        cmdline: vec![],
+        start_unix_ns: 0,
+        truncated: false,
+    }
+}
+
+/// splitmix64: a reproducible uniform draw in [0, 1).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The program: site 1 makes 21,000 short-lived 64-byte blocks; site 2 500 blocks of 100 KiB (25 R:
+/// always sampled), 100 of them leaked; site 3 3,000 blocks of 1-3,000 bytes, kept to the end
+/// (leaked), so they are all live at the peak; site 4 allocates 300 blocks of 600 bytes and frees
+/// them all before the end, after the peak.
+fn program() -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut seq = 0;
+    let mut push = |op: Op, addr: u64, size: u64, stack: u32| {
+        events.push(Event {
+            seq,
+            t_ns: seq,
+            tid: 1,
+            stack,
+            op,
+            addr,
+            size,
+            old_addr: 0,
+        });
+        seq += 1;
+    };
+    for i in 0..3000u64 {
+        push(Op::Malloc, 0x100_0000 + i * 0x1000, 1 + i, 3);
+        if i < 500 {
+            push(Op::Malloc, 0x900_0000 + i * 0x20000, 100 << 10, 2);
+            if i >= 100 {
+                push(Op::Free, 0x900_0000 + i * 0x20000, 0, 0);
+            }
+        }
+        for _ in 0..7 {
+            push(Op::Malloc, 0x10, 64, 1);
+            push(Op::Free, 0x10, 0, 0);
+        }
+    }
+    for i in 0..300u64 {
+        push(Op::Malloc, 0x5000_0000 + i * 0x1000, 600, 4);
+    }
+    for i in 0..300u64 {
+        push(Op::Free, 0x5000_0000 + i * 0x1000, 0, 0);
+    }
+    events
+}
+
+fn by_stack(sites: Vec<SiteStats>) -> Vec<SiteStats> {
+    let mut out = vec![SiteStats::default(); 5];
+    for s in sites {
+        let i = s.stack as usize;
+        out[i] = s;
+    }
+    out
+}
+
+/// Each allocation keeps its stack with the recorder's probability; the others get stack 0.
+fn sampled(events: &[Event], seed: u64) -> Vec<Event> {
+    let sampling = Sampling::new(R).unwrap();
+    let mut rng = Rng(seed);
+    events
+        .iter()
+        .map(|e| {
+            let mut e = *e;
+            if !e.op.is_free() && rng.next() >= sampling.probability(e.size) {
+                e.stack = 0;
+            }
+            e
+        })
+        .collect()
+}
+
+fn run(events: &[Event], sampling: Option<Sampling>) -> Vec<SiteStats> {
+    let mut a = SiteAnalyzer::with_sampling(info(), sampling);
+    for e in events {
+        a.push(e);
+    }
+    by_stack(a.finish().sites)
+}
+
+#[test]
+fn estimates_are_within_their_standard_errors_and_exact_where_certain() {
+    let events = program();
+    let truth = run(&events, None);
+    assert_eq!(
+        (
+            truth[1].calls,
+            truth[2].leaked_blocks,
+            truth[3].leaked_blocks
+        ),
+        (21_000, 100, 3000)
+    );
+    let sampling = Sampling::new(R);
+    let (mut within_2se, mut checked) = (0, 0);
+    for seed in 0..40 {
+        let est = run(&sampled(&events, seed), sampling);
+        for stack in 1..=4 {
+            let (t, e) = (&truth[stack], est[stack].estimates.unwrap());
+            let figures = [
+                ("calls", t.calls, e.calls),
+                ("bytes", t.requested_bytes, e.requested_bytes),
+                ("peak", t.peak_live_bytes, e.peak_live_bytes),
+                ("leaked", t.leaked_bytes, e.leaked_bytes),
+                ("leaked blocks", t.leaked_blocks, e.leaked_blocks),
+            ];
+            for (name, truth, e) in figures {
+                let (error, se) = (e.value - truth as f64, e.standard_error());
+                if stack == 2 {
+                    // Every block of site 2 is certain to be sampled: exact.
+                    assert!(!est[2].estimates.unwrap().uncertain);
+                    assert_eq!((e.value, se), (truth as f64, 0.0), "site 2 {name}");
+                    continue;
+                }
+                assert!(
+                    error.abs() <= 4.0 * se + 1e-6,
+                    "seed {seed} site {stack} {name}: {} estimated for {truth} (se {se})",
+                    e.value
+                );
+                checked += 1;
+                within_2se += usize::from(error.abs() <= 2.0 * se + 1e-6);
+            }
+        }
+    }
+    // About 95 % of normal errors are within 2 se; a wrong variance would miss this either way
+    // (too small: far fewer within; the 4 se bound above catches too small ones too).
+    let share = within_2se as f64 / checked as f64;
+    assert!(share > 0.85, "{within_2se} of {checked} within 2 se");
+}
+
+#[test]
+fn big_sites_are_within_a_few_percent_at_this_rate() {
+    let events = program();
+    let truth = run(&events, None);
+    let est = run(&sampled(&events, 1), Sampling::new(R));
+    // Site 3 requests 4.5 MB in 3,000 blocks of up to 3,000 bytes: about 1,100 samples.
+    let e = est[3].estimates.unwrap();
+    for (name, t, e) in [
+        ("bytes", truth[3].requested_bytes, e.requested_bytes),
+        ("peak", truth[3].peak_live_bytes, e.peak_live_bytes),
+        ("leaked", truth[3].leaked_bytes, e.leaked_bytes),
+    ] {
+        let rel = (e.value - t as f64).abs() / t as f64;
+        assert!(rel < 0.05, "{name}: {} for {t}", e.value);
+        assert!(e.standard_error() / (t as f64) < 0.03, "{name}");
+    }
+}
+
+#[test]
+fn without_sampling_there_are_no_estimates() {
+    let truth = run(&program(), None);
+    assert!(truth.iter().all(|s| s.estimates.is_none()));
+}
