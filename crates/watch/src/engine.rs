@@ -292,7 +292,7 @@ pub fn watch(
                     outcome.exit = Some(status);
                     break Some(Ending::Exited);
                 }
-            } else if !alive(root) {
+            } else if !procmem::is_alive(root) {
                 break Some(Ending::Exited);
             }
             if interrupted.load(Ordering::Relaxed) {
@@ -324,7 +324,7 @@ pub fn watch(
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    outcome.still_running = outcome.exit.is_none() && alive(root);
+    outcome.still_running = outcome.exit.is_none() && procmem::is_alive(root);
     if let Some(dir) = &agent_dir {
         // The final snapshots (written at exit) of the processes seen last, when they describe
         // the image seen then (not one an exec replaced). A program shorter than one interval
@@ -392,7 +392,7 @@ pub fn watch(
         }
     }
     if !ours && options.gdb {
-        if alive(root) {
+        if procmem::is_alive(root) {
             gdb_reading(
                 root,
                 options,
@@ -416,18 +416,6 @@ pub fn watch(
     outcome.samples = history.rows().to_vec();
     outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
     Ok(outcome)
-}
-
-/// The process exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(text) => !matches!(
-            text.rfind(')')
-                .and_then(|i| text[i + 1..].trim_start().chars().next()),
-            Some('Z') | Some('X')
-        ),
-        Err(_) => false,
-    }
 }
 
 /// Reaps every exited child (orphans reparented to us included); the root's status if it was one.
@@ -691,7 +679,10 @@ fn take_sample(
     // a program that forks short workers for weeks does not fill the directory (their figures
     // are in the samples already).
     if let Some(dir) = &agents.dir {
-        for s in snaps.iter().filter(|s| s.pid != root && !alive(s.pid)) {
+        for s in snaps
+            .iter()
+            .filter(|s| s.pid != root && !procmem::is_alive(s.pid))
+        {
             let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
         }
     }
