@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Ending, ExitStatus, GdbReading, ProcessFigures, TrimProbe, WatchOutcome};
+use crate::engine::{
+    GdbReading, ProcessFigures, ProgramExit, TrimProbe, WatchEnding, WatchOutcome,
+};
 use crate::history::WatchSample;
 use crate::verdict::{
     classify, shell_line, HeldFree, LiveMissing, TrimResult, Verdict, VerdictInput,
@@ -38,8 +40,8 @@ pub struct WatchResults {
     pub duration_s: Option<f64>,
     pub started_unix_ms: u64,
     /// null while the watch runs (or when it was killed).
-    pub ending: Option<Ending>,
-    pub exit: Option<ExitStatus>,
+    pub ending: Option<WatchEnding>,
+    pub exit: Option<ProgramExit>,
     pub still_running: bool,
     pub samples_taken: u64,
     pub samples_kept: u64,
@@ -288,6 +290,7 @@ pub fn assemble(
     mut base: WatchResults,
     outcome: WatchOutcome,
     installed: &[String],
+    variant_allocator: Option<&str>,
 ) -> WatchResults {
     base.root_pid = Some(outcome.root_pid);
     base.started_unix_ms = outcome.started_unix_ms;
@@ -338,5 +341,75 @@ pub fn assemble(
     let mut input = verdict_input(&base, &outcome.samples, &outcome.live_missing);
     input.installed = installed.to_vec();
     base.verdict = Some(classify(&input));
+    // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
+    if let (Some(label), Some(expected), Some(serving)) =
+        (&base.variant, variant_allocator, &base.allocator)
+    {
+        if serving != expected && serving != "unknown" {
+            base.warnings.push(format!(
+                "variant `{label}`: malloc is served by {serving}, not {expected} (a static or set-ID program, or one that resets LD_PRELOAD?): the figures are {serving}'s"
+            ));
+        }
+    }
     base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::WatchEnding;
+
+    fn outcome() -> WatchOutcome {
+        WatchOutcome {
+            root_pid: 1,
+            started_unix_ms: 0,
+            ending: WatchEnding::Exited,
+            exit: None,
+            still_running: false,
+            samples: Vec::new(),
+            samples_taken: 0,
+            processes: Vec::new(),
+            gdb: Vec::new(),
+            trim: Vec::new(),
+            warnings: Vec::new(),
+            write_problems: Vec::new(),
+            cpu_s: 0.0,
+            ticks_skipped: 0,
+            live_missing: Vec::new(),
+        }
+    }
+
+    /// As `run` checks the library is mapped: a variant whose allocator does not serve malloc is
+    /// said, naming both.
+    #[test]
+    fn the_allocator_serving_malloc_is_checked_against_the_variant() {
+        let base = |serving: &str| WatchResults {
+            variant: Some("jemalloc:narenas=1".into()),
+            allocator: Some(serving.into()),
+            ..Default::default()
+        };
+        let served_by =
+            |r: &WatchResults| r.warnings.iter().any(|w| w.contains("malloc is served"));
+        let results = assemble(base("glibc"), outcome(), &[], Some("jemalloc"));
+        assert!(
+            results.warnings.iter().any(|w| w.starts_with(
+                "variant `jemalloc:narenas=1`: malloc is served by glibc, not jemalloc"
+            )),
+            "{:?}",
+            results.warnings
+        );
+        assert!(!served_by(&assemble(
+            base("jemalloc"),
+            outcome(),
+            &[],
+            Some("jemalloc")
+        )));
+        assert!(!served_by(&assemble(
+            base("unknown"),
+            outcome(),
+            &[],
+            Some("jemalloc")
+        )));
+        assert!(!served_by(&assemble(base("glibc"), outcome(), &[], None)));
+    }
 }
