@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use allocators::{GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
 use serde::{Deserialize, Serialize};
 
 use crate::gdb::{self, GdbError};
@@ -994,11 +995,11 @@ fn trim_probe(
 /// The call each allocator's trim is made with (shim/agent, docs/memory-metrics.md).
 pub fn trim_call(allocator: &str) -> &'static str {
     match allocator {
-        "glibc" => "malloc_trim(0)",
-        "jemalloc" => "jemalloc's arena purge",
-        "tcmalloc" => "tcmalloc's ReleaseFreeMemory()",
-        "mimalloc" => "mi_collect(true)",
-        "tbbmalloc" => "scalable_allocation_command(TBBMALLOC_CLEAN_ALL_BUFFERS)",
+        GLIBC => "malloc_trim(0)",
+        JEMALLOC => "jemalloc's arena purge",
+        TCMALLOC => "tcmalloc's ReleaseFreeMemory()",
+        MIMALLOC => "mi_collect(true)",
+        TBBMALLOC => "scalable_allocation_command(TBBMALLOC_CLEAN_ALL_BUFFERS)",
         _ => "the allocator's trim",
     }
 }

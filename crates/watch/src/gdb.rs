@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use allocators::{JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
+
 /// Why the statistics could not be read: one sentence each, naming the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum GdbError {
@@ -73,7 +75,7 @@ pub fn check_glibc(pid: u32) -> Result<(), GdbError> {
         .filter_map(|f| f.file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .collect();
-    for other in ["jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"] {
+    for other in [JEMALLOC, TCMALLOC, MIMALLOC, TBBMALLOC] {
         if let Some(n) = names.iter().find(|n| n.contains(other)) {
             return Err(GdbError::NotGlibc {
                 pid,

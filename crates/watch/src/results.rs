@@ -278,9 +278,9 @@ fn live_missing(results: &WatchResults, missing: &[String]) -> LiveMissing {
 }
 
 fn trim_call_static(call: &str) -> &'static str {
-    ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
-        .into_iter()
-        .map(crate::engine::trim_call)
+    allocators::catalog::CATALOG
+        .iter()
+        .map(|a| crate::engine::trim_call(a.name))
         .find(|c| *c == call)
         .unwrap_or("the allocator's trim")
 }
@@ -319,7 +319,7 @@ pub fn assemble(
                 base.gdb
                     .iter()
                     .any(|g| g.stats.is_some())
-                    .then(|| "glibc".to_string())
+                    .then(|| allocators::GLIBC.to_string())
             });
     }
     // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an

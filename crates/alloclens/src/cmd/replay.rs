@@ -350,7 +350,7 @@ fn allocator_check(r: &VariantReplay) -> runner::AllocatorCheck {
         .iter()
         .find_map(|i| i.allocator_stats.as_ref().map(|s| s.allocator.clone()));
     match served {
-        _ if r.allocator == "glibc" => runner::AllocatorCheck::NotApplicable,
+        _ if r.allocator == allocators::GLIBC => runner::AllocatorCheck::NotApplicable,
         Some(s) if s == r.allocator => runner::AllocatorCheck::Loaded,
         Some(s) if s == "unknown" => runner::AllocatorCheck::Unverified,
         Some(_) => runner::AllocatorCheck::NotLoaded,
