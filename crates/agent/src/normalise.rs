@@ -11,8 +11,9 @@ use crate::glibc::{glibc_stats, glibc_stats_mallinfo2, parse_malloc_info, ArenaS
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocatorStats {
     /// The library that really serves malloc: "glibc", "jemalloc", "mimalloc", "tcmalloc",
-    /// "tbbmalloc" or "unknown".
-    pub allocator: String,
+    /// "tbbmalloc" or "unknown". Serialised as `allocator` (watch.json's key).
+    #[serde(rename = "allocator")]
+    pub name: String,
     /// Bytes the allocator has handed out to the program (in use).
     pub handed_out: Option<u64>,
     /// Bytes it holds free but still mapped (fragmentation and retention).
@@ -34,7 +35,7 @@ pub struct AllocatorStats {
 impl AllocatorStats {
     pub fn named(allocator: &str) -> AllocatorStats {
         AllocatorStats {
-            allocator: allocator.to_string(),
+            name: allocator.to_string(),
             ..AllocatorStats::default()
         }
     }

@@ -413,7 +413,7 @@ impl<'o> Watch<'o> {
         // A command that ended before the first sample: its root's final snapshot is all there
         // is of it.
         if processes.is_empty() {
-            if let Some(s) = snaps.iter().find(|s| s.pid == root && s.final_) {
+            if let Some(s) = snaps.iter().find(|s| s.pid == root && s.is_final) {
                 processes.push(ProcessFigures {
                     pid: root,
                     ppid: s.ppid,
@@ -429,7 +429,7 @@ impl<'o> Watch<'o> {
         for p in processes.iter_mut() {
             if let Some(s) = snaps
                 .iter()
-                .find(|s| s.pid == p.pid && s.final_ && same_image(s, p.exe.as_deref()))
+                .find(|s| s.pid == p.pid && s.is_final && same_image(s, p.exe.as_deref()))
             {
                 p.snapshot = Some(s.clone());
                 self.agents.seen = true;
@@ -627,7 +627,7 @@ impl AgentTracker {
     ) -> Option<agent::Snapshot> {
         let s = snaps
             .iter()
-            .find(|s| s.pid == pid && !s.final_ && same_image(s, exe));
+            .find(|s| s.pid == pid && !s.is_final && same_image(s, exe));
         match s {
             Some(s) if Self::fresh(s, now_ns) => {
                 self.seen = true;
@@ -970,7 +970,7 @@ fn trim_probe(
                 Some((s, t)) => {
                     outcome.trim.push(TrimProbe {
                         pid: *pid,
-                        call: trim_call(&s.allocator.allocator).into(),
+                        call: trim_call(&s.allocator.name).into(),
                         rss_before: t.rss_before,
                         rss_after: t.rss_after,
                         free_resident_before: t.free_resident_before,

@@ -182,7 +182,7 @@ pub fn verdict_input(
             .collect();
         if let Some(last) = readings.last().and_then(|g| g.stats.as_ref()) {
             input.held = last.free_resident.map(|free| HeldFree {
-                allocator: "glibc".into(),
+                allocator: allocators::GLIBC.into(),
                 free,
                 handed_out: last.handed_out,
                 free_chunks: last.free_chunks,
@@ -314,7 +314,7 @@ pub fn assemble(
             .processes
             .iter()
             .find_map(|p| p.snapshot.as_ref())
-            .map(|s| s.allocator.allocator.clone())
+            .map(|s| s.allocator.name.clone())
             .or_else(|| {
                 base.gdb
                     .iter()
@@ -335,7 +335,7 @@ pub fn assemble(
     {
         base.warnings.push(format!(
             "{} does not report the bytes it holds free (docs/memory-metrics.md, \"Allocator statistics\"): the verdict rests on RSS, the smaps split and live bytes",
-            s.allocator.allocator
+            s.allocator.name
         ));
     }
     let mut input = verdict_input(&base, &outcome.samples, &outcome.live_missing);
