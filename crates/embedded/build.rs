@@ -20,7 +20,7 @@ struct Preload {
 const LIBRARIES: [Preload; 3] = [
     Preload {
         what: "preload shim",
-        dir: "shim",
+        dir: "shim/record",
         sources: &[
             "bootstrap.c",
             "buffer.c",
@@ -34,7 +34,7 @@ const LIBRARIES: [Preload; 3] = [
             "internal.h",
             "include/alloclens_shim.h",
             "exports.map",
-            "cxx_operators.inc",
+            "../common/cxx_operators.inc",
         ],
         exports: Some("exports.map"),
         target: "liballoclens_shim.so",
@@ -49,7 +49,7 @@ const LIBRARIES: [Preload; 3] = [
             "snapshot.c",
             "single_thread.c",
         ],
-        inputs: &["agent.h", "exports.map", "../cxx_operators.inc"],
+        inputs: &["agent.h", "exports.map", "../common/cxx_operators.inc"],
         exports: Some("exports.map"),
         target: "liballoclens_agent.so",
     },

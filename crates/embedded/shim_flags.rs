@@ -43,6 +43,8 @@ pub fn compile_preload(
             "-fno-builtin-calloc",
             "-fno-builtin-free",
             "-fno-builtin-realloc",
+            // shim/common: what the libraries share (each library's folder is a sibling).
+            "-I../common",
         ])
         .args(warning_flags(ci.as_deref()))
         .arg("-shared")
