@@ -1,5 +1,5 @@
 /*
- * C++ operator new and delete, counted like malloc and free (the record shim's shim/cxx.c, with
+ * C++ operator new and delete, counted like malloc and free (the record shim's shim/record/cxx.c, with
  * counting instead of recording).
  *
  * libstdc++'s operators call malloc and free, which the agent counts anyway; but tcmalloc,

@@ -1,4 +1,4 @@
-//! One source of truth for what C and Rust share: parses shim/include/alloclens_shim.h and checks
+//! One source of truth for what C and Rust share: parses shim/record/include/alloclens_shim.h and checks
 //! each constant against the Rust side (trace::Op tags, recorder::protocol).
 use std::collections::HashMap;
 
