@@ -1,5 +1,5 @@
 /*
- * C++ operator new and delete, counted like malloc and free (the record shim's shim/cxx.c, with
+ * C++ operator new and delete, counted like malloc and free (the record shim's shim/record/cxx.c, with
  * counting instead of recording).
  *
  * libstdc++'s operators call malloc and free, which the agent counts anyway; but tcmalloc,
@@ -228,4 +228,4 @@ typedef void (*delete_sized_aligned_fn)(void *, size_t, size_t);
 typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
 
 #define CXX_EXPORT AG_EXPORT
-#include "../cxx_operators.inc"
+#include "cxx_operators.inc" /* shim/common, on the include path */

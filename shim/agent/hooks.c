@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "agent.h"
+#include "boot_heap.h"
 
 AG_HIDDEN struct ag_real ag_real;
 AG_HIDDEN int ag_glibc_serves; /* see usable(); set before ag_real.malloc */
@@ -24,9 +25,9 @@ AG_HIDDEN __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")
 /* ---------------------------------------------------------------------- bootstrap */
 
 /* dlsym may call calloc before the real allocator is known: those calls get static memory, never
- * returned (free recognises it by address). A block's header holds its size << 3 with glibc's
- * IS_MMAPPED bit (2) set, so the hooks' fast path, which reads the header, sends it to the slow
- * path. */
+ * returned (free recognises it by address), from the boot heap of common/boot_heap.h, which the
+ * record shim uses too. A block's header holds its size << 3 with glibc's IS_MMAPPED bit (2) set,
+ * so the hooks' fast path, which reads the header, sends it to the slow path. */
 #define ARENA_BYTES (32 * 1024)
 static _Alignas(64) unsigned char arena[ARENA_BYTES];
 static _Atomic size_t arena_used;
@@ -34,20 +35,12 @@ static __thread volatile int bootstrapping __attribute__((tls_model("initial-exe
 
 static void *arena_alloc(size_t size, size_t align)
 {
-    if (align < 16)
-        align = 16;
-    size_t need = size + align + 16;
-    size_t start = atomic_fetch_add(&arena_used, need);
-    if (start + need > ARENA_BYTES)
-        return NULL;
-    uintptr_t p = ((uintptr_t)arena + start + 16 + align - 1) & ~(uintptr_t)(align - 1);
-    ((size_t *)p)[-1] = size << 3 | 2;
-    return (void *)p;
+    return boot_heap_alloc(arena, ARENA_BYTES, &arena_used, size, align, size << 3 | 2);
 }
 
 static inline int arena_owns(const void *p)
 {
-    return (uintptr_t)p - (uintptr_t)arena < ARENA_BYTES;
+    return boot_heap_owns(arena, ARENA_BYTES, p);
 }
 
 #define RESOLVE(field, name) ag_real.field = (__typeof__(ag_real.field))dlsym(RTLD_NEXT, name)

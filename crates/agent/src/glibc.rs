@@ -263,7 +263,7 @@ pub fn parse_malloc_info(xml: &str) -> Result<GlibcHeap, AgentError> {
 /// otherwise; both are kept in `raw`. The two give the same totals: glibc computes both from the
 /// same bins (mallinfo2.fordblks = the fast and rest bytes of malloc_info, top chunks included).
 pub fn glibc_stats(heap: &GlibcHeap, mallinfo2: Option<&Mallinfo2>) -> AllocatorStats {
-    let mut s = AllocatorStats::named("glibc");
+    let mut s = AllocatorStats::named(allocators::GLIBC);
     let free = heap.fast_bytes + heap.rest_bytes;
     s.free_resident = Some(free);
     s.free_chunks = Some(heap.fast_count + heap.rest_count);
@@ -293,7 +293,7 @@ pub fn glibc_stats(heap: &GlibcHeap, mallinfo2: Option<&Mallinfo2>) -> Allocator
 
 /// glibc's figures from mallinfo2 alone (no malloc_info text).
 pub(crate) fn glibc_stats_mallinfo2(m: &Mallinfo2) -> AllocatorStats {
-    let mut s = AllocatorStats::named("glibc");
+    let mut s = AllocatorStats::named(allocators::GLIBC);
     s.free_resident = Some(m.fordblks);
     s.free_chunks = Some(m.ordblks + m.smblks);
     s.handed_out = Some(m.uordblks + m.hblkhd);

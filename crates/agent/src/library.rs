@@ -1,10 +1,8 @@
-//! The agent library, embedded at build time and written once to a cache file at run time so the
-//! single alloclens binary works anywhere (`embedded::cached_library`, as the record shim and the KSM library are).
+//! The agent library (`embedded::WATCH_AGENT`), written once to a cache file at run time so the
+//! single alloclens binary works anywhere, as the record shim and the KSM library are.
 use std::path::PathBuf;
 
 use crate::AgentError;
-
-static AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_agent.so"));
 
 /// Environment variable that points alloclens at another agent build (e.g. one built with ASan).
 pub const ENV_AGENT_OVERRIDE: &str = "ALLOCLENS_AGENT";
@@ -16,8 +14,10 @@ pub fn library_path() -> Result<PathBuf, AgentError> {
     if let Some(p) = std::env::var_os(ENV_AGENT_OVERRIDE).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    embedded::cached_library("agent", AGENT).map_err(|e| AgentError::Library {
-        path: e.path,
-        source: e.source,
-    })
+    embedded::WATCH_AGENT
+        .cached()
+        .map_err(|e| AgentError::Library {
+            path: e.path,
+            source: e.source,
+        })
 }

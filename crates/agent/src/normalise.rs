@@ -2,6 +2,7 @@
 //! allocator, is docs/memory-metrics.md ("Allocator statistics"); keep the two in step.
 use std::collections::BTreeMap;
 
+use allocators::{GLIBC, JEMALLOC, MIMALLOC, TCMALLOC};
 use serde::{Deserialize, Serialize};
 
 use crate::glibc::{glibc_stats, glibc_stats_mallinfo2, parse_malloc_info, ArenaStats, Mallinfo2};
@@ -10,8 +11,9 @@ use crate::glibc::{glibc_stats, glibc_stats_mallinfo2, parse_malloc_info, ArenaS
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocatorStats {
     /// The library that really serves malloc: "glibc", "jemalloc", "mimalloc", "tcmalloc",
-    /// "tbbmalloc" or "unknown".
-    pub allocator: String,
+    /// "tbbmalloc" or "unknown". Serialised as `allocator` (watch.json's key).
+    #[serde(rename = "allocator")]
+    pub name: String,
     /// Bytes the allocator has handed out to the program (in use).
     pub handed_out: Option<u64>,
     /// Bytes it holds free but still mapped (fragmentation and retention).
@@ -33,7 +35,7 @@ pub struct AllocatorStats {
 impl AllocatorStats {
     pub fn named(allocator: &str) -> AllocatorStats {
         AllocatorStats {
-            allocator: allocator.to_string(),
+            name: allocator.to_string(),
             ..AllocatorStats::default()
         }
     }
@@ -48,10 +50,10 @@ pub fn normalise(
     sections: &BTreeMap<String, String>,
 ) -> AllocatorStats {
     let mut s = match allocator {
-        "glibc" => glibc(raw, sections),
-        "jemalloc" => jemalloc(raw),
-        "tcmalloc" => tcmalloc(raw),
-        "mimalloc" => mimalloc(raw),
+        GLIBC => glibc(raw, sections),
+        JEMALLOC => jemalloc(raw),
+        TCMALLOC => tcmalloc(raw),
+        MIMALLOC => mimalloc(raw),
         // tbbmalloc has no statistics API; an unknown allocator, nothing to read.
         other => AllocatorStats::named(other),
     };
@@ -70,7 +72,7 @@ fn glibc(raw: &BTreeMap<String, u64>, sections: &BTreeMap<String, String>) -> Al
                 let mut s = m
                     .as_ref()
                     .map(glibc_stats_mallinfo2)
-                    .unwrap_or_else(|| AllocatorStats::named("glibc"));
+                    .unwrap_or_else(|| AllocatorStats::named(GLIBC));
                 s.raw.insert("malloc_info.unreadable".into(), 1);
                 return s;
             }
@@ -78,14 +80,14 @@ fn glibc(raw: &BTreeMap<String, u64>, sections: &BTreeMap<String, String>) -> Al
     }
     m.as_ref()
         .map(glibc_stats_mallinfo2)
-        .unwrap_or_else(|| AllocatorStats::named("glibc"))
+        .unwrap_or_else(|| AllocatorStats::named(GLIBC))
 }
 
 fn jemalloc(raw: &BTreeMap<String, u64>) -> AllocatorStats {
     let g = |k: &str| raw.get(k).copied();
     let page = g("arenas.page");
     let pages = |k: &str| Some(g(k)? * page?);
-    let mut s = AllocatorStats::named("jemalloc");
+    let mut s = AllocatorStats::named(JEMALLOC);
     s.handed_out = g("stats.allocated");
     // Free but resident: the unused part of active pages, and the dirty pages (freed, not yet
     // purged).
@@ -105,7 +107,7 @@ fn jemalloc(raw: &BTreeMap<String, u64>) -> AllocatorStats {
 
 fn tcmalloc(raw: &BTreeMap<String, u64>) -> AllocatorStats {
     let g = |k: &str| raw.get(k).copied();
-    let mut s = AllocatorStats::named("tcmalloc");
+    let mut s = AllocatorStats::named(TCMALLOC);
     s.handed_out = g("generic.current_allocated_bytes");
     // Free and mapped: the page heap's free pages and the free objects in the three caches.
     s.free_resident = (|| {
@@ -123,7 +125,7 @@ fn tcmalloc(raw: &BTreeMap<String, u64>) -> AllocatorStats {
 }
 
 fn mimalloc(raw: &BTreeMap<String, u64>) -> AllocatorStats {
-    let mut s = AllocatorStats::named("mimalloc");
+    let mut s = AllocatorStats::named(MIMALLOC);
     // Release builds (Debian's) count no bytes in use; the process info has the committed total.
     s.heap_total = raw.get("mi_process_info.current_commit").copied();
     s

@@ -24,8 +24,10 @@ pub struct Snapshot {
     /// Increases by one per snapshot of this pid (across exec too).
     pub seq: u64,
     /// Written at exit (the library's destructor, or _exit/_Exit): the last word of that pid. A
-    /// process killed by a signal leaves its last periodic snapshot, not final.
-    pub final_: bool,
+    /// process killed by a signal leaves its last periodic snapshot, not final. Serialised as
+    /// `final_` (watch.json's key).
+    #[serde(rename = "final_")]
+    pub is_final: bool,
     /// The agent's interval.
     pub interval_ms: u64,
     /// RSS (/proc/self/statm) when the snapshot was taken.
@@ -205,7 +207,7 @@ fn parse(bytes: &[u8]) -> Result<Snapshot, String> {
         exe: text("exe")?.to_string(),
         taken_unix_ns: num("taken_unix_ns")?,
         seq: num("seq")?,
-        final_: num("final")? != 0,
+        is_final: num("final")? != 0,
         interval_ms: num("interval_ms")?,
         rss: num("rss")?,
         counters,

@@ -44,7 +44,13 @@ impl AllocatorDef {
     }
 }
 
+/// The names of the known allocators, as users write them in `-a` and as the agent reports them:
+/// the one spelling every crate uses.
 pub const GLIBC: &str = "glibc";
+pub const JEMALLOC: &str = "jemalloc";
+pub const MIMALLOC: &str = "mimalloc";
+pub const TCMALLOC: &str = "tcmalloc";
+pub const TBBMALLOC: &str = "tbbmalloc";
 
 pub static CATALOG: &[AllocatorDef] = &[
     AllocatorDef {
@@ -57,7 +63,7 @@ pub static CATALOG: &[AllocatorDef] = &[
         system_package: Some("libc6"),
     },
     AllocatorDef {
-        name: "jemalloc",
+        name: JEMALLOC,
         description: "jemalloc: arenas per CPU, time-based purging of dirty pages",
         libraries: &[LibraryCandidate {
             file: "libjemalloc.so.2",
@@ -69,7 +75,7 @@ pub static CATALOG: &[AllocatorDef] = &[
         system_package: None,
     },
     AllocatorDef {
-        name: "mimalloc",
+        name: MIMALLOC,
         description: "Microsoft mimalloc: free-list sharding, segments per thread",
         libraries: &[LibraryCandidate {
             file: "libmimalloc.so.2",
@@ -81,7 +87,7 @@ pub static CATALOG: &[AllocatorDef] = &[
         system_package: None,
     },
     AllocatorDef {
-        name: "tcmalloc",
+        name: TCMALLOC,
         description: "gperftools tcmalloc: thread caches over a central page heap",
         libraries: &[
             LibraryCandidate {
@@ -99,7 +105,7 @@ pub static CATALOG: &[AllocatorDef] = &[
         system_package: None,
     },
     AllocatorDef {
-        name: "tbbmalloc",
+        name: TBBMALLOC,
         description: "oneTBB scalable allocator, preloaded through its malloc proxy",
         libraries: &[LibraryCandidate {
             file: "libtbbmalloc_proxy.so.2",

@@ -10,7 +10,7 @@
 //!
 //! The spec syntax and every setting are documented in docs/allocators.md.
 
-mod catalog;
+pub mod catalog;
 mod discover;
 mod elf;
 mod error;
@@ -19,7 +19,7 @@ pub mod settings;
 mod variant;
 mod verify;
 
-pub use catalog::{known_names, Mechanism};
+pub use catalog::{known_names, Mechanism, GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
 pub use discover::{discover, library_dirs, package_version, AllocatorInfo};
 pub use error::AllocatorError;
 pub use variant::{parse_variant, parse_variant_list, split_variant_list, Variant};

@@ -101,12 +101,12 @@ fn leak_counts_match(name: &str) {
     ];
     let (out, snaps) = run_workload(dir.path(), lib.as_deref(), &args);
     let s = only(&snaps);
-    assert!(s.final_, "{s:#?}");
+    assert!(s.is_final, "{s:#?}");
     assert!(
         s.seq >= 3,
         "periodic snapshots came before the final one: {s:#?}"
     );
-    assert_eq!(s.allocator.allocator, name);
+    assert_eq!(s.allocator.name, name);
     let own_bytes =
         field(&out.stdout, "live:", "bytes") + field(&out.stdout, "live:", "table_bytes");
     let own_blocks = field(&out.stdout, "live:", "blocks") + 1;
@@ -285,7 +285,7 @@ int main(void) {
         .iter()
         .find(|s| s.pid != child && s.exe.ends_with("sh"))
         .expect("the exec'd image");
-    assert!(c.final_ && p.final_);
+    assert!(c.is_final && p.is_final);
     assert_eq!(c.ppid, p.pid, "{c:#?}");
     assert!(c.exe.ends_with("forker"));
     // The child's heap holds the parent's blocks (400 kept by the threads) and its own 1000.
@@ -298,7 +298,7 @@ int main(void) {
         p.seq
     );
     assert!(p.counters.allocs < 10_000, "{:?}", p.counters);
-    assert_eq!(p.allocator.allocator, "glibc");
+    assert_eq!(p.allocator.name, "glibc");
 }
 
 /// A trim request during twowave's hold (wave A freed under wave B): glibc's malloc_trim(0)

@@ -283,7 +283,7 @@ fn top_functions_of_a_gcc_compile_agree_with_heaptrack() {
     .to_string();
     // A real compile: a file of this repository's shim, preprocessed, at -O2 (cc1 alone: heaptrack
     // follows no child process; a small file keeps the test fast, its 34 k calls rank the same).
-    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shim");
+    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shim/record");
     let source = dir.path().join("buffer.i");
     succeeded(
         Command::new("gcc")

@@ -1,10 +1,43 @@
 //! The preload libraries alloclens carries inside its binary (the record shim, the watch agent, the
-//! KSM library) must exist as files for `LD_PRELOAD`. Each is written once into a cache directory
+//! KSM library): built from shim/ by build.rs, embedded here, and written out as files for
+//! `LD_PRELOAD`. Each is written once into a cache directory
 //! under a name of its own per build (`<stem>-<crc>-<len>.so`), so two alloclens versions never
 //! overwrite each other's library while a program still maps it.
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// A preload library built from shim/ and carried in the binary.
+pub struct Library {
+    /// Its cache file's name starts with it.
+    pub stem: &'static str,
+    pub bytes: &'static [u8],
+}
+
+/// The record shim (shim/), preloaded by `record`.
+pub static RECORD_SHIM: Library = Library {
+    stem: "shim",
+    bytes: include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_shim.so")),
+};
+
+/// The watch agent (shim/agent), preloaded by `watch`.
+pub static WATCH_AGENT: Library = Library {
+    stem: "agent",
+    bytes: include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_agent.so")),
+};
+
+/// The KSM library (shim/ksm), preloaded by `run --ksm --ksm-mechanism madvise`.
+pub static KSM_MERGE: Library = Library {
+    stem: "ksm",
+    bytes: include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_ksm.so")),
+};
+
+impl Library {
+    /// Its file in the cache directory, written there first if need be ([`cached_library`]).
+    pub fn cached(&self) -> Result<PathBuf, CacheError> {
+        cached_library(self.stem, self.bytes)
+    }
+}
 
 /// Why no cache directory could take the library: the last path tried and its error.
 #[derive(Debug)]

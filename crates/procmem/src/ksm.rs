@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::procfile::{parse_u64, trim};
+use crate::procfile::{parse_stat, parse_u64, read_stat, stat_comm, trim};
 
 const KSM_DIR: &str = "/sys/kernel/mm/ksm";
 
@@ -96,15 +96,12 @@ pub fn find_ksmd() -> Option<u32> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Ok(text) = std::fs::read(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // "PID (comm) S PPID ...": kernel threads have ppid 2.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let ppid = stat[close + 1..].split_whitespace().nth(1);
-        if &stat[open + 1..close] == "ksmd" && ppid == Some("2") {
+        // Kernel threads have ppid 2.
+        let ppid = parse_stat(&text).map(|stat| stat.ppid);
+        if stat_comm(&text) == Some(b"ksmd") && ppid == Some(2) {
             return Some(pid);
         }
     }
@@ -113,15 +110,10 @@ pub fn find_ksmd() -> Option<u32> {
 
 /// utime + stime of process `pid`, seconds.
 fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
+    let stat = read_stat(pid).ok()?;
     // SAFETY: sysconf has no memory-safety preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+    (ticks > 0).then(|| (stat.utime + stat.stime) as f64 / ticks as f64)
 }
 
 /// KSM figures of one process.

@@ -48,29 +48,90 @@ pub(crate) fn reread(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
     }
 }
 
-/// The fields of /proc/PID/stat the tree discovery needs.
+/// The fields of /proc/PID/stat that alloclens reads, parsed by [`parse_stat`]: the one parser of
+/// that file (the runner's watchdog keeps an async-signal-safe copy of its own, see there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StatFields {
+pub struct ProcStat {
+    /// Field 3: R running, S sleeping, D disk sleep, T stopped, t tracing stop, Z zombie, X or x
+    /// dead, ...
+    pub state: u8,
+    /// Field 4.
     pub ppid: u32,
-    /// Clock ticks after boot; with the pid it identifies a process for good.
+    /// Fields 14 and 15: CPU time in user and kernel mode, in clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+    /// Field 19, -20 to 19.
+    pub nice: i64,
+    /// Field 20: threads in the thread group, a zombie leader included.
+    pub num_threads: u64,
+    /// Field 22: clock ticks after boot; with the pid it identifies a process for good.
     pub starttime: u64,
 }
 
-/// Parses ppid (field 4) and starttime (field 22) of /proc/PID/stat. The comm (field 2) may contain
-/// spaces and ')' itself, so fields are counted from the *last* ')'.
-pub(crate) fn parse_stat(text: &[u8]) -> Option<StatFields> {
+impl ProcStat {
+    /// Whether the process still runs. A zombie or dead task does not, except a zombie thread-group
+    /// leader whose other threads run on: a program whose main thread called pthread_exit shows
+    /// state Z (as `ps` shows `Zl`) while it works, and only its exit ends the group.
+    pub fn is_alive(&self) -> bool {
+        match self.state {
+            b'Z' => self.num_threads > 1,
+            b'X' | b'x' => false,
+            _ => true,
+        }
+    }
+}
+
+/// Parses /proc/PID/stat (or /proc/PID/task/TID/stat). The comm (field 2) may contain spaces and
+/// ')' itself, so fields are counted from the *last* ')'.
+pub fn parse_stat(text: &[u8]) -> Option<ProcStat> {
     let close = text.iter().rposition(|&b| b == b')')?;
     // After ')': state(3) ppid(4) pgrp(5) ... starttime(22).
     let mut fields = text[close + 1..]
         .split(|b| b.is_ascii_whitespace())
         .filter(|f| !f.is_empty());
-    let _state = fields.next()?;
+    let state = match fields.next()? {
+        [state] => *state,
+        _ => return None,
+    };
     let ppid = parse_u64(fields.next()?)?;
-    let starttime = parse_u64(fields.nth(22 - 5)?)?;
-    Some(StatFields {
+    let utime = parse_u64(fields.nth(14 - 5)?)?;
+    let stime = parse_u64(fields.next()?)?;
+    let nice = parse_i64(fields.nth(19 - 16)?)?;
+    let num_threads = parse_u64(fields.next()?)?;
+    let starttime = parse_u64(fields.nth(22 - 21)?)?;
+    Some(ProcStat {
+        state,
         ppid: u32::try_from(ppid).ok()?,
+        utime,
+        stime,
+        nice,
+        num_threads,
         starttime,
     })
+}
+
+/// The comm (field 2) of /proc/PID/stat: between the first '(' and the last ')'.
+pub fn stat_comm(text: &[u8]) -> Option<&[u8]> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    text.get(open + 1..close)
+}
+
+/// /proc/PID/stat of process `pid`, parsed; an unparsable file is `InvalidData`.
+pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
+    let text = std::fs::read(format!("/proc/{pid}/stat"))?;
+    parse_stat(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/proc/{pid}/stat not understood"),
+        )
+    })
+}
+
+/// Whether process `pid` exists and still runs ([`ProcStat::is_alive`]): the one answer every
+/// "is it alive" check of alloclens gives.
+pub fn is_alive(pid: u32) -> bool {
+    read_stat(pid).is_ok_and(|stat| stat.is_alive())
 }
 
 /// Calls `each(key, value)` for every "Key:   value" line; `value` is trimmed.
@@ -113,6 +174,14 @@ pub(crate) fn parse_size(value: &[u8]) -> Option<u64> {
     }
 }
 
+/// Parses a decimal number with an optional leading '-'.
+fn parse_i64(digits: &[u8]) -> Option<i64> {
+    match digits {
+        [b'-', rest @ ..] => i64::try_from(parse_u64(rest)?).ok().map(|n| -n),
+        _ => i64::try_from(parse_u64(digits)?).ok(),
+    }
+}
+
 /// Parses a decimal number made of ASCII digits only.
 pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
@@ -139,17 +208,52 @@ mod tests {
                      18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
         assert_eq!(
             parse_stat(line),
-            Some(StatFields {
+            Some(ProcStat {
+                state: b'S',
                 ppid: 17,
+                utime: 1,
+                stime: 2,
+                nice: 0,
+                num_threads: 1,
                 starttime: 987654
             })
         );
+        assert_eq!(stat_comm(line), Some(&b"a) (b c)"[..]));
+    }
+
+    #[test]
+    fn stat_of_a_reniced_thread() {
+        let line = b"77 (w) R 1 77 77 0 -1 0 0 0 0 0 30 40 0 0 39 19 3 0 555 0 0\n";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!((stat.utime, stat.stime, stat.nice), (30, 40, 19));
+        assert_eq!((stat.num_threads, stat.starttime), (3, 555));
+        let line = b"77 (w) R 1 77 77 0 -1 0 0 0 0 0 30 40 0 0 0 -20 3 0 555 0 0\n";
+        assert_eq!(parse_stat(line).unwrap().nice, -20);
+    }
+
+    #[test]
+    fn zombies_are_dead_unless_their_threads_run() {
+        let with = |state: &str, threads: u32| {
+            let line = format!("9 (p) {state} 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 5 0 0");
+            parse_stat(line.as_bytes()).unwrap().is_alive()
+        };
+        assert!(with("S", 1));
+        assert!(with("t", 1));
+        assert!(!with("Z", 1));
+        // The thread-group leader exited (pthread_exit), another thread runs.
+        assert!(with("Z", 2));
+        assert!(!with("X", 1));
+        assert!(!with("x", 1));
     }
 
     #[test]
     fn stat_truncated_is_none() {
         assert_eq!(parse_stat(b"1 (init) S 0 1 1"), None);
         assert_eq!(parse_stat(b"garbage"), None);
+        assert_eq!(
+            parse_stat(b"1 (init) SS 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5"),
+            None
+        );
     }
 
     #[test]

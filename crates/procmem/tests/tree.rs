@@ -103,6 +103,50 @@ fn zombies_are_skipped() {
     assert_eq!(sampled_pids(&mut sampler), vec![root]);
 }
 
+/// `is_alive`, the one answer of every "is it alive" check: a process whose main thread called
+/// pthread_exit shows state Z while its other thread runs, and is alive (every check used to call
+/// it gone); once that thread ends too it is a zombie, not alive, and after the reap it is gone.
+#[test]
+fn a_program_whose_leader_exited_is_alive_until_its_last_thread_ends() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("leader_exits.c");
+    std::fs::write(
+        &source,
+        "#include <pthread.h>\n#include <unistd.h>\n\
+         static void *work(void *a) { (void)a; read(0, &a, 1); return 0; }\n\
+         int main(void) { pthread_t t; pthread_create(&t, 0, work, 0); pthread_exit(0); }\n",
+    )
+    .unwrap();
+    let exe = dir.join("leader_exits");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let mut child = std::process::Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_until("the main thread to exit", || {
+        stat_field(pid, 3).as_deref() == Some("Z")
+    });
+    assert_eq!(stat_field(pid, 20).as_deref(), Some("2"));
+    assert!(procmem::is_alive(pid), "the worker thread runs");
+    // The worker reads stdin: closing it ends the worker, hence the process.
+    drop(child.stdin.take());
+    wait_until("the worker to end", || {
+        stat_field(pid, 20).as_deref() == Some("1")
+    });
+    assert_eq!(stat_field(pid, 3).as_deref(), Some("Z"));
+    assert!(!procmem::is_alive(pid), "a zombie");
+    child.wait().unwrap();
+    assert!(!procmem::is_alive(pid), "reaped");
+    assert!(procmem::is_alive(std::process::id()));
+}
+
 /// A root that does not exist gives empty samples, not errors.
 #[test]
 fn missing_root_gives_empty_samples() {

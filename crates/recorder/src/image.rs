@@ -932,27 +932,16 @@ pub enum Liveness {
 
 /// Whether the process `pid` that started at `start_ticks` (field 22 of /proc/PID/stat) runs.
 pub fn liveness(pid: u32, start_ticks: u64) -> Liveness {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return Liveness::Gone;
-    };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return Liveness::Gone;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (state); field 22 is fields[19].
-    let state = fields.first().copied().unwrap_or("X");
-    let ticks: u64 = fields.get(19).and_then(|s| s.parse().ok()).unwrap_or(0);
-    if matches!(state, "Z" | "X" | "x") || (start_ticks != 0 && ticks != start_ticks) {
-        Liveness::Gone
-    } else {
-        Liveness::Running
+    match procmem::read_stat(pid) {
+        Ok(stat) if stat.is_alive() && (start_ticks == 0 || stat.starttime == start_ticks) => {
+            Liveness::Running
+        }
+        _ => Liveness::Gone,
     }
 }
 
 /// Field 22 of /proc/PID/stat (start time in clock ticks): tells the process from a later one
 /// that reuses its pid.
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    procmem::read_stat(pid).ok().map(|stat| stat.starttime)
 }

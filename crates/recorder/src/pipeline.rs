@@ -609,11 +609,9 @@ mod tests {
             if !comm.starts_with(prefix) {
                 continue;
             }
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // Fields after the command name (in parentheses): state is field 3, nice field 19.
-            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            if let Some(n) = after.split_whitespace().nth(16) {
-                nice.push(n.parse().unwrap());
+            let stat = std::fs::read(task.path().join("stat")).unwrap_or_default();
+            if let Some(stat) = procmem::parse_stat(&stat) {
+                nice.push(stat.nice);
             }
         }
         nice

@@ -1,10 +1,10 @@
-//! The shim <-> recorder protocol, mirroring shim/include/alloclens_shim.h (checked by
+//! The shim <-> recorder protocol, mirroring shim/record/include/alloclens_shim.h (checked by
 //! tests/shim_header.rs). Native endianness: both ends run on the same machine.
 
 pub const PROTOCOL_VERSION: u32 = 1;
 
 pub const OP_RING_OWNER: u8 = 128;
-/// Op-byte flag: the record names its stack (shim/include/alloclens_shim.h, AL_OP_HAS_STACK).
+/// Op-byte flag: the record names its stack (shim/record/include/alloclens_shim.h, AL_OP_HAS_STACK).
 pub const OP_HAS_STACK: u8 = 64;
 pub const OP_SHIFT: u32 = 56;
 pub const SEQ_MASK: u64 = (1 << OP_SHIFT) - 1;

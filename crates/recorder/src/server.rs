@@ -16,7 +16,10 @@ use crate::pipeline::{FileWriter, Finished, Pipeline};
 use crate::protocol::{self, Message};
 use crate::sys::{self, Received};
 use crate::untraced::{self, Announced, Expected, Verdict};
+
+mod exec_follow;
 use crate::ProcessSummary;
+use exec_follow::{ExecFollower, NO_HELLO, VERDICT_GRACE};
 
 /// Why the loop is asked to look again.
 pub enum Input {
@@ -60,22 +63,47 @@ impl OutputPipe {
     }
 }
 
-/// An exec or spawn of another process than the announcing image's (posix_spawn, vfork + exec),
-/// until its pid connects, the exec fails, or the recorder decided it is not traced.
-struct Foreign {
-    ann: Announced,
-    /// The announcer's executable: until the pid runs another one, it has not exec'd yet.
-    announcer_exe: Option<std::path::PathBuf>,
-    exec_seen: bool,
-    /// Looked traceable: waiting for its hello (start ticks, for liveness).
-    waiting: Option<u64>,
-    gone_since: Option<Instant>,
+/// An image's place in `images`, `finished` and `summaries`. Images are never removed, so it
+/// names one image for the whole recording. Typed indices (heaptrack's indices.h): an image's
+/// index cannot be taken for a connection's, nor a stream number for either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ImageIndex(usize);
+
+impl ImageIndex {
+    /// Every image of `images` (of length `len`).
+    fn all(len: usize) -> impl Iterator<Item = ImageIndex> {
+        (0..len).map(ImageIndex)
+    }
 }
+
+/// A connection's place in `conns`, valid within one `read_messages` (a closed connection is
+/// removed in place, keeping accept order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ConnIndex(usize);
+
+/// `vec[index]` with a typed index into the vectors it indexes.
+macro_rules! typed_index {
+    ($index:ty => $($item:ty),+) => {$(
+        impl std::ops::Index<$index> for Vec<$item> {
+            type Output = $item;
+            fn index(&self, i: $index) -> &$item {
+                &self[i.0]
+            }
+        }
+        impl std::ops::IndexMut<$index> for Vec<$item> {
+            fn index_mut(&mut self, i: $index) -> &mut $item {
+                &mut self[i.0]
+            }
+        }
+    )+};
+}
+typed_index!(ImageIndex => Image, bool, ProcessSummary);
+typed_index!(ConnIndex => Conn);
 
 struct Conn {
     sock: OwnedFd,
-    /// Index into `images` once the hello arrived.
-    image: Option<usize>,
+    /// The connection's image, once the hello arrived.
+    image: Option<ImageIndex>,
 }
 
 pub struct Server {
@@ -107,7 +135,7 @@ pub struct Server {
     images_of: HashMap<(u32, u64), u32>,
     /// Images that vanished without a goodbye: an exec in progress looks the same until the new
     /// image says hello, so the verdict (Lost or Exec) waits a little.
-    verdict_pending: Vec<(usize, Instant)>,
+    verdict_pending: Vec<(ImageIndex, Instant)>,
     /// When `round` last looked for new connections, and what the last round moved.
     last_accept_ns: u64,
     last_moved: u64,
@@ -115,10 +143,8 @@ pub struct Server {
     outputs: Vec<Arc<OutputPipe>>,
     /// Since when an ended image has been waiting for the output readers to catch up.
     output_wait: Option<Instant>,
-    /// What a traced program gets in its environment (`expect`); without, execs are not
-    /// followed.
-    expected: Option<Expected>,
-    foreign: Vec<Foreign>,
+    /// The execs and spawns of other processes, until each is traced or reported not traced.
+    execs: ExecFollower,
     /// Programs that ran without the shim (also written into the trace).
     pub untraced: Vec<trace::Untraced>,
     /// `record --stacks`: the stack ids and arenas, and whether frees have stacks too.
@@ -128,18 +154,11 @@ pub struct Server {
     memory: Option<MemorySampler>,
 }
 
-/// Said of a program that left nothing to explain why it did not connect.
-const NO_HELLO: &str =
-    "it ended without connecting to the recorder, before alloclens could look at it";
-
 fn exe_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
 }
-
-/// How long a vanished image waits for its exec'd successor before it is declared lost.
-const VERDICT_GRACE: Duration = Duration::from_millis(500);
 
 /// How long ended images wait for the output readers (`OutputPipe`) before closing anyway: a
 /// partial line with no newline keeps a reader busy for as long as the program leaves it so.
@@ -196,8 +215,7 @@ impl Server {
             last_moved: 0,
             outputs: Vec::new(),
             output_wait: None,
-            expected: None,
-            foreign: Vec::new(),
+            execs: ExecFollower::default(),
             untraced: Vec::new(),
             stacks: stacks.map(|frees| (crate::stacks::Stacks::new(), frees)),
             memory: None,
@@ -217,18 +235,12 @@ impl Server {
     /// Follows execs and spawns: a program that does not get (or cannot use) `expected` is
     /// reported as not traced.
     pub fn expect(&mut self, expected: Expected) {
-        self.expected = Some(expected);
+        self.execs.expect(expected);
     }
 
     /// A process the recorder itself started (the command): its exec already happened.
     pub fn spawned(&mut self, ann: Announced) {
-        self.foreign.push(Foreign {
-            ann,
-            announcer_exe: None,
-            exec_seen: true,
-            waiting: None,
-            gone_since: None,
-        });
+        self.execs.spawned(ann);
         self.check_execs();
     }
 
@@ -242,8 +254,8 @@ impl Server {
     /// exited, every connection made before must be seen).
     pub fn round(&mut self, inputs: &Receiver<Input>, output_open: &mut usize, eager: bool) -> u64 {
         let now = sys::monotonic_ns();
-        for (i, img) in self.images.iter_mut().enumerate() {
-            if !self.finished[i] {
+        for (img, finished) in self.images.iter_mut().zip(&self.finished) {
+            if !finished {
                 img.start_round(now);
             }
         }
@@ -258,7 +270,7 @@ impl Server {
         self.check_execs();
         self.take_inputs(inputs, output_open);
         let mut moved = 0;
-        for i in 0..self.images.len() {
+        for i in ImageIndex::all(self.images.len()) {
             if self.finished[i] {
                 continue;
             }
@@ -276,7 +288,7 @@ impl Server {
                 }
             }
         }
-        let due: Vec<usize> = self
+        let due: Vec<ImageIndex> = self
             .verdict_pending
             .iter()
             .filter(|(_, at)| at.elapsed() >= VERDICT_GRACE)
@@ -336,7 +348,7 @@ impl Server {
         sys::poll_readable(&fds, timeout_ms);
     }
 
-    fn is_gone(&self, i: usize) -> bool {
+    fn is_gone(&self, i: ImageIndex) -> bool {
         let img = &self.images[i];
         liveness(img.pid, img.start_ticks) == Liveness::Gone
     }
@@ -347,7 +359,7 @@ impl Server {
             let mut closed = false;
             loop {
                 match sys::recv_message(&self.conns[c].sock, &mut self.buf) {
-                    Ok(Received::Message { len, fd }) => self.handle(c, len, fd),
+                    Ok(Received::Message { len, fd }) => self.handle(ConnIndex(c), len, fd),
                     Ok(Received::WouldBlock) => break,
                     Ok(Received::Closed) | Err(_) => {
                         closed = true;
@@ -371,7 +383,7 @@ impl Server {
         }
     }
 
-    fn handle(&mut self, c: usize, len: usize, fd: Option<OwnedFd>) {
+    fn handle(&mut self, c: ConnIndex, len: usize, fd: Option<OwnedFd>) {
         let Some(msg) = protocol::parse(&self.buf[..len]) else {
             self.warn("ignored a malformed message from the shim".into());
             return;
@@ -472,7 +484,7 @@ impl Server {
     #[allow(clippy::too_many_arguments)]
     fn exec_message(
         &mut self,
-        i: usize,
+        i: ImageIndex,
         pid: u32,
         phase: u32,
         env: u32,
@@ -485,7 +497,7 @@ impl Server {
             if pid == own {
                 self.images[i].exec = None;
             }
-            self.foreign.retain(|f| f.ann.pid != pid);
+            self.execs.forget(pid);
             return;
         }
         let ann = Announced {
@@ -504,27 +516,22 @@ impl Server {
             self.images[i].exec = Some(ann);
             return;
         }
-        self.foreign.retain(|f| f.ann.pid != pid);
+        self.execs.forget(pid);
         if phase == protocol::EXEC_SPAWNED && self.said_hello(pid) {
             return; // the child's hello came first (another socket): traced
         }
-        self.foreign.push(Foreign {
-            ann,
-            announcer_exe: std::fs::read_link(format!("/proc/{own}/exe")).ok(),
-            exec_seen: phase == protocol::EXEC_SPAWNED,
-            waiting: None,
-            gone_since: None,
-        });
+        self.execs
+            .announced(ann, own, phase == protocol::EXEC_SPAWNED);
     }
 
     /// Decides on the execs that happened: an image that hung up after announcing one, and the
     /// other processes announced. Each is traced (its hello arrives), or not traced, reported
     /// with the reason, as soon as /proc (or, once it is gone, the file) tells.
     fn check_execs(&mut self) {
-        let Some(expected) = self.expected.clone() else {
+        let Some(expected) = self.execs.expected().cloned() else {
             return;
         };
-        for i in 0..self.images.len() {
+        for i in ImageIndex::all(self.images.len()) {
             let img = &self.images[i];
             if self.finished[i] || !img.hung_up || img.exec_verdict.is_some() {
                 continue;
@@ -556,53 +563,14 @@ impl Server {
             // the verdict after the grace says so.
             self.images[i].exec_verdict = Some(verdict);
         }
-        let pids: Vec<u32> = self.foreign.iter().map(|f| f.ann.pid).collect();
-        for pid in pids {
-            let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) else {
-                continue;
-            };
-            let f = &mut self.foreign[k];
-            if !f.exec_seen {
-                f.exec_seen = match std::fs::read_link(format!("/proc/{pid}/exe")) {
-                    Ok(exe) => Some(exe) != f.announcer_exe,
-                    // Gone, or a moment inside its exec.
-                    Err(_) => {
-                        crate::image::start_ticks(pid).is_none()
-                            || liveness(pid, 0) == Liveness::Gone
-                    }
-                };
-            }
-            let mut done = None;
-            if f.exec_seen && f.waiting.is_none() {
-                match untraced::inspect_process(pid, &expected) {
-                    Verdict::NotTraced(reason) => done = Some((reason, exe_of(pid))),
-                    Verdict::Traceable => {
-                        f.waiting = Some(crate::image::start_ticks(pid).unwrap_or(0))
-                    }
-                    Verdict::NotYet => {}
-                    Verdict::Gone => match untraced::inspect_announced(&f.ann, &expected) {
-                        Some(reason) => done = Some((reason, None)),
-                        None => {
-                            f.waiting = Some(0);
-                            f.gone_since = Some(Instant::now());
-                        }
-                    },
-                }
-            } else if let Some(ticks) = f.waiting {
-                if f.gone_since.is_none() && liveness(pid, ticks) == Liveness::Gone {
-                    f.gone_since = Some(Instant::now());
-                }
-                if f.gone_since.is_some_and(|t| t.elapsed() >= VERDICT_GRACE) {
-                    done = Some((NO_HELLO.into(), None));
-                }
-            }
-            if let Some((reason, exe)) = done {
-                // A program that connected and then exec'd one that cannot be traced: its hello
-                // (sent before that exec) takes it off the list, and its own exec is reported.
-                self.catch_up();
-                if let Some(k) = self.foreign.iter().position(|f| f.ann.pid == pid) {
-                    let f = self.foreign.remove(k);
-                    self.not_traced(&f.ann, exe, reason);
+        let decided = self.execs.decide();
+        if !decided.is_empty() {
+            // A program that connected and then exec'd one that cannot be traced: its hello
+            // (sent before that exec) takes it off the list, and its own exec is reported.
+            self.catch_up();
+            for d in decided {
+                if let Some(ann) = self.execs.take(d.pid) {
+                    self.not_traced(&ann, d.exe, d.reason);
                 }
             }
         }
@@ -643,7 +611,7 @@ impl Server {
     #[allow(clippy::too_many_arguments)]
     fn hello(
         &mut self,
-        c: usize,
+        c: ConnIndex,
         pid: u32,
         ppid: u32,
         start_ticks: u64,
@@ -653,9 +621,9 @@ impl Server {
         page_fd: &OwnedFd,
     ) {
         // Connected: traced, whatever was announced of it.
-        self.foreign.retain(|f| f.ann.pid != pid);
+        self.execs.forget(pid);
         // A new image of a process we follow: it exec'd. Its previous image is complete.
-        let successor_of: Vec<usize> = self
+        let successor_of: Vec<ImageIndex> = self
             .verdict_pending
             .iter()
             .map(|(i, _)| *i)
@@ -665,7 +633,7 @@ impl Server {
             self.verdict_pending.retain(|(j, _)| *j != i);
             self.finish_image(i, EndReason::Exec);
         }
-        for i in 0..self.images.len() {
+        for i in ImageIndex::all(self.images.len()) {
             let img = &self.images[i];
             if !self.finished[i] && img.pid == pid && img.start_ticks == start_ticks {
                 self.images[i].start_round(sys::monotonic_ns());
@@ -698,7 +666,7 @@ impl Server {
                 if let (Some(m), Some(page)) = (&self.memory, img.counter_page()) {
                     m.watch(stream, pid, mono0, page);
                 }
-                self.conns[c].image = Some(self.images.len());
+                self.conns[c].image = Some(ImageIndex(self.images.len()));
                 self.images.push(img);
                 self.finished.push(false);
                 self.summaries.push(ProcessSummary {
@@ -718,7 +686,7 @@ impl Server {
 
     fn output_marker(&mut self, label: String) {
         let now = sys::monotonic_ns();
-        for i in 0..self.images.len() {
+        for i in ImageIndex::all(self.images.len()) {
             if self.finished[i] {
                 continue;
             }
@@ -735,7 +703,7 @@ impl Server {
         self.markers += 1;
     }
 
-    fn drain(&mut self, i: usize, last: bool) -> u64 {
+    fn drain(&mut self, i: ImageIndex, last: bool) -> u64 {
         self.recycle();
         let mut batches = Batches {
             spare: &mut self.spare,
@@ -801,7 +769,7 @@ impl Server {
         }
     }
 
-    fn finish_image(&mut self, i: usize, reason: EndReason) {
+    fn finish_image(&mut self, i: ImageIndex, reason: EndReason) {
         self.finished[i] = true;
         let img = &self.images[i];
         let (stream, records, pid, events) = (img.stream, img.records, img.pid, img.events);
@@ -883,15 +851,9 @@ impl Server {
     /// The command is over: the last round for every image still open.
     pub fn abandon_remaining(&mut self) {
         self.check_execs();
-        for f in std::mem::take(&mut self.foreign) {
-            if f.exec_seen {
-                let reason = if f.gone_since.is_some() {
-                    NO_HELLO
-                } else {
-                    "it had not connected to the recorder when the recording ended"
-                };
-                self.not_traced(&f.ann, exe_of(f.ann.pid), reason.into());
-            }
+        for (ann, reason) in self.execs.abandon() {
+            let exe = exe_of(ann.pid);
+            self.not_traced(&ann, exe, reason.into());
         }
         for (i, _) in std::mem::take(&mut self.verdict_pending) {
             match self.images[i].exec.take() {
@@ -902,7 +864,7 @@ impl Server {
                 None => self.finish_image(i, EndReason::Lost),
             }
         }
-        for i in 0..self.images.len() {
+        for i in ImageIndex::all(self.images.len()) {
             if !self.finished[i] {
                 self.images[i].start_round(sys::monotonic_ns());
                 self.drain(i, true);
@@ -967,7 +929,7 @@ impl Server {
 
     /// Events of image `i` in the file: all it produced, unless writing failed.
     pub fn events_written(&self, i: usize) -> u64 {
-        let img = &self.images[i];
+        let img = &self.images[ImageIndex(i)];
         match &self.written {
             None => img.events,
             Some(w) => w.get(img.stream as usize).copied().unwrap_or(0),

@@ -1,10 +1,8 @@
-//! The preload shim, embedded at build time and written once to a cache file at run time so the
+//! The preload shim (`embedded::RECORD_SHIM`), written once to a cache file at run time so the
 //! single alloclens binary works anywhere.
 use std::path::PathBuf;
 
 use crate::RecordError;
-
-static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_shim.so"));
 
 /// Environment variable that points `record` at another shim build (e.g. one built with ASan).
 pub const ENV_SHIM_OVERRIDE: &str = "ALLOCLENS_SHIM";
@@ -24,7 +22,8 @@ pub fn shim_path() -> Result<PathBuf, RecordError> {
         }
         return Ok(path);
     }
-    cached_library("shim", SHIM)
+    let shim = &embedded::RECORD_SHIM;
+    cached_library(shim.stem, shim.bytes)
 }
 
 /// Writes an embedded shared library once into the cache directory (`embedded::cached_library`)

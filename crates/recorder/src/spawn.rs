@@ -92,11 +92,8 @@ fn sweep_stale_socket_dirs(tmp: &Path, ns: u64) {
 /// Whether process `pid` exists and is not a zombie (a killed recorder whose parent died too
 /// may stay a zombie for long where nothing reaps orphans, as in many containers).
 fn is_running(pid: libc::pid_t) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // "pid (comm) state ...": the comm may hold anything, the fields after it do not.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+    match procmem::read_stat(pid as u32) {
+        Ok(stat) => stat.is_alive(),
         Err(e) => e.kind() != std::io::ErrorKind::NotFound,
     }
 }

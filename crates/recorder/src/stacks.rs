@@ -1,5 +1,5 @@
 //! `record --stacks` on the recorder's side: the stack arenas the shims share
-//! (shim/include/alloclens_shim.h, "stack arena"), trace-wide stack ids, and the stacks and
+//! (shim/record/include/alloclens_shim.h, "stack arena"), trace-wide stack ids, and the stacks and
 //! modules still to be written.
 //!
 //! A ring record names its stack by the offset of the arena entry. The first time a record names

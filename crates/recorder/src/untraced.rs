@@ -1,6 +1,6 @@
 //! Why a program that was exec'd or spawned during the recording did not load the shim.
 //!
-//! The shim announces each exec and posix_spawn (shim/exec.c); once the exec happened and no
+//! The shim announces each exec and posix_spawn (shim/record/exec.c); once the exec happened and no
 //! image connected for the pid, the recorder looks at the new program: `/proc/PID` while it runs
 //! (the executable the kernel ran, its auxiliary vector and environment: what the dynamic loader
 //! went by), else the file that was exec'd and what the announcement said of its environment.

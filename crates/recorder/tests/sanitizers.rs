@@ -42,7 +42,7 @@ fn shim_runs_clean_under_asan_and_ubsan() {
     let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let prog = root.join("tests/progs/traced.c");
-    let shim = root.join("../../shim");
+    let shim = root.join("../../shim/record");
     let src = |f: &str| shim.join(f).to_str().unwrap().to_string();
 
     cc(&[
@@ -65,7 +65,8 @@ fn shim_runs_clean_under_asan_and_ubsan() {
         "-fPIC",
     ];
     ubsan_shim.extend(["-fvisibility=hidden", "-ftls-model=initial-exec"]);
-    ubsan_shim.extend(["-fexceptions", "-shared"]);
+    let common = format!("-I{}", root.join("../../shim/common").display());
+    ubsan_shim.extend(["-fexceptions", "-shared", common.as_str()]);
     let map = format!("-Wl,--version-script={}", src("exports.map"));
     let out = d("shim_ubsan.so");
     let sources = [

@@ -1,4 +1,4 @@
-//! One source of truth for what C and Rust share: parses shim/include/alloclens_shim.h and checks
+//! One source of truth for what C and Rust share: parses shim/record/include/alloclens_shim.h and checks
 //! each constant against the Rust side (trace::Op tags, recorder::protocol).
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use trace::Op;
 fn header_constants() -> HashMap<String, u64> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shim/include/alloclens_shim.h"
+        "/../../shim/record/include/alloclens_shim.h"
     );
     let text = std::fs::read_to_string(path).unwrap();
     let mut out = HashMap::new();
@@ -112,7 +112,7 @@ fn layout_and_messages_match_the_protocol_module() {
     }
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shim/include/alloclens_shim.h"
+        "/../../shim/record/include/alloclens_shim.h"
     ))
     .unwrap();
     assert!(text.contains(&format!("#define AL_ENV_SOCKET \"{}\"", p::ENV_SOCKET)));
@@ -148,7 +148,7 @@ int main(void) {
     )
     .unwrap();
     let exe = dir.path().join("sizes");
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shim/include");
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shim/record/include");
     let ok = std::process::Command::new("cc")
         .arg("-I")
         .arg(include)

@@ -146,7 +146,7 @@ impl TraceData {
         &self,
         scope: impl Fn(usize, &ProcessReport) -> String,
     ) -> Vec<Headline> {
-        trace_headlines(&self.analysis.analysis.processes, scope)
+        trace_headlines(&self.file.analysis.processes, scope)
             .into_iter()
             .map(|(scope, metric, unit, value)| Headline {
                 scope,

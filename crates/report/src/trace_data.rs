@@ -6,7 +6,8 @@ use analyze::FileAnalysis;
 /// An analysed trace, ready to report.
 pub struct TraceData {
     pub path: PathBuf,
-    pub analysis: FileAnalysis,
+    /// The trace file's analysis, with what its header says (command, allocator, stacks).
+    pub file: FileAnalysis,
     /// The recorder's readings of each image's memory (MEMORY chunks), for the images that have
     /// them.
     pub memory: Vec<ImageMemory>,
@@ -66,7 +67,7 @@ impl TraceData {
             .collect();
         Ok(TraceData {
             path: path.to_path_buf(),
-            analysis,
+            file: analysis,
             memory,
         })
     }

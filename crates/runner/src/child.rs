@@ -229,15 +229,3 @@ pub fn signal_tree(pgid: u32, pids: &[u32], signal: Signal) {
         let _ = kill(Pid::from_raw(pid as i32), signal);
     }
 }
-
-/// True while `pid` exists and is not a zombie.
-pub fn is_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                != Some("Z")
-        }
-        Err(_) => false,
-    }
-}

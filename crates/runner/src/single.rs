@@ -730,7 +730,7 @@ fn leftover_descendants(sampler: &mut Option<TreeSampler>) -> Vec<u32> {
             .processes
             .iter()
             .map(|p| p.pid)
-            .filter(|&p| child::is_alive(p))
+            .filter(|&p| procmem::is_alive(p))
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -739,7 +739,7 @@ fn leftover_descendants(sampler: &mut Option<TreeSampler>) -> Vec<u32> {
 fn stop_leftovers(pgid: u32, pids: &[u32]) {
     child::signal_tree(pgid, pids, Signal::SIGTERM);
     let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline && pids.iter().any(|&p| child::is_alive(p)) {
+    while Instant::now() < deadline && pids.iter().any(|&p| procmem::is_alive(p)) {
         thread::sleep(Duration::from_millis(10));
     }
     child::signal_tree(pgid, pids, Signal::SIGKILL);

@@ -214,7 +214,9 @@ unsafe fn close_other_descriptors(keep: libc::c_int) {
 }
 
 /// Field 22 of /proc/PID/stat (clock ticks after boot), None when the process is gone or a zombie.
-/// Stack buffers only: this runs in the watchdog.
+/// Stack buffers only: this runs in the watchdog, a child forked from a threaded process, where
+/// only async-signal-safe calls are sound, so `procmem::parse_stat` (which the file reading around
+/// it would need to allocate for) is not used; this copy reads the state and field 22 only.
 unsafe fn start_time(pid: libc::pid_t) -> Option<u64> {
     let mut path = [0u8; 32];
     let prefix = b"/proc/";
@@ -276,9 +278,7 @@ mod tests {
     #[test]
     fn start_time_matches_procfs() {
         let me = std::process::id() as libc::pid_t;
-        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 1..];
-        let expected: u64 = after.split_whitespace().nth(19).unwrap().parse().unwrap();
+        let expected = procmem::read_stat(me as u32).unwrap().starttime;
         // SAFETY: a plain read of procfs.
         assert_eq!(unsafe { start_time(me) }, Some(expected));
         assert_eq!(unsafe { start_time(i32::MAX) }, None);

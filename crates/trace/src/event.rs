@@ -3,7 +3,7 @@
 //! Tags are explicit and never reused; the on-disk encoding is specified in docs/trace-format.md.
 
 /// An allocator entry point. The numeric tags are part of the file format and shared with the C shim
-/// (`shim/include/alloclens_shim.h`); never renumber one.
+/// (`shim/record/include/alloclens_shim.h`); never renumber one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Op {

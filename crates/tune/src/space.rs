@@ -3,7 +3,9 @@
 //! a variant `run` would accept. The values and why they were chosen are in docs/tune.md.
 use std::path::Path;
 
-use allocators::{parse_variant, AllocatorError, Variant};
+use allocators::{
+    parse_variant, AllocatorError, Variant, GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC,
+};
 use serde::{Deserialize, Serialize};
 
 /// Values tried for one setting of one allocator, one candidate each (the other settings at their
@@ -24,50 +26,50 @@ macro_rules! spread {
 /// The spread of every known allocator (docs/tune.md says why each value).
 pub static SPREAD: &[Spread] = &[
     // glibc: arenas per thread group; the trim and mmap thresholds fix the dynamic ones; the tcache.
-    spread!("glibc", ["arena_max=1", "arena_max=2", "arena_max=4"]),
-    spread!("glibc", ["trim_threshold=32k", "trim_threshold=1M"]),
-    spread!("glibc", ["mmap_threshold=32k", "mmap_threshold=1M"]),
-    spread!("glibc", ["tcache_count=0", "tcache_count=32"]),
-    spread!("glibc", ["mxfast=0"]),
+    spread!(GLIBC, ["arena_max=1", "arena_max=2", "arena_max=4"]),
+    spread!(GLIBC, ["trim_threshold=32k", "trim_threshold=1M"]),
+    spread!(GLIBC, ["mmap_threshold=32k", "mmap_threshold=1M"]),
+    spread!(GLIBC, ["tcache_count=0", "tcache_count=32"]),
+    spread!(GLIBC, ["mxfast=0"]),
     // jemalloc: purging (decay times, background threads), arenas, thread caches.
     spread!(
-        "jemalloc",
+        JEMALLOC,
         [
             "dirty_decay_ms=0",
             "dirty_decay_ms=1000",
             "dirty_decay_ms=30000"
         ]
     ),
-    spread!("jemalloc", ["dirty_decay_ms=0,muzzy_decay_ms=0"]),
-    spread!("jemalloc", ["background_thread=true"]),
-    spread!("jemalloc", ["narenas=1", "narenas=2", "narenas=4"]),
-    spread!("jemalloc", ["percpu_arena=percpu"]),
-    spread!("jemalloc", ["tcache_max=4k", "tcache_max=128k"]),
-    spread!("jemalloc", ["retain=false"]),
+    spread!(JEMALLOC, ["dirty_decay_ms=0,muzzy_decay_ms=0"]),
+    spread!(JEMALLOC, ["background_thread=true"]),
+    spread!(JEMALLOC, ["narenas=1", "narenas=2", "narenas=4"]),
+    spread!(JEMALLOC, ["percpu_arena=percpu"]),
+    spread!(JEMALLOC, ["tcache_max=4k", "tcache_max=128k"]),
+    spread!(JEMALLOC, ["retain=false"]),
     // mimalloc: purge delay, page reset, segment decommit, abandoned pages.
     spread!(
-        "mimalloc",
+        MIMALLOC,
         ["purge_delay=0", "purge_delay=100", "purge_delay=1000"]
     ),
-    spread!("mimalloc", ["allow_purge=false"]),
-    spread!("mimalloc", ["page_reset=true"]),
-    spread!("mimalloc", ["segment_decommit_delay=0"]),
-    spread!("mimalloc", ["abandoned_page_purge=true"]),
+    spread!(MIMALLOC, ["allow_purge=false"]),
+    spread!(MIMALLOC, ["page_reset=true"]),
+    spread!(MIMALLOC, ["segment_decommit_delay=0"]),
+    spread!(MIMALLOC, ["abandoned_page_purge=true"]),
     // tcmalloc: release rate, decommit, the thread caches' bound.
     spread!(
-        "tcmalloc",
+        TCMALLOC,
         ["release_rate=0", "release_rate=5", "release_rate=10"]
     ),
-    spread!("tcmalloc", ["aggressive_decommit=true"]),
+    spread!(TCMALLOC, ["aggressive_decommit=true"]),
     spread!(
-        "tcmalloc",
+        TCMALLOC,
         [
             "max_total_thread_cache_bytes=4M",
             "max_total_thread_cache_bytes=128M"
         ]
     ),
     // tbbmalloc: huge pages.
-    spread!("tbbmalloc", ["use_huge_pages=true"]),
+    spread!(TBBMALLOC, ["use_huge_pages=true"]),
 ];
 
 /// Where a candidate comes from.
@@ -131,12 +133,12 @@ pub fn build_space(
     selection: &SpaceSelection,
 ) -> Result<(Vec<Candidate>, Vec<String>), SpaceError> {
     let parse = |spec: &str| parse_variant(spec).map_err(Box::new);
-    let mut out: Vec<(Variant, Origin)> = vec![(parse("glibc")?, Origin::Baseline)];
+    let mut out: Vec<(Variant, Origin)> = vec![(parse(GLIBC)?, Origin::Baseline)];
     let mut notes = Vec::new();
     for name in &selection.allocators {
         let default = parse(name)?;
         let allocator = default.allocator.clone();
-        if allocator != "glibc" {
+        if allocator != GLIBC {
             out.push((default, Origin::Default));
         }
         for spread in SPREAD.iter().filter(|s| s.allocator == allocator) {
@@ -149,7 +151,7 @@ pub fn build_space(
         }
     }
     for v in &selection.given {
-        if v.label == "glibc" {
+        if v.label == GLIBC {
             continue;
         }
         out.push((v.clone(), Origin::Given));

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use allocators::{GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
 use serde::{Deserialize, Serialize};
 
 use crate::gdb::{self, GdbError};
@@ -46,7 +47,7 @@ pub struct WatchOptions {
 /// Why the watch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Ending {
+pub enum WatchEnding {
     /// The command (or the watched process) exited.
     Exited,
     /// `--duration` elapsed; the program runs on.
@@ -57,7 +58,7 @@ pub enum Ending {
 
 /// The command's exit, when it was ours and ended during the watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitStatus {
+pub struct ProgramExit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
 }
@@ -115,8 +116,8 @@ pub struct ProcessFigures {
 pub struct WatchOutcome {
     pub root_pid: u32,
     pub started_unix_ms: u64,
-    pub ending: Ending,
-    pub exit: Option<ExitStatus>,
+    pub ending: WatchEnding,
+    pub exit: Option<ProgramExit>,
     /// Whether the program still ran when the watch ended.
     pub still_running: bool,
     pub samples: Vec<WatchSample>,
@@ -161,7 +162,7 @@ pub enum WatchError {
 }
 
 /// A progress report to the caller (the CLI prints it; this crate never prints).
-pub enum Event<'a> {
+pub enum WatchEvent<'a> {
     Sample(&'a WatchSample),
     Note(String),
 }
@@ -186,185 +187,268 @@ pub fn check_pid(pid: u32) -> Result<(), WatchError> {
     }
 }
 
+/// Watches as `options` say until the program exits, the duration elapses or `interrupted` is
+/// set, then makes the end probes. `on_event` hears of each sample and note.
 pub fn watch(
     options: &WatchOptions,
     interrupted: &AtomicBool,
-    on_event: &mut dyn FnMut(Event),
+    on_event: &mut dyn FnMut(WatchEvent),
 ) -> Result<WatchOutcome, WatchError> {
-    let cpu_start = procmem::own_cpu_time();
-    let started_unix_ms = unix_ms();
-    let mut history =
-        History::new(options.samples_csv.as_deref(), options.capacity).map_err(|source| {
-            WatchError::Create {
-                path: options.samples_csv.clone().unwrap_or_default(),
-                source,
-            }
-        })?;
-    let (root, ours, agent_dir) = match &options.target {
-        Target::Pid(pid) => {
-            check_pid(*pid)?;
-            (*pid, false, None)
-        }
-        Target::Command {
-            argv,
-            env,
-            agent_dir,
-        } => {
-            // Orphans of the command stay in the tree (and are reaped here) while we live; if we
-            // die, they go to init like any orphan.
-            let _ = procmem::become_child_subreaper();
-            let child = Command::new(&argv[0])
-                .args(&argv[1..])
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                // The terminal's stdin, stdout and stderr, not pipes of ours: the program never
-                // blocks on us nor gets SIGPIPE when we are gone.
-                .stdin(Stdio::inherit())
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|source| WatchError::Spawn {
-                    program: argv[0].clone(),
+    let mut watch = Watch::start(options, on_event)?;
+    while !watch.tick(interrupted, on_event) {}
+    watch.after_interrupt();
+    watch.end_probes(on_event);
+    Ok(watch.finish())
+}
+
+/// One watch in progress: the loop of [`watch`] as a state machine, a method per phase.
+struct Watch<'o> {
+    options: &'o WatchOptions,
+    root: u32,
+    /// The watch started the command: it is our child, reaped here.
+    ours: bool,
+    agent_dir: Option<PathBuf>,
+    sampler: procmem::TreeSampler,
+    history: History,
+    agents: AgentTracker,
+    /// Time 0 of the samples and of `--duration`.
+    start: Instant,
+    /// The next tick of the interval.
+    next: Instant,
+    cpu_start: Duration,
+    outcome: WatchOutcome,
+}
+
+impl<'o> Watch<'o> {
+    /// Opens samples.csv, starts the command (or checks the process), and with `--pid` takes
+    /// gdb's first reading.
+    fn start(
+        options: &'o WatchOptions,
+        on_event: &mut dyn FnMut(WatchEvent),
+    ) -> Result<Watch<'o>, WatchError> {
+        let cpu_start = procmem::own_cpu_time();
+        let started_unix_ms = unix_ms();
+        let history =
+            History::new(options.samples_csv.as_deref(), options.capacity).map_err(|source| {
+                WatchError::Create {
+                    path: options.samples_csv.clone().unwrap_or_default(),
                     source,
-                })?;
-            (child.id(), true, agent_dir.clone())
+                }
+            })?;
+        let (root, ours, agent_dir) = match &options.target {
+            Target::Pid(pid) => {
+                check_pid(*pid)?;
+                (*pid, false, None)
+            }
+            Target::Command {
+                argv,
+                env,
+                agent_dir,
+            } => (spawn(argv, env)?, true, agent_dir.clone()),
+        };
+        let sampler = procmem::TreeSampler::new(
+            root,
+            procmem::SamplerOptions {
+                include_reparented_to_self: ours,
+                pss_refresh: procmem::PssRefresh::EverySample,
+                ..Default::default()
+            },
+        )?;
+        let start = Instant::now();
+        let mut watch = Watch {
+            options,
+            root,
+            ours,
+            agents: AgentTracker::new(agent_dir.clone(), preloaded_agent(&options.target)),
+            agent_dir,
+            sampler,
+            history,
+            start,
+            next: start,
+            cpu_start,
+            outcome: WatchOutcome {
+                root_pid: root,
+                started_unix_ms,
+                ending: WatchEnding::Exited,
+                exit: None,
+                still_running: false,
+                samples: Vec::new(),
+                samples_taken: 0,
+                processes: Vec::new(),
+                gdb: Vec::new(),
+                trim: Vec::new(),
+                warnings: Vec::new(),
+                write_problems: Vec::new(),
+                cpu_s: 0.0,
+                ticks_skipped: 0,
+                live_missing: Vec::new(),
+            },
+        };
+        if options.gdb && !ours {
+            watch.gdb_reading(false, on_event);
+            // The watch's clock (and --duration) starts after this first reading, which may take
+            // seconds on a loaded machine: it is the reading at time 0, the first sample's time
+            // (an earlier time would put it before the window and lose it).
+            watch.start = Instant::now();
+            watch.next = watch.start;
+            if let Some(g) = watch.outcome.gdb.last_mut() {
+                g.t_s = 0.0;
+            }
         }
-    };
-    let mut sampler = procmem::TreeSampler::new(
-        root,
-        procmem::SamplerOptions {
-            include_reparented_to_self: ours,
-            pss_refresh: procmem::PssRefresh::EverySample,
-            ..Default::default()
-        },
-    )?;
-    let mut start = Instant::now();
-    let mut outcome = WatchOutcome {
-        root_pid: root,
-        started_unix_ms,
-        ending: Ending::Exited,
-        exit: None,
-        still_running: false,
-        samples: Vec::new(),
-        samples_taken: 0,
-        processes: Vec::new(),
-        gdb: Vec::new(),
-        trim: Vec::new(),
-        warnings: Vec::new(),
-        write_problems: Vec::new(),
-        cpu_s: 0.0,
-        ticks_skipped: 0,
-        live_missing: Vec::new(),
-    };
-    if options.gdb && !ours {
-        gdb_reading(root, options, start, false, &mut outcome, on_event);
-        // The watch's clock (and --duration) starts after this first reading, which may take
-        // seconds on a loaded machine: it is the reading at time 0, the first sample's time (an
-        // earlier time would put it before the window and lose it).
-        start = Instant::now();
-        if let Some(g) = outcome.gdb.last_mut() {
-            g.t_s = 0.0;
+        Ok(watch)
+    }
+
+    /// One tick: a sample, then the wait for the next tick. True when the watch ended (the ending
+    /// is in the outcome).
+    fn tick(&mut self, interrupted: &AtomicBool, on_event: &mut dyn FnMut(WatchEvent)) -> bool {
+        if let Some((sample, processes)) =
+            take_sample(&mut self.sampler, self.root, self.start, &mut self.agents)
+        {
+            on_event(WatchEvent::Sample(&sample));
+            self.history.push(sample);
+            self.outcome.samples_taken += 1;
+            self.outcome.processes = processes;
+        }
+        let (next, skipped) = next_tick(self.next, Instant::now(), self.options.interval);
+        self.next = next;
+        self.outcome.ticks_skipped += skipped;
+        match self.wait_for_tick(interrupted) {
+            Some(ending) => {
+                self.outcome.ending = ending;
+                true
+            }
+            None => false,
         }
     }
-    let mut next = start;
-    let mut agents = AgentTracker::new(agent_dir.clone(), preloaded_agent(&options.target));
-    loop {
-        // Sample.
-        if let Some((sample, processes)) = take_sample(&mut sampler, root, start, &mut agents) {
-            on_event(Event::Sample(&sample));
-            history.push(sample);
-            outcome.samples_taken += 1;
-            outcome.processes = processes;
-        }
-        // The next tick; ticks already past (alloclens was stopped, or the sample took longer
-        // than the interval) are skipped, not taken in a burst.
-        next += options.interval;
-        let now = Instant::now();
-        if next <= now {
-            let behind = (now - next).as_nanos() / options.interval.as_nanos().max(1);
-            let skip = behind as u32 + 1;
-            outcome.ticks_skipped += u64::from(skip);
-            next += options.interval * skip;
-        }
-        // Wait for the next tick, watching for the end.
-        let ending = loop {
-            if ours {
-                if let Some(status) = reap(root) {
-                    outcome.exit = Some(status);
-                    break Some(Ending::Exited);
+
+    /// Waits for the next tick, watching for the end: the program's exit, an interrupt, the
+    /// duration.
+    fn wait_for_tick(&mut self, interrupted: &AtomicBool) -> Option<WatchEnding> {
+        loop {
+            if self.ours {
+                if let Some(status) = reap(self.root) {
+                    self.outcome.exit = Some(status);
+                    return Some(WatchEnding::Exited);
                 }
-            } else if !alive(root) {
-                break Some(Ending::Exited);
+            } else if !procmem::is_alive(self.root) {
+                return Some(WatchEnding::Exited);
             }
             if interrupted.load(Ordering::Relaxed) {
-                break Some(Ending::Interrupted);
+                return Some(WatchEnding::Interrupted);
             }
-            if options.duration.is_some_and(|d| start.elapsed() >= d) {
-                break Some(Ending::Duration);
+            if self
+                .options
+                .duration
+                .is_some_and(|d| self.start.elapsed() >= d)
+            {
+                return Some(WatchEnding::Duration);
             }
             let now = Instant::now();
-            if now >= next {
-                break None;
+            if now >= self.next {
+                return None;
             }
-            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            std::thread::sleep((self.next - now).min(Duration::from_millis(20)));
+        }
+    }
+
+    /// Ctrl-C from the terminal reaches the command too (same process group): give it a moment
+    /// to exit so its exit status and final snapshot are kept. Then notes whether it still runs.
+    fn after_interrupt(&mut self) {
+        if self.outcome.ending == WatchEnding::Interrupted && self.ours {
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(2) {
+                if let Some(status) = reap(self.root) {
+                    self.outcome.exit = Some(status);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.outcome.still_running = self.outcome.exit.is_none() && procmem::is_alive(self.root);
+    }
+
+    /// What is read once the watch ended: the agent's final snapshots and what it could not
+    /// measure, the trim probe, gdb's last reading of a `--pid` process.
+    fn end_probes(&mut self, on_event: &mut dyn FnMut(WatchEvent)) {
+        if let Some(dir) = self.agent_dir.clone() {
+            self.final_snapshots(&dir);
+            self.agent_warnings(&dir);
+            if self.options.trim_probe {
+                if self.outcome.still_running {
+                    let processes = self.outcome.processes.clone();
+                    trim_probe(&dir, &processes, self.options, &mut self.outcome, on_event);
+                } else {
+                    self.outcome
+                        .warnings
+                        .push("trim probe not made: the program had exited".into());
+                }
+            }
+        }
+        let root = self.root;
+        if !self.ours && self.options.gdb {
+            if procmem::is_alive(root) {
+                self.gdb_reading(self.options.trim_probe, on_event);
+            } else {
+                self.outcome.warnings.push(format!(
+                    "process {root} exited during the watch: glibc's statistics at the end were not read"
+                ));
+            }
+        }
+        if !self.ours && self.outcome.ending == WatchEnding::Exited {
+            self.outcome.warnings.push(format!(
+                "process {root} exited during the watch: the figures up to then are kept"
+            ));
+        }
+    }
+
+    /// The final snapshots (written at exit) of the processes seen last, when they describe the
+    /// image seen then (not one an exec replaced). A program shorter than one interval has only
+    /// this one.
+    fn final_snapshots(&mut self, dir: &Path) {
+        let Ok(snaps) = agent::read_snapshots(dir) else {
+            return;
         };
-        if let Some(ending) = ending {
-            outcome.ending = ending;
-            break;
+        let root = self.root;
+        let processes = &mut self.outcome.processes;
+        // A command that ended before the first sample: its root's final snapshot is all there
+        // is of it.
+        if processes.is_empty() {
+            if let Some(s) = snaps.iter().find(|s| s.pid == root && s.is_final) {
+                processes.push(ProcessFigures {
+                    pid: root,
+                    ppid: s.ppid,
+                    comm: s.exe.rsplit('/').next().unwrap_or_default().to_string(),
+                    rss: s.rss,
+                    pss: 0,
+                    split: procmem::SmapsSplit::default(),
+                    snapshot: None,
+                    exe: Some(s.exe.clone()),
+                });
+            }
+        }
+        for p in processes.iter_mut() {
+            if let Some(s) = snaps
+                .iter()
+                .find(|s| s.pid == p.pid && s.is_final && same_image(s, p.exe.as_deref()))
+            {
+                p.snapshot = Some(s.clone());
+                self.agents.seen = true;
+            }
         }
     }
-    // Ctrl-C from the terminal reaches the command too (same process group): give it a moment to
-    // exit so its exit status and final snapshot are kept.
-    if outcome.ending == Ending::Interrupted && ours {
-        let grace = Instant::now();
-        while grace.elapsed() < Duration::from_secs(2) {
-            if let Some(status) = reap(root) {
-                outcome.exit = Some(status);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    outcome.still_running = outcome.exit.is_none() && alive(root);
-    if let Some(dir) = &agent_dir {
-        // The final snapshots (written at exit) of the processes seen last, when they describe
-        // the image seen then (not one an exec replaced). A program shorter than one interval
-        // has only this one.
-        if let Ok(snaps) = agent::read_snapshots(dir) {
-            // A command that ended before the first sample: its root's final snapshot is all
-            // there is of it.
-            if outcome.processes.is_empty() {
-                if let Some(s) = snaps.iter().find(|s| s.pid == root && s.final_) {
-                    outcome.processes.push(ProcessFigures {
-                        pid: root,
-                        ppid: s.ppid,
-                        comm: s.exe.rsplit('/').next().unwrap_or_default().to_string(),
-                        rss: s.rss,
-                        pss: 0,
-                        split: procmem::SmapsSplit::default(),
-                        snapshot: None,
-                        exe: Some(s.exe.clone()),
-                    });
-                }
-            }
-            for p in &mut outcome.processes {
-                if let Some(s) = snaps
-                    .iter()
-                    .find(|s| s.pid == p.pid && s.final_ && same_image(s, p.exe.as_deref()))
-                {
-                    p.snapshot = Some(s.clone());
-                    agents.seen = true;
-                }
-            }
-        }
-        outcome.warnings.extend(agents.stopped_warnings());
-        outcome.live_missing = agents.missing_reasons();
-        if agents.seen && !outcome.live_missing.is_empty() {
+
+    /// What the agent could not measure, and why, as warnings.
+    fn agent_warnings(&mut self, dir: &Path) {
+        let outcome = &mut self.outcome;
+        outcome.warnings.extend(self.agents.stopped_warnings());
+        outcome.live_missing = self.agents.missing_reasons();
+        if self.agents.seen && !outcome.live_missing.is_empty() {
             outcome.warnings.push(format!(
                 "live bytes are not measured for {}",
                 outcome.live_missing.join("; ")
             ));
         }
-        if !agents.seen {
+        if !self.agents.seen {
             let why = if outcome.live_missing.is_empty() {
                 "a static or set-ID program, or one that resets LD_PRELOAD?".to_string()
             } else {
@@ -375,63 +459,63 @@ pub fn watch(
                 dir.display()
             ));
         }
-        if options.trim_probe {
-            if outcome.still_running {
-                trim_probe(
-                    dir,
-                    &outcome.processes.clone(),
-                    options,
-                    &mut outcome,
-                    on_event,
-                );
-            } else {
-                outcome
-                    .warnings
-                    .push("trim probe not made: the program had exited".into());
-            }
-        }
     }
-    if !ours && options.gdb {
-        if alive(root) {
-            gdb_reading(
-                root,
-                options,
-                start,
-                options.trim_probe,
-                &mut outcome,
-                on_event,
-            );
-        } else {
-            outcome.warnings.push(format!(
-                "process {root} exited during the watch: glibc's statistics at the end were not read"
-            ));
-        }
+
+    /// gdb's reading of the `--pid` process now (with `trim`, malloc_trim's too).
+    fn gdb_reading(&mut self, trim: bool, on_event: &mut dyn FnMut(WatchEvent)) {
+        gdb_reading(
+            self.root,
+            self.options,
+            self.start,
+            trim,
+            &mut self.outcome,
+            on_event,
+        );
     }
-    if !ours && outcome.ending == Ending::Exited {
-        outcome.warnings.push(format!(
-            "process {root} exited during the watch: the figures up to then are kept"
-        ));
+
+    fn finish(mut self) -> WatchOutcome {
+        self.outcome.write_problems = self.history.problems().to_vec();
+        self.outcome.samples = self.history.rows().to_vec();
+        self.outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(self.cpu_start)).as_secs_f64();
+        self.outcome
     }
-    outcome.write_problems = history.problems().to_vec();
-    outcome.samples = history.rows().to_vec();
-    outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
-    Ok(outcome)
 }
 
-/// The process exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(text) => !matches!(
-            text.rfind(')')
-                .and_then(|i| text[i + 1..].trim_start().chars().next()),
-            Some('Z') | Some('X')
-        ),
-        Err(_) => false,
+/// Starts the command with its added environment. Orphans of the command stay in the tree (and
+/// are reaped here) while we live; if we die, they go to init like any orphan.
+fn spawn(argv: &[String], env: &[(OsString, OsString)]) -> Result<u32, WatchError> {
+    let _ = procmem::become_child_subreaper();
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        // The terminal's stdin, stdout and stderr, not pipes of ours: the program never blocks
+        // on us nor gets SIGPIPE when we are gone.
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|source| WatchError::Spawn {
+            program: argv[0].clone(),
+            source,
+        })?;
+    Ok(child.id())
+}
+
+/// The tick after `next` (the one just due), and how many ticks were skipped: ticks already past
+/// at `now` (alloclens was stopped, or the sample took longer than the interval) are skipped, not
+/// taken in a burst.
+fn next_tick(next: Instant, now: Instant, interval: Duration) -> (Instant, u64) {
+    let next = next + interval;
+    if next > now {
+        return (next, 0);
     }
+    let behind = (now - next).as_nanos() / interval.as_nanos().max(1);
+    let skip = behind as u32 + 1;
+    (next + interval * skip, u64::from(skip))
 }
 
 /// Reaps every exited child (orphans reparented to us included); the root's status if it was one.
-fn reap(root: u32) -> Option<ExitStatus> {
+fn reap(root: u32) -> Option<ProgramExit> {
     let mut found = None;
     loop {
         let mut status = 0;
@@ -442,12 +526,12 @@ fn reap(root: u32) -> Option<ExitStatus> {
         }
         if pid as u32 == root {
             found = Some(if libc::WIFEXITED(status) {
-                ExitStatus {
+                ProgramExit {
                     code: Some(libc::WEXITSTATUS(status)),
                     signal: None,
                 }
             } else {
-                ExitStatus {
+                ProgramExit {
                     code: None,
                     signal: Some(libc::WTERMSIG(status)),
                 }
@@ -543,7 +627,7 @@ impl AgentTracker {
     ) -> Option<agent::Snapshot> {
         let s = snaps
             .iter()
-            .find(|s| s.pid == pid && !s.final_ && same_image(s, exe));
+            .find(|s| s.pid == pid && !s.is_final && same_image(s, exe));
         match s {
             Some(s) if Self::fresh(s, now_ns) => {
                 self.seen = true;
@@ -691,7 +775,10 @@ fn take_sample(
     // a program that forks short workers for weeks does not fill the directory (their figures
     // are in the samples already).
     if let Some(dir) = &agents.dir {
-        for s in snaps.iter().filter(|s| s.pid != root && !alive(s.pid)) {
+        for s in snaps
+            .iter()
+            .filter(|s| s.pid != root && !procmem::is_alive(s.pid))
+        {
             let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
         }
     }
@@ -786,7 +873,7 @@ fn gdb_reading(
     start: Instant,
     trim: bool,
     outcome: &mut WatchOutcome,
-    on_event: &mut dyn FnMut(Event),
+    on_event: &mut dyn FnMut(WatchEvent),
 ) {
     let t_s = start.elapsed().as_secs_f64();
     let rss_before = rss_of(pid);
@@ -803,7 +890,7 @@ fn gdb_reading(
                     None
                 }
             };
-            on_event(Event::Note(format!(
+            on_event(WatchEvent::Note(format!(
                 "read glibc's statistics of process {pid} through gdb: the process was paused {:.0} ms",
                 r.pause_ms
             )));
@@ -847,7 +934,7 @@ fn trim_probe(
     processes: &[ProcessFigures],
     options: &WatchOptions,
     outcome: &mut WatchOutcome,
-    on_event: &mut dyn FnMut(Event),
+    on_event: &mut dyn FnMut(WatchEvent),
 ) {
     let asked_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -864,7 +951,7 @@ fn trim_probe(
     if waiting.is_empty() {
         return;
     }
-    on_event(Event::Note(format!(
+    on_event(WatchEvent::Note(format!(
         "trim probe: asked {} process(es) to give free memory back",
         waiting.len()
     )));
@@ -883,7 +970,7 @@ fn trim_probe(
                 Some((s, t)) => {
                     outcome.trim.push(TrimProbe {
                         pid: *pid,
-                        call: trim_call(&s.allocator.allocator).into(),
+                        call: trim_call(&s.allocator.name).into(),
                         rss_before: t.rss_before,
                         rss_after: t.rss_after,
                         free_resident_before: t.free_resident_before,
@@ -908,11 +995,126 @@ fn trim_probe(
 /// The call each allocator's trim is made with (shim/agent, docs/memory-metrics.md).
 pub fn trim_call(allocator: &str) -> &'static str {
     match allocator {
-        "glibc" => "malloc_trim(0)",
-        "jemalloc" => "jemalloc's arena purge",
-        "tcmalloc" => "tcmalloc's ReleaseFreeMemory()",
-        "mimalloc" => "mi_collect(true)",
-        "tbbmalloc" => "scalable_allocation_command(TBBMALLOC_CLEAN_ALL_BUFFERS)",
+        GLIBC => "malloc_trim(0)",
+        JEMALLOC => "jemalloc's arena purge",
+        TCMALLOC => "tcmalloc's ReleaseFreeMemory()",
+        MIMALLOC => "mi_collect(true)",
+        TBBMALLOC => "scalable_allocation_command(TBBMALLOC_CLEAN_ALL_BUFFERS)",
         _ => "the allocator's trim",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The watch reaps any exited child: tests that start commands run one at a time.
+    static CHILDREN: Mutex<()> = Mutex::new(());
+
+    fn options(argv: &[&str], duration: Option<Duration>) -> WatchOptions {
+        WatchOptions {
+            target: Target::Command {
+                argv: argv.iter().map(|s| s.to_string()).collect(),
+                env: Vec::new(),
+                agent_dir: None,
+            },
+            interval: Duration::from_millis(50),
+            duration,
+            samples_csv: None,
+            scratch: std::env::temp_dir(),
+            capacity: 100,
+            trim_probe: false,
+            gdb: false,
+        }
+    }
+
+    /// Ticks until the watch ends; the number of ticks.
+    fn run_to_end(watch: &mut Watch, interrupted: &AtomicBool) -> u32 {
+        let mut ticks = 1;
+        while !watch.tick(interrupted, &mut |_| {}) {
+            ticks += 1;
+            assert!(ticks < 200, "the watch never ended");
+        }
+        ticks
+    }
+
+    #[test]
+    fn ticks_already_past_are_skipped() {
+        let t0 = Instant::now();
+        let interval = Duration::from_millis(100);
+        assert_eq!(next_tick(t0, t0, interval), (t0 + interval, 0));
+        // 250 ms late: the ticks at 100 and 200 are skipped, the next is at 300.
+        let now = t0 + Duration::from_millis(250);
+        assert_eq!(next_tick(t0, now, interval), (t0 + interval * 3, 2));
+        // Exactly on a tick: that one is past too.
+        let now = t0 + interval;
+        assert_eq!(next_tick(t0, now, interval), (t0 + interval * 2, 1));
+    }
+
+    #[test]
+    fn a_command_is_watched_to_its_exit_and_its_status_kept() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let options = options(&["sh", "-c", "sleep 0.2; exit 3"], None);
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        assert!(procmem::is_alive(watch.root));
+        let ticks = run_to_end(&mut watch, &AtomicBool::new(false));
+        assert!(ticks >= 2, "{ticks} ticks");
+        watch.after_interrupt();
+        watch.end_probes(&mut |_| {});
+        let outcome = watch.finish();
+        assert_eq!(outcome.ending, WatchEnding::Exited);
+        let exit = ProgramExit {
+            code: Some(3),
+            signal: None,
+        };
+        assert_eq!(outcome.exit, Some(exit));
+        assert!(!outcome.still_running);
+        assert!(outcome.samples_taken >= 1);
+        assert!(outcome.warnings.is_empty(), "{:?}", outcome.warnings);
+    }
+
+    #[test]
+    fn after_an_interrupt_the_command_gets_a_grace_to_exit() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let options = options(&["sleep", "0.3"], None);
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        assert_eq!(run_to_end(&mut watch, &AtomicBool::new(true)), 1);
+        assert_eq!(watch.outcome.ending, WatchEnding::Interrupted);
+        assert_eq!(watch.outcome.exit, None);
+        // sleep did not get the signal: it ends on its own within the grace.
+        watch.after_interrupt();
+        let exit = ProgramExit {
+            code: Some(0),
+            signal: None,
+        };
+        assert_eq!(watch.outcome.exit, Some(exit));
+        assert!(!watch.outcome.still_running);
+    }
+
+    #[test]
+    fn the_duration_ends_the_watch_and_the_command_runs_on() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let options = options(&["sleep", "30"], Some(Duration::from_millis(200)));
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        let root = watch.root;
+        run_to_end(&mut watch, &AtomicBool::new(false));
+        watch.after_interrupt();
+        let outcome = watch.finish();
+        assert_eq!(outcome.ending, WatchEnding::Duration);
+        assert!(outcome.still_running);
+        assert_eq!(outcome.exit, None);
+        // SAFETY: kill and waitpid on our own child.
+        unsafe {
+            libc::kill(root as i32, libc::SIGKILL);
+            libc::waitpid(root as i32, std::ptr::null_mut(), 0);
+        }
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_an_error() {
+        let options = options(&["/nonexistent/program"], None);
+        let err = Watch::start(&options, &mut |_| {}).err().unwrap();
+        assert!(matches!(err, WatchError::Spawn { .. }), "{err}");
     }
 }

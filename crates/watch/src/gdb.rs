@@ -16,11 +16,13 @@
 //! (EINTR, or a shorter `sleep`), as with any debugger attach.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use allocators::{JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
 
 /// Why the statistics could not be read: one sentence each, naming the fix.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +75,7 @@ pub fn check_glibc(pid: u32) -> Result<(), GdbError> {
         .filter_map(|f| f.file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .collect();
-    for other in ["jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"] {
+    for other in [JEMALLOC, TCMALLOC, MIMALLOC, TBBMALLOC] {
         if let Some(n) = names.iter().find(|n| n.contains(other)) {
             return Err(GdbError::NotGlibc {
                 pid,
@@ -272,16 +274,11 @@ fn run_gdb(pid: u32, script: &Path) -> Result<GdbRun, GdbError> {
 
 /// From the first to the last moment the process was seen in tracing stop.
 fn measure_pause(pid: u32, done: &AtomicBool) -> Duration {
-    let path = PathBuf::from(format!("/proc/{pid}/stat"));
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     while !done.load(Ordering::Relaxed) {
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            // "pid (comm) S ...": the state follows the last ')'.
-            let state = text
-                .rfind(')')
-                .and_then(|i| text[i + 1..].trim_start().chars().next());
-            if matches!(state, Some('t') | Some('T')) {
+        if let Ok(stat) = procmem::read_stat(pid) {
+            if matches!(stat.state, b't' | b'T') {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = Some(now);

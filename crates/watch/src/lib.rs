@@ -19,8 +19,8 @@ pub mod slope;
 pub mod verdict;
 
 pub use engine::{
-    check_pid, watch, Ending, Event, ExitStatus, GdbReading, ProcessFigures, Target, TrimProbe,
-    WatchError, WatchOptions, WatchOutcome,
+    check_pid, watch, GdbReading, ProcessFigures, ProgramExit, Target, TrimProbe, WatchEnding,
+    WatchError, WatchEvent, WatchOptions, WatchOutcome,
 };
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
 pub use results::{

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Ending, ExitStatus, GdbReading, ProcessFigures, TrimProbe, WatchOutcome};
+use crate::engine::{
+    GdbReading, ProcessFigures, ProgramExit, TrimProbe, WatchEnding, WatchOutcome,
+};
 use crate::history::WatchSample;
 use crate::verdict::{
     classify, shell_line, HeldFree, LiveMissing, TrimResult, Verdict, VerdictInput,
@@ -38,8 +40,8 @@ pub struct WatchResults {
     pub duration_s: Option<f64>,
     pub started_unix_ms: u64,
     /// null while the watch runs (or when it was killed).
-    pub ending: Option<Ending>,
-    pub exit: Option<ExitStatus>,
+    pub ending: Option<WatchEnding>,
+    pub exit: Option<ProgramExit>,
     pub still_running: bool,
     pub samples_taken: u64,
     pub samples_kept: u64,
@@ -180,7 +182,7 @@ pub fn verdict_input(
             .collect();
         if let Some(last) = readings.last().and_then(|g| g.stats.as_ref()) {
             input.held = last.free_resident.map(|free| HeldFree {
-                allocator: "glibc".into(),
+                allocator: allocators::GLIBC.into(),
                 free,
                 handed_out: last.handed_out,
                 free_chunks: last.free_chunks,
@@ -276,9 +278,9 @@ fn live_missing(results: &WatchResults, missing: &[String]) -> LiveMissing {
 }
 
 fn trim_call_static(call: &str) -> &'static str {
-    ["glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
-        .into_iter()
-        .map(crate::engine::trim_call)
+    allocators::catalog::CATALOG
+        .iter()
+        .map(|a| crate::engine::trim_call(a.name))
         .find(|c| *c == call)
         .unwrap_or("the allocator's trim")
 }
@@ -288,6 +290,7 @@ pub fn assemble(
     mut base: WatchResults,
     outcome: WatchOutcome,
     installed: &[String],
+    variant_allocator: Option<&str>,
 ) -> WatchResults {
     base.root_pid = Some(outcome.root_pid);
     base.started_unix_ms = outcome.started_unix_ms;
@@ -311,12 +314,12 @@ pub fn assemble(
             .processes
             .iter()
             .find_map(|p| p.snapshot.as_ref())
-            .map(|s| s.allocator.allocator.clone())
+            .map(|s| s.allocator.name.clone())
             .or_else(|| {
                 base.gdb
                     .iter()
                     .any(|g| g.stats.is_some())
-                    .then(|| "glibc".to_string())
+                    .then(|| allocators::GLIBC.to_string())
             });
     }
     // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an
@@ -332,11 +335,81 @@ pub fn assemble(
     {
         base.warnings.push(format!(
             "{} does not report the bytes it holds free (docs/memory-metrics.md, \"Allocator statistics\"): the verdict rests on RSS, the smaps split and live bytes",
-            s.allocator.allocator
+            s.allocator.name
         ));
     }
     let mut input = verdict_input(&base, &outcome.samples, &outcome.live_missing);
     input.installed = installed.to_vec();
     base.verdict = Some(classify(&input));
+    // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
+    if let (Some(label), Some(expected), Some(serving)) =
+        (&base.variant, variant_allocator, &base.allocator)
+    {
+        if serving != expected && serving != "unknown" {
+            base.warnings.push(format!(
+                "variant `{label}`: malloc is served by {serving}, not {expected} (a static or set-ID program, or one that resets LD_PRELOAD?): the figures are {serving}'s"
+            ));
+        }
+    }
     base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::WatchEnding;
+
+    fn outcome() -> WatchOutcome {
+        WatchOutcome {
+            root_pid: 1,
+            started_unix_ms: 0,
+            ending: WatchEnding::Exited,
+            exit: None,
+            still_running: false,
+            samples: Vec::new(),
+            samples_taken: 0,
+            processes: Vec::new(),
+            gdb: Vec::new(),
+            trim: Vec::new(),
+            warnings: Vec::new(),
+            write_problems: Vec::new(),
+            cpu_s: 0.0,
+            ticks_skipped: 0,
+            live_missing: Vec::new(),
+        }
+    }
+
+    /// As `run` checks the library is mapped: a variant whose allocator does not serve malloc is
+    /// said, naming both.
+    #[test]
+    fn the_allocator_serving_malloc_is_checked_against_the_variant() {
+        let base = |serving: &str| WatchResults {
+            variant: Some("jemalloc:narenas=1".into()),
+            allocator: Some(serving.into()),
+            ..Default::default()
+        };
+        let served_by =
+            |r: &WatchResults| r.warnings.iter().any(|w| w.contains("malloc is served"));
+        let results = assemble(base("glibc"), outcome(), &[], Some("jemalloc"));
+        assert!(
+            results.warnings.iter().any(|w| w.starts_with(
+                "variant `jemalloc:narenas=1`: malloc is served by glibc, not jemalloc"
+            )),
+            "{:?}",
+            results.warnings
+        );
+        assert!(!served_by(&assemble(
+            base("jemalloc"),
+            outcome(),
+            &[],
+            Some("jemalloc")
+        )));
+        assert!(!served_by(&assemble(
+            base("unknown"),
+            outcome(),
+            &[],
+            Some("jemalloc")
+        )));
+        assert!(!served_by(&assemble(base("glibc"), outcome(), &[], None)));
+    }
 }

@@ -1,6 +1,7 @@
 //! The verdict: why RSS moves, with figures. Trends are Theil-Sen slopes over the window
 //! ([`crate::slope`]); the classes and their thresholds are defined in docs/memory-metrics.md ("The verdict").
 
+use allocators::{GLIBC, JEMALLOC, MIMALLOC};
 use serde::{Deserialize, Serialize};
 use trace::{human_bytes, human_count};
 
@@ -542,7 +543,7 @@ fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
         return;
     }
     let has = |a: &str| input.installed.iter().any(|i| i == a);
-    let allocator = input.allocator.as_deref().unwrap_or("glibc");
+    let allocator = input.allocator.as_deref().unwrap_or(GLIBC);
     let mut variants: Vec<&str> = Vec::new();
     match v.class {
         Class::Leak => {
@@ -554,23 +555,23 @@ fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
             v.commands.push("alloclens analyze watch.alt".into());
             return;
         }
-        Class::Fragmentation | Class::Retention if allocator == "glibc" => {
+        Class::Fragmentation | Class::Retention if allocator == GLIBC => {
             v.remedy.push(if v.class == Class::Fragmentation {
                 "Try an allocator that bounds fragmentation (jemalloc, mimalloc), or glibc with fewer arenas (MALLOC_ARENA_MAX):".into()
             } else {
                 "Make the allocator give memory back: glibc with a lower M_TRIM_THRESHOLD and fewer arenas, or jemalloc with a decay time:".into()
             });
-            variants.push("glibc");
+            variants.push(GLIBC);
             variants.push("glibc:arena_max=2");
             if v.class == Class::Retention {
                 variants.push("glibc:trim_threshold=128k");
             }
-            if has("jemalloc") {
-                variants.push("jemalloc");
+            if has(JEMALLOC) {
+                variants.push(JEMALLOC);
                 variants.push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0");
             }
-            if has("mimalloc") {
-                variants.push("mimalloc");
+            if has(MIMALLOC) {
+                variants.push(MIMALLOC);
             }
         }
         Class::Fragmentation | Class::Retention => {
@@ -578,13 +579,13 @@ fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
                 "Compare {allocator} with its purging settings and other allocators (a quiet program keeps dirty pages unless a background thread or a short decay purges them):"
             ));
             variants.push(allocator);
-            if allocator == "jemalloc" {
+            if allocator == JEMALLOC {
                 variants
                     .push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0,background_thread=true");
             }
-            variants.push("glibc");
-            if has("mimalloc") && allocator != "mimalloc" {
-                variants.push("mimalloc");
+            variants.push(GLIBC);
+            if has(MIMALLOC) && allocator != MIMALLOC {
+                variants.push(MIMALLOC);
             }
         }
         _ => return,

@@ -82,8 +82,12 @@ pub fn baseline(asked: Option<String>, variants: &[allocators::Variant]) -> anyh
             "--baseline '{b}' is not one of the variants ({}); add it to -a or choose one of those",
             labels.join(", ")
         ),
-        None if labels.contains(&"glibc") => Ok("glibc".to_string()),
-        None => Ok(labels.first().copied().unwrap_or("glibc").to_string()),
+        None if labels.contains(&allocators::GLIBC) => Ok(allocators::GLIBC.to_string()),
+        None => Ok(labels
+            .first()
+            .copied()
+            .unwrap_or(allocators::GLIBC)
+            .to_string()),
     }
 }
 

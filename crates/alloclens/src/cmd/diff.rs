@@ -52,8 +52,8 @@ fn side(path: &Path) -> anyhow::Result<Side> {
         Ok(Side {
             is_run: false,
             headlines: trace.headlines(),
-            command: trace.analysis.command.clone(),
-            warnings: trace.analysis.analysis.warnings,
+            command: trace.file.command.clone(),
+            warnings: trace.file.analysis.warnings,
         })
     } else {
         bail!(
@@ -75,7 +75,7 @@ fn call_sites(
         );
     }
     let trace = super::load_trace(path)?;
-    let analysis = trace.analysis;
+    let analysis = trace.file;
     match analysis.call_sites {
         Some(sites) => {
             super::warn(&sites.warnings);

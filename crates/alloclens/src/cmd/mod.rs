@@ -118,6 +118,6 @@ pub fn load_trace(path: &Path) -> anyhow::Result<TraceData> {
         let bar = progress::RecordsBar::new(&format!("analysing {}", path.display()));
         TraceData::load_with(path, &bar)?
     };
-    warn(&data.analysis.analysis.warnings);
+    warn(&data.file.analysis.warnings);
     Ok(data)
 }

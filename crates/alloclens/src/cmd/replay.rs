@@ -348,9 +348,9 @@ fn allocator_check(r: &VariantReplay) -> runner::AllocatorCheck {
     let served = r
         .images
         .iter()
-        .find_map(|i| i.allocator_stats.as_ref().map(|s| s.allocator.clone()));
+        .find_map(|i| i.allocator_stats.as_ref().map(|s| s.name.clone()));
     match served {
-        _ if r.allocator == "glibc" => runner::AllocatorCheck::NotApplicable,
+        _ if r.allocator == allocators::GLIBC => runner::AllocatorCheck::NotApplicable,
         Some(s) if s == r.allocator => runner::AllocatorCheck::Loaded,
         Some(s) if s == "unknown" => runner::AllocatorCheck::Unverified,
         Some(_) => runner::AllocatorCheck::NotLoaded,

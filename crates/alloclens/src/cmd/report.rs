@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let data = super::load_trace(&args.path)?;
         if let Some(dir) = &args.parquet {
-            let written = report::write_analysis_parquet(&data.analysis.analysis, dir)?;
+            let written = report::write_analysis_parquet(&data.file.analysis, dir)?;
             for (path, rows) in written {
                 eprintln!("alloclens: {} rows in {}", rows, path.display());
             }

@@ -225,7 +225,7 @@ fn selection(list: Option<&str>) -> anyhow::Result<SpaceSelection> {
             && allocators::known_names()
                 .split(", ")
                 .any(|n| n == variant.allocator)
-            && (variant.library.is_none() || variant.allocator != "glibc");
+            && (variant.library.is_none() || variant.allocator != allocators::GLIBC);
         let custom_library = variant.library.is_some()
             && allocators::discover()
                 .iter()

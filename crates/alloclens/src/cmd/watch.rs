@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use watch::{Ending, Event, Target, WatchOptions, WatchResults};
+use watch::{Target, WatchEnding, WatchEvent, WatchOptions, WatchResults};
 
 use crate::cmd::args;
 
@@ -68,60 +68,13 @@ const OURS: [&str; 5] = [
 ];
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
-    if interval < Duration::from_millis(10) {
-        bail!("--interval must be at least 10ms");
-    }
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| args::duration(d, "--duration", MAX_DURATION))
-        .transpose()?;
-    if let Some(pid) = a.pid {
-        watch::check_pid(pid)?;
-    } else {
-        args::check_command_exists(&a.command[0])?;
-    }
-    let variant = a.allocator.as_deref().map(one_variant).transpose()?;
-    let dir = a
-        .output
-        .clone()
-        .unwrap_or_else(|| args::dated_dir("alloclens-watch"));
-    let prepared = prepare_dir(&dir, a.force)?;
-    let dir = dir
+    let settings = Settings::from_args(a)?;
+    let prepared = prepare_dir(&settings.dir, settings.force)?;
+    let dir = settings
+        .dir
         .canonicalize()
-        .with_context(|| format!("cannot resolve {}", dir.display()))?;
-
-    let mut base = WatchResults {
-        schema_version: watch::results::SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        created: chrono::Local::now().to_rfc3339(),
-        command: a.command.clone(),
-        pid: a.pid,
-        variant: variant.as_ref().map(|v| v.label.clone()),
-        interval_s: interval.as_secs_f64(),
-        duration_s: duration.map(|d| d.as_secs_f64()),
-        ..Default::default()
-    };
-    let target = match a.pid {
-        Some(pid) => Target::Pid(pid),
-        None => {
-            let agent_dir = dir.join(watch::AGENT_DIR);
-            std::fs::create_dir_all(&agent_dir)
-                .with_context(|| format!("cannot create {}", agent_dir.display()))?;
-            let (env, agent) = environment(variant.as_ref(), &agent_dir, interval);
-            if let Err(e) = &agent {
-                base.warnings.push(format!(
-                    "the agent cannot be preloaded ({e}): live bytes and allocator statistics are not measured, /proc figures only"
-                ));
-            }
-            Target::Command {
-                argv: a.command.clone(),
-                env,
-                agent_dir: agent.ok().map(|_| agent_dir),
-            }
-        }
-    };
+        .with_context(|| format!("cannot resolve {}", settings.dir.display()))?;
+    let (options, base) = settings.watch_options(&dir)?;
     // Written first, so a watch killed later still says what it watched; replaced at the end.
     watch::write_results(&dir, &base)
         .with_context(|| format!("cannot write {}", dir.join(watch::WATCH_JSON).display()))?;
@@ -130,23 +83,119 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
-    let options = WatchOptions {
-        target,
-        interval,
-        duration,
-        samples_csv: Some(dir.join(watch::SAMPLES_CSV)),
-        scratch: dir.clone(),
-        capacity: watch::DEFAULT_CAPACITY,
-        trim_probe: a.trim_probe,
-        gdb: a.pid.is_some() && !a.no_gdb,
-    };
-    // On a terminal, one line a minute says the watch is alive (the program shares the terminal,
-    // so no progress bar redrawn over its output).
+    let outcome = watch::watch(&options, &interrupted, &mut progress())?;
+    // The watch ran: from here on, its directory stays whatever happens.
+    prepared.keep();
+    let results = watch::assemble(
+        base,
+        outcome,
+        &args::installed_allocators(),
+        settings.variant.as_ref().map(|v| v.allocator.as_str()),
+    );
+    let written = watch::write_results(&dir, &results);
+    print(&results, written, &dir)
+}
+
+/// The command line, checked: what to watch, how, and where the files go.
+struct Settings {
+    interval: Duration,
+    duration: Option<Duration>,
+    variant: Option<allocators::Variant>,
+    pid: Option<u32>,
+    command: Vec<String>,
+    trim_probe: bool,
+    gdb: bool,
+    dir: PathBuf,
+    force: bool,
+}
+
+impl Settings {
+    fn from_args(a: Args) -> anyhow::Result<Settings> {
+        let interval = args::duration(&a.interval, "--interval", MAX_INTERVAL)?;
+        if interval < Duration::from_millis(10) {
+            bail!("--interval must be at least 10ms");
+        }
+        let duration = a
+            .duration
+            .as_deref()
+            .map(|d| args::duration(d, "--duration", MAX_DURATION))
+            .transpose()?;
+        if let Some(pid) = a.pid {
+            watch::check_pid(pid)?;
+        } else {
+            args::check_command_exists(&a.command[0])?;
+        }
+        let variant = a.allocator.as_deref().map(one_variant).transpose()?;
+        Ok(Settings {
+            interval,
+            duration,
+            variant,
+            pid: a.pid,
+            command: a.command,
+            trim_probe: a.trim_probe,
+            gdb: a.pid.is_some() && !a.no_gdb,
+            dir: a
+                .output
+                .unwrap_or_else(|| args::dated_dir("alloclens-watch")),
+            force: a.force,
+        })
+    }
+
+    /// The watch's options and watch.json as known before the start. A command gets the agent
+    /// preloaded, its snapshots in `dir`/agent; when it cannot be, that is a warning.
+    fn watch_options(&self, dir: &Path) -> anyhow::Result<(WatchOptions, WatchResults)> {
+        let mut base = WatchResults {
+            schema_version: watch::results::SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            created: chrono::Local::now().to_rfc3339(),
+            command: self.command.clone(),
+            pid: self.pid,
+            variant: self.variant.as_ref().map(|v| v.label.clone()),
+            interval_s: self.interval.as_secs_f64(),
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            ..Default::default()
+        };
+        let target = match self.pid {
+            Some(pid) => Target::Pid(pid),
+            None => {
+                let agent_dir = dir.join(watch::AGENT_DIR);
+                std::fs::create_dir_all(&agent_dir)
+                    .with_context(|| format!("cannot create {}", agent_dir.display()))?;
+                let (env, agent) = environment(self.variant.as_ref(), &agent_dir, self.interval);
+                if let Err(e) = &agent {
+                    base.warnings.push(format!(
+                        "the agent cannot be preloaded ({e}): live bytes and allocator statistics are not measured, /proc figures only"
+                    ));
+                }
+                Target::Command {
+                    argv: self.command.clone(),
+                    env,
+                    agent_dir: agent.ok().map(|_| agent_dir),
+                }
+            }
+        };
+        let options = WatchOptions {
+            target,
+            interval: self.interval,
+            duration: self.duration,
+            samples_csv: Some(dir.join(watch::SAMPLES_CSV)),
+            scratch: dir.to_path_buf(),
+            capacity: watch::DEFAULT_CAPACITY,
+            trim_probe: self.trim_probe,
+            gdb: self.gdb,
+        };
+        Ok((options, base))
+    }
+}
+
+/// On a terminal, one line a minute says the watch is alive (the program shares the terminal, so
+/// no progress bar redrawn over its output); notes always.
+fn progress() -> impl FnMut(WatchEvent<'_>) {
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut last_line: Option<f64> = None;
-    let mut on_event = |event: Event| match event {
-        Event::Note(text) => eprintln!("alloclens: {text}"),
-        Event::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
+    move |event| match event {
+        WatchEvent::Note(text) => eprintln!("alloclens: {text}"),
+        WatchEvent::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
             last_line = Some(s.t_s);
             let live = s.live_bytes.map_or(String::new(), |l| {
                 format!(", live {}", trace::human_bytes(l))
@@ -161,29 +210,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 trace::human_bytes(s.heap)
             );
         }
-        Event::Sample(_) => {}
-    };
-    let outcome = watch::watch(&options, &interrupted, &mut on_event)?;
-    // The watch ran: from here on, its directory stays whatever happens.
-    prepared.keep();
-    let mut results = watch::assemble(base, outcome, &args::installed_allocators());
-    // As `run` checks the library is mapped: the agent says which allocator really serves malloc.
-    if let (Some(v), Some(serving)) = (&variant, &results.allocator) {
-        if serving != &v.allocator && serving != "unknown" {
-            results.warnings.push(format!(
-                "variant `{}`: malloc is served by {serving}, not {} (a static or set-ID program, or one that resets LD_PRELOAD?): the figures are {serving}'s",
-                v.label, v.allocator
-            ));
-        }
+        WatchEvent::Sample(_) => {}
     }
+}
+
+/// The summary on stdout, then the warnings, what could not be written (watch.json at the end,
+/// `written`, among them) and where the results are, on stderr.
+fn print(
+    results: &WatchResults,
+    written: std::io::Result<()>,
+    dir: &Path,
+) -> anyhow::Result<ExitCode> {
     let mut problems = results.incomplete_files.clone();
-    if let Err(e) = watch::write_results(&dir, &results) {
+    if let Err(e) = written {
         problems.push(format!(
             "cannot write {}: {e}",
             dir.join(watch::WATCH_JSON).display()
         ));
     }
-    print_summary(&results)?;
+    print_summary(results)?;
     for w in &results.warnings {
         eprintln!("alloclens: warning: {w}");
     }
@@ -191,7 +236,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: error: {p}");
     }
     eprintln!("alloclens: results in {}", dir.display());
-    Ok(exit_code(&results, !problems.is_empty()))
+    Ok(exit_code(results, !problems.is_empty()))
 }
 
 /// `-a SPEC`: one variant. A list (`glibc,jemalloc`, which `run` compares) is refused with the
@@ -233,7 +278,7 @@ fn exit_code(results: &WatchResults, problems: bool) -> ExitCode {
             (_, Some(s)) => ExitCode::from((128 + s).clamp(0, 255) as u8),
             _ => ExitCode::SUCCESS,
         },
-        (Some(Ending::Interrupted), None) => ExitCode::from(130),
+        (Some(WatchEnding::Interrupted), None) => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     }
 }

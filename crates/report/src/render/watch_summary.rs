@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use trace::human_bytes;
 use watch::verdict::{human_duration, signed_bytes};
-use watch::{Ending, WatchResults};
+use watch::{WatchEnding, WatchResults};
 
 /// The summary text (ends with a newline).
 pub fn render_watch_summary(r: &WatchResults) -> String {
@@ -106,14 +106,14 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
         format!("{} samples", r.samples_taken)
     };
     let end = match (r.ending, r.exit) {
-        (Some(Ending::Exited), Some(e)) => match (e.code, e.signal) {
+        (Some(WatchEnding::Exited), Some(e)) => match (e.code, e.signal) {
             (Some(c), _) => format!("the command exited with status {c}"),
             (_, Some(s)) => format!("the command was killed by signal {s}"),
             _ => "the command exited".into(),
         },
-        (Some(Ending::Exited), None) => "the process exited".into(),
-        (Some(Ending::Duration), _) => "the duration elapsed".into(),
-        (Some(Ending::Interrupted), _) => "interrupted".into(),
+        (Some(WatchEnding::Exited), None) => "the process exited".into(),
+        (Some(WatchEnding::Duration), _) => "the duration elapsed".into(),
+        (Some(WatchEnding::Interrupted), _) => "interrupted".into(),
         (None, _) => "not finished (alloclens was killed)".into(),
     };
     let running = if r.still_running {

@@ -19,7 +19,7 @@ const MAX_PROCESS_SECTIONS: usize = 8;
 
 impl Reportable for TraceData {
     fn document(&self) -> Document {
-        let a = &self.analysis;
+        let a = &self.file;
         let title = if a.command.is_empty() {
             format!("alloclens trace: {}", self.path.display())
         } else {
@@ -56,7 +56,7 @@ pub(crate) fn ranked(processes: &[ProcessReport]) -> Vec<(usize, &ProcessReport)
 /// process's timeline over time, placed at its start (`start_unix_ns`), counting 0 before its start
 /// and after its last point (its memory went with it).
 fn whole_tree(t: &TraceData) -> Option<Section> {
-    let processes = &t.analysis.analysis.processes;
+    let processes = &t.file.analysis.processes;
     let t0 = processes.iter().map(|p| p.start_unix_ns).min()?;
     // The sum over processes of one timeline column, as a step function of time since t0.
     let total = |pick: fn(&analyze::TimelinePoint) -> u64| {
@@ -129,7 +129,7 @@ pub(crate) fn process_name(p: &ProcessReport) -> String {
 }
 
 fn setup(t: &TraceData) -> Section {
-    let a = &t.analysis;
+    let a = &t.file;
     let mut s = Section::new("setup", "Trace");
     if !a.command.is_empty() {
         s.push(Block::Code(a.command.join(" ")));
@@ -184,7 +184,7 @@ pub(crate) fn recording(a: &FileAnalysis) -> String {
 
 fn processes_table(t: &TraceData) -> Section {
     let mut s = Section::new("processes", "Processes");
-    let processes = &t.analysis.analysis.processes;
+    let processes = &t.file.analysis.processes;
     s.push(Block::Paragraph(if processes.len() > MAX_PROCESS_SECTIONS {
         format!(
             "By peak live bytes, then calls (click a header to sort by another column). Charts follow \

@@ -51,11 +51,11 @@ impl TraceComparison {
     /// Pairs (i, A's process i, B's process i), in pid order.
     fn matched(&self) -> impl Iterator<Item = (usize, &ProcessReport, &ProcessReport)> {
         self.a
-            .analysis
+            .file
             .analysis
             .processes
             .iter()
-            .zip(&self.b.analysis.analysis.processes)
+            .zip(&self.b.file.analysis.processes)
             .enumerate()
             .map(|(i, (a, b))| (i, a, b))
     }
@@ -64,10 +64,10 @@ impl TraceComparison {
 impl Reportable for TraceComparison {
     fn document(&self) -> Document {
         let command = |t: &TraceData| {
-            if t.analysis.command.is_empty() {
+            if t.file.command.is_empty() {
                 t.path.display().to_string()
             } else {
-                t.analysis.command.join(" ")
+                t.file.command.join(" ")
             }
         };
         let title = format!(
@@ -108,7 +108,7 @@ impl Reportable for TraceComparison {
 fn setup(c: &TraceComparison) -> Section {
     let mut s = Section::new("setup", "Traces compared");
     for (name, t) in [("A", &c.a), ("B", &c.b)] {
-        let a = &t.analysis;
+        let a = &t.file;
         s.push(Block::Facts(vec![
             (name.to_string(), t.path.display().to_string()),
             ("command".to_string(), a.command.join(" ")),
@@ -214,10 +214,7 @@ fn diff_cells(r: &DiffRow) -> Vec<String> {
 
 fn matching_section(c: &TraceComparison) -> Section {
     let mut s = Section::new("matching", "Processes matched");
-    let (pa, pb) = (
-        &c.a.analysis.analysis.processes,
-        &c.b.analysis.analysis.processes,
-    );
+    let (pa, pb) = (&c.a.file.analysis.processes, &c.b.file.analysis.processes);
     let side = |p: Option<&ProcessReport>| match p {
         Some(p) => [
             process_name(p),

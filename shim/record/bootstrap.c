@@ -3,12 +3,14 @@
  *
  * dlsym itself may allocate (glibc's dlerror buffer uses calloc), which re-enters our malloc before
  * the real one is known. Those few calls are served from a static bump arena and never freed to the
- * real allocator (free() recognises arena pointers by address).
+ * real allocator (free() recognises arena pointers by address): the boot heap of common/boot_heap.h,
+ * which the watch agent uses too.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <string.h>
 
+#include "boot_heap.h"
 #include "internal.h"
 
 AL_HIDDEN struct al_real al_real;
@@ -25,21 +27,12 @@ static _Atomic size_t arena_used;
 /* Each arena block is preceded by its size (so realloc can copy it). */
 AL_HIDDEN void *al_arena_alloc(size_t size, size_t align)
 {
-    if (align < 16)
-        align = 16;
-    size_t need = size + align + 16;
-    size_t start = atomic_fetch_add(&arena_used, need);
-    if (start + need > ARENA_BYTES)
-        return NULL;
-    uintptr_t base = (uintptr_t)arena + start + 16;
-    uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
-    ((size_t *)p)[-1] = size;
-    return (void *)p;
+    return boot_heap_alloc(arena, ARENA_BYTES, &arena_used, size, align, size);
 }
 
 AL_HIDDEN int al_arena_owns(const void *p)
 {
-    return (const unsigned char *)p >= arena && (const unsigned char *)p < arena + ARENA_BYTES;
+    return boot_heap_owns(arena, ARENA_BYTES, p);
 }
 
 AL_HIDDEN size_t al_arena_size(const void *p)

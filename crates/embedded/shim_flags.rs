@@ -1,5 +1,5 @@
-//! The C compiler's warning flags for the shim: build.rs uses them, tests/shim_flags.rs checks them
-//! with the real compiler.
+//! The C compiler's flags for the preload libraries: build.rs uses them, tests/shim_flags.rs checks
+//! the warning flags with the real compiler.
 
 /// -Wall -Wextra always; -Werror only when `ci` (the CI environment variable) is set to anything
 /// but "", "0" or "false". CI still fails on every warning, while a newer compiler's new warning
@@ -12,8 +12,8 @@ pub fn warning_flags(ci: Option<&str>) -> Vec<&'static str> {
     flags
 }
 
-/// Compiles the preload library `sources` (in `dir`, with its `exports.map`) into `target` with the
-/// flags every alloclens preload library needs (the record shim and the watch agent; one owner):
+/// Compiles the preload library `sources` (in `dir`, with its export map `exports` if it has one)
+/// into `target` with the flags every alloclens preload library needs (one owner):
 /// position-independent, hidden symbols, initial-exec TLS (no allocation on a thread's first
 /// access), unwind tables (operator new may throw through the C++ hooks), no builtin malloc
 /// folding, and every PLT entry bound at load (lazy binding would run the dynamic linker, tens of
@@ -24,6 +24,7 @@ pub fn compile_preload(
     what: &str,
     dir: &std::path::Path,
     sources: &[&str],
+    exports: Option<&str>,
     target: &std::path::Path,
 ) {
     let ci = std::env::var("CI").ok();
@@ -42,9 +43,13 @@ pub fn compile_preload(
             "-fno-builtin-calloc",
             "-fno-builtin-free",
             "-fno-builtin-realloc",
+            // shim/common: what the libraries share (each library's folder is a sibling).
+            "-I../common",
         ])
         .args(warning_flags(ci.as_deref()))
-        .args(["-shared", "-Wl,--version-script=exports.map", "-Wl,-z,now"])
+        .arg("-shared")
+        .args(exports.map(|map| format!("-Wl,--version-script={map}")))
+        .arg("-Wl,-z,now")
         .arg("-o")
         .arg(target)
         .args(sources)
