@@ -17,7 +17,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&out)?;
     if watch::WatchDir::is_watch_dir(&dir) {
         let w = watch::WatchDir::load(&dir)?;
-        std::fs::write(out.join("terminal.txt"), report::render_watch_summary(&w.results))?;
+        std::fs::write(
+            out.join("terminal.txt"),
+            report::render_watch_summary(&w.results),
+        )?;
         return Ok(());
     }
     let data = RunData::load(&dir)?;
