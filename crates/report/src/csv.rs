@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use runner::{Group, KsmSaving, VariantSummary};
 
-use super::SummaryContext;
+use crate::summary_files::SummaryContext;
 
 /// A KSM column: its name and how to read it.
 type KsmColumn = (&'static str, fn(&KsmSaving) -> Option<f64>);
@@ -56,12 +56,12 @@ const COLUMNS: [Column; 27] = [
     ("peak_rss_ratio_stddev", |v| v.peak_rss_ratio_stddev),
 ];
 
-pub(super) fn write(
+pub(crate) fn write_summary(
     groups: &[Group],
     context: &SummaryContext<'_>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
+    let mut w = ::csv::Writer::from_writer(out);
     let mut header: Vec<String> = context.param_names.to_vec();
     header.extend(["variant", "baseline"].map(String::from));
     header.extend(COLUMNS.iter().map(|(name, _)| name.to_string()));

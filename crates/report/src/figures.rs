@@ -17,7 +17,7 @@ use crate::document::Document;
 pub const FIGURE_WIDTH: u32 = 1200;
 pub const FIGURE_HEIGHT: u32 = 700;
 
-const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FONT_NAME: &str = "sans-serif";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,10 @@ use std::io::{self, Write};
 
 use runner::{Group, KsmSaving, VariantSummary};
 
-use super::{ksm_point_name, point_name, SummaryContext};
 use crate::format::{self, TimeScale};
+use crate::summary_files::{ksm_point_name, point_name, SummaryContext};
 
-pub(super) fn write(
+pub(crate) fn write_summary(
     groups: &[Group],
     context: &SummaryContext<'_>,
     out: &mut dyn Write,
@@ -23,7 +23,7 @@ pub(super) fn write(
             writeln!(out, "### {}\n", text(&point))?;
         }
         let with_throughput = group.variants.iter().any(|v| v.throughput_median.is_some());
-        let scale = crate::render::run_table::shortest_wall(group);
+        let scale = crate::terminal::run_summary::shortest_wall(group);
         let u = scale.unit;
         let timed = [
             format!("Mean ± σ [{u}]"),

@@ -1,6 +1,6 @@
 //! The content of a report, independent of its output: sections of plain-text blocks and charts.
 //! Each kind of result (a run, a trace, later an allocator replay) implements [`Reportable`] in one
-//! module of `sections/`; the renderers (`render::html`, `exports::figures`) know nothing about runs or traces.
+//! module of `sections/`; the renderers (`html`, `figures`, ...) know nothing about runs or traces.
 //! Blocks hold plain text only, so a renderer escapes everything in one place.
 pub mod chart;
 pub mod flame;
