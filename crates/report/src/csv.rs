@@ -1,10 +1,12 @@
 //! The summary as CSV: one row per parameter point and variant, raw numbers (seconds, bytes, units
-//! per second), empty cells where a figure is absent.
+//! per second), empty cells where a figure is absent (the columns are `tables::run_summary`'s).
 use std::io::{self, Write};
 
-use runner::{Group, KsmSaving, VariantSummary};
+use runner::{Group, KsmSaving};
 
 use crate::summary_files::SummaryContext;
+use crate::tables::run_summary::{self, CSV};
+use crate::tables::Output;
 
 /// A KSM column: its name and how to read it.
 type KsmColumn = (&'static str, fn(&KsmSaving) -> Option<f64>);
@@ -22,40 +24,6 @@ const KSM_COLUMNS: [KsmColumn; 8] = [
     ("ksmd_cpu_pct", |k| k.ksmd_cpu_pct),
 ];
 
-/// A numeric column: its name and how to read it.
-type Column = (&'static str, fn(&VariantSummary) -> Option<f64>);
-
-/// The columns after the parameters' (one per `--param`, named after it).
-const COLUMNS: [Column; 27] = [
-    ("runs", |v| Some(v.runs as f64)),
-    ("failed", |v| Some(v.failed as f64)),
-    ("wall_mean", |v| v.wall_mean),
-    ("wall_stddev", |v| v.wall_stddev),
-    ("wall_median", |v| v.wall_median),
-    ("wall_min", |v| v.wall_min),
-    ("wall_max", |v| v.wall_max),
-    ("user_mean", |v| v.user_mean),
-    ("sys_mean", |v| v.sys_mean),
-    ("wall_outliers", |v| Some(v.wall_outliers as f64)),
-    ("throughput_median", |v| v.throughput_median),
-    ("throughput_mean", |v| v.throughput_mean),
-    ("throughput_stddev", |v| v.throughput_stddev),
-    ("throughput_min", |v| v.throughput_min),
-    ("throughput_max", |v| v.throughput_max),
-    ("peak_pss_median", |v| v.peak_pss_median),
-    ("mean_pss_median", |v| v.mean_pss_median),
-    ("peak_rss_median", |v| v.peak_rss_median),
-    ("mean_rss_median", |v| v.mean_rss_median),
-    ("wall_ratio", |v| v.wall_ratio),
-    ("wall_ratio_stddev", |v| v.wall_ratio_stddev),
-    ("throughput_ratio", |v| v.throughput_ratio),
-    ("throughput_ratio_stddev", |v| v.throughput_ratio_stddev),
-    ("peak_pss_ratio", |v| v.peak_pss_ratio),
-    ("peak_pss_ratio_stddev", |v| v.peak_pss_ratio_stddev),
-    ("peak_rss_ratio", |v| v.peak_rss_ratio),
-    ("peak_rss_ratio_stddev", |v| v.peak_rss_ratio_stddev),
-];
-
 pub(crate) fn write_summary(
     groups: &[Group],
     context: &SummaryContext<'_>,
@@ -63,28 +31,22 @@ pub(crate) fn write_summary(
 ) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     let mut header: Vec<String> = context.param_names.to_vec();
-    header.extend(["variant", "baseline"].map(String::from));
-    header.extend(COLUMNS.iter().map(|(name, _)| name.to_string()));
-    header.push("mean_pss_ratio".into());
-    header.push("throughput_unit".into());
+    header.extend(CSV.iter().map(|name| name.to_string()));
     let ksm = !context.ksm_savings.is_empty();
     if ksm {
         header.extend(KSM_COLUMNS.iter().map(|(name, _)| name.to_string()));
     }
     w.write_record(&header)?;
+    let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
     for group in groups {
-        for v in &group.variants {
+        let table = run_summary::table(group, CSV, Output::Csv, context.throughput_unit, true);
+        for (v, cells) in group.variants.iter().zip(table.rows) {
             let mut row: Vec<String> = context
                 .param_names
                 .iter()
                 .map(|n| group.params.get(n).cloned().unwrap_or_default())
                 .collect();
-            row.push(v.variant.clone());
-            row.push(group.baseline.clone().unwrap_or_default());
-            let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
-            row.extend(COLUMNS.iter().map(|(_, f)| number(f(v))));
-            row.push(number(v.mean_pss_ratio));
-            row.push(context.throughput_unit.unwrap_or_default().to_string());
+            row.extend(cells);
             if ksm {
                 let saving = (group.params.get(runner::KSM_PARAM).map(String::as_str)
                     == Some("on"))

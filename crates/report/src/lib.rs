@@ -25,6 +25,7 @@ mod parquet_files;
 mod sections;
 mod site_diff;
 mod summary_files;
+mod tables;
 mod terminal;
 mod trace_data;
 

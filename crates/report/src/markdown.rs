@@ -4,11 +4,28 @@
 //! throughput unit) is escaped, so a `|` or a backtick cannot break a table.
 use std::io::{self, Write};
 
-use runner::{Group, KsmSaving, VariantSummary};
+use runner::{Group, KsmSaving};
 
-use crate::format::{self, TimeScale};
+use crate::format;
 use crate::summary_files::{ksm_point_name, point_name, SummaryContext};
+use crate::tables::run_summary::{self, has_throughput, MARKDOWN};
+use crate::tables::{Output, Table};
 
+/// A table (without its caption) as GitHub-flavoured Markdown: the first `left` columns
+/// left-aligned, the others right-aligned. The cells are Markdown already (see [`text`], [`code`]).
+pub(crate) fn table(t: &Table, left: usize, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "| {} |", t.headers.join(" | "))?;
+    let align: Vec<&str> = (0..t.headers.len())
+        .map(|i| if i < left { ":---" } else { "---:" })
+        .collect();
+    writeln!(out, "|{}|", align.join("|"))?;
+    for row in &t.rows {
+        writeln!(out, "| {} |", row.join(" | "))?;
+    }
+    Ok(())
+}
+
+/// The run summary: a heading and a table per point.
 pub(crate) fn write_summary(
     groups: &[Group],
     context: &SummaryContext<'_>,
@@ -22,47 +39,14 @@ pub(crate) fn write_summary(
         if !point.is_empty() {
             writeln!(out, "### {}\n", text(&point))?;
         }
-        let with_throughput = group.variants.iter().any(|v| v.throughput_median.is_some());
-        let scale = crate::terminal::run_summary::shortest_wall(group);
-        let u = scale.unit;
-        let timed = [
-            format!("Mean ± σ [{u}]"),
-            format!("Median [{u}]"),
-            format!("Min [{u}]"),
-            format!("Max [{u}]"),
-            format!("User [{u}]"),
-            format!("System [{u}]"),
-        ];
-        let mut header = vec!["Variant"];
-        header.extend(timed.iter().map(String::as_str));
-        header.extend([
-            "Peak PSS",
-            "Peak RSS",
-            "Time ratio",
-            "Peak PSS ratio",
-            "Peak RSS ratio",
-        ]);
-        if with_throughput {
-            header.extend([
-                "Throughput (median)",
-                "Throughput min…max",
-                "Throughput ratio",
-            ]);
-        }
-        writeln!(out, "| {} |", header.join(" | "))?;
-        let align: Vec<&str> = header
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i == 0 { ":---" } else { "---:" })
-            .collect();
-        writeln!(out, "|{}|", align.join("|"))?;
-        for v in &group.variants {
-            let mut row = cells(v, group.baseline.as_deref(), scale);
-            if with_throughput {
-                row.extend(throughput_cells(v, context.throughput_unit));
-            }
-            writeln!(out, "| {} |", row.join(" | "))?;
-        }
+        let summary = run_summary::table(
+            group,
+            MARKDOWN,
+            Output::Markdown,
+            context.throughput_unit,
+            has_throughput(group),
+        );
+        table(&summary, 1, out)?;
     }
     write_ksm(context.ksm_savings, context.param_names, out)
 }
@@ -76,19 +60,29 @@ fn write_ksm(savings: &[KsmSaving], param_names: &[String], out: &mut dyn Write)
         out,
         "\n### KSM: PSS saved (time-weighted mean, KSM off minus on; % of off)\n"
     )?;
-    writeln!(out, "| Variant | Point | PSS saved | Mean PSS off → on | Peak PSS off → on | pages_sharing | Merged | Settled | ksmd CPU |")?;
-    writeln!(out, "|:---|:---|---:|---:|---:|---:|---:|---:|---:|")?;
+    let headers = [
+        "Variant",
+        "Point",
+        "PSS saved",
+        "Mean PSS off → on",
+        "Peak PSS off → on",
+        "pages_sharing",
+        "Merged",
+        "Settled",
+        "ksmd CPU",
+    ];
     let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => format!("{} → {}", format::bytes(a), format::bytes(b)),
         _ => dash(),
     };
+    let mut rows = Vec::new();
     for s in savings {
         let saved = match s.saved_mean.zip(s.saved_mean_pct) {
             Some((b, pct)) if b < 0.0 => format!("-{} ({pct:.0} %)", format::bytes(-b)),
             Some((b, pct)) => format!("{} ({pct:.0} %)", format::bytes(b)),
             None => dash(),
         };
-        let row = [
+        rows.push(vec![
             code(&s.variant),
             text(&ksm_point_name(s, param_names)),
             saved,
@@ -98,15 +92,19 @@ fn write_ksm(savings: &[KsmSaving], param_names: &[String], out: &mut dyn Write)
             s.kernel_merging.map_or_else(dash, format::bytes),
             s.settle_s.map_or_else(dash, format::seconds),
             s.ksmd_cpu_pct.map_or_else(dash, |c| format!("{c:.1} %")),
-        ];
-        writeln!(out, "| {} |", row.join(" | "))?;
+        ]);
     }
-    Ok(())
+    let ksm = Table {
+        caption: None,
+        headers: headers.map(String::from).to_vec(),
+        rows,
+    };
+    table(&ksm, 2, out)
 }
 
 /// Plain text in a table cell or heading: `|` would end the cell, a backtick start code, `<` a
 /// tag, and `\\` escape what follows it.
-fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '|' | '`' | '\\' | '<') {
@@ -120,7 +118,7 @@ fn text(s: &str) -> String {
 /// Text shown as code in a table cell: fenced by more backticks than it holds in a row (with
 /// spaces when it starts or ends with one), and its `|` escaped, which GitHub's tables read
 /// before the code span.
-fn code(s: &str) -> String {
+pub(crate) fn code(s: &str) -> String {
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
     let pad = if s.starts_with('`') || s.ends_with('`') {
@@ -133,50 +131,6 @@ fn code(s: &str) -> String {
 
 fn dash() -> String {
     "—".to_string()
-}
-
-fn ratio(r: Option<f64>, sd: Option<f64>) -> String {
-    r.map_or_else(dash, |r| format::ratio_pm(r, sd))
-}
-
-fn cells(v: &VariantSummary, baseline: Option<&str>, scale: TimeScale) -> Vec<String> {
-    let secs = |x: Option<f64>| x.map_or_else(dash, |x| scale.number(x));
-    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
-    let name = if baseline == Some(v.variant.as_str()) {
-        format!("{} (baseline)", code(&v.variant))
-    } else {
-        code(&v.variant)
-    };
-    let mean = match (v.wall_mean, v.wall_stddev) {
-        (Some(m), Some(s)) => format!("{} ± {}", scale.number(m), scale.number(s)),
-        (m, _) => secs(m),
-    };
-    vec![
-        name,
-        mean,
-        secs(v.wall_median),
-        secs(v.wall_min),
-        secs(v.wall_max),
-        secs(v.user_mean),
-        secs(v.sys_mean),
-        bytes(v.peak_pss_median),
-        bytes(v.peak_rss_median),
-        ratio(v.wall_ratio, v.wall_ratio_stddev),
-        ratio(v.peak_pss_ratio, v.peak_pss_ratio_stddev),
-        ratio(v.peak_rss_ratio, v.peak_rss_ratio_stddev),
-    ]
-}
-
-fn throughput_cells(v: &VariantSummary, unit: Option<&str>) -> Vec<String> {
-    let rate = |x: Option<f64>| x.map_or_else(dash, |x| text(&format::rate_in(x, unit)));
-    vec![
-        rate(v.throughput_median),
-        match (v.throughput_min, v.throughput_max) {
-            (Some(lo), Some(hi)) => format!("{}…{}", format::rate_number(lo), rate(Some(hi))),
-            _ => dash(),
-        },
-        ratio(v.throughput_ratio, v.throughput_ratio_stddev),
-    ]
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ pub mod ticks;
 use chart::Chart;
 use flame::{FlameGraph, SiteTable};
 
+pub use crate::tables::Table;
+
 /// A kind of result that can be reported.
 pub trait Reportable {
     fn document(&self) -> Document;
@@ -43,13 +45,6 @@ pub enum Block {
     Flame(FlameGraph),
     /// A table of call sites, sortable in the page, linked to flame graphs.
     Sites(SiteTable),
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Table {
-    pub caption: Option<String>,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
 }
 
 impl Document {

@@ -9,6 +9,7 @@ use crate::document::chart::{palette, Axis, Bar, Chart, Emphasis, Line, Unit};
 use crate::document::{Block, Document, Reportable, Section, Table};
 use crate::format;
 use crate::run_data::RunData;
+use crate::tables::{run_summary, Output};
 
 /// Lines of at most this many processes in the per-process chart (the largest by peak PSS).
 const MAX_PROCESS_LINES: usize = 24;
@@ -166,29 +167,16 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
-/// Per point, a time table then a memory table (as the terminal prints them): one table with every
-/// column does not fit 1400 px.
+/// Per point, a time table then a memory table (as the terminal prints them; the columns are
+/// `tables::run_summary`'s): one table with every column does not fit 1400 px.
 fn summary(data: &RunData) -> Section {
     let mut s = Section::new("summary", "Summary");
     let order = param_order(data);
-    let dash = || "—".to_string();
-    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
-    let ratio_pm =
-        |r: Option<f64>, sd: Option<f64>| r.map_or_else(dash, |r| format::ratio_pm(r, sd));
-    let throughput = data
-        .results
-        .summary
-        .iter()
-        .flat_map(|g| &g.variants)
-        .any(|v| v.throughput_median.is_some());
+    let throughput = data.results.summary.iter().any(run_summary::has_throughput);
     let unit = data.results.throughput_unit.as_deref();
     for g in &data.results.summary {
         let point = point_name(&g.params, &order);
-        let ranked = if g.ranked_by == runner::Ranking::Throughput {
-            "ranked by throughput"
-        } else {
-            "ranked by wall time"
-        };
+        let ranked = run_summary::ranking(g);
         let caption = |what: &str| {
             let mut c = what.to_string();
             if !point.is_empty() {
@@ -199,107 +187,15 @@ fn summary(data: &RunData) -> Section {
             }
             c
         };
-        let time_rows = g
-            .variants
-            .iter()
-            .map(|v| {
-                let mut row = vec![
-                    v.variant.clone(),
-                    format!("{}/{}", v.runs - v.failed.min(v.runs), v.runs),
-                    match (v.wall_median, v.wall_min, v.wall_max) {
-                        (Some(m), Some(a), Some(b)) if a != b => {
-                            format!("{} ({a:.3}…{b:.3} s)", format::seconds(m))
-                        }
-                        (Some(m), _, _) => format::seconds(m),
-                        _ => dash(),
-                    },
-                    match (v.wall_mean, v.wall_stddev) {
-                        (Some(m), Some(sd)) => {
-                            format!("{} ± {}", format::seconds(m), format::seconds(sd))
-                        }
-                        (Some(m), None) => format::seconds(m),
-                        _ => dash(),
-                    },
-                    match (v.user_mean, v.sys_mean) {
-                        (Some(u), Some(sy)) => {
-                            format!("{} / {}", format::seconds(u), format::seconds(sy))
-                        }
-                        _ => dash(),
-                    },
-                ];
-                if throughput {
-                    row.push(
-                        match (v.throughput_median, v.throughput_min, v.throughput_max) {
-                            (Some(m), Some(a), Some(b)) if a != b => format!(
-                                "{} ({}…{})",
-                                format::rate_in(m, unit),
-                                format::rate_number(a),
-                                format::rate_number(b)
-                            ),
-                            (Some(m), _, _) => format::rate_in(m, unit),
-                            _ => dash(),
-                        },
-                    );
-                }
-                row.push(ratio_pm(v.wall_ratio, v.wall_ratio_stddev));
-                if throughput {
-                    row.push(ratio_pm(v.throughput_ratio, v.throughput_ratio_stddev));
-                }
-                row
-            })
-            .collect();
-        let mut time_headers = vec![
-            "variant",
-            "ok runs",
-            "wall: median (min…max)",
-            "wall: mean ± σ",
-            "CPU user / sys (mean)",
-        ];
-        if throughput {
-            time_headers.push("throughput: median (min…max)");
-        }
-        time_headers.push("time ratio");
-        if throughput {
-            time_headers.push("throughput ratio");
-        }
+        let [time, memory] = run_summary::HTML
+            .map(|layout| run_summary::table(g, layout, Output::Html, unit, throughput));
         s.push(Block::Table(Table {
             caption: Some(caption(&format!("time, {ranked}"))),
-            headers: time_headers.into_iter().map(String::from).collect(),
-            rows: time_rows,
+            ..time
         }));
-        let memory_rows = g
-            .variants
-            .iter()
-            .map(|v| {
-                vec![
-                    v.variant.clone(),
-                    bytes(v.peak_pss_median),
-                    bytes(v.mean_pss_median),
-                    bytes(v.peak_rss_median),
-                    bytes(v.mean_rss_median),
-                    ratio_pm(v.peak_pss_ratio, v.peak_pss_ratio_stddev),
-                    ratio_pm(v.mean_pss_ratio, None),
-                    ratio_pm(v.peak_rss_ratio, v.peak_rss_ratio_stddev),
-                    v.allocator_check.as_str().replace('_', " "),
-                ]
-            })
-            .collect();
         s.push(Block::Table(Table {
             caption: Some(caption("memory of the whole tree (medians of the repeats)")),
-            headers: [
-                "variant",
-                "peak PSS",
-                "mean PSS",
-                "peak RSS",
-                "mean RSS",
-                "peak PSS ratio",
-                "mean PSS ratio",
-                "peak RSS ratio",
-                "allocator loaded",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: memory_rows,
+            ..memory
         }));
     }
     s
