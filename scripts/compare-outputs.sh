@@ -9,12 +9,13 @@
 #             then copy target/debug/alloclens and target/debug/examples/print_outputs)
 #   INPUTS    fixed inputs: results directories of `run`, `replay` and `tune` (any directory with a
 #             results.json), watch directories (watch.json) and traces (*.alt)
-#   OUT       where OUT/old and OUT/new are written (replaced)
+#   OUT       where OUT/old and OUT/new are written (OUT/new replaced; OUT/old kept once complete:
+#             delete it after changing OLD or INPUTS)
 # Exits 0 when every output is identical, 1 otherwise (listing the files that differ).
 set -euo pipefail
 
 if [ $# -ne 4 ]; then
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,13p' "$0" >&2
     exit 2
 fi
 old=$(realpath "$1")
@@ -78,8 +79,14 @@ outputs() {
         xargs -r sed -i "s|$dest|OUT|g"
 }
 
-outputs "$old" "$out/old"
+# The old build's outputs are kept between calls (OUT/old/.complete): comparing several new builds
+# against one old one needs them once.
+if [ ! -f "$out/old/.complete" ]; then
+    outputs "$old" "$out/old"
+    touch "$out/old/.complete"
+fi
 outputs "$new" "$out/new"
+touch "$out/new/.complete"
 files=$(find "$out/old" -type f | wc -l)
 if diff -rq "$out/old" "$out/new"; then
     echo "identical: $files files"

@@ -162,27 +162,191 @@ fn in_legend(chart: &Chart, i: usize) -> bool {
     }
 }
 
+/// A chart on a linear or log axis each: plotters' coordinate types differ, so [`plot`] is
+/// generic over them.
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     // The same extent and round ticks as the HTML page (document::ticks).
     let (xs, ys) = (chart.x_scale(), chart.y_scale());
-    let (x0, x1, y0, y1) = (xs.min, xs.max, ys.min, ys.max);
     let mut builder = ChartBuilder::on(root);
     builder
         .caption(&chart.title, (FONT_NAME, 26))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(100);
-    let tick_label = |scale: &Scale, v: &f64| {
-        scale
-            .ticks
-            .iter()
-            .position(|t| (t - v).abs() <= 1e-9 * t.abs().max(1e-300))
-            .map(|i| scale.labels[i].clone())
-            .unwrap_or_default()
+    let lin = |s: &Scale| RangedCoordf64::from(s.min..s.max);
+    let log = |s: &Scale| -> LogCoord<f64> { (s.min..s.max).log_scale().into() };
+    let axes = Axes {
+        chart,
+        xs: &xs,
+        ys: &ys,
     };
-    let x_fmt = |v: &f64| tick_label(&xs, v);
+    match (chart.x_axis.log, chart.y_axis.log) {
+        (false, false) => plot(&mut builder, &axes, lin(&xs), lin(&ys)),
+        (true, false) => plot(&mut builder, &axes, log(&xs), lin(&ys)),
+        (false, true) => plot(&mut builder, &axes, lin(&xs), log(&ys)),
+        (true, true) => plot(&mut builder, &axes, log(&xs), log(&ys)),
+    }
+}
+
+fn err(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A chart and its scales (extent, round ticks and their labels).
+struct Axes<'a> {
+    chart: &'a Chart,
+    xs: &'a Scale,
+    ys: &'a Scale,
+}
+
+/// The plotting area of a chart, on coordinates `X` and `Y` (linear or log).
+type Plot<'a, DB, X, Y> = ChartContext<'a, DB, Cartesian2d<Ticked<X>, Ticked<Y>>>;
+
+/// The mesh, the bands, each series (bars or lines) and the legend.
+fn plot<DB, X, Y>(
+    builder: &mut ChartBuilder<'_, '_, DB>,
+    axes: &Axes<'_>,
+    x: X,
+    y: Y,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let chart = axes.chart;
+    let mut ctx = builder
+        .build_cartesian_2d(
+            Ticked {
+                inner: x,
+                ticks: axes.xs.ticks.clone(),
+            },
+            Ticked {
+                inner: y,
+                ticks: axes.ys.ticks.clone(),
+            },
+        )
+        .map_err(|e| err(&e))?;
+    mesh(&mut ctx, axes)?;
+    bands(&mut ctx, axes)?;
+    for (si, s) in chart.series.iter().enumerate() {
+        if chart.bars || chart.bar_to.is_some() {
+            bar_series(&mut ctx, axes, s)?;
+        } else {
+            line_series(&mut ctx, axes, si)?;
+        }
+    }
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT_NAME, 15))
+        .draw()
+        .map_err(|e| err(&e))
+}
+
+/// The label of a round tick (no label elsewhere).
+fn tick_label(scale: &Scale, v: &f64) -> String {
+    scale
+        .ticks
+        .iter()
+        .position(|t| (t - v).abs() <= 1e-9 * t.abs().max(1e-300))
+        .map(|i| scale.labels[i].clone())
+        .unwrap_or_default()
+}
+
+/// The axes, their descriptions and the grid at the round ticks.
+fn mesh<DB, X, Y>(ctx: &mut Plot<'_, DB, X, Y>, axes: &Axes<'_>) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (chart, xs, ys) = (axes.chart, axes.xs, axes.ys);
+    let x_fmt = |v: &f64| tick_label(xs, v);
+    let y_fmt = |v: &f64| tick_label(ys, v);
+    ctx.configure_mesh()
+        .x_desc(&chart.x_axis.label)
+        .y_desc(&chart.y_axis.label)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .x_labels(xs.ticks.len().max(2))
+        .y_labels(ys.ticks.len().max(2))
+        .label_style((FONT_NAME, 15))
+        .axis_desc_style((FONT_NAME, 17))
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()
+        .map_err(|e| err(&e))
+}
+
+/// The chart's bands (phases), green and blue in turn, the full height.
+fn bands<DB, X, Y>(ctx: &mut Plot<'_, DB, X, Y>, axes: &Axes<'_>) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (y0, y1) = (axes.ys.min, axes.ys.max);
+    for (i, band) in axes.chart.bands.iter().enumerate() {
+        let fill = if i % 2 == 0 {
+            RGBColor(120, 200, 120).mix(0.12)
+        } else {
+            RGBColor(120, 120, 200).mix(0.12)
+        };
+        ctx.draw_series(std::iter::once(Rectangle::new(
+            [(band.from, y0), (band.to, y1)],
+            fill.filled(),
+        )))
+        .map_err(|e| err(&e))?;
+    }
+    Ok(())
+}
+
+/// The spread of a series (low to high at each x) as whiskers, capped `cap` wide on each side.
+fn whiskers(chart: &Chart, s: &Series, color: RGBColor, cap: f64) -> Vec<PathElement<(f64, f64)>> {
+    let (Some(low), Some(high)) = (&s.low, &s.high) else {
+        return Vec::new();
+    };
+    chart
+        .x
+        .iter()
+        .zip(low.iter().zip(high))
+        .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
+        .flat_map(|(x, l, h)| {
+            let w = color.stroke_width(2);
+            [
+                PathElement::new(vec![(x, l), (x, h)], w),
+                PathElement::new(vec![(x - cap, l), (x + cap, l)], w),
+                PathElement::new(vec![(x - cap, h), (x + cap, h)], w),
+            ]
+        })
+        .collect()
+}
+
+/// The colour, opacity and width of a series' lines.
+fn stroke(s: &Series) -> (RGBColor, f64, u32) {
+    let (alpha, width) = match s.emphasis {
+        Emphasis::Bold => (1.0, 3),
+        Emphasis::Normal => (1.0, 2),
+        Emphasis::Faint => (0.35, 1),
+    };
+    (parse_color(&s.color), alpha, width)
+}
+
+/// A series as bars: a category bar 0.7 wide with its whisker, or a histogram bucket.
+fn bar_series<DB, X, Y>(
+    ctx: &mut Plot<'_, DB, X, Y>,
+    axes: &Axes<'_>,
+    s: &Series,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let chart = axes.chart;
+    let (x0, x1, y0) = (axes.xs.min, axes.xs.max, axes.ys.min);
     // The right end of a bar starting at `left` one pixel wide at least (a 16 B bucket near 64 KiB
     // on a log axis is a fraction of a pixel, and plotters would draw nothing).
     let pixel = 1.0 / f64::from(FIGURE_WIDTH - 140);
@@ -193,152 +357,66 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
             left + (x1 - x0) * pixel
         }
     };
-    let y_fmt = |v: &f64| tick_label(&ys, v);
-    // Log and linear axes are different coordinate types in plotters, hence four arms.
-    macro_rules! plot {
-        ($xr:expr, $yr:expr) => {{
-            let mut ctx = builder
-                .build_cartesian_2d(
-                    Ticked {
-                        inner: $xr,
-                        ticks: xs.ticks.clone(),
-                    },
-                    Ticked {
-                        inner: $yr,
-                        ticks: ys.ticks.clone(),
-                    },
-                )
-                .map_err(|e| err(&e))?;
-            ctx.configure_mesh()
-                .x_desc(&chart.x_axis.label)
-                .y_desc(&chart.y_axis.label)
-                .x_label_formatter(&x_fmt)
-                .y_label_formatter(&y_fmt)
-                .x_labels(xs.ticks.len().max(2))
-                .y_labels(ys.ticks.len().max(2))
-                .label_style((FONT_NAME, 15))
-                .axis_desc_style((FONT_NAME, 17))
-                .light_line_style(RGBColor(240, 240, 240))
-                .draw()
-                .map_err(|e| err(&e))?;
-            for (i, band) in chart.bands.iter().enumerate() {
-                let fill = if i % 2 == 0 {
-                    RGBColor(120, 200, 120).mix(0.12)
-                } else {
-                    RGBColor(120, 120, 200).mix(0.12)
-                };
-                ctx.draw_series(std::iter::once(Rectangle::new(
-                    [(band.from, y0), (band.to, y1)],
-                    fill.filled(),
-                )))
-                .map_err(|e| err(&e))?;
+    let (color, _, _) = stroke(s);
+    let overlaid = chart.series.len() > 1;
+    let fill = color.mix(if overlaid && !chart.bars { 0.6 } else { 0.85 });
+    let mut drawn = Vec::new();
+    for (i, (x, v)) in chart.x.iter().zip(&s.values).enumerate() {
+        let Some(v) = v else { continue };
+        let (left, right) = match &chart.bar_to {
+            Some(to) => {
+                let left = (if *x > 0.0 { *x } else { x0 }).max(x0);
+                (left, to[i].min(x1).max(at_least_a_pixel(left)))
             }
-            let overlaid = chart.series.len() > 1;
-            for (si, s) in chart.series.iter().enumerate() {
-                let color = parse_color(&s.color);
-                let (alpha, width) = match s.emphasis {
-                    Emphasis::Bold => (1.0, 3),
-                    Emphasis::Normal => (1.0, 2),
-                    Emphasis::Faint => (0.35, 1),
-                };
-                let style = color.mix(alpha).stroke_width(width);
-                let legend_style = style;
-                let mut drawn = Vec::new();
-                if chart.bars || chart.bar_to.is_some() {
-                    // Bars: a category bar 0.7 wide with its whisker, or a histogram bucket.
-                    let fill = color.mix(if overlaid && !chart.bars { 0.6 } else { 0.85 });
-                    for (i, (x, v)) in chart.x.iter().zip(&s.values).enumerate() {
-                        let Some(v) = v else { continue };
-                        let (left, right) = match &chart.bar_to {
-                            Some(to) => {
-                                let left = (if *x > 0.0 { *x } else { x0 }).max(x0);
-                                (left, to[i].min(x1).max(at_least_a_pixel(left)))
-                            }
-                            None => (x - 0.35, x + 0.35),
-                        };
-                        drawn.push(Rectangle::new([(left, y0), (right, *v)], fill.filled()));
-                    }
-                    let whiskers: Vec<PathElement<(f64, f64)>> = match (&s.low, &s.high) {
-                        (Some(low), Some(high)) => chart
-                            .x
-                            .iter()
-                            .zip(low.iter().zip(high))
-                            .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
-                            .flat_map(|(x, l, h)| {
-                                let w = BLACK.stroke_width(2);
-                                [
-                                    PathElement::new(vec![(x, l), (x, h)], w),
-                                    PathElement::new(vec![(x - 0.1, l), (x + 0.1, l)], w),
-                                    PathElement::new(vec![(x - 0.1, h), (x + 0.1, h)], w),
-                                ]
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    };
-                    let anno = ctx.draw_series(drawn).map_err(|e| err(&e))?;
-                    anno.label(s.label.as_str()).legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 6), (x + 20, y + 6)], fill.filled())
-                    });
-                    ctx.draw_series(whiskers).map_err(|e| err(&e))?;
-                    continue;
-                }
-                // The spread of repeats at each point of a sweep, in the line's colour.
-                let cap = (x1 - x0) * 0.006;
-                let whiskers: Vec<PathElement<(f64, f64)>> = match (&s.low, &s.high) {
-                    (Some(low), Some(high)) => chart
-                        .x
-                        .iter()
-                        .zip(low.iter().zip(high))
-                        .filter_map(|(x, (l, h))| Some((*x, (*l)?, (*h)?)))
-                        .flat_map(|(x, l, h)| {
-                            let w = color.stroke_width(2);
-                            [
-                                PathElement::new(vec![(x, l), (x, h)], w),
-                                PathElement::new(vec![(x - cap, l), (x + cap, l)], w),
-                                PathElement::new(vec![(x - cap, h), (x + cap, h)], w),
-                            ]
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                ctx.draw_series(whiskers).map_err(|e| err(&e))?;
-                let segs = segments(chart, s);
-                let points: Vec<(f64, f64)> = segs.iter().flatten().copied().collect();
-                let lines = if chart.connect { segs } else { Vec::new() };
-                let anno = ctx
-                    .draw_series(lines.into_iter().map(|seg| PathElement::new(seg, style)))
-                    .map_err(|e| err(&e))?;
-                if in_legend(chart, si) {
-                    let name = s.group.clone().unwrap_or_else(|| s.label.clone());
-                    anno.label(name).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], legend_style)
-                    });
-                }
-                if chart.points {
-                    ctx.draw_series(
-                        points
-                            .iter()
-                            .map(|p| Circle::new(*p, 4, color.mix(alpha).filled())),
-                    )
-                    .map_err(|e| err(&e))?;
-                }
-            }
-            ctx.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font((FONT_NAME, 15))
-                .draw()
-                .map_err(|e| err(&e))?;
-        }};
+            None => (x - 0.35, x + 0.35),
+        };
+        drawn.push(Rectangle::new([(left, y0), (right, *v)], fill.filled()));
     }
-    let lin = |a: f64, b: f64| RangedCoordf64::from(a..b);
-    let log = |a: f64, b: f64| -> LogCoord<f64> { (a..b).log_scale().into() };
-    match (chart.x_axis.log, chart.y_axis.log) {
-        (false, false) => plot!(lin(x0, x1), lin(y0, y1)),
-        (true, false) => plot!(log(x0, x1), lin(y0, y1)),
-        (false, true) => plot!(lin(x0, x1), log(y0, y1)),
-        (true, true) => plot!(log(x0, x1), log(y0, y1)),
+    let anno = ctx.draw_series(drawn).map_err(|e| err(&e))?;
+    anno.label(s.label.as_str())
+        .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 20, y + 6)], fill.filled()));
+    ctx.draw_series(whiskers(chart, s, BLACK, 0.1))
+        .map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Series `si` as lines (broken at its gaps) and points, with the spread of repeats at each point
+/// of a sweep as whiskers in the line's colour.
+fn line_series<DB, X, Y>(
+    ctx: &mut Plot<'_, DB, X, Y>,
+    axes: &Axes<'_>,
+    si: usize,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let chart = axes.chart;
+    let s = &chart.series[si];
+    let (color, alpha, width) = stroke(s);
+    let style = color.mix(alpha).stroke_width(width);
+    let cap = (axes.xs.max - axes.xs.min) * 0.006;
+    ctx.draw_series(whiskers(chart, s, color, cap))
+        .map_err(|e| err(&e))?;
+    let segs = segments(chart, s);
+    let points: Vec<(f64, f64)> = segs.iter().flatten().copied().collect();
+    let lines = if chart.connect { segs } else { Vec::new() };
+    let anno = ctx
+        .draw_series(lines.into_iter().map(|seg| PathElement::new(seg, style)))
+        .map_err(|e| err(&e))?;
+    if in_legend(chart, si) {
+        let name = s.group.clone().unwrap_or_else(|| s.label.clone());
+        anno.label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    if chart.points {
+        ctx.draw_series(
+            points
+                .iter()
+                .map(|p| Circle::new(*p, 4, color.mix(alpha).filled())),
+        )
+        .map_err(|e| err(&e))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 // Sortable tables, shared by every table of a report (self-contained, no library).
-// Use: give a table the class "sortable" (the html module does for every Table block) with a <thead> row
+// Use: give a table the class "sortable" (render::html does for every Table block) with a <thead> row
 // of header cells and its rows in <tbody>; a click (or Enter) on a header sorts the rows by that column,
 // again reverses. A cell sorts by its data-sort attribute when it has one, else by its text read as a
 // figure as the report prints them: "1.5 MiB", "250 ms", "2 min 3 s", "12.3 k/s", "4.56M", "0.78×",
