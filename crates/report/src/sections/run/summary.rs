@@ -37,3 +37,53 @@ pub(super) fn summary(data: &RunData) -> Section {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use runner::{Group, Ranking, RunResults, VariantSummary};
+
+    use super::*;
+    use crate::terminal::run_summary::render_run_table;
+
+    /// The page and the terminal said "ranked by wall time" and "ranked by median wall time" of the
+    /// same ranking: they name it in one place now.
+    #[test]
+    fn the_page_names_the_ranking_as_the_terminal_does() {
+        for (ranked_by, phrase) in [
+            (Ranking::Wall, "ranked by median wall time"),
+            (Ranking::Throughput, "ranked by throughput, highest first"),
+        ] {
+            let group = Group {
+                baseline: Some("glibc".into()),
+                ranked_by,
+                variants: vec![VariantSummary {
+                    variant: "glibc".into(),
+                    runs: 1,
+                    wall_median: Some(0.5),
+                    ..VariantSummary::default()
+                }],
+                ..Group::default()
+            };
+            let data = RunData {
+                dir: "r".into(),
+                results: RunResults {
+                    summary: vec![group.clone()],
+                    ..RunResults::default()
+                },
+                samples: Vec::new(),
+                markers: Vec::new(),
+                compared: Vec::new(),
+            };
+            let terminal = render_run_table(&[group], &[], None);
+            assert!(terminal.contains(&format!("({phrase};")), "{terminal}");
+            let Block::Table(time) = &summary(&data).blocks[0] else {
+                panic!("the summary starts with its time table");
+            };
+            let caption = time.caption.clone().unwrap_or_default();
+            assert!(
+                caption.starts_with(&format!("time, {phrase};")),
+                "{caption}"
+            );
+        }
+    }
+}
