@@ -1,6 +1,6 @@
 //! The content of a report, independent of its output: sections of plain-text blocks and charts.
 //! Each kind of result (a run, a trace, later an allocator replay) implements [`Reportable`] in one
-//! module of `sections/`; the renderers (`render::html`, `exports::figures`) know nothing about runs or traces.
+//! module of `sections/`; the renderers (`html`, `figures`, ...) know nothing about runs or traces.
 //! Blocks hold plain text only, so a renderer escapes everything in one place.
 pub mod chart;
 pub mod flame;
@@ -8,6 +8,8 @@ pub mod ticks;
 
 use chart::Chart;
 use flame::{FlameGraph, SiteTable};
+
+pub use crate::tables::Table;
 
 /// A kind of result that can be reported.
 pub trait Reportable {
@@ -43,13 +45,6 @@ pub enum Block {
     Flame(FlameGraph),
     /// A table of call sites, sortable in the page, linked to flame graphs.
     Sites(SiteTable),
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Table {
-    pub caption: Option<String>,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
 }
 
 impl Document {

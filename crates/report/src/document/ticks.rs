@@ -1,5 +1,5 @@
 //! Round axis ticks, computed once here for every renderer: the HTML page embeds them with the chart
-//! data (and `render/html/page.js` repeats the same rules for a zoomed range), the figures draw them.
+//! data (and `html/page.js` repeats the same rules for a zoomed range), the figures draw them.
 //! Bytes step by powers of two (512 KiB, 1 MiB, 2 MiB, ...) so every label is exact in its binary unit
 //! ("1.5 MiB", never "4.77 MiB"); time, counts and rates by 1, 2 or 5 × 10^k (and whole minutes and
 //! hours past a minute); log axes put a tick on powers of two (bytes) or ten (the rest).

@@ -1,8 +1,11 @@
 //! The terminal summary of a run: per parameter point a time table and a memory table, best variant
-//! first, with ratios to the baseline and their uncertainty, in the spirit of hyperfine's summary.
-use runner::{AllocatorCheck, Group, Ranking, VariantSummary};
+//! first, with ratios to the baseline and their uncertainty, in the spirit of hyperfine's summary
+//! (the columns are `tables::run_summary`'s).
+use runner::{AllocatorCheck, Group, VariantSummary};
 
 use crate::format;
+use crate::tables::run_summary::{self, has_throughput, ranking, TERMINAL};
+use crate::tables::{Output, Table};
 
 /// Renders every group: a time table then a memory table, the same variants in the same order
 /// (best first); `param_names` orders the parameters in the group headings and `throughput_unit`
@@ -14,58 +17,31 @@ pub fn render_run_table(
 ) -> String {
     let mut out = String::new();
     for group in groups {
-        let point: Vec<String> = param_names
-            .iter()
-            .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
-            .collect();
+        let point = crate::summary_files::point_name(group, param_names);
         let heading = if point.is_empty() {
             "Summary".to_string()
         } else {
-            point.join(" ")
+            point
         };
-        let ranked = match group.ranked_by {
-            Ranking::Throughput => "ranked by throughput, highest first",
-            Ranking::Wall => "ranked by median wall time",
-        };
+        let ranked = ranking(group);
         match &group.baseline {
             Some(b) => out.push_str(&format!(
                 "{heading}   ({ranked}; ratios: variant / {b}, ± one standard deviation)\n"
             )),
             None => out.push_str(&format!("{heading}   ({ranked})\n")),
         }
-        let with_throughput = group.variants.iter().any(|v| v.throughput_median.is_some());
-        let mut time = vec![cells(&[
-            "variant",
-            "wall mean ± σ",
-            "median (min…max)",
-            "user",
-            "sys",
-            "time ratio",
-        ])];
-        if with_throughput {
-            time[0].extend(cells(&["throughput median (min…max)", "throughput ratio"]));
-        }
-        let mut memory = vec![cells(&[
-            "variant",
-            "peak PSS",
-            "mean PSS",
-            "peak RSS",
-            "mean RSS",
-            "peak PSS ratio",
-            "peak RSS ratio",
-        ])];
-        let scale = shortest_wall(group);
-        for v in &group.variants {
-            let mut row = time_row(v, scale);
-            if with_throughput {
-                row.extend(throughput_cells(v, throughput_unit));
-            }
-            time.push(row);
-            memory.push(memory_row(v));
-        }
-        let mut notes_of = group.variants.iter().map(notes);
-        out.push_str(&lines(&time, &mut |_| notes_of.next().unwrap_or_default()));
-        out.push_str(&lines(&memory, &mut |_| Vec::new()));
+        let [time, memory] = TERMINAL.map(|layout| {
+            run_summary::table(
+                group,
+                layout,
+                Output::Terminal,
+                throughput_unit,
+                has_throughput(group),
+            )
+        });
+        let notes: Vec<Vec<String>> = group.variants.iter().map(notes).collect();
+        out.push_str(&super::table(&time, &notes));
+        out.push_str(&super::table(&memory, &[]));
         let succeeded = group.variants.iter().map(|v| v.runs - v.failed.min(v.runs));
         let succeeded: Vec<u32> = succeeded.filter(|n| *n > 0).collect();
         if group.baseline.is_some() && !succeeded.is_empty() && succeeded.iter().all(|n| *n == 1) {
@@ -76,113 +52,6 @@ pub fn render_run_table(
         out.push('\n');
     }
     out
-}
-
-fn cells(texts: &[&str]) -> Vec<String> {
-    texts.iter().map(|t| t.to_string()).collect()
-}
-
-/// The rows aligned (first column left, the others right), each followed by its `notes`.
-fn lines(rows: &[Vec<String>], notes: &mut dyn FnMut(usize) -> Vec<String>) -> String {
-    let mut widths = vec![0; rows[0].len()];
-    for r in rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for (i, cells) in rows.iter().enumerate() {
-        let mut s = String::from(" ");
-        for (j, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            let pad = w - cell.chars().count();
-            if j == 0 {
-                s.push_str(&format!(" {cell}{}", " ".repeat(pad)));
-            } else {
-                s.push_str(&format!("  {}{cell}", " ".repeat(pad)));
-            }
-        }
-        out.push_str(s.trim_end());
-        out.push('\n');
-        if i > 0 {
-            for note in notes(i - 1) {
-                out.push_str(&format!("      ! {note}\n"));
-            }
-        }
-    }
-    out
-}
-
-fn dash() -> String {
-    "—".to_string()
-}
-
-/// The time unit of a group's table: from its shortest mean wall time.
-pub(crate) fn shortest_wall(group: &Group) -> format::TimeScale {
-    let shortest = group
-        .variants
-        .iter()
-        .filter_map(|v| v.wall_mean)
-        .reduce(f64::min);
-    format::TimeScale::for_shortest(shortest)
-}
-
-fn time_row(v: &VariantSummary, scale: format::TimeScale) -> Vec<String> {
-    let time = |x: Option<f64>| x.map_or_else(dash, |x| scale.with_unit(x));
-    let mean = match (v.wall_mean, v.wall_stddev) {
-        (Some(m), Some(s)) => format!("{} ± {}", scale.number(m), scale.with_unit(s)),
-        (m, _) => time(m),
-    };
-    let median = match (v.wall_median, v.wall_min, v.wall_max) {
-        (Some(m), Some(lo), Some(hi)) if v.runs - v.failed > 1 => format!(
-            "{} ({}…{})",
-            scale.number(m),
-            scale.number(lo),
-            scale.with_unit(hi)
-        ),
-        (m, _, _) => time(m),
-    };
-    vec![
-        v.variant.clone(),
-        mean,
-        median,
-        time(v.user_mean),
-        time(v.sys_mean),
-        v.wall_ratio
-            .map_or_else(dash, |r| format::ratio_pm(r, v.wall_ratio_stddev)),
-    ]
-}
-
-fn throughput_cells(v: &VariantSummary, unit: Option<&str>) -> Vec<String> {
-    let median = match (v.throughput_median, v.throughput_min, v.throughput_max) {
-        (Some(m), Some(lo), Some(hi)) if lo < hi => format!(
-            "{} ({}…{})",
-            format::rate_in(m, unit),
-            format::rate_number(lo),
-            format::rate_number(hi)
-        ),
-        (Some(m), _, _) => format::rate_in(m, unit),
-        _ => dash(),
-    };
-    vec![
-        median,
-        v.throughput_ratio
-            .map_or_else(dash, |r| format::ratio_pm(r, v.throughput_ratio_stddev)),
-    ]
-}
-
-fn memory_row(v: &VariantSummary) -> Vec<String> {
-    let bytes = |x: Option<f64>| x.map_or_else(dash, format::bytes);
-    vec![
-        v.variant.clone(),
-        bytes(v.peak_pss_median),
-        bytes(v.mean_pss_median),
-        bytes(v.peak_rss_median),
-        bytes(v.mean_rss_median),
-        v.peak_pss_ratio
-            .map_or_else(dash, |r| format::ratio_pm(r, v.peak_pss_ratio_stddev)),
-        v.peak_rss_ratio
-            .map_or_else(dash, |r| format::ratio_pm(r, v.peak_rss_ratio_stddev)),
-    ]
 }
 
 /// Problems a reader must not miss: failed runs, an allocator that was not really loaded.
@@ -259,31 +128,23 @@ pub fn render_marker_table(runs: &[runner::RunRecord], variant_order: &[String])
             _ => "—".to_string(),
         }
     };
-    let mut header = vec!["variant (RSS / PSS)".to_string()];
-    header.extend(labels.iter().map(|l| l.to_string()));
-    let mut rows = vec![header];
-    for v in variant_order {
-        let mut row = vec![v.clone()];
-        row.extend(labels.iter().map(|l| cell(v, l)));
-        rows.push(row);
-    }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+    let mut headers = vec!["variant (RSS / PSS)".to_string()];
+    headers.extend(labels.iter().map(|l| l.to_string()));
+    let rows = variant_order
+        .iter()
+        .map(|v| {
+            let mut row = vec![v.clone()];
+            row.extend(labels.iter().map(|l| cell(v, l)));
+            row
+        })
         .collect();
-    let mut out = String::from("Memory of the tree at each marker (median over repeats)\n");
-    for row in rows {
-        let mut line = String::from(" ");
-        for (i, (c, w)) in row.iter().zip(&widths).enumerate() {
-            let pad = " ".repeat(w - c.chars().count());
-            if i == 0 {
-                line.push_str(&format!(" {c}{pad}"));
-            } else {
-                line.push_str(&format!("  {pad}{c}"));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let table = Table {
+        caption: Some("Memory of the tree at each marker (median over repeats)".into()),
+        headers,
+        rows,
+    };
+    let mut out = format!("{}\n", table.caption.as_deref().unwrap_or_default());
+    out.push_str(&super::table(&table, &[]));
     out.push('\n');
     Some(out)
 }
@@ -291,6 +152,7 @@ pub fn render_marker_table(runs: &[runner::RunRecord], variant_order: &[String])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner::Ranking;
 
     fn variant(name: &str, ratio: f64, sd: Option<f64>) -> VariantSummary {
         VariantSummary {

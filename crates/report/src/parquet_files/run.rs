@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use runner::results_dir::SampleRow;
 use runner::RunRecord;
 
-use crate::exports::parquet_table::{Column, ColumnType, ParquetError, Schema, TableWriter};
+use super::{Column, ColumnType, ParquetError, Schema, TableWriter};
 use crate::run_data::RunData;
 
 /// Rows per row group.

@@ -6,10 +6,21 @@ use trace::human_bytes;
 use watch::verdict::{human_duration, signed_bytes};
 use watch::{WatchEnding, WatchResults};
 
-/// The summary text (ends with a newline).
+use crate::tables::{self, Output};
+
+/// The summary text (ends with a newline): the verdict and its figures, the last sample, the
+/// allocator readings, and how the watch ended.
 pub fn render_watch_summary(r: &WatchResults) -> String {
     let mut out = String::new();
-    let w = &mut out;
+    verdict(&mut out, r);
+    last_sample(&mut out, r);
+    readings(&mut out, r);
+    ending(&mut out, r);
+    out
+}
+
+/// The verdict, its evidence and remedy, and the trends behind it.
+fn verdict(w: &mut String, r: &WatchResults) {
     if let Some(v) = &r.verdict {
         let _ = writeln!(w, "verdict: {}", v.class.name());
         for e in &v.evidence {
@@ -51,6 +62,10 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
         );
         let _ = writeln!(w, "  allocator free  {}", trend(v.free));
     }
+}
+
+/// The last sample's split and the peak RSS.
+fn last_sample(w: &mut String, r: &WatchResults) {
     if let Some(last) = &r.last {
         let _ = writeln!(
             w,
@@ -66,37 +81,32 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
         );
     }
     let _ = writeln!(w, "  peak RSS        {}", human_bytes(r.peak_rss));
-    for g in &r.gdb {
-        match (&g.stats, &g.error) {
-            (Some(s), _) => {
-                let _ = writeln!(
-                    w,
-                    "  gdb at {:.0} s    glibc in use {}, free {} in {} chunks, {} arena(s); process paused {:.0} ms",
-                    g.t_s,
-                    s.handed_out.map_or("-".into(), human_bytes),
-                    s.free_resident.map_or("-".into(), human_bytes),
-                    s.free_chunks.map_or("-".into(), |c| c.to_string()),
-                    s.arenas.len(),
-                    g.pause_ms
-                );
-            }
-            (None, Some(e)) => {
-                let _ = writeln!(w, "  gdb at {:.0} s    not read: {e}", g.t_s);
-            }
-            _ => {}
+}
+
+/// The rows of the allocator readings' tables (`tables::watch`), one line each.
+fn readings(w: &mut String, r: &WatchResults) {
+    for row in tables::watch::gdb(r, Output::Terminal).rows {
+        if tables::watch::gdb_failed(&row) {
+            let _ = writeln!(w, "  gdb at {} s    not read: {}", row[0], row[1]);
+        } else {
+            let _ = writeln!(
+                w,
+                "  gdb at {} s    glibc in use {}, free {} in {} chunks, {} arena(s); process paused {} ms",
+                row[0], row[1], row[2], row[3], row[4], row[5]
+            );
         }
     }
-    for t in &r.trim {
+    for row in tables::watch::trim(r).rows {
         let _ = writeln!(
             w,
             "  trim probe      pid {}: {} gave back {} (RSS {} -> {})",
-            t.pid,
-            t.call,
-            human_bytes(t.rss_before.saturating_sub(t.rss_after)),
-            human_bytes(t.rss_before),
-            human_bytes(t.rss_after)
+            row[0], row[1], row[4], row[2], row[3]
         );
     }
+}
+
+/// How many samples, how often, how the watch ended and what it cost.
+fn ending(w: &mut String, r: &WatchResults) {
     let samples = if r.samples_kept < r.samples_taken {
         format!(
             "{} samples ({} kept after downsampling)",
@@ -140,5 +150,4 @@ pub fn render_watch_summary(r: &WatchResults) -> String {
         "  {samples} {every}, {end}{running}; alloclens used {:.2} s of CPU",
         r.cpu_s
     );
-    out
 }

@@ -10,16 +10,16 @@ use crate::document::flame::{FlameGraph, SiteTable};
 use crate::document::ticks::Scale;
 use crate::document::{Block, Document, Table};
 use crate::format::format_value;
-use crate::render::escape;
+mod escape;
 
-const UPLOT_JS: &str = include_str!("../../../assets/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../../assets/uPlot.min.css");
+const UPLOT_JS: &str = include_str!("../../assets/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../../assets/uPlot.min.css");
 const PAGE_JS: &str = include_str!("page.js");
 const SORT_JS: &str = include_str!("sort.js");
 const FLAME_JS: &str = include_str!("flame.js");
 const WATCH_JS: &str = include_str!("watch.js");
 const PAGE_CSS: &str = include_str!("page.css");
-const UPLOT_LICENSE: &str = include_str!("../../../assets/uPlot.LICENSE");
+const UPLOT_LICENSE: &str = include_str!("../../assets/uPlot.LICENSE");
 
 const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
                    img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'";

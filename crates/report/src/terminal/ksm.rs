@@ -103,31 +103,12 @@ fn signed_bytes(b: f64) -> String {
     }
 }
 
-/// Left-aligned first column, right-aligned others, two spaces apart.
+/// The rows (the first is the header) through the terminal's table renderer.
 fn aligned(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::from(" ");
-        for (i, (cell, w)) in r.iter().zip(&widths).enumerate() {
-            let pad = " ".repeat(w - cell.chars().count());
-            if i == 0 {
-                line.push_str(&format!(" {cell}{pad}"));
-            } else {
-                line.push_str(&format!("  {pad}{cell}"));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    let table = crate::tables::Table {
+        caption: None,
+        headers: rows[0].clone(),
+        rows: rows[1..].to_vec(),
+    };
+    super::table(&table, &[])
 }

@@ -1,10 +1,6 @@
 //! The summary table of a run for other tools (hyperfine's `--export-markdown/json/csv`), one
 //! file per format. Each writes every parameter point and variant of `runner::summarize`, best
 //! first, with the figures the terminal table shows, and with `--ksm` the PSS saved by KSM.
-mod csv;
-mod json;
-mod markdown;
-
 use std::io::{self, Write};
 
 use runner::{Group, KsmSaving};
@@ -39,14 +35,14 @@ pub fn export_summary(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     match format {
-        SummaryFormat::Markdown => markdown::write(groups, context, out),
-        SummaryFormat::Json => json::write(groups, context.ksm_savings, out),
-        SummaryFormat::Csv => csv::write(groups, context, out),
+        SummaryFormat::Markdown => crate::markdown::write_summary(groups, context, out),
+        SummaryFormat::Json => crate::json::write_summary(groups, context.ksm_savings, out),
+        SummaryFormat::Csv => crate::csv::write_summary(groups, context, out),
     }
 }
 
 /// "threads=4 mode=a" for a point, in the order of the parameters.
-fn point_name(group: &Group, param_names: &[String]) -> String {
+pub(crate) fn point_name(group: &Group, param_names: &[String]) -> String {
     param_names
         .iter()
         .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
@@ -55,7 +51,7 @@ fn point_name(group: &Group, param_names: &[String]) -> String {
 }
 
 /// "w=4" for a KSM saving's point (the `ksm` parameter is not in it), "all" without parameters.
-fn ksm_point_name(saving: &KsmSaving, param_names: &[String]) -> String {
+pub(crate) fn ksm_point_name(saving: &KsmSaving, param_names: &[String]) -> String {
     let point: Vec<String> = param_names
         .iter()
         .filter_map(|n| saving.params.get(n).map(|v| format!("{n}={v}")))

@@ -1,6 +1,10 @@
 //! A small streaming Parquet table writer over the `parquet` crate's column writers (no arrow: it is
 //! heavy to build and a handful of flat columns do not need it). Rows arrive in batches; each batch is
-//! one row group, so a table far larger than memory is written batch by batch.
+//! one row group, so a table far larger than memory is written batch by batch. The tables of a run
+//! (`run`) and of a trace (`trace`) are written with it.
+pub(crate) mod run;
+pub(crate) mod trace;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

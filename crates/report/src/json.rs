@@ -4,7 +4,11 @@ use std::io::{self, Write};
 
 use runner::{Group, KsmSaving};
 
-pub(super) fn write(groups: &[Group], ksm: &[KsmSaving], out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_summary(
+    groups: &[Group],
+    ksm: &[KsmSaving],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     if ksm.is_empty() {
         serde_json::to_writer_pretty(&mut *out, groups)?;
     } else {

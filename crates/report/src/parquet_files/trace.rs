@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use analyze::metrics::{SIZE_HISTOGRAMS, TIMELINE_COLUMNS};
 use trace::{Losses, Record, TraceReader};
 
-use crate::exports::parquet_table::{Column, ColumnType, ParquetError, TableWriter};
+use super::{Column, ColumnType, ParquetError, TableWriter};
 
 /// Rows per row group.
 const BATCH: usize = 256 * 1024;
