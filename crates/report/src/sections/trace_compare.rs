@@ -92,7 +92,7 @@ impl Reportable for TraceComparison {
         for (i, a, b) in ranked {
             sections.push(process_section(i, a, b));
         }
-        if let (Some(a), Some(b)) = (&self.a.analysis.call_sites, &self.b.analysis.call_sites) {
+        if let (Some(a), Some(b)) = (&self.a.file.call_sites, &self.b.file.call_sites) {
             sections.push(sites_section(&crate::site_diff::diff_sites(
                 &self.a.path.display().to_string(),
                 a,
