@@ -2,7 +2,6 @@
 //! bytes and blocks against the workload's own count, glibc's malloc_info against mallinfo2,
 //! jemalloc's stats.allocated against the live bytes, fork/exec/threads, the trim request, and a
 //! directory deleted under a running program.
-mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -49,7 +48,7 @@ fn agent_command(
 }
 
 fn run_workload(dir: &Path, allocator: Option<&Path>, args: &[&str]) -> (Output, Vec<Snapshot>) {
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     let mut program = vec![exe.as_str(), "workload"];
     program.extend_from_slice(args);
     let out = agent_command(dir, 100, allocator, &program)
@@ -225,43 +224,7 @@ fn leak_under_tbbmalloc() {
 #[test]
 fn threads_fork_and_exec() {
     let dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let prog = common::compile_c(
-        work.path(),
-        "forker",
-        r#"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-static void *worker(void *arg) {
-    (void)arg;
-    for (int i = 0; i < 100; i++) { void *volatile p = malloc(64); (void)p; } /* 100 kept each */
-    for (int i = 0; i < 10000; i++) { void *volatile p = malloc(500); free(p); }
-    return NULL;
-}
-int main(void) {
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, NULL);
-    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
-    usleep(300000);
-    pid_t child = fork();
-    if (child == 0) {
-        for (int i = 0; i < 1000; i++) { void *volatile p = malloc(1000); (void)p; }
-        usleep(300000);
-        exit(0);
-    }
-    int status;
-    waitpid(child, &status, 0);
-    printf("child %d\n", (int)child);
-    fflush(stdout);
-    execl("/bin/sh", "sh", "-c", "sleep 0.3; exit 3", (char *)NULL);
-    return 1;
-}
-"#,
-        &["-O1", "-pthread"],
-    );
+    let prog = testkit::program("forker");
     let out = agent_command(dir.path(), 50, None, &[prog.to_str().unwrap()])
         .output()
         .unwrap();
@@ -306,7 +269,7 @@ int main(void) {
 #[test]
 fn trim_request_gives_glibc_free_pages_back() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     let mut child = agent_command(
         dir.path(),
         50,
@@ -371,7 +334,7 @@ fn trim_request_gives_glibc_free_pages_back() {
 /// those of a run without the agent (twowave's checksum is the same calls in the same order).
 #[test]
 fn deleted_directory_does_not_harm_the_program() {
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     let args = ["workload", "twowave", "--wave-mb", "8", "--hold-ms", "800"];
     let plain = Command::new(&exe).args(args).output().unwrap();
     let parent = tempfile::tempdir().unwrap();
@@ -491,13 +454,13 @@ int main() {
 /// A full disk under the agent directory: nothing written, the program as without the agent.
 #[test]
 fn full_disk_does_not_harm_the_program() {
-    let Some(disk) = common::SmallDisk::mount("64k") else {
+    let Some(disk) = testkit::SmallDisk::mount("64k") else {
         return;
     };
     // Fill it: every block taken.
     let filler = disk.path().join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 1 << 20]);
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     let args = ["workload", "twowave", "--wave-mb", "4", "--hold-ms", "300"];
     let plain = Command::new(&exe).args(args).output().unwrap();
     let mut program = vec![exe.as_str()];
@@ -529,35 +492,7 @@ fn full_disk_does_not_harm_the_program() {
 #[test]
 fn live_bytes_are_the_usable_sizes() {
     let dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let prog = common::compile_c(
-        work.path(),
-        "usable",
-        r#"
-#include <malloc.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-int main(void) {
-    static const size_t sizes[] = {1, 24, 25, 100, 1000, 4000, 200000, 5 << 20};
-    size_t sum = 0, n = sizeof sizes / sizeof *sizes;
-    void *keep[16];
-    for (size_t i = 0; i < n; i++) {
-        keep[i] = malloc(sizes[i]);
-        memset(keep[i], 1, sizes[i]);
-        sum += malloc_usable_size(keep[i]);
-    }
-    void *gone = malloc(300000); /* mmapped, freed: not live */
-    free(gone);
-    char line[64];
-    int len = snprintf(line, sizeof line, "live: usable=%zu blocks=%zu\n", sum, n);
-    if (write(1, line, (size_t)len) != len) return 1;
-    return keep[0] == NULL;
-}
-"#,
-        &["-O0"],
-    );
+    let prog = testkit::program("usable");
     let out = agent_command(dir.path(), 1000, None, &[prog.to_str().unwrap()])
         .output()
         .unwrap();
@@ -573,42 +508,7 @@ int main(void) {
 #[test]
 fn allocations_in_signal_handlers_are_counted_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let prog = common::compile_c(
-        work.path(),
-        "signals",
-        r#"
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/time.h>
-static volatile sig_atomic_t handled;
-static void *kept[1000];
-static void on_alarm(int sig) {
-    (void)sig;
-    void *p = malloc(48); /* not async-signal-safe in general; glibc's tcache copes here */
-    if (handled < 1000) kept[handled] = p; else free(p);
-    handled++;
-}
-int main(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 200}, {0, 200}};
-    setitimer(ITIMER_REAL, &it, NULL);
-    while (handled < 1500)
-        for (int i = 0; i < 1000; i++) { void *volatile p = malloc(100 + i % 200); free(p); }
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
-    printf("live: handled=%d\n", (int)handled);
-    return 0;
-}
-"#,
-        &["-O1"],
-    );
+    let prog = testkit::program("signals");
     let out = agent_command(dir.path(), 1000, None, &[prog.to_str().unwrap()])
         .output()
         .unwrap();

@@ -2,10 +2,9 @@
 //! writer (crafted sequences whose figures are computed by hand) and on a real recorded program.
 use std::path::Path;
 
-use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+use trace::{Event, Marker, Op, ProcessInfo, Record, TraceHeader, Trailer};
 
-mod common;
-use common::{alloclens, compile_c, json_stdout, record, succeeded};
+use testkit::{alloclens, json_stdout, process_info, record, succeeded, TraceFile};
 
 fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
     Record::Event(Event {
@@ -21,14 +20,7 @@ fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record
 }
 
 fn info(pid: u32) -> ProcessInfo {
-    ProcessInfo {
-        pid,
-        ppid: 1,
-        exec_index: 0,
-        cmdline: vec![format!("prog{pid}")],
-        start_unix_ns: 0,
-        truncated: false,
-    }
+    process_info(pid, &format!("prog{pid}"))
 }
 
 /// pid 10: the study's lifetime examples one after another, a marker, a leak, an unmatched free.
@@ -60,24 +52,23 @@ fn crafted() -> Vec<(ProcessInfo, Vec<Record>)> {
 }
 
 fn write_trace(path: &Path, procs: &[(ProcessInfo, Vec<Record>)]) {
-    let file = std::fs::File::create(path).unwrap();
     let header = TraceHeader {
         command: vec!["crafted".into()],
         allocator: "glibc".into(),
         ..Default::default()
     };
-    let mut w = TraceWriter::new(std::io::BufWriter::new(file), &header).unwrap();
-    for (info, records) in procs {
-        let id = w.begin_process(info).unwrap();
-        w.write_records(id, records, 4).unwrap();
-        w.end_process(id, EndReason::Exit, records.len() as u64)
-            .unwrap();
-    }
-    w.finish(&Trailer {
+    let trailer = Trailer {
         exit: "exit 0".into(),
         ..Default::default()
-    })
-    .unwrap();
+    };
+    let mut file = TraceFile::new()
+        .header(header)
+        .trailer(trailer)
+        .chunk_records(4);
+    for (info, records) in procs {
+        file = file.process(info.clone(), records.clone());
+    }
+    file.write(path);
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -278,22 +269,7 @@ fn a_foreign_file_gets_a_one_line_error() {
 #[test]
 fn a_recorded_program_has_its_known_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_c(
-        dir.path(),
-        "prog",
-        r#"#include <stdlib.h>
-int main(void) {
-    void *p = malloc(12345); free(p);                       /* lifetime 0 */
-    void *a = malloc(12345); void *b = malloc(23456);
-    free(a); free(b);                                       /* lifetimes 1 and 1 */
-    void *c = malloc(30001); c = realloc(c, 30017); free(c); /* one chain, lifetime 1 */
-    for (int i = 0; i < 3; i++) { void *volatile l = malloc(31337); (void)l; } /* 3 leaks */
-    void *volatile null = NULL; free(null);                 /* a call that frees nothing */
-    return 0;
-}
-"#,
-        &["-O0"],
-    );
+    let exe = testkit::program("lifetimes");
     let trace = dir.path().join("prog.alt");
     record(&trace, &[], &[&exe]);
     let v = json_of(&[trace.to_str().unwrap()]);
@@ -330,29 +306,7 @@ int main(void) {
 #[test]
 fn a_recorded_threaded_program_with_markers() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_c(
-        dir.path(),
-        "threads",
-        r#"#include <pthread.h>
-#include <stdlib.h>
-void alloclens_mark(const char *label) __attribute__((weak));
-static void *worker(void *arg) {
-    (void)arg;
-    for (int i = 0; i < 100; i++) { void *volatile p = malloc(777); free(p); } /* lifetime 0 */
-    return malloc(4321);                                  /* freed by main, in "cleanup" */
-}
-int main(void) {
-    if (alloclens_mark) alloclens_mark("work");
-    pthread_t t; void *kept;
-    pthread_create(&t, NULL, worker, NULL);
-    pthread_join(t, &kept);
-    if (alloclens_mark) alloclens_mark("cleanup");
-    free(kept);
-    return 0;
-}
-"#,
-        &["-O0", "-pthread"],
-    );
+    let exe = testkit::program("threads");
     let trace = dir.path().join("threads.alt");
     record(&trace, &[], &[&exe]);
     let v = json_of(&[trace.to_str().unwrap()]);
@@ -419,7 +373,7 @@ fn analyze_limited(trace: &Path, limit_mib: u64) -> std::process::Output {
             "ulimit -v {} && exec \"$0\" analyze --json \"$1\"",
             limit_mib << 10
         ))
-        .arg(common::exe())
+        .arg(testkit::alloclens_exe())
         .arg(trace)
         .output()
         .unwrap()
@@ -431,23 +385,7 @@ fn analyze_limited(trace: &Path, limit_mib: u64) -> std::process::Output {
 #[test]
 fn under_an_address_space_limit_the_figures_are_the_same() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_c(
-        dir.path(),
-        "waves",
-        r#"#include <stdlib.h>
-enum { N = 200000 };
-static void *keep[N];
-int main(void) {
-    for (int wave = 0; wave < 3; wave++) {
-        for (int i = 0; i < N; i++) keep[i] = malloc(16 + (i % 7) * 8);
-        for (int i = 0; i < N; i += 2) free(keep[i]);
-        for (int i = 1; i < N; i += 2) free(keep[i]);
-    }
-    return 0;
-}
-"#,
-        &["-O1"],
-    );
+    let exe = testkit::program("waves");
     let trace = dir.path().join("waves.alt");
     record(&trace, &[], &[&exe]);
     let unlimited = succeeded(alloclens().arg("analyze").arg("--json").arg(&trace));
@@ -559,24 +497,7 @@ fn the_json_of_short_images_is_proportionate_to_their_calls() {
 #[test]
 fn the_original_runs_memory_is_in_analyze_and_report() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_c(
-        dir.path(),
-        "keep",
-        r#"#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-int main(void) {
-    for (int i = 0; i < 24 * 16; i++) {              /* 24 MiB in 64 KiB blocks, kept */
-        char *volatile p = malloc(65536 - 64);
-        memset(p, 1, 65536 - 64);
-        if (i % 16 == 15) usleep(10000);
-    }
-    usleep(1000000);                                  /* held: the samples see it all */
-    return 0;
-}
-"#,
-        &["-O1"],
-    );
+    let exe = testkit::program("keep");
     let trace = dir.path().join("keep.alt");
     record(&trace, &[], &[&exe]);
     let v = json_of(&[trace.to_str().unwrap()]);

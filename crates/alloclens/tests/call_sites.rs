@@ -1,36 +1,18 @@
 //! Call sites end to end: `record --stacks` of the C program with known call sites
-//! (crates/recorder/tests/progs/sites.c), then `analyze --sites` (text, JSON, CSV), the report's
+//! (crates/testkit/programs/sites.c), then `analyze --sites` (text, JSON, CSV), the report's
 //! call-site section and `diff --sites`: every site's count resolved to the right function.
 //! And on a real program (cc1 compiling with -O2), the top 10 allocating functions by calls compared
 //! with heaptrack_print's (skipped, with the reason printed, when heaptrack is not installed).
-mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{alloclens, csv_rows, json_stdout, record, succeeded};
 use serde_json::Value;
+use testkit::{alloclens, csv_rows, json_stdout, record, succeeded};
 
-fn sites_program(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/tests/progs/sites.c");
-    let exe = dir.join("sites");
-    let ok = Command::new("cc")
-        .args([
-            "-g",
-            "-O1",
-            "-fno-omit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-pthread",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&source)
-        .arg("-ldl")
-        .status()
-        .unwrap();
-    assert!(ok.success(), "cc failed on sites.c");
-    exe
+fn sites_program() -> &'static Path {
+    testkit::program("sites")
 }
 
 /// Per function of one process: (own calls, inclusive calls, leaked blocks).
@@ -64,7 +46,7 @@ fn process(sites: &Value, pid: u64) -> &Value {
 #[test]
 fn known_sites_resolve_to_their_functions() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = sites_program(dir.path());
+    let exe = sites_program();
     let trace = dir.path().join("sites.alt");
     record(&trace, &["--stacks"], &[&exe]);
     let sites = json_stdout(["analyze", "--sites", "--json", trace.to_str().unwrap()]);
@@ -397,30 +379,7 @@ fn stacks_learned_over_time_share_few_chunks() {
     let dir = tempfile::tempdir().unwrap();
     // 50 distinct stacks (a recursion 1 to 50 deep, within the default --stack-depth of 64), one
     // new stack every 3 ms: about as many recorder drains as stacks.
-    let exe = common::compile_c(
-        dir.path(),
-        "deeper",
-        r#"#include <stdlib.h>
-#include <unistd.h>
-__attribute__((noinline)) void *down(int n) {
-    void *p = n == 0 ? malloc(24) : down(n - 1);
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-int main(void) {
-    for (int i = 0; i < 50; i++) {
-        free(down(i));
-        usleep(3000);
-    }
-    return 0;
-}
-"#,
-        &[
-            "-O1",
-            "-fno-omit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-        ],
-    );
+    let exe = testkit::program("deeper");
     let trace = dir.path().join("deeper.alt");
     record(&trace, &["--stacks"], &[&exe]);
     let reader = trace::TraceReader::open(&trace).unwrap();

@@ -2,8 +2,7 @@
 //! the workloads' own flags. Fails when an option is added without its documentation.
 use std::collections::BTreeSet;
 
-mod common;
-use common::alloclens;
+use testkit::alloclens;
 
 fn long_options(args: &[&str]) -> BTreeSet<String> {
     let out = alloclens().args(args).arg("--help").output().unwrap();

@@ -8,8 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, exe, record};
+use testkit::{alloclens, alloclens_exe, record};
 
 /// A real recording of four processes (a parent and three forked workers), each stream with its
 /// events chunk(s), about 260 k calls.
@@ -22,7 +21,7 @@ fn recording() -> &'static Path {
             &path,
             &[],
             &[
-                &exe(),
+                &alloclens_exe(),
                 "workload",
                 "forkworkers",
                 "--workers",

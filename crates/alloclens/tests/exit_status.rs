@@ -1,11 +1,10 @@
 //! How alloclens ends: quietly with status 0 when its stdout's reader went away (`| head`), 2 for a
 //! command line clap refuses, 1 for any other failure (docs/cli.md, "Exit status").
-mod common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{alloclens, exe, record};
+use testkit::{alloclens, alloclens_exe, record};
 
 /// Runs `cmd` with a stdout whose reader is already closed, so the first write fails with EPIPE
 /// whatever the timing (a `head -c1` reader may or may not have exited when the write comes).
@@ -21,7 +20,11 @@ fn with_closed_stdout(cmd: &mut Command) -> Output {
 
 fn trace(dir: &Path) -> std::path::PathBuf {
     let t = dir.join("t.alt");
-    record(&t, &[], &[&exe(), "workload", "events", "--events", "4"]);
+    record(
+        &t,
+        &[],
+        &[&alloclens_exe(), "workload", "events", "--events", "4"],
+    );
     t
 }
 

@@ -7,8 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{alloclens, artifacts_dir, chromium, headless};
+use testkit::{alloclens, open_in_browser, pre_text, wait_until};
 
 const SYSFS: &str = "/sys/kernel/mm/ksm";
 const STATE: &str = "/run/alloclens/ksm-state";
@@ -49,14 +48,6 @@ impl Drop for Restore {
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill on a pid we spawned and have not reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
@@ -80,7 +71,7 @@ fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
 fn as_nobody(args: &[&str]) -> std::process::Output {
     Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(common::exe())
+        .arg(testkit::alloclens_exe())
         .args(args)
         .output()
         .unwrap()
@@ -287,7 +278,7 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         let own_state = "/tmp/alloclens-ksm-nobody.state";
         let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(common::exe())
+            .arg(testkit::alloclens_exe())
             .args([
                 "run",
                 "--ksm",
@@ -584,7 +575,7 @@ fn forkworkers_run(dir: &Path, mechanism: &str) -> (serde_json::Value, String) {
         .arg(dir.with_extension("csv"))
         .args([
             "--",
-            &common::exe(),
+            &testkit::alloclens_exe(),
             "workload",
             "forkworkers",
             "--shared-mb",
@@ -930,7 +921,7 @@ fn merging_pages(pid: u32) -> u64 {
 /// merges during the session and which outlives it. alloclens must unmerge everything (run=2),
 /// give every value back, and say so.
 fn unmerge_to_give_back(dir: &Path, before: &[(String, String)]) {
-    let mut helper = Command::new(common::exe());
+    let mut helper = Command::new(testkit::alloclens_exe());
     helper
         .args([
             "workload",
@@ -1016,7 +1007,7 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
     let evidence = dir.join("evidence");
     std::fs::create_dir_all(&evidence).unwrap();
     let ev = evidence.display();
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     // Up to 10 s for the library's marks with KSM on; 1 s without (where none may appear).
     let script = format!(
         "{CHECK}\n\
@@ -1199,12 +1190,6 @@ fn compare_and_figures(dir: &Path) {
 /// Opens the page in a 1400 px wide headless Chromium with a probe that measures the KSM table:
 /// it must not need its own horizontal scroll bar nor leave the window.
 fn table_fits_1400px(page: &Path) {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED: chromium is not installed (apt-get install chromium); width not checked"
-        );
-        return;
-    };
     let html = std::fs::read_to_string(page).unwrap();
     // The probe writes its measure into the DOM; the other sections are hidden so the screenshot
     // shows the KSM section.
@@ -1220,17 +1205,12 @@ fn table_fits_1400px(page: &Path) {
     let probed = page.with_file_name("compare-probe.html");
     std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
     let url = format!("file://{}", probed.display());
-    let profile = tempfile::tempdir().unwrap();
-    let out = headless(browser, profile.path(), (1400, 1000))
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed: {:?}", out.status);
-    let dom = String::from_utf8(out.stdout).unwrap();
-    let start = dom.find("<pre id=\"ksm-width\">").expect("the probe ran") + 20;
+    // The screenshot shows the KSM section (target/test-artifacts/ksm-compare.png).
+    let Some(dom) = open_in_browser(&url, (1400, 1000), "ksm-compare") else {
+        return;
+    };
     let width: serde_json::Value =
-        serde_json::from_str(&dom[start..start + dom[start..].find('<').unwrap()]).unwrap();
+        serde_json::from_str(&pre_text(&dom, "ksm-width").expect("the probe ran")).unwrap();
     eprintln!("KSM table at 1400 px: {width}");
     let n = |k: &str| width[k].as_f64().unwrap();
     assert!(n("client") > 0.0, "{width}");
@@ -1240,14 +1220,4 @@ fn table_fits_1400px(page: &Path) {
         n("right") <= n("viewport"),
         "the table leaves the window: {width}"
     );
-    let shot = artifacts_dir().join("ksm-compare.png");
-    let profile = tempfile::tempdir().unwrap();
-    let status = headless(browser, profile.path(), (1400, 1000))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success() && shot.metadata().unwrap().len() > 0);
 }

@@ -1,9 +1,8 @@
 //! Option spellings that commands share, so that what works in one works in the other.
-mod common;
 
 use std::process::Stdio;
 
-use common::{alloclens, exe, json_stdout, succeeded};
+use testkit::{alloclens, alloclens_exe, json_stdout, succeeded};
 
 /// `-a` is `--allocators` in `run` and `--allocator` in `record`: both accept both spellings.
 #[test]
@@ -36,7 +35,14 @@ fn allocator_and_allocators_are_one_option_in_run_and_record() {
             alloclens()
                 .args(["record", "-q", spelling, "glibc@mine", "-o"])
                 .arg(&trace)
-                .args(["--", &exe(), "workload", "events", "--events", "2"])
+                .args([
+                    "--",
+                    &alloclens_exe(),
+                    "workload",
+                    "events",
+                    "--events",
+                    "2",
+                ])
                 .stdin(Stdio::null()),
         );
         let out = succeeded(alloclens().arg("analyze").arg(&trace));

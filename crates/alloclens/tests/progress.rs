@@ -3,8 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-mod common;
-use common::{alloclens, exe};
+use testkit::{alloclens, alloclens_exe};
 
 /// A real trace of about 40 k calls (the churn workload).
 fn recorded(dir: &Path) -> std::path::PathBuf {
@@ -12,7 +11,14 @@ fn recorded(dir: &Path) -> std::path::PathBuf {
     let out = alloclens()
         .args(["record", "-q", "-o"])
         .arg(&trace)
-        .args(["--", &exe(), "workload", "churn", "--ops", "20000"])
+        .args([
+            "--",
+            &alloclens_exe(),
+            "workload",
+            "churn",
+            "--ops",
+            "20000",
+        ])
         .stdout(Stdio::null())
         .output()
         .unwrap();
@@ -37,7 +43,14 @@ fn no_progress_when_stderr_is_not_a_terminal() {
         .arg("record")
         .arg("-o")
         .arg(dir.path().join("again.alt"))
-        .args(["--", &exe(), "workload", "churn", "--ops", "20000"])
+        .args([
+            "--",
+            &alloclens_exe(),
+            "workload",
+            "churn",
+            "--ops",
+            "20000",
+        ])
         .stdout(Stdio::null())
         .output()
         .unwrap();
@@ -109,7 +122,7 @@ fn progress_is_drawn_on_a_terminal() {
         .expect("script (util-linux) runs the command on a terminal");
     // Its total is the trace's record count, from the chunk index: every call the analysis counts
     // (the workload prints no marker).
-    let json = common::json_stdout([
+    let json = testkit::json_stdout([
         "analyze".as_ref(),
         trace_path.as_os_str(),
         "--json".as_ref(),

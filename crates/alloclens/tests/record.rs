@@ -1,30 +1,13 @@
 //! `alloclens record` end to end: the real binary on real programs.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use trace::{EndReason, Op, Record, TraceReader};
 
-mod common;
-use common::{alloclens, SmallDisk};
+use testkit::{alloclens, wait_until, SmallDisk};
 
 fn traced() -> &'static Path {
-    static P: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, path) = P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("traced");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/tests/progs/traced.c");
-        let ok = Command::new("cc")
-            .args(["-O1", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .arg("-ldl")
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        (dir, exe)
-    });
-    path
+    testkit::program("traced")
 }
 
 fn count(path: &Path, op: Op, size: u64) -> usize {
@@ -185,7 +168,7 @@ fn allocator_variant_runs_behind_the_shim() {
         "1000".as_ref(),
         "2".as_ref(),
     ];
-    common::record(&out, &["-a", "jemalloc"], &program);
+    testkit::record(&out, &["-a", "jemalloc"], &program);
     let r = TraceReader::open(&out).unwrap();
     assert_eq!(r.header().allocator, "jemalloc");
     assert_eq!(count(&out, Op::Malloc, 2001), 1000);
@@ -252,39 +235,6 @@ fn a_missing_command_is_a_one_line_error() {
     assert_eq!(stderr.matches("os error").count(), 0, "{stderr}");
 }
 
-/// Long-lived blocks freed chunks later (in allocation order, then in reverse), short-lived ones,
-/// realloc chains, a fork whose child frees inherited blocks: about 500,000 events.
-const BLOCK_IDS_PROGRAM: &str = r#"
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#define N 120000
-static void *keep[N];
-int main(void) {
-    for (int i = 0; i < N; i++) {
-        keep[i] = malloc(16 + (i * 37) % 700);
-        void *volatile brief = malloc(24 + i % 50); /* dies at once */
-        free(brief);
-    }
-    char *grow = malloc(8);
-    for (int i = 1; i < 2000; i++) grow = realloc(grow, 8 + 40 * i);
-    for (int i = 0; i < N / 2; i++) free(keep[i]);         /* in allocation order */
-    pid_t child = fork();
-    if (child == 0) {
-        for (int i = N / 2; i < N / 2 + 1000; i++) free(keep[i]); /* inherited blocks */
-        for (int i = 0; i < 5000; i++) {
-            void *volatile b = malloc(100 + i % 9);
-            free(b);
-        }
-        _exit(0);
-    }
-    waitpid(child, NULL, 0);
-    for (int i = N - 1; i >= N / 2 + 100; i--) free(keep[i]); /* in reverse */
-    free(grow);
-    return 0;
-}
-"#;
-
 /// Drops what depends on timing or process ids, so that two recordings of one deterministic
 /// program compare equal (and the recorder's memory readings, measurements of each run).
 fn call_based(v: &mut serde_json::Value) {
@@ -306,14 +256,14 @@ fn call_based(v: &mut serde_json::Value) {
 #[test]
 fn without_addresses_the_trace_is_smaller_and_the_figures_are_the_same() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = common::compile_c(dir.path(), "blocks", BLOCK_IDS_PROGRAM, &["-O1"]);
+    let exe = testkit::program("blocks");
     let with = dir.path().join("with.alt");
     let without = dir.path().join("without.alt");
-    common::record(&with, &["--addresses"], &[&exe]);
-    common::record(&without, &[], &[&exe]);
+    testkit::record(&with, &["--addresses"], &[&exe]);
+    testkit::record(&without, &[], &[&exe]);
 
     let report = |trace: &Path| {
-        let mut v = common::json_stdout([
+        let mut v = testkit::json_stdout([
             std::ffi::OsStr::new("analyze"),
             "--json".as_ref(),
             trace.as_os_str(),
@@ -411,14 +361,8 @@ fn is_dead(pid: u32) -> bool {
     })
 }
 
-/// Polls `done` until it holds, for 20 s at most.
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
+/// How long a recording may take to reach a state (a hang guard).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The recorder dies (here SIGKILL; out of memory or a bug alike) while the command runs: the
 /// command runs on untraced, and `alloclens record OPTIONS` still waits for it and ends with its
@@ -441,7 +385,9 @@ fn the_command_outlives_a_dead_recorder(options: &[&str]) {
     let supervisor = start_recording(&trace, options, &script);
     // Started, and its process in the file (the recorder flushes twice a second).
     let flushed = || TraceReader::open(&trace).is_ok_and(|r| !r.streams().is_empty());
-    wait_until("the command started", || started.exists() && flushed());
+    wait_until("the command started", LIMIT, || {
+        started.exists() && flushed()
+    });
     // The recorder is the process alloclens forked; the command is the recorder's child.
     let recorder = children_of(supervisor.id());
     assert_eq!(recorder.len(), 1, "one recorder process: {recorder:?}");
@@ -453,7 +399,7 @@ fn the_command_outlives_a_dead_recorder(options: &[&str]) {
     assert_eq!(unsafe { libc::kill(recorder[0] as i32, libc::SIGKILL) }, 0);
     // Only once it is dead: a reader thread of a dying recorder may still take a line written
     // right after the kill (on a busy VM its wake-up can come late), and that line is lost.
-    wait_until("the recorder died", || is_dead(recorder[0]));
+    wait_until("the recorder died", LIMIT, || is_dead(recorder[0]));
     std::fs::write(&go, "").unwrap();
     let out = supervisor.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -499,7 +445,7 @@ fn a_termination_signal_goes_to_the_command_and_the_trace_is_complete() {
         d = dir.path().display()
     );
     let supervisor = start_recording(&trace, &[], &script);
-    wait_until("the command started", || started.exists());
+    wait_until("the command started", LIMIT, || started.exists());
     // SAFETY: kill with a pid this test started and a signal number.
     assert_eq!(
         unsafe { libc::kill(supervisor.id() as i32, libc::SIGTERM) },
@@ -574,7 +520,7 @@ fn issue_15_a_second_recording_into_a_busy_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("s.alt");
     let first = start_recording(&trace, &[], &waiting_script(dir.path()));
-    wait_until("the first recording started", || {
+    wait_until("the first recording started", LIMIT, || {
         dir.path().join("started").exists()
     });
     let second = alloclens()
@@ -604,7 +550,7 @@ fn issue_15_with_force_recordings_replace_the_file_whole() {
     let trace = dir.path().join("s.alt");
     std::fs::write(&trace, "an old file").unwrap();
     let first = start_recording(&trace, &["--force"], &waiting_script(dir.path()));
-    wait_until("the first recording started", || {
+    wait_until("the first recording started", LIMIT, || {
         dir.path().join("started").exists()
     });
     assert_eq!(
@@ -612,7 +558,7 @@ fn issue_15_with_force_recordings_replace_the_file_whole() {
         b"an old file",
         "replaced at the end only"
     );
-    common::record(
+    testkit::record(
         &trace,
         &["--force"],
         &[traced().as_os_str(), "ops".as_ref(), "300".as_ref()],
@@ -636,7 +582,7 @@ fn issue_15_with_force_recordings_replace_the_file_whole() {
 fn issue_15_a_command_that_cannot_start_leaves_the_old_trace_and_no_new_file() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.alt");
-    common::record(
+    testkit::record(
         &good,
         &[],
         &[traced().as_os_str(), "ops".as_ref(), "300".as_ref()],
@@ -707,30 +653,12 @@ fn issue_15_the_trace_goes_to_a_regular_file_of_its_own() {
     }
 }
 
-/// Allocation sizes and frees from an LCG: a trace that compresses poorly (about 1.6 B/event).
-const NOISY_PROGRAM: &str = r#"
-#include <stdlib.h>
-int main(int argc, char **argv) {
-    long n = atol(argv[1]);
-    static void *slot[4096];
-    unsigned long x = 12345;
-    for (long i = 0; i < n; i++) {
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-        unsigned k = (x >> 33) % 4096;
-        free(slot[k]);
-        slot[k] = malloc(1 + (x >> 45) % 5000);
-    }
-    return 0;
-}
-"#;
-
 /// Issue 15: after a disk-full recording the summary said "recorded 8.0 M events" where 3.1 M
 /// were readable. Writing stops at the first failed write, the file ends after its last whole
 /// chunk, the command runs on, and the counts printed are what the file holds.
 #[test]
 fn issue_15_a_full_disk_leaves_a_readable_trace_and_the_count_it_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
+    let exe = testkit::program("noisy");
     let Some(disk) = SmallDisk::mount("2m") else {
         return;
     };
@@ -765,7 +693,7 @@ fn issue_15_a_full_disk_leaves_a_readable_trace_and_the_count_it_holds() {
         "{:?}",
         reader.notes()
     );
-    let analysis = common::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let analysis = testkit::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
     let readable = analysis["processes"][0]["stats"]["calls_total"]
         .as_u64()
         .unwrap();
@@ -799,7 +727,7 @@ fn issue_15_a_killed_recorder_leaves_nothing_behind() {
     let trace = dir.path().join("t.alt");
     std::fs::write(&trace, "an old file").unwrap();
     let supervisor = start_recording_in(&tmp, &trace, &["--force"], &waiting_script(dir.path()));
-    wait_until("the command started", || {
+    wait_until("the command started", LIMIT, || {
         dir.path().join("started").exists()
     });
     let recorder = children_of(supervisor.id());
@@ -812,7 +740,7 @@ fn issue_15_a_killed_recorder_leaves_nothing_behind() {
     );
     // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
     assert_eq!(unsafe { libc::kill(recorder[0] as i32, libc::SIGKILL) }, 0);
-    wait_until("the recorder died", || is_dead(recorder[0]));
+    wait_until("the recorder died", LIMIT, || is_dead(recorder[0]));
     std::fs::write(dir.path().join("go"), "").unwrap();
     let out = supervisor.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -839,7 +767,7 @@ fn issue_15_the_socket_directory_of_a_dead_recording_is_swept() {
         &[],
         &waiting_script(dir.path()),
     );
-    wait_until("the command started", || {
+    wait_until("the command started", LIMIT, || {
         dir.path().join("started").exists()
     });
     let recorder = children_of(supervisor.id());
@@ -848,7 +776,7 @@ fn issue_15_the_socket_directory_of_a_dead_recording_is_swept() {
         // SAFETY: kill with a pid this test started (through alloclens) and a signal number.
         assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
     }
-    wait_until("the recorder died", || is_dead(recorder[0]));
+    wait_until("the recorder died", LIMIT, || is_dead(recorder[0]));
     let left = names_in(&tmp);
     assert_eq!(left.len(), 1, "{left:?}");
     // The command, which holds the output pipes, ends.
@@ -898,7 +826,7 @@ fn issue_15_a_huge_linger_is_a_one_line_error() {
 fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
-    let exe = common::compile_c(dir.path(), "noisy", NOISY_PROGRAM, &["-O1"]);
+    let exe = testkit::program("noisy");
     let trace = dir.path().join("t.alt");
     const LIMIT: u64 = 17 << 20;
     let mut cmd = alloclens();

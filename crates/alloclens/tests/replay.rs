@@ -1,11 +1,10 @@
 //! `alloclens replay`: traces recorded from the built-in workloads replayed under real allocators;
 //! a damaged trace, a trace of a newer format, an allocator that crashes or hangs.
-mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{alloclens, compile_c, exe, installed, json_stdout};
 use serde_json::Value;
+use testkit::{alloclens, alloclens_exe, event, installed, json_stdout, process_info, TraceFile};
 
 /// Records `alloclens workload ARGS` into DIR/NAME.alt (phases marked from `phase: NAME` lines).
 fn record(dir: &Path, name: &str, workload: &[&str]) -> PathBuf {
@@ -15,10 +14,10 @@ fn record(dir: &Path, name: &str, workload: &[&str]) -> PathBuf {
         .arg("-o")
         .arg(&trace)
         .args(["--marker", "phase: (\\S+)", "--"])
-        .arg(exe())
+        .arg(alloclens_exe())
         .arg("workload")
         .args(workload);
-    common::succeeded(&mut cmd);
+    testkit::succeeded(&mut cmd);
     trace
 }
 
@@ -156,37 +155,13 @@ fn cross_thread_frees_wait_for_their_allocation() {
 /// block: SIGSEGV here, "malloc(): unaligned fastbin chunk detected" on small blocks.
 #[test]
 fn a_cross_thread_free_comes_after_the_blocks_pages_are_written() {
-    use trace::{EndReason, Event, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+    use trace::Op;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("handoff.alt");
-    let mut w = TraceWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        &TraceHeader::default(),
-    )
-    .unwrap();
-    let info = ProcessInfo {
-        pid: 11,
-        ppid: 1,
-        exec_index: 0,
-        cmdline: vec!["handoff".into()],
-        start_unix_ns: 0,
-        truncated: false,
-    };
-    let id = w.begin_process(&info).unwrap();
     let rounds = 8u64;
     let mut records = Vec::new();
     let mut call = |tid: u32, op: Op, addr: u64, size: u64| {
-        let seq = records.len() as u64;
-        records.push(Record::Event(Event {
-            seq,
-            t_ns: seq,
-            tid,
-            stack: 0,
-            op,
-            addr,
-            size,
-            old_addr: 0,
-        }));
+        records.push(event(records.len() as u64, tid, op, addr, size, 0));
     };
     for r in 0..rounds {
         let (big, small) = (0x1000_0000 + r * (128 << 20), 0x10_0000 + r * 64);
@@ -195,10 +170,9 @@ fn a_cross_thread_free_comes_after_the_blocks_pages_are_written() {
         call(2, Op::Malloc, small, 32);
         call(1, Op::Free, small, 0);
     }
-    w.write_records(id, &records, 64).unwrap();
-    w.end_process(id, EndReason::Exit, records.len() as u64)
-        .unwrap();
-    w.finish(&Trailer::default()).unwrap();
+    TraceFile::new()
+        .process(process_info(11, "handoff"), records)
+        .write(&path);
 
     let runs = replay(&path, dir.path(), &["-a", "glibc", "--no-allocator-stats"]);
     let r = &runs[0];
@@ -245,18 +219,7 @@ fn glibc_retains_the_freed_wave_where_jemalloc_without_decay_returns_it() {
 /// A trace written with the trace crate: mallocs, a free of a block it never allocated, a double
 /// free, a block never freed, and a realloc of an unknown block.
 fn damaged_trace(path: &Path) {
-    use trace::{EndReason, Event, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = TraceWriter::new(file, &TraceHeader::default()).unwrap();
-    let info = ProcessInfo {
-        pid: 42,
-        ppid: 1,
-        exec_index: 0,
-        cmdline: vec!["damaged".into()],
-        start_unix_ns: 0,
-        truncated: false,
-    };
-    let id = w.begin_process(&info).unwrap();
+    use trace::{Event, Op, Record};
     let ev = |seq: u64, op: Op, addr: u64, size: u64, old_addr: u64| {
         Record::Event(Event {
             seq,
@@ -279,10 +242,10 @@ fn damaged_trace(path: &Path) {
         ev(6, Op::Free, 0, 0, 0),               // free(NULL)
         ev(7, Op::Malloc, 0, 1 << 40, 0),       // failed in the program
     ];
-    w.write_records(id, &records, 4).unwrap();
-    w.end_process(id, EndReason::Exit, records.len() as u64)
-        .unwrap();
-    w.finish(&Trailer::default()).unwrap();
+    TraceFile::new()
+        .chunk_records(4)
+        .process(process_info(42, "damaged"), records)
+        .write(path);
 }
 
 #[test]
@@ -344,41 +307,23 @@ fn a_trace_of_a_newer_format_is_refused_in_one_line() {
 /// never holds more than one 16-byte block.
 #[test]
 fn the_drivers_own_memory_is_not_in_the_figures() {
-    use trace::{EndReason, Event, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
+    use trace::{Op, Record};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pairs.alt");
-    let mut w = TraceWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        &TraceHeader::default(),
-    )
-    .unwrap();
-    let info = ProcessInfo {
-        pid: 7,
-        ppid: 1,
-        exec_index: 0,
-        cmdline: vec!["pairs".into()],
-        start_unix_ns: 0,
-        truncated: false,
-    };
-    let id = w.begin_process(&info).unwrap();
     let n = 800_000u64;
     let records: Vec<Record> = (0..n)
         .map(|seq| {
-            Record::Event(Event {
-                seq,
-                t_ns: seq,
-                tid: 7,
-                stack: 0,
-                op: if seq % 2 == 0 { Op::Malloc } else { Op::Free },
-                addr: 0x10_0000 + (seq / 2) * 32,
-                size: if seq % 2 == 0 { 16 } else { 0 },
-                old_addr: 0,
-            })
+            let addr = 0x10_0000 + (seq / 2) * 32;
+            match seq % 2 {
+                0 => event(seq, 7, Op::Malloc, addr, 16, 0),
+                _ => event(seq, 7, Op::Free, addr, 0, 0),
+            }
         })
         .collect();
-    w.write_records(id, &records, 1 << 18).unwrap();
-    w.end_process(id, EndReason::Exit, n).unwrap();
-    w.finish(&Trailer::default()).unwrap();
+    TraceFile::new()
+        .chunk_records(1 << 18)
+        .process(process_info(7, "pairs"), records)
+        .write(&path);
 
     let runs = replay(&path, dir.path(), &["-a", "glibc", "--no-allocator-stats"]);
     let image = &runs[0]["images"][0];
@@ -399,48 +344,17 @@ fn the_drivers_own_memory_is_not_in_the_figures() {
 #[test]
 fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = compile_c(
-        dir.path(),
-        "libbroken.so",
-        "#include <unistd.h>\n#include <stddef.h>\n\
-         void *valloc(size_t n) { (void)n; *(volatile int *)0 = 1; return 0; }\n\
-         void *pvalloc(size_t n) { (void)n; for (;;) pause(); }\n",
-        &["-shared", "-fPIC"],
-    );
+    let lib = testkit::program("libbroken.so");
     for (op, expected) in [("valloc", "signal 11 (SIGSEGV)"), ("pvalloc", "timeout")] {
-        use trace::{EndReason, Event, Op, ProcessInfo, Record, TraceHeader, TraceWriter, Trailer};
         let path = dir.path().join(format!("{op}.alt"));
-        let mut w = TraceWriter::new(
-            std::fs::File::create(&path).unwrap(),
-            &TraceHeader::default(),
-        )
-        .unwrap();
-        let info = ProcessInfo {
-            pid: 9,
-            ppid: 1,
-            exec_index: 0,
-            cmdline: vec![op.into()],
-            start_unix_ns: 0,
-            truncated: false,
+        let call = match op {
+            "valloc" => trace::Op::Valloc,
+            _ => trace::Op::Pvalloc,
         };
-        let id = w.begin_process(&info).unwrap();
-        let call = Record::Event(Event {
-            seq: 0,
-            t_ns: 0,
-            tid: 9,
-            stack: 0,
-            op: if op == "valloc" {
-                Op::Valloc
-            } else {
-                Op::Pvalloc
-            },
-            addr: 0x4000,
-            size: 100,
-            old_addr: 0,
-        });
-        w.write_records(id, &[call], 8).unwrap();
-        w.end_process(id, EndReason::Exit, 1).unwrap();
-        w.finish(&Trailer::default()).unwrap();
+        TraceFile::new()
+            .chunk_records(8)
+            .process(process_info(9, op), [event(0, 9, call, 0x4000, 100, 0)])
+            .write(&path);
         let out = alloclens()
             .args(["replay", "--timeout", "2s", "--no-allocator-stats", "-a"])
             .arg(format!("glibc,broken={}", lib.display()))

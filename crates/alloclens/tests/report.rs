@@ -8,10 +8,9 @@ use std::sync::OnceLock;
 use assert_cmd::assert::OutputAssertExt;
 use serde_json::Value;
 
-mod common;
-use common::{
-    alloclens, artifacts_dir, chromium, compile_c, exe, headless, installed, json_stdout, record,
-    succeeded,
+use testkit::{
+    alloclens, alloclens_exe, installed, json_stdout, record, render_status, succeeded,
+    unescape_html,
 };
 
 /// The browser window of the page checks.
@@ -74,7 +73,7 @@ fn fixtures() -> &'static Fixtures {
                 HOSTILE_ARG,
             ],
         );
-        let exe = exe();
+        let exe = alloclens_exe();
         let sweep = run_into(
             root.path(),
             "sweep",
@@ -131,49 +130,7 @@ fn chart_ids(html: &str) -> Vec<String> {
 /// Opens the page in headless Chromium: returns the DOM after rendering, and keeps a screenshot
 /// named `name.png` under target/test-artifacts/. None (with a note) when Chromium is missing.
 fn open_in_browser(html: &Path, name: &str) -> Option<String> {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED: chromium is not installed (apt-get install chromium); browser checks not run"
-        );
-        return None;
-    };
-    let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", html.display());
-    let out = headless(browser, profile.path(), WINDOW)
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed: {:?}", out.status);
-    let shot = artifacts_dir().join(format!("{name}.png"));
-    let profile = tempfile::tempdir().unwrap();
-    let status = headless(browser, profile.path(), WINDOW)
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success() && shot.metadata().unwrap().len() > 0);
-    Some(String::from_utf8(out.stdout).unwrap())
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&")
-}
-
-/// The status the page's script writes after drawing (see crates/report/src/render/html/page.js).
-fn render_status(dom: &str) -> Value {
-    let start = dom
-        .find("id=\"render-status\"")
-        .expect("status element in the DOM");
-    let text = &dom[start..];
-    let text = &text[text.find('>').unwrap() + 1..text.find("</pre>").unwrap()];
-    serde_json::from_str(&unescape(text))
-        .unwrap_or_else(|e| panic!("no render status ({e}): {text:?}"))
+    testkit::open_in_browser(&format!("file://{}", html.display()), WINDOW, name)
 }
 
 /// Every chart placeholder drew a non-empty canvas, nothing failed, nothing was fetched.
@@ -298,7 +255,7 @@ fn trace_fixture() -> &'static Path {
         record(
             &path,
             &["--marker", "event (\\d+)"],
-            &[&exe(), "workload", "events", "--events", "8"],
+            &[&alloclens_exe(), "workload", "events", "--events", "8"],
         );
         (dir, path)
     });
@@ -328,7 +285,7 @@ fn trace_report_with_stacks_draws_its_flame_graphs() {
     record(
         &trace,
         &["--stacks"],
-        &[&exe(), "workload", "events", "--events", "4"],
+        &[&alloclens_exe(), "workload", "events", "--events", "4"],
     );
     let html_path = dir.path().join("stacks.html");
     alloclens()
@@ -537,19 +494,6 @@ fn compare_overlays_both_runs() {
     }
 }
 
-/// A C program holding N blocks (alternately 40000 and 100 bytes) then freeing them: its calls are
-/// one malloc and one free per block, plus the array's malloc and free.
-const HOLD_N_C: &str = r#"#include <stdlib.h>
-int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 0;
-    void **keep = malloc(n * sizeof *keep);
-    for (int i = 0; i < n; i++) keep[i] = malloc(i % 2 ? 100 : 40000);
-    for (int i = 0; i < n; i++) free(keep[i]);
-    free(keep);
-    return 0;
-}
-"#;
-
 /// The JSON chart data embedded in a page.
 fn chart_data(html: &str) -> Value {
     let start = html.find("id=\"report-data\">").expect("chart data") + "id=\"report-data\">".len();
@@ -566,14 +510,14 @@ fn headline_cells(html: &str, scope: &str, metric: &str) -> Vec<String> {
     let row = &html[start..start + html[start..].find("</tr>").unwrap()];
     row.split("<td>")
         .skip(1)
-        .map(|c| unescape(c.trim_end_matches("</td>")))
+        .map(|c| unescape_html(c.trim_end_matches("</td>")))
         .collect()
 }
 
 #[test]
 fn compare_overlays_two_traces_with_their_change() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = compile_c(dir.path(), "hold", HOLD_N_C, &["-O0"]);
+    let prog = testkit::program("hold");
     let prog = prog.to_str().unwrap();
     // "Version" B holds twice as many blocks as A (same argument length, so libc does the same).
     let (na, nb) = (300_i64, 600_i64);
@@ -888,7 +832,13 @@ fn size_histograms_draw_every_bucket_of_the_csv() {
     record(
         &trace,
         &[],
-        &[&exe(), "workload", "realloc", "--appends", "300000"],
+        &[
+            &alloclens_exe(),
+            "workload",
+            "realloc",
+            "--appends",
+            "300000",
+        ],
     );
     let csv_dir = dir.path().join("csv");
     succeeded(
@@ -1097,7 +1047,7 @@ fn grouped_fixture() -> &'static (tempfile::TempDir, PathBuf, Vec<String>, u128,
                 "--throughput",
                 "throughput: ([0-9.]+)",
                 "--",
-                &exe(),
+                &alloclens_exe(),
                 "workload",
                 "twowave",
                 "--wave-mb",
@@ -1292,7 +1242,7 @@ setTimeout(function () {
     if let Some(dom) = open_in_browser(&zoomed, "report-run-zoomed") {
         let start = dom.find("id=\"zoom-probe\">").expect("probe ran") + "id=\"zoom-probe\">".len();
         let text = &dom[start..start + dom[start..].find("</pre>").unwrap()];
-        let probe: Value = serde_json::from_str(&unescape(text)).unwrap();
+        let probe: Value = serde_json::from_str(&unescape_html(text)).unwrap();
         let scale = serde_json::json!({"ticks": probe["x"], "labels": probe["labels"]});
         assert_round_scale(
             "zoomed pss-over-time",
@@ -1351,7 +1301,7 @@ fn lines_break_where_no_sample_was_taken() {
     assert!(child.wait().unwrap().success());
 
     // samples.csv has the hole: its largest step between total samples.
-    let rows = common::csv_rows(dir.join("samples.csv"));
+    let rows = testkit::csv_rows(dir.join("samples.csv"));
     let times: Vec<f64> = rows
         .iter()
         .filter(|r| r["scope"] == "total")
@@ -1422,7 +1372,7 @@ fn lines_break_where_no_sample_was_taken() {
 /// A program holding N blocks (like HOLD_N_C) for a short while, so that processes run one after
 /// another with different peaks.
 fn multi_process_trace(dir: &Path) -> PathBuf {
-    let prog = compile_c(dir, "hold", HOLD_N_C, &["-O0"]);
+    let prog = testkit::program("hold");
     let prog = prog.to_str().unwrap();
     let script = [30, 2000, 10, 600, 90, 1200, 5, 300, 60, 900]
         .iter()
@@ -1481,7 +1431,7 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
         .skip(2)
         .map(|row| {
             let cell = row.split("</td>").next().unwrap();
-            unescape(&cell[cell.rfind('>').unwrap() + 1..])
+            unescape_html(&cell[cell.rfind('>').unwrap() + 1..])
         })
         .collect();
     assert_eq!(shown, expected, "by peak live bytes, then calls");
@@ -1495,7 +1445,7 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
         })
         .collect();
     assert_eq!(sections.len(), 8);
-    let sections: Vec<String> = sections.iter().map(|s| unescape(s)).collect();
+    let sections: Vec<String> = sections.iter().map(|s| unescape_html(s)).collect();
     assert_eq!(sections, expected[..8], "sections in the same order");
     // The whole tree first: its total never exceeds the sum of the peaks, and reaches at least the
     // largest live bytes one process had at a point of its timeline.
@@ -1560,7 +1510,7 @@ setTimeout(function () {
     if let Some(dom) = open_in_browser(&clicked, "report-trace-sorted") {
         let start = dom.find("id=\"sort-probe\">").expect("probe ran") + "id=\"sort-probe\">".len();
         let text = &dom[start..start + dom[start..].find("</pre>").unwrap()];
-        let orders: Vec<Vec<String>> = serde_json::from_str(&unescape(text)).unwrap();
+        let orders: Vec<Vec<String>> = serde_json::from_str(&unescape_html(text)).unwrap();
         let mut calls: Vec<u64> = processes.iter().map(|p| key(p).1).collect();
         calls.sort_unstable();
         let as_text = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>();
@@ -1588,7 +1538,7 @@ fn sweep_lines_carry_the_spread_of_repeats() {
             "--param",
             "mb=2,6",
             "--",
-            &exe(),
+            &alloclens_exe(),
             "workload",
             "twowave",
             "--wave-mb",

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, csv_rows, exe};
+use testkit::{alloclens, alloclens_exe, csv_rows};
 
 /// Runs `alloclens run` with `args` into a fresh directory; returns (exit code, stderr, dir).
 fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
@@ -48,7 +47,7 @@ fn every_fork_worker_is_sampled() {
         "--program-output",
         "save",
         "--",
-        &exe(),
+        &alloclens_exe(),
         "workload",
         "forkworkers",
         "--workers",
@@ -96,7 +95,7 @@ fn tree_totals_are_the_sum_of_the_process_rows() {
         "-r",
         "1",
         "--",
-        &exe(),
+        &alloclens_exe(),
         "workload",
         "tree",
         "--procs",
@@ -232,7 +231,7 @@ fn twowave_shows_glibc_keeping_what_jemalloc_returns() {
         "--program-output",
         "discard",
         "--",
-        &exe(),
+        &alloclens_exe(),
         "workload",
         "twowave",
         "--wave-mb",

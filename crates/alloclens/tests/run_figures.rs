@@ -6,8 +6,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, compile_c, csv_rows};
+use testkit::{alloclens, csv_rows};
 
 /// Runs `alloclens run -o DIR/results ARGS`; returns (exit code, stderr).
 fn run(dir: &Path, args: &[&str]) -> (i32, String) {
@@ -32,41 +31,12 @@ fn number(row: &BTreeMap<String, String>, column: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{column} is not a number in {row:?}"))
 }
 
-/// Like mimalloc-bench's malloc-large: four slots, each repeatedly freed and refilled with a
-/// 5-25 MiB block that is written all over, for 1.5 s.
-const MALLOC_LARGE: &str = r#"
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-int main(void) {
-    void *slot[4] = {0};
-    unsigned seed = 1;
-    double end = now() + 1.5;
-    while (now() < end) {
-        seed = seed * 1103515245u + 12345u;
-        size_t size = (size_t)(5 + (seed >> 16) % 21) << 20;
-        int i = (seed >> 8) % 4;
-        free(slot[i]);
-        slot[i] = malloc(size);
-        memset(slot[i], 1, size);
-    }
-    return 0;
-}
-"#;
-
 /// Issue 15: PSS and USS above RSS in 843 of 1,337 samples of malloc-large, and a peak PSS above
 /// the peak RSS in the summary.
 #[test]
 fn pss_never_exceeds_rss_in_samples_or_summary() {
     let dir = tempfile::tempdir().unwrap();
-    let program = compile_c(dir.path(), "malloc_large", MALLOC_LARGE, &["-O1"]);
+    let program = testkit::program("malloc_large");
     let program = program.to_str().unwrap();
     let (code, stderr) = run(
         dir.path(),
@@ -96,70 +66,6 @@ fn pss_never_exceeds_rss_in_samples_or_summary() {
     }
 }
 
-/// A program with fast events, like the CMS reconstruction of issue 15: before each event line it
-/// moves its RSS by 16-48 MiB (touching or dropping 16 MiB blocks, a different total each event),
-/// reads its own RSS and VSS from /proc/self/statm, prints them with its monotonic clock,
-/// then holds still for a while (argv[2], µs) before the next event. A resident base (argv[3], MiB)
-/// makes each smaps_rollup walk (a full sample) slow: ~40 ms for 1 GiB, longer than an event, as
-/// 800 MiB (30 ms) was in CMS.
-const FAST_EVENTS: &str = r#"
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-
-#define BLOCK (16UL << 20)
-
-static void own(unsigned long *rss, unsigned long *vss) {
-    char text[256] = {0};
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0 || read(fd, text, sizeof text - 1) <= 0) exit(2);
-    close(fd);
-    long page = sysconf(_SC_PAGESIZE);
-    if (sscanf(text, "%lu %lu", vss, rss) != 2) exit(3);
-    *vss *= page;
-    *rss *= page;
-}
-
-int main(int argc, char **argv) {
-    int events = atoi(argv[1]);
-    long hold_us = atol(argv[2]);
-    size_t base = strtoul(argv[3], NULL, 10) << 20;
-    /* 4 KiB pages (transparent huge pages would make the walk 512 times cheaper). */
-    int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
-    char *resident = mmap(NULL, base, prot, flags, -1, 0);
-    char *moving = mmap(NULL, 3 * BLOCK, prot, flags, -1, 0);
-    if (resident == MAP_FAILED || moving == MAP_FAILED) return 4;
-    madvise(resident, base, MADV_NOHUGEPAGE);
-    madvise(moving, 3 * BLOCK, MADV_NOHUGEPAGE);
-    memset(resident, 1, base);
-    int touched = 0;
-    unsigned seed = 12345;
-    for (int i = 0; i < events; i++) {
-        seed = seed * 1103515245u + 12345u;
-        int want = (touched + 1 + (seed >> 16) % 3) % 4; /* 0-3 blocks, never the same as now */
-        /* Touching and MADV_DONTNEED, unlike mmap and munmap, do not wait for a reader of
-           smaps_rollup (it holds the mmap lock for reading): the walk cannot slow the events. */
-        for (; touched < want; touched++) memset(moving + touched * BLOCK, 2, BLOCK);
-        for (; touched > want; touched--) madvise(moving + (touched - 1) * BLOCK, BLOCK, MADV_DONTNEED);
-        unsigned long rss, vss;
-        own(&rss, &vss);
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        char line[160];
-        int n = snprintf(line, sizeof line, "event %d rss %lu vss %lu at %ld.%09ld\n", i, rss,
-                         vss, (long)t.tv_sec, t.tv_nsec);
-        if (write(1, line, n) != n) return 6;
-        struct timespec hold = {0, hold_us * 1000};
-        nanosleep(&hold, NULL);
-    }
-    return 0;
-}
-"#;
-
 /// Issue 15: with events faster than one sample, marker rows lagged (62 of 250 more than 2 MiB
 /// off, up to 57 MiB, with later events' values) or came back empty (19). Now every row matches
 /// the program's own figures within 2 MiB, or says it could not: `late`/`missing`, or a reading
@@ -172,7 +78,7 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
     const HOLD: f64 = 0.020;
     const TOLERANCE: u64 = 2 << 20;
     let dir = tempfile::tempdir().unwrap();
-    let program = compile_c(dir.path(), "fast_events", FAST_EVENTS, &["-O1"]);
+    let program = testkit::program("fast_events");
     let (code, stderr) = run(
         dir.path(),
         &[

@@ -1,24 +1,12 @@
 //! `alloclens run` loses nothing and hides nothing: a full disk, output without a final newline,
 //! alloclens killed, absurd options. Real processes, a real tmpfs, real signals.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, compile_c, csv_rows, SmallDisk};
-
-/// A C program printing `event I` for I in 0..N, one line each.
-const MARKERS_C: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-int main(int argc, char **argv) {
-    int n = atoi(argv[1]);
-    for (int i = 0; i < n; i++) printf("event %d\n", i);
-    return 0;
-}
-"#;
+use testkit::{alloclens, csv_rows, SmallDisk};
 
 fn run_into(out_dir: &Path, args: &[&str]) -> Output {
     alloclens()
@@ -31,17 +19,12 @@ fn run_into(out_dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn markers_program(dir: &Path) -> PathBuf {
-    compile_c(dir, "markers", MARKERS_C, &["-O2"])
-}
-
 #[test]
 fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
     let Some(disk) = SmallDisk::mount("512k") else {
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let markers = markers_program(work.path());
+    let markers = testkit::program("markers");
     let out_dir = disk.path().join("r");
     // About 370 KB of markers.csv per run: the second run does not fit.
     let out = run_into(
@@ -124,8 +107,7 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
     let Some(disk) = SmallDisk::mount("512k") else {
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let markers = markers_program(work.path());
+    let markers = testkit::program("markers");
     let out_dir = disk.path().join("r");
     let filler = disk.path().join("filler");
     let flag = disk.path().join("flag");
@@ -184,18 +166,6 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
     let _ = csv_rows(out_dir.join("markers.csv"));
 }
 
-/// Every byte value, several times over, then a last line without a newline.
-const BYTES_C: &str = r#"
-#include <unistd.h>
-int main(void) {
-    unsigned char b[256 * 8];
-    for (int i = 0; i < (int)sizeof b; i++) b[i] = (unsigned char)i;
-    for (int r = 0; r < 4; r++) write(1, b, sizeof b);
-    write(1, "last line", 9);
-    return 0;
-}
-"#;
-
 fn every_byte_expected() -> Vec<u8> {
     let mut expected = Vec::new();
     for _ in 0..4 * 8 {
@@ -208,7 +178,7 @@ fn every_byte_expected() -> Vec<u8> {
 #[test]
 fn pty_output_is_byte_exact_in_save_mode() {
     let work = tempfile::tempdir().unwrap();
-    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    let bytes = testkit::program("bytes");
     for extra in [&["--pty"][..], &[][..]] {
         let out_dir = work.path().join(format!("r{}", extra.len()));
         let mut args = vec!["-a", "glibc", "-r", "1", "--program-output", "save"];
@@ -235,7 +205,7 @@ fn pty_output_is_byte_exact_in_save_mode() {
 #[test]
 fn pty_output_is_byte_exact_in_pass_mode() {
     let work = tempfile::tempdir().unwrap();
-    let bytes = compile_c(work.path(), "bytes", BYTES_C, &[]);
+    let bytes = testkit::program("bytes");
     let out = run_into(
         &work.path().join("r"),
         &[
@@ -274,17 +244,6 @@ fn live_start_time(pid: i32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
-
 #[test]
 fn sigkill_of_alloclens_kills_the_whole_tree() {
     let work = tempfile::tempdir().unwrap();
@@ -320,7 +279,7 @@ fn sigkill_of_alloclens_kills_the_whole_tree() {
             .collect()
     };
     assert!(
-        wait_until(Duration::from_secs(20), || read_pids().len() == 3),
+        testkit::poll_until(Duration::from_secs(20), || read_pids().len() == 3),
         "the command did not start its tree"
     );
     // Identify each process by pid and start time, so a reused pid does not count as alive.
@@ -338,7 +297,7 @@ fn sigkill_of_alloclens_kills_the_whole_tree() {
             .map(|(pid, _)| *pid)
             .collect()
     };
-    wait_until(Duration::from_secs(10), || alive().is_empty());
+    testkit::poll_until(Duration::from_secs(10), || alive().is_empty());
     let survivors = alive();
     for pid in &survivors {
         let _ = nix::sys::signal::kill(

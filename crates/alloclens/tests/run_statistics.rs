@@ -7,8 +7,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, csv_rows, exe};
+use testkit::{alloclens, alloclens_exe, csv_rows};
 
 /// Runs `alloclens run -o DIR/results ARGS` in DIR; returns (exit code, stdout, stderr).
 fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
@@ -183,7 +182,7 @@ fn with_throughput_the_variants_are_ranked_by_it_in_the_users_unit() {
     testkit::require!(allocator "mimalloc");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let alloclens = exe();
+    let alloclens = alloclens_exe();
     let (code, stdout, stderr) = run_in(
         d,
         &[

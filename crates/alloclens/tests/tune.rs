@@ -5,14 +5,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::{alloclens, compile_c, exe};
+use testkit::{alloclens, alloclens_exe};
 
 /// A twowave small enough for tests: glibc keeps wave A's pages, jemalloc without decay purges
 /// them, so mean PSS differs by about a quarter, run after run.
 fn twowave(wave_mb: &str, hold_ms: &str) -> Vec<String> {
     [
-        &exe(),
+        &alloclens_exe(),
         "workload",
         "twowave",
         "--wave-mb",
@@ -170,7 +169,7 @@ fn the_recommendation_holds_up_in_an_independent_run() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains(label));
-    let rows = common::csv_rows(dir.join("candidates.csv"));
+    let rows = testkit::csv_rows(dir.join("candidates.csv"));
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[1]["recommended"], "true");
 }
@@ -213,12 +212,7 @@ fn the_budget_is_honoured() {
 fn a_crashing_candidate_is_reported_and_the_search_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     // A "malloc library" that crashes the program as it loads.
-    let lib = compile_c(
-        tmp.path(),
-        "libcrash.so",
-        "#include <signal.h>\n__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }\n",
-        &["-shared", "-fPIC"],
-    );
+    let lib = testkit::program("libcrash.so");
     let space = space_file(
         tmp.path(),
         &[
@@ -342,7 +336,7 @@ fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("tw.alt");
     let command = twowave("6", "200");
-    common::record(&trace, &[], &command);
+    testkit::record(&trace, &[], &command);
     let space = space_file(
         tmp.path(),
         &[

@@ -1,9 +1,8 @@
 //! Sizes are printed in binary units everywhere a user reads them.
-mod common;
 
 use std::process::Stdio;
 
-use common::{alloclens, exe};
+use testkit::{alloclens, alloclens_exe};
 
 #[test]
 fn record_gives_the_trace_size_in_binary_units() {
@@ -12,7 +11,7 @@ fn record_gives_the_trace_size_in_binary_units() {
     let out = alloclens()
         .args(["record", "-o"])
         .arg(&trace)
-        .args(["--", &exe(), "workload", "churn"])
+        .args(["--", &alloclens_exe(), "workload", "churn"])
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -1,44 +1,11 @@
 //! `alloclens watch`, end to end: real programs, real allocators, real /proc, real gdb.
-mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{alloclens, compile_c};
 use serde_json::Value;
-
-/// Holds 4000 blocks of 1 KiB (4,096,000 bytes, its own count of live bytes) and replaces one block
-/// per step for `rounds` rounds of 50 ms; prints a checksum per round that depends only on its own
-/// data, and exits with status 3.
-const STEADY: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#define N 4000
-int main(int argc, char **argv) {
-    int rounds = atoi(argv[1]);
-    char *b[N];
-    unsigned long sum = 0, seed = 12345;
-    for (int i = 0; i < N; i++) { b[i] = malloc(1024); memset(b[i], i & 0xff, 1024); }
-    for (int r = 0; r < rounds; r++) {
-        for (int k = 0; k < 200; k++) {
-            seed = seed * 6364136223846793005UL + 1442695040888963407UL;
-            int i = (int)((seed >> 33) % N);
-            sum += (unsigned char)b[i][7];
-            free(b[i]);
-            b[i] = malloc(1024);
-            memset(b[i], (int)(seed & 0xff), 1024);
-        }
-        printf("round %d sum %lu\n", r, sum);
-        fflush(stdout);
-        usleep(50000);
-    }
-    printf("done\n");
-    return 3;
-}
-"#;
+use testkit::{alloclens, wait_until};
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -47,14 +14,6 @@ fn read_json(path: &Path) -> Value {
 fn samples(dir: &Path) -> Vec<csv::StringRecord> {
     let mut r = csv::Reader::from_path(dir.join("samples.csv")).unwrap();
     r.records().filter_map(Result::ok).collect()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// gdb for `--pid`; where CI runs it must be there (testkit's skip policy).
@@ -69,7 +28,7 @@ fn gdb_installed() -> bool {
 fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
     testkit::require!(program "gdb");
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let prog = testkit::program("steady");
     // 200 rounds of 50 ms: it outlives the watch and both gdb readings on a loaded machine (each
     // took up to 3 s at a load of 30 on 2 cores). The unwatched run goes on meanwhile.
     let reference = Command::new(&prog)
@@ -192,7 +151,7 @@ fn watch_pid_bad_input_says_it_in_one_line() {
 #[test]
 fn killing_alloclens_leaves_samples_and_the_program_running() {
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let prog = testkit::program("steady");
     let dir = tmp.path().join("w");
     let out_path = tmp.path().join("out.txt");
     let mut watcher = alloclens()
@@ -207,7 +166,7 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
         .spawn()
         .unwrap();
     let csv = dir.join("samples.csv");
-    wait_for("3 samples", Duration::from_secs(30), || {
+    wait_until("3 samples", Duration::from_secs(30), || {
         std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 4)
     });
     let children = std::fs::read_to_string(format!(
@@ -232,7 +191,7 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
     assert!(json["command"][0].as_str().unwrap().ends_with("steady"));
 
     // The page of the killed watch: its verdict made from samples.csv, its charts drawn from it.
-    common::succeeded(alloclens().arg("report").arg(&dir));
+    testkit::succeeded(alloclens().arg("report").arg(&dir));
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(page.contains("did not finish (alloclens was killed)"));
     assert!(page.contains("\"id\":\"watch-memory\""), "no memory chart");
@@ -240,7 +199,7 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
 
     // The program: alive after the kill, and it finishes its work.
     assert!(Path::new(&format!("/proc/{program}")).exists());
-    wait_for("the program's last line", Duration::from_secs(60), || {
+    wait_until("the program's last line", Duration::from_secs(60), || {
         std::fs::read_to_string(&out_path).is_ok_and(|t| t.ends_with("done\n"))
     });
     let text = std::fs::read_to_string(&out_path).unwrap();
@@ -251,12 +210,12 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
 /// figures and the agent's live bytes (cross-checked against the program's own 4,096,000 bytes).
 #[test]
 fn allocator_without_statistics_is_said_in_one_line() {
-    if !common::installed("tbbmalloc") {
+    if !testkit::installed("tbbmalloc") {
         eprintln!("skipped: tbbmalloc is not installed");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let prog = testkit::program("steady");
     let dir = tmp.path().join("w");
     let out = alloclens()
         .args(["watch", "-a", "tbbmalloc", "--interval", "100ms", "-o"])
@@ -291,7 +250,7 @@ fn allocator_without_statistics_is_said_in_one_line() {
 #[test]
 fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let prog = testkit::program("steady");
     let dir = tmp.path().join("w");
     let out_path = tmp.path().join("out.txt");
     let summary_path = tmp.path().join("summary.txt");
@@ -306,7 +265,7 @@ fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
         .spawn()
         .unwrap();
     let csv = dir.join("samples.csv");
-    wait_for("3 samples", Duration::from_secs(30), || {
+    wait_until("3 samples", Duration::from_secs(30), || {
         std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 4)
     });
     nix::sys::signal::kill(
@@ -325,7 +284,7 @@ fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
     let stderr = std::fs::read_to_string(&summary_path).unwrap();
     assert!(stderr.contains("alloclens: results in"), "{stderr}");
     // The program shares the stdout file with the summary; it goes on to its last line.
-    wait_for("the program's last line", Duration::from_secs(60), || {
+    wait_until("the program's last line", Duration::from_secs(60), || {
         std::fs::read_to_string(&out_path).is_ok_and(|t| t.ends_with("done\n"))
     });
     let text = std::fs::read_to_string(&out_path).unwrap();
@@ -400,9 +359,9 @@ fn last_live_line(output: &str) -> std::collections::BTreeMap<String, u64> {
 #[test]
 fn leak_workload_is_a_leak_under_glibc_and_jemalloc() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     for allocator in ["glibc", "jemalloc"] {
-        if !common::installed(allocator) {
+        if !testkit::installed(allocator) {
             eprintln!("skipped {allocator}: not installed");
             continue;
         }
@@ -450,14 +409,14 @@ fn leak_workload_is_a_leak_under_glibc_and_jemalloc() {
 #[test]
 fn cache_workload_is_fragmentation_or_retention_under_glibc_and_stable_under_jemalloc() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = common::exe();
+    let exe = testkit::alloclens_exe();
     let cases: [(&str, &[&str]); 2] = [
         ("glibc", &["fragmentation", "retention"]),
         ("jemalloc:dirty_decay_ms=0", &["stable"]),
     ];
     for (variant, expected) in cases {
         let allocator = variant.split(':').next().unwrap();
-        if !common::installed(allocator) {
+        if !testkit::installed(allocator) {
             eprintln!("skipped {variant}: not installed");
             continue;
         }
@@ -500,24 +459,6 @@ fn cache_workload_is_fragmentation_or_retention_under_glibc_and_stable_under_jem
         );
     }
 }
-/// LinkedIn's two waves (Venice): 200,000 blocks of 500 bytes, every 16th kept: glibc keeps the
-/// freed memory between the survivors. Holds it for `argv[1]` seconds.
-const TWO_WAVES: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    int n = 200000;
-    char **a = malloc(n * sizeof *a);
-    for (int i = 0; i < n; i++) { a[i] = malloc(500); memset(a[i], 1, 500); }
-    for (int i = 0; i < n; i++) if (i % 16) { free(a[i]); a[i] = 0; }
-    printf("held\n");
-    fflush(stdout);
-    sleep(atoi(argv[1]));
-    return 0;
-}
-"#;
 
 /// `--pid --trim-probe` on the two waves: glibc's in-use bytes are the program's, malloc_trim(0)
 /// gives back most of what glibc holds free, and the verdict is retention.
@@ -525,7 +466,7 @@ int main(int argc, char **argv) {
 fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
     testkit::require!(program "gdb");
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "twowaves", TWO_WAVES, &["-O1"]);
+    let prog = testkit::program("twowaves");
     let mut child = Command::new(&prog)
         .arg("30")
         .stdout(Stdio::piped())
@@ -575,76 +516,6 @@ fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
     let given = end["rss_before"].as_u64().unwrap() - end["rss_after"].as_u64().unwrap();
     assert!(given > 40 << 20, "trim gave back {given} B: {text}");
 }
-
-/// The verdict matrix's programs.
-const MATRIX: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-/* The verdict matrix's programs: argv[1] names what memory does for argv[2] ms, a step every
- * argv[3] ms (default 100); each prints "done" and exits 0.
- * leak:   keeps 1 MiB more a step (64 blocks of 16 KiB), frees it all before exit.
- * frag:   glibc fragmentation: each step frees the previous step's 128 blocks and allocates 128
- *         blocks 16 bytes larger, each right behind a small pin that stays (taken from the heap's
- *         top: allocated large, then shrunk, the block fills the rest). The holes sit between
- *         pins, too small for anything asked later: heap and glibc's free bytes grow by 2 MiB a
- *         step, live bytes stay flat (8 KiB of pins a step). Frees it all before exit.
- * retain: 200,000 blocks of 200 bytes; after a third of the time frees 15 of each 16: glibc keeps
- *         the freed memory between the survivors.
- * mmap:   maps 4 MiB more of private anonymous memory a step, outside malloc.
- * shm:    touches 4 MiB more of a shared anonymous mapping a step. */
-static long ms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000L + t.tv_nsec / 1000000; }
-#define STEPS 4096
-static char *kept[STEPS][128];
-int main(int argc, char **argv) {
-    const char *what = argv[1];
-    long start = ms(), run = atol(argv[2]), end = start + run;
-    long step_us = (argc > 3 ? atol(argv[3]) : 100) * 1000;
-    int r = 0;
-    if (!strcmp(what, "retain")) {
-        int n = 200000;
-        char **a = malloc(n * sizeof *a);
-        for (int i = 0; i < n; i++) { a[i] = malloc(200); memset(a[i], 1, 200); }
-        while (ms() < start + run / 3) usleep(20000);
-        for (int i = 0; i < n; i++) if (i % 16) { free(a[i]); a[i] = 0; }
-        while (ms() < end) usleep(20000);
-        printf("done\n");
-        return 0;
-    }
-    char *shared = NULL;
-    if (!strcmp(what, "shm"))
-        shared = mmap(NULL, 1L << 30, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    static char *big[128];
-    for (; ms() < end && r < STEPS; r++) {
-        if (!strcmp(what, "leak")) {
-            for (int i = 0; i < 64; i++) { kept[r][i] = malloc(16384); memset(kept[r][i], r, 16384); }
-        } else if (!strcmp(what, "frag")) {
-            size_t size = 16384 + 16 * (size_t)r;
-            for (int i = 0; i < 128; i++) free(big[i]);
-            for (int i = 0; i < 128; i++) {
-                kept[r][i] = realloc(malloc(size + 80), 48);
-                memset(kept[r][i], r, 48);
-                big[i] = malloc(size);
-                memset(big[i], r, size);
-            }
-        } else if (!strcmp(what, "mmap")) {
-            char *p = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            memset(p, r, 4 << 20);
-        } else if (!strcmp(what, "shm")) {
-            memset(shared + ((long)r << 22) % (1L << 30), r, 4 << 20);
-        }
-        usleep(step_us);
-    }
-    for (int i = 0; i < 128; i++) free(big[i]);
-    for (int s = 0; s < r; s++)
-        for (int i = 0; i < 128; i++) free(kept[s][i]);
-    printf("done\n");
-    return 0;
-}
-"#;
 
 /// What one watch of the matrix gave: its exit code, stdout + stderr (the program's output and
 /// the summary), watch.json when it could be written, and the samples kept.
@@ -786,13 +657,9 @@ impl Drop for Running {
 fn verdict_matrix_over_real_processes() {
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path();
-    let m = compile_c(work, "m", MATRIX, &["-O1"]).display().to_string();
-    let ms = compile_c(work, "ms", MATRIX, &["-O1", "-static"])
-        .display()
-        .to_string();
-    let steady = compile_c(work, "steady", STEADY, &["-O1"])
-        .display()
-        .to_string();
+    let m = testkit::program("matrix").display().to_string();
+    let ms = testkit::program("matrix_static").display().to_string();
+    let steady = testkit::program("steady").display().to_string();
     let gdb = gdb_installed();
     let w100 = ["--interval", "100ms"];
     type Check = Box<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
@@ -930,14 +797,14 @@ fn verdict_matrix_over_real_processes() {
     cases.push((
         "disk fills",
         Box::new(move |d| {
-            let Some(disk) = common::SmallDisk::mount("2m") else {
+            let Some(disk) = testkit::SmallDisk::mount("2m") else {
                 return Ok(());
             };
             let dir = disk.path().join("w");
             let csv = dir.join("samples.csv");
             // The output beside `d`, outside the small disk.
             let w = watch_logged(&dir, d, &w100, &[&m1, "leak", "4000"], |_| {
-                wait_for("6 samples", Duration::from_secs(30), || {
+                wait_until("6 samples", Duration::from_secs(30), || {
                     std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 7)
                 });
                 let mut f = std::fs::File::create(disk.path().join("filler")).unwrap();
@@ -1020,7 +887,7 @@ fn verdict_matrix_over_real_processes() {
 #[test]
 fn missed_ticks_are_skipped_not_taken_in_a_burst() {
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "steady", STEADY, &["-O1"]);
+    let prog = testkit::program("steady");
     let dir = tmp.path().join("w");
     let csv = dir.join("samples.csv");
     let w = watch_matrix(
@@ -1028,7 +895,7 @@ fn missed_ticks_are_skipped_not_taken_in_a_burst() {
         &["--interval", "50ms"],
         &[prog.to_str().unwrap(), "50"],
         |watcher| {
-            wait_for("5 samples", Duration::from_secs(30), || {
+            wait_until("5 samples", Duration::from_secs(30), || {
                 std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 6)
             });
             let pid = nix::unistd::Pid::from_raw(watcher as i32);

@@ -1,14 +1,13 @@
 //! `alloclens watch` and the user's files and programs: --force removes only the watch's own files,
 //! a command that cannot start leaves no directory, a program may still enter a user namespace,
 //! a damaged samples.csv is named by `report`, and the refusals name what to do instead.
-mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
 
-use common::{alloclens, compile_c};
 use serde_json::Value;
+use testkit::alloclens;
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -148,55 +147,12 @@ fn command_that_cannot_start_leaves_no_directory() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
 
-/// Enters a user namespace (and, as root, joins its own mount namespace with setns), both of
-/// which the kernel refuses to a process with more than one thread; then lives 500 ms more.
-const NAMESPACES: &str = r#"
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-static int threads(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char l[256];
-    int n = -1;
-    while (f && fgets(l, sizeof l, f))
-        if (!strncmp(l, "Threads:", 8))
-            n = atoi(l + 8);
-    if (f)
-        fclose(f);
-    return n;
-}
-int main(void) {
-    int before = threads();
-    int setns_r = 0, setns_e = 0;
-    if (geteuid() == 0) {
-        int fd = open("/proc/self/ns/mnt", O_RDONLY);
-        setns_r = setns(fd, CLONE_NEWNS);
-        setns_e = setns_r ? errno : 0;
-        close(fd);
-    }
-    int r = unshare(CLONE_NEWUSER);
-    int e = r ? errno : 0;
-    char *p = malloc(1 << 20);
-    memset(p, 1, 1 << 20);
-    usleep(500000);
-    printf("threads_before=%d setns=%d setns_errno=%d unshare=%d unshare_errno=%d threads_after=%d\n",
-           before, setns_r, setns_e, r, e, threads());
-    free(p);
-    return r || setns_r;
-}
-"#;
-
 /// `watch -- unshare -U ...`: the agent's thread steps aside for the calls the kernel grants only
 /// to a single-threaded process, and comes back (its snapshots go on after the call).
 #[test]
 fn the_watched_program_can_enter_a_user_namespace() {
     let tmp = tempfile::tempdir().unwrap();
-    let prog = compile_c(tmp.path(), "namespaces", NAMESPACES, &["-O1"]);
+    let prog = testkit::program("namespaces");
     let alone = std::process::Command::new(&prog).output().unwrap();
     if !alone.status.success() {
         eprintln!(

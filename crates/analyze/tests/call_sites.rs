@@ -1,7 +1,7 @@
-//! Folding per-stack figures into call sites, on real stacks: a C program compiled here with gcc -g -O2
-//! captures its stacks with glibc's backtrace() and prints them with its /proc/self/maps; the test
-//! gives each distinct stack known figures (as `analyze::sites` would) and checks the folded sites.
-use std::path::Path;
+//! Folding per-stack figures into call sites, on real stacks: a C program (testkit's
+//! `known_sites`, gcc -g -O2) captures its stacks with glibc's backtrace() and prints them with its
+//! /proc/self/maps; the test gives each distinct stack known figures (as `analyze::sites` would)
+//! and checks the folded sites.
 use std::process::Command;
 
 use analyze::call_sites::{address_space, fold, FoldInput, SortKey};
@@ -13,17 +13,9 @@ struct Program {
     modules: Vec<Module>,
 }
 
-fn run_program(dir: &Path) -> Program {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/known_sites.c");
-    let exe = dir.join("known_sites");
-    let cc = Command::new("gcc")
-        .args(["-g", "-O2", "-o"])
-        .arg(&exe)
-        .arg(&source)
-        .status()
-        .unwrap();
-    assert!(cc.success());
-    let out = Command::new(&exe).output().unwrap();
+fn run_program() -> Program {
+    let exe = testkit::program("known_sites");
+    let out = Command::new(exe).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
@@ -62,8 +54,7 @@ fn run_program(dir: &Path) -> Program {
 
 #[test]
 fn figures_fold_by_function_and_by_stack() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = run_program(dir.path());
+    let program = run_program();
     // A's 3 calls come from one line (one stack), then B, then C: 3 distinct stacks.
     assert_eq!(program.stacks.len(), 5);
     assert_eq!(program.stacks[0], program.stacks[2]);

@@ -1,15 +1,14 @@
 //! Analysis of trace files written by the trace crate's writer: same figures as in memory, damaged
 //! files analysed up to the damage, filters that match nothing named in the error.
-mod common;
 
 use std::path::Path;
 
 use analyze::{analyze, analyze_file, AnalyzeError, Config, Options};
-use common::{info, Seq};
+use testkit::{process_info, Calls, TraceFile};
 use trace::{EndReason, ProcessInfo, TraceHeader, TraceWriter, Trailer};
 
-fn two_processes() -> Vec<(ProcessInfo, Seq)> {
-    let mut a = Seq::new();
+fn two_processes() -> Vec<(ProcessInfo, Calls)> {
+    let mut a = Calls::new();
     for i in 0..5000u64 {
         a.on_thread(1 + (i % 3) as u32)
             .malloc(0x1000 + 16 * (i % 64), 24 + i % 40);
@@ -19,34 +18,33 @@ fn two_processes() -> Vec<(ProcessInfo, Seq)> {
         a.free(0x1000 + 16 * (i % 64));
     }
     a.malloc(0x99, 4096);
-    let mut b = Seq::new();
+    let mut b = Calls::new();
     b.malloc(0x10, 42);
     b.realloc(0x10, 0x20, 84);
     b.free(0x20);
-    let mut child = info(43);
+    let mut child = process_info(43, "test");
     child.ppid = 42;
-    vec![(info(42), a), (child, b)]
+    vec![(process_info(42, "test"), a), (child, b)]
 }
 
-fn write_trace(path: &Path, procs: &[(ProcessInfo, Seq)], chunk_records: usize) {
-    let file = std::fs::File::create(path).unwrap();
+fn write_trace(path: &Path, procs: &[(ProcessInfo, Calls)], chunk_records: usize) {
     let header = TraceHeader {
         command: vec!["test".into()],
         allocator: "glibc".into(),
         ..Default::default()
     };
-    let mut w = TraceWriter::new(std::io::BufWriter::new(file), &header).unwrap();
-    for (info, seq) in procs {
-        let id = w.begin_process(info).unwrap();
-        w.write_records(id, &seq.records, chunk_records).unwrap();
-        w.end_process(id, EndReason::Exit, seq.records.len() as u64)
-            .unwrap();
-    }
-    w.finish(&Trailer {
+    let trailer = Trailer {
         exit: "exit 0".into(),
         ..Default::default()
-    })
-    .unwrap();
+    };
+    let mut file = TraceFile::new()
+        .header(header)
+        .trailer(trailer)
+        .chunk_records(chunk_records);
+    for (info, calls) in procs {
+        file = file.process(info.clone(), calls.records.clone());
+    }
+    file.write(path);
 }
 
 #[test]

@@ -1,12 +1,11 @@
 //! Property: on any valid sequence, the live figures follow an independent model after every call
 //! (so they never go negative), and at the end equal the sum of the sizes never freed (the leaks).
-mod common;
 
 use std::collections::HashMap;
 
 use analyze::{Config, ProcessAnalyzer};
-use common::{info, Seq};
 use proptest::prelude::*;
+use testkit::{process_info, Calls};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -35,7 +34,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
     fn live_bytes_follow_the_model(steps in prop::collection::vec(step(), 0..400)) {
-        let mut s = Seq::new();
+        let mut s = Calls::new();
         // Model: live address -> size; addresses are fresh or reused like an allocator would.
         let mut model: HashMap<u64, u64> = HashMap::new();
         let mut live: Vec<u64> = Vec::new();
@@ -84,7 +83,7 @@ proptest! {
             }
             expected_after.push((model.values().sum(), model.len() as u64));
         }
-        let mut a = ProcessAnalyzer::new(info(7), &Config::default());
+        let mut a = ProcessAnalyzer::new(process_info(7, "test"), &Config::default());
         let mut k = 0;
         for r in &s.records {
             a.feed(r);

@@ -2,14 +2,13 @@
 //! one-sided updates (a free only checks the minima, an allocation only the maxima) equal those of
 //! an independent model that observes both sides after every call, with and without a phase
 //! filter, through markers, timeline steps, replaced entries and live sums that wrap.
-mod common;
 
 use std::collections::HashMap;
 
 use analyze::timeline::{Axis, Downsampler, Sample};
 use analyze::{Config, ProcessAnalyzer};
-use common::{info, Seq};
 use proptest::prelude::*;
+use testkit::{process_info, Calls};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -96,7 +95,7 @@ impl Model {
 }
 
 fn check(steps: &[Step], filter: Option<&str>) -> Result<(), TestCaseError> {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     let mut m = Model::default();
     let mut addrs: Vec<u64> = Vec::new();
     let mut next = 0x1000u64;
@@ -162,7 +161,7 @@ fn check(steps: &[Step], filter: Option<&str>) -> Result<(), TestCaseError> {
         };
         let sample = Sample {
             calls: seq + 1,
-            t_ns: Seq::t_of(seq),
+            t_ns: Calls::t_of(seq),
             live_bytes: m.bytes,
             live_allocations: m.live.len() as u64,
             cumulated_upper_bytes: m.upper,
@@ -177,7 +176,7 @@ fn check(steps: &[Step], filter: Option<&str>) -> Result<(), TestCaseError> {
         timeline_points: points,
         ..Config::default()
     };
-    let mut a = ProcessAnalyzer::new(info(7), &config);
+    let mut a = ProcessAnalyzer::new(process_info(7, "test"), &config);
     a.feed_chunk(&s.records);
     let r = a.finish();
 

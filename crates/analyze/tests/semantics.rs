@@ -1,19 +1,22 @@
 //! The definitions of docs/metrics.md checked on small crafted sequences, values computed by hand.
-mod common;
 
 use analyze::{analyze_process, Config, ProcessReport};
-use common::{info, Seq};
+use testkit::{process_info, Calls};
 
-fn run(s: &Seq) -> ProcessReport {
-    analyze_process(info(42), s.records.clone(), &Config::default())
+fn run(s: &Calls) -> ProcessReport {
+    analyze_process(
+        process_info(42, "test"),
+        s.records.clone(),
+        &Config::default(),
+    )
 }
 
-fn run_phase(s: &Seq, phase: &str) -> ProcessReport {
+fn run_phase(s: &Calls, phase: &str) -> ProcessReport {
     let config = Config {
         phase: Some(phase.to_string()),
         ..Config::default()
     };
-    analyze_process(info(42), s.records.clone(), &config)
+    analyze_process(process_info(42, "test"), s.records.clone(), &config)
 }
 
 fn lifetimes(r: &ProcessReport) -> (u64, Option<u64>, u64) {
@@ -24,7 +27,7 @@ fn lifetimes(r: &ProcessReport) -> (u64, Option<u64>, u64) {
 // The three examples of the git-cinnabar study.
 #[test]
 fn study_example_malloc_then_free_has_lifetime_0() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 42);
     s.free(0x10);
     let r = run(&s);
@@ -34,7 +37,7 @@ fn study_example_malloc_then_free_has_lifetime_0() {
 
 #[test]
 fn study_example_other_malloc_in_between_has_lifetime_1() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 42);
     s.malloc(0x20, 42);
     s.free(0x10);
@@ -45,7 +48,7 @@ fn study_example_other_malloc_in_between_has_lifetime_1() {
 
 #[test]
 fn study_example_realloc_continues_the_allocation_lifetime_1() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 42);
     s.realloc(0x10, 0x30, 84);
     s.free(0x30);
@@ -58,7 +61,7 @@ fn study_example_realloc_continues_the_allocation_lifetime_1() {
 
 #[test]
 fn lifetime_in_ns_and_share_of_life() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 8); // call 0
     for i in 0..8 {
         s.free(0); // calls 1..8: free(NULL) counts as a call
@@ -75,7 +78,7 @@ fn lifetime_in_ns_and_share_of_life() {
         .find(|p| p.q == 0.5)
         .unwrap();
     assert_eq!(p50.calls, 8);
-    assert_eq!(p50.ns, Seq::t_of(9) - Seq::t_of(0));
+    assert_eq!(p50.ns, Calls::t_of(9) - Calls::t_of(0));
     assert!((p50.share_of_life - 0.8).abs() < 1e-12);
     assert_eq!(r.stats.null_frees, 8);
     assert_eq!(r.stats.calls["free"], 9);
@@ -84,7 +87,7 @@ fn lifetime_in_ns_and_share_of_life() {
 
 #[test]
 fn cumulated_bounds_with_realloc_chains() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 100);
     s.realloc(0x10, 0x20, 200); // moves
     s.realloc(0x20, 0x20, 50); // shrinks in place
@@ -112,7 +115,7 @@ fn cumulated_bounds_with_realloc_chains() {
         (r.stats.peak_live_bytes.value, r.stats.peak_live_bytes.call),
         (200, 1)
     );
-    assert_eq!(r.stats.peak_live_bytes.t_ns, Seq::t_of(1));
+    assert_eq!(r.stats.peak_live_bytes.t_ns, Calls::t_of(1));
     assert_eq!(
         (
             r.stats.peak_live_allocations.value,
@@ -126,7 +129,7 @@ fn cumulated_bounds_with_realloc_chains() {
 
 #[test]
 fn size_buckets_at_the_edges() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     let sizes = [15u64, 16, 511, 512, 32767, 32768];
     for (i, size) in sizes.iter().enumerate() {
         s.malloc(0x1000 * (i as u64 + 1), *size);
@@ -166,7 +169,7 @@ fn size_buckets_at_the_edges() {
 
 #[test]
 fn realloc_new_sizes_are_in_the_distribution_but_frees_are_not() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 100);
     s.realloc(0x10, 0x10, 1000);
     s.realloc(0x10, 0, 0); // realloc(p, 0) returning NULL frees p
@@ -180,7 +183,7 @@ fn realloc_new_sizes_are_in_the_distribution_but_frees_are_not() {
 
 #[test]
 fn unmatched_frees_failures_and_null_frees_are_counted_not_fatal() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.free(0xdead); // allocated before tracing began
     s.free(0); // free(NULL)
     s.malloc(0, 1 << 40); // failed
@@ -207,7 +210,7 @@ fn unmatched_frees_failures_and_null_frees_are_counted_not_fatal() {
 
 #[test]
 fn leaks_report_count_bytes_and_top_sizes() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     for i in 0..3 {
         s.malloc(0x100 + i, 16);
     }
@@ -227,7 +230,7 @@ fn leaks_report_count_bytes_and_top_sizes() {
 
 #[test]
 fn phases_split_at_markers_and_filter() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.malloc(0x10, 100); // call 0, phase "start"
     s.mark("import");
     s.malloc(0x20, 30); // call 1
@@ -276,7 +279,7 @@ fn phases_split_at_markers_and_filter() {
 
 #[test]
 fn a_marker_before_any_call_leaves_no_empty_start_phase() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.mark("only");
     s.malloc(0x10, 1);
     let r = run(&s);
@@ -286,7 +289,7 @@ fn a_marker_before_any_call_leaves_no_empty_start_phase() {
 
 #[test]
 fn threads_are_attributed_to_the_allocating_thread() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     s.on_thread(1).malloc(0x10, 100); // call 0
     s.on_thread(2).malloc(0x20, 50); // call 1
     s.on_thread(2).free(0x10); // call 2: thread 2 frees thread 1's block
@@ -312,7 +315,7 @@ fn threads_are_attributed_to_the_allocating_thread() {
 
 #[test]
 fn over_represented_sizes_are_found() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     let mut addr = 0x1000;
     // A flat background: 5 of each size 520, 536, ..., 2040; and 100 more of 1104.
     for size in (520..2048).step_by(16) {
@@ -338,7 +341,7 @@ fn over_represented_sizes_are_found() {
 
 #[test]
 fn cdf_is_monotone_and_starts_with_the_share_of_zero() {
-    let mut s = Seq::new();
+    let mut s = Calls::new();
     // Lifetimes 0, 1, 2, ..., 9.
     for k in 0..10u64 {
         s.malloc(0x1000 + k, 8);

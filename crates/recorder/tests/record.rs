@@ -286,7 +286,7 @@ fn dlopened_library_calls_are_traced() {
 
 /// Records `newdelete 3000 [throw]` behind `preload` (an allocator library, or glibc when None)
 /// and checks that every form of new and delete was seen once per round, as the C call it stands
-/// for (tests/progs/newdelete.cpp).
+/// for (testkit's newdelete.cpp).
 fn check_new_and_delete(preload: Option<&str>, throw: bool) {
     const ROUNDS: usize = 3000;
     let name = preload.map_or("glibc".into(), |p| {
@@ -407,49 +407,13 @@ fn python3() -> String {
     "python3".into()
 }
 
-/// Two processes (a fork) allocate with sizes from an LCG (a trace that compresses poorly) and
-/// mark a phase each time round: about 1.7 B/event.
-const NOISY_FORKING: &str = r#"
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-extern void alloclens_mark(const char *) __attribute__((weak));
-static void noisy(long n, unsigned long x) {
-    static void *slot[4096];
-    for (long i = 0; i < n; i++) {
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-        unsigned k = (x >> 33) % 4096;
-        free(slot[k]);
-        slot[k] = malloc(1 + (x >> 45) % 5000);
-        if (i % 100000 == 0 && alloclens_mark) alloclens_mark("round");
-    }
-}
-int main(int argc, char **argv) {
-    long n = atol(argv[1]);
-    pid_t child = fork();
-    noisy(n, child == 0 ? 7 : 12345);
-    if (child == 0) _exit(0);
-    waitpid(child, NULL, 0);
-    return 0;
-}
-"#;
-
 /// A full disk (a 1 MiB tmpfs; skipped, saying why, when mounting is impossible): writing
 /// stops at the first failed write, the file is readable up to there, and the summary's counts,
 /// per process and in all, are exactly the events the file holds, not those intercepted.
 #[test]
 fn a_full_disk_counts_only_the_events_written() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("noisy.c");
-    std::fs::write(&src, NOISY_FORKING).unwrap();
-    let exe = dir.path().join("noisy");
-    let built = std::process::Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success());
+    let exe = testkit::program("noisy_forking");
     let disk = dir.path().join("disk");
     std::fs::create_dir(&disk).unwrap();
     let mount = std::process::Command::new("mount")

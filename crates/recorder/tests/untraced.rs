@@ -2,9 +2,7 @@
 //! reason, in the summary and in the trace (issue 15: before, they vanished without a word, and
 //! the image that exec'd them was marked truncated).
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use trace::{EndReason, Op, TraceReader, Untraced};
 
@@ -13,28 +11,7 @@ use common::{programs, read_trace, Image};
 
 /// A statically linked C program (needs libc.a: Debian's libc6-dev has it).
 fn static_program() -> &'static Path {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let dir = programs().dir.path();
-        let src = dir.join("static.c");
-        std::fs::write(
-            &src,
-            "#include <stdlib.h>\nint main(void) { free(malloc(100)); return 0; }\n",
-        )
-        .unwrap();
-        let exe = dir.join("static");
-        let ok = Command::new("cc")
-            .args(["-static", "-O1", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .unwrap();
-        assert!(
-            ok.success(),
-            "cc -static failed: the static C library (libc.a, package libc6-dev) is needed"
-        );
-        exe
-    })
+    testkit::program("static_free")
 }
 
 fn record_cmd(command: Vec<OsString>) -> (recorder::RecordSummary, Vec<Image>, Vec<Untraced>) {

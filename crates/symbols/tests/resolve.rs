@@ -1,15 +1,11 @@
-//! Resolves return addresses captured by real C and C++ programs (compiled here with gcc/g++ -g -O2)
+//! Resolves return addresses captured by real C and C++ programs (testkit's, built with gcc/g++ -g -O2)
 //! through their own /proc/self/maps, and checks every frame against binutils' `addr2line -f -i -C`,
 //! the independent source.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use symbols::{Frame, Mapping, Symbolizer, Warning};
-
-fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd
@@ -21,15 +17,6 @@ fn run_ok(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn compile(compiler: &str, source: &str, out: &Path) {
-    run_ok(
-        Command::new(compiler)
-            .args(["-g", "-O2", "-o"])
-            .arg(out)
-            .arg(programs().join(source)),
-    );
 }
 
 /// The return addresses the program captured and the file mappings it printed.
@@ -118,9 +105,7 @@ fn names(frames: &[Frame]) -> Vec<String> {
 
 #[test]
 fn c_functions_and_inlined_frames_match_binutils() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let mut symbolizer = Symbolizer::new(vec![]);
     let resolved = resolve_all(&mut symbolizer, &program);
 
@@ -130,9 +115,9 @@ fn c_functions_and_inlined_frames_match_binutils() {
     for frames in &resolved {
         assert_eq!(&*frames[0].module, program.to_str().unwrap());
         assert!(
-            frames
-                .iter()
-                .all(|f| f.location().is_some_and(|l| l.starts_with("sites.c:"))),
+            frames.iter().all(|f| f
+                .location()
+                .is_some_and(|l| l.starts_with("captured_sites.c:"))),
             "{frames:?}"
         );
         assert_eq!(
@@ -145,9 +130,7 @@ fn c_functions_and_inlined_frames_match_binutils() {
 
 #[test]
 fn cpp_namespace_method_and_template_match_binutils() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("widget");
-    compile("g++", "widget.cpp", &program);
+    let program = testkit::program("widget");
     let mut symbolizer = Symbolizer::new(vec![]);
     let resolved = resolve_all(&mut symbolizer, &program);
 
@@ -164,8 +147,7 @@ fn cpp_namespace_method_and_template_match_binutils() {
 #[test]
 fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_original() {
     let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let stripped = dir.path().join("sites-stripped");
     run_ok(Command::new("strip").arg("-o").arg(&stripped).arg(&program));
     let mut symbolizer = Symbolizer::new(vec![]);
@@ -188,8 +170,7 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
 #[test]
 fn separate_debug_file_found_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let id = build_id(&program);
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let debug_dir = dir.path().join("debug/.build-id").join(&hex[..2]);
@@ -239,9 +220,7 @@ fn separate_debug_file_found_by_build_id() {
 
 #[test]
 fn changed_file_is_not_symbolised_and_warns_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let (addresses, mut mappings) = run_program(&program);
     let real = build_id(&program);
     for m in mappings
@@ -258,7 +237,7 @@ fn changed_file_is_not_symbolised_and_warns_once() {
             frames[0].function, None,
             "a changed file must not lend its names"
         );
-        assert!(frames[0].label().starts_with("sites+0x"));
+        assert!(frames[0].label().starts_with("captured_sites+0x"));
     }
     let on_disk: String = real.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
@@ -317,9 +296,7 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
 /// load bias (a PIE's is where its offset-0 mapping starts).
 #[test]
 fn whole_module_mapping_with_load_bias_resolves_the_same() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let (addresses, mappings) = run_program(&program);
     let own: Vec<&Mapping> = mappings
         .iter()

@@ -1,4 +1,4 @@
-// A C++ namespace::method and a template for crates/symbols/tests/resolve.rs (see sites.c).
+// A C++ namespace::method and a template for crates/symbols/tests/resolve.rs (see captured_sites.c).
 #include <cstdio>
 
 static void *return_addresses[8];
