@@ -5,9 +5,7 @@
 //! /proc/PID/status and PSS from smaps_rollup read a moment later, while 5-25 MiB blocks came and
 //! went in between).
 
-mod common;
-
-use common::Tree;
+use crate::common::Tree;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 /// Two processes (a parent and a forked child) that each keep a few 5-25 MiB anonymous mappings,

@@ -1,8 +1,6 @@
 //! Tree discovery on real process trees.
 
-mod common;
-
-use common::{exists, stat_field, wait_until, Tree};
+use crate::common::{exists, stat_field, wait_until, Tree};
 use procmem::{SamplerOptions, TreeSampler};
 
 fn sampled_pids(sampler: &mut TreeSampler) -> Vec<u32> {

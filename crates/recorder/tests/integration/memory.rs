@@ -1,19 +1,18 @@
 //! Memory samples (MEMORY chunks) of real recordings: a program whose heap grows by a known amount
 //! shows that growth on its seq axis; a recording without samples reads as before; a file cut
 //! inside the samples keeps those before the cut.
-mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use common::{programs, read_trace};
+use crate::common::{programs, read_trace};
 use trace::{MemorySample, Op, TraceReader};
 
 const MIB: u64 = 1 << 20;
 
 /// Live requested bytes after each call: `live[s]` is the total once every call below seq `s`
 /// has happened.
-fn live_by_seq(img: &common::Image) -> Vec<u64> {
+fn live_by_seq(img: &crate::common::Image) -> Vec<u64> {
     let mut live = vec![0u64];
     let mut blocks: HashMap<u64, u64> = HashMap::new();
     let mut now = 0u64;
@@ -51,7 +50,7 @@ fn record(
     path: &Path,
     args: &[&str],
     configure: impl FnOnce(&mut recorder::RecordOptions),
-) -> (recorder::RecordSummary, Vec<common::Image>) {
+) -> (recorder::RecordSummary, Vec<crate::common::Image>) {
     let mut command: Vec<std::ffi::OsString> = vec![programs().traced.clone().into()];
     command.extend(args.iter().map(Into::into));
     let mut o = recorder::RecordOptions::new(command, path.to_path_buf());

@@ -1,9 +1,8 @@
 //! Records real programs through the library and checks the trace against what they did.
-mod common;
 
 use std::os::unix::process::ExitStatusExt;
 
-use common::{check_order, programs, record};
+use crate::common::{check_order, programs, record};
 use trace::{EndReason, Op};
 
 const N: u64 = 5000;
@@ -306,7 +305,7 @@ fn check_new_and_delete(preload: Option<&str>, throw: bool) {
     }
     let summary = recorder::record(&o).unwrap();
     assert!(summary.status.success(), "{name}: {:?}", summary.status);
-    let images = common::read_trace(&out);
+    let images = crate::common::read_trace(&out);
     let image = &images[0];
     for (op, size) in [
         (Op::Malloc, 2101),       // new, freed by sized delete
@@ -383,7 +382,7 @@ fn python_with_pythonmalloc_malloc() {
     o.env = vec![("PYTHONMALLOC".into(), "malloc".into())];
     let summary = recorder::record(&o).unwrap();
     assert!(summary.status.success());
-    let images = common::read_trace(&out);
+    let images = crate::common::read_trace(&out);
     let main = images
         .iter()
         .find(|i| i.info.cmdline.iter().any(|a| a == "-c"))
@@ -452,7 +451,7 @@ fn a_full_disk_counts_only_the_events_written() {
         summary.warnings
     );
     assert_eq!(summary.events_intercepted, 6_000_000);
-    let images = common::read_trace(&trace);
+    let images = crate::common::read_trace(&trace);
     let written: u64 = images.iter().map(|i| i.events().count() as u64).sum();
     assert!(written > 0 && written < summary.events_intercepted);
     assert_eq!(summary.events, written);
@@ -479,8 +478,8 @@ fn calls_libc_makes_while_a_thread_exits_are_recorded() {
     assert!(summary.status.success());
     assert_eq!(images.len(), 1);
     let img = &images[0];
-    let counted = common::counted(&counts);
-    let traced = common::calls_by_tid(img);
+    let counted = crate::common::counted(&counts);
+    let traced = crate::common::calls_by_tid(img);
     let workers: Vec<u32> = traced
         .keys()
         .copied()

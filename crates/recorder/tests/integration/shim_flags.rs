@@ -1,5 +1,5 @@
 //! Warnings stop the shim's build in CI only: a user's newer compiler may warn where ours did not.
-#[path = "../shim_flags.rs"]
+#[path = "../../shim_flags.rs"]
 mod shim_flags;
 
 use std::process::{Command, Output};

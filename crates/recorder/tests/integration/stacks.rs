@@ -1,6 +1,5 @@
 //! `record --stacks`: the stacks of known call sites (progs/sites.c), checked frame by frame
 //! against the symbol table of the binary (`nm`), across threads, fork, exec and dlopen.
-mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -8,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use common::programs;
+use crate::common::programs;
 use trace::{Event, Op, Record, TraceReader};
 
 /// Function name -> [start, end) in the file.

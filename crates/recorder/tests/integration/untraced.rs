@@ -6,8 +6,7 @@ use std::path::Path;
 
 use trace::{EndReason, Op, TraceReader, Untraced};
 
-mod common;
-use common::{programs, read_trace, Image};
+use crate::common::{programs, read_trace, Image};
 
 /// A statically linked C program (needs libc.a: Debian's libc6-dev has it).
 fn static_program() -> &'static Path {
