@@ -64,7 +64,7 @@ pub const PROGRAMS: &[Program] = &[
     p("counter.so", "counter.c", PRELOAD),
     p("sigsafe.so", "sigsafe.c", PRELOAD),
     p("noisy_forking", "noisy_forking.c", &["-O1"]),
-    p("static_free", "static_free.c", &["-static", "-O1"]),
+    p("static", "static_free.c", &["-static", "-O1"]),
     // Return addresses and call sites checked against addr2line (symbols, analyze).
     p("captured_sites", "captured_sites.c", DEBUG_O2),
     p("widget", "widget.cpp", DEBUG_O2),

@@ -10,7 +10,7 @@ use crate::common::{programs, read_trace, Image};
 
 /// A statically linked C program (needs libc.a: Debian's libc6-dev has it).
 fn static_program() -> &'static Path {
-    testkit::program("static_free")
+    testkit::program("static")
 }
 
 fn record_cmd(command: Vec<OsString>) -> (recorder::RecordSummary, Vec<Image>, Vec<Untraced>) {

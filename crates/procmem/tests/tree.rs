@@ -1,6 +1,8 @@
 //! Tree discovery on real process trees.
 
-use crate::common::{exists, stat_field, wait_until, Tree};
+mod common;
+
+use common::{exists, stat_field, wait_until, Tree};
 use procmem::{SamplerOptions, TreeSampler};
 
 fn sampled_pids(sampler: &mut TreeSampler) -> Vec<u32> {

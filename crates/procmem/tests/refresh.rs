@@ -1,7 +1,9 @@
 //! Adaptive PSS refresh on real process trees: smaps_rollup is re-read when RSS moves, when the tree
 //! gains or loses a process, on demand, and always with `PssRefresh::EverySample`.
 
-use crate::common::{exists, wait_until, Tree};
+mod common;
+
+use common::{exists, wait_until, Tree};
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 /// Never reached in these tests: only the other triggers can refresh.

@@ -5,7 +5,9 @@
 //! /proc/PID/status and PSS from smaps_rollup read a moment later, while 5-25 MiB blocks came and
 //! went in between).
 
-use crate::common::Tree;
+mod common;
+
+use common::Tree;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 /// Two processes (a parent and a forked child) that each keep a few 5-25 MiB anonymous mappings,

@@ -2,7 +2,9 @@
 //! Alone in its own test binary: becoming a subreaper is permanent for the process, and
 //! `include_reparented_to_self` accepts every child of ours, so no other test may run beside it.
 
-use crate::common::{stat_field, wait_until, Tree};
+mod common;
+
+use common::{stat_field, wait_until, Tree};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 use procmem::{become_child_subreaper, SamplerOptions, TreeSampler};

@@ -1,9 +1,11 @@
 //! Mapped files of a process with a preloaded allocator, KSM counters, own CPU time.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::wait_until;
+use common::wait_until;
 use procmem::{mapped_files, own_cpu_time, read_ksm, read_process_ksm, thread_cpu_time};
 
 const JEMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";

@@ -2,9 +2,11 @@
 //! and the PSS carried forward in between stays as close to the independent /proc/PID/smaps sum as
 //! a fresh one. Alone in its binary: parallel tests' python trees would move our file PSS.
 
+mod common;
+
 use std::collections::HashMap;
 
-use crate::common::{smaps_pss, Tree};
+use common::{smaps_pss, Tree};
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
 const MAX_AGE: u32 = 4;

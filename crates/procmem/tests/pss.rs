@@ -1,9 +1,11 @@
 //! PSS totals against independent sums of /proc/PID/smaps (what smem adds up) and smem itself.
 
+mod common;
+
 use std::collections::HashMap;
 use std::process::Command;
 
-use crate::common::{smaps_pss, Tree};
+use common::{smaps_pss, Tree};
 use procmem::{SamplerOptions, TreeSample, TreeSampler};
 
 const SHARED: u64 = 16 << 20;
