@@ -1,4 +1,4 @@
-/* Known call sites for crates/analyze/tests/call_sites.rs: A reaches helper 3 times from one line, B once, C directly;
+/* Known call sites for crates/analyze/tests/integration/call_sites.rs: A reaches helper 3 times from one line, B once, C directly;
  * helper is inlined into B's caller path through an always-inline step. Each "allocation" captures its
  * stack with glibc's backtrace() (dropping capture's own frame, as the shim drops its own) and prints it,
  * then the program prints /proc/self/maps, so the test folds real stacks resolved from real modules. */

@@ -1,5 +1,5 @@
 /*
- * Known call sites for `record --stacks` (crates/recorder/tests/stacks.rs). Each site allocates a size no other
+ * Known call sites for `record --stacks` (crates/recorder/tests/integration/stacks.rs). Each site allocates a size no other
  * site uses, so a test can find its events by size and check their stacks:
  *
  *   site_a  1000 x 48 B through alloc_block (a helper, not inlined), freed at once
