@@ -107,7 +107,7 @@ fn names(frames: &[Frame]) -> Vec<String> {
 fn c_functions_and_inlined_frames_match_binutils() {
     let program = testkit::program("captured_sites");
     let mut symbolizer = Symbolizer::new(vec![]);
-    let resolved = resolve_all(&mut symbolizer, &program);
+    let resolved = resolve_all(&mut symbolizer, program);
 
     assert_eq!(names(&resolved[0]), ["alpha"]);
     assert_eq!(names(&resolved[1]), ["inlined_step", "outer_with_inline"]);
@@ -122,7 +122,7 @@ fn c_functions_and_inlined_frames_match_binutils() {
         );
         assert_eq!(
             ours(frames),
-            binutils_frames(&program, frames[0].module_address - 1)
+            binutils_frames(program, frames[0].module_address - 1)
         );
     }
     assert_eq!(symbolizer.warnings(), &[]);
@@ -132,14 +132,14 @@ fn c_functions_and_inlined_frames_match_binutils() {
 fn cpp_namespace_method_and_template_match_binutils() {
     let program = testkit::program("widget");
     let mut symbolizer = Symbolizer::new(vec![]);
-    let resolved = resolve_all(&mut symbolizer, &program);
+    let resolved = resolve_all(&mut symbolizer, program);
 
     assert_eq!(names(&resolved[0]), ["ns::Widget::build(int)"]);
     assert_eq!(names(&resolved[1]), ["void ns::fill<long>(long)"]);
     for frames in &resolved {
         assert_eq!(
             ours(frames),
-            binutils_frames(&program, frames[0].module_address - 1)
+            binutils_frames(program, frames[0].module_address - 1)
         );
     }
 }
@@ -149,7 +149,7 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
     let dir = tempfile::tempdir().unwrap();
     let program = testkit::program("captured_sites");
     let stripped = dir.path().join("sites-stripped");
-    run_ok(Command::new("strip").arg("-o").arg(&stripped).arg(&program));
+    run_ok(Command::new("strip").arg("-o").arg(&stripped).arg(program));
     let mut symbolizer = Symbolizer::new(vec![]);
     let resolved = resolve_all(&mut symbolizer, &stripped);
 
@@ -162,7 +162,7 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
     );
     // The address is the file's own: the unstripped build names it.
     assert_eq!(
-        binutils_frames(&program, alpha[0].module_address - 1)[0].0,
+        binutils_frames(program, alpha[0].module_address - 1)[0].0,
         "alpha"
     );
 }
@@ -171,7 +171,7 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
 fn separate_debug_file_found_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
     let program = testkit::program("captured_sites");
-    let id = build_id(&program);
+    let id = build_id(program);
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let debug_dir = dir.path().join("debug/.build-id").join(&hex[..2]);
     std::fs::create_dir_all(&debug_dir).unwrap();
@@ -179,7 +179,7 @@ fn separate_debug_file_found_by_build_id() {
     run_ok(
         Command::new("objcopy")
             .arg("--only-keep-debug")
-            .arg(&program)
+            .arg(program)
             .arg(&debug_file),
     );
     let stripped = dir.path().join("sites-stripped");
@@ -188,7 +188,7 @@ fn separate_debug_file_found_by_build_id() {
             .arg("--strip-all")
             .arg("-o")
             .arg(&stripped)
-            .arg(&program),
+            .arg(program),
     );
 
     // Without the debug root, nothing names the frames; with it, the same frames as the original.
@@ -213,7 +213,7 @@ fn separate_debug_file_found_by_build_id() {
     assert_eq!(names(&frames[0]), ["alpha"]);
     assert_eq!(names(&frames[1]), ["inlined_step", "outer_with_inline"]);
     for f in &frames {
-        assert_eq!(ours(f), binutils_frames(&program, f[0].module_address - 1));
+        assert_eq!(ours(f), binutils_frames(program, f[0].module_address - 1));
     }
     assert_eq!(symbolizer.warnings(), &[]);
 }
@@ -221,8 +221,8 @@ fn separate_debug_file_found_by_build_id() {
 #[test]
 fn changed_file_is_not_symbolised_and_warns_once() {
     let program = testkit::program("captured_sites");
-    let (addresses, mut mappings) = run_program(&program);
-    let real = build_id(&program);
+    let (addresses, mut mappings) = run_program(program);
+    let real = build_id(program);
     for m in mappings
         .iter_mut()
         .filter(|m| m.path == program.to_str().unwrap())
@@ -297,7 +297,7 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
 #[test]
 fn whole_module_mapping_with_load_bias_resolves_the_same() {
     let program = testkit::program("captured_sites");
-    let (addresses, mappings) = run_program(&program);
+    let (addresses, mappings) = run_program(program);
     let own: Vec<&Mapping> = mappings
         .iter()
         .filter(|m| m.path == program.to_str().unwrap())
@@ -305,7 +305,7 @@ fn whole_module_mapping_with_load_bias_resolves_the_same() {
     let start = own.iter().map(|m| m.start).min().unwrap();
     let whole = Mapping {
         path: own[0].path.clone(),
-        build_id: Some(build_id(&program)),
+        build_id: Some(build_id(program)),
         start,
         end: own.iter().map(|m| m.end).max().unwrap(),
         file_offset: 0,

@@ -668,7 +668,7 @@ fn issue_15_a_full_disk_leaves_a_readable_trace_and_the_count_it_holds() {
         .args(["record", "-o"])
         .arg(&trace)
         .arg("--")
-        .arg(&exe)
+        .arg(exe)
         .arg("3000000")
         .output()
         .unwrap();
@@ -834,7 +834,7 @@ fn issue_15_the_file_size_limit_stops_the_writing_not_the_recorder() {
     cmd.args(["record", "--addresses", "-o"])
         .arg(&trace)
         .arg("--")
-        .arg(&exe)
+        .arg(exe)
         .arg("4000000");
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
     unsafe {

@@ -31,14 +31,14 @@ fn watch_pid_reads_proc_and_glibc_and_leaves_the_process_unharmed() {
     let prog = testkit::program("steady");
     // 200 rounds of 50 ms: it outlives the watch and both gdb readings on a loaded machine (each
     // took up to 3 s at a load of 30 on 2 cores). The unwatched run goes on meanwhile.
-    let reference = Command::new(&prog)
+    let reference = Command::new(prog)
         .arg("200")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
 
     let out_path = tmp.path().join("out.txt");
-    let mut child = Command::new(&prog)
+    let mut child = Command::new(prog)
         .arg("200")
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
@@ -158,7 +158,7 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
         .args(["watch", "--interval", "100ms", "-o"])
         .arg(&dir)
         .arg("--")
-        .arg(&prog)
+        .arg(prog)
         .arg("40")
         // The program inherits this stdout: a file, as a service's log would be.
         .stdout(std::fs::File::create(&out_path).unwrap())
@@ -221,7 +221,7 @@ fn allocator_without_statistics_is_said_in_one_line() {
         .args(["watch", "-a", "tbbmalloc", "--interval", "100ms", "-o"])
         .arg(&dir)
         .arg("--")
-        .arg(&prog)
+        .arg(prog)
         .arg("20")
         .output()
         .unwrap();
@@ -258,7 +258,7 @@ fn sigterm_ends_the_watch_with_its_summary_and_the_program_runs_on() {
         .args(["watch", "--interval", "100ms", "-o"])
         .arg(&dir)
         .arg("--")
-        .arg(&prog)
+        .arg(prog)
         .arg("60")
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&summary_path).unwrap())
@@ -467,7 +467,7 @@ fn watch_pid_trim_probe_finds_retention_in_the_two_waves() {
     testkit::require!(program "gdb");
     let tmp = tempfile::tempdir().unwrap();
     let prog = testkit::program("twowaves");
-    let mut child = Command::new(&prog)
+    let mut child = Command::new(prog)
         .arg("30")
         .stdout(Stdio::piped())
         .spawn()

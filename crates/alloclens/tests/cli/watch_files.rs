@@ -153,7 +153,7 @@ fn command_that_cannot_start_leaves_no_directory() {
 fn the_watched_program_can_enter_a_user_namespace() {
     let tmp = tempfile::tempdir().unwrap();
     let prog = testkit::program("namespaces");
-    let alone = std::process::Command::new(&prog).output().unwrap();
+    let alone = std::process::Command::new(prog).output().unwrap();
     if !alone.status.success() {
         eprintln!(
             "skipped: this machine refuses user namespaces to a lone process: {}",

@@ -1,6 +1,6 @@
 //! Warnings stop the shim's build in CI only: a user's newer compiler may warn where ours did not.
 #[path = "../../shim_flags.rs"]
-mod shim_flags;
+mod build_flags;
 
 use std::process::{Command, Output};
 
@@ -22,7 +22,7 @@ fn compile_with(flags: &[&str]) -> Output {
 #[test]
 fn a_compiler_warning_fails_the_shim_build_only_in_ci() {
     for ci in [None, Some(""), Some("false"), Some("0")] {
-        let out = compile_with(&shim_flags::warning_flags(ci));
+        let out = compile_with(&build_flags::warning_flags(ci));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "CI={ci:?}: {stderr}");
         assert!(
@@ -31,7 +31,7 @@ fn a_compiler_warning_fails_the_shim_build_only_in_ci() {
         );
     }
     for ci in ["true", "1", "yes"] {
-        let out = compile_with(&shim_flags::warning_flags(Some(ci)));
+        let out = compile_with(&build_flags::warning_flags(Some(ci)));
         assert!(
             !out.status.success(),
             "CI={ci}: the warning must fail the build"
