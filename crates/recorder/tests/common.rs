@@ -1,98 +1,40 @@
-//! Shared by the recorder's integration tests: builds the test programs once, records them and
-//! reads the trace back.
+//! Shared by the recorder's integration tests: the test programs, recording them and reading the
+//! trace back.
 #![allow(dead_code)]
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use trace::{EndReason, Event, Marker, Op, ProcessInfo, Record, TraceReader};
 
 pub struct Programs {
+    /// Where the tests write their traces.
     pub dir: tempfile::TempDir,
     pub traced: PathBuf,
     pub plugin: PathBuf,
     pub newdelete: PathBuf,
-    /// progs/counter.c: counts each thread's calls independently of the shim.
+    /// testkit's counter.c: counts each thread's calls independently of the shim.
     pub counter: PathBuf,
-    /// progs/sigsafe.c: an allocator a signal handler may call (glibc's may deadlock there).
+    /// testkit's sigsafe.c: an allocator a signal handler may call (glibc's may deadlock there).
     pub sigsafe: PathBuf,
-    /// progs/sites.c: known call sites for `--stacks`.
+    /// testkit's sites.c: known call sites for `--stacks`.
     pub sites: PathBuf,
 }
 
-fn compile(compiler: &str, args: &[&str]) {
-    let status = Command::new(compiler)
-        .args(args)
-        .status()
-        .expect("run the C compiler");
-    assert!(status.success(), "{compiler} {args:?} failed");
-}
-
+/// The test programs (testkit's, built once) and a folder for the traces.
 pub fn programs() -> &'static Programs {
     static P: OnceLock<Programs> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs");
-        let out = |n: &str| dir.path().join(n);
-        let s = |p: &Path| p.to_str().unwrap().to_string();
-        compile(
-            "cc",
-            &[
-                "-O1",
-                "-pthread",
-                "-o",
-                &s(&out("traced")),
-                &s(&src.join("traced.c")),
-                "-ldl",
-            ],
-        );
-        compile(
-            "cc",
-            &[
-                "-O1",
-                "-g",
-                "-fno-omit-frame-pointer",
-                "-fno-optimize-sibling-calls",
-                "-pthread",
-                "-o",
-                &s(&out("sites")),
-                &s(&src.join("sites.c")),
-                "-ldl",
-            ],
-        );
-        compile(
-            "c++",
-            &[
-                "-O0",
-                "-o",
-                &s(&out("newdelete")),
-                &s(&src.join("newdelete.cpp")),
-            ],
-        );
-        // The preloadable libraries: a plugin, an independent call counter, a signal-safe allocator.
-        for name in ["plugin", "counter", "sigsafe"] {
-            compile(
-                "cc",
-                &[
-                    "-O1",
-                    "-shared",
-                    "-fPIC",
-                    "-o",
-                    &s(&out(&format!("{name}.so"))),
-                    &s(&src.join(format!("{name}.c"))),
-                ],
-            );
-        }
+        let built = |name: &str| testkit::program(name).to_path_buf();
         Programs {
-            sigsafe: out("sigsafe.so"),
-            sites: out("sites"),
-            counter: out("counter.so"),
-            traced: out("traced"),
-            plugin: out("plugin.so"),
-            newdelete: out("newdelete"),
-            dir,
+            sigsafe: built("sigsafe.so"),
+            sites: built("sites"),
+            counter: built("counter.so"),
+            traced: built("traced"),
+            plugin: built("plugin.so"),
+            newdelete: built("newdelete"),
+            dir: tempfile::tempdir().unwrap(),
         }
     })
 }
@@ -157,7 +99,7 @@ impl Image {
     }
 }
 
-/// What progs/counter.c wrote: tid -> (calls, free(NULL) calls).
+/// What testkit's counter.c wrote: tid -> (calls, free(NULL) calls).
 pub fn counted(path: &Path) -> HashMap<u32, (u64, u64)> {
     std::fs::read_to_string(path)
         .unwrap()

@@ -41,7 +41,7 @@ fn shim_runs_clean_under_asan_and_ubsan() {
     let dir = tempfile::tempdir().unwrap();
     let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let prog = root.join("tests/progs/traced.c");
+    let prog = testkit::source("traced.c");
     let shim = root.join("../../shim/record");
     let src = |f: &str| shim.join(f).to_str().unwrap().to_string();
 

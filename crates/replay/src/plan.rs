@@ -484,42 +484,15 @@ fn lay_out(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace::{synthetic_address, EndReason, TraceHeader, TraceWriter, Trailer};
-
-    fn ev(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) -> Record {
-        Record::Event(Event {
-            seq,
-            t_ns: seq,
-            tid,
-            stack: 0,
-            op,
-            addr,
-            size,
-            old_addr,
-        })
-    }
+    use testkit::{event as ev, process_info, TraceFile};
+    use trace::synthetic_address;
 
     fn plan(records: &[Record], opts: &ReplayOptions) -> ImagePlan {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.alt");
-        let mut w = TraceWriter::new(
-            std::fs::File::create(&path).unwrap(),
-            &TraceHeader::default(),
-        )
-        .unwrap();
-        let info = ProcessInfo {
-            pid: 1,
-            ppid: 0,
-            exec_index: 0,
-            cmdline: vec!["t".into()],
-            start_unix_ns: 0,
-            truncated: false,
-        };
-        let id = w.begin_process(&info).unwrap();
-        w.write_records(id, records, 64).unwrap();
-        w.end_process(id, EndReason::Exit, records.len() as u64)
-            .unwrap();
-        w.finish(&Trailer::default()).unwrap();
+        let mut info = process_info(1, "t");
+        info.ppid = 0;
+        TraceFile::new().process(info, records).write(&path);
         let mut reader = TraceReader::open(&path).unwrap();
         let mut warnings = Vec::new();
         plan_images(&mut reader, opts, &mut warnings)

@@ -3,87 +3,16 @@
 //! every graph drawn, the search finds the frames it should with their value, a heading sorts the table.
 //! Screenshots are kept under target/test-artifacts/ (flame-*.png).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 use report::{Block, Document, FlameGraph, Section, SiteColumn, SiteRow, SiteTable, Unit};
 use serde_json::{json, Value};
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
-
-fn headless(browser: &str, profile: &Path) -> Command {
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--virtual-time-budget=5000",
-        "--window-size=1280,1000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .stdin(Stdio::null());
-    cmd
-}
-
-fn artifacts_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("test-artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The page's render status (page.js) after opening `html#fragment`, and a screenshot `name.png`.
 fn open(html: &Path, fragment: &str, name: &str) -> Option<Value> {
-    let Some(browser) = chromium() else {
-        testkit::require(
-            testkit::Need::Program("chromium"),
-            "the flame graph's browser checks",
-        );
-        return None;
-    };
     let url = format!("file://{}#{fragment}", html.display());
-    let profile = tempfile::tempdir().unwrap();
-    let out = headless(browser, profile.path())
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed: {:?}", out.status);
-    let profile = tempfile::tempdir().unwrap();
-    let shot = artifacts_dir().join(format!("{name}.png"));
-    let shot_status = headless(browser, profile.path())
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(shot_status.success() && shot.metadata().unwrap().len() > 0);
-    let dom = String::from_utf8(out.stdout).unwrap();
-    let start = dom.find("id=\"render-status\"").expect("status element");
-    let text = &dom[start..];
-    let text = &text[text.find('>').unwrap() + 1..text.find("</pre>").unwrap()];
-    let text = text
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&");
-    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("no render status ({e}): {text}")))
+    let dom = testkit::open_in_browser(&url, (1280, 1000), name)?;
+    Some(testkit::render_status(&dom))
 }
 
 /// The issue's call sites: A allocates 1000 blocks through a helper, B 10, C leaks 5 (64 B each).

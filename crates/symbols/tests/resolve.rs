@@ -1,15 +1,11 @@
-//! Resolves return addresses captured by real C and C++ programs (compiled here with gcc/g++ -g -O2)
+//! Resolves return addresses captured by real C and C++ programs (testkit's, built with gcc/g++ -g -O2)
 //! through their own /proc/self/maps, and checks every frame against binutils' `addr2line -f -i -C`,
 //! the independent source.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use symbols::{Frame, Mapping, Symbolizer, Warning};
-
-fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd
@@ -21,15 +17,6 @@ fn run_ok(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn compile(compiler: &str, source: &str, out: &Path) {
-    run_ok(
-        Command::new(compiler)
-            .args(["-g", "-O2", "-o"])
-            .arg(out)
-            .arg(programs().join(source)),
-    );
 }
 
 /// The return addresses the program captured and the file mappings it printed.
@@ -118,11 +105,9 @@ fn names(frames: &[Frame]) -> Vec<String> {
 
 #[test]
 fn c_functions_and_inlined_frames_match_binutils() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let mut symbolizer = Symbolizer::new(vec![]);
-    let resolved = resolve_all(&mut symbolizer, &program);
+    let resolved = resolve_all(&mut symbolizer, program);
 
     assert_eq!(names(&resolved[0]), ["alpha"]);
     assert_eq!(names(&resolved[1]), ["inlined_step", "outer_with_inline"]);
@@ -130,14 +115,14 @@ fn c_functions_and_inlined_frames_match_binutils() {
     for frames in &resolved {
         assert_eq!(&*frames[0].module, program.to_str().unwrap());
         assert!(
-            frames
-                .iter()
-                .all(|f| f.location().is_some_and(|l| l.starts_with("sites.c:"))),
+            frames.iter().all(|f| f
+                .location()
+                .is_some_and(|l| l.starts_with("captured_sites.c:"))),
             "{frames:?}"
         );
         assert_eq!(
             ours(frames),
-            binutils_frames(&program, frames[0].module_address - 1)
+            binutils_frames(program, frames[0].module_address - 1)
         );
     }
     assert_eq!(symbolizer.warnings(), &[]);
@@ -145,18 +130,16 @@ fn c_functions_and_inlined_frames_match_binutils() {
 
 #[test]
 fn cpp_namespace_method_and_template_match_binutils() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("widget");
-    compile("g++", "widget.cpp", &program);
+    let program = testkit::program("widget");
     let mut symbolizer = Symbolizer::new(vec![]);
-    let resolved = resolve_all(&mut symbolizer, &program);
+    let resolved = resolve_all(&mut symbolizer, program);
 
     assert_eq!(names(&resolved[0]), ["ns::Widget::build(int)"]);
     assert_eq!(names(&resolved[1]), ["void ns::fill<long>(long)"]);
     for frames in &resolved {
         assert_eq!(
             ours(frames),
-            binutils_frames(&program, frames[0].module_address - 1)
+            binutils_frames(program, frames[0].module_address - 1)
         );
     }
 }
@@ -164,10 +147,9 @@ fn cpp_namespace_method_and_template_match_binutils() {
 #[test]
 fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_original() {
     let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
+    let program = testkit::program("captured_sites");
     let stripped = dir.path().join("sites-stripped");
-    run_ok(Command::new("strip").arg("-o").arg(&stripped).arg(&program));
+    run_ok(Command::new("strip").arg("-o").arg(&stripped).arg(program));
     let mut symbolizer = Symbolizer::new(vec![]);
     let resolved = resolve_all(&mut symbolizer, &stripped);
 
@@ -180,7 +162,7 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
     );
     // The address is the file's own: the unstripped build names it.
     assert_eq!(
-        binutils_frames(&program, alpha[0].module_address - 1)[0].0,
+        binutils_frames(program, alpha[0].module_address - 1)[0].0,
         "alpha"
     );
 }
@@ -188,9 +170,8 @@ fn stripped_binary_gives_module_plus_address_that_binutils_resolves_in_the_origi
 #[test]
 fn separate_debug_file_found_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
-    let id = build_id(&program);
+    let program = testkit::program("captured_sites");
+    let id = build_id(program);
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let debug_dir = dir.path().join("debug/.build-id").join(&hex[..2]);
     std::fs::create_dir_all(&debug_dir).unwrap();
@@ -198,7 +179,7 @@ fn separate_debug_file_found_by_build_id() {
     run_ok(
         Command::new("objcopy")
             .arg("--only-keep-debug")
-            .arg(&program)
+            .arg(program)
             .arg(&debug_file),
     );
     let stripped = dir.path().join("sites-stripped");
@@ -207,7 +188,7 @@ fn separate_debug_file_found_by_build_id() {
             .arg("--strip-all")
             .arg("-o")
             .arg(&stripped)
-            .arg(&program),
+            .arg(program),
     );
 
     // Without the debug root, nothing names the frames; with it, the same frames as the original.
@@ -232,18 +213,16 @@ fn separate_debug_file_found_by_build_id() {
     assert_eq!(names(&frames[0]), ["alpha"]);
     assert_eq!(names(&frames[1]), ["inlined_step", "outer_with_inline"]);
     for f in &frames {
-        assert_eq!(ours(f), binutils_frames(&program, f[0].module_address - 1));
+        assert_eq!(ours(f), binutils_frames(program, f[0].module_address - 1));
     }
     assert_eq!(symbolizer.warnings(), &[]);
 }
 
 #[test]
 fn changed_file_is_not_symbolised_and_warns_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
-    let (addresses, mut mappings) = run_program(&program);
-    let real = build_id(&program);
+    let program = testkit::program("captured_sites");
+    let (addresses, mut mappings) = run_program(program);
+    let real = build_id(program);
     for m in mappings
         .iter_mut()
         .filter(|m| m.path == program.to_str().unwrap())
@@ -258,7 +237,7 @@ fn changed_file_is_not_symbolised_and_warns_once() {
             frames[0].function, None,
             "a changed file must not lend its names"
         );
-        assert!(frames[0].label().starts_with("sites+0x"));
+        assert!(frames[0].label().starts_with("captured_sites+0x"));
     }
     let on_disk: String = real.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
@@ -317,10 +296,8 @@ fn missing_file_and_unknown_address_fall_back_to_offsets() {
 /// load bias (a PIE's is where its offset-0 mapping starts).
 #[test]
 fn whole_module_mapping_with_load_bias_resolves_the_same() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("sites");
-    compile("gcc", "sites.c", &program);
-    let (addresses, mappings) = run_program(&program);
+    let program = testkit::program("captured_sites");
+    let (addresses, mappings) = run_program(program);
     let own: Vec<&Mapping> = mappings
         .iter()
         .filter(|m| m.path == program.to_str().unwrap())
@@ -328,7 +305,7 @@ fn whole_module_mapping_with_load_bias_resolves_the_same() {
     let start = own.iter().map(|m| m.start).min().unwrap();
     let whole = Mapping {
         path: own[0].path.clone(),
-        build_id: Some(build_id(&program)),
+        build_id: Some(build_id(program)),
         start,
         end: own.iter().map(|m| m.end).max().unwrap(),
         file_offset: 0,

@@ -1,5 +1,7 @@
-//! What the integration tests share, after ripgrep's `tests/util.rs`: one way to require a tool,
-//! one way to wait, one small disk.
+//! What the integration tests share, after ripgrep's `tests/util.rs`, `macros.rs` and `hay.rs`:
+//! one way to require a tool ([`require!`]), to wait ([`wait_until`]), to build a test program
+//! ([`program`]), to run alloclens ([`alloclens`]), to write a trace by hand ([`TraceFile`]), to
+//! open a page in a browser ([`open_in_browser`]), and one small disk ([`SmallDisk`]).
 //!
 //! **The skip policy.** A test that needs something a developer's machine may lack (gdb, an
 //! allocator, Chromium, root) calls [`require!`]. Without it the test prints `skipped: ...` and
@@ -7,9 +9,40 @@
 //! so a missing requirement there is a broken machine or setup script, and the test fails instead
 //! of passing silently.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod browser;
+mod command;
+mod programs;
+mod traces;
+
+pub use browser::{
+    artifacts_dir, chromium, headless, open_in_browser, pre_text, render_status, unescape_html,
+};
+pub use command::{
+    alloclens, alloclens_exe, csv_rows, installed, json_stdout, record, succeeded, TestCommand,
+};
+pub use programs::{program, source, Program, PROGRAMS};
+pub use traces::{event, process_info, Calls, TraceFile};
+
+/// cargo's profile folder of this build (`target/debug`): the test binary runs from its `deps/`.
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().expect("the test binary's folder");
+    if dir.ends_with("deps") {
+        dir.parent().unwrap().to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// cargo's target folder (`target/`, or `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    let profile = target_profile_dir();
+    profile.parent().map_or(profile.clone(), Path::to_path_buf)
+}
 
 /// Something a test needs from the machine.
 #[derive(Debug, Clone, Copy)]
@@ -109,14 +142,26 @@ pub fn program_on_path(name: &str) -> bool {
     })
 }
 
-/// Polls `done` every 10 ms until it is true; panics naming `what` after `limit`.
-pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+/// Polls `done` every 10 ms until it is true; panics naming `what` after `limit` (a hang guard,
+/// not a timing assertion: give it ample time).
+pub fn wait_until(what: &str, limit: Duration, done: impl FnMut() -> bool) {
+    assert!(
+        poll_until(limit, done),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Polls `done` every 10 ms until it is true (returns true) or `limit` has passed (false): for a
+/// test that must clean up before it fails.
+pub fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }

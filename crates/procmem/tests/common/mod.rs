@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Python helper prepended to every script: `say(...)` writes one atomic line.
 const PRELUDE: &str = "import os, sys, time, signal\n\
@@ -76,15 +76,8 @@ impl Drop for Tree {
 }
 
 /// Waits (at most 10 s: a hang guard, not a timing assertion) until `done` holds.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "gave up waiting: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    testkit::wait_until(what, Duration::from_secs(10), done);
 }
 
 pub fn exists(pid: u32) -> bool {

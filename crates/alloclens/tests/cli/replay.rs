@@ -1,0 +1,386 @@
+//! `alloclens replay`: traces recorded from the built-in workloads replayed under real allocators;
+//! a damaged trace, a trace of a newer format, an allocator that crashes or hangs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use testkit::{alloclens, alloclens_exe, event, installed, json_stdout, process_info, TraceFile};
+
+/// Records `alloclens workload ARGS` into DIR/NAME.alt (phases marked from `phase: NAME` lines).
+fn record(dir: &Path, name: &str, workload: &[&str]) -> PathBuf {
+    let trace = dir.join(format!("{name}.alt"));
+    let mut cmd = alloclens();
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--marker", "phase: (\\S+)", "--"])
+        .arg(alloclens_exe())
+        .arg("workload")
+        .args(workload);
+    testkit::succeeded(&mut cmd);
+    trace
+}
+
+/// `alloclens replay TRACE ARGS --json`: every replay's figures.
+fn replay(trace: &Path, dir: &Path, args: &[&str]) -> Vec<Value> {
+    let out = dir.join(format!(
+        "out-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let mut all = vec![
+        "replay".to_string(),
+        trace.display().to_string(),
+        "--json".into(),
+        "-o".into(),
+        out.display().to_string(),
+    ];
+    all.extend(args.iter().map(|s| s.to_string()));
+    json_stdout(all).as_array().unwrap().clone()
+}
+
+/// The trace's calls per entry point, as `analyze` counts them (one process).
+fn analysed_calls(trace: &Path) -> Value {
+    let a = json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    a["processes"][0]["stats"]["calls"].clone()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn every_call_of_a_trace_is_performed_under_glibc_and_jemalloc() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(
+        dir.path(),
+        "churn",
+        &["churn", "--ops", "20000", "--slots", "512"],
+    );
+    let calls = analysed_calls(&trace);
+    let mut variants = vec!["glibc"];
+    if installed("jemalloc") {
+        variants.push("jemalloc");
+    }
+    let runs = replay(&trace, dir.path(), &["-a", &variants.join(",")]);
+    assert_eq!(runs.len(), variants.len());
+    for r in &runs {
+        assert_eq!(r["ending"], "ok", "{r}");
+        let image = &r["images"][0];
+        assert_eq!(image["calls_by_op"], calls, "{}", r["variant"]);
+        let total: u64 = calls.as_object().unwrap().values().map(u).sum();
+        assert_eq!(u(&image["calls"]), total);
+        assert_eq!(u(&image["calls_performed"]), total);
+        assert_eq!(u(&image["failed_in_replay"]), 0);
+        // The allocator received them: the watch agent counted at least the replayed mallocs and
+        // frees (the driver's own few allocations come on top).
+        let got = &image["allocator_calls"];
+        let mallocs = u(&calls["malloc"]) + calls.get("calloc").map_or(0, u);
+        assert!(
+            u(&got["allocs"]) >= mallocs && u(&got["allocs"]) < mallocs + 200,
+            "{got}"
+        );
+        assert!(u(&got["frees"]) >= u(&calls["free"]), "{got}");
+        assert_eq!(
+            image["allocator_stats"]["allocator"], r["allocator"],
+            "the variant's allocator served the replay"
+        );
+        // Figures: the RSS peak covers what was live; the ideal peak is the trace's.
+        let f = &r["figures"];
+        assert!(u(&f["peak_rss"]) >= u(&f["ideal_peak"]), "{f}");
+        assert!(u(&f["ideal_peak"]) > 0);
+        assert!(f["fragmentation_at_peak"].as_f64().unwrap() >= 1.0, "{f}");
+    }
+}
+
+#[test]
+fn cross_thread_frees_wait_for_their_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(
+        dir.path(),
+        "xthread",
+        &["xthread", "--threads", "2", "--objects", "20000"],
+    );
+    let calls = analysed_calls(&trace);
+    let total: u64 = calls.as_object().unwrap().values().map(u).sum();
+    let mut variants = vec!["glibc"];
+    if installed("jemalloc") {
+        variants.push("jemalloc");
+    }
+    for args in [
+        vec!["-a", "glibc,jemalloc"],
+        vec!["-a", "glibc", "--serial"],
+    ] {
+        let mut args = args;
+        if !installed("jemalloc") {
+            args[1] = "glibc";
+        }
+        for r in replay(&trace, dir.path(), &args) {
+            assert_eq!(r["ending"], "ok", "{r}");
+            let image = &r["images"][0];
+            assert_eq!(u(&image["calls_performed"]), total);
+            assert_eq!(image["calls_by_op"], calls);
+            // Every free reached the allocator with its block (a free performed before its
+            // allocation would free nothing, or crash): what is left live at the end is what the
+            // trace never frees, plus the driver's own few blocks.
+            let live = u(&image["allocator_calls"]["live_blocks"]);
+            assert!(
+                live < u(&image["never_freed"]) + 100,
+                "{live} blocks left live"
+            );
+            if args.contains(&"--serial") {
+                assert_eq!(u(&image["threads"]), 1);
+                assert_eq!(u(&image["cross_thread"]), 0);
+            } else {
+                // Producers and consumers (and main): every object is freed by another thread
+                // than the one that made it.
+                assert!(u(&image["threads"]) >= 4, "{}", image["threads"]);
+                assert!(
+                    u(&image["cross_thread"]) >= 2 * 20000,
+                    "{}",
+                    image["cross_thread"]
+                );
+            }
+        }
+    }
+}
+
+/// A block freed by another thread is the allocating thread's until its slot is published: the
+/// driver writes its pages first. Each round, thread 1 makes a 64 MiB block (above glibc's largest
+/// mmap threshold, so free unmaps it) that thread 2, already waiting on its slot, frees at once;
+/// thread 2 then makes a small block thread 1 frees before its next round, so one big block is live
+/// at a time. Touching the pages after publishing them (the old order) wrote into the unmapped
+/// block: SIGSEGV here, "malloc(): unaligned fastbin chunk detected" on small blocks.
+#[test]
+fn a_cross_thread_free_comes_after_the_blocks_pages_are_written() {
+    use trace::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("handoff.alt");
+    let rounds = 8u64;
+    let mut records = Vec::new();
+    let mut call = |tid: u32, op: Op, addr: u64, size: u64| {
+        records.push(event(records.len() as u64, tid, op, addr, size, 0));
+    };
+    for r in 0..rounds {
+        let (big, small) = (0x1000_0000 + r * (128 << 20), 0x10_0000 + r * 64);
+        call(1, Op::Malloc, big, 64 << 20);
+        call(2, Op::Free, big, 0);
+        call(2, Op::Malloc, small, 32);
+        call(1, Op::Free, small, 0);
+    }
+    TraceFile::new()
+        .process(process_info(11, "handoff"), records)
+        .write(&path);
+
+    let runs = replay(&path, dir.path(), &["-a", "glibc", "--no-allocator-stats"]);
+    let r = &runs[0];
+    assert_eq!(r["ending"], "ok", "{r}");
+    let image = &r["images"][0];
+    assert_eq!(u(&image["threads"]), 2);
+    assert_eq!(u(&image["cross_thread"]), 2 * rounds);
+    assert_eq!(u(&image["calls_performed"]), 4 * rounds);
+}
+
+/// Venice's pattern: wave A freed under wave B. glibc keeps A's pages (its heap cannot shrink
+/// below B); jemalloc with dirty_decay_ms=0 returns them at once.
+#[test]
+fn glibc_retains_the_freed_wave_where_jemalloc_without_decay_returns_it() {
+    testkit::require!(allocator "jemalloc");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(
+        dir.path(),
+        "twowave",
+        &["twowave", "--wave-mb", "16", "--hold-ms", "5"],
+    );
+    let runs = replay(
+        &trace,
+        dir.path(),
+        &["-a", "glibc,jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0"],
+    );
+    // The phase that frees wave A is the one opened by the `wave-b` line (wave B complete).
+    let retained = |r: &Value| {
+        let phases = r["images"][0]["phases"].as_array().unwrap();
+        let p = phases.iter().find(|p| p["label"] == "wave-b").unwrap();
+        (u(&p["figures"]["retained"]), u(&p["figures"]["end_live"]))
+    };
+    let (glibc, live) = retained(&runs[0]);
+    let (jemalloc, _) = retained(&runs[1]);
+    let mib = 1 << 20;
+    assert!(live > 12 * mib, "wave B is live: {live}");
+    assert!(glibc > 10 * mib, "glibc keeps wave A's pages: {glibc}");
+    assert!(
+        jemalloc < glibc / 2,
+        "jemalloc returns them: {jemalloc} vs glibc {glibc}"
+    );
+}
+
+/// A trace written with the trace crate: mallocs, a free of a block it never allocated, a double
+/// free, a block never freed, and a realloc of an unknown block.
+fn damaged_trace(path: &Path) {
+    use trace::{Event, Op, Record};
+    let ev = |seq: u64, op: Op, addr: u64, size: u64, old_addr: u64| {
+        Record::Event(Event {
+            seq,
+            t_ns: seq * 10,
+            tid: 42,
+            stack: 0,
+            op,
+            addr,
+            size,
+            old_addr,
+        })
+    };
+    let records = vec![
+        ev(0, Op::Malloc, 0x1000, 100, 0),
+        ev(1, Op::Malloc, 0x2000, 200, 0),
+        ev(2, Op::Free, 0x1000, 0, 0),
+        ev(3, Op::Free, 0x1000, 0, 0),          // double free
+        ev(4, Op::Free, 0x9000, 0, 0),          // unknown block
+        ev(5, Op::Realloc, 0x3000, 50, 0x8000), // realloc of an unknown block
+        ev(6, Op::Free, 0, 0, 0),               // free(NULL)
+        ev(7, Op::Malloc, 0, 1 << 40, 0),       // failed in the program
+    ];
+    TraceFile::new()
+        .chunk_records(4)
+        .process(process_info(42, "damaged"), records)
+        .write(path);
+}
+
+#[test]
+fn a_damaged_trace_is_replayed_with_its_bad_calls_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("damaged.alt");
+    damaged_trace(&trace);
+    let runs = replay(&trace, dir.path(), &["-a", "glibc"]);
+    let image = &runs[0]["images"][0];
+    assert_eq!(runs[0]["ending"], "ok");
+    let s = &image["skipped"];
+    assert_eq!(u(&s["double_frees"]), 1, "{s}");
+    assert_eq!(u(&s["unknown_frees"]), 1, "{s}");
+    assert_eq!(u(&s["failed_in_trace"]), 1, "{s}");
+    assert_eq!(u(&s["unknown_reallocs_as_malloc"]), 1, "{s}");
+    // malloc x2, free, free(NULL), the realloc as malloc.
+    assert_eq!(u(&image["calls_performed"]), 5);
+    assert_eq!(u(&image["never_freed"]), 2);
+    assert_eq!(u(&image["never_freed_bytes"]), 250);
+
+    // The table says what was left out.
+    let out = alloclens()
+        .args(["replay", "-a", "glibc", "-o"])
+        .arg(dir.path().join("table"))
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Left out: 1 frees of unknown blocks, 1 double frees, 1 calls that failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_trace_of_a_newer_format_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("new.alt");
+    damaged_trace(&trace);
+    let mut bytes = std::fs::read(&trace).unwrap();
+    bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
+    std::fs::write(&trace, bytes).unwrap();
+    let out = alloclens()
+        .args(["replay", "-a", "glibc"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("alloclens: error: ") && err.contains("format version 99, newer"),
+        "{err}"
+    );
+}
+
+/// The driver's decoded calls and block table are shared memfd mappings, not in the RSS measured:
+/// 400 k malloc/free pairs (6.4 MiB of calls, 3.2 MiB of block table) replay in a heap that
+/// never holds more than one 16-byte block.
+#[test]
+fn the_drivers_own_memory_is_not_in_the_figures() {
+    use trace::{Op, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pairs.alt");
+    let n = 800_000u64;
+    let records: Vec<Record> = (0..n)
+        .map(|seq| {
+            let addr = 0x10_0000 + (seq / 2) * 32;
+            match seq % 2 {
+                0 => event(seq, 7, Op::Malloc, addr, 16, 0),
+                _ => event(seq, 7, Op::Free, addr, 0, 0),
+            }
+        })
+        .collect();
+    TraceFile::new()
+        .chunk_records(1 << 18)
+        .process(process_info(7, "pairs"), records)
+        .write(&path);
+
+    let runs = replay(&path, dir.path(), &["-a", "glibc", "--no-allocator-stats"]);
+    let image = &runs[0]["images"][0];
+    assert_eq!(u(&image["calls_performed"]), n);
+    let before = u(&image["rss_before"]);
+    let peak = u(&runs[0]["figures"]["peak_rss"]);
+    assert!(
+        peak < before + (1 << 20),
+        "RSS grew by {} B over the driver's {before} B: the calls mapping is being counted",
+        peak - before
+    );
+    // The driver and the allocator at start: the RSS of an empty replay.
+    assert!(before < 16 << 20, "{before}");
+}
+
+/// A custom "allocator" whose valloc crashes and whose pvalloc never returns: each is reported
+/// with its signal or the timeout, and glibc's replay still runs.
+#[test]
+fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = testkit::program("libbroken.so");
+    for (op, expected) in [("valloc", "signal 11 (SIGSEGV)"), ("pvalloc", "timeout")] {
+        let path = dir.path().join(format!("{op}.alt"));
+        let call = match op {
+            "valloc" => trace::Op::Valloc,
+            _ => trace::Op::Pvalloc,
+        };
+        TraceFile::new()
+            .chunk_records(8)
+            .process(process_info(9, op), [event(0, 9, call, 0x4000, 100, 0)])
+            .write(&path);
+        let out = alloclens()
+            .args(["replay", "--timeout", "2s", "--no-allocator-stats", "-a"])
+            .arg(format!("glibc,broken={}", lib.display()))
+            .arg("-o")
+            .arg(dir.path().join(op))
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        let row = stdout
+            .lines()
+            .rfind(|l| l.starts_with("broken"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        assert!(row.contains(expected), "{stdout}");
+        assert!(
+            stderr.contains(&format!("the replay ended with {expected}")),
+            "{stderr}"
+        );
+        let results: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(op).join("results.json")).unwrap(),
+        )
+        .unwrap();
+        let glibc = &results["runs"][0];
+        assert_eq!(glibc["variant"], "glibc");
+        assert_eq!(glibc["ending"]["status"]["code"], 0, "glibc still ran");
+    }
+}

@@ -1,0 +1,491 @@
+//! `alloclens tune`: real searches on the built-in workloads with small parameters and budgets.
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use testkit::{alloclens, alloclens_exe};
+
+/// A twowave small enough for tests: glibc keeps wave A's pages, jemalloc without decay purges
+/// them, so mean PSS differs by about a quarter, run after run.
+fn twowave(wave_mb: &str, hold_ms: &str) -> Vec<String> {
+    [
+        &alloclens_exe(),
+        "workload",
+        "twowave",
+        "--wave-mb",
+        wave_mb,
+        "--hold-ms",
+        hold_ms,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn results(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+fn candidate<'a>(tune: &'a Value, label: &str) -> &'a Value {
+    tune["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == label)
+        .unwrap_or_else(|| panic!("no candidate {label}"))
+}
+
+fn space_file(dir: &Path, lines: &[&str]) -> String {
+    let path = dir.join("space.txt");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn the_recommendation_holds_up_in_an_independent_run() {
+    testkit::require!(allocator "jemalloc");
+    let tmp = tempfile::tempdir().unwrap();
+    let space = space_file(
+        tmp.path(),
+        &["glibc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0"],
+    );
+    let dir = tmp.path().join("tuned");
+    let out = alloclens()
+        .args([
+            "tune",
+            "--space",
+            &space,
+            "--budget",
+            "60s",
+            "--max-runs",
+            "3",
+            "-o",
+        ])
+        .arg(&dir)
+        .arg("--")
+        .args(twowave("12", "400"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    let answer = &tune["answer"];
+    let label = "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0";
+    assert_eq!(answer["recommended_label"], label, "{stdout}");
+    assert!(
+        stdout.contains(&format!("Recommended: {label}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Environment=\"LD_PRELOAD="), "{stdout}");
+    let memory = answer["against_baseline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["metric"] == "mean_pss")
+        .unwrap();
+    let (low, high) = (
+        memory["ratio"]["low"].as_f64().unwrap(),
+        memory["ratio"]["high"].as_f64().unwrap(),
+    );
+    // An independent `run` of the baseline and the recommendation, repeats interleaved.
+    let check = tmp.path().join("check");
+    let out = alloclens()
+        .args([
+            "run",
+            "-a",
+            &format!("glibc,{label}"),
+            "-r",
+            "2",
+            "--program-output",
+            "discard",
+            "-o",
+        ])
+        .arg(&check)
+        .arg("--")
+        .args(twowave("12", "400"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = results(&check)["runs"].as_array().unwrap().clone();
+    let mean_pss = |variant: &str| {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r["variant"] == variant)
+            .map(|r| r["memory"]["pss"]["mean"].as_f64().unwrap())
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let ratio = mean_pss(label) / mean_pss("glibc");
+    assert!(
+        (low..=high).contains(&ratio),
+        "run's mean PSS ratio {ratio:.3} is outside tune's interval {low:.3}..{high:.3}"
+    );
+    // The directory is a results directory: report draws the search, diff reads it.
+    let page = tmp.path().join("page.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(&dir)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    for id in [
+        "tune-answer",
+        "tune-pareto",
+        "tune-intervals",
+        "tune-history",
+    ] {
+        assert!(html.contains(id), "no {id} in the page");
+    }
+    let out = alloclens()
+        .arg("diff")
+        .arg(&dir)
+        .arg(&check)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(label));
+    let rows = testkit::csv_rows(dir.join("candidates.csv"));
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["recommended"], "true");
+}
+
+#[test]
+fn the_budget_is_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let started = Instant::now();
+    let out = alloclens()
+        .args(["tune", "-a", "glibc", "--budget", "3s", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .args(twowave("4", "300"))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    let elapsed = tune["elapsed_s"].as_f64().unwrap();
+    // glibc's space (11 candidates of about 0.5 s each) does not fit in 3 s.
+    assert!(
+        tune["stop_reason"].as_str().unwrap().contains("budget"),
+        "{tune}"
+    );
+    // A run in progress at the end is stopped (SIGTERM): the search ends within moments of it.
+    assert!(
+        elapsed <= 3.5,
+        "the search took {elapsed} s of a 3 s budget"
+    );
+    assert!(took < Duration::from_secs(15), "tune took {took:?}");
+    assert!(tune["trials"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn a_crashing_candidate_is_reported_and_the_search_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A "malloc library" that crashes the program as it loads.
+    let lib = testkit::program("libcrash.so");
+    let space = space_file(
+        tmp.path(),
+        &[
+            "glibc",
+            &format!("crasher@crasher={}", lib.display()),
+            "glibc:arena_max=1",
+        ],
+    );
+    let dir = tmp.path().join("t");
+    let out = alloclens()
+        .args([
+            "tune",
+            "--space",
+            &space,
+            "--budget",
+            "30s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .arg("--")
+        .args(twowave("2", "100"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    let crasher = candidate(tune, "crasher");
+    assert_eq!(crasher["status"], "failed");
+    assert!(
+        crasher["why"]
+            .as_str()
+            .unwrap()
+            .contains("signal 11 (SIGSEGV)"),
+        "{crasher}"
+    );
+    assert!(
+        stdout.contains("crasher: failed: killed by signal 11"),
+        "{stdout}"
+    );
+    // The others were measured on.
+    let other = candidate(tune, "glibc:arena_max=1");
+    assert!(
+        other["runs"].as_u64().unwrap() >= 1 && other["status"] != "failed",
+        "{other}"
+    );
+    assert!(candidate(tune, "glibc")["runs"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn a_command_failing_under_every_variant_gives_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let out = alloclens()
+        .args(["tune", "-a", "glibc,jemalloc", "--budget", "30s", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", "echo 'no input file' >&2; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("alloclens: error: the command failed under every variant tried")
+            && stderr.contains("exit 3")
+            && stderr.contains("no input file"),
+        "{stderr}"
+    );
+    assert!(!dir.exists(), "nothing to keep: no results directory");
+}
+
+#[test]
+fn a_command_too_short_to_sample_is_timed_and_its_memory_not_weighed() {
+    testkit::require!(allocator "jemalloc");
+    let tmp = tempfile::tempdir().unwrap();
+    // `true` ends long before the first sample a second in: under the time objective its runs
+    // count (a fast allocator's short runs were "failed" before), and the directory reads back.
+    let dir = tmp.path().join("time");
+    let tune = |objective: &str, dir: &Path| {
+        alloclens()
+            .args(["tune", "--objective", objective, "-a", "glibc,jemalloc"])
+            .args([
+                "--budget",
+                "8s",
+                "--max-runs",
+                "3",
+                "--interval",
+                "1s",
+                "-o",
+            ])
+            .arg(dir)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = tune("time", &dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = results(&dir);
+    let jemalloc = candidate(&r["tune"], "jemalloc");
+    assert_ne!(jemalloc["status"], "failed", "{jemalloc}");
+    assert!(jemalloc["runs"].as_u64().unwrap() >= 1, "{jemalloc}");
+    let report = alloclens()
+        .arg("report")
+        .arg(&dir)
+        .arg("-o")
+        .arg(tmp.path().join("r.html"))
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    // The memory objective needs the samples: one clear line.
+    let out = tune("memory", &tmp.path().join("memory"));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ended before its memory could be sampled"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ctrl_c_mid_search_gives_a_partial_answer_and_keeps_the_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let child = alloclens()
+        .args(["tune", "-a", "glibc", "--budget", "60s", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .args(twowave("4", "300"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the third run has started (its samples arrive), then Ctrl-C.
+    let samples = dir.join("samples.csv");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&samples).is_ok_and(|s| s.lines().any(|l| l.starts_with("2,"))) {
+        assert!(Instant::now() < deadline, "no third run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("interrupted (Ctrl-C)") && stdout.contains("Recommended"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let r = results(&dir);
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["tune"]["interrupted"], true);
+    assert!(r["runs"].as_array().unwrap().len() >= 2);
+    assert!(dir.join("candidates.csv").exists() && samples.exists());
+}
+
+#[test]
+fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
+    testkit::require!(allocator "jemalloc");
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("tw.alt");
+    let command = twowave("6", "200");
+    testkit::record(&trace, &[], &command);
+    let space = space_file(
+        tmp.path(),
+        &[
+            "glibc",
+            "jemalloc",
+            "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0",
+        ],
+    );
+    // Replays only.
+    let dir = tmp.path().join("replayed");
+    let out = alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .args([
+            "--space",
+            &space,
+            "--budget",
+            "20s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    assert_eq!(tune["evaluator"], "replay");
+    assert_eq!(results(&dir)["runs"].as_array().unwrap().len(), 0);
+    assert!(candidate(tune, "jemalloc")["runs"].as_u64().unwrap() >= 1);
+    assert!(stdout.contains("figures from replays"), "{stdout}");
+    // Screened by replay, the best confirmed with real runs. A time limit no variant can keep is
+    // judged by the real runs only: the screening still hands both candidates on (a replay's time
+    // is the allocator's alone, not the program's).
+    let dir = tmp.path().join("confirmed");
+    let out = alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .args([
+            "--space",
+            &space,
+            "--budget",
+            "30s",
+            "--max-runs",
+            "2",
+            "--max-time-ratio",
+            "0.01",
+            "-o",
+        ])
+        .arg(&dir)
+        .arg("--")
+        .args(&command)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = results(&dir);
+    let tune = &r["tune"];
+    assert_eq!(tune["evaluator"], "run");
+    let screening = &tune["screening"];
+    assert_eq!(screening["candidates"], 3);
+    // Both non-baseline candidates were handed on: with the baseline, three pairs to compare.
+    assert_eq!(
+        screening["confirmed"].as_array().unwrap().len(),
+        2,
+        "{screening}"
+    );
+    assert_eq!(screening["pairs"], 3, "{screening}");
+    assert!(
+        stdout.contains("screening: ") && stdout.contains("confirmed with real runs"),
+        "{stdout}"
+    );
+    assert!(!r["runs"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_trace_that_is_not_a_file_is_one_line() {
+    let out = alloclens()
+        .args(["tune", "/nonexistent/t.alt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is not a trace file"), "{stderr}");
+}

@@ -1,0 +1,2 @@
+#include <signal.h>
+__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }
