@@ -1,10 +1,10 @@
-//! A trace as the `calls` table (the columns of `export --parquet`, plus `trace_id`), streamed:
+//! A trace as the `calls` table (the columns of `export --parquet` but the two lifetimes, plus
+//! `trace_id`), streamed:
 //! one thread reads and decodes chunks into a batch of columns, another encodes and compresses the
 //! previous batch as a row group, so memory holds three batches at most, whatever the trace's size.
 use std::path::Path;
 use std::sync::mpsc;
 
-use hashbrown::HashMap;
 use parquet::data_type::ByteArray;
 use trace::{Losses, Record, TraceReader};
 
@@ -12,7 +12,7 @@ use crate::parquet_file::{ColumnData, ColumnSpec, Encode, Kind, ParquetFile, Val
 use crate::table::{Cell, Table};
 use crate::DatasetError;
 
-/// Calls per row group: about 30 MiB of column buffers each.
+/// Calls per row group: about 20 MiB of column buffers each.
 pub const BATCH: usize = 256 * 1024;
 
 /// What a trace gave.
@@ -36,10 +36,6 @@ struct Batch {
     size: Vec<i64>,
     addr: Vec<i64>,
     old_addr: Vec<i64>,
-    lifetime_calls: Vec<i64>,
-    lifetime_ns: Vec<i64>,
-    /// Definition levels of the two lifetime columns (1: the call ended a block seen allocated).
-    ended: Vec<i16>,
 }
 
 impl Batch {
@@ -54,9 +50,6 @@ impl Batch {
             size: Vec::with_capacity(n),
             addr: Vec::with_capacity(n),
             old_addr: Vec::with_capacity(n),
-            lifetime_calls: Vec::new(),
-            lifetime_ns: Vec::new(),
-            ended: Vec::with_capacity(n),
         }
     }
 
@@ -84,14 +77,6 @@ impl Batch {
             plain(self.addr),
             plain(self.old_addr),
             ColumnData {
-                values: Values::Int64(self.lifetime_calls),
-                defs: Some(self.ended.clone()),
-            },
-            ColumnData {
-                values: Values::Int64(self.lifetime_ns),
-                defs: Some(self.ended),
-            },
-            ColumnData {
                 values: Values::Text(vec![trace_id.clone(); n]),
                 defs: None,
             },
@@ -118,13 +103,13 @@ fn schema() -> Vec<ColumnSpec> {
         col("size", Int64, false, Dictionary),
         col("addr", Int64, false, Delta),
         col("old_addr", Int64, false, Delta),
-        col("lifetime_calls", Int64, true, Delta),
-        col("lifetime_ns", Int64, true, Delta),
         col("trace_id", Text, false, Dictionary),
     ]
 }
 
-/// Writes the calls of the trace at `trace_path` to `out` (a temporary name until complete).
+/// Writes the calls of the trace at `trace_path` to `out` (a temporary name until complete). The
+/// lifetimes of events.parquet are left out: they are a join of a release to its allocation
+/// (docs/dataset.md), and stored they would double the bytes per call.
 /// A damaged trace gives what is readable, as `analyze` reads it: each stream up to its first
 /// corrupt chunk, the file up to its damage; `CallsOutcome::losses` says what was lost.
 pub fn write_calls(
@@ -157,12 +142,10 @@ pub fn write_calls(
             }
             Ok(())
         });
-        let ops: Vec<(trace::Op, ByteArray)> = Vec::new();
-        let mut ops = ops;
+        // The op names' bytes, made once: a row only clones a shared buffer.
+        let mut ops: Vec<(trace::Op, ByteArray)> = Vec::new();
         let mut batch = Batch::with_capacity(BATCH);
         'streams: for (s, info) in streams.iter().enumerate() {
-            // Pointer (or block id) -> seq and t_ns of the call that returned it.
-            let mut live: HashMap<u64, (u64, u64)> = HashMap::new();
             let records = match reader.records(s) {
                 Ok(r) => r,
                 Err(e) => {
@@ -182,21 +165,6 @@ pub fn write_calls(
                         break;
                     }
                 };
-                let released = if e.op.is_free() {
-                    e.addr
-                } else if e.op.is_realloc() {
-                    e.old_addr
-                } else {
-                    0
-                };
-                let ended = if released != 0 {
-                    live.remove(&released)
-                } else {
-                    None
-                };
-                if !e.op.is_free() && e.addr != 0 {
-                    live.insert(e.addr, (e.seq, e.t_ns));
-                }
                 let op = match ops.iter().find(|(o, _)| *o == e.op) {
                     Some((_, b)) => b.clone(),
                     None => {
@@ -214,14 +182,6 @@ pub fn write_calls(
                 batch.size.push(e.size as i64);
                 batch.addr.push(e.addr as i64);
                 batch.old_addr.push(e.old_addr as i64);
-                match ended {
-                    Some((seq, t)) => {
-                        batch.lifetime_calls.push(e.seq.saturating_sub(seq) as i64);
-                        batch.lifetime_ns.push(e.t_ns.saturating_sub(t) as i64);
-                        batch.ended.push(1);
-                    }
-                    None => batch.ended.push(0),
-                }
                 calls += 1;
                 if batch.len() >= BATCH {
                     let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
