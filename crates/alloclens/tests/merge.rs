@@ -43,7 +43,7 @@ fn fixtures() -> &'static Fixtures {
         record(
             &trace,
             &[],
-            &[&exe(), "workload", "churn", "--ops", "60000", "--threads", "2"],
+            &[&exe(), "workload", "churn", "--ops", "40000"],
         );
         let analysis = common::json_stdout([
             "analyze".as_ref(),
@@ -166,6 +166,18 @@ fn two_runs_and_a_trace_read_back_with_the_parquet_crate() {
     assert_eq!(text(&machines, 0, "hostname"), host);
     assert!(text(&machines, 0, "allocators").starts_with("glibc "));
     assert!(hidden_files(&ds).is_empty(), "{:?}", hidden_files(&ds));
+    let kinds = read_table(&dataset, "samples").unwrap();
+    let first = text(&kinds, 0, "sample_kind");
+    assert!(first == "interval" || first == "marker", "{first}");
+    // No file column is named like a partition: DuckDB and Spark would give it the partition's value.
+    for kind in ["runs", "summary", "samples", "machines", "sources", "calls", "traces"] {
+        for (file, _) in dataset.files(kind) {
+            let names = dataset::read::read_file(&file).unwrap().names;
+            for key in ["kind", "host", "command"] {
+                assert!(!names.iter().any(|n| n == key), "{kind}: {names:?}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub struct DatasetData {
     pub dir: PathBuf,
     /// (command, params) -> the group.
     groups: BTreeMap<(String, String), Group>,
+    /// command partition -> the command in full (from `runs`).
+    commands: BTreeMap<String, String>,
     machines: Rows,
     sources: Rows,
 }
@@ -54,9 +56,17 @@ impl DatasetData {
                 mean_pss_ratio: summary.number(i, "mean_pss_ratio"),
             });
         }
+        let runs = read_table(&dataset, "runs")?;
+        let mut commands = BTreeMap::new();
+        for i in 0..runs.len() {
+            if let (Some(p), Some(c)) = (runs.text(i, "command"), runs.text(i, "command_line")) {
+                commands.entry(p.to_string()).or_insert_with(|| c.to_string());
+            }
+        }
         Ok(DatasetData {
             dir: dir.to_path_buf(),
             groups,
+            commands,
             machines: read_table(&dataset, "machines")?,
             sources: read_table(&dataset, "sources")?,
         })
@@ -153,7 +163,8 @@ impl Reportable for DatasetData {
         let mut any_differs = false;
         for ((command, params), group) in &self.groups {
             let caption = format!(
-                "command={command}{}, baseline {}",
+                "{}{}, baseline {}",
+                self.commands.get(command).unwrap_or(command),
                 if params == "{}" || params.is_empty() {
                     String::new()
                 } else {
