@@ -5,7 +5,10 @@
 # bytes per call of the calls table; and, when python3 has the duckdb package, DuckDB's 16-byte
 # size histogram over it.
 # Usage: bench/merge-scale.sh [DIRS] [CALLS]  (defaults 1000, 100000000)
-# ALLOCLENS=path uses that alloclens instead of building it in release; WORK=dir keeps the files
+# The timed merges run through crates/dataset/examples/merge.rs (the library's `dataset::merge`, the
+# same code `alloclens merge` runs, built in release: lighter than the whole CLI); ALLOCLENS=path
+# uses that alloclens for run and record instead of building it in release (their speed is not
+# measured here). WORK=dir keeps the files
 # there (default: a temporary directory, removed at the end; the trace takes ~1.6 bytes per call,
 # the dataset ~3).
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -19,6 +22,8 @@ else
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/alloclens-merge.XXXXXX")
   trap 'rm -rf "$WORK"' EXIT
 fi
+cargo build --release -q -p dataset --example merge
+MERGE=$PWD/target/release/examples/merge
 if [ -n "${ALLOCLENS:-}" ]; then
   AL=$ALLOCLENS
 else
@@ -65,7 +70,7 @@ for n in $(seq 1 "$DIRS"); do
       -e "s/\"created\": \"\([^\"]*\)\"/\"created\": \"\1-copy$n\"/" "$src/results.json" > "$dst/results.json"
 done
 sample_bytes=$(du -sb "$WORK/fleet" | cut -f1)
-timed "$WORK/fleet.time" "$AL" merge "$WORK"/fleet/node-* -o "$WORK/fleet.ds"
+timed "$WORK/fleet.time" "$MERGE" "$WORK"/fleet/node-* -o "$WORK/fleet.ds"
 fleet_s=$(wall_s "$WORK/fleet.time")
 echo
 echo "merge of $DIRS results directories ($((sample_bytes / 1024 / 1024)) MiB): $fleet_s s wall, peak RSS $(( $(peak_kib "$WORK/fleet.time") / 1024 )) MiB, dataset $(( $(du -sb "$WORK/fleet.ds" | cut -f1) / 1024 / 1024 )) MiB (target: under 60 s)"
@@ -76,7 +81,7 @@ rm -f "$WORK/churn.alt"
 "$AL" record -q -o "$WORK/churn.alt" -- "$AL" workload churn --ops $((CALLS / 2)) > /dev/null
 trace_bytes=$(stat -c %s "$WORK/churn.alt")
 rm -rf "$WORK/calls.ds"
-timed "$WORK/calls.time" "$AL" merge "$WORK/churn.alt" -o "$WORK/calls.ds"
+timed "$WORK/calls.time" "$MERGE" "$WORK/churn.alt" -o "$WORK/calls.ds"
 # The merged rows are the calls plus the trace's row of `traces`.
 rows=$(sed -n 's/^alloclens: merged 1 source (\([0-9]*\) rows).*/\1/p' "$WORK/calls.time")
 calls=$((rows - 1))
