@@ -45,11 +45,8 @@ fn fixtures() -> &'static Fixtures {
             &[],
             &[&exe(), "workload", "churn", "--ops", "40000"],
         );
-        let analysis = common::json_stdout([
-            "analyze".as_ref(),
-            "--json".as_ref(),
-            trace.as_os_str(),
-        ]);
+        let analysis =
+            common::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
         let trace_calls = analysis["processes"]
             .as_array()
             .unwrap()
@@ -170,7 +167,9 @@ fn two_runs_and_a_trace_read_back_with_the_parquet_crate() {
     let first = text(&kinds, 0, "sample_kind");
     assert!(first == "interval" || first == "marker", "{first}");
     // No file column is named like a partition: DuckDB and Spark would give it the partition's value.
-    for kind in ["runs", "summary", "samples", "machines", "sources", "calls", "traces"] {
+    for kind in [
+        "runs", "summary", "samples", "machines", "sources", "calls", "traces",
+    ] {
         for (file, _) in dataset.files(kind) {
             let names = dataset::read::read_file(&file).unwrap().names;
             for key in ["kind", "host", "command"] {
@@ -266,13 +265,20 @@ fn a_path_that_is_not_a_result_is_refused_before_anything_is_written() {
         assert_eq!(out.status.code(), Some(1));
         let errors = error_lines(&out);
         assert_eq!(errors.len(), 1, "{}", stderr(&out));
-        assert!(errors[0].contains("is not an alloclens result"), "{errors:?}");
+        assert!(
+            errors[0].contains("is not an alloclens result"),
+            "{errors:?}"
+        );
         assert!(!ds.exists(), "nothing is written when a PATH is wrong");
     }
     // A directory with files that is not a dataset is not written into.
     let out = merge(&[&f.run_a], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("is not an alloclens dataset"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not an alloclens dataset"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -297,13 +303,25 @@ fn a_newer_schema_version_is_refused_naming_both_versions() {
     assert!(merge(&[&f.run_a], &ds, &[]).status.success());
     let meta = ds.join("dataset.json");
     let text = std::fs::read_to_string(&meta).unwrap();
-    std::fs::write(&meta, text.replace("\"schema_version\": 1", "\"schema_version\": 2")).unwrap();
+    std::fs::write(
+        &meta,
+        text.replace("\"schema_version\": 1", "\"schema_version\": 2"),
+    )
+    .unwrap();
     let out = merge(&[&f.run_b], &ds, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(error_lines(&out)[0].contains("schema version 2"), "{}", stderr(&out));
+    assert!(
+        error_lines(&out)[0].contains("schema version 2"),
+        "{}",
+        stderr(&out)
+    );
     let out = alloclens().arg("report").arg(&ds).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(error_lines(&out)[0].contains("schema version 2"), "{}", stderr(&out));
+    assert!(
+        error_lines(&out)[0].contains("schema version 2"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -336,8 +354,12 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
     let f = fixtures();
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
-    assert!(merge(&[&f.run_a], &ds, &["--host", "node-a"]).status.success());
-    assert!(merge(&[&f.run_b], &ds, &["--host", "node-b"]).status.success());
+    assert!(merge(&[&f.run_a], &ds, &["--host", "node-a"])
+        .status
+        .success());
+    assert!(merge(&[&f.run_b], &ds, &["--host", "node-b"])
+        .status
+        .success());
     let page = dir.path().join("page.html");
     succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).unwrap();
@@ -351,6 +373,9 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
         assert!(html.contains(needle), "{needle} missing from the page");
     }
     // The two hosts are one group: each variant's row counts both.
-    let rows: Vec<&str> = html.match_indices("<td>2</td>").map(|(i, _)| &html[i..i + 4]).collect();
+    let rows: Vec<&str> = html
+        .match_indices("<td>2</td>")
+        .map(|(i, _)| &html[i..i + 4])
+        .collect();
     assert!(rows.len() >= 2, "each variant over 2 hosts");
 }

@@ -280,7 +280,12 @@ pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
     let json = &source.json;
     let mut out = Vec::new();
     if source.kind == SourceKind::Watch {
-        out.push(json_table("watches", WATCHES, std::slice::from_ref(json), source));
+        out.push(json_table(
+            "watches",
+            WATCHES,
+            std::slice::from_ref(json),
+            source,
+        ));
         out.push(csv_table(&WATCH_SAMPLES, &source.path, &source.id)?);
     } else {
         let runs = array(json.get("runs"));
@@ -364,10 +369,10 @@ fn json_table(
                 "/=allocators" => Cell::Text(allocators(object.get("variants"))),
                 "/params" | "/=params" => {
                     let p = object.pointer(pointer);
-                    Cell::Text(p.filter(|p| p.is_object()).map_or_else(
-                        || "{}".to_string(),
-                        Value::to_string,
-                    ))
+                    Cell::Text(
+                        p.filter(|p| p.is_object())
+                            .map_or_else(|| "{}".to_string(), Value::to_string),
+                    )
                 }
                 p => Cell::from_json(object.pointer(p), *kind),
             })
@@ -462,7 +467,13 @@ fn csv_table(spec: &CsvTable, dir: &Path, source_id: &str) -> Result<Table, Data
     let mut columns: Vec<(String, Kind, Option<usize>)> = spec
         .columns
         .iter()
-        .map(|(n, k)| (n.to_string(), *k, header.iter().position(|h| column_name(h) == *n)))
+        .map(|(n, k)| {
+            (
+                n.to_string(),
+                *k,
+                header.iter().position(|h| column_name(h) == *n),
+            )
+        })
         .collect();
     for (i, h) in header.iter().enumerate() {
         let known = spec.columns.iter().any(|(n, _)| *n == column_name(h));

@@ -60,7 +60,9 @@ impl DatasetData {
         let mut commands = BTreeMap::new();
         for i in 0..runs.len() {
             if let (Some(p), Some(c)) = (runs.text(i, "command"), runs.text(i, "command_line")) {
-                commands.entry(p.to_string()).or_insert_with(|| c.to_string());
+                commands
+                    .entry(p.to_string())
+                    .or_insert_with(|| c.to_string());
             }
         }
         Ok(DatasetData {
@@ -74,7 +76,7 @@ impl DatasetData {
 }
 
 /// min, median, max of the values present.
-fn spread(values: &mut Vec<f64>) -> Option<(f64, f64, f64)> {
+fn spread(values: &mut [f64]) -> Option<(f64, f64, f64)> {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n == 0 {
@@ -141,14 +143,23 @@ impl Reportable for DatasetData {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for i in 0..self.sources.len() {
             *kinds
-                .entry(self.sources.text(i, "source_kind").unwrap_or("").to_string())
+                .entry(
+                    self.sources
+                        .text(i, "source_kind")
+                        .unwrap_or("")
+                        .to_string(),
+                )
                 .or_default() += 1;
         }
         let mut facts = vec![
             ("directory".to_string(), self.dir.display().to_string()),
             ("hosts".to_string(), hosts.len().to_string()),
         ];
-        facts.extend(kinds.into_iter().map(|(k, n)| (format!("{k} sources"), n.to_string())));
+        facts.extend(
+            kinds
+                .into_iter()
+                .map(|(k, n)| (format!("{k} sources"), n.to_string())),
+        );
         overview.push(Block::Facts(facts));
         let mut sections = vec![overview];
 
@@ -241,7 +252,14 @@ impl Reportable for DatasetData {
         sections.push(differing);
 
         let mut machines = Section::new("machines", "Machines");
-        let columns = ["host", "kernel", "cpu_model", "cpus", "memory_bytes", "allocators"];
+        let columns = [
+            "host",
+            "kernel",
+            "cpu_model",
+            "cpus",
+            "memory_bytes",
+            "allocators",
+        ];
         let mut seen = std::collections::BTreeSet::new();
         let mut rows = Vec::new();
         for i in 0..self.machines.len() {
