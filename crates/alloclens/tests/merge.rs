@@ -43,7 +43,15 @@ fn fixtures() -> &'static Fixtures {
         record(
             &trace,
             &[],
-            &[&exe(), "workload", "churn", "--ops", "40000"],
+            &[
+                &exe(),
+                "workload",
+                "churn",
+                "--ops",
+                "60000",
+                "--threads",
+                "2",
+            ],
         );
         let analysis =
             common::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
