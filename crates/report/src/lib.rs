@@ -43,6 +43,7 @@ pub use parquet_files::trace::{
     export_events, export_events_with, write_analysis_parquet, ExportError, Exported,
 };
 pub use parquet_files::{describe as describe_parquet, ParquetError};
+pub use sections::dataset::DatasetData;
 pub use sections::run_compare::merge_runs;
 pub use sections::trace_compare::TraceComparison;
 pub use site_diff::diff_sites;

@@ -8,6 +8,7 @@ mod damaged;
 mod exit_status;
 mod install;
 mod ksm;
+mod merge;
 mod options;
 mod progress;
 mod record;
