@@ -49,6 +49,9 @@ pub enum Command {
     ReplayDriver(cmd::replay::DriverArgs),
     /// Export a trace's raw events as Parquet for pandas, polars, DuckDB or Spark
     Export(cmd::export::Args),
+    /// Merge results directories and traces of many hosts into one Parquet dataset for DuckDB or
+    /// Spark (appendable; a file merged twice is skipped)
+    Merge(cmd::merge::Args),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell)
     Completions(cmd::completions::Args),
     /// Print the manual page in roff, or write every command's page into a directory

@@ -8,6 +8,7 @@ pub mod diff;
 pub mod export;
 mod ksm_library;
 pub mod man;
+pub mod merge;
 pub mod progress;
 pub mod record;
 pub mod replay;
@@ -44,6 +45,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => replay::run(*args),
         Command::ReplayDriver(args) => replay::driver(args),
         Command::Export(args) => export::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
     }

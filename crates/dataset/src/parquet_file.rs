@@ -1,0 +1,217 @@
+//! One Parquet file of the dataset: typed columns with an encoding each, zstd pages, the dataset's
+//! schema version in the footer, written under a hidden temporary name and renamed when complete.
+//! (The `parquet` crate's column writers, without arrow, as crates/report does.)
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::basic::{
+    Compression, ConvertedType, Encoding, LogicalType, Repetition, Type as PhysicalType, ZstdLevel,
+};
+use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::{ColumnPath, Type};
+
+use crate::SCHEMA_VERSION;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int64,
+    Double,
+    /// UTF-8 text.
+    Text,
+}
+
+/// How a column's values are encoded before zstd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encode {
+    /// Few distinct values (thread ids, op names): a dictionary and small indices.
+    Dictionary,
+    /// Values that grow steadily (seq, time, block ids): differences, bit-packed.
+    Delta,
+    Plain,
+}
+
+#[derive(Debug, Clone)]
+pub struct ColumnSpec {
+    pub name: String,
+    pub kind: Kind,
+    pub nullable: bool,
+    pub encode: Encode,
+}
+
+impl ColumnSpec {
+    /// A nullable column, dictionary-encoded (the small tables: their values repeat a lot).
+    pub fn new(name: &str, kind: Kind) -> ColumnSpec {
+        ColumnSpec {
+            name: name.to_string(),
+            kind,
+            nullable: true,
+            encode: Encode::Dictionary,
+        }
+    }
+}
+
+/// One row group's values of one column: the non-null values, and with a nullable column one
+/// definition level per row (1 = a value, 0 = null).
+pub enum Values {
+    Int64(Vec<i64>),
+    Double(Vec<f64>),
+    Text(Vec<ByteArray>),
+}
+
+pub struct ColumnData {
+    pub values: Values,
+    pub defs: Option<Vec<i16>>,
+}
+
+/// Writes one file: rows go to `.NAME.PID.partial` beside it, renamed by `finish`; a writer dropped
+/// unfinished removes its partial file, so the name only ever holds a complete file.
+pub struct ParquetFile {
+    path: PathBuf,
+    partial: PathBuf,
+    specs: Vec<ColumnSpec>,
+    writer: Option<SerializedFileWriter<File>>,
+    rows: u64,
+}
+
+impl ParquetFile {
+    pub fn create(path: &Path, kind: &str, specs: Vec<ColumnSpec>) -> Result<ParquetFile, String> {
+        let fields = specs
+            .iter()
+            .map(|c| {
+                let physical = match c.kind {
+                    Kind::Int64 => PhysicalType::INT64,
+                    Kind::Double => PhysicalType::DOUBLE,
+                    Kind::Text => PhysicalType::BYTE_ARRAY,
+                };
+                let mut b = Type::primitive_type_builder(&c.name, physical).with_repetition(
+                    if c.nullable {
+                        Repetition::OPTIONAL
+                    } else {
+                        Repetition::REQUIRED
+                    },
+                );
+                if c.kind == Kind::Text {
+                    b = b
+                        .with_logical_type(Some(LogicalType::String))
+                        .with_converted_type(ConvertedType::UTF8);
+                }
+                b.build().map(Arc::new).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let root = Type::group_type_builder("schema")
+            .with_fields(fields)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let zstd = ZstdLevel::try_new(3).map_err(|e| e.to_string())?;
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(zstd))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_created_by(format!("alloclens {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(vec![
+                KeyValue {
+                    key: "alloclens.dataset.schema_version".into(),
+                    value: Some(SCHEMA_VERSION.to_string()),
+                },
+                KeyValue {
+                    key: "alloclens.dataset.kind".into(),
+                    value: Some(kind.to_string()),
+                },
+            ]));
+        for c in &specs {
+            let col = ColumnPath::from(c.name.as_str());
+            props = match c.encode {
+                Encode::Dictionary => props.set_column_dictionary_enabled(col, true),
+                Encode::Delta => props
+                    .set_column_dictionary_enabled(col.clone(), false)
+                    .set_column_encoding(col, Encoding::DELTA_BINARY_PACKED),
+                Encode::Plain => props
+                    .set_column_dictionary_enabled(col.clone(), false)
+                    .set_column_encoding(col, Encoding::PLAIN),
+            };
+        }
+        let partial = partial_path(path);
+        let file = File::create(&partial).map_err(|e| e.to_string())?;
+        let writer = SerializedFileWriter::new(file, Arc::new(root), Arc::new(props.build()))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&partial);
+                e.to_string()
+            })?;
+        Ok(ParquetFile {
+            path: path.to_path_buf(),
+            partial,
+            specs,
+            writer: Some(writer),
+            rows: 0,
+        })
+    }
+
+    /// Writes one row group: one entry per column, in the schema's order.
+    pub fn write_group(&mut self, columns: Vec<ColumnData>) -> Result<(), String> {
+        if columns.len() != self.specs.len() {
+            return Err(format!(
+                "{} columns for a schema of {}",
+                columns.len(),
+                self.specs.len()
+            ));
+        }
+        let writer = self.writer.as_mut().ok_or("the file is finished")?;
+        let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
+        let mut rows = 0;
+        for (data, spec) in columns.into_iter().zip(&self.specs) {
+            let mut col = group
+                .next_column()
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no column writer for {}", spec.name))?;
+            let defs = data.defs.as_deref();
+            let written = match &data.values {
+                Values::Int64(v) => col.typed::<Int64Type>().write_batch(v, defs, None),
+                Values::Double(v) => col.typed::<DoubleType>().write_batch(v, defs, None),
+                Values::Text(v) => col.typed::<ByteArrayType>().write_batch(v, defs, None),
+            };
+            written.map_err(|e| format!("column {}: {e}", spec.name))?;
+            col.close().map_err(|e| e.to_string())?;
+            rows = defs.map_or_else(
+                || match &data.values {
+                    Values::Int64(v) => v.len(),
+                    Values::Double(v) => v.len(),
+                    Values::Text(v) => v.len(),
+                },
+                <[i16]>::len,
+            );
+        }
+        group.close().map_err(|e| e.to_string())?;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// Writes the footer and gives the file its name; returns its rows.
+    pub fn finish(mut self) -> Result<u64, String> {
+        if let Some(writer) = self.writer.take() {
+            writer.close().map_err(|e| e.to_string())?;
+        }
+        std::fs::rename(&self.partial, &self.path).map_err(|e| e.to_string())?;
+        self.partial = PathBuf::new();
+        Ok(self.rows)
+    }
+}
+
+impl Drop for ParquetFile {
+    fn drop(&mut self) {
+        if !self.partial.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.partial);
+        }
+    }
+}
+
+/// `DIR/.NAME.PID.partial` for `DIR/NAME`: hidden from readers, in the same directory so the rename
+/// cannot cross file systems.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "table".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+}
