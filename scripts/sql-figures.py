@@ -97,6 +97,10 @@ class Spark:
             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
+            # sql/views/40-link_roots.sql walks realloc chains: one level per link of the longest
+            # chain, and as many rows as calls that return a block (defaults: 100 levels, 1 M rows)
+            .config("spark.sql.cteRecursionLevelLimit", "-1")
+            .config("spark.sql.cteRecursionRowLimit", "-1")
             .getOrCreate()
         )
         self.spark.sparkContext.setLogLevel("ERROR")
@@ -130,23 +134,8 @@ def kind_present(dataset, statement):
     return False
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dataset", nargs="?", help="directory written by `alloclens merge -o`")
-    ap.add_argument("--events", help="events.parquet of `alloclens export --parquet` instead of a dataset")
-    ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
-    ap.add_argument("--figure", action="append", help="only this figure (file name without .sql)")
-    ap.add_argument("--json", action="store_true", help="print {figure: rows, ...} and the times as JSON")
-    args = ap.parse_args()
-    if (args.dataset is None) == (args.events is None):
-        fail("give a DATASET directory or --events FILE")
-    source = args.dataset or args.events
-    if not os.path.exists(source):
-        fail(f"'{source}' does not exist")
-    if args.dataset and not os.path.exists(os.path.join(args.dataset, "dataset.json")):
-        fail(f"'{args.dataset}' is not an alloclens dataset (no dataset.json; alloclens merge writes one)")
-
-    engine = DuckDB() if args.engine == "duckdb" else Spark()
+def run_all(engine, args, figures):
+    """Runs `figures` on `engine`: ({figure: rows}, {figure: seconds})."""
     present = set()
     if args.events:
         engine.execute(engine.events_view(os.path.abspath(args.events)))
@@ -158,12 +147,6 @@ def main():
             if kind_present(args.dataset, s):
                 engine.execute(s.replace("${dataset}", dataset))
                 present.add(re.search(r"VIEW (\w+)", s).group(1))
-    figures = sorted(f[:-4] for f in os.listdir(os.path.join(SQL, "figures")) if f.endswith(".sql"))
-    if args.figure:
-        unknown = set(args.figure) - set(figures)
-        if unknown:
-            fail(f"no figure {', '.join(sorted(unknown))} (figures: {', '.join(figures)})")
-        figures = [f for f in figures if f in args.figure]
     views = {v[3:-4]: read(os.path.join(SQL, "views", v))
              for v in sorted(os.listdir(os.path.join(SQL, "views"))) if v.endswith(".sql")}
     out, times, made = {}, {}, []
@@ -186,6 +169,72 @@ def main():
         (query,) = statements(text)
         out[f] = engine.query(query)
         times[f] = time.perf_counter() - start
+    return out, times
+
+
+def canonical(rows):
+    """Rows in a comparable form: sorted, floats rounded to 9 significant digits, ints as ints."""
+    def value(v):
+        if isinstance(v, float):
+            return float(f"{v:.9g}")
+        if hasattr(v, "as_integer_ratio") and not isinstance(v, int):  # Decimal
+            return float(f"{float(v):.9g}")
+        return v
+    return sorted((tuple(sorted((k, value(v)) for k, v in r.items())) for r in rows), key=repr)
+
+
+def compare(args, figures):
+    """Both engines on the same dataset: per figure, the rows side by side, agreement and times."""
+    duck = DuckDB()
+    d_out, d_times = run_all(duck, args, figures)
+    spark = Spark()
+    s_out, s_times = run_all(spark, args, figures)
+    print(f"{'figure':28} {'rows':>7} {'duckdb ' + duck.version:>16} {'spark ' + spark.version:>16}  agree")
+    for f in d_out:
+        same = f in s_out and canonical(d_out[f]) == canonical(s_out[f])
+        s_time = f"{s_times[f]:.2f} s" if f in s_times else "-"
+        print(f"{f:28} {len(d_out[f]):>7} {d_times[f]:>14.2f} s {s_time:>16}  {'yes' if same else 'NO'}")
+    for f in d_out:
+        rows = canonical(d_out[f])[:args.rows]
+        other = canonical(s_out.get(f, []))[:args.rows]
+        print(f"\n== {f}: first {len(rows)} rows, DuckDB | Spark")
+        for a, b in zip(rows, other):
+            print("  " + ", ".join(f"{k}={v}" for k, v in a))
+            if a != b:
+                print("| " + ", ".join(f"{k}={v}" for k, v in b))
+    total_d, total_s = sum(d_times.values()), sum(s_times.values())
+    print(f"\ntotal: DuckDB {total_d:.2f} s, Spark {total_s:.2f} s")
+    return all(f in s_out and canonical(d_out[f]) == canonical(s_out[f]) for f in d_out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dataset", nargs="?", help="directory written by `alloclens merge -o`")
+    ap.add_argument("--events", help="events.parquet of `alloclens export --parquet` instead of a dataset")
+    ap.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb",
+                    help="both: DuckDB then Spark on the same files, side by side, with times")
+    ap.add_argument("--rows", type=int, default=3, help="with --engine both: rows shown per figure")
+    ap.add_argument("--figure", action="append", help="only this figure (file name without .sql)")
+    ap.add_argument("--json", action="store_true", help="print {figure: rows, ...} and the times as JSON")
+    args = ap.parse_args()
+    if (args.dataset is None) == (args.events is None):
+        fail("give a DATASET directory or --events FILE")
+    source = args.dataset or args.events
+    if not os.path.exists(source):
+        fail(f"'{source}' does not exist")
+    if args.dataset and not os.path.exists(os.path.join(args.dataset, "dataset.json")):
+        fail(f"'{args.dataset}' is not an alloclens dataset (no dataset.json; alloclens merge writes one)")
+
+    figures = sorted(f[:-4] for f in os.listdir(os.path.join(SQL, "figures")) if f.endswith(".sql"))
+    if args.figure:
+        unknown = set(args.figure) - set(figures)
+        if unknown:
+            fail(f"no figure {', '.join(sorted(unknown))} (figures: {', '.join(figures)})")
+        figures = [f for f in figures if f in args.figure]
+    if args.engine == "both":
+        sys.exit(0 if compare(args, figures) else 1)
+    engine = DuckDB() if args.engine == "duckdb" else Spark()
+    out, times = run_all(engine, args, figures)
     if args.json:
         json.dump({"engine": engine.name, "version": engine.version, "figures": out, "seconds": times},
                   sys.stdout, default=str)

@@ -10,3 +10,4 @@ SELECT trace_id, pid, exec_index,
        sum(CASE WHEN outcome = 'leaked' THEN last_size ELSE 0 END) AS leaked_bytes
 FROM allocations
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index), (trace_id, pid, exec_index, tid))
+ORDER BY trace_id, pid, exec_index, scope, tid

@@ -5,3 +5,4 @@ SELECT trace_id, pid, exec_index,
        op, count(*) AS calls
 FROM calls
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index, op), (trace_id, pid, exec_index, tid, op))
+ORDER BY trace_id, pid, exec_index, scope, tid, op

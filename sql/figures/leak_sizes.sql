@@ -16,3 +16,4 @@ FROM (
   ) by_size
 ) ranked
 WHERE place <= 20
+ORDER BY trace_id, pid, exec_index, scope, tid, bytes DESC, count DESC, size

@@ -49,3 +49,4 @@ JOIN life l ON l.trace_id = p.trace_id AND l.pid = p.pid AND l.exec_index = p.ex
 JOIN by_value v ON v.trace_id = p.trace_id AND v.pid = p.pid AND v.exec_index = p.exec_index
                AND v.tid = p.tid
 GROUP BY p.trace_id, p.pid, p.exec_index, p.tid, p.total, p.below_calls, l.life_calls
+ORDER BY trace_id, pid, exec_index, scope, tid, below_calls

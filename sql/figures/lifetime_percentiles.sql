@@ -53,3 +53,4 @@ SELECT a.trace_id, a.pid, a.exec_index,
        a.q, a.calls, a.calls / CAST(l.life_calls AS DOUBLE) AS share_of_life, a.ns
 FROM answers a
 JOIN life l ON l.trace_id = a.trace_id AND l.pid = a.pid AND l.exec_index = a.exec_index
+ORDER BY trace_id, pid, exec_index, scope, tid, q

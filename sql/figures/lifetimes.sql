@@ -11,3 +11,4 @@ SELECT trace_id, pid, exec_index,
        max(lifetime_calls) AS max_calls
 FROM (SELECT *, end_seq - start_seq - 1 AS lifetime_calls FROM allocations WHERE outcome = 'ended') ended
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index), (trace_id, pid, exec_index, tid))
+ORDER BY trace_id, pid, exec_index, scope, tid

@@ -54,3 +54,4 @@ LEFT JOIN calls b ON b.trace_id = s.trace_id AND b.pid = s.pid AND b.exec_index 
                  AND b.seq = p.bytes_call
 LEFT JOIN calls a ON a.trace_id = s.trace_id AND a.pid = s.pid AND a.exec_index = s.exec_index
                  AND a.seq = p.allocations_call
+ORDER BY trace_id, pid, exec_index, scope, tid

@@ -26,3 +26,4 @@ FROM (
   FROM call_effects
 ) c
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index), (trace_id, pid, exec_index, tid))
+ORDER BY trace_id, pid, exec_index, scope, tid

@@ -7,3 +7,4 @@ FROM (SELECT *, CAST(floor(size / 16) AS BIGINT) * 16 AS low
       FROM calls
       WHERE op NOT IN ('free', 'free_sized', 'free_aligned_sized') AND addr <> 0) requests
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index, low), (trace_id, pid, exec_index, tid, low))
+ORDER BY trace_id, pid, exec_index, scope, tid, low

@@ -8,3 +8,4 @@ FROM (SELECT *,
       FROM calls
       WHERE op NOT IN ('free', 'free_sized', 'free_aligned_sized') AND addr <> 0) requests
 GROUP BY GROUPING SETS ((trace_id, pid, exec_index, low), (trace_id, pid, exec_index, tid, low))
+ORDER BY trace_id, pid, exec_index, scope, tid, low
