@@ -97,6 +97,10 @@ class Spark:
             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            # one machine: a few shuffle partitions, not the cluster default of 200 (each a task)
+            .config("spark.sql.shuffle.partitions", str(max(2, 2 * (os.cpu_count() or 1))))
+            .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
             # sql/views/40-link_roots.sql walks realloc chains: one level per link of the longest
             # chain, and as many rows as calls that return a block (defaults: 100 levels, 1 M rows)
             .config("spark.sql.cteRecursionLevelLimit", "-1")
