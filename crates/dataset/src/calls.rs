@@ -214,10 +214,11 @@ pub fn write_calls(
             .collect::<Vec<_>>()
             .join("; ")
     });
-    let mut traces = Table::new(
+    let mut traces = Table::with_id(
         "traces",
+        "trace_id",
         &[
-            ("command", Kind::Text),
+            ("command_line", Kind::Text),
             ("allocator", Kind::Text),
             ("hostname", Kind::Text),
             ("start_unix_ns", Kind::Int64),

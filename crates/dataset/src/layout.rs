@@ -97,7 +97,8 @@ impl Dataset {
     /// Opens an existing dataset for reading, checking its schema version.
     pub fn open(root: &Path) -> Result<Dataset, DatasetError> {
         let path = root.join(DATASET_JSON);
-        let text = std::fs::read(&path).map_err(|_| DatasetError::NotADataset(root.to_path_buf()))?;
+        let text =
+            std::fs::read(&path).map_err(|_| DatasetError::NotADataset(root.to_path_buf()))?;
         let meta: Value = serde_json::from_slice(&text).map_err(|e| DatasetError::Io {
             path: path.clone(),
             message: e.to_string(),
@@ -130,7 +131,10 @@ impl Dataset {
 
     /// The directory of a table's partition: `kind=K/host=H[/command=C]`.
     pub fn partition(&self, kind: &str, host: &str, command: Option<&str>) -> PathBuf {
-        let mut p = self.root.join(format!("kind={kind}")).join(format!("host={host}"));
+        let mut p = self
+            .root
+            .join(format!("kind={kind}"))
+            .join(format!("host={host}"));
         if let Some(c) = command {
             p.push(format!("command={c}"));
         }
@@ -141,7 +145,11 @@ impl Dataset {
     /// with its partition values (`host`, `command`).
     pub fn files(&self, kind: &str) -> Vec<(PathBuf, Vec<(String, String)>)> {
         let mut out = Vec::new();
-        collect(&self.root.join(format!("kind={kind}")), &mut Vec::new(), &mut out);
+        collect(
+            &self.root.join(format!("kind={kind}")),
+            &mut Vec::new(),
+            &mut out,
+        );
         out.sort();
         out
     }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use crate::calls::write_calls;
 use crate::layout::Dataset;
 use crate::results_tables::tables;
-use crate::sources::{duplicate_of, identify, known_sources, sources_table, Known, Source};
 use crate::sources::SourceKind;
+use crate::sources::{duplicate_of, identify, known_sources, sources_table, Known, Source};
 use crate::DatasetError;
 
 #[derive(Debug, Clone, Default)]
@@ -152,10 +152,12 @@ fn write_source(
     }
     let sources = sources_table(source, merged_at, rows, losses.as_deref());
     let path = place("sources")?;
-    sources.write(&path).map_err(|message| DatasetError::Write {
-        path: path.clone(),
-        message,
-    })?;
+    sources
+        .write(&path)
+        .map_err(|message| DatasetError::Write {
+            path: path.clone(),
+            message,
+        })?;
     written.push(path);
     Ok((rows, damage))
 }

@@ -19,7 +19,7 @@ const RUNS: &[JsonColumn] = &[
     ("allocator", T, "/allocator"),
     ("baseline", T, "/=baseline"),
     ("params", T, "/params"),
-    ("command", T, "/=command"),
+    ("command_line", T, "/=command"),
     ("outcome", T, "/=outcome"),
     ("start_unix_ns", I, "/start_unix_ns"),
     ("wall_s", F, "/wall"),
@@ -107,7 +107,7 @@ const MACHINES: &[JsonColumn] = &[
 ];
 
 const WATCHES: &[JsonColumn] = &[
-    ("command", T, "/=command"),
+    ("command_line", T, "/=command"),
     ("variant", T, "/variant"),
     ("allocator", T, "/allocator"),
     ("interval_s", F, "/interval_s"),
@@ -135,7 +135,7 @@ const SAMPLES: CsvTable = CsvTable {
         ("variant", T),
         ("repeat", I),
         ("t_s", F),
-        ("kind", T),
+        ("sample_kind", T),
         ("label", T),
         ("scope", T),
         ("pid", I),
@@ -280,7 +280,12 @@ pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
     let json = &source.json;
     let mut out = Vec::new();
     if source.kind == SourceKind::Watch {
-        out.push(json_table("watches", WATCHES, std::slice::from_ref(json), source));
+        out.push(json_table(
+            "watches",
+            WATCHES,
+            std::slice::from_ref(json),
+            source,
+        ));
         out.push(csv_table(&WATCH_SAMPLES, &source.path, &source.id)?);
     } else {
         let runs = array(json.get("runs"));
@@ -364,10 +369,10 @@ fn json_table(
                 "/=allocators" => Cell::Text(allocators(object.get("variants"))),
                 "/params" | "/=params" => {
                     let p = object.pointer(pointer);
-                    Cell::Text(p.filter(|p| p.is_object()).map_or_else(
-                        || "{}".to_string(),
-                        Value::to_string,
-                    ))
+                    Cell::Text(
+                        p.filter(|p| p.is_object())
+                            .map_or_else(|| "{}".to_string(), Value::to_string),
+                    )
                 }
                 p => Cell::from_json(object.pointer(p), *kind),
             })
@@ -426,6 +431,17 @@ fn allocators(variants: Option<&Value>) -> String {
     seen.join("; ")
 }
 
+/// The dataset's name of a CSV column: the hive partition keys (`kind`, `host`, `command`) would
+/// hide a file column of the same name in DuckDB and Spark, so those are renamed.
+fn column_name(csv: &str) -> String {
+    match csv {
+        "kind" => "sample_kind".to_string(),
+        "host" => "host_name".to_string(),
+        "command" => "command_line".to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// A CSV file of the directory as a table (none when the file is absent).
 fn csv_table(spec: &CsvTable, dir: &Path, source_id: &str) -> Result<Table, DatasetError> {
     let path = dir.join(spec.file);
@@ -451,13 +467,19 @@ fn csv_table(spec: &CsvTable, dir: &Path, source_id: &str) -> Result<Table, Data
     let mut columns: Vec<(String, Kind, Option<usize>)> = spec
         .columns
         .iter()
-        .map(|(n, k)| (n.to_string(), *k, header.iter().position(|h| h == n)))
+        .map(|(n, k)| {
+            (
+                n.to_string(),
+                *k,
+                header.iter().position(|h| column_name(h) == *n),
+            )
+        })
         .collect();
     for (i, h) in header.iter().enumerate() {
-        let known = spec.columns.iter().any(|(n, _)| n == h);
+        let known = spec.columns.iter().any(|(n, _)| *n == column_name(h));
         let dropped = spec.drop_prefix.is_some_and(|p| h.starts_with(p));
         if !known && !dropped {
-            columns.push((h.clone(), T, Some(i)));
+            columns.push((column_name(h), T, Some(i)));
         }
     }
     let specs: Vec<(&str, Kind)> = columns.iter().map(|(n, k, _)| (n.as_str(), *k)).collect();

@@ -139,7 +139,15 @@ fn results_dir(dir: &Path, host: Option<&str>) -> Result<Source, DatasetError> {
         .to_string();
     let command = strings(json.get("command"));
     Ok(finish(
-        dir, kind, "results.json", &bytes, run_key, hostname, host, command, json,
+        dir,
+        kind,
+        "results.json",
+        &bytes,
+        run_key,
+        hostname,
+        host,
+        command,
+        json,
     ))
 }
 

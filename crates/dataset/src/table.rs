@@ -71,7 +71,12 @@ pub struct Table {
 impl Table {
     /// A table whose first column is `source_id`, then `columns`.
     pub fn new(kind: &'static str, columns: &[(&str, Kind)]) -> Table {
-        let mut specs = vec![ColumnSpec::new("source_id", Kind::Text)];
+        Table::with_id(kind, "source_id", columns)
+    }
+
+    /// A table whose first column, the source's id, is named `id` (`trace_id` in `traces`).
+    pub fn with_id(kind: &'static str, id: &str, columns: &[(&str, Kind)]) -> Table {
+        let mut specs = vec![ColumnSpec::new(id, Kind::Text)];
         specs.extend(columns.iter().map(|(n, k)| ColumnSpec::new(n, *k)));
         Table {
             kind,

@@ -36,6 +36,7 @@ pub use render::html::render as render_html;
 pub use render::ksm_table::render_ksm_table;
 pub use render::run_table::{render_marker_table, render_run_table};
 pub use render::watch_summary::render_watch_summary;
+pub use sections::dataset::DatasetData;
 pub use sections::run_compare::merge_runs;
 pub use sections::trace_compare::TraceComparison;
 pub use site_diff::diff_sites;

@@ -23,7 +23,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = MergeOptions { host: args.host };
     let mut damaged = false;
-    let summary = merge(&args.paths, &args.output, &options, &mut |notice| match notice {
+    let summary = merge(&args.paths, &args.output, &options, &mut |notice| {
+        match notice {
         Notice::Skipped {
             path,
             source_id,
@@ -45,6 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         Notice::Merged { .. } => {}
+    }
     })?;
     eprintln!(
         "alloclens: merged {} source{} ({} rows) into {}{}",

@@ -10,7 +10,8 @@ use report::{
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A results directory of `alloclens run`, `tune` or `watch`, or a trace file of `alloclens record`
+    /// A results directory of `alloclens run`, `tune` or `watch`, a trace file of `alloclens record`,
+    /// or a dataset of `alloclens merge` (hosts and variants side by side)
     pub path: PathBuf,
     /// Write the HTML report to FILE (default: PATH/report.html for a results directory, PATH.html for
     /// a trace; not written when only --png/--svg/--parquet are asked for, unless -o is given)
@@ -35,6 +36,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if watch::WatchDir::is_watch_dir(&args.path) {
         return watch_report(&args);
+    }
+    if report::DatasetData::is_dataset(&args.path) {
+        return dataset_report(&args);
     }
     let is_run = RunData::is_results_dir(&args.path);
     if let Some(other) = &args.compare {
@@ -126,6 +130,42 @@ fn with_tune_sections(data: &RunData, mut doc: Document) -> anyhow::Result<Docum
     doc.sections = sections;
     doc.title = format!("alloclens tune: {}", data.results.command.join(" "));
     Ok(doc)
+}
+
+/// The page of a dataset of `alloclens merge`: hosts and variants side by side (docs/dataset.md).
+fn dataset_report(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.compare.is_some() || args.parquet.is_some() {
+        bail!(
+            "--compare and --parquet are not available for a dataset: it is Parquet already \
+             (docs/dataset.md)"
+        );
+    }
+    let data = report::DatasetData::load(&args.path)?;
+    let doc = data.document();
+    for (dir, format) in [
+        (&args.png, FigureFormat::Png),
+        (&args.svg, FigureFormat::Svg),
+    ] {
+        if let Some(dir) = dir {
+            let written = write_figures(&doc, dir, format)?;
+            eprintln!(
+                "alloclens: {} {} figures in {}",
+                written.len(),
+                format.extension(),
+                dir.display()
+            );
+        }
+    }
+    let output = match (&args.output, args.png.is_some() || args.svg.is_some()) {
+        (Some(o), _) => Some(o.clone()),
+        (None, true) => None,
+        (None, false) => Some(args.path.join("report.html")),
+    };
+    if let Some(output) = output {
+        write_html(&doc, &output)?;
+        eprintln!("alloclens: report in {}", output.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The page of a `watch` directory (no --compare or --parquet for those yet).

@@ -1,6 +1,7 @@
 //! One module per kind of report page: each turns a result into a `Document` by implementing
 //! `document::Reportable`. A comparison is a kind of page too (two runs merged into one `RunData`; two
 //! traces side by side).
+pub(crate) mod dataset;
 pub(crate) mod run;
 pub(crate) mod run_compare;
 mod run_ksm;

@@ -1,0 +1,381 @@
+//! `alloclens merge` and `alloclens report DATASET` (issue 28, docs/dataset.md) on real results of
+//! `run`, a real `watch` and a real trace: read back with the parquet crate, appended to, duplicates
+//! skipped, and each bad input (not a result, a newer version, a damaged trace, a full disk) one line
+//! with nothing written half.
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::OnceLock;
+
+use dataset::{read_table, Cell, Dataset};
+
+mod common;
+use common::{alloclens, exe, record, succeeded};
+
+struct Fixtures {
+    _dir: tempfile::TempDir,
+    /// Two runs of the same command (two hosts in the report test), one of another command.
+    run_a: PathBuf,
+    run_b: PathBuf,
+    run_other: PathBuf,
+    trace: PathBuf,
+    /// The trace's calls, as `analyze --json` counts them.
+    trace_calls: u64,
+}
+
+fn run_dir(dir: &Path, name: &str, ops: &str) -> PathBuf {
+    let out = dir.join(name);
+    succeeded(
+        alloclens()
+            .args(["run", "-a", "glibc,glibc:arena_max=1", "-r", "1"])
+            .args(["--interval", "20ms", "-o"])
+            .arg(&out)
+            .args(["--", &exe(), "workload", "churn", "--ops", ops])
+            .stdout(Stdio::null()),
+    );
+    out
+}
+
+fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("churn.alt");
+        record(
+            &trace,
+            &[],
+            &[&exe(), "workload", "churn", "--ops", "40000"],
+        );
+        let analysis =
+            common::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+        let trace_calls = analysis["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["stats"]["calls_total"].as_u64().unwrap())
+            .sum();
+        Fixtures {
+            run_a: run_dir(dir.path(), "run-a", "20000"),
+            run_b: run_dir(dir.path(), "run-b", "20000"),
+            run_other: run_dir(dir.path(), "run-other", "30000"),
+            trace,
+            trace_calls,
+            _dir: dir,
+        }
+    })
+}
+
+fn merge(args: &[&Path], out: &Path, extra: &[&str]) -> Output {
+    alloclens()
+        .arg("merge")
+        .args(extra)
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn error_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error:"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn text(rows: &dataset::Rows, i: usize, name: &str) -> String {
+    rows.text(i, name).unwrap_or_default().to_string()
+}
+
+/// Every file under `dir` whose name starts with `.` (a temporary file left behind).
+fn hidden_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with('.') {
+                out.push(e.path());
+            } else if e.path().is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+fn hostname_of(run: &Path) -> String {
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+    json["host"]["hostname"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn two_runs_and_a_trace_read_back_with_the_parquet_crate() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let out = merge(&[&f.run_a, &f.run_other, &f.trace], &ds, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dataset = Dataset::open(&ds).unwrap();
+
+    let calls = dataset.files("calls");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let calls = dataset::read::read_file(&calls[0].0).unwrap();
+    assert_eq!(calls.len() as u64, f.trace_calls);
+    let ops: std::collections::BTreeSet<String> =
+        (0..calls.len()).map(|i| text(&calls, i, "op")).collect();
+    assert!(ops.contains("malloc") && ops.contains("free"), "{ops:?}");
+
+    let sources = read_table(&dataset, "sources").unwrap();
+    assert_eq!(sources.len(), 3);
+    let trace_source = (0..3)
+        .find(|&i| text(&sources, i, "source_kind") == "trace")
+        .unwrap();
+    assert_eq!(
+        text(&calls, 0, "trace_id"),
+        text(&sources, trace_source, "source_id")
+    );
+
+    // Runs: one row per run of each results.json, host from the results.
+    let runs = read_table(&dataset, "runs").unwrap();
+    assert_eq!(runs.len(), 4, "two variants, one repeat, two directories");
+    let host = hostname_of(&f.run_a);
+    for i in 0..runs.len() {
+        assert_eq!(text(&runs, i, "host"), dataset::layout::sanitize(&host));
+        assert_eq!(text(&runs, i, "outcome"), "ok");
+        assert!(runs.number(i, "peak_pss").unwrap() > 0.0);
+    }
+    // Samples: every row of both samples.csv files.
+    let csv_rows = |run: &Path| common::csv_rows(run.join("samples.csv")).len();
+    let samples = read_table(&dataset, "samples").unwrap();
+    assert_eq!(samples.len(), csv_rows(&f.run_a) + csv_rows(&f.run_other));
+    let summary = read_table(&dataset, "summary").unwrap();
+    let base = (0..summary.len())
+        .find(|&i| text(&summary, i, "variant") == "glibc")
+        .unwrap();
+    assert_eq!(summary.number(base, "mean_pss_ratio"), Some(1.0));
+    let machines = read_table(&dataset, "machines").unwrap();
+    assert_eq!(machines.len(), 2);
+    assert_eq!(text(&machines, 0, "hostname"), host);
+    assert!(text(&machines, 0, "allocators").starts_with("glibc "));
+    assert!(hidden_files(&ds).is_empty(), "{:?}", hidden_files(&ds));
+    let kinds = read_table(&dataset, "samples").unwrap();
+    let first = text(&kinds, 0, "sample_kind");
+    assert!(first == "interval" || first == "marker", "{first}");
+    // No file column is named like a partition: DuckDB and Spark would give it the partition's value.
+    for kind in [
+        "runs", "summary", "samples", "machines", "sources", "calls", "traces",
+    ] {
+        for (file, _) in dataset.files(kind) {
+            let names = dataset::read::read_file(&file).unwrap().names;
+            for key in ["kind", "host", "command"] {
+                assert!(!names.iter().any(|n| n == key), "{kind}: {names:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_append_adds_only_what_is_new_and_a_duplicate_is_skipped_with_one_line() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    assert!(merge(&[&f.run_a], &ds, &[]).status.success());
+    // The same directory again, a copy of it, and the same file under another host name.
+    let copy = dir.path().join("copy-of-a");
+    std::fs::create_dir(&copy).unwrap();
+    for name in ["results.json", "samples.csv", "markers.csv"] {
+        std::fs::copy(f.run_a.join(name), copy.join(name)).unwrap();
+    }
+    let out = merge(&[&f.run_a, &f.run_b, &copy], &ds, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let skipped: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("alloclens: skipped"))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{}", stderr(&out));
+    assert!(skipped[0].contains("already in the dataset"), "{skipped:?}");
+    let out = merge(&[&f.run_a], &ds, &["--host", "elsewhere"]);
+    assert!(stderr(&out).contains("skipped"), "{}", stderr(&out));
+
+    let dataset = Dataset::open(&ds).unwrap();
+    assert_eq!(read_table(&dataset, "sources").unwrap().len(), 2);
+    assert_eq!(read_table(&dataset, "runs").unwrap().len(), 4);
+}
+
+#[test]
+fn a_damaged_trace_is_merged_up_to_its_last_whole_chunk_and_the_loss_named() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.alt");
+    let bytes = std::fs::read(&f.trace).unwrap();
+    // Cut inside the last events chunk (the layout: docs/trace-format.md, as tests/damaged.rs reads it).
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let mut offset = 20 + u32_at(12);
+    let mut last_events = None;
+    while offset < bytes.len() {
+        assert_eq!(&bytes[offset..offset + 4], b"ALCK", "a chunk at {offset}");
+        if bytes[offset + 4] == 2 {
+            last_events = Some(offset);
+        }
+        offset += 24 + u32_at(offset + 12);
+    }
+    std::fs::write(&cut, &bytes[..last_events.unwrap() + 40]).unwrap();
+    let ds = dir.path().join("ds");
+    let out = merge(&[&cut], &ds, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", stderr(&out));
+    assert!(
+        errors[0].contains("damaged") && errors[0].contains("last whole chunk"),
+        "{errors:?}"
+    );
+    let dataset = Dataset::open(&ds).unwrap();
+    let calls = dataset::read::read_file(&dataset.files("calls")[0].0).unwrap();
+    assert!(
+        !calls.is_empty() && (calls.len() as u64) < f.trace_calls,
+        "{} of {} calls: {}",
+        calls.len(),
+        f.trace_calls,
+        stderr(&out)
+    );
+    assert!(errors[0].contains(&format!("merged its {} calls", calls.len())));
+    let sources = read_table(&dataset, "sources").unwrap();
+    assert!(matches!(sources.get(0, "losses"), Cell::Text(t) if !t.is_empty()));
+    let traces = read_table(&dataset, "traces").unwrap();
+    assert_eq!(traces.number(0, "complete"), Some(0.0));
+}
+
+#[test]
+fn a_path_that_is_not_a_result_is_refused_before_anything_is_written() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a trace\n").unwrap();
+    for bad in [&empty, &notes] {
+        let ds = dir.path().join("ds");
+        let out = merge(&[&f.run_a, bad], &ds, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        let errors = error_lines(&out);
+        assert_eq!(errors.len(), 1, "{}", stderr(&out));
+        assert!(
+            errors[0].contains("is not an alloclens result"),
+            "{errors:?}"
+        );
+        assert!(!ds.exists(), "nothing is written when a PATH is wrong");
+    }
+    // A directory with files that is not a dataset is not written into.
+    let out = merge(&[&f.run_a], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not an alloclens dataset"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_newer_schema_version_is_refused_naming_both_versions() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("newer");
+    std::fs::create_dir(&newer).unwrap();
+    let text = std::fs::read_to_string(f.run_a.join("results.json")).unwrap();
+    let text = text.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
+    assert!(text.contains("99"));
+    std::fs::write(newer.join("results.json"), text).unwrap();
+    let ds = dir.path().join("ds");
+    let out = merge(&[&newer], &ds, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", stderr(&out));
+    assert!(errors[0].contains("99") && errors[0].contains("upgrade alloclens"));
+    assert!(!ds.exists());
+
+    // A dataset written by a newer alloclens: neither appended to nor reported.
+    assert!(merge(&[&f.run_a], &ds, &[]).status.success());
+    let meta = ds.join("dataset.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(
+        &meta,
+        text.replace("\"schema_version\": 1", "\"schema_version\": 2"),
+    )
+    .unwrap();
+    let out = merge(&[&f.run_b], &ds, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        error_lines(&out)[0].contains("schema version 2"),
+        "{}",
+        stderr(&out)
+    );
+    let out = alloclens().arg("report").arg(&ds).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        error_lines(&out)[0].contains("schema version 2"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_full_disk_leaves_the_dataset_readable_with_whole_sources_only() {
+    let f = fixtures();
+    let Some(disk) = testkit::SmallDisk::mount("256k") else {
+        return;
+    };
+    let ds = disk.path().join("ds");
+    let out = merge(&[&f.run_a, &f.trace], &ds, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", stderr(&out));
+    assert!(
+        errors[0].contains("No space left on device") && errors[0].contains("was not merged"),
+        "{errors:?}"
+    );
+    assert!(hidden_files(&ds).is_empty(), "{:?}", hidden_files(&ds));
+    // What is there is whole: the run, its rows all readable, and no calls of the trace.
+    let dataset = Dataset::open(&ds).unwrap();
+    let sources = read_table(&dataset, "sources").unwrap();
+    assert_eq!(sources.len(), 1);
+    assert_eq!(text(&sources, 0, "source_kind"), "run");
+    assert!(dataset.files("calls").is_empty());
+    assert_eq!(read_table(&dataset, "runs").unwrap().len(), 2);
+}
+
+#[test]
+fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    assert!(merge(&[&f.run_a], &ds, &["--host", "node-a"])
+        .status
+        .success());
+    assert!(merge(&[&f.run_b], &ds, &["--host", "node-b"])
+        .status
+        .success());
+    let page = dir.path().join("page.html");
+    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for needle in [
+        "Variants across hosts",
+        "Hosts where the ranking differs",
+        "node-a",
+        "node-b",
+        "glibc:arena_max=1",
+    ] {
+        assert!(html.contains(needle), "{needle} missing from the page");
+    }
+    // The two hosts are one group: each variant's row counts both.
+    let rows: Vec<&str> = html
+        .match_indices("<td>2</td>")
+        .map(|(i, _)| &html[i..i + 4])
+        .collect();
+    assert!(rows.len() >= 2, "each variant over 2 hosts");
+}
