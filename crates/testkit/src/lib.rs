@@ -55,6 +55,8 @@ pub enum Need<'a> {
     Root,
     /// The kernel's KSM (`/sys/kernel/mm/ksm`).
     Ksm,
+    /// A Python module `python3` can import (`duckdb`).
+    PythonModule(&'a str),
 }
 
 impl Need<'_> {
@@ -65,6 +67,10 @@ impl Need<'_> {
             // SAFETY: geteuid has no preconditions and cannot fail.
             Need::Root => (unsafe { libc::geteuid() }) == 0,
             Need::Ksm => std::path::Path::new("/sys/kernel/mm/ksm/run").exists(),
+            Need::PythonModule(name) => Command::new("python3")
+                .args(["-c", &format!("import {name}")])
+                .output()
+                .is_ok_and(|o| o.status.success()),
         }
     }
 
@@ -74,6 +80,7 @@ impl Need<'_> {
             Need::Allocator(name) => format!("the allocator {name} is not installed"),
             Need::Root => "not running as root".to_string(),
             Need::Ksm => "this kernel has no KSM".to_string(),
+            Need::PythonModule(name) => format!("python3 cannot import {name}"),
         }
     }
 }
@@ -99,7 +106,8 @@ pub fn require(need: Need, test: &str) -> bool {
 }
 
 /// Returns from the calling test when a requirement is not met (see the crate's skip policy):
-/// `require!(program "gdb")`, `require!(allocator "jemalloc")`, `require!(root)`, `require!(ksm)`.
+/// `require!(program "gdb")`, `require!(allocator "jemalloc")`, `require!(root)`, `require!(ksm)`,
+/// `require!(python "duckdb")`.
 #[macro_export]
 macro_rules! require {
     (program $name:expr) => {
@@ -113,6 +121,9 @@ macro_rules! require {
     };
     (ksm) => {
         $crate::require!(@need $crate::Need::Ksm)
+    };
+    (python $name:expr) => {
+        $crate::require!(@need $crate::Need::PythonModule($name))
     };
     (@need $need:expr) => {
         if !$crate::require($need, module_path!()) {
