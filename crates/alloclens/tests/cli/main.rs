@@ -20,6 +20,7 @@ mod run_reliability;
 mod run_statistics;
 mod sampled_sites;
 mod sampled_stacks;
+mod sql;
 mod tune;
 mod units;
 mod watch;

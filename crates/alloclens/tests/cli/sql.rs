@@ -1,14 +1,13 @@
 //! The queries of sql/ (docs/sql.md), run with DuckDB by scripts/sql-figures.py on a dataset that
 //! `alloclens merge` made of real traces and runs, checked figure by figure against `analyze --json`,
 //! results.json and `diff --json`.
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::{alloclens, exe, json_stdout, succeeded};
 use serde_json::Value;
+use testkit::{alloclens, alloclens_exe as exe, json_stdout, succeeded};
 
 /// {figure: rows} from scripts/sql-figures.py --json on DATASET.
 fn sql_figures(dataset: &Path) -> BTreeMap<String, Vec<Value>> {
@@ -409,6 +408,7 @@ fn sql_figures_of_merged_traces_equal_analyze() {
 #[test]
 fn sql_run_figures_equal_results_and_diff() {
     testkit::require!(python "duckdb");
+    testkit::require!(allocator "jemalloc");
     let dir = tempfile::tempdir().unwrap();
     let exe = exe();
     let run = |name: &str| {
@@ -430,9 +430,6 @@ fn sql_run_figures_equal_results_and_diff() {
         );
         out
     };
-    if !common::installed("jemalloc") {
-        return;
-    }
     let (a, b) = (run("a"), run("b"));
     let dataset = dir.path().join("dataset");
     for (host, results) in [("host-a", &a), ("host-b", &b)] {
