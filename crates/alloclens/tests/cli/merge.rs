@@ -39,6 +39,9 @@ fn fixtures() -> &'static Fixtures {
     F.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("churn.alt");
+        // About 600 k calls: more than one events chunk (512 Ki records) however fast the
+        // recorder drains, so a cut inside the last one leaves whole chunks before it. (60 k ops
+        // made one chunk on an idle machine: nothing was left to merge.)
         record(
             &trace,
             &[],
@@ -47,7 +50,7 @@ fn fixtures() -> &'static Fixtures {
                 "workload",
                 "churn",
                 "--ops",
-                "60000",
+                "150000",
                 "--threads",
                 "2",
             ],
