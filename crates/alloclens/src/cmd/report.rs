@@ -142,30 +142,7 @@ fn dataset_report(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let data = report::DatasetData::load(&args.path)?;
     let doc = data.document();
-    for (dir, format) in [
-        (&args.png, FigureFormat::Png),
-        (&args.svg, FigureFormat::Svg),
-    ] {
-        if let Some(dir) = dir {
-            let written = write_figures(&doc, dir, format)?;
-            eprintln!(
-                "alloclens: {} {} figures in {}",
-                written.len(),
-                format.extension(),
-                dir.display()
-            );
-        }
-    }
-    let output = match (&args.output, args.png.is_some() || args.svg.is_some()) {
-        (Some(o), _) => Some(o.clone()),
-        (None, true) => None,
-        (None, false) => Some(args.path.join("report.html")),
-    };
-    if let Some(output) = output {
-        write_html(&doc, &output)?;
-        eprintln!("alloclens: report in {}", output.display());
-    }
-    Ok(ExitCode::SUCCESS)
+    write_directory_outputs(args, &doc)
 }
 
 /// The page of a `watch` directory (no --compare or --parquet for those yet).
@@ -177,12 +154,18 @@ fn watch_report(args: &Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot read the watch in {}", args.path.display()))?;
     super::warn(&data.samples_damage);
     let doc = data.document();
+    write_directory_outputs(args, &doc)
+}
+
+/// The figures (--png, --svg) and the page of a directory's document: the page goes to -o, or to
+/// DIR/report.html unless only figures were asked for.
+fn write_directory_outputs(args: &Args, doc: &report::Document) -> anyhow::Result<ExitCode> {
     for (dir, format) in [
         (&args.png, FigureFormat::Png),
         (&args.svg, FigureFormat::Svg),
     ] {
         if let Some(dir) = dir {
-            let written = write_figures(&doc, dir, format)?;
+            let written = write_figures(doc, dir, format)?;
             eprintln!(
                 "alloclens: {} {} figures in {}",
                 written.len(),
@@ -197,7 +180,7 @@ fn watch_report(args: &Args) -> anyhow::Result<ExitCode> {
         (None, false) => Some(args.path.join("report.html")),
     };
     if let Some(output) = output {
-        write_html(&doc, &output)?;
+        write_html(doc, &output)?;
         eprintln!("alloclens: report in {}", output.display());
     }
     Ok(ExitCode::SUCCESS)
