@@ -426,7 +426,9 @@ fn sql_run_figures_equal_results_and_diff() {
                     "-o",
                 ])
                 .arg(&out)
-                .args(["--", &exe, "workload", "churn", "--ops", "30000"]),
+                // Long enough (about 0.2 s) for several memory samples at --interval 0.01 on any
+                // machine; a run that ends before its first sample has no row (checked below).
+                .args(["--", &exe, "workload", "churn", "--ops", "300000"]),
         );
         out
     };
@@ -482,11 +484,18 @@ fn sql_run_figures_equal_results_and_diff() {
         }
         // run_memory_from_samples = each run's peak (exact) and time-weighted mean; samples.csv keeps
         // t_s to the microsecond, so the mean agrees to about 1e-5.
+        let mut sampled_runs = 0;
         for r in json["runs"].as_array().unwrap() {
             let s = figures["run_memory_from_samples"]
                 .iter()
-                .find(|s| s["host"] == host && int(&s["run"]) == int(&r["index"]))
-                .expect("a row per run");
+                .find(|s| s["host"] == host && int(&s["run"]) == int(&r["index"]));
+            let samples = int(&r["memory"]["samples"]);
+            let Some(s) = s else {
+                assert_eq!(samples, 0, "{host} run {}: sampled but no SQL row", r["index"]);
+                continue;
+            };
+            assert_eq!(int(&s["samples"]), samples, "{host} run {}: samples", r["index"]);
+            sampled_runs += 1;
             for m in ["pss", "rss"] {
                 assert_eq!(
                     int(&s[format!("peak_{m}")]),
@@ -505,6 +514,7 @@ fn sql_run_figures_equal_results_and_diff() {
                 );
             }
         }
+        assert!(sampled_runs > 0, "{host}: no run was sampled, nothing compared");
     }
 
     // run_diff = alloclens diff --json A B
