@@ -2,21 +2,26 @@
 //! `trace_id`), streamed:
 //! one thread reads and decodes chunks into a batch of columns, another encodes and compresses the
 //! previous batch as a row group, so memory holds three batches at most, whatever the trace's size.
-use std::path::Path;
-use std::sync::mpsc;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+
+use bytes::Bytes;
 
 use parquet::data_type::ByteArray;
-use trace::{Losses, Record, TraceReader};
+use trace::{Losses, Op, Record, TraceReader};
 
 use crate::parquet_file::{ColumnData, ColumnSpec, Encode, Kind, ParquetFile, Values};
 use crate::table::{Cell, Table};
 use crate::DatasetError;
 
-/// Calls per row group: about 20 MiB of column buffers each.
-pub const BATCH: usize = 256 * 1024;
+/// Calls per row group (DuckDB's own size is 122,880): about 14 MiB of column buffers, of which
+/// each writer holds two and the reader one.
+pub const BATCH: usize = 128 * 1024;
 
 /// What a trace gave.
 pub struct CallsOutcome {
+    /// The files written: `out` first.
+    pub files: Vec<PathBuf>,
     pub calls: u64,
     pub markers_skipped: u64,
     /// The loss of a damaged trace, in `analyze`'s words; None when complete.
@@ -33,7 +38,10 @@ struct Batch {
     seq: Vec<i64>,
     t_ns: Vec<i64>,
     op: Vec<ByteArray>,
+    /// The sizes of the calls that have one: a plain free has none (null), so the column stores
+    /// only the requests' sizes (a third less than with a 0 on every free).
     size: Vec<i64>,
+    size_defs: Vec<i16>,
     addr: Vec<i64>,
     old_addr: Vec<i64>,
 }
@@ -48,6 +56,7 @@ impl Batch {
             t_ns: Vec::with_capacity(n),
             op: Vec::with_capacity(n),
             size: Vec::with_capacity(n),
+            size_defs: Vec::with_capacity(n),
             addr: Vec::with_capacity(n),
             old_addr: Vec::with_capacity(n),
         }
@@ -57,7 +66,8 @@ impl Batch {
         self.seq.len()
     }
 
-    fn columns(self, trace_id: &ByteArray) -> Vec<ColumnData> {
+    /// The row group's columns; `trace_id` holds the trace's id on at least `len()` rows.
+    fn columns(self, trace_id: &Arc<[ByteArray]>) -> Vec<ColumnData> {
         let n = self.len();
         let plain = |v: Vec<i64>| ColumnData {
             values: Values::Int64(v),
@@ -73,11 +83,14 @@ impl Batch {
                 values: Values::Text(self.op),
                 defs: None,
             },
-            plain(self.size),
+            ColumnData {
+                values: Values::Int64(self.size),
+                defs: Some(self.size_defs),
+            },
             plain(self.addr),
             plain(self.old_addr),
             ColumnData {
-                values: Values::Text(vec![trace_id.clone(); n]),
+                values: Values::SharedText(Arc::clone(trace_id), n),
                 defs: None,
             },
         ]
@@ -90,26 +103,48 @@ fn schema() -> Vec<ColumnSpec> {
         kind,
         nullable,
         encode,
+        statistics: false,
     };
     use Encode::{Delta, Dictionary};
     use Kind::{Int64, Text};
     vec![
-        col("pid", Int64, false, Dictionary),
-        col("exec_index", Int64, false, Dictionary),
+        // Constant along a stream: deltas of 0 take no bits, and no value is hashed.
+        col("pid", Int64, false, Delta),
+        col("exec_index", Int64, false, Delta),
         col("tid", Int64, false, Dictionary),
         col("seq", Int64, false, Delta),
         col("t_ns", Int64, false, Delta),
         col("op", Text, false, Dictionary),
-        col("size", Int64, false, Dictionary),
+        col("size", Int64, true, Dictionary),
         col("addr", Int64, false, Delta),
         col("old_addr", Int64, false, Delta),
         col("trace_id", Text, false, Dictionary),
     ]
 }
 
-/// Writes the calls of the trace at `trace_path` to `out` (a temporary name until complete). The
-/// lifetimes of events.parquet are left out: they are a join of a release to its allocation
-/// (docs/dataset.md), and stored they would double the bytes per call.
+/// Writer threads: one per core, each encoding its own file of the trace's calls (row groups k,
+/// k + W, ...). Encoding takes three quarters of the time (the parquet crate's dictionary and delta
+/// encoders: `bench/merge-scale.sh`), so it is what spreads over the cores; the reader is one more
+/// thread.
+fn writer_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
+}
+
+/// File `k` of a trace's calls: `out` itself, then `STEM-k.parquet` beside it.
+fn part_path(out: &Path, k: usize) -> PathBuf {
+    if k == 0 {
+        return out.to_path_buf();
+    }
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "calls".into(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}-{k}.parquet"))
+}
+
+/// Writes the calls of the trace at `trace_path` to `out`, and to `STEM-k.parquet` files beside it
+/// when the trace has more row groups than the machine has cores (each under a temporary name
+/// until every one is complete). The lifetimes of events.parquet are left out: they are a join of a
+/// release to its allocation (docs/dataset.md), and stored they would double the bytes per call.
 /// A damaged trace gives what is readable, as `analyze` reads it: each stream up to its first
 /// corrupt chunk, the file up to its damage; `CallsOutcome::losses` says what was lost.
 pub fn write_calls(
@@ -122,28 +157,47 @@ pub fn write_calls(
     let mut reader = TraceReader::open(trace_path).map_err(trace_err)?;
     let mut losses = Losses::of(&reader);
     let header = reader.header().clone();
-    let write_err = |message: String| DatasetError::Write {
-        path: out.to_path_buf(),
+    let write_err = |path: &Path, message: String| DatasetError::Write {
+        path: path.to_path_buf(),
         message,
     };
-    let mut file = ParquetFile::create(out, "calls", schema()).map_err(write_err)?;
-    let id = ByteArray::from(trace_id);
+    // The first file exists even for a trace without calls.
+    let first = ParquetFile::create(out, "calls", schema()).map_err(|m| write_err(out, m))?;
+    let id: Arc<[ByteArray]> = vec![ByteArray::from(trace_id); BATCH].into();
+    let id = &id;
     let streams: Vec<trace::ProcessInfo> =
         reader.streams().iter().map(|s| s.info.clone()).collect();
-    let (tx, rx) = mpsc::sync_channel::<Batch>(1);
     let mut markers = 0u64;
     let mut calls = 0u64;
     let mut read_error = None;
-    // The writer thread: row groups in order, the first error kept.
+    let parts = writer_count();
+    let mut first = Some(first);
     let written = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| -> Result<(), String> {
-            for batch in rx {
-                file.write_group(batch.columns(&id))?;
-            }
-            Ok(())
-        });
-        // The op names' bytes, made once: a row only clones a shared buffer.
-        let mut ops: Vec<(trace::Op, ByteArray)> = Vec::new();
+        // Each writer: its row groups in order into its file (made at its first batch), the first
+        // error kept.
+        let (senders, writers): (Vec<_>, Vec<_>) = (0..parts)
+            .map(|k| {
+                let (tx, rx) = mpsc::sync_channel::<Batch>(1);
+                let mut file = if k == 0 { first.take() } else { None };
+                let writer = scope.spawn(move || -> Result<Option<ParquetFile>, DatasetError> {
+                    let path = part_path(out, k);
+                    for batch in rx {
+                        let f = match &mut file {
+                            Some(f) => f,
+                            None => file.insert(
+                                ParquetFile::create(&path, "calls", schema())
+                                    .map_err(|m| write_err(&path, m))?,
+                            ),
+                        };
+                        f.write_group(batch.columns(id))
+                            .map_err(|m| write_err(&path, m))?;
+                    }
+                    Ok(file)
+                });
+                (tx, writer)
+            })
+            .unzip();
+        let mut batches = 0usize;
         let mut batch = Batch::with_capacity(BATCH);
         'streams: for (s, info) in streams.iter().enumerate() {
             let records = match reader.records(s) {
@@ -165,46 +219,74 @@ pub fn write_calls(
                         break;
                     }
                 };
-                let op = match ops.iter().find(|(o, _)| *o == e.op) {
-                    Some((_, b)) => b.clone(),
-                    None => {
-                        let b = ByteArray::from(e.op.name());
-                        ops.push((e.op, b.clone()));
-                        b
-                    }
-                };
                 batch.pid.push(i64::from(info.pid));
                 batch.exec_index.push(i64::from(info.exec_index));
                 batch.tid.push(i64::from(e.tid));
                 batch.seq.push(e.seq as i64);
                 batch.t_ns.push(e.t_ns as i64);
-                batch.op.push(op);
-                batch.size.push(e.size as i64);
+                // Static bytes: a row's op costs no allocation and no reference count.
+                batch
+                    .op
+                    .push(ByteArray::from(Bytes::from_static(e.op.name().as_bytes())));
+                if e.op == Op::Free {
+                    batch.size_defs.push(0);
+                } else {
+                    batch.size_defs.push(1);
+                    batch.size.push(e.size as i64);
+                }
                 batch.addr.push(e.addr as i64);
                 batch.old_addr.push(e.old_addr as i64);
                 calls += 1;
                 if batch.len() >= BATCH {
                     let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
-                    // The writer stopped: its error is the one to report.
-                    if tx.send(full).is_err() {
+                    // A writer stopped: its error is the one to report.
+                    if senders[batches % parts].send(full).is_err() {
                         break 'streams;
                     }
+                    batches += 1;
                 }
             }
         }
         if batch.len() > 0 {
-            let _ = tx.send(batch);
+            let _ = senders[batches % parts].send(batch);
         }
-        drop(tx);
-        writer
-            .join()
-            .unwrap_or_else(|_| Err("the writing thread panicked".into()))
+        drop(senders);
+        let mut files = Vec::new();
+        let mut first_error = None;
+        for (k, writer) in writers.into_iter().enumerate() {
+            match writer.join() {
+                Ok(Ok(file)) => files.extend(file),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(write_err(
+                        &part_path(out, k),
+                        "the writing thread panicked".into(),
+                    ));
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(files),
+        }
     });
     if let Some(e) = read_error {
         return Err(e);
     }
-    written.map_err(write_err)?;
-    file.finish().map_err(write_err)?;
+    // Every file complete: each takes its name; if one cannot, none keeps it.
+    let mut done = Vec::new();
+    for file in written? {
+        let path = file.path().to_path_buf();
+        if let Err(m) = file.finish() {
+            for p in &done {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(write_err(&path, m));
+        }
+        done.push(path);
+    }
     let complete = losses.is_complete();
     let losses_text = (!complete).then(|| {
         losses
@@ -240,6 +322,7 @@ pub fn write_calls(
         ],
     );
     Ok(CallsOutcome {
+        files: done,
         calls,
         markers_skipped: markers,
         losses: losses_text,

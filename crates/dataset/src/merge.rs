@@ -132,7 +132,7 @@ fn write_source(
     if source.kind == SourceKind::Trace {
         let path = place("calls")?;
         let outcome = write_calls(&source.path, &source.id, &source.hostname, &path)?;
-        written.push(path);
+        written.extend(outcome.files.iter().cloned());
         rows += outcome.calls;
         if let Some(l) = &outcome.losses {
             damage = Some((outcome.calls, l.clone()));

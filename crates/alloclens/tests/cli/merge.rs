@@ -132,13 +132,42 @@ fn two_runs_and_a_trace_read_back_with_the_parquet_crate() {
     assert!(out.status.success(), "{}", stderr(&out));
     let dataset = Dataset::open(&ds).unwrap();
 
-    let calls = dataset.files("calls");
-    assert_eq!(calls.len(), 1, "{calls:?}");
-    let calls = dataset::read::read_file(&calls[0].0).unwrap();
-    assert_eq!(calls.len() as u64, f.trace_calls);
-    let ops: std::collections::BTreeSet<String> =
-        (0..calls.len()).map(|i| text(&calls, i, "op")).collect();
+    // The calls: every one once, over the files the writer threads made (one per core at most).
+    let files = dataset.files("calls");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        !files.is_empty() && files.len() <= cores.max(1),
+        "{files:?}"
+    );
+    let mut rows = 0u64;
+    let mut ops = std::collections::BTreeSet::new();
+    let mut seqs = std::collections::HashSet::new();
+    let mut trace_ids = std::collections::BTreeSet::new();
+    for (file, _) in &files {
+        let calls = dataset::read::read_file(file).unwrap();
+        rows += calls.len() as u64;
+        for i in 0..calls.len() {
+            let op = text(&calls, i, "op");
+            // A plain free has no size (null); every other call has one.
+            assert_eq!(
+                matches!(calls.get(i, "size"), Cell::Null),
+                op == "free",
+                "{op}: size {:?}",
+                calls.get(i, "size")
+            );
+            let key = (
+                calls.number(i, "pid").unwrap() as i64,
+                calls.number(i, "exec_index").unwrap() as i64,
+                calls.number(i, "seq").unwrap() as i64,
+            );
+            assert!(seqs.insert(key), "call {key:?} twice");
+            ops.insert(op);
+            trace_ids.insert(text(&calls, i, "trace_id"));
+        }
+    }
+    assert_eq!(rows, f.trace_calls);
     assert!(ops.contains("malloc") && ops.contains("free"), "{ops:?}");
+    assert_eq!(trace_ids.len(), 1, "{trace_ids:?}");
 
     let sources = read_table(&dataset, "sources").unwrap();
     assert_eq!(sources.len(), 3);
@@ -146,8 +175,8 @@ fn two_runs_and_a_trace_read_back_with_the_parquet_crate() {
         .find(|&i| text(&sources, i, "source_kind") == "trace")
         .unwrap();
     assert_eq!(
-        text(&calls, 0, "trace_id"),
-        text(&sources, trace_source, "source_id")
+        trace_ids.first().unwrap(),
+        &text(&sources, trace_source, "source_id")
     );
 
     // Runs: one row per run of each results.json, host from the results.
@@ -246,15 +275,18 @@ fn a_damaged_trace_is_merged_up_to_its_last_whole_chunk_and_the_loss_named() {
         "{errors:?}"
     );
     let dataset = Dataset::open(&ds).unwrap();
-    let calls = dataset::read::read_file(&dataset.files("calls")[0].0).unwrap();
+    let calls: usize = dataset
+        .files("calls")
+        .iter()
+        .map(|(file, _)| dataset::read::read_file(file).unwrap().len())
+        .sum();
     assert!(
-        !calls.is_empty() && (calls.len() as u64) < f.trace_calls,
-        "{} of {} calls: {}",
-        calls.len(),
+        calls > 0 && (calls as u64) < f.trace_calls,
+        "{calls} of {} calls: {}",
         f.trace_calls,
         stderr(&out)
     );
-    assert!(errors[0].contains(&format!("merged its {} calls", calls.len())));
+    assert!(errors[0].contains(&format!("merged its {calls} calls")));
     let sources = read_table(&dataset, "sources").unwrap();
     assert!(matches!(sources.get(0, "losses"), Cell::Text(t) if !t.is_empty()));
     let traces = read_table(&dataset, "traces").unwrap();
