@@ -123,9 +123,9 @@ fn schema() -> Vec<ColumnSpec> {
 }
 
 /// Writer threads: one per core, each encoding its own file of the trace's calls (row groups k,
-/// k + W, ...). Encoding takes three quarters of the time (the parquet crate's dictionary and delta
-/// encoders: `bench/merge-scale.sh`), so it is what spreads over the cores; the reader is one more
-/// thread.
+/// k + W, ...). Encoding takes three quarters of the CPU time (the parquet crate's dictionary and
+/// delta encoders, under `perf` on a 20 M-call merge), so it is what spreads over the cores; the
+/// reader is one more thread.
 fn writer_count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
 }
