@@ -13,38 +13,8 @@ trap 'rm -rf "$WORK"' EXIT
 cargo build --release -q -p alloclens
 AL=$PWD/target/release/alloclens
 
-# A python3 script that allocates like a service: parse, build, transform and serialise records.
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(60000)]
-for _ in range(4):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-    index = {}
-    for d in docs:
-        for t in d["tags"]:
-            index.setdefault(t, []).append(d["id"])
-print(len(text), len(index))
-PY
-# A C file big enough that gcc -O2 works for a few seconds.
-python3 - "$WORK/big.c" <<'PY'
-import sys
-with open(sys.argv[1], "w") as f:
-    f.write("#include <string.h>\n")
-    for i in range(1500):
-        f.write(f"""
-struct s{i} {{ int a[{i % 17 + 3}]; double d; char name[32]; }};
-int f{i}(struct s{i} *p, int n) {{
-    int acc = {i};
-    for (int k = 0; k < n; k++) {{ acc += p->a[k % {i % 17 + 3}] * (k ^ {i}); if (acc > 1000) acc -= p->d; }}
-    memcpy(p->name, "abc", 4);
-    return acc + (int)strlen(p->name);
-}}
-""")
-PY
+# The programs (bench/programs/): a python3 service, and a C file gcc -O2 works on for a few seconds.
+python3 bench/programs/big_c.py 1500 "$WORK/big.c"
 
 median() { python3 -c "import sys,statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
 timed() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); python3 -c "print($t1-$t0)"; }
@@ -65,7 +35,7 @@ export PYTHONMALLOC=malloc
 # The interpreter itself, not a wrapper script (pyenv's python3 is a bash script).
 PY=$(python3 -c 'import sys; print(sys.executable)')
 declare -A CMDS=(
-  [python3]="$PY $WORK/service.py"
+  [python3]="$PY $PWD/bench/programs/service.py 60000 4"
   [gcc-O2]="$(command -v gcc) -O2 -c $WORK/big.c -o $WORK/big.o"
   # The compiler proper alone: heaptrack follows neither fork nor exec, so on `gcc` it sees only the
   # driver; on cc1 both tracers see the same work.

@@ -27,51 +27,10 @@ for tool in python3 sqlite3 gcc; do
   command -v "$tool" >/dev/null || { echo "replay-fidelity: $tool is not installed (scripts/setup.sh bench)" >&2; exit 1; }
 done
 
-# python3: builds, serialises, parses and sorts records (every object through malloc).
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(30000)]
-for _ in range(2):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-    index = {}
-    for d in docs:
-        for t in d["tags"]:
-            index.setdefault(t, []).append(d["id"])
-print(len(text), len(index))
-PY
-# sqlite3: an in-memory database filled, indexed, joined and aggregated.
-cat > "$WORK/work.sql" <<'SQL'
-PRAGMA cache_size = -65536;
-CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, price REAL, note TEXT);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
-INSERT INTO item SELECT i, 'item-' || i, i % 97, (i * 7919) % 1000 / 10.0, hex(randomblob(24)) FROM n;
-CREATE INDEX item_grp ON item(grp, price);
-CREATE TABLE grp AS SELECT grp, count(*) AS n, avg(price) AS mean FROM item GROUP BY grp;
-SELECT count(*), sum(length(note)) FROM item JOIN grp USING (grp) WHERE price > mean;
-SELECT grp, group_concat(name, ',') FROM (SELECT * FROM item ORDER BY note LIMIT 5000) GROUP BY grp LIMIT 3;
-DELETE FROM item WHERE id % 3 = 0;
-VACUUM;
-SQL
-# cc1: a C file that gcc -O2 works on for a second or two.
-python3 - "$WORK/big.c" <<'PY'
-import sys
-with open(sys.argv[1], "w") as f:
-    f.write("#include <string.h>\n")
-    for i in range(500):
-        f.write(f"""
-struct s{i} {{ int a[{i % 17 + 3}]; double d; char name[32]; }};
-int f{i}(struct s{i} *p, int n) {{
-    int acc = {i};
-    for (int k = 0; k < n; k++) {{ acc += p->a[k % {i % 17 + 3}] * (k ^ {i}); if (acc > 1000) acc -= p->d; }}
-    memcpy(p->name, "abc", 4);
-    return acc + (int)strlen(p->name);
-}}
-""")
-PY
+# The programs (bench/programs/): python3 builds, serialises, parses and sorts records (every
+# object through malloc); sqlite3 fills, indexes, joins and aggregates an in-memory database; cc1
+# works on a C file for a second or two.
+python3 bench/programs/big_c.py 500 "$WORK/big.c"
 PY=$(python3 -c 'import sys; print(sys.executable)')   # the interpreter, not a pyenv shim script
 CC1=$(gcc -print-prog-name=cc1)
 
@@ -86,8 +45,8 @@ PROGRAMS=(
   "tree|$AL workload tree --procs 2 --mb 16 --seconds 1"
   "leak|$AL workload leak --duration-ms 1000"
   "cache|$AL workload cache --duration-ms 1000 --capacity-mb 16"
-  "python3|$PY $WORK/service.py"
-  "sqlite3|sqlite3 :memory: -init $WORK/work.sql .quit"
+  "python3|$PY $PWD/bench/programs/service.py 30000 2"
+  "sqlite3|sqlite3 :memory: -init $PWD/bench/programs/work.sql .quit"
   "cc1|$CC1 -quiet -imultiarch $(gcc -print-multiarch) -O2 $WORK/big.c -o $WORK/big.s"
 )
 

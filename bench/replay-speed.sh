@@ -59,17 +59,6 @@ size_t malloc_usable_size(void *p) { (void)p; return 0; }
 C
 cc -O2 -shared -fPIC -o "$WORK/libbump.so" "$WORK/bump.c"
 
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(30000)]
-for _ in range(3):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-print(len(text))
-PY
 
 median() { python3 -c "import sys,statistics; print(statistics.median(map(float, sys.argv[1:])))" "$@"; }
 wall() { python3 -c "import subprocess,sys,time; t=time.monotonic(); subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True); print(time.monotonic()-t)" "$@"; }
@@ -80,7 +69,7 @@ ALLOCS=$("$AL" allocators --json | python3 -c 'import json,sys; print(",".join(a
 
 CHURN=("$RS" churn "$OPS")
 "$AL" record -q -o "$WORK/churn.alt" -- "${CHURN[@]}" >/dev/null 2>&1
-PY=(env PYTHONMALLOC=malloc python3 "$WORK/service.py")
+PY=(env PYTHONMALLOC=malloc python3 "$PWD/bench/programs/service.py" 30000 3 --no-index)
 "$AL" record -q -o "$WORK/python3.alt" -- "${PY[@]}" >/dev/null 2>&1
 
 printf '%-10s %-12s %14s %14s %12s %14s %12s\n' trace variant calls/s ns/call vs-native cpu-calls/s cpu-ns/call

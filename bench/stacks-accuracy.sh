@@ -34,21 +34,6 @@ SAMPLED=(--stacks)
 # The rate the sampled traces get (read back from the first one) for the offline subsample.
 SUB_RATE=$RATE
 
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(20000)]
-for _ in range(3):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-    index = {}
-    for d in docs:
-        for t in d["tags"]:
-            index.setdefault(t, []).append(d["id"])
-print(len(text), len(index))
-PY
 cat > "$WORK/compare.py" <<'PY'
 import json, sys, math
 def sites(path):
@@ -127,20 +112,14 @@ measure twowave "$ALLOCLENS" workload twowave
 measure xthread "$ALLOCLENS" workload xthread --objects 200000
 measure leak "$ALLOCLENS" workload leak --duration-ms 1000 --hold-ms 0
 PY=$(python3 -c 'import sys; print(sys.executable)')
-PYTHONMALLOC=malloc measure python3 "$PY" "$WORK/service.py"
+PYTHONMALLOC=malloc measure python3 "$PY" "$PWD/bench/programs/service.py" 20000 3
 if command -v sqlite3 >/dev/null; then
     measure sqlite3 sqlite3 :memory: \
         "create table t(a integer primary key, b text); with recursive c(x) as (select 1 union all select x+1 from c where x<200000) insert into t(b) select printf('row %d %s', x, hex(randomblob(20))) from c; create index tb on t(b); select count(*), sum(length(b)) from t;"
 fi
 CC1=$(gcc -print-prog-name=cc1 2>/dev/null || true)
 if [ -x "$CC1" ]; then
-    python3 - "$WORK/big.c" <<'PY'
-import sys
-with open(sys.argv[1], "w") as f:
-    for i in range(300):
-        f.write(f"struct s{i} {{ int a[{i % 17 + 3}]; double d; }};\n"
-                f"int f{i}(struct s{i} *p, int n) {{ int t = 0; for (int k = 0; k < n; k++) t += p->a[k % {i % 17 + 3}] * k; return t + (int)p->d; }}\n")
-PY
-    measure cc1 "$CC1" -quiet -O2 "$WORK/big.c" -o "$WORK/big.s"
+    python3 bench/programs/big_c.py 300 "$WORK/big.c"
+    measure cc1 "$CC1" -quiet -imultiarch "$(gcc -print-multiarch)" -O2 "$WORK/big.c" -o "$WORK/big.s"
 fi
 echo "stack sample bytes: $SUB_RATE"

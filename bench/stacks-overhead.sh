@@ -32,47 +32,8 @@ SAMPLE=()
 [ -n "${STACK_SAMPLE:-}" ] && SAMPLE=(--stack-sample "$STACK_SAMPLE")
 
 cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(20000)]
-for _ in range(3):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-    index = {}
-    for d in docs:
-        for t in d["tags"]:
-            index.setdefault(t, []).append(d["id"])
-print(len(text), len(index))
-PY
-cat > "$WORK/work.sql" <<'SQL'
-PRAGMA cache_size = -65536;
-CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, price REAL, note TEXT);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
-INSERT INTO item SELECT i, 'item-' || i, i % 97, (i * 7919) % 1000 / 10.0, hex(randomblob(24)) FROM n;
-CREATE INDEX item_grp ON item(grp, price);
-CREATE TABLE grp AS SELECT grp, count(*) AS n, avg(price) AS mean FROM item GROUP BY grp;
-SELECT count(*), sum(length(note)) FROM item JOIN grp USING (grp) WHERE price > mean;
-DELETE FROM item WHERE id % 3 = 0;
-VACUUM;
-SQL
-python3 - "$WORK/big.c" <<'PY'
-import sys
-with open(sys.argv[1], "w") as f:
-    f.write("#include <string.h>\n")
-    for i in range(400):
-        f.write(f"""
-struct s{i} {{ int a[{i % 17 + 3}]; double d; char name[32]; }};
-int f{i}(struct s{i} *p, int n) {{
-    int acc = {i};
-    for (int k = 0; k < n; k++) {{ acc += p->a[k % {i % 17 + 3}] * (k ^ {i}); if (acc > 1000) acc -= p->d; }}
-    memcpy(p->name, "abc", 4);
-    return acc + (int)strlen(p->name);
-}}
-""")
-PY
+# The programs: bench/programs/ (python3's service.py, sqlite3's work.sql, a C file for cc1).
+python3 bench/programs/big_c.py 400 "$WORK/big.c"
 # heaptrack follows only the process it starts: cc1 runs on preprocessed source, and python3 is
 # the interpreter itself (`python3` may be a pyenv wrapper script), so every tool sees the same
 # process.
@@ -84,8 +45,8 @@ PY=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
 PROGRAMS=(
   "alloc-micro||$WORK/alloc-micro 1 $ITER"
   "events||$AL workload events --events 100"
-  "python3|PYTHONMALLOC=malloc|$PY $WORK/service.py"
-  "sqlite3||$(command -v sqlite3 || echo sqlite3) :memory: -init $WORK/work.sql .quit"
+  "python3|PYTHONMALLOC=malloc|$PY $PWD/bench/programs/service.py 20000 3"
+  "sqlite3||$(command -v sqlite3 || echo sqlite3) :memory: -init $PWD/bench/programs/work.sql .quit"
   "cc1-O2||$CC1 -fpreprocessed -quiet -O2 -o $WORK/big.s $WORK/big.i"
 )
 TOOLS=(native record sampled all heaptrack)

@@ -21,17 +21,6 @@ AL=$PWD/target/release/alloclens
 AGENT=$PWD/$(ls -t target/release/build/agent-*/out/liballoclens_agent.so | head -1)
 mkdir -p "$WORK/agent"
 
-cat > "$WORK/service.py" <<'PY'
-import json, random
-random.seed(1)
-docs = [{"id": i, "name": "user%d" % i, "tags": ["t%d" % random.randrange(50) for _ in range(8)],
-         "score": random.random()} for i in range(60000)]
-for _ in range(4):
-    text = json.dumps(docs)
-    docs = json.loads(text)
-    docs = sorted(docs, key=lambda d: (d["score"], d["name"]))
-print(len(text))
-PY
 
 timed() { # "WALL CPU" of a command, seconds; CPU = user + system of it and every process it waited for
   python3 -c 'import resource,subprocess,sys,time
@@ -72,7 +61,7 @@ run_case "churn 1 thread" "$WORK/alloc-micro" 1 "$ITER"
 run_case "churn 2 threads" "$WORK/alloc-micro" 2 "$ITER"
 # The system interpreter itself (a version manager's python3 may be a shell script).
 PY=$(command -v /usr/bin/python3 || command -v python3)
-run_case "python3 service.py" "$PY" "$WORK/service.py"
+run_case "python3 service.py" "$PY" "$PWD/bench/programs/service.py" 60000 4 --no-index
 
 # Instructions per malloc+free pair: callgrind's total for 400k minus 200k replacements, over 200k
 # (the difference removes start-up and exit).
