@@ -491,10 +491,19 @@ fn sql_run_figures_equal_results_and_diff() {
                 .find(|s| s["host"] == host && int(&s["run"]) == int(&r["index"]));
             let samples = int(&r["memory"]["samples"]);
             let Some(s) = s else {
-                assert_eq!(samples, 0, "{host} run {}: sampled but no SQL row", r["index"]);
+                assert_eq!(
+                    samples, 0,
+                    "{host} run {}: sampled but no SQL row",
+                    r["index"]
+                );
                 continue;
             };
-            assert_eq!(int(&s["samples"]), samples, "{host} run {}: samples", r["index"]);
+            assert_eq!(
+                int(&s["samples"]),
+                samples,
+                "{host} run {}: samples",
+                r["index"]
+            );
             sampled_runs += 1;
             for m in ["pss", "rss"] {
                 assert_eq!(
@@ -514,7 +523,10 @@ fn sql_run_figures_equal_results_and_diff() {
                 );
             }
         }
-        assert!(sampled_runs > 0, "{host}: no run was sampled, nothing compared");
+        assert!(
+            sampled_runs > 0,
+            "{host}: no run was sampled, nothing compared"
+        );
     }
 
     // run_diff = alloclens diff --json A B
