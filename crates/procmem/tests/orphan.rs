@@ -29,13 +29,21 @@ fn orphaned_grandchild_is_still_sampled() {
          if os.fork() == 0:\n\
          \x20   if os.fork() == 0:\n\
          \x20       say(f'pid {os.getpid()}'); time.sleep(60); os._exit(0)\n\
-         \x20   time.sleep(0.1); say(f'pid {os.getpid()}')\n\
+         \x20   say(f'pid {os.getpid()}')\n\
          \x20   sys.stdin.readline(); os._exit(0)\n\
          time.sleep(60)\n",
     );
     let root = tree.next_pid();
-    let grandchild = tree.next_pid();
-    let child = tree.next_pid();
+    // C and G announce themselves in either order (C used to sleep 0.1 s first, which a loaded
+    // machine could outlast before G ran): G is the one whose parent is the other.
+    let (a, b) = (tree.next_pid(), tree.next_pid());
+    let (child, grandchild) = if stat_field(b, 4) == Some(a.to_string()) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(stat_field(grandchild, 4), Some(child.to_string()));
+    assert_eq!(stat_field(child, 4), Some(root.to_string()));
     let all = {
         let mut v = vec![root, child, grandchild];
         v.sort_unstable();

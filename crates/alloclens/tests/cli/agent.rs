@@ -128,10 +128,13 @@ fn leak_counts_match(name: &str) {
         "{name}: agent {} blocks against the workload's {own_blocks}",
         c.live_blocks
     );
-    // 20 transient pairs per tick of at least 1 ms, for 1 s.
+    // 20 transient pairs per tick (a tick is at least 1 ms; how many fit in the 1 s depends on
+    // the machine's load): every one the workload says it made is counted.
+    let ticks = field(&out.stdout, "done:", "ops");
+    assert!(ticks > 0, "{name}: no tick");
     assert!(
-        c.allocs > 5000 && c.frees > 5000,
-        "{name}: the churn's calls are counted: {c:?}"
+        c.allocs >= 20 * ticks && c.frees >= 20 * ticks,
+        "{name}: the churn's calls of {ticks} ticks are counted: {c:?}"
     );
     assert!(c.requested_bytes > own_bytes);
     let a = &s.allocator;
@@ -347,10 +350,11 @@ fn deleted_directory_does_not_harm_the_program() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        std::fs::read_dir(&dir).unwrap().count() >= 1,
-        "the agent wrote"
+    // The agent has written (its first snapshot): the directory goes while the program holds.
+    testkit::wait_until(
+        "the agent's first snapshot",
+        Duration::from_secs(30),
+        || std::fs::read_dir(&dir).is_ok_and(|d| d.count() >= 1),
     );
     // The agent may create its next snapshot's temporary file while the directory is being
     // emptied (ENOTEMPTY, seen on CI): try again until the directory is gone.

@@ -63,10 +63,12 @@ fn fixtures() -> &'static Fixtures {
             .iter()
             .map(|p| p["stats"]["calls_total"].as_u64().unwrap())
             .sum();
+        // Runs of about 0.1 s or more (several samples at 20 ms) on any machine: every run must
+        // have a peak PSS. 20 k ops took 10-25 ms, and a run can end before its first sample.
         Fixtures {
-            run_a: run_dir(dir.path(), "run-a", "20000"),
-            run_b: run_dir(dir.path(), "run-b", "20000"),
-            run_other: run_dir(dir.path(), "run-other", "30000"),
+            run_a: run_dir(dir.path(), "run-a", "150000"),
+            run_b: run_dir(dir.path(), "run-b", "150000"),
+            run_other: run_dir(dir.path(), "run-other", "200000"),
             trace,
             trace_calls,
             _dir: dir,

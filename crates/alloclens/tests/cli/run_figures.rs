@@ -70,8 +70,9 @@ fn pss_never_exceeds_rss_in_samples_or_summary() {
 /// off, up to 57 MiB, with later events' values) or came back empty (19). Now every row matches
 /// the program's own figures within 2 MiB, or says it could not: `late`/`missing`, or a reading
 /// that ended after the program may have moved on (by the delay it reports). Measured before the
-/// fix: 1 to 14 rows of 100 more than 2 MiB off with a status-less row. The hold is long enough
-/// for a loaded 2-core machine, where waking the reading thread took up to 60 ms (load 10).
+/// fix: 1 to 14 rows of 100 more than 2 MiB off with a status-less row. On a loaded 2-core machine
+/// waking the reading thread took up to 60 ms (load 10): a line that arrives late is flagged, and
+/// not counted against the readings.
 #[test]
 fn marker_rows_hold_the_figures_of_their_own_event() {
     const EVENTS: usize = 100;
@@ -121,14 +122,21 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         .iter()
         .map(|r| seconds(r, "t_s") - own(r).2)
         .fold(f64::INFINITY, f64::min);
-    let mut flagged = 0;
+    // Rows whose line reached alloclens within HOLD / 4 of being printed, and those of them that
+    // have no figures or were read too late. A line the kernel delivers later (its reader thread
+    // waits for a core: 12 ms in the median, 26 ms at the 90th percentile with two busy loops on
+    // 2 cores) cannot be read before it arrives, so the share of late readings is judged on the
+    // prompt lines only: on an idle machine that is nearly every line, as before.
+    let (mut prompt, mut flagged) = (0, 0);
     for row in &rows {
         let (rss, vss, printed) = own(row);
+        let arrived_promptly = seconds(row, "t_s") - offset <= printed + HOLD / 4.0;
+        prompt += usize::from(arrived_promptly);
         match row["status"].as_str() {
             "ok" => {}
             "late" | "missing" => {
                 assert!(row["rss"].is_empty() && row["vss"].is_empty(), "{row:?}");
-                flagged += 1;
+                flagged += usize::from(arrived_promptly);
                 continue;
             }
             other => panic!("status {other:?}: {row:?}"),
@@ -136,7 +144,8 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         // When the reading ended, on the program's clock (a little early, by that wake-up).
         let read_at = seconds(row, "t_s") + seconds(row, "delay_s") - offset;
         if read_at > printed + HOLD / 2.0 {
-            flagged += 1; // it says it read late: the program may have moved on
+            // It says it read late: the program may have moved on.
+            flagged += usize::from(arrived_promptly);
             continue;
         }
         let (got_rss, got_vss) = (number(row, "rss"), number(row, "vss"));
@@ -168,10 +177,10 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         .iter()
         .any(|w| w.as_str().unwrap().contains("markers.csv says which"));
     assert_eq!(warned, without_figures, "{}", results["warnings"]);
-    // 0-3 % on an idle machine, up to 17 % seen at load 10 on 2 cores.
+    // 0-3 % on an idle machine. (The quickest line sets the offset: at least one is prompt.)
     assert!(
-        flagged * 3 <= EVENTS,
-        "{flagged} of {EVENTS} rows could not be read in time"
+        flagged * 3 <= prompt,
+        "{flagged} of the {prompt} rows whose line arrived promptly could not be read in time"
     );
 }
 

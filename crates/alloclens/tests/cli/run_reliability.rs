@@ -729,8 +729,14 @@ fn issue_24_sigterm_during_prepare_stops_it_and_ends_as_during_a_run() {
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    std::thread::sleep(Duration::from_millis(200)); // the shell has exec'd sleep
-                                                    // SAFETY: kill with the pid of a child this test started and a signal number.
+    // The shell has exec'd sleep (before, a slow machine could still be in the shell after a fixed
+    // 200 ms, and the check below that sleep was stopped could not fail).
+    testkit::wait_until(
+        "the prepare shell to exec sleep",
+        Duration::from_secs(20),
+        || sleeping(&pid),
+    );
+    // SAFETY: kill with the pid of a child this test started and a signal number.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = wait_at_most(&mut child, Duration::from_secs(10))
         .expect("alloclens still waited for --prepare 10 s after SIGTERM");

@@ -118,10 +118,12 @@ fn watch_pid_bad_input_says_it_in_one_line() {
         "alloclens: error: no process 4194300: check the pid (ps -p 4194300)\n"
     );
 
-    // A process that exits during the watch: said, and what was collected is kept.
-    let mut short = Command::new("sleep").arg("0.6").spawn().unwrap();
+    // A process that exits during the watch: said, and what was collected is kept. It ends once
+    // two samples are in, not after a fixed time (a loaded machine started the watch late, a fast
+    // one could end a short process before its second sample).
+    let mut short = Command::new("sleep").arg("60").spawn().unwrap();
     let dir = tmp.path().join("gone");
-    let out = alloclens()
+    let watcher = alloclens()
         .args([
             "watch",
             "--no-gdb",
@@ -134,10 +136,19 @@ fn watch_pid_bad_input_says_it_in_one_line() {
         .arg(short.id().to_string())
         .arg("-o")
         .arg(&dir)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let csv = dir.join("samples.csv");
+    let sampled = testkit::poll_until(Duration::from_secs(15), || {
+        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 3)
+    });
+    short.kill().unwrap();
     short.wait().unwrap();
+    let out = watcher.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(sampled, "no 2 samples in 15 s: {stderr}");
     assert!(out.status.success(), "{stderr}");
     assert!(
         stderr.contains("exited during the watch: the figures up to then are kept"),
