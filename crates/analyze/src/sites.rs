@@ -266,7 +266,7 @@ impl SiteAnalyzer {
             .filter(|(_, a)| a.used)
             .map(|(id, a)| {
                 let at_peak = a.saved_at == peaks;
-                let estimates = (sampling.is_some() && id != 0).then(|| SiteEstimates {
+                let estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
                     peak_live_bytes: if at_peak { a.saved_est } else { a.live_est },
                     ..a.est
                 });
