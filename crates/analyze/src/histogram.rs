@@ -94,6 +94,60 @@ impl LogCounts {
     }
 }
 
+/// Weights per log-linear bucket (the buckets of `LogCounts`): the distribution of a sampled site,
+/// each sampled value counting for the allocations it stands for (1/p, docs/metrics.md, "Sampled
+/// stacks"). Only sampled traces use it: with every stack taken, sites keep the exact integer
+/// counts of `LogHistogram`, untouched by floating-point sums.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WeightedCounts {
+    weights: Vec<f64>,
+}
+
+impl WeightedCounts {
+    pub fn add(&mut self, value: u64, weight: f64) {
+        let b = LogCounts::bucket_of(value);
+        if b >= self.weights.len() {
+            self.weights.resize(b + 1, 0.0);
+        }
+        self.weights[b] += weight;
+    }
+
+    pub fn merge(&mut self, other: &WeightedCounts) {
+        if other.weights.len() > self.weights.len() {
+            self.weights.resize(other.weights.len(), 0.0);
+        }
+        for (a, b) in self.weights.iter_mut().zip(&other.weights) {
+            *a += b;
+        }
+    }
+
+    pub fn total(&self) -> f64 {
+        self.weights.iter().sum()
+    }
+
+    /// The weighted nearest-rank quantile: the lower edge of the first bucket at which the weight
+    /// of the values in it or below reaches `q` of the total (with weights of 1, what
+    /// `LogCounts::quantile` gives). None when empty.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        let total = self.total();
+        if total <= 0.0 {
+            return None;
+        }
+        // A hair below q * total: a cumulative weight meant to equal it exactly (a median that
+        // falls on a bucket's end) must not lose it to rounding.
+        let rank = q * total * (1.0 - 1e-12);
+        let mut seen = 0.0;
+        for (b, w) in self.weights.iter().enumerate() {
+            seen += w;
+            if seen > 0.0 && seen >= rank {
+                return Some(LogCounts::bucket_low(b));
+            }
+        }
+        let last = self.weights.iter().rposition(|w| *w > 0.0)?;
+        Some(LogCounts::bucket_low(last))
+    }
+}
+
 /// Log-linear histogram with the exact sum and maximum (lifetimes in calls, whose mean and
 /// maximum are reported exactly). Lifetimes in ns only need `LogCounts`.
 #[derive(Debug, Clone, Default)]
@@ -392,6 +446,37 @@ mod tests {
         assert_eq!(h.quantile(0.999), Some(10));
         assert_eq!(h.count_below(4), 3);
         assert_eq!(LogHistogram::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn weighted_quantiles_count_each_value_by_its_weight() {
+        let mut h = LogHistogram::default();
+        let mut w = WeightedCounts::default();
+        for v in 1..=10 {
+            h.record(v);
+            w.add(v, 1.0);
+        }
+        for q in [0.0, 0.1, 0.5, 0.55, 0.9, 0.999, 1.0] {
+            assert_eq!(w.quantile(q), h.quantile(q), "q = {q}");
+        }
+        // Three values of 1000 standing for one each and one value 0 standing for 9 allocations:
+        // the median is 0, which three unweighted samples of 1000 out of four would miss.
+        let mut w = WeightedCounts::default();
+        for _ in 0..3 {
+            w.add(1000, 1.0);
+        }
+        w.add(0, 9.0);
+        assert_eq!(w.quantile(0.5), Some(0));
+        assert_eq!(w.quantile(0.75), Some(0));
+        assert_eq!(
+            w.quantile(0.8),
+            Some(LogCounts::bucket_low(LogCounts::bucket_of(1000)))
+        );
+        let mut m = WeightedCounts::default();
+        m.merge(&w);
+        m.merge(&w);
+        assert_eq!((m.total(), m.quantile(0.5)), (24.0, Some(0)));
+        assert_eq!(WeightedCounts::default().quantile(0.5), None);
     }
 
     #[test]

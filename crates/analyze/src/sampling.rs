@@ -9,6 +9,8 @@
 //! unbiasedly too, by `sum over sampled i of (1 - p_i) / p_i^2 * x_i^2` (docs/metrics.md, "Sampled
 //! stacks").
 
+use crate::histogram::WeightedCounts;
+
 /// An allocation at least this likely to be sampled counts as certain: its weight is exactly 1 and
 /// adds no variance (sizes above about 20.7 R).
 pub const CERTAIN: f64 = 1.0 - 1e-9;
@@ -109,8 +111,21 @@ impl Estimate {
     }
 }
 
+/// The standard error of the share `part / whole` of two estimates over the same allocations, `part`
+/// counting a subset of those `whole` counts (lifetime 0 among the ended blocks): the variance of
+/// the ratio by linearisation, `(V(part) (1 - 2 r) + r^2 V(whole)) / whole^2` with `r` the share
+/// (each item's residual is `1 - r` in the subset, `-r` outside). 0 for an empty whole.
+pub fn share_standard_error(part: &Estimate, whole: &Estimate) -> f64 {
+    if whole.value <= 0.0 {
+        return 0.0;
+    }
+    let r = part.value / whole.value;
+    let variance = part.variance * (1.0 - 2.0 * r) + r * r * whole.variance;
+    variance.max(0.0).sqrt() / whole.value
+}
+
 /// The estimated figures of a site (the ones `SiteStats` counts over its sampled allocations).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SiteEstimates {
     pub calls: Estimate,
     pub requested_bytes: Estimate,
@@ -119,6 +134,12 @@ pub struct SiteEstimates {
     pub leaked_blocks: Estimate,
     pub lifetimes: Estimate,
     pub lifetime_zero: Estimate,
+    /// The distributions of lifetimes (in calls and ns) and of requested sizes, each sampled
+    /// allocation weighted by 1/p as in the totals: the sampled allocations themselves over-represent
+    /// large sizes.
+    pub lifetime_calls: WeightedCounts,
+    pub lifetime_ns: WeightedCounts,
+    pub sizes: WeightedCounts,
     /// Some sampled allocation of the site was not certain to be sampled.
     pub uncertain: bool,
 }
@@ -132,6 +153,9 @@ impl SiteEstimates {
         self.leaked_blocks.merge(&o.leaked_blocks);
         self.lifetimes.merge(&o.lifetimes);
         self.lifetime_zero.merge(&o.lifetime_zero);
+        self.lifetime_calls.merge(&o.lifetime_calls);
+        self.lifetime_ns.merge(&o.lifetime_ns);
+        self.sizes.merge(&o.sizes);
         self.uncertain |= o.uncertain;
     }
 }

@@ -41,8 +41,9 @@ pub struct SiteStats {
     pub lifetime_ns: LogHistogram,
     /// Requested sizes of the calls.
     pub sizes: LogHistogram,
-    /// When stacks were sampled: the site's figures estimated from its sampled allocations (the
-    /// counts above are those of the sampled allocations only). None for stack 0.
+    /// When stacks were sampled: the site's figures and distributions estimated from its sampled
+    /// allocations (the counts and histograms above are those of the sampled allocations only,
+    /// unweighted). None for stack 0.
     pub estimates: Option<SiteEstimates>,
 }
 
@@ -183,11 +184,14 @@ impl SiteAnalyzer {
         let calls = e.seq.saturating_sub(b.seq).saturating_sub(1);
         let weight = self.weight(b.stack, b.size);
         let acc = self.site(b.stack);
+        let lifetime_ns = e.t_ns.saturating_sub(b.t_ns);
         if let Some(w) = weight {
             acc.est.lifetimes.add(w, 1.0);
             if calls == 0 {
                 acc.est.lifetime_zero.add(w, 1.0);
             }
+            acc.est.lifetime_calls.add(calls, w.weight);
+            acc.est.lifetime_ns.add(lifetime_ns, w.weight);
         }
         let s = &mut acc.stats;
         s.ended += 1;
@@ -195,7 +199,7 @@ impl SiteAnalyzer {
             s.lifetime_zero += 1;
         }
         s.lifetime_calls.record(calls);
-        s.lifetime_ns.record(e.t_ns.saturating_sub(b.t_ns));
+        s.lifetime_ns.record(lifetime_ns);
     }
 
     fn call(&mut self, e: &Event) {
@@ -204,6 +208,7 @@ impl SiteAnalyzer {
         if let Some(w) = weight {
             acc.est.calls.add(w, 1.0);
             acc.est.requested_bytes.add(w, e.size as f64);
+            acc.est.sizes.add(e.size, w.weight);
             acc.est.uncertain |= !w.certain;
         }
         let s = &mut acc.stats;

@@ -102,6 +102,7 @@ pub const PROGRAMS: &[Program] = &[
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),
     p("sampled_sites", "sampled_sites.c", STACKS),
+    p("mixed_lifetimes", "mixed_lifetimes.c", STACKS),
     // Allocators that misbehave, for the error paths of tune and replay.
     p("libcrash.so", "crash.c", &["-shared", "-fPIC"]),
     p("libbroken.so", "broken.c", &["-shared", "-fPIC"]),

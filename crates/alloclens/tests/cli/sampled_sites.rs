@@ -253,3 +253,105 @@ fn images_are_ranked_by_peak_live_bytes() {
         "--all keeps trace order: {all}"
     );
 }
+
+/// One stack (crates/testkit/programs/mixed_lifetimes.c) making many small blocks freed at once
+/// and a few large ones kept: by count, the median lifetime is 0 calls and the median size the
+/// small one. At the default rate the large blocks (4 R) are almost all sampled and the small ones
+/// (R / 64) about 1.5 % of the time, so the sampled allocations are mostly large: the site's spreads
+/// and shares must weight each by 1/p to match the `--stacks=all` figures.
+#[test]
+fn sampled_distributions_are_weighted_like_the_totals() {
+    const ROUNDS: u64 = 1000;
+    const SMALL_PER_ROUND: u64 = 20;
+    const SMALL: u64 = 256;
+    const LARGE: u64 = 64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = testkit::program("mixed_lifetimes");
+    let mut command = vec![exe.to_string_lossy().into_owned()];
+    command.extend([ROUNDS, SMALL_PER_ROUND, SMALL, LARGE].map(|n| n.to_string()));
+    let site = |stacks: &str| {
+        let trace = dir
+            .path()
+            .join(format!("{}.trace", stacks.trim_start_matches('-')));
+        record(&trace, &[stacks], &command);
+        let sites = json_stdout([
+            "analyze".as_ref(),
+            "--sites".as_ref(),
+            "--json".as_ref(),
+            trace.as_os_str(),
+        ]);
+        // A stack's frames are indexes into its process's table of frames.
+        let at_allocate = |s: &&Value| {
+            let innermost = s["frames"][0].as_u64().unwrap() as usize;
+            sites["processes"][0]["frames"][innermost]["label"] == "allocate"
+        };
+        let stacks = sites["processes"][0]["stacks"].as_array().unwrap();
+        let mut mine = stacks.iter().filter(at_allocate);
+        let site = mine
+            .next()
+            .unwrap_or_else(|| panic!("no stack at allocate in {sites}"));
+        assert!(
+            mine.next().is_none(),
+            "the blocks of both sizes come from one stack: {sites}"
+        );
+        site["figures"].clone()
+    };
+    let all = site("--stacks=all");
+    let sampled = site("--stacks");
+
+    // The whole truth, from every stack.
+    let small_blocks = ROUNDS * SMALL_PER_ROUND;
+    assert_eq!(all["lifetimes"], ROUNDS + small_blocks);
+    assert_eq!(all["lifetime_calls"]["median"], 0);
+    assert_eq!(all["sizes"]["median"], SMALL);
+    assert!(all.get("estimate").is_none(), "{all}");
+
+    // The sample is mostly large blocks (what an unweighted median would follow)...
+    let sampled_calls = sampled["estimate"]["sampled_calls"].as_u64().unwrap();
+    let p_small = 1.0 - (-(SMALL as f64) / 16384.0).exp();
+    let p_large = 1.0 - (-(LARGE as f64) / 16384.0).exp();
+    let expected = small_blocks as f64 * p_small + ROUNDS as f64 * p_large;
+    assert!(
+        (sampled_calls as f64 - expected).abs() < 5.0 * expected.sqrt(),
+        "{sampled_calls} sampled calls, about {expected} expected"
+    );
+    assert!(ROUNDS as f64 * p_large > 2.0 * small_blocks as f64 * p_small);
+    // ...yet the weighted spreads are those of all the blocks.
+    for (spread, stat) in [
+        ("lifetime_calls", "median"),
+        ("lifetime_calls", "p90"),
+        ("sizes", "median"),
+        ("sizes", "p90"),
+    ] {
+        assert_eq!(
+            sampled[spread][stat], all[spread][stat],
+            "{spread} {stat}: sampled {sampled}, all {all}"
+        );
+    }
+    // The max is the largest sampled value: a large block, all but certainly sampled.
+    assert_eq!(sampled["sizes"]["max"], LARGE);
+    assert_eq!(
+        sampled["lifetime_calls"]["max"],
+        all["lifetime_calls"]["max"]
+    );
+    // The share of lifetime 0 is within its stated error of the truth, an error as small as the
+    // small blocks' samples allow: for the share r = Z / (Z + L) with L known, se(r) is about
+    // L / (Z + L)^2 * se(Z), se(Z) = Z sqrt((1-p) / (Z p)) (within a third).
+    let truth = all["share_lifetime_zero"].as_f64().unwrap();
+    let share = sampled["share_lifetime_zero"].as_f64().unwrap();
+    let se = sampled["estimate"]["share_lifetime_zero_se"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (share - truth).abs() <= 5.0 * se,
+        "share of lifetime 0: {share} ± {se} estimated, {truth} true"
+    );
+    let z = small_blocks as f64;
+    let blocks = z + ROUNDS as f64;
+    let expected_se =
+        ROUNDS as f64 / (blocks * blocks) * z * ((1.0 - p_small) / (z * p_small)).sqrt();
+    assert!(
+        (se / expected_se - 1.0).abs() < 0.34,
+        "share standard error {se}, expected about {expected_se}"
+    );
+}

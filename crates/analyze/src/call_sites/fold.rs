@@ -8,8 +8,8 @@ use super::{
     CallSites, Estimation, FunctionSite, ProcessSites, SiteFigures, SiteFrame, SortKey, Spread,
     StackSite,
 };
-use crate::histogram::LogHistogram;
-use crate::sampling::SiteEstimates;
+use crate::histogram::{LogHistogram, WeightedCounts};
+use crate::sampling::{share_standard_error, SiteEstimates};
 use crate::sites::SiteStats;
 
 /// One process image's per-stack figures and the mappings its stacks' addresses are in.
@@ -164,9 +164,9 @@ impl Sum {
                 lifetimes: e.lifetimes.rounded(),
                 lifetime_zero: e.lifetime_zero.rounded(),
                 share_lifetime_zero: share,
-                lifetime_calls: spread(&self.lifetime_calls),
-                lifetime_ns: spread(&self.lifetime_ns),
-                sizes: spread(&self.sizes),
+                lifetime_calls: weighted_spread(&e.lifetime_calls, &self.lifetime_calls),
+                lifetime_ns: weighted_spread(&e.lifetime_ns, &self.lifetime_ns),
+                sizes: weighted_spread(&e.sizes, &self.sizes),
                 stacks: self.stacks,
                 estimate: Some(Estimation {
                     exact: !e.uncertain,
@@ -176,6 +176,7 @@ impl Sum {
                     peak_live_bytes_se: e.peak_live_bytes.standard_error(),
                     leaked_bytes_se: e.leaked_bytes.standard_error(),
                     leaked_blocks_se: e.leaked_blocks.standard_error(),
+                    share_lifetime_zero_se: share_standard_error(&e.lifetime_zero, &e.lifetimes),
                 }),
             };
         }
@@ -198,6 +199,16 @@ impl Sum {
             stacks: self.stacks,
             estimate: None,
         }
+    }
+}
+
+/// The spread of a sampled site: the median and p90 of its allocations, each sampled one counting
+/// for 1/p of them; the max is the largest value sampled (no weighting makes a maximum unbiased).
+fn weighted_spread(weighted: &WeightedCounts, sampled: &LogHistogram) -> Spread {
+    Spread {
+        median: weighted.quantile(0.5),
+        p90: weighted.quantile(0.9),
+        max: (sampled.total() > 0).then(|| sampled.max()),
     }
 }
 

@@ -100,8 +100,8 @@ pub struct SiteFigures {
     /// Distinct stacks folded into this site.
     pub stacks: u64,
     /// When stacks were sampled: `calls`, `requested_bytes`, `peak_live_bytes`, `leaked_bytes`,
-    /// `leaked_blocks`, `lifetimes` and `lifetime_zero` above are estimates (rounded), and this
-    /// says how good (docs/metrics.md, "Sampled stacks"). Absent when every allocation has a stack.
+    /// `leaked_blocks`, `lifetimes` and `lifetime_zero` above are estimates (rounded), the shares
+    /// and the medians and p90s of the spreads weighted the same way, and this says how good (docs/metrics.md, "Sampled stacks"). Absent when every allocation has a stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimation>,
 }
@@ -120,6 +120,9 @@ pub struct Estimation {
     pub peak_live_bytes_se: f64,
     pub leaked_bytes_se: f64,
     pub leaked_blocks_se: f64,
+    /// One standard error of `share_lifetime_zero` (a ratio of two estimates), as a share.
+    #[serde(default)]
+    pub share_lifetime_zero_se: f64,
 }
 
 impl Estimation {

@@ -200,6 +200,16 @@ fn plus_minus(f: &SiteFigures, se: impl Fn(&Estimation) -> f64, unit: fn(u64) ->
     }
 }
 
+/// ` (± se)` after an estimated share, when it shows at the share's precision (0.1 %).
+fn share_plus_minus(f: &SiteFigures) -> String {
+    match &f.estimate {
+        Some(e) if !e.exact && e.share_lifetime_zero_se >= 0.0005 => {
+            format!(" (± {})", pct(e.share_lifetime_zero_se))
+        }
+        _ => String::new(),
+    }
+}
+
 fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<()> {
     let f = &s.figures;
     let kind = match &f.estimate {
@@ -222,7 +232,11 @@ fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<
         plus_minus(f, |e| e.leaked_bytes_se, bytes),
         count(f.leaked_blocks),
         plus_minus(f, |e| e.leaked_blocks_se, count),
-        if f.lifetimes == 0 { "-".to_string() } else { pct(f.share_lifetime_zero) },
+        if f.lifetimes == 0 {
+            "-".to_string()
+        } else {
+            format!("{}{}", pct(f.share_lifetime_zero), share_plus_minus(f))
+        },
         f.lifetime_calls.median.map_or("-".to_string(), count),
         f.lifetime_ns.median.map_or("-".to_string(), duration),
     )?;
@@ -362,6 +376,8 @@ struct Row<'a> {
     leaked_bytes_se: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     leaked_blocks_se: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share_lifetime_zero_se: Option<f64>,
 }
 
 fn row<'a>(
@@ -405,6 +421,7 @@ fn row<'a>(
         peak_live_bytes_se: f.estimate.map(|e| e.peak_live_bytes_se),
         leaked_bytes_se: f.estimate.map(|e| e.leaked_bytes_se),
         leaked_blocks_se: f.estimate.map(|e| e.leaked_blocks_se),
+        share_lifetime_zero_se: f.estimate.map(|e| e.share_lifetime_zero_se),
     }
 }
 

@@ -4,4 +4,5 @@ mod call_sites;
 mod file;
 mod live_invariants;
 mod running_extremes;
+mod sampling;
 mod semantics;

@@ -1,7 +1,7 @@
 //! The per-site estimates of sampled stacks (docs/metrics.md, "Sampled stacks"), on a synthetic
 //! process whose sites' true figures are known: each allocation keeps its stack with probability
 //! 1 - exp(-size/R), as the recorder samples, drawn from fixed seeds (the test cannot flake).
-use analyze::sampling::Sampling;
+use analyze::sampling::{share_standard_error, Sampling};
 use analyze::sites::{SiteAnalyzer, SiteStats};
 use trace::{Event, Op, ProcessInfo};
 
@@ -122,7 +122,7 @@ fn estimates_are_within_their_standard_errors_and_exact_where_certain() {
     for seed in 0..40 {
         let est = run(&sampled(&events, seed), sampling);
         for stack in 1..=4 {
-            let (t, e) = (&truth[stack], est[stack].estimates.unwrap());
+            let (t, e) = (&truth[stack], est[stack].estimates.as_ref().unwrap());
             let figures = [
                 ("calls", t.calls, e.calls),
                 ("bytes", t.requested_bytes, e.requested_bytes),
@@ -134,7 +134,7 @@ fn estimates_are_within_their_standard_errors_and_exact_where_certain() {
                 let (error, se) = (e.value - truth as f64, e.standard_error());
                 if stack == 2 {
                     // Every block of site 2 is certain to be sampled: exact.
-                    assert!(!est[2].estimates.unwrap().uncertain);
+                    assert!(!est[2].estimates.as_ref().unwrap().uncertain);
                     assert_eq!((e.value, se), (truth as f64, 0.0), "site 2 {name}");
                     continue;
                 }
@@ -160,7 +160,7 @@ fn big_sites_are_within_a_few_percent_at_this_rate() {
     let truth = run(&events, None);
     let est = run(&sampled(&events, 1), Sampling::new(R));
     // Site 3 requests 4.5 MB in 3,000 blocks of up to 3,000 bytes: about 1,100 samples.
-    let e = est[3].estimates.unwrap();
+    let e = est[3].estimates.as_ref().unwrap();
     for (name, t, e) in [
         ("bytes", truth[3].requested_bytes, e.requested_bytes),
         ("peak", truth[3].peak_live_bytes, e.peak_live_bytes),
@@ -170,6 +170,75 @@ fn big_sites_are_within_a_few_percent_at_this_rate() {
         assert!(rel < 0.05, "{name}: {} for {t}", e.value);
         assert!(e.standard_error() / (t as f64) < 0.03, "{name}");
     }
+}
+
+/// One site making, each round, a 64 KiB block kept for 21 calls and 10 blocks of 256 bytes freed
+/// at once: by count the median lifetime is 0 and the median size 256, but at R = 4 KiB the large
+/// blocks (16 R) are all but certainly sampled and the small ones 6 % of the time, so most sampled
+/// allocations are large.
+fn mixed_lifetimes() -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut seq = 0;
+    let mut push = |op: Op, addr: u64, size: u64| {
+        events.push(Event {
+            seq,
+            t_ns: seq * 10,
+            tid: 1,
+            stack: if op.is_free() { 0 } else { 1 },
+            op,
+            addr,
+            size,
+            old_addr: 0,
+        });
+        seq += 1;
+    };
+    for round in 0..1000u64 {
+        let large = 0x1000_0000 + (round % 2) * 0x10_0000;
+        push(Op::Malloc, large, 64 << 10);
+        if round > 0 {
+            push(Op::Free, 0x1000_0000 + ((round - 1) % 2) * 0x10_0000, 0);
+        }
+        for _ in 0..10 {
+            push(Op::Malloc, 0x10, 256);
+            push(Op::Free, 0x10, 0);
+        }
+    }
+    events
+}
+
+#[test]
+fn distributions_are_weighted_like_the_totals() {
+    let events = mixed_lifetimes();
+    let mut a = SiteAnalyzer::new(info());
+    for e in &events {
+        a.push(e);
+    }
+    let truth = a.finish().sites.remove(0);
+    assert_eq!((truth.ended, truth.lifetime_zero), (10_999, 10_000));
+    assert_eq!(truth.lifetime_calls.quantile(0.5), Some(0));
+    assert_eq!(truth.sizes.quantile(0.5), Some(256));
+    let true_share = truth.lifetime_zero_share();
+    let (mut within_2se, seeds) = (0, 40);
+    for seed in 0..seeds {
+        let est = run(&sampled(&events, 100 + seed), Sampling::new(R));
+        let (s, e) = (&est[1], est[1].estimates.as_ref().unwrap());
+        // The sampled allocations alone, unweighted, say "long-lived, 64 KiB"...
+        assert!(s.lifetime_calls.quantile(0.5) > Some(0), "seed {seed}");
+        assert_eq!(s.sizes.quantile(0.5), Some(64 << 10), "seed {seed}");
+        // ...weighted by 1/p, what every allocation says.
+        assert_eq!(e.lifetime_calls.quantile(0.5), Some(0), "seed {seed}");
+        assert_eq!(e.sizes.quantile(0.5), Some(256), "seed {seed}");
+        let share = e.lifetime_zero.value / e.lifetimes.value;
+        let se = share_standard_error(&e.lifetime_zero, &e.lifetimes);
+        let error = (share - true_share).abs();
+        assert!(
+            error <= 4.0 * se,
+            "seed {seed}: share of lifetime 0 {share} ± {se}, {true_share} true"
+        );
+        within_2se += usize::from(error <= 2.0 * se);
+    }
+    // About 95 % of normal errors are within 2 standard errors: the share's is right.
+    assert!(within_2se >= 34, "{within_2se} of {seeds} within 2 se");
 }
 
 #[test]
