@@ -9,9 +9,10 @@
     scripts/sql-figures.py --views spark DATASET       # Spark's text of the views (sql/spark/), on DuckDB
 
 The tables (calls, runs, summary, samples) are views over the dataset's Parquet files
-(sql/tables.ENGINE.sql, `${dataset}` replaced); then every sql/views/*.sql, in name order (or the
-file of the same name in sql/ENGINE/: Spark's link_roots loops, below); then the figures, sql/figures/*.sql, each one SELECT. A figure whose tables the dataset lacks (no trace merged,
-no run merged) is skipped and named on stderr. Times are wall seconds per figure (views are lazy: a
+(sql/tables.ENGINE.sql, `${dataset}` replaced); then every sql/views/*.sql, in name order, or the
+engine's own text of it in sql/ENGINE/ (Spark's link_roots: a loop, see iterate); then the figures,
+sql/figures/*.sql, each one SELECT. A figure whose tables the dataset lacks (no trace merged, no run
+merged) is skipped and named on stderr. Times are wall seconds per figure (views are lazy: a
 figure's time includes the views it reads).
 """
 import argparse
@@ -158,7 +159,7 @@ def view_name(sql):
 
 
 def iterate(engine, text):
-    """A view computed by a loop (sql/views/40-link_roots.sql): its statements are the first step,
+    """A view computed by a loop (sql/spark/40-link_roots.sql): its statements are the first step,
     the next step, the count of rows not done, and the view over the last step. Each step is a view
     of its own (a step reads the one before it); the loop ends when the count is 0. Returns the
     number of steps after the first."""
@@ -204,7 +205,7 @@ def run_all(engine, args, figures, progress=False):
             continue
         start = time.perf_counter()
         # The views a figure reads are computed once (in name order, which is dependency order) and
-        # kept: they join calls to calls, and a walk along chains over a lazy view recomputes it per step.
+        # kept: they join calls to calls, and a walk along chains over lazy views recomputes them per step.
         for v in needed:
             if v not in made:
                 if "${step}" in views[v]:

@@ -1,11 +1,11 @@
--- Each link with the link that started its allocation (root), by pointer jumping along realloc chains:
--- each link first points at the link it continues (a start points at itself); each step replaces that
--- pointer by the pointer of the link it points at, which doubles how far up the chain it reaches, so a
--- chain of n reallocs takes about log2(n) steps (a recursive walk takes n: one Spark job each).
--- `done`: the pointer is a start. SQL has no loop both engines run, so the driver (scripts/sql-figures.py)
--- loops: the first statement with ${step} = 0; then, while the third counts a row not done, the second
--- with ${next} = ${step} + 1 (each step a table of its own: a step reads the one before it); the last
--- with the final ${step}. Running the second more often changes nothing (docs/sql.md: by hand).
+-- Spark's text of sql/views/40-link_roots.sql (a recursive CTE: one step per realloc of the longest
+-- chain, and Spark runs a job per step). Each link with the link that started its allocation (root),
+-- by pointer jumping: each link first points at the link it continues (a start at itself: `done`);
+-- each step replaces a pointer not done by the pointer of the link it points at, which doubles how far
+-- up the chain it reaches, so a chain of n reallocs takes about log2(n) steps.
+-- SQL has no loop both engines run, so scripts/sql-figures.py loops: the first statement with
+-- ${step} = 0; then, while the third counts a row not done, the second with ${next} = ${step} + 1
+-- (each step a view of its own: it reads the one before it); the last with the final ${step}.
 CREATE OR REPLACE TEMPORARY VIEW link_roots_${step} AS
 SELECT trace_id, pid, exec_index, seq, coalesce(continues, seq) AS root, continues IS NULL AS done
 FROM links;
