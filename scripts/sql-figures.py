@@ -37,22 +37,26 @@ def read(path):
         return f.read()
 
 
+def code(text):
+    """The text without its comment lines."""
+    return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("--"))
+
+
 def statements(text):
     """The statements of a file: split at `;` ending a line, comment lines dropped."""
-    lines = [l for l in text.splitlines() if not l.lstrip().startswith("--")]
-    return [s.strip() for s in re.split(r";\s*$", "\n".join(lines), flags=re.M) if s.strip()]
+    return [s.strip() for s in re.split(r";\s*$", code(text), flags=re.M) if s.strip()]
 
 
 def needs(text, view, views, seen=()):
     """Whether `text` reads `view`, directly or through other views."""
-    words = set(re.findall(r"\b[a-z_]+\b", text))
+    words = set(re.findall(r"\b[a-z_]+\b", code(text)))
     if view in words:
         return True
     return any(needs(views[v], view, views, seen + (v,)) for v in views if v in words and v not in seen)
 
 
 def tables_used(text):
-    words = set(re.findall(r"\b[a-z_]+\b", text))
+    words = set(re.findall(r"\b[a-z_]+\b", code(text)))
     return (TRACE_TABLES | RUN_TABLES) & words
 
 
