@@ -6,11 +6,13 @@
     scripts/sql-figures.py --events EVENTS.parquet     # a trace exported by `alloclens export --parquet`
     scripts/sql-figures.py --json DATASET              # rows as JSON (what tests/sql.rs reads)
     scripts/sql-figures.py --figure sizes_16 DATASET   # one figure (repeatable)
+    scripts/sql-figures.py --views spark DATASET       # Spark's text of the views (sql/spark/), on DuckDB
 
 The tables (calls, runs, summary, samples) are views over the dataset's Parquet files
-(sql/tables.ENGINE.sql, `${dataset}` replaced); then every sql/views/*.sql, in name order; then the
-figures, sql/figures/*.sql, each one SELECT. A figure whose tables the dataset lacks (no trace merged,
-no run merged) is skipped and named on stderr. Times are wall seconds per figure (views are lazy: a
+(sql/tables.ENGINE.sql, `${dataset}` replaced); then every sql/views/*.sql, in name order, or the
+engine's own text of it in sql/ENGINE/ (Spark's link_roots: a loop, see iterate); then the figures,
+sql/figures/*.sql, each one SELECT. A figure whose tables the dataset lacks (no trace merged, no run
+merged) is skipped and named on stderr. Times are wall seconds per figure (views are lazy: a
 figure's time includes the views it reads).
 """
 import argparse
@@ -35,22 +37,26 @@ def read(path):
         return f.read()
 
 
+def code(text):
+    """The text without its comment lines."""
+    return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("--"))
+
+
 def statements(text):
     """The statements of a file: split at `;` ending a line, comment lines dropped."""
-    lines = [l for l in text.splitlines() if not l.lstrip().startswith("--")]
-    return [s.strip() for s in re.split(r";\s*$", "\n".join(lines), flags=re.M) if s.strip()]
+    return [s.strip() for s in re.split(r";\s*$", code(text), flags=re.M) if s.strip()]
 
 
 def needs(text, view, views, seen=()):
     """Whether `text` reads `view`, directly or through other views."""
-    words = set(re.findall(r"\b[a-z_]+\b", text))
+    words = set(re.findall(r"\b[a-z_]+\b", code(text)))
     if view in words:
         return True
     return any(needs(views[v], view, views, seen + (v,)) for v in views if v in words and v not in seen)
 
 
 def tables_used(text):
-    words = set(re.findall(r"\b[a-z_]+\b", text))
+    words = set(re.findall(r"\b[a-z_]+\b", code(text)))
     return (TRACE_TABLES | RUN_TABLES) & words
 
 
@@ -68,8 +74,12 @@ class DuckDB:
     def execute(self, sql):
         self.db.execute(sql)
 
-    def materialize(self, name, sql):
+    def materialize(self, sql):
         self.db.execute(sql.replace("TEMPORARY VIEW", "TEMPORARY TABLE", 1))
+
+    def forget(self, name):
+        # a table is a copy: the next step does not need the one it was made of
+        self.db.execute(f"DROP TABLE {name}")
 
     def query(self, sql):
         cur = self.db.execute(sql)
@@ -101,8 +111,9 @@ class Spark:
             # one machine: a few shuffle partitions, not the cluster default of 200 (each a task)
             .config("spark.sql.shuffle.partitions", str(max(2, 2 * (os.cpu_count() or 1))))
             .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
-            # sql/views/40-link_roots.sql walks realloc chains: one level per link of the longest
-            # chain, and as many rows as calls that return a block (defaults: 100 levels, 1 M rows)
+            # sql/views/40-link_roots.sql (--views duckdb) walks realloc chains: one level per link of
+            # the longest chain, as many rows as calls that return a block (defaults: 100 levels, 1 M
+            # rows). Spark's own text (sql/spark/) loops instead, in log2(depth) steps.
             .config("spark.sql.cteRecursionLevelLimit", "-1")
             .config("spark.sql.cteRecursionRowLimit", "-1")
             .getOrCreate()
@@ -113,9 +124,18 @@ class Spark:
     def execute(self, sql):
         self.spark.sql(sql)
 
-    def materialize(self, name, sql):
+    def materialize(self, sql):
+        # The view becomes a scan of its rows, computed now and kept (localCheckpoint), not a cached
+        # query: a temporary view made by SQL keeps its text, and Spark analyzes every view it reads,
+        # each time it is read; each step of link_roots reads the step before it twice, so a cached
+        # step k would be analyzed as 2^k copies of the first one.
         self.spark.sql(sql)
-        self.spark.sql(f"CACHE TABLE {name}")
+        name = view_name(sql)
+        self.spark.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
+
+    def forget(self, name):
+        # the next step holds its own rows
+        self.spark.catalog.dropTempView(name)
 
     def query(self, sql):
         return [r.asDict() for r in self.spark.sql(sql).collect()]
@@ -138,7 +158,28 @@ def kind_present(dataset, statement):
     return False
 
 
-def run_all(engine, args, figures):
+def view_name(sql):
+    return re.search(r"VIEW (\w+)", sql).group(1)
+
+
+def iterate(engine, text):
+    """A view computed by a loop (sql/spark/40-link_roots.sql): its statements are the first step,
+    the next step, the count of rows not done, and the view over the last step. Each step is a view
+    of its own (a step reads the one before it); the loop ends when the count is 0. Returns the
+    number of steps after the first."""
+    first, next_step, not_done, last = statements(text)
+    step = 0
+    engine.materialize(first.replace("${step}", "0"))
+    while engine.query(not_done.replace("${step}", str(step)))[0]["not_done"]:
+        made = next_step.replace("${next}", str(step + 1)).replace("${step}", str(step))
+        engine.materialize(made)
+        engine.forget(view_name(first.replace("${step}", str(step))))
+        step += 1
+    engine.materialize(last.replace("${step}", str(step)))
+    return step
+
+
+def run_all(engine, args, figures, progress=False):
     """Runs `figures` on `engine`: ({figure: rows}, {figure: seconds})."""
     present = set()
     if args.events:
@@ -150,9 +191,13 @@ def run_all(engine, args, figures):
         for s in statements(text):
             if kind_present(args.dataset, s):
                 engine.execute(s.replace("${dataset}", dataset))
-                present.add(re.search(r"VIEW (\w+)", s).group(1))
-    views = {v[3:-4]: read(os.path.join(SQL, "views", v))
-             for v in sorted(os.listdir(os.path.join(SQL, "views"))) if v.endswith(".sql")}
+                present.add(view_name(s))
+    views = {}
+    for v in sorted(os.listdir(os.path.join(SQL, "views"))):
+        if v.endswith(".sql"):
+            # sql/ENGINE/ holds an engine's own text of a view, under the same file name
+            replaced = os.path.join(SQL, args.views or engine.name, v)
+            views[v[3:-4]] = read(replaced if os.path.exists(replaced) else os.path.join(SQL, "views", v))
     out, times, made = {}, {}, []
     for f in figures:
         text = read(os.path.join(SQL, "figures", f + ".sql"))
@@ -164,15 +209,22 @@ def run_all(engine, args, figures):
             continue
         start = time.perf_counter()
         # The views a figure reads are computed once (in name order, which is dependency order) and
-        # kept: they join calls to calls, and a recursive walk over a lazy view recomputes it per step.
+        # kept: they join calls to calls, and a walk along chains over lazy views recomputes them per step.
         for v in needed:
             if v not in made:
-                for s in statements(views[v]):
-                    engine.materialize(v, s)
+                if "${step}" in views[v]:
+                    steps = iterate(engine, views[v])
+                    if progress:
+                        print(f"sql-figures: {engine.name}: {v}: {steps} steps", file=sys.stderr, flush=True)
+                else:
+                    for s in statements(views[v]):
+                        engine.materialize(s)
                 made.append(v)
         (query,) = statements(text)
         out[f] = engine.query(query)
         times[f] = time.perf_counter() - start
+        if progress:
+            print(f"sql-figures: {engine.name}: {f}: {times[f]:.2f} s", file=sys.stderr, flush=True)
     return out, times
 
 
@@ -190,9 +242,9 @@ def canonical(rows):
 def compare(args, figures):
     """Both engines on the same dataset: per figure, the rows side by side, agreement and times."""
     duck = DuckDB()
-    d_out, d_times = run_all(duck, args, figures)
+    d_out, d_times = run_all(duck, args, figures, progress=True)
     spark = Spark()
-    s_out, s_times = run_all(spark, args, figures)
+    s_out, s_times = run_all(spark, args, figures, progress=True)
     print(f"{'figure':28} {'rows':>7} {'duckdb ' + duck.version:>16} {'spark ' + spark.version:>16}  agree")
     for f in d_out:
         same = f in s_out and canonical(d_out[f]) == canonical(s_out[f])
@@ -219,6 +271,9 @@ def main():
                     help="both: DuckDB then Spark on the same files, side by side, with times")
     ap.add_argument("--rows", type=int, default=3, help="with --engine both: rows shown per figure")
     ap.add_argument("--figure", action="append", help="only this figure (file name without .sql)")
+    ap.add_argument("--views", choices=["duckdb", "spark"],
+                    help="use this engine's text of the views (sql/ENGINE/) whatever the engine: "
+                         "--views spark checks Spark's text on DuckDB")
     ap.add_argument("--json", action="store_true", help="print {figure: rows, ...} and the times as JSON")
     args = ap.parse_args()
     if (args.dataset is None) == (args.events is None):

@@ -3,7 +3,7 @@
 //! results.json and `diff --json`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -11,10 +11,16 @@ use testkit::{alloclens, alloclens_exe as exe, json_stdout, succeeded};
 
 /// {figure: rows} from scripts/sql-figures.py --json on DATASET.
 fn sql_figures(dataset: &Path) -> BTreeMap<String, Vec<Value>> {
+    sql_figures_with(dataset, &[])
+}
+
+/// The same, with more options (`--views spark`: Spark's text of the views, run on DuckDB).
+fn sql_figures_with(dataset: &Path, options: &[&str]) -> BTreeMap<String, Vec<Value>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sql-figures.py");
     let out = Command::new("python3")
         .arg(script)
         .arg("--json")
+        .args(options)
         .arg(dataset)
         .output()
         .unwrap();
@@ -363,11 +369,25 @@ fn sql_figures_of_merged_traces_equal_analyze() {
             .arg("-o")
             .arg(&dataset),
     );
-    let figures = sql_figures(&dataset);
+    // Both texts of the views: DuckDB's (sql/views/) and Spark's (sql/spark/: link_roots by pointer
+    // jumping instead of a recursive walk), each checked against analyze.
+    let texts = [
+        ("sql/views", sql_figures(&dataset)),
+        (
+            "sql/spark",
+            sql_figures_with(&dataset, &["--views", "spark"]),
+        ),
+    ];
+    for (text, figures) in &texts {
+        check_against_analyze(text, figures, &traces);
+    }
+}
 
+/// Every figure of every process image and thread of `traces` against `analyze --json`.
+fn check_against_analyze(text: &str, figures: &BTreeMap<String, Vec<Value>>, traces: &[PathBuf]) {
     let mut images = 0;
     let mut threads = 0;
-    for trace in &traces {
+    for trace in traces {
         let analysis = json_stdout([Path::new("analyze"), Path::new("--json"), trace]);
         for p in analysis["processes"].as_array().unwrap() {
             let (pid, exec_index) = (int(&p["pid"]), int(&p["exec_index"]));
@@ -377,10 +397,10 @@ fn sql_figures_of_merged_traces_equal_analyze() {
                 exec_index,
                 tid,
                 what: format!(
-                    "{} pid {pid} exec {exec_index} thread {tid:?}",
+                    "{text}: {} pid {pid} exec {exec_index} thread {tid:?}",
                     trace.display()
                 ),
-                figures: &figures,
+                figures,
             };
             scope(None).check(&p["stats"], life);
             images += 1;
@@ -397,8 +417,8 @@ fn sql_figures_of_merged_traces_equal_analyze() {
             .filter(|r| r["scope"] == scope)
             .count()
     };
-    assert_eq!(sql_scopes("process"), images, "process images");
-    assert_eq!(sql_scopes("thread"), threads, "threads");
+    assert_eq!(sql_scopes("process"), images, "{text}: process images");
+    assert_eq!(sql_scopes("thread"), threads, "{text}: threads");
     assert!(
         images >= 6 && threads >= 7,
         "{images} images, {threads} threads: the workloads changed?"
