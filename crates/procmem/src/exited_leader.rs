@@ -38,9 +38,10 @@ pub(crate) fn status_name(status: &[u8]) -> Option<String> {
     name
 }
 
-/// A live thread of process `pid` to read its memory through, when its leader has exited while
-/// other threads run on; `None` for any other process (a running leader, a plain zombie, gone).
-pub(crate) fn reading_thread(pid: u32) -> Option<u32> {
+/// A live thread of process `pid` to read its memory through (or to attach a debugger to), when
+/// its main thread has exited while other threads run on; `None` for any other process (a running
+/// leader, a plain zombie, gone).
+pub fn reading_thread(pid: u32) -> Option<u32> {
     let stat = read_stat(pid).ok()?;
     if stat.state != b'Z' || !stat.is_alive() {
         return None;

@@ -33,7 +33,7 @@ mod smaps_split;
 mod tree;
 
 pub use error::{Error, Result};
-pub use exited_leader::process_dir;
+pub use exited_leader::{process_dir, reading_thread};
 pub use ksm::{
     find_ksmd, read_ksm, read_process_ksm, read_tree_ksm, KsmCounters, ProcessKsm, TreeKsm,
 };
