@@ -1,15 +1,15 @@
 //! A process whose main thread has exited (`pthread_exit` from `main`) while its other threads run
 //! on: the thread-group leader is a zombie, and /proc/PID shows the zombie leader, not the process.
 //!
-//! Checked on Linux 6.18 (as root): the leader's `status` has no Vm*/Rss* lines, `statm` is all
-//! zeros, `maps` and `smaps` are empty, `smaps_rollup` and `environ` fail with ESRCH and `exe` with
-//! ENOENT. For a user other than root it is worse: a task without an address space is owned by
-//! root in /proc, so the same files fail with EACCES, which reads as "permission denied". The
-//! address space is shared by every thread, and /proc/PID/task/TID/{status, statm, smaps_rollup,
-//! smaps, maps, environ, exe} of any live thread TID answer for the whole process exactly as
-//! /proc/PID/... do for a process whose leader runs (the Vm*/Rss* counters are the mm's, not the
-//! thread's). So the memory of such a process is read through a live thread; only the leader's
-//! `Name` and the pid identify the process.
+//! Checked on Linux 6.18: the leader's `status` has no Vm*/Rss* lines, `statm` is all zeros, `maps`
+//! and `smaps` are empty, `smaps_rollup` fails with ESRCH and `exe` with ENOENT, for root and for
+//! the process's own user alike; `environ` fails with ESRCH for root and EACCES for the owner (a
+//! task without an address space is owned by root in /proc). The address space is shared by every
+//! thread, and /proc/PID/task/TID/{status, statm, smaps_rollup, smaps, maps, environ, exe} of any
+//! live thread TID answer for the whole process as /proc/PID/... do when the leader runs (the
+//! Vm*/Rss* counters are the address space's, not the thread's), for its owner too; another user
+//! still gets EACCES there, as for any process of another user. So the memory of such a process is
+//! read through a live thread; only the leader's `Name` and the pid identify the process.
 
 use std::path::PathBuf;
 

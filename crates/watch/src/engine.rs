@@ -1020,6 +1020,32 @@ mod tests {
     /// The watch reaps any exited child: tests that start commands run one at a time.
     static CHILDREN: Mutex<()> = Mutex::new(());
 
+    /// A zombie is said to have exited, not to be unreadable (its smaps_rollup fails with ESRCH).
+    #[test]
+    fn a_zombie_pid_is_refused_as_exited() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not waited for: a zombie once it has exited.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while procmem::read_stat(pid).map_or(true, |s| s.state != b'Z') {
+            assert!(
+                Instant::now() < deadline,
+                "process {pid} never became a zombie"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let err = check_pid(pid).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "process {pid} has exited (a zombie its parent has not reaped): nothing to watch"
+            )
+        );
+        child.wait().unwrap();
+        assert!(check_pid(std::process::id()).is_ok());
+    }
+
     fn options(argv: &[&str], duration: Option<Duration>) -> WatchOptions {
         WatchOptions {
             target: Target::Command {
