@@ -1,9 +1,8 @@
-/* A process whose main thread exits first: main holds MIB MiB (touched), starts a worker and calls
- * pthread_exit, so the thread-group leader is a zombie (state Z in /proc/PID/stat) while the
- * process runs on. Main prints "allocated" once the memory is resident and, with a third argument
- * "wait", waits for a line on stdin before exiting; the worker prints "ready" once main has exited
- * and ends the process SECONDS later (default: 60).
- * Usage: leader_exit [MIB [SECONDS [wait]]] */
+/* A process whose main thread exits first: main starts a worker and calls pthread_exit at once,
+ * so the thread-group leader is a zombie (state Z in /proc/PID/stat) while the process runs on.
+ * The worker holds MIB MiB (touched), prints "allocated", and once main has exited, "ready"; it
+ * ends the process SECONDS later (default: 60). With a third argument "wait", main waits for a
+ * line on stdin before it exits. Usage: leader_exit [MIB [SECONDS [wait]]] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,31 +10,32 @@
 #include <unistd.h>
 
 static pthread_t leader;
-static long seconds = 60;
+static long mib = 16, seconds = 60;
 
 static void *worker(void *arg) {
-    pthread_join(leader, NULL); /* returns once main has exited */
-    printf("ready\n");
-    fflush(stdout);
-    sleep((unsigned)seconds);
-    free(arg);
-    exit(0);
-}
-
-int main(int argc, char **argv) {
-    long mib = argc > 1 ? atol(argv[1]) : 16;
-    if (argc > 2) seconds = atol(argv[2]);
+    (void)arg;
     size_t size = (size_t)mib << 20;
     volatile char *block = malloc(size);
     for (size_t i = 0; i < size; i += 4096) block[i] = 1; /* resident, not just mapped */
     printf("allocated\n");
     fflush(stdout);
+    pthread_join(leader, NULL); /* returns once main has exited */
+    printf("ready\n");
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    free((void *)block);
+    exit(0);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) mib = atol(argv[1]);
+    if (argc > 2) seconds = atol(argv[2]);
+    leader = pthread_self();
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) return 1;
     if (argc > 3 && strcmp(argv[3], "wait") == 0) {
         char line[16];
         if (!fgets(line, sizeof line, stdin)) return 1;
     }
-    leader = pthread_self();
-    pthread_t t;
-    if (pthread_create(&t, NULL, worker, (void *)block) != 0) return 1;
     pthread_exit(NULL);
 }
