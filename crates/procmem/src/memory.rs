@@ -325,19 +325,18 @@ impl ProcessReader {
             }
         }
         let tid = kept.and_then(|f| f.through.as_ref()).map(|t| t.tid);
-        let opened = open_proc_file(&mut self.path, pid, tid, "smaps_rollup");
-        let outcome = opened.and_then(|rollup| {
-            reread(&rollup, &mut self.buf).map_err(skip)?;
-            Ok((rollup_outcome(&self.buf), rollup))
-        });
-        let (outcome, rollup) = match outcome {
-            Ok(read) => read,
-            // The leader exited since its status was read (its smaps_rollup fails with ESRCH, or
-            // EACCES for a user other than root): the next sample reads through a thread.
-            Err(_) if tid.is_none() && reading_thread(pid).is_some() => {
+        let mut opened = self.open_rollup(pid, tid);
+        if opened.is_err() && tid.is_none() {
+            // The leader has exited (its smaps_rollup fails with ESRCH) since its status was read,
+            // or its status was read through a thread but not kept open (MAX_KEPT_OPEN).
+            if let Some(thread) = reading_thread(pid) {
+                opened = self.open_rollup(pid, Some(thread));
+                // Files kept open, if any, are the leader's: the next status read opens afresh.
                 self.open.remove(&pid);
-                return ReadOutcome::NoMemory;
             }
+        }
+        let (outcome, rollup) = match opened {
+            Ok(read) => read,
             Err(Skip::Gone) => return ReadOutcome::NoMemory,
             Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
         };
@@ -345,6 +344,17 @@ impl ProcessReader {
             files.rollup = matches!(outcome, ReadOutcome::Read(_)).then_some(rollup);
         }
         outcome
+    }
+
+    /// Opens and reads /proc/PID/smaps_rollup, or a thread's (/proc/PID/task/TID/smaps_rollup).
+    fn open_rollup(
+        &mut self,
+        pid: u32,
+        tid: Option<u32>,
+    ) -> Result<(ReadOutcome<RollupFigures>, File), Skip> {
+        let rollup = open_proc_file(&mut self.path, pid, tid, "smaps_rollup")?;
+        reread(&rollup, &mut self.buf).map_err(skip)?;
+        Ok((rollup_outcome(&self.buf), rollup))
     }
 
     /// Closes the files of processes for which `keep` is false.
