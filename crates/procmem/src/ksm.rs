@@ -2,7 +2,7 @@
 //! /proc/PID/ksm_merging_pages and /proc/PID/ksm_stat. Counts are in pages of `page_size` bytes.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -164,7 +164,8 @@ pub fn read_ksm() -> Result<Option<KsmCounters>> {
 /// Reads the KSM figures of process `pid`; `Ok(None)` if the kernel does not expose them
 /// (before Linux 5.19) or the process has exited.
 pub fn read_process_ksm(pid: u32) -> Result<Option<ProcessKsm>> {
-    let path = PathBuf::from(format!("/proc/{pid}/ksm_merging_pages"));
+    let dir = crate::process_dir(pid);
+    let path = dir.join("ksm_merging_pages");
     let Some(text) = read_optional(&path)? else {
         return Ok(None);
     };
@@ -178,7 +179,7 @@ pub fn read_process_ksm(pid: u32) -> Result<Option<ProcessKsm>> {
         merge_any: None,
         mergeable: None,
     };
-    let stat_path = PathBuf::from(format!("/proc/{pid}/ksm_stat"));
+    let stat_path = dir.join("ksm_stat");
     if let Some(stat) = read_optional(&stat_path)? {
         // Lines are "key value" or "key: value" depending on the field.
         for line in stat.split(|&b| b == b'\n') {

@@ -8,6 +8,8 @@
 //! comes from that same read, so `uss ≤ pss ≤ rss` in every sample. It is cheap enough to run at
 //! 10 Hz on a tree of dozens of processes (see bench/sampler-cost.sh). [`ResidentSampler`] reads
 //! only the tree's RSS and VSS (/proc/PID/statm), for instants that must be caught at once.
+//! A process whose main thread has exited while others run on is read through a live thread
+//! ([`process_dir`]).
 //! [`mapped_files`] tells which files a process maps (to verify a preloaded allocator),
 //! [`smaps_split`] splits a process's RSS into heap, file-backed, stack and other (for `watch`),
 //! [`read_ksm`] reads the kernel samepage merging counters, and [`own_cpu_time`] lets callers
@@ -17,6 +19,7 @@
 //! Linux only; needs smaps_rollup (Linux >= 4.14).
 
 mod error;
+mod exited_leader;
 mod ksm;
 pub mod ksm_control;
 mod maps;
@@ -30,6 +33,7 @@ mod smaps_split;
 mod tree;
 
 pub use error::{Error, Result};
+pub use exited_leader::{process_dir, reading_thread};
 pub use ksm::{
     find_ksmd, read_ksm, read_process_ksm, read_tree_ksm, KsmCounters, ProcessKsm, TreeKsm,
 };

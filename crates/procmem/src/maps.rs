@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 
 /// Distinct paths of the files mapped by process `pid`, sorted. Used to check that a preloaded
-/// allocator library really is mapped. Pseudo-mappings ([heap], [stack], anonymous) are left out;
+/// allocator library really is mapped. Read through a live thread when the main thread has exited
+/// ([`crate::process_dir`]). Pseudo-mappings ([heap], [stack], anonymous) are left out;
 /// a file deleted since it was mapped is listed without the kernel's " (deleted)" suffix.
 pub fn mapped_files(pid: u32) -> Result<Vec<PathBuf>> {
-    let path = PathBuf::from(format!("/proc/{pid}/maps"));
+    let path = crate::process_dir(pid).join("maps");
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     let text = String::from_utf8_lossy(&bytes);
     let files: BTreeSet<PathBuf> = text

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use hashbrown::HashMap;
 
+use crate::exited_leader::{leader_has_exited, live_thread, reading_thread, status_name};
 use crate::procfile::{for_each_field, parse_size, reread};
 
 /// The figures of /proc/PID/status, cheap to read (the kernel keeps them as counters).
@@ -192,10 +193,21 @@ const MAX_KEPT_OPEN: usize = 128;
 /// status is bound to the process: once it exits (and its pid is reused) it answers ESRCH.
 /// smaps_rollup is bound to the address space it was opened on, so it also answers ESRCH after an
 /// exec; it is opened at the first full read only. Either is then opened afresh.
+/// A process whose main thread has exited is read through a live thread (`crate::exited_leader`):
+/// its files are then that thread's, until it exits too.
 #[derive(Debug)]
 struct OpenFiles {
     status: File,
     rollup: Option<File>,
+    through: Option<Through>,
+}
+
+/// The live thread a process is read through, and the name of the process (its exited leader's:
+/// a thread may have a name of its own).
+#[derive(Debug, Clone)]
+struct Through {
+    tid: u32,
+    comm: String,
 }
 
 /// Reads processes' memory with buffers and open files reused across calls.
@@ -213,19 +225,33 @@ enum Skip {
 }
 
 impl ProcessReader {
-    /// Reads /proc/PID/status (cheap: every sample).
+    /// Reads /proc/PID/status (cheap: every sample), or a live thread's when the main thread has
+    /// exited.
     pub fn read_status(&mut self, pid: u32) -> ReadOutcome<StatusFigures> {
         if let Some(files) = self.open.get(&pid) {
             match reread(&files.status, &mut self.buf).map_err(skip) {
-                Ok(()) => return status_outcome(&self.buf),
-                // Gone, or the pid now belongs to another process: open afresh below.
+                Ok(()) => match status_outcome(&self.buf) {
+                    ReadOutcome::Read(mut status) => {
+                        if let Some(through) = &files.through {
+                            status.comm.clone_from(&through.comm);
+                        }
+                        return ReadOutcome::Read(status);
+                    }
+                    // The leader exited since it was opened: read through a thread, below.
+                    ReadOutcome::NoMemory if leader_has_exited(&self.buf) => {
+                        self.open.remove(&pid);
+                    }
+                    outcome => return outcome,
+                },
+                // Gone (or the thread read through exited), or the pid now belongs to another
+                // process: open afresh below.
                 Err(Skip::Gone) => {
                     self.open.remove(&pid);
                 }
                 Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
             }
         }
-        let status = match open_proc_file(&mut self.path, pid, "status") {
+        let status = match open_proc_file(&mut self.path, pid, None, "status") {
             Ok(file) => file,
             Err(Skip::Gone) => return ReadOutcome::NoMemory,
             Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
@@ -235,19 +261,60 @@ impl ProcessReader {
             Err(Skip::Gone) => ReadOutcome::NoMemory,
             Err(Skip::Unreadable) => ReadOutcome::Unreadable,
         };
+        if matches!(outcome, ReadOutcome::NoMemory) && leader_has_exited(&self.buf) {
+            return self.read_status_through_thread(pid);
+        }
+        self.keep(pid, &outcome, status, None);
+        outcome
+    }
+
+    /// Reads the status of a live thread of process `pid`, whose leader has exited (its status
+    /// is in `self.buf`).
+    fn read_status_through_thread(&mut self, pid: u32) -> ReadOutcome<StatusFigures> {
+        let comm = status_name(&self.buf).unwrap_or_default();
+        // No live thread: they all exited since the status read.
+        let Some(tid) = live_thread(pid) else {
+            return ReadOutcome::NoMemory;
+        };
+        let status = match open_proc_file(&mut self.path, pid, Some(tid), "status") {
+            Ok(file) => file,
+            Err(Skip::Gone) => return ReadOutcome::NoMemory,
+            Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
+        };
+        let mut outcome = match reread(&status, &mut self.buf).map_err(skip) {
+            Ok(()) => status_outcome(&self.buf),
+            Err(Skip::Gone) => ReadOutcome::NoMemory,
+            Err(Skip::Unreadable) => ReadOutcome::Unreadable,
+        };
+        if let ReadOutcome::Read(figures) = &mut outcome {
+            figures.comm.clone_from(&comm);
+        }
+        self.keep(pid, &outcome, status, Some(Through { tid, comm }));
+        outcome
+    }
+
+    /// Keeps a status file that was read open for the next samples.
+    fn keep<T>(
+        &mut self,
+        pid: u32,
+        outcome: &ReadOutcome<T>,
+        status: File,
+        through: Option<Through>,
+    ) {
         if matches!(outcome, ReadOutcome::Read(_)) && self.open.len() < MAX_KEPT_OPEN {
             self.open.insert(
                 pid,
                 OpenFiles {
                     status,
                     rollup: None,
+                    through,
                 },
             );
         }
-        outcome
     }
 
-    /// Reads /proc/PID/smaps_rollup (costly: see [`RollupFigures`]).
+    /// Reads /proc/PID/smaps_rollup (costly: see [`RollupFigures`]), through the thread its status
+    /// was read through, if any.
     pub fn read_rollup(&mut self, pid: u32) -> ReadOutcome<RollupFigures> {
         let kept = self.open.get(&pid);
         if let Some(rollup) = kept.as_ref().and_then(|f| f.rollup.as_ref()) {
@@ -257,20 +324,37 @@ impl ProcessReader {
                 Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
             }
         }
-        let rollup = match open_proc_file(&mut self.path, pid, "smaps_rollup") {
-            Ok(file) => file,
+        let tid = kept.and_then(|f| f.through.as_ref()).map(|t| t.tid);
+        let mut opened = self.open_rollup(pid, tid);
+        if opened.is_err() && tid.is_none() {
+            // The leader has exited (its smaps_rollup fails with ESRCH) since its status was read,
+            // or its status was read through a thread but not kept open (MAX_KEPT_OPEN).
+            if let Some(thread) = reading_thread(pid) {
+                opened = self.open_rollup(pid, Some(thread));
+                // Files kept open, if any, are the leader's: the next status read opens afresh.
+                self.open.remove(&pid);
+            }
+        }
+        let (outcome, rollup) = match opened {
+            Ok(read) => read,
             Err(Skip::Gone) => return ReadOutcome::NoMemory,
             Err(Skip::Unreadable) => return ReadOutcome::Unreadable,
-        };
-        let outcome = match reread(&rollup, &mut self.buf).map_err(skip) {
-            Ok(()) => rollup_outcome(&self.buf),
-            Err(Skip::Gone) => ReadOutcome::NoMemory,
-            Err(Skip::Unreadable) => ReadOutcome::Unreadable,
         };
         if let Some(files) = self.open.get_mut(&pid) {
             files.rollup = matches!(outcome, ReadOutcome::Read(_)).then_some(rollup);
         }
         outcome
+    }
+
+    /// Opens and reads /proc/PID/smaps_rollup, or a thread's (/proc/PID/task/TID/smaps_rollup).
+    fn open_rollup(
+        &mut self,
+        pid: u32,
+        tid: Option<u32>,
+    ) -> Result<(ReadOutcome<RollupFigures>, File), Skip> {
+        let rollup = open_proc_file(&mut self.path, pid, tid, "smaps_rollup")?;
+        reread(&rollup, &mut self.buf).map_err(skip)?;
+        Ok((rollup_outcome(&self.buf), rollup))
     }
 
     /// Closes the files of processes for which `keep` is false.
@@ -338,9 +422,13 @@ fn rollup_outcome(text: &[u8]) -> ReadOutcome<RollupFigures> {
     ReadOutcome::Read(r)
 }
 
-fn open_proc_file(path: &mut String, pid: u32, name: &str) -> Result<File, Skip> {
+/// Opens /proc/PID/NAME, or /proc/PID/task/TID/NAME to read through thread `tid`.
+fn open_proc_file(path: &mut String, pid: u32, tid: Option<u32>, name: &str) -> Result<File, Skip> {
     path.clear();
-    let _ = write!(path, "/proc/{pid}/{name}");
+    let _ = match tid {
+        Some(tid) => write!(path, "/proc/{pid}/task/{tid}/{name}"),
+        None => write!(path, "/proc/{pid}/{name}"),
+    };
     File::open(Path::new(path)).map_err(skip)
 }
 

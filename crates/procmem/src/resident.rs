@@ -15,6 +15,7 @@ use std::time::Instant;
 use hashbrown::HashMap;
 
 use crate::error::Result;
+use crate::exited_leader::reading_thread;
 use crate::procfile::{parse_u64, reread};
 use crate::sampler::SamplerOptions;
 use crate::tree::{Member, TreeIndex, TreeRule};
@@ -105,27 +106,57 @@ impl ResidentSampler {
         if let Some((starttime, file)) = self.open.get(&member.pid) {
             if *starttime == member.starttime {
                 match reread(file, &mut self.buf) {
-                    Ok(()) => return parse_statm(&self.buf),
-                    Err(e) if gone(&e) => return Statm::NoMemory,
+                    Ok(()) => match parse_statm(&self.buf) {
+                        // A zombie, or a leader that exited since (its threads run on): see below.
+                        Statm::NoMemory => {}
+                        outcome => return outcome,
+                    },
+                    // Gone, or the thread read through exited: see below.
+                    Err(e) if gone(&e) => {}
                     Err(_) => return Statm::Unreadable,
                 }
             }
-            self.open.remove(&member.pid); // a recycled pid: another process
+            // A recycled pid (another process), or one to look at afresh.
+            self.open.remove(&member.pid);
         }
+        let outcome = self.open_statm(member.pid, None);
+        // A process whose main thread exited shows the zombie leader's zeros: read it through a
+        // live thread (crate::exited_leader). A plain zombie costs one read of its stat.
+        if let (Statm::NoMemory | Statm::Unreadable, Some(tid)) =
+            (&outcome.0, reading_thread(member.pid))
+        {
+            let through = self.open_statm(member.pid, Some(tid));
+            return self.keep(member, through);
+        }
+        self.keep(member, outcome)
+    }
+
+    /// Opens and reads /proc/PID/statm, or /proc/PID/task/TID/statm.
+    fn open_statm(&mut self, pid: u32, tid: Option<u32>) -> (Statm, Option<File>) {
         self.path.clear();
-        let _ = write!(self.path, "/proc/{}/statm", member.pid);
+        let _ = match tid {
+            Some(tid) => write!(self.path, "/proc/{pid}/task/{tid}/statm"),
+            None => write!(self.path, "/proc/{pid}/statm"),
+        };
         let file = match File::open(Path::new(&self.path)) {
             Ok(file) => file,
-            Err(e) if gone(&e) => return Statm::NoMemory,
-            Err(_) => return Statm::Unreadable,
+            Err(e) if gone(&e) => return (Statm::NoMemory, None),
+            Err(_) => return (Statm::Unreadable, None),
         };
         let outcome = match reread(&file, &mut self.buf) {
             Ok(()) => parse_statm(&self.buf),
             Err(e) if gone(&e) => Statm::NoMemory,
             Err(_) => Statm::Unreadable,
         };
-        if matches!(outcome, Statm::Read { .. }) && self.open.len() < MAX_KEPT_OPEN {
-            self.open.insert(member.pid, (member.starttime, file));
+        (outcome, Some(file))
+    }
+
+    /// Keeps a statm that was read open for the next readings.
+    fn keep(&mut self, member: Member, (outcome, file): (Statm, Option<File>)) -> Statm {
+        if let (Statm::Read { .. }, Some(file)) = (&outcome, file) {
+            if self.open.len() < MAX_KEPT_OPEN {
+                self.open.insert(member.pid, (member.starttime, file));
+            }
         }
         outcome
     }

@@ -5,8 +5,6 @@
 //! at watch rates (about once a second), not at `run`'s 10 Hz. Definitions in
 //! docs/memory-metrics.md ("RSS split").
 
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -61,9 +59,10 @@ pub struct SmapsReading {
     pub anonymous: u64,
 }
 
-/// Reads /proc/PID/smaps once: its split, PSS and anonymous memory.
+/// Reads /proc/PID/smaps once: its split, PSS and anonymous memory (through a live thread when
+/// the main thread has exited: [`crate::process_dir`]).
 pub fn smaps_reading(pid: u32) -> Result<SmapsReading> {
-    let path = PathBuf::from(format!("/proc/{pid}/smaps"));
+    let path = crate::process_dir(pid).join("smaps");
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     Ok(parse_smaps(&String::from_utf8_lossy(&bytes)))
 }

@@ -261,11 +261,20 @@ fn read(t: &Target, smaps: bool, page_size: u64) -> Option<MemorySample> {
 
 /// Resident and shared (file and shared-memory) pages from `/proc/PID/statm`.
 fn read_statm(pid: u32) -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-    let mut fields = text.split_ascii_whitespace().skip(1);
-    let resident = fields.next()?.parse().ok()?;
-    let shared = fields.next()?.parse().ok()?;
-    Some((resident, shared))
+    let read = |path: &std::path::Path| -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let mut fields = text.split_ascii_whitespace().skip(1);
+        let resident = fields.next()?.parse().ok()?;
+        let shared = fields.next()?.parse().ok()?;
+        Some((resident, shared))
+    };
+    let statm = read(format!("/proc/{pid}/statm").as_ref())?;
+    if statm.0 > 0 {
+        return Some(statm);
+    }
+    // A zombie, or a process whose main thread has exited (pthread_exit) while others run on:
+    // the latter is read through a live thread.
+    read(&procmem::process_dir(pid).join("statm"))
 }
 
 #[cfg(test)]

@@ -441,7 +441,8 @@ impl Run<'_, '_> {
         if age > Duration::from_secs(1) && !self.checks_done.is_multiple_of(10) {
             return;
         }
-        let exe = std::fs::read_link(format!("/proc/{}/exe", self.root_pid)).ok();
+        // Through a live thread if the main thread has exited (pthread_exit).
+        let exe = std::fs::read_link(procmem::process_dir(self.root_pid).join("exe")).ok();
         let Ok(mapped) = procmem::mapped_files(self.root_pid) else {
             return;
         };

@@ -75,6 +75,7 @@ pub const PROGRAMS: &[Program] = &[
     p("signals", "signals.c", &["-O1"]),
     p("lifetimes", "lifetimes.c", &["-O0"]),
     p("threads", "threads.c", &["-O0", "-pthread"]),
+    p("leader_exit", "leader_exit.c", &["-O1", "-pthread"]),
     p("waves", "waves.c", &["-O1"]),
     p("keep", "keep.c", &["-O1"]),
     p(

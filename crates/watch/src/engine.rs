@@ -145,6 +145,8 @@ pub enum WatchError {
     NoSuchPid(u32),
     #[error("process {pid} may not be read ({path}: permission denied): run alloclens as the process's user or as root")]
     PidUnreadable { pid: u32, path: String },
+    #[error("process {0} has exited (a zombie its parent has not reaped): nothing to watch")]
+    Exited(u32),
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,
@@ -173,17 +175,22 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Checks that `pid` exists and its memory may be read, with one sentence each.
+/// Checks that `pid` exists and its memory may be read, with one sentence each. A process whose
+/// main thread has exited (pthread_exit) is read through a live thread ([`procmem::process_dir`]):
+/// its own /proc/PID/smaps_rollup fails (ESRCH, or EACCES for a user other than root).
 pub fn check_pid(pid: u32) -> Result<(), WatchError> {
-    let path = format!("/proc/{pid}/smaps_rollup");
+    let path = procmem::process_dir(pid).join("smaps_rollup");
+    let unreadable = |path: &Path| WatchError::PidUnreadable {
+        pid,
+        path: path.display().to_string(),
+    };
     match std::fs::File::open(&path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WatchError::NoSuchPid(pid)),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            Err(WatchError::PidUnreadable { pid, path })
-        }
         Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => Err(WatchError::NoSuchPid(pid)),
-        Err(_) => Err(WatchError::PidUnreadable { pid, path }),
+        // A zombie: it has exited, its parent has not reaped it yet.
+        Err(_) if !procmem::is_alive(pid) => Err(WatchError::Exited(pid)),
+        Err(_) => Err(unreadable(&path)),
     }
 }
 
@@ -566,7 +573,7 @@ fn preloaded_agent(target: &Target) -> Option<String> {
 
 /// /proc/PID/exe, as the agent writes it in a snapshot (a newline is a '?' there).
 fn exe_of(pid: u32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
+    std::fs::read_link(procmem::process_dir(pid).join("exe"))
         .ok()
         .map(|p| p.to_string_lossy().replace('\n', "?"))
 }
@@ -707,7 +714,8 @@ impl AgentTracker {
 
 /// Why the agent did not load into process `pid`, when it can be told from outside.
 fn no_agent_reason(pid: u32, library: Option<&str>) -> Option<String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let dir = procmem::process_dir(pid);
+    let maps = std::fs::read_to_string(dir.join("maps")).ok()?;
     if maps.is_empty() {
         return None;
     }
@@ -723,7 +731,7 @@ fn no_agent_reason(pid: u32, library: Option<&str>) -> Option<String> {
                 .into(),
         );
     }
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let environ = std::fs::read(dir.join("environ")).ok()?;
     let preload = environ
         .split(|b| *b == 0)
         .find_map(|v| v.strip_prefix(b"LD_PRELOAD="))
@@ -1011,6 +1019,32 @@ mod tests {
 
     /// The watch reaps any exited child: tests that start commands run one at a time.
     static CHILDREN: Mutex<()> = Mutex::new(());
+
+    /// A zombie is said to have exited, not to be unreadable (its smaps_rollup fails with ESRCH).
+    #[test]
+    fn a_zombie_pid_is_refused_as_exited() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not waited for: a zombie once it has exited.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while procmem::read_stat(pid).map_or(true, |s| s.state != b'Z') {
+            assert!(
+                Instant::now() < deadline,
+                "process {pid} never became a zombie"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let err = check_pid(pid).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "process {pid} has exited (a zombie its parent has not reaped): nothing to watch"
+            )
+        );
+        child.wait().unwrap();
+        assert!(check_pid(std::process::id()).is_ok());
+    }
 
     fn options(argv: &[&str], duration: Option<Duration>) -> WatchOptions {
         WatchOptions {

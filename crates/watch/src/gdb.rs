@@ -210,10 +210,13 @@ struct GdbRun {
 }
 
 fn run_gdb(pid: u32, script: &Path) -> Result<GdbRun, GdbError> {
+    // A process whose main thread has exited is attached through a live thread: ptrace refuses
+    // the zombie leader (EPERM, even for root), gdb then finds the other threads from there.
+    let target = procmem::reading_thread(pid).unwrap_or(pid);
     let start = Instant::now();
     let mut child = Command::new("gdb")
         .args(["-nx", "-batch", "-p"])
-        .arg(pid.to_string())
+        .arg(target.to_string())
         .arg("-x")
         .arg(script)
         .stdin(Stdio::null())
@@ -230,7 +233,7 @@ fn run_gdb(pid: u32, script: &Path) -> Result<GdbRun, GdbError> {
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = Arc::clone(&done);
-        std::thread::spawn(move || measure_pause(pid, &done))
+        std::thread::spawn(move || measure_pause(target, &done))
     };
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
@@ -272,7 +275,8 @@ fn run_gdb(pid: u32, script: &Path) -> Result<GdbRun, GdbError> {
     })
 }
 
-/// From the first to the last moment the process was seen in tracing stop.
+/// From the first to the last moment the process (thread `pid`: /proc/TID/stat answers for a
+/// thread too) was seen in tracing stop.
 fn measure_pause(pid: u32, done: &AtomicBool) -> Duration {
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;

@@ -480,3 +480,48 @@ fn pty_delivers_the_markers_of_a_program_that_buffers_pipes() {
         "into a pipe they arrive together at exit: spread {with_pipe:.3} s"
     );
 }
+
+/// A program whose main thread calls pthread_exit (another thread runs on, holding 16 MiB): its
+/// memory is sampled through the live thread, and the preloaded allocator is verified, where
+/// /proc/PID shows the zombie leader (no memory, no exe) and its samples were silently missing.
+#[test]
+fn a_program_whose_main_thread_exited_is_sampled() {
+    testkit::require!(allocator "jemalloc");
+    let program = testkit::program("leader_exit");
+    let program = program.to_str().unwrap();
+    let (code, stderr, dir) = run(&[
+        "-a",
+        "glibc,jemalloc",
+        "-r",
+        "1",
+        "--interval",
+        "50ms",
+        "--",
+        program,
+        "16",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let samples = csv_rows(dir.path().join("results/samples.csv"));
+    for variant in ["glibc", "jemalloc"] {
+        let held = samples
+            .iter()
+            .filter(|r| r["variant"] == variant && r["scope"] == "process")
+            .filter(|r| r["comm"] == "leader_exit")
+            .filter(|r| r["rss"].parse::<u64>().unwrap() >= 16 << 20)
+            .count();
+        assert!(held >= 5, "{variant}: {held} samples of the 16 MiB held");
+    }
+    let r = results(dir.path());
+    for run in r["runs"].as_array().unwrap() {
+        let peak = run["memory"]["pss"]["peak"].as_u64().unwrap();
+        assert!(peak >= 16 << 20, "{}: peak PSS {peak}", run["variant"]);
+    }
+    let jemalloc = r["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["variant"] == "jemalloc")
+        .unwrap();
+    assert_eq!(jemalloc["allocator_check"], "loaded");
+}

@@ -158,6 +158,82 @@ fn watch_pid_bad_input_says_it_in_one_line() {
     assert_eq!(read_json(&dir.join("watch.json"))["ending"], "exited");
 }
 
+/// `--pid` of a process whose main thread has called pthread_exit while another thread runs on
+/// (16 MiB held): /proc/PID shows the zombie leader, which was refused as "permission denied";
+/// the process is watched through its live thread, to a verdict, and gdb attaches there too.
+#[test]
+fn watch_pid_of_a_process_whose_main_thread_exited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(testkit::program("leader_exit"))
+        .args(["16", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut lines).unwrap();
+    assert_eq!(&lines, b"allocated\nready\n");
+    let pid = child.id();
+    wait_until(
+        "the main thread to be a zombie",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        },
+    );
+    let with_gdb = gdb_installed();
+    let dir = tmp.path().join("w");
+    let out = alloclens()
+        .args(["watch", "--interval", "100ms", "--duration", "1s"])
+        .args(if with_gdb { &[][..] } else { &["--no-gdb"][..] })
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(running, "the watched process must run on");
+    let rows = samples(&dir);
+    assert!(rows.len() >= 5, "{} samples", rows.len());
+    let headers = csv::Reader::from_path(dir.join("samples.csv"))
+        .unwrap()
+        .headers()
+        .unwrap()
+        .clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    for row in &rows {
+        assert_eq!(&row[column("processes")], "1");
+        assert!(
+            row[column("rss")].parse::<u64>().unwrap() >= 16 << 20,
+            "{row:?}"
+        );
+        assert!(
+            row[column("heap")].parse::<u64>().unwrap() >= 16 << 20,
+            "{row:?}"
+        );
+    }
+    let json = read_json(&dir.join("watch.json"));
+    assert_eq!(json["verdict"]["class"], "stable", "{}", json["verdict"]);
+    if with_gdb {
+        let gdb = json["gdb"].as_array().unwrap();
+        assert_eq!(gdb.len(), 2, "{gdb:?}");
+        for g in gdb {
+            let in_use = g["stats"]["handed_out"].as_u64().unwrap_or(0);
+            assert!(in_use >= 16 << 20, "{g}");
+        }
+    }
+}
+
 /// kill -9 of alloclens: samples.csv stays readable, and the program runs on to its end.
 #[test]
 fn killing_alloclens_leaves_samples_and_the_program_running() {

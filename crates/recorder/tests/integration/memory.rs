@@ -172,3 +172,27 @@ fn read_trace_prefix(path: &Path) -> Vec<trace::Record> {
         .collect::<Result<Vec<_>, _>>()
         .unwrap()
 }
+
+/// A program whose main thread calls pthread_exit while another thread holds 16 MiB: /proc/PID
+/// shows the zombie leader (statm all 0), yet the image runs on and is sampled through its live
+/// thread. Its samples were silently missing.
+#[test]
+fn an_image_whose_main_thread_exited_is_sampled() {
+    let path = trace_path("leader-exit");
+    let command = vec![
+        testkit::program("leader_exit").as_os_str().to_owned(),
+        "16".into(),
+        "1".into(),
+    ];
+    let o = recorder::RecordOptions::new(command, path.clone());
+    let summary = recorder::record(&o).unwrap();
+    assert_eq!(summary.status.code(), Some(0));
+    let reader = TraceReader::open(&path).unwrap();
+    let samples = reader.memory_samples(0);
+    // About 1 s at 100 ms between smaps reads; main exits within milliseconds of the start.
+    let held: Vec<&MemorySample> = samples
+        .iter()
+        .filter(|s| s.rss >= 16 * MIB && s.heap.is_some_and(|h| h >= 16 * MIB))
+        .collect();
+    assert!(held.len() >= 3, "{samples:#?}");
+}
