@@ -23,7 +23,7 @@ import sys
 import time
 
 SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sql")
-TRACE_TABLES = {"calls"}
+TRACE_TABLES = {"calls", "trace_markers"}
 RUN_TABLES = {"runs", "summary", "samples"}
 
 

@@ -5,3 +5,4 @@ CREATE OR REPLACE TEMPORARY VIEW calls AS SELECT * FROM read_parquet('${dataset}
 CREATE OR REPLACE TEMPORARY VIEW runs AS SELECT * FROM read_parquet('${dataset}/kind=runs/*/*/*.parquet', hive_partitioning = true, union_by_name = true);
 CREATE OR REPLACE TEMPORARY VIEW summary AS SELECT * FROM read_parquet('${dataset}/kind=summary/*/*/*.parquet', hive_partitioning = true, union_by_name = true);
 CREATE OR REPLACE TEMPORARY VIEW samples AS SELECT * FROM read_parquet('${dataset}/kind=samples/*/*/*.parquet', hive_partitioning = true, union_by_name = true);
+CREATE OR REPLACE TEMPORARY VIEW trace_markers AS SELECT * FROM read_parquet('${dataset}/kind=trace_markers/*/*/*.parquet', hive_partitioning = true, union_by_name = true);

@@ -5,3 +5,4 @@ CREATE OR REPLACE TEMPORARY VIEW calls USING parquet OPTIONS (path '${dataset}/k
 CREATE OR REPLACE TEMPORARY VIEW runs USING parquet OPTIONS (path '${dataset}/kind=runs', mergeSchema 'true');
 CREATE OR REPLACE TEMPORARY VIEW summary USING parquet OPTIONS (path '${dataset}/kind=summary', mergeSchema 'true');
 CREATE OR REPLACE TEMPORARY VIEW samples USING parquet OPTIONS (path '${dataset}/kind=samples', mergeSchema 'true');
+CREATE OR REPLACE TEMPORARY VIEW trace_markers USING parquet OPTIONS (path '${dataset}/kind=trace_markers', mergeSchema 'true');

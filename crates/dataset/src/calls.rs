@@ -23,11 +23,14 @@ pub struct CallsOutcome {
     /// The files written: `out` first.
     pub files: Vec<PathBuf>,
     pub calls: u64,
-    pub markers_skipped: u64,
+    /// Phase markers, each a row of `trace_markers`.
+    pub markers: u64,
     /// The loss of a damaged trace, in `analyze`'s words; None when complete.
     pub losses: Option<String>,
     /// The `traces` table's row.
     pub traces: Table,
+    /// The `trace_markers` table: each marker of each process image, in stream order.
+    pub markers_table: Table,
 }
 
 #[derive(Default)]
@@ -168,6 +171,19 @@ pub fn write_calls(
     let streams: Vec<trace::ProcessInfo> =
         reader.streams().iter().map(|s| s.info.clone()).collect();
     let mut markers = 0u64;
+    let mut markers_table = Table::with_id(
+        "trace_markers",
+        "trace_id",
+        &[
+            ("pid", Kind::Int64),
+            ("exec_index", Kind::Int64),
+            ("marker_index", Kind::Int64),
+            ("seq", Kind::Int64),
+            ("t_ns", Kind::Int64),
+            ("tid", Kind::Int64),
+            ("label", Kind::Text),
+        ],
+    );
     let mut calls = 0u64;
     let mut read_error = None;
     let parts = writer_count();
@@ -207,10 +223,24 @@ pub fn write_calls(
                     break;
                 }
             };
+            let mut stream_markers = 0i64;
             for (read, record) in records.enumerate() {
                 let e = match record {
                     Ok(Record::Event(e)) => e,
-                    Ok(Record::Marker(_)) => {
+                    Ok(Record::Marker(m)) => {
+                        markers_table.push(
+                            trace_id,
+                            vec![
+                                Cell::Int(i64::from(info.pid)),
+                                Cell::Int(i64::from(info.exec_index)),
+                                Cell::Int(stream_markers),
+                                Cell::Int(m.seq as i64),
+                                Cell::Int(m.t_ns as i64),
+                                Cell::Int(i64::from(m.tid)),
+                                Cell::Text(m.label.clone()),
+                            ],
+                        );
+                        stream_markers += 1;
                         markers += 1;
                         continue;
                     }
@@ -305,7 +335,7 @@ pub fn write_calls(
             ("hostname", Kind::Text),
             ("start_unix_ns", Kind::Int64),
             ("calls", Kind::Int64),
-            ("markers_skipped", Kind::Int64),
+            ("markers", Kind::Int64),
             ("complete", Kind::Int64),
         ],
     );
@@ -324,8 +354,9 @@ pub fn write_calls(
     Ok(CallsOutcome {
         files: done,
         calls,
-        markers_skipped: markers,
+        markers,
         losses: losses_text,
         traces,
+        markers_table,
     })
 }

@@ -139,6 +139,9 @@ fn write_source(
             losses = Some(l.clone());
         }
         other_tables.push(outcome.traces);
+        if !outcome.markers_table.rows.is_empty() {
+            other_tables.push(outcome.markers_table);
+        }
     } else {
         other_tables = tables(source)?;
     }

@@ -334,31 +334,34 @@ fn sql_figures_of_merged_traces_equal_analyze() {
     let dir = tempfile::tempdir().unwrap();
     let exe = exe();
     // Small runs of the workloads whose patterns the queries must follow: realloc chains (realloc,
-    // events), frees by another thread (xthread), several process images (forkworkers).
-    let workloads: [&[&str]; 4] = [
-        &["realloc", "--appends", "5000"],
-        &["events", "--events", "8"],
-        &["xthread", "--objects", "5000"],
-        &[
-            "forkworkers",
-            "--shared-mb",
-            "2",
-            "--workers",
-            "2",
-            "--events",
-            "3",
-        ],
+    // events), frees by another thread (xthread), several process images (forkworkers); events and
+    // forkworkers with their output lines as phase markers.
+    let workloads: [(&[&str], Option<&str>); 4] = [
+        (&["realloc", "--appends", "5000"], None),
+        (&["events", "--events", "8"], Some(r"^event (\d+)")),
+        (&["xthread", "--objects", "5000"], None),
+        (
+            &[
+                "forkworkers",
+                "--shared-mb",
+                "2",
+                "--workers",
+                "2",
+                "--events",
+                "3",
+            ],
+            Some(r"^(phase: .*|worker \d+ event \d+)"),
+        ),
     ];
     let mut traces = Vec::new();
-    for w in workloads {
+    for (w, marker) in workloads {
         let trace = dir.path().join(format!("{}.alt", w[0]));
-        succeeded(
-            alloclens()
-                .args(["record", "-o"])
-                .arg(&trace)
-                .args(["--", &exe, "workload"])
-                .args(w),
-        );
+        let mut record = alloclens();
+        record.args(["record", "-o"]).arg(&trace);
+        if let Some(regex) = marker {
+            record.args(["--marker", regex]);
+        }
+        succeeded(record.args(["--", &exe, "workload"]).args(w));
         traces.push(trace);
     }
     let dataset = dir.path().join("dataset");
@@ -387,6 +390,7 @@ fn sql_figures_of_merged_traces_equal_analyze() {
 fn check_against_analyze(text: &str, figures: &BTreeMap<String, Vec<Value>>, traces: &[PathBuf]) {
     let mut images = 0;
     let mut threads = 0;
+    let mut phases = 0;
     for trace in traces {
         let analysis = json_stdout([Path::new("analyze"), Path::new("--json"), trace]);
         for p in analysis["processes"].as_array().unwrap() {
@@ -403,6 +407,7 @@ fn check_against_analyze(text: &str, figures: &BTreeMap<String, Vec<Value>>, tra
                 figures,
             };
             scope(None).check(&p["stats"], life);
+            phases += check_phases(text, figures, trace, p);
             images += 1;
             for t in p["threads"].as_array().unwrap() {
                 scope(Some(int(&t["tid"]))).check(&t["stats"], life);
@@ -423,6 +428,62 @@ fn check_against_analyze(text: &str, figures: &BTreeMap<String, Vec<Value>>, tra
         images >= 6 && threads >= 7,
         "{images} images, {threads} threads: the workloads changed?"
     );
+    // Every SQL phase row is one of analyze's (phases are only listed for traces with markers).
+    assert_eq!(figures["phases"].len(), phases, "{text}: phase rows");
+    assert!(
+        phases >= 10,
+        "{text}: {phases} phases: the markers were not recorded?"
+    );
+}
+
+/// The phases of one process image (analyze's `phases[]`) against the SQL `phases` rows of that image,
+/// figure by figure; returns how many were compared (none for a trace recorded without markers,
+/// whose SQL figure has no rows).
+fn check_phases(
+    text: &str,
+    figures: &BTreeMap<String, Vec<Value>>,
+    trace: &Path,
+    process: &Value,
+) -> usize {
+    let (pid, exec_index) = (int(&process["pid"]), int(&process["exec_index"]));
+    let rows: Vec<&Value> = figures["phases"]
+        .iter()
+        .filter(|r| int(&r["pid"]) == pid && int(&r["exec_index"]) == exec_index)
+        .collect();
+    let phases = process["phases"].as_array().unwrap();
+    if rows.is_empty() && phases.len() == 1 && phases[0]["name"] == "start" {
+        return 0; // no marker in this image's trace: the dataset has no phases to compare
+    }
+    let what = format!("{text}: {} pid {pid} exec {exec_index}", trace.display());
+    assert_eq!(rows.len(), phases.len(), "{what}: phases");
+    for (row, phase) in rows.iter().zip(phases) {
+        assert_eq!(
+            int(&row["phase"]),
+            int(&phase["index"]),
+            "{what}: phase index"
+        );
+        assert_eq!(row["name"], phase["name"], "{what}: phase name");
+        for (column, analyze) in [
+            ("start_call", &phase["start_call"]),
+            ("end_call", &phase["end_call"]),
+            ("calls_total", &phase["stats"]["calls_total"]),
+            ("requests", &phase["stats"]["requests"]),
+            ("requested_bytes", &phase["stats"]["requested_bytes"]),
+            ("allocations", &phase["stats"]["allocations"]),
+            (
+                "peak_live_bytes",
+                &phase["stats"]["peak_live_bytes"]["value"],
+            ),
+        ] {
+            assert_eq!(
+                int(&row[column]),
+                int(analyze),
+                "{what}: phase {}: {column}",
+                phase["index"]
+            );
+        }
+    }
+    rows.len()
 }
 
 #[test]
