@@ -464,9 +464,7 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
         replay.images(),
         if replay.images() == 1 { "" } else { "s" }
     );
-    let _ = writeln!(
-        t,
-        "{:<28} {:>12} {:>12} {:>10} {:>10} {:>12} {:>12} {:>12}",
+    let headers = [
         "variant",
         "peak RSS",
         "ideal peak",
@@ -474,8 +472,9 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
         "frag mean",
         "end RSS",
         "end live",
-        "calls/s"
-    );
+        "calls/s",
+    ];
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
     for label in labels {
         let ok: Vec<&VariantReplay> = runs
             .iter()
@@ -486,7 +485,8 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
                 .iter()
                 .find(|r| &r.variant == label)
                 .map_or("not run".to_string(), |r| r.ending.clone());
-            let _ = writeln!(t, "{label:<28} {ending}");
+            rows.push(vec![label.clone()]);
+            notes.push(vec![ending]);
             continue;
         }
         let f = |g: fn(&VariantReplay) -> f64| mean(ok.iter().map(|r| g(r)));
@@ -498,10 +498,8 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
                 format!("{:.2}x", mean(v.into_iter()))
             }
         };
-        let _ = writeln!(
-            t,
-            "{:<28} {:>12} {:>12} {:>10} {:>10} {:>12} {:>12} {:>12}",
-            label,
+        rows.push(vec![
+            label.clone(),
             mib(f(|r| r.figures.peak_rss as f64)),
             mib(f(|r| r.figures.ideal_peak as f64)),
             opt(|r| r.figures.fragmentation_at_peak),
@@ -509,8 +507,14 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
             mib(f(|r| r.figures.end_rss as f64)),
             mib(f(|r| r.figures.end_live as f64)),
             trace::human_count(f(|r| r.calls_per_s) as u64),
-        );
+        ]);
+        notes.push(Vec::new());
     }
+    t.push_str(&report::render_terminal_table(
+        headers.iter().map(|h| h.to_string()).collect(),
+        rows,
+        &notes,
+    ));
     let s = replay.skipped();
     if s.total() > 0 || s.unknown_reallocs_as_malloc > 0 {
         let _ = writeln!(
@@ -543,28 +547,27 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
                 t,
                 "\nPer phase: RSS / live bytes at the phase's end (retained MiB)"
             );
-            let _ = write!(t, "{:<28}", "variant");
-            for p in &phases {
-                let _ = write!(t, " {:>18}", p.label);
-            }
-            t.push('\n');
-            for label in labels {
-                let Some(r) = runs.iter().find(|r| &r.variant == label && r.ok) else {
-                    continue;
-                };
-                let _ = write!(t, "{label:<28}");
-                for p in r.images.iter().flat_map(|i| &i.phases) {
-                    let cell = format!(
-                        "{} ({:.1})",
-                        p.figures
-                            .retention_ratio
-                            .map_or("-".into(), |x| format!("{x:.2}x")),
-                        p.figures.retained as f64 / (1u64 << 20) as f64
-                    );
-                    let _ = write!(t, " {cell:>18}");
-                }
-                t.push('\n');
-            }
+            let headers = std::iter::once("variant".to_string())
+                .chain(phases.iter().map(|p| p.label.clone()))
+                .collect();
+            let rows = labels
+                .iter()
+                .filter_map(|label| runs.iter().find(|r| &r.variant == label && r.ok))
+                .map(|r| {
+                    std::iter::once(r.variant.clone())
+                        .chain(r.images.iter().flat_map(|i| &i.phases).map(|p| {
+                            format!(
+                                "{} ({:.1})",
+                                p.figures
+                                    .retention_ratio
+                                    .map_or("-".into(), |x| format!("{x:.2}x")),
+                                p.figures.retained as f64 / (1u64 << 20) as f64
+                            )
+                        }))
+                        .collect()
+                })
+                .collect();
+            t.push_str(&report::render_terminal_table(headers, rows, &[]));
         }
     }
     t

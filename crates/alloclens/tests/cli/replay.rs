@@ -366,11 +366,17 @@ fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-        let row = stdout
-            .lines()
-            .rfind(|l| l.starts_with("broken"))
+        // The replay table's row of the variant, and under it the note that says how it ended.
+        let lines: Vec<&str> = stdout.lines().collect();
+        let row = lines
+            .iter()
+            .rposition(|l| l.trim_start().starts_with("broken"))
             .unwrap_or_else(|| panic!("{stdout}"));
-        assert!(row.contains(expected), "{stdout}");
+        let note = lines.get(row + 1).copied().unwrap_or_default();
+        assert!(
+            note.trim_start().starts_with('!') && note.contains(expected),
+            "{stdout}"
+        );
         assert!(
             stderr.contains(&format!("the replay ended with {expected}")),
             "{stderr}"

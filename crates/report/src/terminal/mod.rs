@@ -1,5 +1,5 @@
-//! The terminal tables: `alloclens run`'s summary, markers and with `--ksm` the saving, and
-//! `alloclens watch`'s summary.
+//! The terminal tables: `alloclens run`'s summary, markers and with `--ksm` the saving,
+//! `alloclens watch`'s summary, and `alloclens replay`'s tables (built by the CLI, drawn here).
 pub(crate) mod ksm;
 pub(crate) mod run_summary;
 pub(crate) mod watch;
@@ -41,4 +41,22 @@ pub(crate) fn table(t: &Table, notes: &[Vec<String>]) -> String {
         }
     }
     out
+}
+
+/// A table of text cells for the terminal, drawn as every other terminal table of alloclens (see
+/// [`table`]): `headers`, then each row with its notes (a row with fewer cells than headers leaves
+/// the rest blank; its notes say why).
+pub fn render_terminal_table(
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+    notes: &[Vec<String>],
+) -> String {
+    table(
+        &Table {
+            caption: None,
+            headers,
+            rows,
+        },
+        notes,
+    )
 }
