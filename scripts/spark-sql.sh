@@ -4,7 +4,7 @@
 #   scripts/spark-sql.sh setup                       install a JRE (Debian) and pyspark + duckdb (PyPI, in a venv)
 #   scripts/spark-sql.sh DATASET [--figure NAME]...  run (a dataset of `alloclens merge`)
 # Not part of `make test`. The venv is $XDG_CACHE_HOME/alloclens/spark-venv (~/.cache/...); SPARK_VENV
-# overrides it. Spark's heap: SPARK_DRIVER_MEMORY (default 2g; a trace of 5 M calls needed 6g).
+# overrides it. Spark's heap: SPARK_DRIVER_MEMORY (default: half the machine's memory, at least 2g; a trace of 5 M calls needed 6g).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=${SPARK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/alloclens/spark-venv}

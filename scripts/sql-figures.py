@@ -60,6 +60,18 @@ def tables_used(text):
     return (TRACE_TABLES | RUN_TABLES) & words
 
 
+def default_driver_memory():
+    """Half the machine's memory for Spark's heap (local mode: the driver does all the work), at
+    least 2g: Spark's own default of 1g, and the 2g this script used to set, ran out of memory on a
+    trace of 5 M calls (6g ran)."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(l.split()[1]) for l in f if l.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        return "2g"
+    return f"{max(2, kib // (2 * 1024 * 1024))}g"
+
+
 class DuckDB:
     name = "duckdb"
 
@@ -110,7 +122,7 @@ class Spark:
             .config("spark.ui.showConsoleProgress", "false")
             # one machine: a few shuffle partitions, not the cluster default of 200 (each a task)
             .config("spark.sql.shuffle.partitions", str(max(2, 2 * (os.cpu_count() or 1))))
-            .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
+            .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", default_driver_memory()))
             # sql/views/40-link_roots.sql (--views duckdb) walks realloc chains: one level per link of
             # the longest chain, as many rows as calls that return a block (defaults: 100 levels, 1 M
             # rows). Spark's own text (sql/spark/) loops instead, in log2(depth) steps.
