@@ -23,8 +23,6 @@ pub struct CallsOutcome {
     /// The files written: `out` first.
     pub files: Vec<PathBuf>,
     pub calls: u64,
-    /// Phase markers, each a row of `trace_markers`.
-    pub markers: u64,
     /// The loss of a damaged trace, in `analyze`'s words; None when complete.
     pub losses: Option<String>,
     /// The `traces` table's row.
@@ -170,7 +168,6 @@ pub fn write_calls(
     let id = &id;
     let streams: Vec<trace::ProcessInfo> =
         reader.streams().iter().map(|s| s.info.clone()).collect();
-    let mut markers = 0u64;
     let mut markers_table = Table::with_id(
         "trace_markers",
         "trace_id",
@@ -241,7 +238,6 @@ pub fn write_calls(
                             ],
                         );
                         stream_markers += 1;
-                        markers += 1;
                         continue;
                     }
                     Err(e) => {
@@ -347,14 +343,13 @@ pub fn write_calls(
             Cell::Text(hostname.to_string()),
             Cell::Int(header.start_unix_ns as i64),
             Cell::Int(calls as i64),
-            Cell::Int(markers as i64),
+            Cell::Int(markers_table.rows.len() as i64),
             Cell::Int(i64::from(complete)),
         ],
     );
     Ok(CallsOutcome {
         files: done,
         calls,
-        markers,
         losses: losses_text,
         traces,
         markers_table,
