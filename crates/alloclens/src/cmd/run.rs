@@ -653,6 +653,10 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let plan = &options.plan;
     // Before ksmd is touched: a refused output directory must change nothing on the machine.
     ResultsDir::check(&options.output, options.force)?;
+    // Before ksmd is driven: a Ctrl-C from here on raises the flag (the runs stop, and the KSM
+    // settings are given back when `ksm` drops) instead of killing alloclens with them changed.
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     // First, so a refusal changes nothing (no results directory either); given back when it drops,
     // whatever way this function ends.
     let ksm = options
@@ -667,8 +671,6 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         options.program_output == ProgramOutput::Save,
         plan.ksm,
     )?;
-    let interrupted =
-        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let total = plan.schedule().len() as u64;
     let bar = if progress && super::progress::wanted() {
         ProgressBar::new(total)
