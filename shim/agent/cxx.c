@@ -22,99 +22,11 @@
 
 #include "agent.h"
 
-enum next_op {
-    NEW,
-    NEW_ARRAY,
-    NEW_NOTHROW,
-    NEW_ARRAY_NOTHROW,
-    NEW_ALIGNED,
-    NEW_ARRAY_ALIGNED,
-    NEW_ALIGNED_NOTHROW,
-    NEW_ARRAY_ALIGNED_NOTHROW,
-    DELETE,
-    DELETE_ARRAY,
-    DELETE_SIZED,
-    DELETE_ARRAY_SIZED,
-    DELETE_NOTHROW,
-    DELETE_ARRAY_NOTHROW,
-    DELETE_ALIGNED,
-    DELETE_ARRAY_ALIGNED,
-    DELETE_SIZED_ALIGNED,
-    DELETE_ARRAY_SIZED_ALIGNED,
-    DELETE_ALIGNED_NOTHROW,
-    DELETE_ARRAY_ALIGNED_NOTHROW,
-    NEXT_OPS
-};
-
-/* Itanium C++ ABI names (size_t is unsigned long: 'm'; std::align_val_t is passed as a size_t). */
-static const char *const next_names[NEXT_OPS] = {
-    [NEW] = "_Znwm",
-    [NEW_ARRAY] = "_Znam",
-    [NEW_NOTHROW] = "_ZnwmRKSt9nothrow_t",
-    [NEW_ARRAY_NOTHROW] = "_ZnamRKSt9nothrow_t",
-    [NEW_ALIGNED] = "_ZnwmSt11align_val_t",
-    [NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
-    [NEW_ALIGNED_NOTHROW] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
-    [NEW_ARRAY_ALIGNED_NOTHROW] = "_ZnamSt11align_val_tRKSt9nothrow_t",
-    [DELETE] = "_ZdlPv",
-    [DELETE_ARRAY] = "_ZdaPv",
-    [DELETE_SIZED] = "_ZdlPvm",
-    [DELETE_ARRAY_SIZED] = "_ZdaPvm",
-    [DELETE_NOTHROW] = "_ZdlPvRKSt9nothrow_t",
-    [DELETE_ARRAY_NOTHROW] = "_ZdaPvRKSt9nothrow_t",
-    [DELETE_ALIGNED] = "_ZdlPvSt11align_val_t",
-    [DELETE_ARRAY_ALIGNED] = "_ZdaPvSt11align_val_t",
-    [DELETE_SIZED_ALIGNED] = "_ZdlPvmSt11align_val_t",
-    [DELETE_ARRAY_SIZED_ALIGNED] = "_ZdaPvmSt11align_val_t",
-    [DELETE_ALIGNED_NOTHROW] = "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-    [DELETE_ARRAY_ALIGNED_NOTHROW] = "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-};
-
-static void *_Atomic next_fns[NEXT_OPS];
-/* Set (before next_fns) when the next definition is the C++ runtime's, which calls malloc/free. */
-static _Atomic char next_is_runtime[NEXT_OPS];
-
-/* True for a definition in libstdc++ or libc++ (their operators allocate with malloc). */
-static int in_cxx_runtime(void *f)
-{
-    Dl_info info;
-    if (dladdr(f, &info) == 0 || info.dli_fname == NULL)
-        return 0;
-    const char *base = info.dli_fname;
-    for (const char *c = base; *c; c++)
-        if (*c == '/')
-            base = c + 1;
-    return strncmp(base, "libstdc++.", 10) == 0 || strncmp(base, "libc++.", 7) == 0;
-}
-
-static __attribute__((noinline)) void *resolve(enum next_op op)
-{
-    if (ag_bootstrap() != 0) /* dlsym below may allocate: the real malloc must be known */
-        return NULL;
-    ag_busy_enter();
-    void *f = dlsym(RTLD_NEXT, next_names[op]);
-    int runtime = f != NULL && in_cxx_runtime(f);
-    ag_busy_leave();
-    if (f != NULL) {
-        atomic_store_explicit(&next_is_runtime[op], (char)runtime, memory_order_relaxed);
-        atomic_store_explicit(&next_fns[op], f, memory_order_release);
-    }
-    return f;
-}
-
-/* The next definition of `op`, or NULL when nothing after the agent defines it (then the
- * operators fall back to the C calls, which is what libstdc++'s do). */
-static inline void *next_fn(enum next_op op)
-{
-    void *f = atomic_load_explicit(&next_fns[op], memory_order_acquire);
-    return AG_LIKELY(f != NULL) ? f : resolve(op);
-}
-
-/* The next definition is the C++ runtime's: pass the call on untouched. */
-static inline int pass_on(enum next_op op)
-{
-    return atomic_load_explicit(&next_is_runtime[op], memory_order_relaxed);
-}
+#define CXX_BOOTSTRAP() ag_bootstrap()
+#define CXX_GUARD_ENTER() ag_busy_enter()
+#define CXX_GUARD_LEAVE() ag_busy_leave()
+#define CXX_LIKELY AG_LIKELY
+#include "cxx_next.inc" /* shim/common, on the include path */
 
 static void release_guard(struct ag_tls **t)
 {
@@ -139,11 +51,6 @@ static void *or_abort(void *p)
     }
     return p;
 }
-
-typedef void *(*new_fn)(size_t);
-typedef void *(*new_nothrow_fn)(size_t, const void *);
-typedef void *(*new_aligned_fn)(size_t, size_t);
-typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
 
 static inline void *new_plain(enum next_op op, size_t size)
 {
@@ -220,12 +127,6 @@ static inline void *new_aligned_nothrow(enum next_op op, size_t size, size_t ali
         else if (ag_real.free)                                                                     \
             ag_real.free(p);                                                                       \
     } while (0)
-
-typedef void (*delete_fn)(void *);
-typedef void (*delete_sized_fn)(void *, size_t);
-typedef void (*delete_nothrow_fn)(void *, const void *);
-typedef void (*delete_sized_aligned_fn)(void *, size_t, size_t);
-typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
 
 #define CXX_EXPORT AG_EXPORT
 #include "cxx_operators.inc" /* shim/common, on the include path */
