@@ -134,6 +134,7 @@ struct Stop {
 pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
     let sampler_cpu_before = procmem::thread_cpu_time();
     observer.run_started(ctx.spec, &ctx.command);
+    let mut sampler = tree_sampler(&ctx);
     let started = match child::spawn(
         &ctx.command,
         &ctx.env,
@@ -159,7 +160,9 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         w.group(pid);
     }
     let messages = forward_output_and_exit(started, watch.clone());
-    let sampler = tree_sampler(pid, &ctx);
+    if let Some(sampler) = sampler.as_mut() {
+        sampler.start(pid);
+    }
     let mut run = Run::new(ctx, observer, started_at, pid, watch, sampler);
     run.fork_peak_rss = fork_peak_rss;
     run.follow(&messages);
@@ -211,20 +214,19 @@ fn forward_output_and_exit(
     rx
 }
 
-fn tree_sampler(pid: u32, ctx: &RunContext<'_>) -> Option<TreeSampler> {
-    TreeSampler::new(
-        pid,
-        SamplerOptions {
-            include_reparented_to_self: true,
-            exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
-            pss_refresh: if ctx.plan.exact_pss {
-                PssRefresh::EverySample
-            } else {
-                PssRefresh::default()
-            },
-            ksm: ctx.plan.ksm,
+/// The run's sampler, made before the command starts: /proc is listed then, so the first sample
+/// is as quick as the others and comes right after the exec.
+fn tree_sampler(ctx: &RunContext<'_>) -> Option<TreeSampler> {
+    TreeSampler::before_start(SamplerOptions {
+        include_reparented_to_self: true,
+        exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
+        pss_refresh: if ctx.plan.exact_pss {
+            PssRefresh::EverySample
+        } else {
+            PssRefresh::default()
         },
-    )
+        ksm: ctx.plan.ksm,
+    })
     .ok()
 }
 
