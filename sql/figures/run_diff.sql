@@ -10,7 +10,10 @@ WITH per_variant AS (
          median(CASE WHEN outcome = 'ok' THEN wall_s END) AS wall,
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN CAST(peak_pss AS DOUBLE) END) AS peak_pss,
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN mean_pss END) AS mean_pss,
-         median(CASE WHEN outcome = 'ok' AND samples > 0 THEN CAST(peak_rss AS DOUBLE) END) AS peak_rss,
+         -- A run's peak RSS: the larger of its samples' and the kernel's (as run_summary.sql).
+         median(CASE WHEN outcome = 'ok' THEN CAST(
+                  CASE WHEN samples > 0 AND (kernel_peak_rss IS NULL OR peak_rss >= kernel_peak_rss)
+                       THEN peak_rss ELSE kernel_peak_rss END AS DOUBLE) END) AS peak_rss,
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN mean_rss END) AS mean_rss
   FROM runs
   GROUP BY host, source_id, params, variant

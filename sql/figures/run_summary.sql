@@ -1,7 +1,8 @@
 -- Per host, results directory (source), parameter point and variant: runs, failed runs, medians over
 -- the successful runs (memory: those with samples) of wall time, throughput, peak and mean PSS and RSS,
 -- and each median's ratio to the baseline variant's at the same point (lower is better, except
--- throughput).
+-- throughput). A run's peak RSS is the larger of its samples' and the kernel's (kernel_peak_rss),
+-- so runs without samples count when the kernel has a figure.
 -- = results.json summary[].variants[] {runs, failed, wall_median, throughput_median, peak_pss_median,
 --   mean_pss_median, peak_rss_median, mean_rss_median, wall_ratio, throughput_ratio, peak_pss_ratio,
 --   mean_pss_ratio, peak_rss_ratio} (also the dataset's kind=summary rows)
@@ -14,7 +15,9 @@ WITH per_variant AS (
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN CAST(peak_pss AS DOUBLE) END)
            AS peak_pss_median,
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN mean_pss END) AS mean_pss_median,
-         median(CASE WHEN outcome = 'ok' AND samples > 0 THEN CAST(peak_rss AS DOUBLE) END)
+         median(CASE WHEN outcome = 'ok' THEN CAST(
+                  CASE WHEN samples > 0 AND (kernel_peak_rss IS NULL OR peak_rss >= kernel_peak_rss)
+                       THEN peak_rss ELSE kernel_peak_rss END AS DOUBLE) END)
            AS peak_rss_median,
          median(CASE WHEN outcome = 'ok' AND samples > 0 THEN mean_rss END) AS mean_rss_median
   FROM runs

@@ -38,6 +38,7 @@ const RUNS: &[JsonColumn] = &[
     ("mean_rss", F, "/memory/rss/mean"),
     ("mean_uss", F, "/memory/uss/mean"),
     ("max_processes", I, "/memory/max_processes"),
+    ("kernel_peak_rss", I, "/memory/kernel_peak_rss"),
     ("markers", I, "/markers"),
     ("throughput", F, "/throughput"),
     ("throughput_source", T, "/throughput_source"),

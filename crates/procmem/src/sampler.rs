@@ -91,6 +91,21 @@ impl TreeSampler {
         })
     }
 
+    /// Prepares to sample the tree of a command about to be started, before it is: lists /proc now
+    /// (every process in it is outside the tree), so that the first sample after
+    /// [`TreeSampler::start`] costs what the later ones cost. Fails as [`TreeSampler::new`].
+    pub fn before_start(options: SamplerOptions) -> Result<Self> {
+        // No process has pid 0: until `start`, samples are empty.
+        let mut sampler = TreeSampler::new(0, options)?;
+        sampler.index.mark_existing_outside()?;
+        Ok(sampler)
+    }
+
+    /// Names the root of a sampler made by [`TreeSampler::before_start`], once it is started.
+    pub fn start(&mut self, root: u32) {
+        self.index.set_root(root);
+    }
+
     /// Finds the processes of the tree now and reads their memory; PSS and the other smaps_rollup
     /// fields are re-read as [`SamplerOptions::pss_refresh`] says. Processes that exit meanwhile
     /// are skipped, as are zombies (they hold no memory any more).

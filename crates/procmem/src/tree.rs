@@ -76,6 +76,47 @@ impl TreeIndex {
         })
     }
 
+    /// Lists /proc and notes every process in it as outside the tree, for a tree whose root is
+    /// not started yet (none of them can descend from it). The first [`TreeIndex::refresh`] after
+    /// the start then reads the stat of the new processes only, not of every process of the
+    /// machine: that took 6-55 ms on a loaded machine, during which the command ran unsampled.
+    /// A listed pid that the tree reuses later shows a new inode and is classified then.
+    pub fn mark_existing_outside(&mut self) -> Result<()> {
+        self.listing += 1;
+        for entry in self.proc_dir.iter() {
+            let entry = entry.map_err(|source| Error::ListProc { source })?;
+            let Some(pid) =
+                parse_u64(entry.file_name().to_bytes()).and_then(|p| u32::try_from(p).ok())
+            else {
+                continue;
+            };
+            self.path.clear();
+            let _ = write!(self.path, "/proc/{pid}/stat");
+            let Ok(_) = read_into(Path::new(&self.path), &mut self.stat_buf) else {
+                continue;
+            };
+            let Some(stat) = parse_stat(&self.stat_buf) else {
+                continue;
+            };
+            self.known.insert(
+                pid,
+                KnownPid {
+                    ino: entry.ino(),
+                    ppid: stat.ppid,
+                    starttime: stat.starttime,
+                    in_tree: Some(false),
+                    listed_in: self.listing,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The root of the tree, once it is started (after [`TreeIndex::mark_existing_outside`]).
+    pub fn set_root(&mut self, root: u32) {
+        self.rule.root = root;
+    }
+
     /// Lists /proc and writes the processes of the tree, sorted by pid, into `members`.
     pub fn refresh(&mut self, members: &mut Vec<Member>) -> Result<()> {
         self.listing += 1;

@@ -50,6 +50,27 @@ fn finds_children_and_grandchildren() {
     assert!(expected.contains(&grandchild.ppid));
 }
 
+/// A sampler made before the command starts (alloclens run lists /proc then, so that its first
+/// sample is quick) finds the same tree once told the root: every process listed before is outside
+/// it, and the new ones are classified as they appear.
+#[test]
+fn a_sampler_made_before_the_start_finds_the_tree() {
+    let mut sampler = TreeSampler::before_start(SamplerOptions::default()).unwrap();
+    assert!(sampler.sample().unwrap().processes.is_empty());
+    let mut tree = Tree::spawn(
+        "say(f'pid {os.getpid()}')\n\
+         for i in range(2):\n\
+         \x20   if os.fork() == 0:\n\
+         \x20       say(f'pid {os.getpid()}'); time.sleep(60); os._exit(0)\n\
+         time.sleep(60)\n",
+    );
+    let expected = tree.pids(3);
+    sampler.start(tree.root);
+    assert_eq!(sampled_pids(&mut sampler), expected);
+    let mut fresh = TreeSampler::new(tree.root, SamplerOptions::default()).unwrap();
+    assert_eq!(sampled_pids(&mut fresh), expected);
+}
+
 /// Workers that come and go: a killed child disappears, a new one appears, in the same sampler.
 #[test]
 fn follows_workers_that_exit_and_start() {

@@ -72,6 +72,29 @@ pub struct MemorySummary {
     pub max_processes: u32,
     /// Distinct pids seen in the tree over the run.
     pub distinct_processes: u32,
+    /// The kernel's high-water mark (wait4's `ru_maxrss`, KiB from the kernel, here in bytes): the
+    /// peak RSS of the largest single process among the command and the descendants waited for,
+    /// whatever the sampling missed; not the tree's sum. None when it could be alloclens's forked
+    /// copy rather than the command's (`child::command_peak_rss`), and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_peak_rss: Option<u64>,
+}
+
+impl MemorySummary {
+    /// The run's peak RSS: the larger of the samples' tree peak and the kernel's largest process
+    /// peak, both lower bounds of the tree's true peak (the kernel's is exact for one process).
+    /// None with neither (no sample, and a command too small for the kernel's figure).
+    pub fn peak_rss(&self) -> Option<u64> {
+        let sampled = (self.samples > 0).then_some(self.rss.peak);
+        sampled.max(self.kernel_peak_rss)
+    }
+
+    /// Whether [`MemorySummary::peak_rss`] is the kernel's: no sample, or the samples missed a peak
+    /// the kernel saw.
+    pub fn peak_rss_is_kernel(&self) -> bool {
+        self.kernel_peak_rss
+            .is_some_and(|k| self.samples == 0 || k > self.rss.peak)
+    }
 }
 
 /// Whether a marker's figures could be read for that marker (markers.csv `status`, `pss_status`).

@@ -11,7 +11,7 @@ use allocators::{LoadStatus, Variant};
 use nix::sys::signal::Signal;
 use procmem::{PssRefresh, SamplerOptions, TreeSample, TreeSampler};
 
-use crate::child::{self, CommandExit, CpuTimes};
+use crate::child::{self, CommandExit, CpuTimes, Reaped};
 use crate::observer::{Observer, OutputStream};
 use crate::output::{line_text, spawn_reader, Line, MarkerArrival, MarkerWatch, Reading};
 use crate::plan::{RunPlan, RunSpec};
@@ -38,7 +38,7 @@ const LOADER_SETTLE: Duration = Duration::from_millis(30);
 enum Message {
     Line(Line),
     Eof,
-    Exited(std::io::Result<(CommandExit, CpuTimes)>, Instant),
+    Exited(std::io::Result<(CommandExit, Reaped)>, Instant),
 }
 
 /// A sample as `take_sample` took it.
@@ -114,6 +114,10 @@ struct Run<'a, 'o> {
     stop: Stop,
     ending: Ending,
     cpu: CpuTimes,
+    /// The largest `ru_maxrss` of the processes reaped (the command, its waited-for descendants
+    /// and the orphans reaped here), in bytes; 0 until one is reaped.
+    kernel_peak_rss: u64,
+    fork_peak_rss: Option<u64>,
     /// When the command (the root process) exited.
     exited_at: Option<Instant>,
     /// Output streams that reached their end (2: both).
@@ -130,6 +134,7 @@ struct Stop {
 pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> RunRecord {
     let sampler_cpu_before = procmem::thread_cpu_time();
     observer.run_started(ctx.spec, &ctx.command);
+    let mut sampler = tree_sampler(&ctx);
     let started = match child::spawn(
         &ctx.command,
         &ctx.env,
@@ -143,6 +148,7 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
     let pid = started.child.id();
     let started_at = started.started_at;
     let start_unix_ns = started.started_unix_ns;
+    let fork_peak_rss = started.fork_peak_rss;
     let watch = ctx.plan.marker.clone().map(|regex| MarkerWatch {
         regex,
         root: pid,
@@ -154,8 +160,11 @@ pub(crate) fn run_one(mut ctx: RunContext<'_>, observer: &mut dyn Observer) -> R
         w.group(pid);
     }
     let messages = forward_output_and_exit(started, watch.clone());
-    let sampler = tree_sampler(pid, &ctx);
+    if let Some(sampler) = sampler.as_mut() {
+        sampler.start(pid);
+    }
     let mut run = Run::new(ctx, observer, started_at, pid, watch, sampler);
+    run.fork_peak_rss = fork_peak_rss;
     run.follow(&messages);
     let wall = run
         .exited_at
@@ -205,20 +214,19 @@ fn forward_output_and_exit(
     rx
 }
 
-fn tree_sampler(pid: u32, ctx: &RunContext<'_>) -> Option<TreeSampler> {
-    TreeSampler::new(
-        pid,
-        SamplerOptions {
-            include_reparented_to_self: true,
-            exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
-            pss_refresh: if ctx.plan.exact_pss {
-                PssRefresh::EverySample
-            } else {
-                PssRefresh::default()
-            },
-            ksm: ctx.plan.ksm,
+/// The run's sampler, made before the command starts: /proc is listed then, so the first sample
+/// is as quick as the others and comes right after the exec.
+fn tree_sampler(ctx: &RunContext<'_>) -> Option<TreeSampler> {
+    TreeSampler::before_start(SamplerOptions {
+        include_reparented_to_self: true,
+        exclude_child: ctx.watchdog.as_ref().map(|w| w.pid()),
+        pss_refresh: if ctx.plan.exact_pss {
+            PssRefresh::EverySample
+        } else {
+            PssRefresh::default()
         },
-    )
+        ksm: ctx.plan.ksm,
+    })
     .ok()
 }
 
@@ -264,6 +272,8 @@ impl<'a, 'o> Run<'a, 'o> {
             stop: Stop::default(),
             ending: Ending::default(),
             cpu: CpuTimes::default(),
+            kernel_peak_rss: 0,
+            fork_peak_rss: None,
             exited_at: None,
             eofs: 0,
             ctx,
@@ -348,12 +358,12 @@ impl<'a, 'o> Run<'a, 'o> {
 
     /// The command exited: its status and CPU times, and those of the descendants it left, which
     /// are stopped (they may hold its pipes).
-    fn on_exit(&mut self, result: std::io::Result<(CommandExit, CpuTimes)>, at: Instant) {
+    fn on_exit(&mut self, result: std::io::Result<(CommandExit, Reaped)>, at: Instant) {
         self.exited_at = Some(at);
         match result {
-            Ok((status, times)) => {
+            Ok((status, reaped)) => {
                 self.ending.status = Some(status);
-                self.cpu.add(times);
+                self.add_reaped(reaped);
             }
             Err(err) => {
                 self.ending.spawn_error = Some(format!("waiting for pid {}: {err}", self.root_pid))
@@ -364,11 +374,17 @@ impl<'a, 'o> Run<'a, 'o> {
         if !leftovers.is_empty() {
             stop_leftovers(self.root_pid, &leftovers);
         }
-        for pid in self.pids_seen.iter().chain(leftovers.iter()) {
-            if let Some(times) = child::try_reap(*pid) {
-                self.cpu.add(times);
+        let reapable: Vec<u32> = self.pids_seen.iter().chain(&leftovers).copied().collect();
+        for pid in reapable {
+            if let Some(reaped) = child::try_reap(pid) {
+                self.add_reaped(reaped);
             }
         }
+    }
+
+    fn add_reaped(&mut self, reaped: Reaped) {
+        self.cpu.add(reaped.cpu);
+        self.kernel_peak_rss = self.kernel_peak_rss.max(reaped.max_rss);
     }
 }
 
@@ -558,6 +574,7 @@ impl Run<'_, '_> {
             anon: series(|p| p.anon),
             max_processes: self.max_processes,
             distinct_processes: self.pids_seen.len() as u32,
+            kernel_peak_rss: child::command_peak_rss(self.kernel_peak_rss, self.fork_peak_rss),
         };
         let library = self.ksm_library.is_some().then_some(self.ksm_check);
         let ksm = self.ctx.plan.ksm.then(|| KsmSummary {

@@ -44,7 +44,14 @@ pub struct VariantSummary {
     pub throughput_max: Option<f64>,
     pub peak_pss_median: Option<f64>,
     pub mean_pss_median: Option<f64>,
+    /// Median over the runs of each run's peak RSS: its samples' tree peak, or the kernel's peak of
+    /// its largest process when that is higher or the run has no sample
+    /// ([`crate::MemorySummary::peak_rss`]).
     pub peak_rss_median: Option<f64>,
+    /// Runs whose peak RSS is the kernel's (`peak_rss_median`): the samples missed the peak, or
+    /// the command ended before the first sample.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub peak_rss_kernel_runs: u32,
     pub mean_rss_median: Option<f64>,
     /// This variant's median over the baseline's: < 1 is faster / smaller.
     pub wall_ratio: Option<f64>,
@@ -231,7 +238,7 @@ fn summarize_variant(name: &str, runs: &[&RunRecord]) -> (VariantSummary, Spread
     let walls = of(|r| Some(r.wall));
     let throughputs = of(|r| r.throughput);
     let peak_pss = sampled(|r| r.memory.pss.peak as f64);
-    let peak_rss = sampled(|r| r.memory.rss.peak as f64);
+    let peak_rss = of(|r| r.memory.peak_rss().map(|p| p as f64));
     let check_rank = |c: &AllocatorCheck| match c {
         AllocatorCheck::NotLoaded => 3,
         AllocatorCheck::Unverified => 2,
@@ -277,6 +284,7 @@ fn summarize_variant(name: &str, runs: &[&RunRecord]) -> (VariantSummary, Spread
         peak_pss_median: median(&peak_pss),
         mean_pss_median: median(&sampled(|r| r.memory.pss.mean)),
         peak_rss_median: median(&peak_rss),
+        peak_rss_kernel_runs: ok.iter().filter(|r| r.memory.peak_rss_is_kernel()).count() as u32,
         mean_rss_median: median(&sampled(|r| r.memory.rss.mean)),
         allocator_check,
         ..VariantSummary::default()
@@ -379,6 +387,29 @@ mod tests {
         assert!(close(g.variants[1].wall_ratio, 0.5));
         assert_eq!(g.variants[1].wall_ratio_stddev, None);
         assert_eq!(g.variants[1].wall_within_noise, None);
+    }
+
+    /// A run's peak RSS is the larger of its samples' and the kernel's; a run without samples
+    /// counts with the kernel's, and a run with neither is left out.
+    #[test]
+    fn peak_rss_takes_the_kernels_figure_where_the_samples_missed_it() {
+        let with = |samples: u64, sampled: u64, kernel: Option<u64>, repeat: u32| {
+            let mut r = run("a", repeat, 1.0, 1.0, sampled);
+            r.memory.samples = samples;
+            r.memory.kernel_peak_rss = kernel;
+            r
+        };
+        let runs = vec![
+            with(3, 500, Some(400), 0), // samples above the kernel's: 500
+            with(1, 100, Some(700), 1), // one early sample: the kernel's 700
+            with(0, 0, Some(900), 2),   // no sample: the kernel's 900
+            with(0, 0, None, 3),        // neither: left out
+        ];
+        let g = &summarize(&runs, &["a".to_string()], None, Ranking::Wall)[0];
+        assert_eq!(g.variants[0].peak_rss_median, Some(700.0));
+        assert_eq!(g.variants[0].peak_rss_kernel_runs, 2);
+        // PSS has no kernel figure: its median is over the sampled runs only.
+        assert_eq!(g.variants[0].peak_pss_median, Some(150.0));
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub const PROGRAMS: &[Program] = &[
     p("noisy", "noisy.c", &["-O1"]),
     p("hold", "hold.c", &["-O0"]),
     p("malloc_large", "malloc_large.c", &["-O1"]),
+    p("touch_exit", "touch_exit.c", &["-O1"]),
     p("fast_events", "fast_events.c", &["-O1"]),
     p("markers", "markers.c", &["-O2"]),
     p("bytes", "bytes.c", &[]),

@@ -173,29 +173,55 @@ pub fn human_duration(s: f64) -> String {
     }
 }
 
+/// How much faster than the series moves after it a fill that ends past the first quarter must
+/// have been to be a warm-up: a steady leak rises at one rate all along (ratio 1).
+const PLATEAU_SLOWDOWN: f64 = 4.0;
+
 /// The end of the warm-up: a program that fills its memory at the start (a cache, a server
-/// loading its data) and then holds it must not pass for one that grows. The warm-up ends at the
-/// first sample whose RSS reaches 80 % of the way from the lowest RSS to the median RSS of the
-/// second half; it counts only when that is within the first quarter of the watch (otherwise RSS
-/// grows all along, and the whole window is kept). Returns the time the window starts.
-pub fn warmup_end(rss: &[(f64, f64)]) -> f64 {
-    let (Some(first), Some(last)) = (rss.first(), rss.last()) else {
+/// loading its data) and then holds it must not pass for one that grows. The fill is looked for in
+/// RSS and in the live bytes ([`fill_end`]), and the warm-up ends at the later of the two fills
+/// found: RSS alone misses a fill when the allocator's RSS creeps on after it (glibc under sizes
+/// that drift), the live bytes alone when the program touches what it allocated later (RSS rises
+/// after live bytes). Returns the time the window starts (the first sample's without a warm-up).
+pub fn warmup_end(rss: &[(f64, f64)], live: &[(f64, f64)]) -> f64 {
+    let Some(first) = rss.first() else {
         return 0.0;
     };
-    if rss.len() < 8 {
-        return first.0;
+    [fill_end(rss), fill_end(live)]
+        .into_iter()
+        .flatten()
+        .fold(first.0, f64::max)
+}
+
+/// When `series` ends a fill: the first sample that reaches 80 % of the way from the series'
+/// lowest value to its second half's median, when that is within the first quarter of the series'
+/// span, or within its first half and the series then plateaus: it moves on at most a quarter of
+/// the fill's rate (its Theil-Sen slope from there on, against the fill's mean rise). A fill slowed
+/// down by a starved CPU ends past the first quarter; a steady leak never slows down. The span is
+/// the series' own, so that live bytes measured over part of the watch cannot pass a leak for a
+/// fill. None: no fill (a series that grows all along, or too short).
+fn fill_end(series: &[(f64, f64)]) -> Option<f64> {
+    if series.len() < 8 {
+        return None;
     }
-    let mut second: Vec<f64> = rss[rss.len() / 2..].iter().map(|p| p.1).collect();
-    let level = median(&mut second).unwrap_or(0.0);
-    let low = rss.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let start = series.first()?.0;
+    let watch = series.last()?.0 - start;
+    let mut second: Vec<f64> = series[series.len() / 2..].iter().map(|p| p.1).collect();
+    let level = median(&mut second)?;
+    let low = series.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     if level - low < MIB {
-        return first.0;
+        return None;
     }
     let target = low + 0.8 * (level - low);
-    match rss.iter().find(|p| p.1 >= target) {
-        Some(p) if p.0 - first.0 <= 0.25 * (last.0 - first.0) => p.0,
-        _ => first.0,
+    let reached = series.iter().position(|p| p.1 >= target)?;
+    let end = series[reached].0;
+    let filling = end - start;
+    if filling <= 0.25 * watch {
+        return Some(end);
     }
+    let fill_rate = (target - low) / filling;
+    let after = theil_sen(&series[reached..])?;
+    (filling <= 0.5 * watch && after * PLATEAU_SLOWDOWN <= fill_rate).then_some(end)
 }
 
 /// Why the verdict could not be made (`undetermined`), for the sentence.
@@ -209,7 +235,7 @@ enum Unknown {
 }
 
 pub fn classify(input: &VerdictInput) -> Verdict {
-    let start = warmup_end(&input.rss);
+    let start = warmup_end(&input.rss, &input.live);
     let warmup_s = input.rss.first().map_or(0.0, |p| start - p.0);
     // Points before the warm-up's end are left out; without a warm-up every point stays (a gdb
     // reading taken at the first sample's time is in the window).
@@ -791,7 +817,7 @@ mod tests {
             .map(|(i, v)| (0.25 * i as f64, v * M))
             .collect();
         // low 13, second-half median 60.5: 80 % of the way is 50.6 MiB, first reached at 1 s.
-        assert_eq!(warmup_end(&rss), 1.0);
+        assert_eq!(warmup_end(&rss, &[]), 1.0);
         let live: Vec<(f64, f64)> = rss.iter().map(|p| (p.0, 35.0 * M)).collect();
         let i = input(rss, live, Vec::new());
         let v = classify(&i);
@@ -805,11 +831,116 @@ mod tests {
         );
     }
 
+    /// RSS and live bytes (MiB, every 0.2 s) of `alloclens watch --interval 200ms --duration 10s
+    /// -- alloclens workload cache --capacity-mb 64 --inserts-per-ms 2` on a loaded 2-core machine:
+    /// the cache fills for 3.8 s, past the first quarter, then holds 64 MiB while RSS creeps.
+    const SLOW_FILL_RSS: [f64; 50] = [
+        13.0, 13.0, 13.0, 14.0, 15.0, 17.0, 20.0, 24.0, 30.0, 41.0, 56.0, 57.0, 57.0, 58.0, 59.0,
+        61.0, 63.0, 67.0, 73.0, 79.0, 85.0, 86.0, 86.0, 86.0, 86.0, 86.0, 86.0, 86.0, 86.0, 86.0,
+        91.0, 91.0, 91.0, 91.0, 91.0, 91.0, 91.0, 91.0, 91.0, 91.0, 93.0, 93.0, 93.0, 93.0, 93.0,
+        93.0, 93.0, 93.0, 93.0, 93.0,
+    ];
+    const SLOW_FILL_LIVE: [f64; 20] = [
+        0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 31.0, 44.0, 44.0, 45.0, 46.0, 47.0,
+        49.0, 52.0, 56.0, 62.0,
+    ];
+
+    fn every_fifth_second(values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
+        values
+            .enumerate()
+            .map(|(i, v)| (0.2 * i as f64, v * M))
+            .collect()
+    }
+
+    /// A fill that a starved CPU stretched past the first quarter, then a plateau: the fill is
+    /// still the warm-up, and the live bytes it brought are not a leak (before: the whole window
+    /// was kept and its Theil-Sen slope called the fill "a leak").
+    #[test]
+    fn a_fill_slowed_past_the_first_quarter_is_still_warm_up() {
+        let rss = every_fifth_second(SLOW_FILL_RSS.into_iter());
+        // low 13, second-half median 91: 80 % of the way is 75.4 MiB, first reached at 3.8 s of
+        // 9.8 (39 %); RSS moves on at ~1 MiB/s after it, the fill rose at 16 MiB/s.
+        assert!(
+            (warmup_end(&rss, &[]) - 3.8).abs() < 1e-9,
+            "{}",
+            warmup_end(&rss, &[])
+        );
+        let live = every_fifth_second(SLOW_FILL_LIVE.into_iter().chain([64.0; 30]));
+        let v = classify(&input(rss, live, Vec::new()));
+        assert_ne!(v.class, Class::Leak, "{:?}", v.evidence);
+        assert!((v.warmup_s - 3.8).abs() < 1e-9, "{}", v.warmup_s);
+        assert!(
+            v.evidence[0].contains("after 4 s of warm-up"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    /// RSS and live bytes (MiB, every 0.2 s) of the cache workload with `--capacity-mb 64
+    /// --inserts-per-ms 8` under a 10 s watch, the workload stopped 70 ms of every 100 for its first
+    /// 5 s (CPU starvation): live bytes fill for 4 s and hold 64 MiB; RSS creeps on to twice that.
+    const STARVED_RSS: [f64; 50] = [
+        13.0, 13.0, 13.0, 14.0, 14.0, 16.0, 18.0, 21.0, 25.0, 31.0, 40.0, 43.0, 43.0, 44.0, 45.0,
+        46.0, 48.0, 51.0, 55.0, 61.0, 69.0, 72.0, 73.0, 74.0, 75.0, 78.0, 79.0, 83.0, 88.0, 95.0,
+        105.0, 105.0, 105.0, 105.0, 105.0, 107.0, 107.0, 107.0, 109.0, 117.0, 126.0, 127.0, 127.0,
+        127.0, 127.0, 127.0, 127.0, 127.0, 127.0, 126.0,
+    ];
+    const STARVED_LIVE: [f64; 28] = [
+        0.0, 0.0, 0.0, 1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 14.0, 22.0, 30.0, 30.0, 31.0, 31.0, 32.0,
+        34.0, 36.0, 40.0, 47.0, 55.0, 55.0, 58.0, 59.0, 60.0, 61.0, 63.0, 64.0,
+    ];
+
+    /// Under starvation the fill shows in the live bytes, while RSS, which glibc lets creep on,
+    /// never plateaus: the live bytes' fill ends the warm-up, and RSS growing after it with live
+    /// bytes flat is not a leak (before: "RSS +135.6 MiB in 10 s while live bytes +67.7 MiB: a
+    /// leak").
+    #[test]
+    fn a_starved_fill_seen_in_the_live_bytes_is_warm_up() {
+        let rss = every_fifth_second(STARVED_RSS.into_iter());
+        let live = every_fifth_second(STARVED_LIVE.into_iter().chain([64.0; 22]));
+        assert_eq!(warmup_end(&rss, &[]), 0.0);
+        // live: low 0, second-half median 64: 80 % is 51.2 MiB, first reached at 4 s of 9.8.
+        assert!((warmup_end(&rss, &live) - 4.0).abs() < 1e-9);
+        let v = classify(&input(rss, live, Vec::new()));
+        assert_ne!(v.class, Class::Leak, "{:?}", v.evidence);
+        assert!(
+            v.evidence[0].contains("(after 4 s of warm-up)"),
+            "{:?}",
+            v.evidence
+        );
+    }
+
+    /// A true slow leak stays a leak: after the same slow fill, live bytes that go on growing at
+    /// 0.8 MiB/s are a leak whether the fill is left out or not; and a leak that grows at one rate
+    /// from the start (by twice the growth threshold over the watch) keeps its whole window.
+    #[test]
+    fn a_slow_leak_stays_a_leak_after_a_fill_or_without_one() {
+        let after_fill = |i: usize, fill_top: f64, rate: f64| {
+            if i < 20 {
+                fill_top * i as f64 / 19.0
+            } else {
+                fill_top + rate * (i - 19) as f64
+            }
+        };
+        let rss = every_fifth_second((0..50).map(|i| 13.0 + after_fill(i, 66.0, 0.16)));
+        let live = every_fifth_second((0..50).map(|i| after_fill(i, 62.0, 0.16)));
+        let v = classify(&input(rss, live, Vec::new()));
+        assert_eq!(v.class, Class::Leak, "{:?}", v.evidence);
+
+        // 100 -> 110 MiB in 10 s: the threshold is 5 % of ~105 MiB.
+        let rss = every_fifth_second((0..50).map(|i| 100.0 + 0.2 * i as f64));
+        assert_eq!(warmup_end(&rss, &[]), 0.0);
+        let live = every_fifth_second((0..50).map(|i| 50.0 + 0.2 * i as f64));
+        let v = classify(&input(rss, live, Vec::new()));
+        assert_eq!(v.class, Class::Leak, "{:?}", v.evidence);
+        assert_eq!(v.warmup_s, 0.0);
+    }
+
     #[test]
     fn steady_growth_keeps_its_whole_window() {
         // linear from 100 to 340: 80 % of the way to the second half's median is past a quarter.
         let rss = series(121, |i| 100.0 + 2.0 * i as f64);
-        assert_eq!(warmup_end(&rss), 0.0);
+        assert_eq!(warmup_end(&rss, &[]), 0.0);
     }
 
     #[test]

@@ -229,3 +229,128 @@ fn markers_late_in_every_run_give_one_warning_line() {
         lines[0]
     );
 }
+
+/// `alloclens run -o DIR ARGS`, which must succeed: (results.json, stdout).
+fn run_ok(dir: &Path, args: &[&str]) -> (Value, String) {
+    let out = alloclens()
+        .arg("run")
+        .arg("-o")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    (
+        serde_json::from_str(&text).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A command that ends before its first interval sample still has a peak RSS: the kernel's
+/// high-water mark of its largest process (wait4's ru_maxrss), close to what a long run of the
+/// same program shows in its samples. Before it, such a run had only the sample taken as it
+/// started (the loader's 1-3 MiB) or none at all ("—").
+#[test]
+fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
+    const MIB: u64 = 1 << 20;
+    const TOUCHED: &str = "64";
+    let dir = tempfile::tempdir().unwrap();
+    let program = testkit::program("touch_exit").to_str().unwrap();
+    // The next interval sample is 10 s away: at most the one at the start.
+    let (short, stdout) = run_ok(
+        &dir.path().join("short"),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "2",
+            "--interval",
+            "10s",
+            "--",
+            program,
+            TOUCHED,
+            "0",
+        ],
+    );
+    let kernel = |run: &Value| {
+        run["memory"]["kernel_peak_rss"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no kernel_peak_rss: {}", run["memory"]))
+    };
+    for run in short["runs"].as_array().unwrap() {
+        assert!(kernel(run) >= 64 * MIB, "{}", run["memory"]);
+    }
+    let summary = &short["summary"][0]["variants"][0];
+    assert!(
+        summary["peak_rss_median"].as_f64().unwrap() >= (64 * MIB) as f64,
+        "{summary}"
+    );
+    assert_eq!(summary["peak_rss_kernel_runs"], 2, "{summary}");
+    assert!(
+        stdout.contains(
+            "peak RSS: the kernel's high-water mark of the largest process (wait4) in 2 of 2 runs"
+        ),
+        "{stdout}"
+    );
+    // The report's summary says the same under its memory table.
+    let page = dir.path().join("short.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(dir.path().join("short"))
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Peak RSS of glibc (2 of 2 runs): the kernel&#39;s high-water mark"),
+        "no note on the kernel's figure in the page"
+    );
+
+    // The same program holding its memory for 600 ms, sampled every 20 ms: the samples see the
+    // peak, and the kernel agrees with them (its counters are read per CPU, approximately).
+    let (long, _) = run_ok(
+        &dir.path().join("long"),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--interval",
+            "20ms",
+            "--",
+            program,
+            TOUCHED,
+            "600",
+        ],
+    );
+    let run = &long["runs"][0];
+    let sampled = run["memory"]["rss"]["peak"].as_u64().unwrap();
+    assert!(sampled >= 64 * MIB, "{}", run["memory"]);
+    let close = |a: u64, b: u64| a.abs_diff(b) <= 2 * MIB;
+    assert!(close(kernel(run), sampled), "{}", run["memory"]);
+    for short_run in short["runs"].as_array().unwrap() {
+        assert!(
+            close(kernel(short_run), sampled),
+            "short {} against the long run's sampled peak {sampled}",
+            short_run["memory"]
+        );
+    }
+
+    // `true` peaks at about 1 MiB, below the child's copy of alloclens's own pages, which
+    // ru_maxrss also holds: no kernel figure rather than the copy's (3-4 MiB).
+    let (tiny, _) = run_ok(
+        &dir.path().join("tiny"),
+        &["-a", "glibc", "-r", "1", "--interval", "10s", "--", "true"],
+    );
+    let memory = &tiny["runs"][0]["memory"];
+    assert!(memory.get("kernel_peak_rss").is_none(), "{memory}");
+}

@@ -349,15 +349,28 @@ fn a_command_too_short_to_sample_is_timed_and_its_memory_not_weighed() {
         "{}",
         String::from_utf8_lossy(&report.stderr)
     );
-    // The memory objective needs the samples: one clear line.
-    let out = tune("memory", &tmp.path().join("memory"));
-    assert_eq!(out.status.code(), Some(1));
+    // The memory objective needs the samples. The first comes right after the exec, so it may
+    // catch `true` before its image runs (12 KiB) or miss it: without any, the search fails in
+    // one clear line; a run without one is failed, and the search goes on with the others.
+    let dir = tmp.path().join("memory");
+    let out = tune("memory", &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("ended before its memory could be sampled"),
-        "{stderr}"
-    );
+    if out.status.code() == Some(1) {
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("ended before its memory could be sampled"),
+            "{stderr}"
+        );
+    } else {
+        assert!(out.status.success(), "{stderr}");
+        let r = results(&dir);
+        let runs = r["runs"].as_array().unwrap();
+        assert!(
+            runs.iter()
+                .any(|run| run["memory"]["samples"].as_u64() > Some(0)),
+            "{r}"
+        );
+    }
 }
 
 #[test]

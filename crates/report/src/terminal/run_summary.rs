@@ -41,7 +41,8 @@ pub fn render_run_table(
         });
         let notes: Vec<Vec<String>> = group.variants.iter().map(notes).collect();
         out.push_str(&super::table(&time, &notes));
-        out.push_str(&super::table(&memory, &[]));
+        let memory_notes: Vec<Vec<String>> = group.variants.iter().map(memory_notes).collect();
+        out.push_str(&super::table(&memory, &memory_notes));
         let succeeded = group.variants.iter().map(|v| v.runs - v.failed.min(v.runs));
         let succeeded: Vec<u32> = succeeded.filter(|n| *n > 0).collect();
         if group.baseline.is_some() && !succeeded.is_empty() && succeeded.iter().all(|n| *n == 1) {
@@ -94,6 +95,18 @@ fn notes(v: &VariantSummary) -> Vec<String> {
         _ => {}
     }
     notes
+}
+
+/// Which figure the peak RSS is where it is not the samples' (docs/results-format.md).
+fn memory_notes(v: &VariantSummary) -> Vec<String> {
+    let ok = v.runs - v.failed.min(v.runs);
+    if v.peak_rss_kernel_runs == 0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "peak RSS: the kernel's high-water mark of the largest process (wait4) in {} of {ok} runs: they ended before a sample or peaked between two",
+        v.peak_rss_kernel_runs
+    )]
 }
 
 /// Most distinct marker labels for which the per-marker table is printed (an event loop's thousands

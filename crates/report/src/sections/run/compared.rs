@@ -59,7 +59,7 @@ pub(super) const COMPARED: &[Compared] = &[
         unit: Unit::Bytes,
         higher_is_better: false,
         median: |v| v.peak_rss_median,
-        of_run: |r| Some(r.memory.rss.peak as f64),
+        of_run: |r| r.memory.peak_rss().map(|p| p as f64),
     },
     Compared {
         id: "mean-rss",

@@ -34,8 +34,30 @@ pub(super) fn summary(data: &RunData) -> Section {
             caption: Some(caption("memory of the whole tree (medians of the repeats)")),
             ..memory
         }));
+        if let Some(note) = kernel_peak_note(g) {
+            s.push(Block::Paragraph(note));
+        }
     }
     s
+}
+
+/// Which variants' peak RSS is, in some runs, the kernel's figure rather than a sample's.
+fn kernel_peak_note(group: &runner::Group) -> Option<String> {
+    let variants: Vec<String> = group
+        .variants
+        .iter()
+        .filter(|v| v.peak_rss_kernel_runs > 0)
+        .map(|v| {
+            let ok = v.runs - v.failed.min(v.runs);
+            format!("{} ({} of {ok} runs)", v.variant, v.peak_rss_kernel_runs)
+        })
+        .collect();
+    (!variants.is_empty()).then(|| {
+        format!(
+            "Peak RSS of {}: the kernel's high-water mark of the largest process (wait4), not a sample of the tree: those runs ended before a sample or peaked between two.",
+            variants.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
