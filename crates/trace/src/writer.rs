@@ -4,8 +4,7 @@ use std::io::{self, Write};
 use crate::codec::{ChunkEncoder, EncodedChunk};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
-    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
-    VERSION_WITHOUT_STACKS,
+    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, MAGIC,
 };
 use crate::memory::{memory_payload, MemorySample};
 use crate::stacks::{modules_payload, Module, StackEncoder};
@@ -23,6 +22,8 @@ pub struct TraceWriter<W: Write> {
     /// The header said `stacks`: events chunks of `write_records` keep stack ids.
     stacks: bool,
     free_stacks: bool,
+    /// `TraceHeader::sampled_stack_chunks`.
+    sampled_stacks: bool,
     stack_encoder: StackEncoder,
 }
 
@@ -31,12 +32,9 @@ impl<W: Write> TraceWriter<W> {
         let json = serde_json::to_vec(header).map_err(io::Error::other)?;
         let mut prefix = [0u8; FILE_PREFIX_LEN];
         prefix[0..8].copy_from_slice(&MAGIC);
-        // Without stacks nothing of version 4 is used: write version 3, which older readers read.
-        let version = if header.stacks {
-            FORMAT_VERSION
-        } else {
-            VERSION_WITHOUT_STACKS
-        };
+        // Only sampled stacks use what version 5 added, only stacks what version 4 did: a trace
+        // without them is written as the older version, which older readers read.
+        let version = header.version();
         prefix[8..12].copy_from_slice(&version.to_le_bytes());
         prefix[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
         prefix[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
@@ -49,6 +47,7 @@ impl<W: Write> TraceWriter<W> {
             chunks: 0,
             stacks: header.stacks,
             free_stacks: header.free_stacks,
+            sampled_stacks: header.sampled_stack_chunks(),
             stack_encoder: StackEncoder::new(),
         })
     }
@@ -181,7 +180,9 @@ impl<W: Write> TraceWriter<W> {
         chunk_records: usize,
     ) -> io::Result<()> {
         let mut enc = ChunkEncoder::new(3);
-        if self.stacks {
+        if self.sampled_stacks {
+            enc = enc.with_sampled_stacks();
+        } else if self.stacks {
             enc = enc.with_stacks(self.free_stacks);
         }
         for r in records {
