@@ -51,6 +51,7 @@ pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use stacks::{
-    modules_payload, stacks_payload, Module, StackEncoder, StackSampling, StackTable,
+    compressed_modules_payload, modules_payload, stacks_payload, Module, StackEncoder,
+    StackSampling, StackTable,
 };
 pub use writer::{StreamId, TraceWriter};

@@ -7,7 +7,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, MAGIC,
 };
 use crate::memory::{memory_payload, MemorySample};
-use crate::stacks::{modules_payload, Module, StackEncoder};
+use crate::stacks::{compressed_modules_payload, modules_payload, Module, StackEncoder};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
 pub type StreamId = u32;
@@ -24,6 +24,8 @@ pub struct TraceWriter<W: Write> {
     free_stacks: bool,
     /// `TraceHeader::sampled_stack_chunks`.
     sampled_stacks: bool,
+    /// The file's version (`TraceHeader::version`): from 5 on MODULES chunks are compressed.
+    version: u32,
     stack_encoder: StackEncoder,
 }
 
@@ -48,6 +50,7 @@ impl<W: Write> TraceWriter<W> {
             stacks: header.stacks,
             free_stacks: header.free_stacks,
             sampled_stacks: header.sampled_stack_chunks(),
+            version,
             stack_encoder: StackEncoder::new(),
         })
     }
@@ -123,7 +126,11 @@ impl<W: Write> TraceWriter<W> {
 
     /// Modules seen mapped (a MODULES chunk).
     pub fn write_modules(&mut self, modules: &[Module]) -> io::Result<()> {
-        let payload = modules_payload(modules)?;
+        let payload = if self.version >= 5 {
+            compressed_modules_payload(modules)?
+        } else {
+            modules_payload(modules)?
+        };
         self.chunk(kind::MODULES, u32::MAX, 0, &payload)
     }
 

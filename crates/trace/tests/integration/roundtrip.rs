@@ -792,8 +792,27 @@ fn a_sampled_trace_of_version_4_reads_and_writes_again_as_version_5() {
     let (new, got) = read_all(&bytes);
     assert_eq!(new.version(), FORMAT_VERSION);
     assert_eq!(new.stacks(), old.stacks());
+    assert_eq!(new.modules(), old.modules());
+    // The modules compressed (the events are not comparable: `write_records` gives every event
+    // a time anchor of its own).
+    let old_modules = modules_bytes(&std::fs::read(path).unwrap());
+    assert!(modules_bytes(&bytes) * 2 < old_modules, "{old_modules} bytes before");
     assert_eq!(got.len(), streams.len());
     for ((_, expected), got) in streams.iter().zip(&got) {
         assert_eq!(got, expected);
     }
+}
+
+/// Bytes of a trace's MODULES chunks (kind 8; docs/trace-format.md, "Chunks").
+fn modules_bytes(bytes: &[u8]) -> usize {
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let (mut at, mut total) = (20 + u32_at(12), 0);
+    while at + 24 <= bytes.len() {
+        let len = u32_at(at + 12);
+        if bytes[at + 4] == 8 {
+            total += len;
+        }
+        at += 24 + len;
+    }
+    total
 }
