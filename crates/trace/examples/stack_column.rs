@@ -210,6 +210,34 @@ fn gaps_only(ev: &[Event]) -> Vec<Vec<u8>> {
     vec![gaps(ev)]
 }
 
+/// How the sampled allocations' ids fall under the version-5 coding: predicted by thread and
+/// size, new (larger than any before in the chunk), otherwise; and of the others, how many the
+/// second-last stack of the thread and size, or the stack that followed the previous sample's
+/// stack last time, would have predicted.
+fn id_statistics(ev: &[Event], counts: &mut [u64; 5]) {
+    let mut last: HashMap<(u32, u64), (u32, u32)> = HashMap::new();
+    let mut follows: HashMap<u32, u32> = HashMap::new();
+    let (mut largest, mut previous) = (0u32, 0u32);
+    for e in ev.iter().filter(|e| e.stack != 0 && carries_stack(e)) {
+        let (a, b) = last.get(&(e.tid, e.size)).copied().unwrap_or_default();
+        if a == e.stack {
+            counts[0] += 1;
+        } else if e.stack > largest {
+            counts[1] += 1;
+        } else {
+            counts[2] += 1;
+            counts[3] += u64::from(b == e.stack);
+            counts[4] += u64::from(follows.get(&previous) == Some(&e.stack));
+        }
+        if a != e.stack {
+            last.insert((e.tid, e.size), (e.stack, a));
+        }
+        follows.insert(previous, e.stack);
+        previous = e.stack;
+        largest = largest.max(e.stack);
+    }
+}
+
 fn exact(s: u64) -> u64 {
     s
 }
@@ -296,6 +324,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut records = 0u64;
         let mut sizes = [[0usize; 2]; CANDIDATES.len()];
         let (mut allocs, mut sampled, mut entropy_bits) = (0u64, 0u64, 0f64);
+        let mut id_counts = [0u64; 5];
         for stream in 0..reader.streams().len() {
             let chunks: Vec<_> = reader.chunks(stream)?.collect::<Result<_, _>>()?;
             for chunk in chunks {
@@ -308,6 +337,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     })
                     .collect();
                 records += u64::from(chunk.chunk.records);
+                id_statistics(&ev, &mut id_counts);
                 for e in ev.iter().filter(|e| carries_stack(e)) {
                     allocs += 1;
                     sampled += u64::from(e.stack != 0);
@@ -345,6 +375,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             stacks.len(),
             per(entropy_bits / 8.0),
             per(table.len() as f64)
+        );
+        println!(
+            "  ids: {} predicted by thread and size, {} new, {} other (of which the second-last \
+             of the thread and size {}, the previous sample's last follower {})",
+            id_counts[0], id_counts[1], id_counts[2], id_counts[3], id_counts[4]
         );
         for (i, (name, _)) in CANDIDATES.iter().enumerate() {
             println!(

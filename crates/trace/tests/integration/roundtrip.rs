@@ -796,7 +796,10 @@ fn a_sampled_trace_of_version_4_reads_and_writes_again_as_version_5() {
     // The modules compressed (the events are not comparable: `write_records` gives every event
     // a time anchor of its own).
     let old_modules = modules_bytes(&std::fs::read(path).unwrap());
-    assert!(modules_bytes(&bytes) * 2 < old_modules, "{old_modules} bytes before");
+    assert!(
+        modules_bytes(&bytes) * 2 < old_modules,
+        "{old_modules} bytes before"
+    );
     assert_eq!(got.len(), streams.len());
     for ((_, expected), got) in streams.iter().zip(&got) {
         assert_eq!(got, expected);
