@@ -576,7 +576,7 @@ fn with_sampled_stacks(events: &[Event], seed: u64) -> Vec<Event> {
             x ^= x >> 7;
             x ^= x << 17;
             let mut e = *e;
-            if !e.op.is_free() && (x % 20 == 0 || e.size >= 100_000) {
+            if !e.op.is_free() && (x.is_multiple_of(20) || e.size >= 100_000) {
                 e.stack = match (x >> 8) % 10 {
                     0 => {
                         next_id += 1 + (x >> 16) as u32 % 3;
