@@ -34,6 +34,28 @@ impl Batch {
     }
 }
 
+/// How the events chunks of a recording with stacks store the ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackIds {
+    /// An id per allocation (and per free with `frees`): `--stacks=all`.
+    EveryCall { frees: bool },
+    /// Only the sampled allocations' ids (`trace::TraceHeader::sampled_stack_chunks`).
+    Sampled,
+}
+
+impl StackIds {
+    /// As the trace's header says (`None` without stacks).
+    pub fn of(header: &trace::TraceHeader) -> Option<StackIds> {
+        header.stacks.then_some(if header.sampled_stack_chunks() {
+            StackIds::Sampled
+        } else {
+            StackIds::EveryCall {
+                frees: header.free_stacks,
+            }
+        })
+    }
+}
+
 /// One image's chunk being built: its encoder, and the live blocks' ids when recording without
 /// addresses (kept across chunks, applied in seq order: the reason this runs on the drain thread).
 pub struct ChunkBuilder {
@@ -61,14 +83,15 @@ impl ChunkBuilder {
         Self::with_stacks(encoder, addresses, None)
     }
 
-    /// As `new`; with `stacks` (`Some(frees)`) the chunks keep stack ids (of frees too).
+    /// As `new`; with `stacks` the chunks keep stack ids, stored as `stacks` says.
     pub fn with_stacks(
         encoder: ChunkEncoder,
         addresses: bool,
-        stacks: Option<bool>,
+        stacks: Option<StackIds>,
     ) -> ChunkBuilder {
         let encoder = match stacks {
-            Some(frees) => encoder.with_stacks(frees),
+            Some(StackIds::EveryCall { frees }) => encoder.with_stacks(frees),
+            Some(StackIds::Sampled) => encoder.with_sampled_stacks(),
             None => encoder,
         };
         let (encoder, block_ids) = if addresses {

@@ -147,8 +147,8 @@ pub struct Server {
     execs: ExecFollower,
     /// Programs that ran without the shim (also written into the trace).
     pub untraced: Vec<trace::Untraced>,
-    /// `record --stacks`: the stack ids and arenas, and whether frees have stacks too.
-    stacks: Option<(crate::stacks::Stacks, bool)>,
+    /// `record --stacks`: the stack ids and arenas, and how events chunks store the ids.
+    stacks: Option<(crate::stacks::Stacks, crate::batch::StackIds)>,
     /// Reads the images' memory (`RecordOptions::memory_interval`); its samples are written at
     /// each flush and before an image's end.
     memory: Option<MemorySampler>,
@@ -181,7 +181,7 @@ impl Server {
         level: i32,
         addresses: bool,
         progress: Option<Arc<crate::RecordProgress>>,
-        stacks: Option<bool>,
+        stacks: Option<crate::batch::StackIds>,
     ) -> Server {
         let mut warnings = Vec::new();
         let writer = match Pipeline::start(writer, level, progress) {
@@ -217,7 +217,7 @@ impl Server {
             output_wait: None,
             execs: ExecFollower::default(),
             untraced: Vec::new(),
-            stacks: stacks.map(|frees| (crate::stacks::Stacks::new(), frees)),
+            stacks: stacks.map(|ids| (crate::stacks::Stacks::new(), ids)),
             memory: None,
         }
     }

@@ -256,11 +256,11 @@ fn start(
     // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
     // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
     // which events reached the file, and the header is there at once should the recorder die.
-    let writer =
-        TraceWriter::new(file, &trace_header(o)).map_err(|source| RecordError::Output {
-            path: o.output.clone(),
-            source,
-        })?;
+    let header = trace_header(o);
+    let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
+        path: o.output.clone(),
+        source,
+    })?;
     let mut server = Server::new(
         listener,
         writer,
@@ -268,7 +268,7 @@ fn start(
         o.zstd_level,
         o.addresses,
         o.progress.clone(),
-        o.stacks.map(|s| s.frees),
+        crate::batch::StackIds::of(&header),
     );
     if let Some(interval) = o.memory_interval {
         server.sample_memory(interval);

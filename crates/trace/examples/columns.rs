@@ -1,8 +1,8 @@
 //! Where a trace's bytes go: per events column, its raw size and its size compressed alone, in
-//! bytes per event, over every stream of the file; with call stacks also the `stacks` column and the
-//! STACKS and MODULES chunks.
+//! bytes per event, over every stream of the file; with call stacks also the `stacks` column (with
+//! sampled stacks `sample_gaps` and `stack_ids`) and the STACKS and MODULES chunks.
 //! Usage: cargo run --release -p trace --example columns TRACE
-use trace::codec::{payload_columns, COLUMN_NAMES, STACKS_COLUMN};
+use trace::codec::{payload_columns, COLUMN_NAMES, SAMPLED_STACK_COLUMNS, STACKS_COLUMN};
 use trace::{RawChunk, TraceReader};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .copied()
         .chain([STACKS_COLUMN])
+        .chain(SAMPLED_STACK_COLUMNS)
         .collect();
     let mut raw = vec![0usize; names.len()];
     let mut packed = vec![0usize; names.len()];
@@ -29,7 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let columns = payload_columns(chunk.payload())?;
             let header = whole.len() - columns.iter().map(|(_, c)| c.len()).sum::<usize>();
             headers_packed += zstd::bulk::compress(&whole[..header], 1)?.len();
-            for (i, (_, bytes)) in columns.iter().enumerate() {
+            for (name, bytes) in &columns {
+                let i = names.iter().position(|n| n == name).unwrap_or_default();
                 raw[i] += bytes.len();
                 packed[i] += zstd::bulk::compress(bytes, 1)?.len();
             }

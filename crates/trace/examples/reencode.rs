@@ -23,7 +23,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // ALLOCLENS_REENCODE_NO_STACKS=1 drops the stack ids: the stack column's share of the bytes.
         if reader.has_stacks() && std::env::var_os("ALLOCLENS_REENCODE_NO_STACKS").is_none() {
-            enc = enc.with_stacks(reader.header().free_stacks);
+            enc = if reader.header().sampled_stack_chunks() {
+                enc.with_sampled_stacks()
+            } else {
+                enc.with_stacks(reader.header().free_stacks)
+            };
         }
         enc.push_anchor(0, 0);
         // Decoded a chunk's worth at a time, so that the encoder is timed alone.

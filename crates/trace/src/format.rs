@@ -4,11 +4,15 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"\x89ALCTRC\n";
-/// Newest version of the format, the one this crate writes for traces with call stacks
-/// (4: stack ids in events chunks, STACKS and MODULES chunks). A trace without stacks is written
-/// as version 3 (`VERSION_WITHOUT_STACKS`), byte for byte what alloclens wrote before stacks, so
-/// older readers still read it. See docs/trace-format.md, "History".
-pub const FORMAT_VERSION: u32 = 4;
+/// Newest version of the format, the one this crate writes for traces with sampled call stacks
+/// (5: their stack ids stored as samples, `TraceHeader::sampled_stack_chunks`). A trace with a
+/// stack for every allocation is written as version 4 (`VERSION_WITHOUT_SAMPLED_STACKS`: stack
+/// ids in events chunks, STACKS and MODULES chunks), one without stacks as version 3
+/// (`VERSION_WITHOUT_STACKS`), each byte for byte what alloclens wrote before, so older readers
+/// still read them. See docs/trace-format.md, "History".
+pub const FORMAT_VERSION: u32 = 5;
+/// The version of a trace recorded with a stack for every allocation (`--stacks=all`).
+pub const VERSION_WITHOUT_SAMPLED_STACKS: u32 = 4;
 /// The version of a trace recorded without stacks.
 pub const VERSION_WITHOUT_STACKS: u32 = 3;
 /// Oldest version this crate reads.
@@ -86,6 +90,26 @@ pub struct TraceHeader {
     /// Read it through `TraceReader::stack_sampling`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stack_sample_bytes: u64,
+}
+
+impl TraceHeader {
+    /// Events chunks store sampled stack ids as samples (`ChunkEncoder::with_sampled_stacks`):
+    /// stacks sampled by bytes, frees without stacks.
+    pub fn sampled_stack_chunks(&self) -> bool {
+        self.stacks && self.stack_sample_bytes > 0 && !self.free_stacks
+    }
+
+    /// The format version a trace with this header is written as (`FORMAT_VERSION` only when
+    /// it uses what is new in it).
+    pub fn version(&self) -> u32 {
+        if self.sampled_stack_chunks() {
+            FORMAT_VERSION
+        } else if self.stacks {
+            VERSION_WITHOUT_SAMPLED_STACKS
+        } else {
+            VERSION_WITHOUT_STACKS
+        }
+    }
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -43,13 +43,15 @@ pub use codec::{
 pub use error::{human_bytes, human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{
-    EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC, VERSION_WITHOUT_STACKS,
+    EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC,
+    VERSION_WITHOUT_SAMPLED_STACKS, VERSION_WITHOUT_STACKS,
 };
 pub use losses::{Losses, StreamLoss};
 pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use stacks::{
-    modules_payload, stacks_payload, Module, StackEncoder, StackSampling, StackTable,
+    compressed_modules_payload, modules_payload, stacks_payload, Module, StackEncoder,
+    StackSampling, StackTable,
 };
 pub use writer::{StreamId, TraceWriter};

@@ -289,7 +289,8 @@ impl<R: Read + Seek> TraceReader<R> {
                         Ok(())
                     }
                     kind::STACKS => read_stacks_payload(&payload, &mut self.stacks),
-                    kind::MODULES => read_modules_payload(&payload).map(|m| self.modules.extend(m)),
+                    kind::MODULES => read_modules_payload(&payload, self.version >= 5)
+                        .map(|m| self.modules.extend(m)),
                     kind::MEMORY => match by_id.get(&frame.stream) {
                         Some(&s) => read_memory_payload(&payload, &mut self.memory[s]),
                         None => Err(format!("memory samples of unknown stream {}", frame.stream)),

@@ -308,12 +308,43 @@ pub(crate) fn read_stacks_payload(payload: &[u8], table: &mut StackTable) -> Res
     result
 }
 
-/// The payload of a MODULES chunk: a JSON array of [`Module`].
+/// The payload of a MODULES chunk up to version 4: a JSON array of [`Module`].
 pub fn modules_payload(modules: &[Module]) -> std::io::Result<Vec<u8>> {
     serde_json::to_vec(modules).map_err(std::io::Error::other)
 }
 
-pub(crate) fn read_modules_payload(payload: &[u8]) -> Result<Vec<Module>, String> {
+/// The payload of a MODULES chunk from version 5: u32 raw length, then a zstd frame of the JSON
+/// of `modules_payload`. Paths and build-ids repeat across a program's modules: a sqlite3
+/// trace's 3.2 KB of modules compress to 0.9 KB, 7 % of its whole trace without stacks.
+pub fn compressed_modules_payload(modules: &[Module]) -> std::io::Result<Vec<u8>> {
+    let json = modules_payload(modules)?;
+    let raw_len =
+        u32::try_from(json.len()).map_err(|_| std::io::Error::other("modules chunk too large"))?;
+    let mut payload = raw_len.to_le_bytes().to_vec();
+    payload.extend_from_slice(&zstd::bulk::compress(&json, STACKS_LEVEL)?);
+    Ok(payload)
+}
+
+/// Reads a MODULES payload, compressed (`compressed_modules_payload`) or not.
+pub(crate) fn read_modules_payload(
+    payload: &[u8],
+    compressed: bool,
+) -> Result<Vec<Module>, String> {
+    let json;
+    let payload = if compressed {
+        let (len, body) = payload
+            .split_first_chunk::<4>()
+            .ok_or("modules chunk too short")?;
+        let raw_len = u32::from_le_bytes(*len);
+        if raw_len > crate::format::MAX_RAW_CHUNK {
+            return Err("modules chunk: implausible raw size".into());
+        }
+        json = zstd::bulk::decompress(body, raw_len as usize)
+            .map_err(|e| format!("modules chunk: zstd: {e}"))?;
+        &json[..]
+    } else {
+        payload
+    };
     serde_json::from_slice(payload).map_err(|e| format!("invalid modules chunk: {e}"))
 }
 
@@ -394,7 +425,9 @@ mod tests {
                 ..Module::default()
             },
         ];
-        let back = read_modules_payload(&modules_payload(&m).unwrap()).unwrap();
+        let back = read_modules_payload(&modules_payload(&m).unwrap(), false).unwrap();
+        assert_eq!(back, m);
+        let back = read_modules_payload(&compressed_modules_payload(&m).unwrap(), true).unwrap();
         assert_eq!(back, m);
         assert_eq!(m[0].build_id_hex().as_deref(), Some("dead01"));
     }

@@ -4,11 +4,10 @@ use std::io::{self, Write};
 use crate::codec::{ChunkEncoder, EncodedChunk};
 use crate::event::{ProcessInfo, Record};
 use crate::format::{
-    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, FORMAT_VERSION, MAGIC,
-    VERSION_WITHOUT_STACKS,
+    kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, MAGIC,
 };
 use crate::memory::{memory_payload, MemorySample};
-use crate::stacks::{modules_payload, Module, StackEncoder};
+use crate::stacks::{compressed_modules_payload, modules_payload, Module, StackEncoder};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
 pub type StreamId = u32;
@@ -23,6 +22,10 @@ pub struct TraceWriter<W: Write> {
     /// The header said `stacks`: events chunks of `write_records` keep stack ids.
     stacks: bool,
     free_stacks: bool,
+    /// `TraceHeader::sampled_stack_chunks`.
+    sampled_stacks: bool,
+    /// The file's version (`TraceHeader::version`): from 5 on MODULES chunks are compressed.
+    version: u32,
     stack_encoder: StackEncoder,
 }
 
@@ -31,12 +34,9 @@ impl<W: Write> TraceWriter<W> {
         let json = serde_json::to_vec(header).map_err(io::Error::other)?;
         let mut prefix = [0u8; FILE_PREFIX_LEN];
         prefix[0..8].copy_from_slice(&MAGIC);
-        // Without stacks nothing of version 4 is used: write version 3, which older readers read.
-        let version = if header.stacks {
-            FORMAT_VERSION
-        } else {
-            VERSION_WITHOUT_STACKS
-        };
+        // Only sampled stacks use what version 5 added, only stacks what version 4 did: a trace
+        // without them is written as the older version, which older readers read.
+        let version = header.version();
         prefix[8..12].copy_from_slice(&version.to_le_bytes());
         prefix[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
         prefix[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
@@ -49,6 +49,8 @@ impl<W: Write> TraceWriter<W> {
             chunks: 0,
             stacks: header.stacks,
             free_stacks: header.free_stacks,
+            sampled_stacks: header.sampled_stack_chunks(),
+            version,
             stack_encoder: StackEncoder::new(),
         })
     }
@@ -124,7 +126,11 @@ impl<W: Write> TraceWriter<W> {
 
     /// Modules seen mapped (a MODULES chunk).
     pub fn write_modules(&mut self, modules: &[Module]) -> io::Result<()> {
-        let payload = modules_payload(modules)?;
+        let payload = if self.version >= 5 {
+            compressed_modules_payload(modules)?
+        } else {
+            modules_payload(modules)?
+        };
         self.chunk(kind::MODULES, u32::MAX, 0, &payload)
     }
 
@@ -181,7 +187,9 @@ impl<W: Write> TraceWriter<W> {
         chunk_records: usize,
     ) -> io::Result<()> {
         let mut enc = ChunkEncoder::new(3);
-        if self.stacks {
+        if self.sampled_stacks {
+            enc = enc.with_sampled_stacks();
+        } else if self.stacks {
             enc = enc.with_stacks(self.free_stacks);
         }
         for r in records {

@@ -1,13 +1,15 @@
 //! Sampled call stacks (`record --stacks`, issue 27), on the capture side: the sampling rate in the
 //! trace header read back, large allocations (far above the mean) always sampled and small ones
 //! in proportion, each thread and a fork child drawing their own sample points, and
-//! `--stacks=all` (or `--stack-sample 0`) taking every stack as before.
+//! `--stacks=all` (or `--stack-sample 0`) taking every stack as before; the stack ids stored as
+//! samples (format version 5) read back as recorded, also from a cut trace, and a trace of the
+//! older form gives the same figures.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use testkit::{alloclens, record};
-use trace::{Op, Record, StackSampling, TraceReader};
+use testkit::{alloclens, json_stdout, record};
+use trace::{EndReason, Op, Record, StackSampling, TraceReader, TraceWriter};
 
 // The program (testkit's sampled.c): sizes tell its allocations apart: the big ones (2 MiB), the
 // small ones (256 B), then the same loop of 1000-byte allocations in two threads at once, then
@@ -190,4 +192,105 @@ fn the_default_rate_is_recorded_and_bad_rates_are_refused() {
         assert!(stderr.contains(says), "{options:?}: {stderr}");
         assert!(!dir.path().join("refused.alt").exists(), "{options:?}");
     }
+}
+
+/// Every record of every stream.
+fn all_records(trace: &Path) -> Vec<Vec<Record>> {
+    let mut reader = TraceReader::open(trace).unwrap();
+    (0..reader.streams().len())
+        .map(|s| reader.records(s).unwrap().map(Result::unwrap).collect())
+        .collect()
+}
+
+/// A sampled trace cut inside its last events chunk reads up to the chunk before, as any trace
+/// does: the records read are the first ones recorded, stack ids included.
+#[test]
+fn a_cut_sampled_trace_reads_its_whole_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("sampled.alt");
+    record(
+        &trace,
+        &["--stacks", "--stack-sample", "16K"],
+        &[&testkit::program("sampled")],
+    );
+    assert_eq!(
+        TraceReader::open(&trace).unwrap().version(),
+        trace::FORMAT_VERSION
+    );
+    let whole = all_records(&trace);
+    let bytes = std::fs::read(&trace).unwrap();
+    // The last events chunk: kind 2 in its frame (docs/trace-format.md, "Chunks").
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let (mut at, mut last_events) = (20 + u32_at(12), None);
+    while at + 24 <= bytes.len() {
+        if bytes[at + 4] == 2 {
+            last_events = Some((at, u32_at(at + 12)));
+        }
+        at += 24 + u32_at(at + 12);
+    }
+    let (at, len) = last_events.unwrap();
+    let cut = dir.path().join("cut.alt");
+    std::fs::write(&cut, &bytes[..at + 24 + len / 2]).unwrap();
+    let reader = TraceReader::open(&cut).unwrap();
+    assert!(reader.damage().is_some());
+    let part = all_records(&cut);
+    let (n_part, n_whole): (usize, usize) = (
+        part.iter().map(Vec::len).sum(),
+        whole.iter().map(Vec::len).sum(),
+    );
+    assert!(n_part < n_whole, "{n_part} of {n_whole} records");
+    for (p, w) in part.iter().zip(&whole) {
+        assert_eq!(p.as_slice(), &w[..p.len()]);
+    }
+    let sampled = |r: &[Vec<Record>]| {
+        r.iter()
+            .flatten()
+            .filter(|r| matches!(r, Record::Event(e) if e.stack != 0))
+            .count()
+    };
+    assert!(sampled(&part) > 0);
+}
+
+/// A sampled trace recorded before version 5 (crates/trace/tests/fixtures: an id per
+/// allocation) and the same events written again as version 5 give the same `analyze --sites`.
+#[test]
+fn sites_of_a_sampled_trace_are_the_same_in_either_form() {
+    let old =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/sampled-stacks-v4.alt");
+    let reader = TraceReader::open(&old).unwrap();
+    assert_eq!(reader.version(), trace::VERSION_WITHOUT_SAMPLED_STACKS);
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("v5.alt");
+    let mut w = TraceWriter::new(
+        std::fs::File::create(&new).unwrap(),
+        &reader.header().clone(),
+    )
+    .unwrap();
+    let stacks: Vec<&[u64]> = reader.stacks().iter().map(|(_, f)| f).collect();
+    w.write_stacks(1, stacks.iter().copied()).unwrap();
+    w.write_modules(reader.modules()).unwrap();
+    for (s, records) in all_records(&old).iter().enumerate() {
+        let id = w.begin_process(&reader.streams()[s].info).unwrap();
+        w.write_records(id, records, 4000).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+    }
+    w.finish(reader.trailer().unwrap()).unwrap();
+    assert_eq!(
+        TraceReader::open(&new).unwrap().version(),
+        trace::FORMAT_VERSION
+    );
+    let sites = |t: &Path| {
+        json_stdout([
+            Path::new("analyze"),
+            Path::new("--sites"),
+            Path::new("--json"),
+            t,
+        ])
+    };
+    let (before, after) = (sites(&old), sites(&new));
+    assert!(before["processes"][0]["functions"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty()));
+    assert_eq!(before["processes"], after["processes"]);
 }

@@ -1,6 +1,7 @@
 //! The columns of an events chunk (docs/trace-format.md, "Events chunks"): how values are laid
 //! into them (`Split`, explicit addresses) and read back (`SplitCursor`), their file order and names.
 use super::decode::{bad, DecodeError};
+use super::layout::FLAG_SAMPLED_STACKS;
 use crate::varint::{self, Cursor};
 
 /// An explicit address: its zigzag delta from `base`.
@@ -75,8 +76,11 @@ pub(super) struct Columns {
     pub(super) depths: Vec<u8>,
     pub(super) mark_times: Vec<u8>,
     pub(super) labels: Vec<u8>,
-    /// Stack ids (chunks with `FLAG_STACKS` only; written after the 13 columns above).
+    /// Stack ids (chunks with `FLAG_STACKS` only; written after the 13 columns above); with
+    /// `FLAG_SAMPLED_STACKS` the `stack_ids` column, after `sample_gaps`.
     pub(super) stacks: Vec<u8>,
+    /// With `FLAG_SAMPLED_STACKS`: the unsampled allocations before each sampled one.
+    pub(super) sample_gaps: Vec<u8>,
 }
 
 impl Columns {
@@ -104,6 +108,7 @@ impl Columns {
             .map(|c| c.len() + 10)
             .sum::<usize>()
             + self.stacks.len()
+            + self.sample_gaps.len()
     }
 
     pub(super) fn clear(&mut self) {
@@ -118,6 +123,7 @@ impl Columns {
             &mut self.mark_times,
             &mut self.labels,
             &mut self.stacks,
+            &mut self.sample_gaps,
         ] {
             col.clear();
         }
@@ -144,6 +150,9 @@ pub const COLUMN_NAMES: [&str; 13] = [
 /// Name of the column chunks with stacks have after the 13 of `COLUMN_NAMES`.
 pub const STACKS_COLUMN: &str = "stacks";
 
+/// Names of the columns chunks with sampled stacks have instead of `STACKS_COLUMN`, in file order.
+pub const SAMPLED_STACK_COLUMNS: [&str; 2] = ["sample_gaps", "stack_ids"];
+
 /// The columns of an events chunk payload, decompressed (a diagnostic: where the bytes go).
 pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, DecodeError> {
     let body = payload
@@ -163,9 +172,14 @@ pub fn payload_columns(payload: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>, D
         c.varint().ok_or_else(trunc)?;
     }
     let stacks = flags & super::layout::FLAG_STACKS != 0;
+    let stack_columns: &[&'static str] = match (stacks, flags & FLAG_SAMPLED_STACKS != 0) {
+        (false, _) => &[],
+        (true, false) => &[STACKS_COLUMN],
+        (true, true) => &SAMPLED_STACK_COLUMNS,
+    };
     COLUMN_NAMES
         .iter()
-        .chain(stacks.then_some(&STACKS_COLUMN))
+        .chain(stack_columns)
         .map(|&name| {
             let len = c.varint().ok_or_else(trunc)?;
             let bytes = c

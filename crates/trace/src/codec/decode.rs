@@ -4,6 +4,7 @@ use super::clock::Clock;
 use super::columns::SplitCursor;
 use super::layout::*;
 use super::predictor::{size_class, Predictor};
+use super::sampled::{SampledStackCursor, StackPredictor};
 use crate::event::{Event, Marker, Op, Record};
 use crate::varint::{self, Cursor};
 
@@ -37,6 +38,8 @@ pub struct ChunkDecoder {
     producers: Vec<(u64, u32)>,
     tids: Vec<u32>,
     anchors: Vec<(u64, u64)>,
+    /// Chunks with sampled stacks: the ids seen so far, which later ones are coded against.
+    stack_predictor: StackPredictor,
 }
 
 impl Default for ChunkDecoder {
@@ -54,6 +57,7 @@ impl ChunkDecoder {
             producers: Vec::new(),
             tids: Vec::new(),
             anchors: Vec::new(),
+            stack_predictor: StackPredictor::default(),
         }
     }
 
@@ -100,7 +104,7 @@ impl ChunkDecoder {
     fn decode_raw(&mut self, raw: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
         let mut c = Cursor::new(raw);
         let header = read_header(&mut c, raw.len(), &mut self.tids, &mut self.anchors)?;
-        let columns = ChunkColumns::read(&mut c, header.stacks)?;
+        let columns = ChunkColumns::read(&mut c, &header)?;
         self.decode_records(&header, columns, out)
     }
 
@@ -125,8 +129,11 @@ impl ChunkDecoder {
             synthetic,
             stacks: alloc_stacks,
             free_stacks,
+            sampled_stacks: _,
             records: n,
         } = header;
+        let stack_predictor = &mut self.stack_predictor;
+        stack_predictor.clear();
         // Every record takes at least its op byte: a count beyond that is a lie, not a reason
         // to reserve memory.
         out.reserve((n as usize).min(ops.remaining()));
@@ -157,14 +164,6 @@ impl ChunkDecoder {
                 Op::from_tag(tag).ok_or_else(|| DecodeError(format!("unknown op tag {tag}")))?;
             expected = seq.checked_add(1).ok_or_else(|| bad("seq overflows"))?;
             let shape = shape(op);
-            let stack = if (shape != Shape::Free && alloc_stacks)
-                || (shape == Shape::Free && free_stacks)
-            {
-                u32::try_from(stacks.varint().ok_or_else(|| ends_early("stack"))?)
-                    .map_err(|_| bad("stack id too large"))?
-            } else {
-                0
-            };
             // Chunks without addresses get their own function: one for both modes, choosing the
             // address decoding per call, ran 8 % more instructions per event (cachegrind,
             // `analyze` of a cc1 trace, either mode).
@@ -172,6 +171,23 @@ impl ChunkDecoder {
                 events.without_addresses(byte, shape, seq, &mut bases, producers)?
             } else {
                 events.with_addresses(byte, shape, &mut bases, producers, predictor)?
+            };
+            let stack = match &mut stacks {
+                StackColumns::None => 0,
+                StackColumns::PerCall(ids) => {
+                    if (shape != Shape::Free && alloc_stacks)
+                        || (shape == Shape::Free && free_stacks)
+                    {
+                        u32::try_from(ids.varint().ok_or_else(|| ends_early("stack"))?)
+                            .map_err(|_| bad("stack id too large"))?
+                    } else {
+                        0
+                    }
+                }
+                StackColumns::Sampled(sampled) if shape != Shape::Free => {
+                    sampled.next(tid, size, stack_predictor)?
+                }
+                StackColumns::Sampled(_) => 0,
             };
             let t_ns = clock.at(seq);
             if addr != 0 && shape != Shape::Free {
@@ -197,7 +213,10 @@ impl ChunkDecoder {
                 }),
             );
         }
-        Ok(())
+        match &stacks {
+            StackColumns::Sampled(sampled) => sampled.finish(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -221,6 +240,8 @@ struct ChunkHeader {
     stacks: bool,
     /// Frees carry a stack id (`FLAG_FREE_STACKS`).
     free_stacks: bool,
+    /// Allocations' stack ids are stored as samples (`FLAG_SAMPLED_STACKS`).
+    sampled_stacks: bool,
     records: u64,
 }
 
@@ -234,8 +255,12 @@ fn read_header(
 ) -> Result<ChunkHeader, DecodeError> {
     let first_seq = c.varint().ok_or_else(cut_short)?;
     let flags = c.varint().ok_or_else(cut_short)?;
-    let known = FLAG_SYNTHETIC | FLAG_STACKS | FLAG_FREE_STACKS;
-    if flags & !known != 0 || (flags & FLAG_FREE_STACKS != 0 && flags & FLAG_STACKS == 0) {
+    let known = FLAG_SYNTHETIC | FLAG_STACKS | FLAG_FREE_STACKS | FLAG_SAMPLED_STACKS;
+    let needs_stacks = FLAG_FREE_STACKS | FLAG_SAMPLED_STACKS;
+    if flags & !known != 0
+        || (flags & needs_stacks != 0 && flags & FLAG_STACKS == 0)
+        || flags & needs_stacks == needs_stacks
+    {
         return Err(DecodeError(format!("unknown chunk flags {flags:#x}")));
     }
     let synthetic = flags & FLAG_SYNTHETIC != 0;
@@ -260,6 +285,7 @@ fn read_header(
         synthetic,
         stacks: flags & FLAG_STACKS != 0,
         free_stacks: flags & FLAG_FREE_STACKS != 0,
+        sampled_stacks: flags & FLAG_SAMPLED_STACKS != 0,
         records: n,
     })
 }
@@ -295,8 +321,7 @@ fn read_anchors(
 
 /// The chunk's columns (in `COLUMN_NAMES` order), grouped by who reads them.
 struct ChunkColumns<'a> {
-    /// Empty in chunks without stacks.
-    stacks: Cursor<'a>,
+    stacks: StackColumns<'a>,
     ops: Cursor<'a>,
     gaps: Cursor<'a>,
     tid_runs: Cursor<'a>,
@@ -306,7 +331,7 @@ struct ChunkColumns<'a> {
 
 impl<'a> ChunkColumns<'a> {
     /// Reads the columns after the header, in file order.
-    fn read(c: &mut Cursor<'a>, stacks: bool) -> Result<Self, DecodeError> {
+    fn read(c: &mut Cursor<'a>, header: &ChunkHeader) -> Result<Self, DecodeError> {
         let ops = column(c)?;
         let gaps = column(c)?;
         let tid_runs = column(c)?;
@@ -316,7 +341,14 @@ impl<'a> ChunkColumns<'a> {
         let depths = column(c)?;
         let times = column(c)?;
         let labels = column(c)?;
-        let stacks = if stacks { column(c)? } else { Cursor::new(&[]) };
+        let stacks = match (header.stacks, header.sampled_stacks) {
+            (false, _) => StackColumns::None,
+            (true, false) => StackColumns::PerCall(column(c)?),
+            (true, true) => {
+                let gaps = column(c)?;
+                StackColumns::Sampled(SampledStackCursor::new(gaps, column(c)?))
+            }
+        };
         Ok(ChunkColumns {
             stacks,
             ops,
@@ -331,6 +363,16 @@ impl<'a> ChunkColumns<'a> {
             },
         })
     }
+}
+
+/// Where a chunk's stack ids are.
+enum StackColumns<'a> {
+    /// A chunk without stacks.
+    None,
+    /// `stacks`: an id per allocation and realloc (and per free with `FLAG_FREE_STACKS`).
+    PerCall(Cursor<'a>),
+    /// `sample_gaps` and `stack_ids` (`FLAG_SAMPLED_STACKS`).
+    Sampled(SampledStackCursor<'a>),
 }
 
 /// A column: its length, then its bytes.

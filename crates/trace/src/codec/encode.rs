@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use super::columns::{put_address, put_split, Columns};
 use super::layout::*;
 use super::predictor::{size_class, Predictor};
+use super::sampled::SampledStackEncoder;
 use crate::event::{Event, Marker};
 use crate::varint;
 
@@ -144,8 +145,11 @@ pub struct ChunkEncoder {
     synthetic: bool,
     /// Seq of the last block referred to by `OLD_SYNTHETIC` in this chunk.
     last_synthetic: u64,
-    /// `FLAG_STACKS` (and `FLAG_FREE_STACKS`) when events carry stack ids (`with_stacks`).
+    /// `FLAG_STACKS` (and `FLAG_FREE_STACKS` or `FLAG_SAMPLED_STACKS`) when events carry stack
+    /// ids (`with_stacks`, `with_sampled_stacks`).
     stack_flags: u64,
+    /// The stack ids of a chunk with `FLAG_SAMPLED_STACKS`.
+    sampled: SampledStackEncoder,
     level: i32,
     /// Created on the first `finish` (callers that compress elsewhere never need one).
     compressor: Option<zstd::bulk::Compressor<'static>>,
@@ -194,6 +198,7 @@ impl ChunkEncoder {
             synthetic: false,
             last_synthetic: 0,
             stack_flags: 0,
+            sampled: SampledStackEncoder::default(),
             level,
             compressor: None,
         }
@@ -222,7 +227,16 @@ impl ChunkEncoder {
         self
     }
 
-    /// True when events keep their stack ids (`with_stacks`).
+    /// Chunks of a trace with sampled stacks (`stack_sample_bytes` > 0 in the header): as
+    /// `with_stacks(false)`, but the few allocations that carry a stack are stored as gaps and
+    /// predicted ids (`FLAG_SAMPLED_STACKS`) instead of an id per allocation. Decodes to the same
+    /// events; smaller when most ids are 0 (larger when none is, hence not for `--stacks=all`).
+    pub fn with_sampled_stacks(mut self) -> Self {
+        self.stack_flags = FLAG_STACKS | FLAG_SAMPLED_STACKS;
+        self
+    }
+
+    /// True when events keep their stack ids (`with_stacks`, `with_sampled_stacks`).
     pub fn stores_stacks(&self) -> bool {
         self.stack_flags != 0
     }
@@ -333,9 +347,7 @@ impl ChunkEncoder {
         let tag = e.op as u8;
         let byte = match shape(e.op) {
             Shape::Alloc => {
-                if self.stack_flags != 0 {
-                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
-                }
+                self.put_stack(e);
                 put_split(&mut self.cols.sizes, e.size);
                 tag | self.new_block(e, 0, true) << 4
             }
@@ -351,9 +363,7 @@ impl ChunkEncoder {
                 b
             }
             Shape::Realloc => {
-                if self.stack_flags != 0 {
-                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
-                }
+                self.put_stack(e);
                 put_split(&mut self.cols.sizes, e.size);
                 let old_mode = self.encode_old(e.old_addr);
                 let new_mode = self.new_block(e, e.old_addr, false);
@@ -363,6 +373,23 @@ impl ChunkEncoder {
         self.cols.ops.push(byte);
         self.records += 1;
         Ok(())
+    }
+
+    /// The stack id of an allocation or realloc, in chunks with stacks.
+    #[inline(always)]
+    fn put_stack(&mut self, e: &Event) {
+        if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
+            let cols = &mut self.cols;
+            self.sampled.push(
+                &mut cols.sample_gaps,
+                &mut cols.stacks,
+                e.tid,
+                e.size,
+                e.stack,
+            );
+        } else if self.stack_flags != 0 {
+            varint::put(&mut self.cols.stacks, u64::from(e.stack));
+        }
     }
 
     /// A new block (allocation, realloc result): its address mode; a non-null block becomes a
@@ -537,6 +564,10 @@ impl ChunkEncoder {
             varint::put(&mut raw, col.len() as u64);
             raw.extend_from_slice(col);
         }
+        if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
+            varint::put(&mut raw, self.cols.sample_gaps.len() as u64);
+            raw.extend_from_slice(&self.cols.sample_gaps);
+        }
         if self.stack_flags != 0 {
             varint::put(&mut raw, self.cols.stacks.len() as u64);
             raw.extend_from_slice(&self.cols.stacks);
@@ -568,6 +599,7 @@ impl ChunkEncoder {
         self.run = (0, 0, 0);
         self.last_gap_record = 0;
         self.cols.clear();
+        self.sampled.clear();
         self.generation += 1;
         // The id table keeps 16 bits of the generation.
         let limit = if self.synthetic {

@@ -30,6 +30,10 @@ pub(super) const FLAG_SYNTHETIC: u64 = 1;
 pub(super) const FLAG_STACKS: u64 = 2;
 /// Chunk flags: frees carry a stack id too (only with `FLAG_STACKS`).
 pub(super) const FLAG_FREE_STACKS: u64 = 4;
+/// Chunk flags: sampled stacks (only with `FLAG_STACKS`, never with `FLAG_FREE_STACKS`): the
+/// `stacks` column is replaced by `sample_gaps` and `stack_ids` (`SampledStackCoder`), which
+/// store only the sampled allocations instead of a 0 for each of the others.
+pub(super) const FLAG_SAMPLED_STACKS: u64 = 8;
 
 /// The top bit of a synthetic address: user-space pointers never have it.
 pub const SYNTHETIC_BIT: u64 = 1 << 63;

@@ -15,10 +15,11 @@ mod decode;
 mod encode;
 mod layout;
 mod predictor;
+mod sampled;
 #[cfg(test)]
 mod tests;
 
-pub use columns::{payload_columns, COLUMN_NAMES, STACKS_COLUMN};
+pub use columns::{payload_columns, COLUMN_NAMES, SAMPLED_STACK_COLUMNS, STACKS_COLUMN};
 pub use decode::{decode_payload, ChunkDecoder, DecodeError};
 pub use encode::{append_anchor, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk};
 pub use layout::{synthetic_address, SYNTHETIC_BIT};

@@ -562,3 +562,160 @@ fn compressing_elsewhere_gives_the_same_records_and_reuses_the_buffer() {
     assert!(enc.finish_raw(Vec::new()).is_none());
     assert_eq!(decoded, input);
 }
+
+/// `events` with sampled stack ids as a recorder writes them: about one allocation or realloc in
+/// 20 carries one (every one of 100 KB or more); the stack mostly follows the size and thread,
+/// sometimes is new to the trace (the next id), sometimes an older one.
+fn with_sampled_stacks(events: &[Event], seed: u64) -> Vec<Event> {
+    let mut x = seed | 1;
+    let mut next_id = 1u32;
+    events
+        .iter()
+        .map(|e| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut e = *e;
+            if !e.op.is_free() && (x.is_multiple_of(20) || e.size >= 100_000) {
+                e.stack = match (x >> 8) % 10 {
+                    0 => {
+                        next_id += 1 + (x >> 16) as u32 % 3;
+                        next_id
+                    }
+                    1 => 1 + (x >> 16) as u32 % next_id,
+                    _ => 1 + ((e.size % 64) as u32 * 7 + e.tid) % next_id,
+                };
+            }
+            e
+        })
+        .collect()
+}
+
+#[test]
+fn sampled_stacks_decode_to_the_ids_stored_per_allocation() {
+    for (seed, synthetic) in [(1u64, false), (2, true), (0xfeed, false)] {
+        let mut input = with_sampled_stacks(&varied_events(20_000, seed), seed);
+        if synthetic {
+            input = with_block_ids(&input);
+        }
+        let sampled = input.iter().filter(|e| e.stack != 0).count();
+        assert!((800..4000).contains(&sampled), "{sampled} sampled");
+        let mut bytes = [0usize; 2];
+        for (i, sampled_form) in [false, true].into_iter().enumerate() {
+            let mut enc = ChunkEncoder::new(1);
+            if synthetic {
+                enc = enc.without_addresses();
+            }
+            enc = if sampled_form {
+                enc.with_sampled_stacks()
+            } else {
+                enc.with_stacks(false)
+            };
+            let mut decoded = Vec::new();
+            for part in input.chunks(7_000) {
+                for e in part {
+                    enc.push_event(e).unwrap();
+                }
+                let payload = enc.finish().unwrap().unwrap().payload;
+                bytes[i] += payload.len();
+                let names: Vec<_> = payload_columns(&payload)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                let expected: &[&str] = if sampled_form {
+                    &SAMPLED_STACK_COLUMNS
+                } else {
+                    &[STACKS_COLUMN]
+                };
+                assert_eq!(&names[COLUMN_NAMES.len()..], expected);
+                decoded.extend(decoded_events(&payload));
+            }
+            assert_eq!(decoded.len(), input.len());
+            for (d, e) in decoded.iter().zip(&input) {
+                assert_eq!(d, e, "seed {seed}, sampled form {sampled_form}");
+            }
+        }
+        assert!(
+            bytes[1] < bytes[0],
+            "sampled form {} bytes, per allocation {}",
+            bytes[1],
+            bytes[0]
+        );
+    }
+}
+
+#[test]
+fn sampled_stack_ids_use_each_code() {
+    // Same size and thread: predicted (code 0); a new largest id: code 1 and the distance; an
+    // older id: the id itself. Samples at the chunk's first and last allocation.
+    let alloc = |seq: u64, tid: u32, size: u64, stack: u32| Event {
+        seq,
+        t_ns: 0,
+        tid,
+        stack,
+        op: Op::Malloc,
+        addr: 0x1000 * (seq + 1),
+        size,
+        old_addr: 0,
+    };
+    let input = [
+        alloc(0, 1, 32, 5),
+        alloc(1, 1, 48, 0),
+        alloc(2, 1, 32, 5),
+        alloc(3, 2, 32, 9),
+        alloc(4, 2, 32, 0),
+        alloc(5, 1, 32, 3),
+        alloc(6, 2, 64, 12),
+    ];
+    let mut enc = ChunkEncoder::new(1).with_sampled_stacks();
+    for e in &input {
+        enc.push_event(e).unwrap();
+    }
+    assert_eq!(enc.cols.sample_gaps, [0, 1, 0, 1, 0]);
+    assert_eq!(enc.cols.stacks, [1, 4, 0, 1, 3, 4, 1, 2]);
+    let payload = enc.finish().unwrap().unwrap().payload;
+    assert_eq!(decoded_events(&payload), input);
+}
+
+#[test]
+fn damaged_sampled_stack_columns_give_errors_not_panics() {
+    let input = with_sampled_stacks(&varied_events(3000, 11), 11);
+    let mut enc = ChunkEncoder::new(1).with_sampled_stacks();
+    for e in &input {
+        enc.push_event(e).unwrap();
+    }
+    let raw = enc.finish_raw(Vec::new()).unwrap().raw;
+    // The two stack columns are the last: damage only them, where the other columns cannot
+    // notice it. A sample placed past the last allocation, an id cut short, a prediction
+    // without an earlier stack: errors; other damage decodes to other ids.
+    let tail = 2 * input.iter().filter(|e| e.stack != 0).count();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut decoder, mut out, mut failures) = (ChunkDecoder::new(), Vec::new(), 0);
+    for round in 0..300 {
+        let mut bytes = raw.clone();
+        if round % 3 == 0 {
+            bytes.truncate(bytes.len() - 1 - round % 5);
+        } else {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = bytes.len() - 1 - (x >> 16) as usize % tail;
+            bytes[i] ^= (x as u8) | 1;
+        }
+        let payload = UncompressedChunk {
+            raw: bytes,
+            records: 0,
+            first_seq: 0,
+            last_seq: 0,
+        }
+        .compress(&mut zstd::bulk::Compressor::new(1).unwrap())
+        .unwrap()
+        .payload;
+        failures += usize::from(decoder.decode(&payload, &mut out).is_err());
+    }
+    assert!(
+        failures > 100,
+        "only {failures} of 300 damaged chunks were refused"
+    );
+}

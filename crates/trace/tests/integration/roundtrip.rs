@@ -4,6 +4,7 @@ use std::io::Cursor;
 use trace::{
     ChunkEncoder, DamageKind, EndReason, Event, Marker, MemorySample, Op, ProcessInfo, Record,
     TraceError, TraceHeader, TraceReader, TraceWriter, Trailer, FORMAT_VERSION,
+    VERSION_WITHOUT_SAMPLED_STACKS,
 };
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -462,6 +463,50 @@ fn with_stack_ids(records: &[Record], stacks: u32, frees: bool, seed: u64) -> Ve
         .collect()
 }
 
+#[test]
+fn sampled_stacks_round_trip_as_version_5_and_smaller() {
+    // One allocation in 40 sampled, among 300 stacks.
+    let mut rng = Rng(17);
+    let records: Vec<Record> = with_stack_ids(&random_records(7, 20_000), 300, false, 9)
+        .into_iter()
+        .map(|r| match r {
+            Record::Event(e) if rng.below(40) != 0 => Record::Event(Event { stack: 0, ..e }),
+            other => other,
+        })
+        .collect();
+    let write = |header: &TraceHeader| {
+        let mut w = TraceWriter::new(Vec::new(), header).unwrap();
+        let id = w.begin_process(&info(10)).unwrap();
+        w.write_records(id, &records, 4_000).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+        w.finish(&Trailer {
+            exit: "exit 0".into(),
+            events: 0,
+            end_unix_ns: 2,
+        })
+        .unwrap()
+    };
+    let sampled = write(&TraceHeader {
+        stack_sample_bytes: 4096,
+        ..stacks_header(false)
+    });
+    let every = write(&stacks_header(false));
+    let (r, got) = read_all(&sampled);
+    assert_eq!(got[0], records);
+    assert_eq!(r.version(), FORMAT_VERSION);
+    assert!(r.damage().is_none());
+    let (r, got) = read_all(&every);
+    assert_eq!(got[0], records);
+    assert_eq!(r.version(), VERSION_WITHOUT_SAMPLED_STACKS);
+    assert!(
+        sampled.len() < every.len(),
+        "sampled form {} bytes, an id per allocation {}",
+        sampled.len(),
+        every.len()
+    );
+}
+
 fn stacks_header(frees: bool) -> TraceHeader {
     TraceHeader {
         stacks: true,
@@ -528,7 +573,7 @@ fn stacks_and_modules_round_trip() {
             .unwrap();
         let (r, got) = read_all(&bytes);
         assert_eq!(got[0], records, "frees {frees}");
-        assert_eq!(r.version(), FORMAT_VERSION);
+        assert_eq!(r.version(), VERSION_WITHOUT_SAMPLED_STACKS);
         assert!(r.has_stacks());
         assert!(r.damage().is_none());
         assert_eq!(r.stacks().len(), 300);
@@ -697,4 +742,80 @@ fn unknown_chunk_kinds_are_skipped() {
     assert!(r.trailer().is_some());
     assert_eq!(got[0], a);
     assert!(!r.has_memory_samples());
+}
+
+/// tests/fixtures/sampled-stacks-v4.alt: sampled stacks recorded before version 5, an id per
+/// allocation (0 when not sampled). It still reads, and written again (as version 5, the ids
+/// stored as samples) it reads back to the same events and stacks.
+#[test]
+fn a_sampled_trace_of_version_4_reads_and_writes_again_as_version_5() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sampled-stacks-v4.alt"
+    );
+    let mut old = TraceReader::open(path).unwrap();
+    assert_eq!(old.version(), VERSION_WITHOUT_SAMPLED_STACKS);
+    assert_eq!(old.header().stack_sample_bytes, 2048);
+    assert!(old.damage().is_none());
+    let streams: Vec<(ProcessInfo, Vec<Record>)> = (0..old.streams().len())
+        .map(|s| {
+            let info = old.streams()[s].info.clone();
+            (info, old.records(s).unwrap().map(Result::unwrap).collect())
+        })
+        .collect();
+    let allocations = || {
+        streams.iter().flat_map(|(_, r)| r).filter_map(|r| match r {
+            Record::Event(e) if !e.op.is_free() => Some(e),
+            _ => None,
+        })
+    };
+    let sampled = allocations().filter(|e| e.stack != 0).count();
+    // 67 MiB requested in 6,001 calls at R = 2 KiB: most of the large ones, few small ones.
+    assert!(
+        (2000..5000).contains(&sampled),
+        "{sampled} of {} sampled",
+        allocations().count()
+    );
+    assert!(allocations().all(|e| e.stack == 0 || old.stacks().get(e.stack).is_some()));
+
+    let mut w = TraceWriter::new(Vec::new(), old.header()).unwrap();
+    let stacks: Vec<&[u64]> = old.stacks().iter().map(|(_, f)| f).collect();
+    w.write_stacks(1, stacks.iter().copied()).unwrap();
+    w.write_modules(old.modules()).unwrap();
+    for (info, records) in &streams {
+        let id = w.begin_process(info).unwrap();
+        w.write_records(id, records, 4_000).unwrap();
+        w.end_process(id, EndReason::Exit, records.len() as u64)
+            .unwrap();
+    }
+    let bytes = w.finish(old.trailer().unwrap()).unwrap();
+    let (new, got) = read_all(&bytes);
+    assert_eq!(new.version(), FORMAT_VERSION);
+    assert_eq!(new.stacks(), old.stacks());
+    assert_eq!(new.modules(), old.modules());
+    // The modules compressed (the events are not comparable: `write_records` gives every event
+    // a time anchor of its own).
+    let old_modules = modules_bytes(&std::fs::read(path).unwrap());
+    assert!(
+        modules_bytes(&bytes) * 2 < old_modules,
+        "{old_modules} bytes before"
+    );
+    assert_eq!(got.len(), streams.len());
+    for ((_, expected), got) in streams.iter().zip(&got) {
+        assert_eq!(got, expected);
+    }
+}
+
+/// Bytes of a trace's MODULES chunks (kind 8; docs/trace-format.md, "Chunks").
+fn modules_bytes(bytes: &[u8]) -> usize {
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let (mut at, mut total) = (20 + u32_at(12), 0);
+    while at + 24 <= bytes.len() {
+        let len = u32_at(at + 12);
+        if bytes[at + 4] == 8 {
+            total += len;
+        }
+        at += 24 + len;
+    }
+    total
 }
