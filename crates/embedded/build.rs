@@ -50,7 +50,12 @@ const LIBRARIES: [Preload; 3] = [
             "snapshot.c",
             "single_thread.c",
         ],
-        inputs: &["agent.h", "exports.map", "../common/cxx_operators.inc", "../common/cxx_next.inc"],
+        inputs: &[
+            "agent.h",
+            "exports.map",
+            "../common/cxx_operators.inc",
+            "../common/cxx_next.inc",
+        ],
         exports: Some("exports.map"),
         target: "liballoclens_agent.so",
     },
