@@ -1,0 +1,341 @@
+//! Post-stratified per-site estimates for sampled stacks (docs/metrics.md, "Sampled stacks").
+//!
+//! A sampled trace has every call: the exact total of each figure over the allocations of each
+//! size in a process image is known; only which site an unsampled allocation came from is not.
+//! Within a stratum `h` of sizes, with exact total `T_h` and Horvitz-Thompson sums `S_jh` (site
+//! `j`'s sampled allocations, each weighted 1/p) and `S_h` (all sampled allocations of `h`), site
+//! `j`'s figure is estimated by the ratio (Hajek) estimator `sum_h T_h S_jh / S_h`: a site's share
+//! of each stratum, from the sample, times the stratum's exact total. The estimates of all sites
+//! add up to the exact totals, and a site that makes (nearly) all of a stratum's allocations gets
+//! (nearly) its exact total. Its variance, by linearisation, is
+//! `sum_h (T_h / S_h)^2 * sum over sampled i in h of (1 - p_i) / p_i^2 (y_i - r_jh x_i)^2`
+//! (`y_i = x_i` for the site's allocations, 0 for the others; `r_jh = S_jh / S_h`), that is
+//! `(T_h / S_h)^2 ((1 - 2 r_jh) V_jh + r_jh^2 V_h)` from the Horvitz-Thompson variances.
+//!
+//! Strata are the images' sizes, finest first (16-byte classes), merged with their neighbours in
+//! size order until each holds at least `min_samples` samples of the figure. Allocations certain to
+//! be sampled count as themselves (weight 1, no variance), as in Horvitz-Thompson.
+use std::collections::BTreeMap;
+
+use crate::hash::FastMap;
+use crate::sampling::{Estimate, Sampling, Weight};
+
+/// The estimated figures, in this order in the arrays below.
+pub const CALLS: usize = 0;
+pub const REQUESTED_BYTES: usize = 1;
+pub const PEAK_LIVE_BYTES: usize = 2;
+pub const LEAKED_BYTES: usize = 3;
+pub const LEAKED_BLOCKS: usize = 4;
+pub const LIFETIMES: usize = 5;
+pub const LIFETIME_ZERO: usize = 6;
+pub const FIGURES: usize = 7;
+
+/// How the per-site figures of a sampled trace are estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Estimator {
+    /// Each sampled allocation weighted 1/p, summed per site (unbiased; ignores the exact totals).
+    /// Kept to measure the default against (`examples/estimator_error.rs`).
+    HorvitzThompson,
+    /// The ratio estimator per stratum of sizes, scaled to the stratum's exact total.
+    PostStratified {
+        strata: Strata,
+        /// Fine strata with fewer samples of a figure are merged with their neighbours.
+        min_samples: u32,
+    },
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator::PostStratified {
+            strata: Strata::SizeClass16,
+            min_samples: 20,
+        }
+    }
+}
+
+/// The finest strata of an image's allocations, before merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strata {
+    /// One per requested size.
+    ExactSize,
+    /// One per 16 bytes of size (`size / 16`).
+    SizeClass16,
+    /// The whole image as one stratum.
+    Image,
+}
+
+impl Strata {
+    fn class(self, size: u64) -> u64 {
+        match self {
+            Strata::ExactSize => size,
+            Strata::SizeClass16 => size / 16,
+            Strata::Image => 0,
+        }
+    }
+}
+
+/// The key of the allocations that are not calibrated: certain to be sampled, or of size 0
+/// (never sampled by bytes).
+const UNCALIBRATED: u64 = u64::MAX;
+
+/// Horvitz-Thompson sums of some sampled allocations: the weighted total, its variance, and how
+/// many samples (nonzero items) it holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Part {
+    ht: f64,
+    variance: f64,
+    samples: i64,
+}
+
+impl Part {
+    fn add(&mut self, w: Weight, x: f64) {
+        self.ht += w.weight * x;
+        self.variance += w.variance * x * x;
+        self.samples += 1;
+    }
+
+    fn remove(&mut self, w: Weight, x: f64) {
+        self.ht -= w.weight * x;
+        self.variance -= w.variance * x * x;
+        self.samples -= 1;
+    }
+
+    fn merge(&mut self, o: &Part) {
+        self.ht += o.ht;
+        self.variance += o.variance;
+        self.samples += o.samples;
+    }
+}
+
+/// A value and its value at the last peak of the image's live bytes (valid when `saved_at` is
+/// that peak's number), as `SiteAnalyzer` keeps a site's live bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct AtPeak<T> {
+    live: T,
+    saved: T,
+    saved_at: u64,
+}
+
+impl<T: Copy> AtPeak<T> {
+    /// Call before changing `live`: keeps its value at the last peak.
+    fn save(&mut self, peaks: u64) {
+        if self.saved_at != peaks {
+            self.saved = self.live;
+            self.saved_at = peaks;
+        }
+    }
+
+    fn at(&self, peaks: u64) -> T {
+        if self.saved_at == peaks {
+            self.saved
+        } else {
+            self.live
+        }
+    }
+}
+
+/// A site's sampled allocations of one size (or the uncalibrated ones).
+#[derive(Debug, Default, Clone)]
+struct Cell {
+    parts: [Part; FIGURES],
+    live: AtPeak<Part>,
+}
+
+/// All allocations of one size of the image: the exact totals.
+#[derive(Debug, Default, Clone)]
+struct Stratum {
+    totals: [f64; FIGURES],
+    live: AtPeak<u64>,
+}
+
+/// The sampled allocations per site and size, and the exact totals per size, of one image.
+#[derive(Debug, Clone)]
+pub struct Calibration {
+    sampling: Sampling,
+    cells: FastMap<(u32, u64), Cell>,
+    strata: FastMap<u64, Stratum>,
+}
+
+impl Calibration {
+    pub fn new(sampling: Sampling) -> Self {
+        Calibration {
+            sampling,
+            cells: FastMap::default(),
+            strata: FastMap::default(),
+        }
+    }
+
+    fn key(&self, size: u64) -> (u64, Weight) {
+        let w = self.sampling.weight(size);
+        let key = if w.certain || size == 0 {
+            UNCALIBRATED
+        } else {
+            size
+        };
+        (key, w)
+    }
+
+    /// Records figure values of an allocation of `size` from `stack` (0: not sampled).
+    fn add(&mut self, stack: u32, size: u64, values: &[(usize, f64)]) {
+        let (key, w) = self.key(size);
+        if key != UNCALIBRATED {
+            let s = self.strata.entry(key).or_default();
+            for &(f, x) in values {
+                s.totals[f] += x;
+            }
+        }
+        if stack != 0 {
+            let c = self.cells.entry((stack, key)).or_default();
+            for &(f, x) in values {
+                c.parts[f].add(w, x);
+            }
+        }
+    }
+
+    /// An allocating call (failed ones included).
+    pub fn call(&mut self, stack: u32, size: u64) {
+        self.add(stack, size, &[(CALLS, 1.0), (REQUESTED_BYTES, size as f64)]);
+    }
+
+    /// A block of `size` from `stack` that ended, in 0 calls or not.
+    pub fn ended(&mut self, stack: u32, size: u64, lifetime_zero: bool) {
+        if lifetime_zero {
+            self.add(stack, size, &[(LIFETIMES, 1.0), (LIFETIME_ZERO, 1.0)]);
+        } else {
+            self.add(stack, size, &[(LIFETIMES, 1.0)]);
+        }
+    }
+
+    /// A block still live at the end.
+    pub fn leaked(&mut self, stack: u32, size: u64) {
+        self.add(
+            stack,
+            size,
+            &[(LEAKED_BYTES, size as f64), (LEAKED_BLOCKS, 1.0)],
+        );
+    }
+
+    /// A block of `size` from `stack` became live (`begins`) or stopped being live; `peaks` is the
+    /// number of peaks of the image's live bytes reached before this change.
+    pub fn live(&mut self, stack: u32, size: u64, begins: bool, peaks: u64) {
+        let (key, w) = self.key(size);
+        if key != UNCALIBRATED {
+            let s = &mut self.strata.entry(key).or_default().live;
+            s.save(peaks);
+            s.live = if begins {
+                s.live.wrapping_add(size)
+            } else {
+                s.live.wrapping_sub(size)
+            };
+        }
+        if stack != 0 {
+            let c = &mut self.cells.entry((stack, key)).or_default().live;
+            c.save(peaks);
+            if begins {
+                c.live.add(w, size as f64);
+            } else {
+                c.live.remove(w, size as f64);
+            }
+        }
+    }
+
+    /// The estimated figures of each sampled site (by stack id), `peaks` the image's number of
+    /// peaks at the end. None for Horvitz-Thompson, which `SiteAnalyzer` sums itself.
+    pub fn estimates(
+        &self,
+        estimator: Estimator,
+        peaks: u64,
+    ) -> Option<FastMap<u32, [Estimate; FIGURES]>> {
+        let Estimator::PostStratified {
+            strata,
+            min_samples,
+        } = estimator
+        else {
+            return None;
+        };
+        let mut out: FastMap<u32, [Estimate; FIGURES]> = FastMap::default();
+        let part = |c: &Cell, f: usize| {
+            if f == PEAK_LIVE_BYTES {
+                c.live.at(peaks)
+            } else {
+                c.parts[f]
+            }
+        };
+        for f in 0..FIGURES {
+            // The exact total and the sample of each fine stratum, in size order.
+            let mut fine: BTreeMap<u64, (f64, Part)> = BTreeMap::new();
+            for (&size, s) in &self.strata {
+                let total = if f == PEAK_LIVE_BYTES {
+                    s.live.at(peaks) as f64
+                } else {
+                    s.totals[f]
+                };
+                fine.entry(strata.class(size)).or_default().0 += total;
+            }
+            for (&(stack, size), c) in &self.cells {
+                let p = part(c, f);
+                if size == UNCALIBRATED {
+                    // Certain (or size 0): itself, with no variance to speak of.
+                    let e = &mut out.entry(stack).or_default()[f];
+                    e.value += p.ht;
+                    e.variance += p.variance;
+                } else {
+                    fine.entry(strata.class(size)).or_default().1.merge(&p);
+                }
+            }
+            let group_of = merge_strata(&fine, i64::from(min_samples));
+            // Per group: exact total and the whole sample; per site and group: its sample.
+            let mut groups = vec![(0.0f64, Part::default()); group_of.len()];
+            for (i, (total, sample)) in fine.values().enumerate() {
+                groups[group_of[i]].0 += total;
+                groups[group_of[i]].1.merge(sample);
+            }
+            let index: FastMap<u64, usize> = fine
+                .keys()
+                .enumerate()
+                .map(|(i, &k)| (k, group_of[i]))
+                .collect();
+            let mut by_site: FastMap<(u32, usize), Part> = FastMap::default();
+            for (&(stack, size), c) in &self.cells {
+                if size != UNCALIBRATED {
+                    let g = index[&strata.class(size)];
+                    by_site.entry((stack, g)).or_default().merge(&part(c, f));
+                }
+            }
+            for ((stack, g), p) in by_site {
+                let (total, all) = groups[g];
+                let e = &mut out.entry(stack).or_default()[f];
+                if all.ht <= 0.0 {
+                    continue; // no sample of this figure in the group: nothing to share out
+                }
+                let (factor, r) = (total / all.ht, p.ht / all.ht);
+                e.value += factor * p.ht;
+                e.variance +=
+                    factor * factor * (p.variance * (1.0 - 2.0 * r) + r * r * all.variance);
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The group of each fine stratum (in order): neighbours merged until a group holds at least
+/// `min_samples` samples; a short last group joins the one before it.
+fn merge_strata(fine: &BTreeMap<u64, (f64, Part)>, min_samples: i64) -> Vec<usize> {
+    let mut group_of = Vec::with_capacity(fine.len());
+    let (mut group, mut samples) = (0usize, 0i64);
+    for (_, sample) in fine.values() {
+        group_of.push(group);
+        samples += sample.samples;
+        if samples >= min_samples.max(1) {
+            group += 1;
+            samples = 0;
+        }
+    }
+    if samples < min_samples.max(1) && group > 0 {
+        // The last group (open, short) joins the one before.
+        for g in group_of.iter_mut().filter(|g| **g == group) {
+            *g = group - 1;
+        }
+    }
+    group_of
+}
