@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use analyze::calibration::{Estimator, Strata};
+use analyze::calibration::{Estimator, SmallStrata, Strata};
 use analyze::sampling::{Estimate, Sampling};
 use analyze::sites::{SiteAnalyzer, SiteStats};
 use trace::{Event, Record, TraceReader};
@@ -50,17 +50,18 @@ fn estimates_of(s: &SiteStats) -> [Estimate; 4] {
 
 fn estimators() -> Vec<(String, Estimator)> {
     let mut out = vec![("HT".to_string(), Estimator::HorvitzThompson)];
-    for (name, strata, k) in [
-        ("size", Strata::ExactSize, 20),
-        ("16B", Strata::SizeClass16, 5),
-        ("16B", Strata::SizeClass16, 20),
-        ("image", Strata::Image, 1),
+    for (name, strata, k, small) in [
+        ("16B merge", Strata::SizeClass16, 20, SmallStrata::Merge),
+        ("16B coarsen", Strata::SizeClass16, 5, SmallStrata::Coarsen),
+        ("16B coarsen", Strata::SizeClass16, 20, SmallStrata::Coarsen),
+        ("image", Strata::Image, 1, SmallStrata::Merge),
     ] {
         out.push((
             format!("{name} k={k}"),
             Estimator::PostStratified {
                 strata,
                 min_samples: k,
+                small,
             },
         ));
     }

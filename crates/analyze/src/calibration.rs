@@ -39,9 +39,22 @@ pub enum Estimator {
     /// The ratio estimator per stratum of sizes, scaled to the stratum's exact total.
     PostStratified {
         strata: Strata,
-        /// Fine strata with fewer samples of a figure are merged with their neighbours.
+        /// Fine strata with fewer samples of a figure than this are `small`.
         min_samples: u32,
+        small: SmallStrata,
     },
+}
+
+/// What becomes of the strata with too few samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmallStrata {
+    /// Merged with their neighbours in size order until the group has enough.
+    Merge,
+    /// Estimated by Horvitz-Thompson (their exact totals unused).
+    HorvitzThompson,
+    /// Pooled by power of two of size where the pool has enough, the rest of the image as one
+    /// group (shared out from any sample it has).
+    Coarsen,
 }
 
 impl Default for Estimator {
@@ -49,6 +62,7 @@ impl Default for Estimator {
         Estimator::PostStratified {
             strata: Strata::SizeClass16,
             min_samples: 20,
+            small: SmallStrata::Coarsen,
         }
     }
 }
@@ -65,6 +79,15 @@ pub enum Strata {
 }
 
 impl Strata {
+    /// The smallest size of a class.
+    fn lower_size(self, class: u64) -> u64 {
+        match self {
+            Strata::ExactSize => class,
+            Strata::SizeClass16 => class * 16,
+            Strata::Image => 0,
+        }
+    }
+
     fn class(self, size: u64) -> u64 {
         match self {
             Strata::ExactSize => size,
@@ -249,6 +272,7 @@ impl Calibration {
         let Estimator::PostStratified {
             strata,
             min_samples,
+            small,
         } = estimator
         else {
             return None;
@@ -283,9 +307,21 @@ impl Calibration {
                     fine.entry(strata.class(size)).or_default().1.merge(&p);
                 }
             }
-            let group_of = merge_strata(&fine, i64::from(min_samples));
+            let k = i64::from(min_samples);
+            // The group whose total is shared out from any sample it has.
+            let mut rest = None;
+            let group_of = match small {
+                SmallStrata::Merge => merge_strata(&fine, k),
+                SmallStrata::HorvitzThompson => (0..fine.len()).collect(),
+                SmallStrata::Coarsen => {
+                    let (group_of, last) = coarsen_strata(&fine, strata, k);
+                    rest = last;
+                    group_of
+                }
+            };
             // Per group: exact total and the whole sample; per site and group: its sample.
-            let mut groups = vec![(0.0f64, Part::default()); group_of.len()];
+            let groups_len = group_of.iter().max().map_or(0, |g| g + 1);
+            let mut groups = vec![(0.0f64, Part::default()); groups_len];
             for (i, (total, sample)) in fine.values().enumerate() {
                 groups[group_of[i]].0 += total;
                 groups[group_of[i]].1.merge(sample);
@@ -305,13 +341,21 @@ impl Calibration {
             for ((stack, g), p) in by_site {
                 let (total, all) = groups[g];
                 let e = &mut out.entry(stack).or_default()[f];
-                if all.ht <= 0.0 {
-                    continue; // no sample of this figure in the group: nothing to share out
+                let enough = if rest == Some(g) { 1 } else { k };
+                if all.samples < enough || all.ht <= 0.0 {
+                    // Too few samples to share out the total: each counts 1/p, unbiased.
+                    e.value += p.ht;
+                    e.variance += p.variance;
+                    continue;
                 }
                 let (factor, r) = (total / all.ht, p.ht / all.ht);
                 e.value += factor * p.ht;
-                e.variance +=
-                    factor * factor * (p.variance * (1.0 - 2.0 * r) + r * r * all.variance);
+                // Linearised, with the share kept one sample away from 0 and 1 (r (1 - r) >= 1/n
+                // for equal weights): a site alone in a stratum may still share it with
+                // allocations no sample saw.
+                let linearised = p.variance * (1.0 - 2.0 * r) + r * r * all.variance;
+                let one_sample = all.variance / all.samples as f64;
+                e.variance += factor * factor * linearised.max(one_sample);
             }
         }
         Some(out)
@@ -338,4 +382,44 @@ fn merge_strata(fine: &BTreeMap<u64, (f64, Part)>, min_samples: i64) -> Vec<usiz
         }
     }
     group_of
+}
+
+/// The group of each fine stratum (in order): those with `min_samples` samples alone; the others
+/// pooled by power of two of size where the pool has enough; the rest as one group (returned).
+fn coarsen_strata(
+    fine: &BTreeMap<u64, (f64, Part)>,
+    strata: Strata,
+    min_samples: i64,
+) -> (Vec<usize>, Option<usize>) {
+    let mut group_of = vec![usize::MAX; fine.len()];
+    let mut next = 0;
+    let mut pools: BTreeMap<u32, (Vec<usize>, i64)> = BTreeMap::new();
+    for (i, (&class, (_, sample))) in fine.iter().enumerate() {
+        if sample.samples >= min_samples {
+            group_of[i] = next;
+            next += 1;
+        } else {
+            let pool = pools
+                .entry(64 - strata.lower_size(class).leading_zeros())
+                .or_default();
+            pool.0.push(i);
+            pool.1 += sample.samples;
+        }
+    }
+    let mut rest = Vec::new();
+    for (members, samples) in pools.into_values() {
+        if samples >= min_samples {
+            for m in members {
+                group_of[m] = next;
+            }
+            next += 1;
+        } else {
+            rest.extend(members);
+        }
+    }
+    let last = (!rest.is_empty()).then_some(next);
+    for m in rest {
+        group_of[m] = next;
+    }
+    (group_of, last)
 }
