@@ -77,22 +77,26 @@ fn sampled_estimates_are_within_their_errors_and_exact_when_certain() {
             (value - truth as f64).abs() <= 5.0 * se + 1.0,
             "{name} {figure}: {value} ± {se} estimated, {truth} true"
         );
-        // The standard error is what the sample size gives: for n blocks of s bytes sampled with
-        // p = 1 - exp(-s/R), the relative error is sqrt((1-p)/(n p)) (within a third: the
-        // estimate of the variance is itself estimated).
+        // The standard error is what the estimator gives: each site makes every allocation of
+        // its size, so its estimate is that size's exact total, with one sample's worth of error
+        // left for allocations of another site no sample saw: for n blocks of s bytes sampled
+        // with p = 1 - exp(-s/R), sqrt(1-p)/p blocks (within a third: the estimate of the
+        // variance is itself estimated). Weighting each sample by 1/p alone gave
+        // sqrt((1-p)/(n p)) of the figure, 130 times more for churn's calls.
         let (n, size) = if name == CHURN.0 {
             (CHURN.1, CHURN.2)
         } else {
             (KEEP.1, KEEP.2)
         };
         let p = 1.0 - (-(size as f64) / R).exp();
-        let expected = truth as f64 * ((1.0 - p) / (n as f64 * p)).sqrt();
+        let expected = truth as f64 / n as f64 * (1.0 - p).sqrt() / p;
         assert!(
             (se / expected - 1.0).abs() < 0.34,
             "{name} {figure}: standard error {se}, expected about {expected}"
         );
     }
-    // 300 MB in blocks of 1000 B: about 17,800 samples, 0.75 % standard error.
+    // 300 MB in blocks of 1000 B: about 17,800 samples (0.75 % standard error weighted by 1/p),
+    // all of them churn's at that size: its exact total.
     let churn = function(&sites, CHURN.0);
     let bytes = churn["figures"]["requested_bytes"].as_f64().unwrap();
     assert!((bytes / churn_bytes as f64 - 1.0).abs() < 0.08, "{churn}");
@@ -373,8 +377,10 @@ fn sampled_distributions_are_weighted_like_the_totals() {
         all["lifetime_calls"]["max"]
     );
     // The share of lifetime 0 is within its stated error of the truth, an error as small as the
-    // small blocks' samples allow: for the share r = Z / (Z + L) with L known, se(r) is about
-    // L / (Z + L)^2 * se(Z), se(Z) = Z sqrt((1-p) / (Z p)) (within a third).
+    // estimator allows: for the share r = Z / (Z + L) with L known, se(r) is about
+    // L / (Z + L)^2 * se(Z); the site makes every small block, so Z is their exact count with one
+    // sample's worth of error, se(Z) = sqrt(1-p) / p (within a third; weighted by 1/p alone it
+    // was Z sqrt((1-p) / (Z p)), 18 times more).
     let truth = all["share_lifetime_zero"].as_f64().unwrap();
     let share = sampled["share_lifetime_zero"].as_f64().unwrap();
     let se = sampled["estimate"]["share_lifetime_zero_se"]
@@ -386,8 +392,7 @@ fn sampled_distributions_are_weighted_like_the_totals() {
     );
     let z = small_blocks as f64;
     let blocks = z + ROUNDS as f64;
-    let expected_se =
-        ROUNDS as f64 / (blocks * blocks) * z * ((1.0 - p_small) / (z * p_small)).sqrt();
+    let expected_se = ROUNDS as f64 / (blocks * blocks) * (1.0 - p_small).sqrt() / p_small;
     assert!(
         (se / expected_se - 1.0).abs() < 0.34,
         "share standard error {se}, expected about {expected_se}"
