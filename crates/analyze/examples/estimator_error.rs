@@ -45,7 +45,12 @@ fn truth_of(s: &SiteStats) -> [f64; 4] {
 
 fn estimates_of(s: &SiteStats) -> [Estimate; 4] {
     let e = s.estimates.as_ref().expect("sampled");
-    [e.calls, e.requested_bytes, e.peak_live_bytes, e.leaked_bytes]
+    [
+        e.calls,
+        e.requested_bytes,
+        e.peak_live_bytes,
+        e.leaked_bytes,
+    ]
 }
 
 fn estimators() -> Vec<(String, Estimator)> {
@@ -209,15 +214,14 @@ fn run() -> Result<(), String> {
             println!("site {key:?}: truth {t:?}");
             for (n, (name, _)) in estimators.iter().enumerate() {
                 let mut line = format!("  {name:<12}");
-                for f in 0..4 {
+                for (f, figure) in FIGURES.iter().enumerate() {
                     if let Some(v) = errors.get(&(n, *key, f)) {
                         let m = v.len() as f64;
                         let bias = v.iter().map(|e| e.0).sum::<f64>() / m;
                         let rmse = (v.iter().map(|e| e.0 * e.0).sum::<f64>() / m).sqrt();
                         let within = v.iter().filter(|e| e.1).count() as f64 / m;
                         line += &format!(
-                            " {}: {:+6.1}% {:5.1}% {:3.0}%",
-                            FIGURES[f],
+                            " {figure}: {:+6.1}% {:5.1}% {:3.0}%",
                             100.0 * bias,
                             100.0 * rmse,
                             100.0 * within

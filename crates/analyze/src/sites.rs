@@ -42,7 +42,8 @@ pub struct SiteStats {
     pub lifetime_ns: LogHistogram,
     /// Requested sizes of the calls.
     pub sizes: LogHistogram,
-    /// When stacks were sampled: the site's figures and distributions estimated from its sampled
+    /// When stacks were sampled: the site's figures (post-stratified, `crate::calibration`) and
+    /// distributions (weighted by 1/p) estimated from its sampled
     /// allocations (the counts and histograms above are those of the sampled allocations only,
     /// unweighted). None for stack 0.
     pub estimates: Option<SiteEstimates>,

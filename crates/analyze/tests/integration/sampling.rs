@@ -315,11 +315,22 @@ fn post_stratified_estimates_are_unbiased_covered_and_more_precise() {
     );
     assert_eq!(truth[4].peak_live_bytes, 2000 * 600);
     let true_figures = |s: &SiteStats| {
-        [s.calls, s.requested_bytes, s.peak_live_bytes, s.leaked_bytes].map(|v| v as f64)
+        [
+            s.calls,
+            s.requested_bytes,
+            s.peak_live_bytes,
+            s.leaked_bytes,
+        ]
+        .map(|v| v as f64)
     };
     let estimates = |s: &SiteStats| {
         let e = s.estimates.as_ref().unwrap();
-        [e.calls, e.requested_bytes, e.peak_live_bytes, e.leaked_bytes]
+        [
+            e.calls,
+            e.requested_bytes,
+            e.peak_live_bytes,
+            e.leaked_bytes,
+        ]
     };
     let seeds = 50;
     // Per site and figure: the sums of relative errors and of their squares, per estimator.
@@ -349,9 +360,8 @@ fn post_stratified_estimates_are_unbiased_covered_and_more_precise() {
     }
     let m = seeds as f64;
     let rmse = |n: usize, site: usize, f: usize| (errors[n][site][f].1 / m).sqrt();
-    for site in 1..=4 {
-        for f in 0..4 {
-            let (sum, _) = errors[0][site][f];
+    for (site, figures) in errors[0].iter().enumerate().skip(1) {
+        for (f, &(sum, _)) in figures.iter().enumerate() {
             if sum == 0.0 && rmse(0, site, f) == 0.0 {
                 continue;
             }
@@ -367,7 +377,13 @@ fn post_stratified_estimates_are_unbiased_covered_and_more_precise() {
     assert!(share >= 0.88, "{within_2se} of {checked} within 2 se");
     // Sites alone at their sizes: calls and bytes of site 4 (600 bytes), peak and leaked bytes of
     // site 3; site 1 shares 64 bytes with site 2.
-    for (site, f, ratio) in [(4, 0, 0.3), (4, 1, 0.3), (3, 2, 0.5), (3, 3, 0.5), (1, 0, 0.7)] {
+    for (site, f, ratio) in [
+        (4, 0, 0.3),
+        (4, 1, 0.3),
+        (3, 2, 0.5),
+        (3, 3, 0.5),
+        (1, 0, 0.7),
+    ] {
         assert!(
             rmse(0, site, f) < ratio * rmse(1, site, f),
             "site {site} figure {f}: rmse {} post-stratified, {} Horvitz-Thompson",
