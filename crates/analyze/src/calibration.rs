@@ -426,3 +426,48 @@ fn coarsen_strata(
     }
     (group_of, last)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-computed: 1,000 calls of 100 bytes (one stratum), 30 of them sampled from site 1 and
+    /// 10 from site 2; 10 calls of 50 bytes, none sampled; one certain call of site 2.
+    #[test]
+    fn shares_of_the_sample_times_the_exact_totals() {
+        let sampling = Sampling::new(1000).unwrap();
+        let mut c = Calibration::new(sampling);
+        for i in 0..1000 {
+            let stack = match i {
+                0..30 => 1,
+                30..40 => 2,
+                _ => 0,
+            };
+            c.call(stack, 100);
+        }
+        for _ in 0..10 {
+            c.call(0, 50);
+        }
+        c.call(2, 1 << 20);
+        let e = c.estimates(Estimator::default(), 0).unwrap();
+        let (a, b) = (e[&1][CALLS], e[&2][CALLS]);
+        // 1,000 calls shared 3:1; the 10 calls of 50 bytes, with no sample in the image's rest,
+        // are nobody's.
+        assert!((a.value - 750.0).abs() < 1e-9, "{a:?}");
+        assert!((b.value - (250.0 + 1.0)).abs() < 1e-9, "{b:?}");
+        // (T/S)^2 ((1 - 2r) V_j + r^2 V) with equal weights w = 1/p: S = 40 w, V = 40 (1-p) w^2,
+        // V_1 = 30 (1-p) w^2, r = 3/4: T^2 (1-p) r (1-r) / n.
+        let p = sampling.probability(100);
+        let expected = 1000.0f64.powi(2) * (1.0 - p) * 0.75 * 0.25 / 40.0;
+        assert!((a.variance / expected - 1.0).abs() < 1e-9);
+        assert!(
+            (b.variance / expected - 1.0).abs() < 1e-9,
+            "certain: no variance"
+        );
+        assert_eq!(
+            c.estimates(Estimator::HorvitzThompson, 0),
+            None,
+            "Horvitz-Thompson is summed by the caller"
+        );
+    }
+}
