@@ -3,11 +3,12 @@
 //! The recorder samples allocations by bytes with a Poisson process of mean `R` bytes per thread:
 //! an allocation of `s` bytes carries a stack with probability `p(s) = 1 - exp(-s/R)`, independently
 //! of the others (the process is memoryless). Every call is in the trace anyway; only which site it
-//! came from is unknown for the unsampled ones. A site's total `X = sum x_i` over its allocations is
-//! estimated by the Horvitz-Thompson estimator `sum over sampled i of x_i / p(s_i)` (unbiased for
-//! any inclusion probabilities, as jemalloc's and Go's profilers scale), whose variance is estimated,
-//! unbiasedly too, by `sum over sampled i of (1 - p_i) / p_i^2 * x_i^2` (docs/metrics.md, "Sampled
-//! stacks").
+//! came from is unknown for the unsampled ones. Each sampled allocation weighs `1/p(s_i)`: the
+//! Horvitz-Thompson sum `sum over sampled i of x_i / p(s_i)` is unbiased for any inclusion
+//! probabilities (as jemalloc's and Go's profilers scale), its variance estimated, unbiasedly too,
+//! by `sum over sampled i of (1 - p_i) / p_i^2 * x_i^2`. The sites' totals are these sums scaled to
+//! the exact totals of each size (`crate::calibration`); the distributions keep the weights
+//! (docs/metrics.md, "Sampled stacks").
 
 use crate::histogram::WeightedCounts;
 

@@ -11,6 +11,7 @@ use std::io::{Read, Seek};
 
 use trace::{Event, Op, ProcessInfo, Record, TraceError, TraceReader};
 
+use crate::calibration::{self, Calibration, Estimator};
 use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
 use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
@@ -41,7 +42,8 @@ pub struct SiteStats {
     pub lifetime_ns: LogHistogram,
     /// Requested sizes of the calls.
     pub sizes: LogHistogram,
-    /// When stacks were sampled: the site's figures and distributions estimated from its sampled
+    /// When stacks were sampled: the site's figures (post-stratified, `crate::calibration`) and
+    /// distributions (weighted by 1/p) estimated from its sampled
     /// allocations (the counts and histograms above are those of the sampled allocations only,
     /// unweighted). None for stack 0.
     pub estimates: Option<SiteEstimates>,
@@ -68,6 +70,7 @@ pub struct ProcessSites {
     pub sites: Vec<SiteStats>,
 }
 
+#[derive(Clone)]
 struct Block {
     stack: u32,
     size: u64,
@@ -75,7 +78,7 @@ struct Block {
     t_ns: u64,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Acc {
     stats: SiteStats,
     live: u64,
@@ -90,6 +93,7 @@ struct Acc {
 }
 
 /// The streaming pass of one image: `push` its events in seq order, then `finish`.
+#[derive(Clone)]
 pub struct SiteAnalyzer {
     info: ProcessInfo,
     sites: Vec<Acc>,
@@ -99,6 +103,9 @@ pub struct SiteAnalyzer {
     /// Peaks reached so far: a site saves its live bytes the first time it changes after one.
     peaks: u64,
     sampling: Option<Sampling>,
+    /// With sampling: the sample and the exact totals per site and size, for `estimator`.
+    calibration: Option<Calibration>,
+    estimator: Estimator,
 }
 
 impl SiteAnalyzer {
@@ -111,6 +118,8 @@ impl SiteAnalyzer {
             peak_bytes: 0,
             peaks: 0,
             sampling: None,
+            calibration: None,
+            estimator: Estimator::default(),
         }
     }
 
@@ -119,8 +128,16 @@ impl SiteAnalyzer {
     pub fn with_sampling(info: ProcessInfo, sampling: Option<Sampling>) -> Self {
         SiteAnalyzer {
             sampling,
+            calibration: sampling.map(Calibration::new),
             ..Self::new(info)
         }
+    }
+
+    /// Estimates the sampled sites' figures with `estimator` instead of the default (to measure
+    /// one against another: `examples/estimator_error.rs`).
+    pub fn with_estimator(mut self, estimator: Estimator) -> Self {
+        self.estimator = estimator;
+        self
     }
 
     /// How an allocation of `size` from `stack` counts in the estimates (None: no estimates).
@@ -142,6 +159,9 @@ impl SiteAnalyzer {
     fn change_live(&mut self, stack: u32, add: u64, sub: u64) {
         let peaks = self.peaks;
         let weight = self.weight(stack, add.max(sub));
+        if let Some(c) = &mut self.calibration {
+            c.live(stack, add.max(sub), add > 0, peaks);
+        }
         let s = self.site(stack);
         if s.saved_at != peaks {
             s.saved = s.live;
@@ -183,6 +203,9 @@ impl SiteAnalyzer {
         self.change_live(b.stack, 0, b.size);
         let calls = e.seq.saturating_sub(b.seq).saturating_sub(1);
         let weight = self.weight(b.stack, b.size);
+        if let Some(c) = &mut self.calibration {
+            c.ended(b.stack, b.size, calls == 0);
+        }
         let acc = self.site(b.stack);
         let lifetime_ns = e.t_ns.saturating_sub(b.t_ns);
         if let Some(w) = weight {
@@ -204,6 +227,9 @@ impl SiteAnalyzer {
 
     fn call(&mut self, e: &Event) {
         let weight = self.weight(e.stack, e.size);
+        if let Some(c) = &mut self.calibration {
+            c.call(e.stack, e.size);
+        }
         let acc = self.site(e.stack);
         if let Some(w) = weight {
             acc.est.calls.add(w, 1.0);
@@ -249,6 +275,9 @@ impl SiteAnalyzer {
     pub fn finish(mut self) -> ProcessSites {
         for b in std::mem::take(&mut self.live).into_values() {
             let weight = self.weight(b.stack, b.size);
+            if let Some(c) = &mut self.calibration {
+                c.leaked(b.stack, b.size);
+            }
             let acc = self.site(b.stack);
             if let Some(w) = weight {
                 acc.est.leaked_blocks.add(w, 1.0);
@@ -259,6 +288,10 @@ impl SiteAnalyzer {
             s.leaked_bytes += b.size;
         }
         let (pid, peaks, sampling) = (self.info.pid, self.peaks, self.sampling);
+        let calibrated = self
+            .calibration
+            .as_ref()
+            .and_then(|c| c.estimates(self.estimator, peaks));
         let sites = self
             .sites
             .into_iter()
@@ -266,10 +299,20 @@ impl SiteAnalyzer {
             .filter(|(_, a)| a.used)
             .map(|(id, a)| {
                 let at_peak = a.saved_at == peaks;
-                let estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
+                let mut estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
                     peak_live_bytes: if at_peak { a.saved_est } else { a.live_est },
                     ..a.est
                 });
+                if let (Some(e), Some(c)) = (&mut estimates, &calibrated) {
+                    let f = c.get(&(id as u32)).copied().unwrap_or_default();
+                    e.calls = f[calibration::CALLS];
+                    e.requested_bytes = f[calibration::REQUESTED_BYTES];
+                    e.peak_live_bytes = f[calibration::PEAK_LIVE_BYTES];
+                    e.leaked_bytes = f[calibration::LEAKED_BYTES];
+                    e.leaked_blocks = f[calibration::LEAKED_BLOCKS];
+                    e.lifetimes = f[calibration::LIFETIMES];
+                    e.lifetime_zero = f[calibration::LIFETIME_ZERO];
+                }
                 SiteStats {
                     stack: id as u32,
                     pid,
