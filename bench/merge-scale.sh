@@ -41,6 +41,10 @@ timed() {
   /usr/bin/time -v "$@" 2> "$log" || { cat "$log" >&2; return 1; }
 }
 peak_kib() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1"; }
+# CPU time (user + sys, seconds) of a command: what a loaded machine does not inflate.
+cpu_s() {
+  awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { s += $2 } END { print s }' "$1"
+}
 wall_s() {
   sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$1" |
     awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }'
@@ -91,6 +95,8 @@ calls_bytes=$(find "$WORK/calls.ds/kind=calls" -name '*.parquet' -exec stat -c %
 echo
 echo "trace: $calls calls, $(awk "BEGIN { printf \"%.2f\", $trace_bytes / $calls }") bytes per call"
 echo "merge of the trace: $calls_s s wall, $(awk "BEGIN { printf \"%.1f\", $calls / $calls_s / 1e6 }") M calls/s (target >= 20), peak RSS $(( $(peak_kib "$WORK/calls.time") / 1024 )) MiB (target <= 256)"
+calls_cpu=$(cpu_s "$WORK/calls.time")
+echo "merge CPU (user + sys): $calls_cpu s = $(awk "BEGIN { printf \"%.0f\", $calls_cpu * 1e9 / $calls }") ns per call (20 M calls/s on 2 cores needs <= 100)"
 echo "calls table: $((calls_bytes / 1024 / 1024)) MiB, $(awk "BEGIN { printf \"%.2f\", $calls_bytes / $calls }") bytes per call (target <= 3)"
 if python3 -c 'import duckdb' 2> /dev/null; then
   python3 - "$WORK/calls.ds" <<'PY'

@@ -3,14 +3,12 @@
 //! one thread reads and decodes chunks into a batch of columns, another encodes and compresses the
 //! previous batch as a row group, so memory holds three batches at most, whatever the trace's size.
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 
-use bytes::Bytes;
+use trace::{Losses, Record, TraceReader};
 
-use parquet::data_type::ByteArray;
-use trace::{Losses, Op, Record, TraceReader};
-
-use crate::parquet_file::{ColumnData, ColumnSpec, Encode, Kind, ParquetFile, Values};
+use crate::call_columns::{Batch, BatchEncoder};
+use crate::parquet_file::{ColumnSpec, Encode, Kind, ParquetFile};
 use crate::table::{Cell, Table};
 use crate::DatasetError;
 
@@ -31,74 +29,7 @@ pub struct CallsOutcome {
     pub markers_table: Table,
 }
 
-#[derive(Default)]
-struct Batch {
-    pid: Vec<i64>,
-    exec_index: Vec<i64>,
-    tid: Vec<i64>,
-    seq: Vec<i64>,
-    t_ns: Vec<i64>,
-    op: Vec<ByteArray>,
-    /// The sizes of the calls that have one: a plain free has none (null), so the column stores
-    /// only the requests' sizes (a third less than with a 0 on every free).
-    size: Vec<i64>,
-    size_defs: Vec<i16>,
-    addr: Vec<i64>,
-    old_addr: Vec<i64>,
-}
-
-impl Batch {
-    fn with_capacity(n: usize) -> Batch {
-        Batch {
-            pid: Vec::with_capacity(n),
-            exec_index: Vec::with_capacity(n),
-            tid: Vec::with_capacity(n),
-            seq: Vec::with_capacity(n),
-            t_ns: Vec::with_capacity(n),
-            op: Vec::with_capacity(n),
-            size: Vec::with_capacity(n),
-            size_defs: Vec::with_capacity(n),
-            addr: Vec::with_capacity(n),
-            old_addr: Vec::with_capacity(n),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.seq.len()
-    }
-
-    /// The row group's columns; `trace_id` holds the trace's id on at least `len()` rows.
-    fn columns(self, trace_id: &Arc<[ByteArray]>) -> Vec<ColumnData> {
-        let n = self.len();
-        let plain = |v: Vec<i64>| ColumnData {
-            values: Values::Int64(v),
-            defs: None,
-        };
-        vec![
-            plain(self.pid),
-            plain(self.exec_index),
-            plain(self.tid),
-            plain(self.seq),
-            plain(self.t_ns),
-            ColumnData {
-                values: Values::Text(self.op),
-                defs: None,
-            },
-            ColumnData {
-                values: Values::Int64(self.size),
-                defs: Some(self.size_defs),
-            },
-            plain(self.addr),
-            plain(self.old_addr),
-            ColumnData {
-                values: Values::SharedText(Arc::clone(trace_id), n),
-                defs: None,
-            },
-        ]
-    }
-}
-
-fn schema() -> Vec<ColumnSpec> {
+pub(crate) fn schema() -> Vec<ColumnSpec> {
     let col = |name: &str, kind, nullable, encode| ColumnSpec {
         name: name.to_string(),
         kind,
@@ -164,8 +95,6 @@ pub fn write_calls(
     };
     // The first file exists even for a trace without calls.
     let first = ParquetFile::create(out, "calls", schema()).map_err(|m| write_err(out, m))?;
-    let id: Arc<[ByteArray]> = vec![ByteArray::from(trace_id); BATCH].into();
-    let id = &id;
     let streams: Vec<trace::ProcessInfo> =
         reader.streams().iter().map(|s| s.info.clone()).collect();
     let mut markers_table = Table::with_id(
@@ -194,6 +123,7 @@ pub fn write_calls(
                 let mut file = if k == 0 { first.take() } else { None };
                 let writer = scope.spawn(move || -> Result<Option<ParquetFile>, DatasetError> {
                     let path = part_path(out, k);
+                    let mut encoder = BatchEncoder::new().map_err(|m| write_err(&path, m))?;
                     for batch in rx {
                         let f = match &mut file {
                             Some(f) => f,
@@ -202,7 +132,11 @@ pub fn write_calls(
                                     .map_err(|m| write_err(&path, m))?,
                             ),
                         };
-                        f.write_group(batch.columns(id))
+                        let columns = f.columns().map_err(|m| write_err(&path, m))?;
+                        let chunks = encoder
+                            .encode(&batch, &columns, trace_id.as_bytes())
+                            .map_err(|m| write_err(&path, m))?;
+                        f.append_group(chunks, batch.len() as u64)
                             .map_err(|m| write_err(&path, m))?;
                     }
                     Ok(file)
@@ -245,23 +179,7 @@ pub fn write_calls(
                         break;
                     }
                 };
-                batch.pid.push(i64::from(info.pid));
-                batch.exec_index.push(i64::from(info.exec_index));
-                batch.tid.push(i64::from(e.tid));
-                batch.seq.push(e.seq as i64);
-                batch.t_ns.push(e.t_ns as i64);
-                // Static bytes: a row's op costs no allocation and no reference count.
-                batch
-                    .op
-                    .push(ByteArray::from(Bytes::from_static(e.op.name().as_bytes())));
-                if e.op == Op::Free {
-                    batch.size_defs.push(0);
-                } else {
-                    batch.size_defs.push(1);
-                    batch.size.push(e.size as i64);
-                }
-                batch.addr.push(e.addr as i64);
-                batch.old_addr.push(e.old_addr as i64);
+                batch.push(info.pid, info.exec_index, &e);
                 calls += 1;
                 if batch.len() >= BATCH {
                     let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
@@ -273,7 +191,7 @@ pub fn write_calls(
                 }
             }
         }
-        if batch.len() > 0 {
+        if !batch.is_empty() {
             let _ = senders[batches % parts].send(batch);
         }
         drop(senders);

@@ -2,7 +2,10 @@
 //! as one hive-partitioned Parquet directory (`kind=.../host=.../command=...`) that DuckDB and Spark
 //! read as it is; appendable, with a `sources` table so nothing is counted twice. Reading it back
 //! (`read`) serves `alloclens report DATASET` and the tests.
+pub mod call_columns;
 pub mod calls;
+pub mod column_chunk;
+pub mod encoding;
 pub mod layout;
 pub mod merge;
 pub mod parquet_file;

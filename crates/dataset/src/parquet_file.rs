@@ -12,7 +12,9 @@ use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::{ColumnPath, Type};
+use parquet::schema::types::{ColumnDescPtr, ColumnPath, Type};
+
+use crate::column_chunk::EncodedColumn;
 
 use crate::SCHEMA_VERSION;
 
@@ -207,6 +209,34 @@ impl ParquetFile {
         }
         group.close().map_err(|e| e.to_string())?;
         self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// The descriptors of the columns, in the schema's order: what `column_chunk` encodes for.
+    pub fn columns(&self) -> Result<Vec<ColumnDescPtr>, String> {
+        let writer = self.writer.as_ref().ok_or("the file is finished")?;
+        Ok(writer.schema_descr().columns().to_vec())
+    }
+
+    /// Writes one row group of column chunks encoded by `column_chunk`, one per column in the
+    /// schema's order, all of `rows` rows.
+    pub fn append_group(&mut self, columns: Vec<EncodedColumn>, rows: u64) -> Result<(), String> {
+        if columns.len() != self.specs.len() {
+            return Err(format!(
+                "{} columns for a schema of {}",
+                columns.len(),
+                self.specs.len()
+            ));
+        }
+        let writer = self.writer.as_mut().ok_or("the file is finished")?;
+        let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
+        for column in columns {
+            group
+                .append_column(&column.bytes, column.close)
+                .map_err(|e| e.to_string())?;
+        }
+        group.close().map_err(|e| e.to_string())?;
+        self.rows += rows;
         Ok(())
     }
 
