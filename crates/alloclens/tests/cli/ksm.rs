@@ -3,7 +3,7 @@
 //! changes nothing. These tests change this machine's KSM settings, so they are ONE test function
 //! (never in parallel with each other), and a guard writes the values found at the start back
 //! whatever happens.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -48,15 +48,28 @@ impl Drop for Restore {
     }
 }
 
+/// Removes a file at the end, even when an assertion failed midway.
+struct RemoveFile(PathBuf);
+
+impl Drop for RemoveFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill on a pid we spawned and have not reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
-/// `alloclens run --ksm` on `sleep 60`, left running.
-fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
-    alloclens()
-        .args(["run", "--ksm", "--ksm-set"])
+/// `alloclens run --ksm` on `sleep 60`, left running (with the state file `state`, else the
+/// default one).
+fn long_run(dir: &Path, name: &str, scan: &str, state: Option<&Path>) -> Child {
+    let mut cmd = alloclens();
+    if let Some(state) = state {
+        cmd.env("ALLOCLENS_KSM_STATE", state);
+    }
+    cmd.args(["run", "--ksm", "--ksm-set"])
         .arg(format!("pages_to_scan={scan}"))
         .args(["-a", "glibc", "-r", "1", "--force", "-o"])
         .arg(dir.join(name))
@@ -69,10 +82,16 @@ fn long_run(dir: &Path, name: &str, scan: &str) -> Child {
 
 /// alloclens run as user nobody (setpriv).
 fn as_nobody(args: &[&str]) -> std::process::Output {
+    as_nobody_with_state(args, Path::new(STATE))
+}
+
+/// alloclens run as user nobody (setpriv), with the KSM state file `state`.
+fn as_nobody_with_state(args: &[&str], state: &Path) -> std::process::Output {
     Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(testkit::alloclens_exe())
         .args(args)
+        .env("ALLOCLENS_KSM_STATE", state)
         .output()
         .unwrap()
 }
@@ -158,7 +177,7 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     swept_pages_to_scan_report(tmp.path(), &before);
 
     // Ctrl-C (SIGINT) in the middle of a run.
-    let child = long_run(tmp.path(), "sigint", &scan);
+    let child = long_run(tmp.path(), "sigint", &scan, None);
     wait_until("ksmd driven", Duration::from_secs(20), || {
         knob("pages_to_scan") == scan
     });
@@ -172,8 +191,13 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     );
     assert_eq!(snapshot(), before, "Ctrl-C gives every value back");
 
-    // A second alloclens is refused while one drives ksmd, and changes nothing.
-    let first = long_run(tmp.path(), "first", &scan);
+    // A second alloclens is refused while one drives ksmd, and changes nothing. The first keeps
+    // its state in a file of its own, beside the default one (root's, readable by all): once it
+    // is killed below, any alloclens started as root gives a state file's values back, and the
+    // other tests of this binary start alloclens all the time with the default one.
+    let killed_state = PathBuf::from(format!("{STATE}-test-{}", std::process::id()));
+    let _remove_killed_state = RemoveFile(killed_state.clone());
+    let first = long_run(tmp.path(), "first", &scan, Some(&killed_state));
     wait_until("ksmd driven", Duration::from_secs(20), || {
         knob("pages_to_scan") == scan
     });
@@ -231,11 +255,11 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     let _ = first.wait_with_output().unwrap();
     assert_eq!(knob("run"), "1", "still driven after SIGKILL");
     assert_eq!(knob("pages_to_scan"), scan);
-    assert!(!std::fs::read_to_string(STATE).unwrap().is_empty());
+    assert!(!std::fs::read_to_string(&killed_state).unwrap().is_empty());
     // A user who cannot write it is told, and changes nothing.
     let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
     if setpriv {
-        let out = as_nobody(&["allocators"]);
+        let out = as_nobody_with_state(&["allocators"], &killed_state);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         assert!(
@@ -246,7 +270,11 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     } else {
         eprintln!("skipped the checks as another user: no setpriv");
     }
-    let out = alloclens().args(["allocators"]).output().unwrap();
+    let out = alloclens()
+        .env("ALLOCLENS_KSM_STATE", &killed_state)
+        .args(["allocators"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success());
     assert!(
