@@ -67,8 +67,6 @@ pub enum Values {
     Int64(Vec<i64>),
     Double(Vec<f64>),
     Text(Vec<ByteArray>),
-    /// The first `n` values of a shared column (a value repeated on every row, made once).
-    SharedText(Arc<[ByteArray]>, usize),
 }
 
 impl Values {
@@ -77,7 +75,6 @@ impl Values {
             Values::Int64(v) => v.len(),
             Values::Double(v) => v.len(),
             Values::Text(v) => v.len(),
-            Values::SharedText(_, n) => *n,
         }
     }
 }
@@ -176,15 +173,21 @@ impl ParquetFile {
         })
     }
 
+    /// A row group must give every column of the schema, in its order.
+    fn check_column_count(&self, given: usize) -> Result<(), String> {
+        if given == self.specs.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{given} columns for a schema of {}",
+                self.specs.len()
+            ))
+        }
+    }
+
     /// Writes one row group: one entry per column, in the schema's order.
     pub fn write_group(&mut self, columns: Vec<ColumnData>) -> Result<(), String> {
-        if columns.len() != self.specs.len() {
-            return Err(format!(
-                "{} columns for a schema of {}",
-                columns.len(),
-                self.specs.len()
-            ));
-        }
+        self.check_column_count(columns.len())?;
         let writer = self.writer.as_mut().ok_or("the file is finished")?;
         let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
         let mut rows = 0;
@@ -198,10 +201,6 @@ impl ParquetFile {
                 Values::Int64(v) => col.typed::<Int64Type>().write_batch(v, defs, None),
                 Values::Double(v) => col.typed::<DoubleType>().write_batch(v, defs, None),
                 Values::Text(v) => col.typed::<ByteArrayType>().write_batch(v, defs, None),
-                Values::SharedText(v, n) => {
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&v[..*n], defs, None)
-                }
             };
             written.map_err(|e| format!("column {}: {e}", spec.name))?;
             col.close().map_err(|e| e.to_string())?;
@@ -221,13 +220,7 @@ impl ParquetFile {
     /// Writes one row group of column chunks encoded by `column_chunk`, one per column in the
     /// schema's order, all of `rows` rows.
     pub fn append_group(&mut self, columns: Vec<EncodedColumn>, rows: u64) -> Result<(), String> {
-        if columns.len() != self.specs.len() {
-            return Err(format!(
-                "{} columns for a schema of {}",
-                columns.len(),
-                self.specs.len()
-            ));
-        }
+        self.check_column_count(columns.len())?;
         let writer = self.writer.as_mut().ok_or("the file is finished")?;
         let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
         for column in columns {
