@@ -82,7 +82,7 @@ struct Unit {
 }
 
 /// A chunk whose checksum is right but which does not decode: its stream stops there, as it does
-/// for `analyze`, which every writer learns only when the later chunks are written.
+/// for `analyze`. A writer finds it when other writers may have written the stream's later chunks.
 struct Undecodable {
     stream: usize,
     position: usize,
