@@ -1,6 +1,7 @@
-//! One Parquet file of the dataset: typed columns with an encoding each, zstd pages, the dataset's
-//! schema version in the footer, written under a hidden temporary name and renamed when complete.
-//! (The `parquet` crate's column writers, without arrow, as crates/report does.)
+//! One Parquet file: typed columns with an encoding each, written under a hidden temporary name and
+//! renamed when complete. The dataset's files have zstd pages and its schema version in the footer;
+//! `export --parquet` (crates/report) writes its files with it too. (The `parquet` crate's column
+//! writers, without arrow: a handful of flat columns do not need it, and it is heavy to build.)
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,7 +96,34 @@ pub struct ParquetFile {
 }
 
 impl ParquetFile {
+    /// A file of the dataset's table `kind`: zstd pages, the schema version and the kind in the footer.
     pub fn create(path: &Path, kind: &str, specs: Vec<ColumnSpec>) -> Result<ParquetFile, String> {
+        let zstd = ZstdLevel::try_new(3).map_err(|e| e.to_string())?;
+        let footer = vec![
+            KeyValue {
+                key: "alloclens.dataset.schema_version".into(),
+                value: Some(SCHEMA_VERSION.to_string()),
+            },
+            KeyValue {
+                key: "alloclens.dataset.kind".into(),
+                value: Some(kind.to_string()),
+            },
+        ];
+        Self::with_footer(path, specs, Compression::ZSTD(zstd), Some(footer))
+    }
+
+    /// A file of `export --parquet`: snappy pages (it writes every event of a trace, and snappy
+    /// costs less CPU than zstd), nothing of the dataset in the footer.
+    pub fn create_export(path: &Path, specs: Vec<ColumnSpec>) -> Result<ParquetFile, String> {
+        Self::with_footer(path, specs, Compression::SNAPPY, None)
+    }
+
+    fn with_footer(
+        path: &Path,
+        specs: Vec<ColumnSpec>,
+        compression: Compression,
+        footer: Option<Vec<KeyValue>>,
+    ) -> Result<ParquetFile, String> {
         let fields = specs
             .iter()
             .map(|c| {
@@ -123,25 +151,15 @@ impl ParquetFile {
             .with_fields(fields)
             .build()
             .map_err(|e| e.to_string())?;
-        let zstd = ZstdLevel::try_new(3).map_err(|e| e.to_string())?;
         let mut props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(zstd))
+            .set_compression(compression)
             .set_statistics_enabled(EnabledStatistics::Chunk)
             // Pages end at 1 MiB, not at the default 20,000 rows: each page starts a new zstd
             // context (7 % of the calls table's time went to clearing its tables), and a bigger page
             // compresses better.
             .set_data_page_row_count_limit(usize::MAX)
             .set_created_by(format!("alloclens {}", env!("CARGO_PKG_VERSION")))
-            .set_key_value_metadata(Some(vec![
-                KeyValue {
-                    key: "alloclens.dataset.schema_version".into(),
-                    value: Some(SCHEMA_VERSION.to_string()),
-                },
-                KeyValue {
-                    key: "alloclens.dataset.kind".into(),
-                    value: Some(kind.to_string()),
-                },
-            ]));
+            .set_key_value_metadata(footer);
         for c in &specs {
             let col = ColumnPath::from(c.name.as_str());
             if !c.statistics {

@@ -1,20 +1,17 @@
-//! A small streaming Parquet table writer over the `parquet` crate's column writers (no arrow: it is
-//! heavy to build and a handful of flat columns do not need it). Rows arrive in batches; each batch is
-//! one row group, so a table far larger than memory is written batch by batch. The tables of a run
-//! (`run`) and of a trace (`trace`) are written with it.
+//! The Parquet tables of `export --parquet`: rows arrive in batches of optional values, each batch
+//! one row group, so a table far larger than memory is written batch by batch. The file itself
+//! (schema, temporary name, footer, rename) is `dataset::parquet_file::ParquetFile`, the one
+//! Parquet writer of alloclens. The tables of a run (`run`) and of a trace (`trace`) are written
+//! with it.
 pub(crate) mod run;
 pub(crate) mod trace;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use parquet::basic::{Compression, ConvertedType, LogicalType, Repetition, Type as PhysicalType};
-use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
-use parquet::file::properties::WriterProperties;
+use dataset::parquet_file::{ColumnData, ColumnSpec, Kind, ParquetFile, Values};
+use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::Type;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParquetError {
@@ -53,79 +50,48 @@ impl Column {
     }
 }
 
-/// Writes one Parquet file. Rows go to a hidden partial file beside it (`.NAME.PID.partial`), renamed
-/// to the file's name by `finish`: a failure or an interruption never leaves a file without its
-/// footer under that name, and a writer dropped unfinished removes its partial file.
+/// Writes one Parquet file: a failure or an interruption never leaves a file without its footer
+/// under its name, and a writer dropped unfinished removes its partial file (`ParquetFile`).
 pub struct TableWriter {
-    path: PathBuf,
-    partial: PathBuf,
+    file: ParquetFile,
     schema: Schema,
-    /// None once finished.
-    writer: Option<SerializedFileWriter<File>>,
-    rows: u64,
 }
 
 impl TableWriter {
     pub fn create(path: &Path, schema: Schema) -> Result<TableWriter, ParquetError> {
-        let err = |message: String| ParquetError::Write {
-            path: path.to_path_buf(),
-            message,
-        };
-        let fields = schema
+        let specs = schema
             .iter()
-            .map(|(name, kind, nullable)| {
-                let physical = match kind {
-                    ColumnType::Int64 => PhysicalType::INT64,
-                    ColumnType::Double => PhysicalType::DOUBLE,
-                    ColumnType::Text => PhysicalType::BYTE_ARRAY,
-                };
-                let mut b =
-                    Type::primitive_type_builder(name, physical).with_repetition(if *nullable {
-                        Repetition::OPTIONAL
-                    } else {
-                        Repetition::REQUIRED
-                    });
-                if *kind == ColumnType::Text {
-                    b = b
-                        .with_logical_type(Some(LogicalType::String))
-                        .with_converted_type(ConvertedType::UTF8);
-                }
-                b.build().map(Arc::new).map_err(|e| err(e.to_string()))
+            .map(|(name, kind, nullable)| ColumnSpec {
+                nullable: *nullable,
+                ..ColumnSpec::new(
+                    name,
+                    match kind {
+                        ColumnType::Int64 => Kind::Int64,
+                        ColumnType::Double => Kind::Double,
+                        ColumnType::Text => Kind::Text,
+                    },
+                )
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        let root = Type::group_type_builder("schema")
-            .with_fields(fields)
-            .build()
-            .map_err(|e| err(e.to_string()))?;
-        let props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_created_by(format!("alloclens {}", env!("CARGO_PKG_VERSION")))
-            .build();
-        let partial = partial_path(path);
-        let file = File::create(&partial).map_err(|e| err(e.to_string()))?;
-        let writer =
-            SerializedFileWriter::new(file, Arc::new(root), Arc::new(props)).map_err(|e| {
-                let _ = std::fs::remove_file(&partial);
-                err(e.to_string())
+            .collect();
+        let file =
+            ParquetFile::create_export(path, specs).map_err(|message| ParquetError::Write {
+                path: path.to_path_buf(),
+                message,
             })?;
-        Ok(TableWriter {
-            path: path.to_path_buf(),
-            partial,
-            schema,
-            writer: Some(writer),
-            rows: 0,
-        })
+        Ok(TableWriter { file, schema })
+    }
+
+    fn error(&self, message: String) -> ParquetError {
+        ParquetError::Write {
+            path: self.file.path().to_path_buf(),
+            message,
+        }
     }
 
     /// Writes one row group: one `Column` per schema entry, in order, all of the same length.
     pub fn write_batch(&mut self, columns: &[Column]) -> Result<(), ParquetError> {
-        let path = self.path.clone();
-        let err = |message: String| ParquetError::Write {
-            path: path.clone(),
-            message,
-        };
         if columns.len() != self.schema.len() {
-            return Err(err(format!(
+            return Err(self.error(format!(
                 "batch has {} columns, the schema {}",
                 columns.len(),
                 self.schema.len()
@@ -136,90 +102,50 @@ impl TableWriter {
             return Ok(());
         }
         if columns.iter().any(|c| c.len() != rows) {
-            return Err(err("columns of a batch differ in length".into()));
+            return Err(self.error("columns of a batch differ in length".into()));
         }
-        let mut group = self
-            .writer
-            .as_mut()
-            .ok_or_else(|| err("the table is finished".into()))?
-            .next_row_group()
-            .map_err(|e| err(e.to_string()))?;
+        let mut data = Vec::with_capacity(columns.len());
         for (column, (name, _, nullable)) in columns.iter().zip(&self.schema) {
-            let mut col = group
-                .next_column()
-                .map_err(|e| err(e.to_string()))?
-                .ok_or_else(|| err(format!("no column writer for {name}")))?;
-            let levels = |present: Vec<bool>| -> Result<Option<Vec<i16>>, ParquetError> {
-                if *nullable {
-                    Ok(Some(present.iter().map(|&p| i16::from(p)).collect()))
-                } else if present.iter().all(|&p| p) {
-                    Ok(None)
-                } else {
-                    Err(err(format!("null in the required column {name}")))
-                }
+            let (values, present) = match column {
+                Column::Int64(v) => (
+                    Values::Int64(v.iter().flatten().copied().collect()),
+                    v.iter().map(Option::is_some).collect::<Vec<_>>(),
+                ),
+                Column::Double(v) => (
+                    Values::Double(v.iter().flatten().copied().collect()),
+                    v.iter().map(Option::is_some).collect(),
+                ),
+                Column::Text(v) => (
+                    Values::Text(
+                        v.iter()
+                            .flatten()
+                            .map(|s| ByteArray::from(s.as_str()))
+                            .collect(),
+                    ),
+                    v.iter().map(Option::is_some).collect(),
+                ),
             };
-            let written = match column {
-                Column::Int64(v) => {
-                    let defs = levels(v.iter().map(Option::is_some).collect())?;
-                    let values: Vec<i64> = v.iter().flatten().copied().collect();
-                    col.typed::<Int64Type>()
-                        .write_batch(&values, defs.as_deref(), None)
-                }
-                Column::Double(v) => {
-                    let defs = levels(v.iter().map(Option::is_some).collect())?;
-                    let values: Vec<f64> = v.iter().flatten().copied().collect();
-                    col.typed::<DoubleType>()
-                        .write_batch(&values, defs.as_deref(), None)
-                }
-                Column::Text(v) => {
-                    let defs = levels(v.iter().map(Option::is_some).collect())?;
-                    let values: Vec<ByteArray> = v
-                        .iter()
-                        .flatten()
-                        .map(|s| ByteArray::from(s.as_str()))
-                        .collect();
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&values, defs.as_deref(), None)
-                }
+            let defs = if *nullable {
+                Some(present.iter().map(|&p| i16::from(p)).collect())
+            } else if present.iter().all(|&p| p) {
+                None
+            } else {
+                return Err(self.error(format!("null in the required column {name}")));
             };
-            written.map_err(|e| err(format!("column {name}: {e}")))?;
-            col.close().map_err(|e| err(e.to_string()))?;
+            data.push(ColumnData { values, defs });
         }
-        group.close().map_err(|e| err(e.to_string()))?;
-        self.rows += rows as u64;
-        Ok(())
+        self.file
+            .write_group(data)
+            .map_err(|message| self.error(message))
     }
 
     /// Finishes the file (writes the footer) and gives it its name; returns the number of rows.
-    pub fn finish(mut self) -> Result<u64, ParquetError> {
-        let err = |message: String| ParquetError::Write {
-            path: self.path.clone(),
-            message,
-        };
-        if let Some(writer) = self.writer.take() {
-            writer.close().map_err(|e| err(e.to_string()))?;
-        }
-        std::fs::rename(&self.partial, &self.path).map_err(|e| err(e.to_string()))?;
-        self.partial = PathBuf::new();
-        Ok(self.rows)
+    pub fn finish(self) -> Result<u64, ParquetError> {
+        let path = self.file.path().to_path_buf();
+        self.file
+            .finish()
+            .map_err(|message| ParquetError::Write { path, message })
     }
-}
-
-impl Drop for TableWriter {
-    fn drop(&mut self) {
-        if !self.partial.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.partial);
-        }
-    }
-}
-
-/// `DIR/.NAME.PID.partial` for `DIR/NAME`: in the same directory, so the rename cannot cross file
-/// systems; with the pid, so two alloclens writing the same table do not share it.
-fn partial_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "table".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
 }
 
 /// Rows and column names of a Parquet file, read from its footer (used by tests and `diff`).
