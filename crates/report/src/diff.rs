@@ -26,6 +26,41 @@ pub struct DiffRow {
     pub b_se: Option<f64>,
 }
 
+impl DiffRow {
+    /// The row's cells as the terminal and the HTML page show them: scope, metric, A and B (each
+    /// with its standard error when it is an estimate of at least half a unit), the change with its
+    /// sign, the change in percent; `value` formats a figure of the row's unit.
+    pub fn cells(&self, value: impl Fn(Unit, f64) -> String) -> [String; 6] {
+        let dash = || "—".to_string();
+        let v = |x: Option<f64>, se: Option<f64>| {
+            let pm = se
+                .filter(|se| *se >= 0.5)
+                .map(|se| format!(" ± {}", value(self.unit, se.round())))
+                .unwrap_or_default();
+            x.map_or_else(dash, |x| value(self.unit, x) + &pm)
+        };
+        let change = self.change.map_or_else(dash, |c| {
+            let sign = if c > 0.0 {
+                "+"
+            } else if c < 0.0 {
+                "-"
+            } else {
+                ""
+            };
+            format!("{sign}{}", value(self.unit, c.abs()))
+        });
+        [
+            self.scope.clone(),
+            self.metric.clone(),
+            v(self.a, self.a_se),
+            v(self.b, self.b_se),
+            change,
+            self.change_percent
+                .map_or_else(dash, |p| format!("{p:+.1}%")),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Diff {
     pub a: String,
@@ -85,7 +120,6 @@ fn row(h: &Headline, a: Option<f64>, b: Option<f64>) -> DiffRow {
 impl Diff {
     /// A terminal table: scope, metric, A, B, change, change %.
     pub fn render_text(&self) -> String {
-        let dash = || "—".to_string();
         let headers = [
             "scope".to_string(),
             "metric".to_string(),
@@ -94,37 +128,7 @@ impl Diff {
             "change".to_string(),
             "change %".to_string(),
         ];
-        let rows: Vec<[String; 6]> = self
-            .rows
-            .iter()
-            .map(|r| {
-                let v = |x: Option<f64>, se: Option<f64>| {
-                    let pm = se
-                        .filter(|se| *se >= 0.5)
-                        .map(|se| format!(" ± {}", format_value(r.unit, se.round())))
-                        .unwrap_or_default();
-                    x.map_or_else(dash, |x| format_value(r.unit, x) + &pm)
-                };
-                let change = r.change.map_or_else(dash, |c| {
-                    let sign = if c > 0.0 {
-                        "+"
-                    } else if c < 0.0 {
-                        "-"
-                    } else {
-                        ""
-                    };
-                    format!("{sign}{}", format_value(r.unit, c.abs()))
-                });
-                [
-                    r.scope.clone(),
-                    r.metric.clone(),
-                    v(r.a, r.a_se),
-                    v(r.b, r.b_se),
-                    change,
-                    r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
-                ]
-            })
-            .collect();
+        let rows: Vec<[String; 6]> = self.rows.iter().map(|r| r.cells(format_value)).collect();
         let mut widths = headers.clone().map(|h| h.chars().count());
         for r in &rows {
             for (w, c) in widths.iter_mut().zip(r) {

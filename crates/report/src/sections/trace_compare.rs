@@ -184,32 +184,7 @@ fn value_cell(unit: Unit, v: f64) -> String {
 }
 
 fn diff_cells(r: &DiffRow) -> Vec<String> {
-    let dash = || "—".to_string();
-    let v = |x: Option<f64>, se: Option<f64>| {
-        let pm = se
-            .filter(|se| *se >= 0.5)
-            .map(|se| format!(" ± {}", value_cell(r.unit, se.round())))
-            .unwrap_or_default();
-        x.map_or_else(dash, |x| value_cell(r.unit, x) + &pm)
-    };
-    let change = r.change.map_or_else(dash, |c| {
-        let sign = if c > 0.0 {
-            "+"
-        } else if c < 0.0 {
-            "-"
-        } else {
-            ""
-        };
-        format!("{sign}{}", value_cell(r.unit, c.abs()))
-    });
-    vec![
-        r.scope.clone(),
-        r.metric.clone(),
-        v(r.a, r.a_se),
-        v(r.b, r.b_se),
-        change,
-        r.change_percent.map_or_else(dash, |p| format!("{p:+.1}%")),
-    ]
+    r.cells(value_cell).to_vec()
 }
 
 fn matching_section(c: &TraceComparison) -> Section {
