@@ -101,8 +101,7 @@ impl Table {
                 .columns
                 .iter()
                 .enumerate()
-                .map(|(i, spec)| column(group, i, spec.kind))
-                .collect();
+                .map(|(i, spec)| Ok(column(group, i, spec.kind)));
             file.write_group(columns)?;
         }
         file.finish()

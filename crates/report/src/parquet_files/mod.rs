@@ -104,39 +104,43 @@ impl TableWriter {
         if columns.iter().any(|c| c.len() != rows) {
             return Err(self.error("columns of a batch differ in length".into()));
         }
-        let mut data = Vec::with_capacity(columns.len());
-        for (column, (name, _, nullable)) in columns.iter().zip(&self.schema) {
-            let (values, present) = match column {
-                Column::Int64(v) => (
-                    Values::Int64(v.iter().flatten().copied().collect()),
-                    v.iter().map(Option::is_some).collect::<Vec<_>>(),
-                ),
-                Column::Double(v) => (
-                    Values::Double(v.iter().flatten().copied().collect()),
-                    v.iter().map(Option::is_some).collect(),
-                ),
-                Column::Text(v) => (
-                    Values::Text(
-                        v.iter()
-                            .flatten()
-                            .map(|s| ByteArray::from(s.as_str()))
-                            .collect(),
+        // Column by column: one column's values and levels in memory at a time.
+        let data = columns
+            .iter()
+            .zip(&self.schema)
+            .map(|(column, (name, _, nullable))| {
+                let (values, present) = match column {
+                    Column::Int64(v) => (
+                        Values::Int64(v.iter().flatten().copied().collect()),
+                        v.iter().map(Option::is_some).collect::<Vec<_>>(),
                     ),
-                    v.iter().map(Option::is_some).collect(),
-                ),
-            };
-            let defs = if *nullable {
-                Some(present.iter().map(|&p| i16::from(p)).collect())
-            } else if present.iter().all(|&p| p) {
-                None
-            } else {
-                return Err(self.error(format!("null in the required column {name}")));
-            };
-            data.push(ColumnData { values, defs });
-        }
+                    Column::Double(v) => (
+                        Values::Double(v.iter().flatten().copied().collect()),
+                        v.iter().map(Option::is_some).collect(),
+                    ),
+                    Column::Text(v) => (
+                        Values::Text(
+                            v.iter()
+                                .flatten()
+                                .map(|s| ByteArray::from(s.as_str()))
+                                .collect(),
+                        ),
+                        v.iter().map(Option::is_some).collect(),
+                    ),
+                };
+                let defs = if *nullable {
+                    Some(present.iter().map(|&p| i16::from(p)).collect())
+                } else if present.iter().all(|&p| p) {
+                    None
+                } else {
+                    return Err(format!("null in the required column {name}"));
+                };
+                Ok(ColumnData { values, defs })
+            });
+        let path = self.file.path().to_path_buf();
         self.file
             .write_group(data)
-            .map_err(|message| self.error(message))
+            .map_err(|message| ParquetError::Write { path, message })
     }
 
     /// Finishes the file (writes the footer) and gives it its name; returns the number of rows.
