@@ -870,7 +870,7 @@ fn verdict_matrix_over_real_processes() {
         Box::new(move |d| {
             let w = watch_matrix(d, &["--interval", "1s"], &[&m1, "leak", "50"], |_| {});
             expect_class(&w, "undetermined")?;
-            expect_text(&w, "too few for a trend")?;
+            expect_text(&w, "too few to tell a start-up fill from growth")?;
             if w.text.contains("the agent wrote no snapshot") {
                 return Err("its final snapshot was not used".into());
             }
@@ -878,6 +878,30 @@ fn verdict_matrix_over_real_processes() {
                 return Err(format!("no final snapshot: {}", w.json["processes"]));
             }
             Ok(())
+        }),
+    ));
+    cases.push((
+        // Two waves allocated, the first freed, gone in half a second: four samples (eight would
+        // take a run slowed down 2.5 times), whose live bytes' trend was called a leak.
+        "allocates, frees half and exits within a few samples",
+        Box::new(move |d| {
+            let exe = testkit::alloclens_exe();
+            let w = watch_matrix(
+                d,
+                &["--interval", "150ms"],
+                &[
+                    &exe,
+                    "workload",
+                    "twowave",
+                    "--wave-mb",
+                    "8",
+                    "--hold-ms",
+                    "200",
+                ],
+                |_| {},
+            );
+            expect_class(&w, "undetermined")?;
+            expect_text(&w, "too few to tell a start-up fill from growth")
         }),
     ));
     let m1 = m.clone();
