@@ -926,6 +926,15 @@ fn verdict_matrix_over_real_processes() {
             }
             expect_text(&w, "were no longer renewed after")?;
             expect_text(&w, "not carried forward")?;
+            // A write that failed leaves no temporary file behind.
+            let left: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect();
+            if !left.is_empty() {
+                return Err(format!("temporary files left: {left:?}"));
+            }
             common_checks(&w)?;
             match w.class().as_str() {
                 "leak" | "undetermined" => Ok(()),
