@@ -14,6 +14,11 @@ pub enum TraceError {
     #[error("'{path}' is not an alloclens trace (wrong magic bytes)")]
     NotATrace { path: PathBuf },
     #[error(
+        "'{path}' is a directory, not a trace: give the file `alloclens record -o` wrote (a results \
+         directory of `run` or `watch` has its page: `alloclens report {path}`)"
+    )]
+    Directory { path: PathBuf },
+    #[error(
         "'{path}' is a trace of format version {found}, newer than this alloclens reads \
          (version {supported}): upgrade alloclens"
     )]

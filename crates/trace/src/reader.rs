@@ -100,6 +100,12 @@ pub struct TraceReader<R> {
 impl TraceReader<BufReader<File>> {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
+        // Opening a directory succeeds; reading it fails with a bare "Is a directory".
+        if path.is_dir() {
+            return Err(TraceError::Directory {
+                path: path.to_path_buf(),
+            });
+        }
         let file = File::open(path).map_err(|source| TraceError::Io {
             path: path.to_path_buf(),
             source,

@@ -265,6 +265,26 @@ fn a_foreign_file_gets_a_one_line_error() {
     );
 }
 
+#[test]
+fn a_directory_gets_a_one_line_error_naming_what_to_give() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["analyze", "export"] {
+        let mut cmd = alloclens();
+        cmd.arg(command);
+        if command == "export" {
+            cmd.arg("--parquet").arg(dir.path().join("out"));
+        }
+        let out = cmd.arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{command}: {err}");
+        assert!(
+            err.contains("is a directory, not a trace") && err.contains("alloclens record -o"),
+            "{command}: {err}"
+        );
+    }
+}
+
 /// A real C program with known calls, recorded by `alloclens record`, then analysed.
 #[test]
 fn a_recorded_program_has_its_known_figures() {
