@@ -142,15 +142,22 @@ impl FileSink {
     }
 
     /// The rows written beside the file, then renamed over it; appending goes on in the new one.
+    /// A write that fails (a full disk) leaves the file as it was and no temporary file.
     fn rewrite(&mut self, rows: &[WatchSample]) -> std::io::Result<()> {
         let tmp = self.path.with_extension("csv.tmp");
-        let mut w = csv::WriterBuilder::new().from_writer(BufWriter::new(File::create(&tmp)?));
-        for r in rows {
-            w.serialize(r).map_err(csv_io)?;
+        let written = (|| {
+            let mut w = csv::WriterBuilder::new().from_writer(BufWriter::new(File::create(&tmp)?));
+            for r in rows {
+                w.serialize(r).map_err(csv_io)?;
+            }
+            w.flush()?;
+            drop(w);
+            std::fs::rename(&tmp, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        w.flush()?;
-        drop(w);
-        std::fs::rename(&tmp, &self.path)?;
+        written?;
         let file = OpenOptions::new().append(true).open(&self.path)?;
         // The header is in the file already.
         self.writer = csv::WriterBuilder::new()
