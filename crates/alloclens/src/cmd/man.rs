@@ -1,6 +1,7 @@
 //! `alloclens man`: manual pages in roff, generated from the clap definition so that they never
 //! drift from the options.
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -44,6 +45,9 @@ fn write_pages(command: clap::Command, dir: &Path) -> std::io::Result<()> {
         }
         let man = clap_mangen::Man::new(command);
         let mut page = tempfile::NamedTempFile::new_in(dir)?;
+        // A temporary file is private (0600); a man page is for every user.
+        page.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
         man.render(page.as_file_mut())?;
         page.as_file_mut().flush()?;
         page.as_file().sync_all()?;

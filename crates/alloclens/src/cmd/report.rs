@@ -1,4 +1,5 @@
 //! `alloclens report PATH`: glue between the command line and the report library (docs/reports.md).
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -205,8 +206,22 @@ pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(output)
 }
 
+/// The page goes to a temporary file beside `output`, renamed over it once complete: a full disk
+/// leaves no half page (the temporary file is removed), and an earlier page stays whole.
 fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
     let page = render_html(doc).context("cannot serialise the chart data")?;
-    std::fs::write(output, page)
-        .with_context(|| format!("cannot write the report '{}'", output.display()))
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let written = (|| -> std::io::Result<()> {
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        // A temporary file is private (0600); a page is for whoever may read the folder.
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        std::io::Write::write_all(&mut tmp, page.as_bytes())?;
+        tmp.persist(output).map_err(|e| e.error)?;
+        Ok(())
+    })();
+    written.with_context(|| format!("cannot write the report '{}'", output.display()))
 }

@@ -75,6 +75,15 @@ fn man_pages_cover_every_subcommand_and_its_options() {
         let page = std::fs::read_to_string(man1.join(format!("alloclens-{name}.1")))
             .unwrap_or_else(|e| panic!("alloclens-{name}.1: {e}"));
         assert!(page.contains(&format!(".TH alloclens-{name} 1")), "{name}");
+        // Readable by every user, as man(1) needs (pages were 0600: temporary files' mode).
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &man1
+                .join(format!("alloclens-{name}.1"))
+                .metadata()
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o644, "alloclens-{name}.1: {mode:o}");
     }
     let run = std::fs::read_to_string(man1.join("alloclens-run.1")).unwrap();
     assert!(run.contains("program\\-output"), "{run}");

@@ -156,6 +156,40 @@ fn assert_offline(html: &str) {
     );
 }
 
+/// A page that does not fit on the disk: one error line, no half page under its name, no
+/// temporary file left; a page that fits is readable by others (a temporary file's 0600 is not
+/// kept).
+#[test]
+fn a_report_on_a_full_disk_leaves_no_half_page() {
+    let results = &fixtures().hostile;
+    let (html, _) = report_html(results, &[]);
+    let mode = std::os::unix::fs::PermissionsExt::mode(&html.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o644, "{mode:o}");
+    let Some(disk) = testkit::SmallDisk::mount("16k") else {
+        return;
+    };
+    let page = disk.path().join("r.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(results)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot write the report") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn run_report_renders_every_chart_offline() {
     let f = fixtures();
