@@ -1,12 +1,12 @@
 //! `alloclens man`: manual pages in roff, generated from the clap definition so that they never
 //! drift from the options.
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::CommandFactory;
+
+use crate::whole_file::write_whole;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,25 +35,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every page, as clap_mangen::generate_to names them, each written to a temporary file renamed into
-/// place once complete: a full disk leaves no partial page (the temporary file is removed), and a
-/// page already there stays whole until its new version replaces it.
+/// Every page, as clap_mangen::generate_to names them, each written whole (`write_whole`): a full
+/// disk leaves no partial page, and a page already there stays whole until its new version
+/// replaces it.
 fn write_pages(command: clap::Command, dir: &Path) -> std::io::Result<()> {
     fn write(command: clap::Command, dir: &Path) -> std::io::Result<()> {
         for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
             write(sub.clone(), dir)?;
         }
         let man = clap_mangen::Man::new(command);
-        let mut page = tempfile::NamedTempFile::new_in(dir)?;
-        // A temporary file is private (0600); a man page is for every user.
-        page.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        man.render(page.as_file_mut())?;
-        page.as_file_mut().flush()?;
-        page.as_file().sync_all()?;
-        page.persist(dir.join(man.get_filename()))
-            .map_err(|e| e.error)?;
-        Ok(())
+        write_whole(&dir.join(man.get_filename()), |out| man.render(out))
     }
     let mut command = command.disable_help_subcommand(true);
     command.build();

@@ -1,5 +1,4 @@
 //! `alloclens report PATH`: glue between the command line and the report library (docs/reports.md).
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,6 +7,8 @@ use report::{
     merge_runs, render_html, write_figures, Document, FigureFormat, Reportable, RunData,
     TraceComparison,
 };
+
+use crate::whole_file::write_whole;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -206,22 +207,10 @@ pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(output)
 }
 
-/// The page goes to a temporary file beside `output`, renamed over it once complete: a full disk
-/// leaves no half page (the temporary file is removed), and an earlier page stays whole.
+/// The page written whole (`write_whole`): a full disk leaves no half page, and an earlier page
+/// stays whole.
 fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
     let page = render_html(doc).context("cannot serialise the chart data")?;
-    let dir = match output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let written = (|| -> std::io::Result<()> {
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        // A temporary file is private (0600); a page is for whoever may read the folder.
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        std::io::Write::write_all(&mut tmp, page.as_bytes())?;
-        tmp.persist(output).map_err(|e| e.error)?;
-        Ok(())
-    })();
+    let written = write_whole(output, |out| out.write_all(page.as_bytes()));
     written.with_context(|| format!("cannot write the report '{}'", output.display()))
 }

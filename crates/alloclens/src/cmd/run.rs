@@ -14,6 +14,7 @@ use runner::{
 };
 
 use crate::cmd::args;
+use crate::whole_file::write_whole;
 
 /// How `run --ksm` makes the command's tree mergeable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -804,10 +805,8 @@ fn write_exports(
     };
     let mut problems = Vec::new();
     for (format, path) in &options.exports {
-        let written = std::fs::File::create(path).and_then(|file| {
-            let mut out = std::io::BufWriter::new(file);
-            report::export_summary(*format, summary, &context, &mut out)?;
-            out.flush()
+        let written = write_whole(path, |out| {
+            report::export_summary(*format, summary, &context, out)
         });
         if let Err(e) = written {
             problems.push(format!(
