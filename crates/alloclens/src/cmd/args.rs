@@ -143,6 +143,11 @@ pub fn duration(text: &str, option: &str, max: Duration) -> anyhow::Result<Durat
         return Err(not_a_duration());
     }
     let seconds = value * scale;
+    // Every duration option is a time to wait or to sample at: 0 would time every run out at once
+    // (--timeout), end a watch before its first sample (--duration), or spin (--interval).
+    if seconds == 0.0 {
+        bail!("{option} '{text}' must be longer than 0");
+    }
     if seconds > max.as_secs_f64() {
         bail!(
             "{option} '{text}' is too long: at most {}",
@@ -245,6 +250,9 @@ mod tests {
         assert_eq!(e, "--x '99999999999999999999s' is too long: at most 1 day");
         assert!(d("1e300s").is_err());
         assert!(d("24.001h").is_err());
+        let e = d("0s").unwrap_err().to_string();
+        assert_eq!(e, "--x '0s' must be longer than 0");
+        assert!(d("0").is_err() && d("0.0ms").is_err());
     }
 
     #[test]
