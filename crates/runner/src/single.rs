@@ -24,6 +24,27 @@ use crate::watchdog::Watchdog;
 
 /// How long the tree gets between SIGTERM and SIGKILL when it must be stopped.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// The first ramp-up sample after the one at the start; each next one comes twice as late.
+const RAMP_FIRST: Duration = Duration::from_millis(2);
+
+/// When the sample after one taken `elapsed` into the run is due (from the run's start): 2, 4, 8,
+/// 16 ... ms while that is sooner than `interval`, then every `interval` (k * interval). A command
+/// shorter than the interval is thus seen running, not only as it starts: `workload churn` of
+/// 70 ms got one sample, at 1 ms, before its exec had run, for its mean and peak PSS. The
+/// statistics weigh each sample by the time it stands for (`stats::series_stats`), so the
+/// ramp-up does not weigh the start more; ~7 more samples a run at the default 100 ms.
+fn next_sample_after(elapsed: Duration, interval: Duration) -> Duration {
+    let mut ramp = RAMP_FIRST;
+    while ramp <= elapsed {
+        ramp *= 2;
+    }
+    if ramp < interval {
+        return ramp;
+    }
+    let k = elapsed.as_nanos() / interval.as_nanos().max(1) + 1;
+    interval.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
+}
+
 /// When the allocator check looks at a new process before the regular samples.
 const EARLY_CHECKS: [Duration; 3] = [
     Duration::from_millis(3),
@@ -308,9 +329,8 @@ impl<'a, 'o> Run<'a, 'o> {
     fn on_tick(&mut self, now: Instant) {
         if now >= self.next_tick {
             self.take_sample(SampleKind::Interval, None);
-            while self.next_tick <= now {
-                self.next_tick += self.ctx.plan.interval;
-            }
+            self.next_tick =
+                self.started_at + next_sample_after(now - self.started_at, self.ctx.plan.interval);
         }
         if self.early_checks.front().is_some_and(|at| now >= *at) {
             self.early_checks.pop_front();
@@ -761,4 +781,30 @@ fn stop_leftovers(pgid: u32, pids: &[u32]) {
         thread::sleep(Duration::from_millis(10));
     }
     child::signal_tree(pgid, pids, Signal::SIGKILL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_ramp_up_to_the_interval_then_keep_to_its_multiples() {
+        let ms = Duration::from_millis;
+        let next = |elapsed, interval| next_sample_after(ms(elapsed), ms(interval));
+        // After the one at the start: 2, 4, 8 ... ms, then every 100 ms from the start.
+        let mut at = 0;
+        let mut times = Vec::new();
+        while at < 450 {
+            at = next(at, 100).as_millis() as u64;
+            times.push(at);
+        }
+        assert_eq!(times, [2, 4, 8, 16, 32, 64, 100, 200, 300, 400, 500]);
+        // A late sample does not shift the schedule: the next multiple of the interval.
+        assert_eq!(next(130, 100), ms(200));
+        assert_eq!(next(63, 100), ms(64));
+        // An interval at or below the ramp's first step: no ramp.
+        assert_eq!(next(0, 1), ms(1));
+        assert_eq!(next(0, 2), ms(2));
+        assert_eq!(next(2, 2), ms(4));
+    }
 }

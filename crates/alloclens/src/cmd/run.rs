@@ -80,7 +80,8 @@ pub struct Args {
     /// a warning
     #[arg(short, long, value_name = "CMD")]
     pub cleanup: Option<String>,
-    /// Time between memory samples (e.g. 100ms, 0.5s, 2s; at most 1h)
+    /// Time between memory samples (e.g. 100ms, 0.5s, 2s; at most 1h). Before the first one, samples
+    /// come 2, 4, 8 ... ms after the start, so a shorter command is seen running
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub interval: String,
     /// Take a sample at each output line matching REGEX, labelled with its first capture group

@@ -76,7 +76,8 @@ pub struct Args {
     /// (needed by --objective throughput; as in `run`)
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
-    /// Time between memory samples (e.g. 50ms, 100ms, 1s)
+    /// Time between memory samples (e.g. 50ms, 100ms, 1s); before the first one, samples come 2, 4,
+    /// 8 ... ms after the start, as in `run`
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub interval: String,
     /// Stop a run (its whole process tree) after this long: it counts as failed

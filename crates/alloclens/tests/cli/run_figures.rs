@@ -259,7 +259,9 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
     const TOUCHED: &str = "64";
     let dir = tempfile::tempdir().unwrap();
     let program = testkit::program("touch_exit").to_str().unwrap();
-    // The next interval sample is 10 s away: at most the one at the start.
+    // The next interval sample is 10 s away, the ramp-up's last (2, 4, 8 ... 256 ms) is over when
+    // the program touches its block, 300 ms in; it frees it at once and lives 100 ms more: no
+    // sample sees the peak.
     let (short, stdout) = run_ok(
         &dir.path().join("short"),
         &[
@@ -273,6 +275,8 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
             program,
             TOUCHED,
             "0",
+            "100",
+            "300",
         ],
     );
     let kernel = |run: &Value| {
@@ -344,6 +348,39 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
             short_run["memory"]
         );
     }
+
+    // Holding its memory for 300 ms, 10 s before the first interval: the ramp-up's samples see
+    // it running (before them: one sample as it started, its loader's 1-3 MiB, for every figure).
+    let (held, _) = run_ok(
+        &dir.path().join("held"),
+        &[
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "--interval",
+            "10s",
+            "--",
+            program,
+            TOUCHED,
+            "300",
+        ],
+    );
+    let memory = &held["runs"][0]["memory"];
+    assert!(memory["samples"].as_u64().unwrap() >= 5, "{memory}");
+    assert!(
+        memory["rss"]["peak"].as_u64().unwrap() >= 64 * MIB,
+        "{memory}"
+    );
+    assert!(
+        memory["pss"]["peak"].as_u64().unwrap() >= 60 * MIB,
+        "{memory}"
+    );
+    // Time-weighted: the 300 ms held weigh more than the few ms of start-up sampled often.
+    assert!(
+        memory["pss"]["mean"].as_f64().unwrap() >= (32 * MIB) as f64,
+        "{memory}"
+    );
 
     // `true` peaks at about 1 MiB, below the child's copy of alloclens's own pages, which
     // ru_maxrss also holds: no kernel figure rather than the copy's (3-4 MiB).
