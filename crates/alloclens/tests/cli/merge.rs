@@ -401,12 +401,21 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
     assert!(merge(&[&f.run_a], &ds, &["--host", "node-a"])
         .status
         .success());
+    let page = dir.path().join("page.html");
+    // One host: no ranking to compare (it said "every host ranks the variants the same way").
+    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Each command ran on one host only: no ranking to compare across hosts.")
+            && !html.contains("Every host ranks"),
+        "one host's dataset"
+    );
     assert!(merge(&[&f.run_b], &ds, &["--host", "node-b"])
         .status
         .success());
-    let page = dir.path().join("page.html");
     succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("one host only"), "two hosts compared");
     for needle in [
         "Variants across hosts",
         "Hosts where the ranking differs",

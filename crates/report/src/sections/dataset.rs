@@ -172,6 +172,8 @@ impl Reportable for DatasetData {
         ));
         let mut differing = Section::new("ranking-differs", "Hosts where the ranking differs");
         let mut any_differs = false;
+        // Some command ran on two hosts or more.
+        let mut compared = false;
         for ((command, params), group) in &self.groups {
             let caption = format!(
                 "{}{}, baseline {}",
@@ -208,6 +210,7 @@ impl Reportable for DatasetData {
 
             // The ranking most hosts share; the hosts with another one.
             let rankings = group.rankings();
+            compared |= rankings.len() >= 2;
             let mut counts: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
             for r in rankings.values() {
                 *counts.entry(r).or_default() += 1;
@@ -242,10 +245,17 @@ impl Reportable for DatasetData {
                     .to_string(),
             ));
         }
+        // "Every host agrees" only where hosts were compared: not over no run, or one host each.
         if !any_differs {
             differing.push(Block::Paragraph(
-                "Every host ranks the variants of each command the same way by mean PSS ratio."
-                    .to_string(),
+                if compared {
+                    "Every host ranks the variants of each command the same way by mean PSS ratio."
+                } else if self.groups.is_empty() {
+                    "No results of `alloclens run`: no ranking to compare."
+                } else {
+                    "Each command ran on one host only: no ranking to compare across hosts."
+                }
+                .to_string(),
             ));
         }
         sections.push(variants);
