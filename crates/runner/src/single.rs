@@ -29,10 +29,10 @@ const RAMP_FIRST: Duration = Duration::from_millis(2);
 
 /// When the sample after one taken `elapsed` into the run is due (from the run's start): 2, 4, 8,
 /// 16 ... ms while that is sooner than `interval`, then every `interval` (k * interval). A command
-/// shorter than the interval is thus seen running, not only as it starts: `workload churn` of
-/// 70 ms got one sample, at 1 ms, before its exec had run, for its mean and peak PSS. The
+/// shorter than the interval is thus seen running, not only as it starts: a 27-ms `workload
+/// churn` got one sample, at 1 ms, before its exec had run, for its mean and peak PSS. The
 /// statistics weigh each sample by the time it stands for (`stats::series_stats`), so the
-/// ramp-up does not weigh the start more; ~7 more samples a run at the default 100 ms.
+/// ramp-up does not weigh the start more; 6 more samples a run at the default 100 ms.
 fn next_sample_after(elapsed: Duration, interval: Duration) -> Duration {
     let mut ramp = RAMP_FIRST;
     while ramp <= elapsed {

@@ -287,15 +287,17 @@ pub fn classify(input: &VerdictInput) -> Verdict {
         commands: Vec::new(),
     };
     let Some(rss) = rss.filter(|_| input.rss.len() >= 3 && sampled >= MIN_SAMPLES) else {
-        v.evidence.push(format!(
-            "{sampled} sample(s): too few to tell a start-up fill from growth ({MIN_SAMPLES} \
-             needed); watch longer{}",
-            if sampled < MIN_SAMPLES {
-                " or give a shorter --interval"
-            } else {
-                ""
-            }
-        ));
+        v.evidence.push(if sampled < MIN_SAMPLES {
+            format!(
+                "{sampled} sample(s): too few to tell a start-up fill from growth \
+                 ({MIN_SAMPLES} needed); watch longer or give a shorter --interval"
+            )
+        } else {
+            format!(
+                "{} sample(s) after the warm-up: too few for a trend; watch longer",
+                input.rss.len()
+            )
+        });
         return v;
     };
     let live_name = if input.live_name.is_empty() {
