@@ -274,9 +274,7 @@ fn a_directory_gets_a_one_line_error_naming_what_to_give() {
         if command == "export" {
             cmd.arg("--parquet").arg(dir.path().join("out"));
         }
-        let out = cmd.arg(dir.path()).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{command}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = cmd.arg(dir.path()).fails_with(1);
         assert_eq!(err.lines().count(), 1, "{command}: {err}");
         assert!(
             err.contains("is a directory, not a trace") && err.contains("alloclens record -o"),

@@ -169,15 +169,12 @@ fn a_report_on_a_full_disk_leaves_no_half_page() {
         return;
     };
     let page = disk.path().join("r.html");
-    let out = alloclens()
+    let stderr = alloclens()
         .arg("report")
         .arg(results)
         .arg("-o")
         .arg(&page)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+        .fails_with(1);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("cannot write the report") && stderr.contains("No space left"),
