@@ -523,17 +523,33 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
             s.unknown_frees, s.double_frees, s.failed_in_trace, s.unknown_reallocs_as_malloc
         );
     }
-    if let Some(o) = runs
+    // The replay's row shows the image that held the most, so the original beside it is the image
+    // that held the most too, not the first one read (a wrapper shell's, for a traced script).
+    let originals: Vec<&replay::ImageReplay> = runs
+        .first()
+        .map(|r| {
+            r.images
+                .iter()
+                .filter(|i| i.original_summary.is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some((image, o)) = originals
         .iter()
-        .flat_map(|r| &r.images)
-        .find_map(|i| i.original_summary.as_ref())
+        .filter_map(|i| Some((*i, i.original_summary.as_ref()?)))
+        .max_by_key(|(_, o)| o.rss.peak)
     {
+        let of = if replay.images() > 1 {
+            format!(" (process {}, the image that held the most)", image.pid)
+        } else {
+            String::new()
+        };
         let heap = o.heap.map_or("not read".to_string(), |h| {
             format!("peak {}, mean {}", mib(h.peak as f64), mib(h.mean))
         });
         let _ = writeln!(
             t,
-            "Original run (recorded with the trace): RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            "Original run (recorded with the trace){of}: RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
             mib(o.rss.peak as f64),
             mib(o.anon.peak as f64),
             mib(o.anon.mean),

@@ -390,3 +390,46 @@ fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
         assert_eq!(glibc["ending"]["status"]["code"], 0, "glibc still ran");
     }
 }
+
+/// A trace of a script: the shells' images are small, the workload's is not. The original run shown
+/// beside the replay (whose row is the image that held the most) is the workload's, not the first
+/// shell's the trace lists.
+#[test]
+fn the_original_run_beside_the_replay_is_the_image_that_held_the_most() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("script.alt");
+    let exe = alloclens_exe();
+    let script = format!(
+        "sh -c 'sleep 0.2; true'; {} workload churn --ops 50000 --slots 4096; true",
+        exe
+    );
+    testkit::succeeded(
+        alloclens()
+            .arg("record")
+            .arg("-o")
+            .arg(&trace)
+            .args(["--", "sh", "-c", &script]),
+    );
+    let analysed = json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let peaks: Vec<u64> = analysed["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["memory"]["rss"]["peak"].as_u64())
+        .collect();
+    assert!(peaks.len() >= 2, "images with memory readings: {peaks:?}");
+    let most = *peaks.iter().max().unwrap();
+    let out = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(dir.path().join("out"))
+            .arg(&trace),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Original run"))
+        .unwrap_or_else(|| panic!("no original run in:\n{text}"));
+    let expected = format!("RSS peak {:.1} MiB", most as f64 / (1u64 << 20) as f64);
+    assert!(line.contains(&expected), "{line}\nwanted {expected}");
+}
