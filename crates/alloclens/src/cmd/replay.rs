@@ -43,7 +43,13 @@ pub struct Args {
     #[arg(short, long, visible_alias = "allocator", value_name = "LIST")]
     pub allocators: Option<String>,
     /// Replays per variant, interleaved across variants
-    #[arg(short, long, default_value_t = 1, value_name = "N")]
+    #[arg(
+        short,
+        long,
+        visible_alias = "runs",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub repeat: u32,
     /// Replay only this process's images (default: every process image, one after the other)
     #[arg(long, value_name = "PID")]

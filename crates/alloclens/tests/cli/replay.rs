@@ -433,3 +433,26 @@ fn the_original_run_beside_the_replay_is_the_image_that_held_the_most() {
     let expected = format!("RSS peak {:.1} MiB", most as f64 / (1u64 << 20) as f64);
     assert!(line.contains(&expected), "{line}\nwanted {expected}");
 }
+
+/// With one replay per variant the summary says to use `--runs 3 or more`, as `run` does: replay
+/// takes that flag too.
+#[test]
+fn the_runs_flag_the_summary_suggests_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "2000"]);
+    let out = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(dir.path().join("one"))
+            .arg(&trace),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hint = text
+        .split("use ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no hint in:\n{text}"));
+    assert_eq!(hint, "--runs", "{text}");
+    let runs = replay(&trace, dir.path(), &["-a", "glibc", hint, "2"]);
+    assert_eq!(runs.len(), 2, "two replays of glibc");
+}
