@@ -456,3 +456,34 @@ fn the_runs_flag_the_summary_suggests_is_accepted() {
     let runs = replay(&trace, dir.path(), &["-a", "glibc", hint, "2"]);
     assert_eq!(runs.len(), 2, "two replays of glibc");
 }
+
+/// `--process` of a pid the trace lacks lists the trace's processes, each once, even when a process
+/// has several images that are not next to each other in the file (a shell that ran a child, then
+/// exec'd).
+#[test]
+fn a_missing_process_is_refused_with_each_pid_listed_once() {
+    use trace::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("images.alt");
+    let calls = || {
+        vec![
+            event(0, 1, Op::Malloc, 0x1000, 64, 0),
+            event(1, 1, Op::Free, 0x1000, 0, 0),
+        ]
+    };
+    let mut exec = process_info(10, "after exec");
+    exec.exec_index = 1;
+    TraceFile::new()
+        .process(process_info(10, "sh"), calls())
+        .process(process_info(11, "child"), calls())
+        .process(exec, calls())
+        .write(&trace);
+    let out = alloclens()
+        .args(["replay", "-a", "glibc", "--process", "99"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(its processes: 10, 11)"), "{err}");
+}
