@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -129,10 +130,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| args::dated_dir("alloclens-replay"));
+    // Ctrl-C stops after the replays that ended (a second one exits at once): what they measured is
+    // written like a finished replay's, as `run` does.
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let replay = Replay::open(&a.trace, &options)?;
     super::warn(&replay.warnings);
     let mut dir = ResultsDir::create(&output, a.force, &[], false, false)?;
-    let runs = execute(&replay, &variants, a.repeat)?;
+    let runs = execute(&replay, &variants, a.repeat, &interrupted)?;
+    let interrupted = interrupted.load(Ordering::Relaxed);
 
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let records: Vec<RunRecord> = runs
@@ -209,7 +215,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         cleanup: None,
         baseline: Some(baseline.clone()),
         variants: variants.iter().map(variant_info).collect(),
-        interrupted: false,
+        interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
         runs: records,
@@ -237,8 +243,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     for p in &problems {
         eprintln!("alloclens: error: {p}");
     }
+    if interrupted {
+        eprintln!(
+            "alloclens: interrupted: {} of {} replays done; the results keep them",
+            runs.len(),
+            variants.len() as u64 * u64::from(a.repeat)
+        );
+    }
     eprintln!("alloclens: results in {}", output.display());
-    Ok(if runs.iter().all(|r| r.ok) && problems.is_empty() {
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if runs.iter().all(|r| r.ok) && problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -246,11 +261,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Every variant and repeat, interleaved (repeat 1 of each variant, then repeat 2, ...), with a
-/// progress bar on calls.
+/// progress bar on calls, until `interrupted` is set.
 fn execute(
     replay: &Replay,
     variants: &[allocators::Variant],
     repeats: u32,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<Vec<VariantReplay>> {
     let per_run = replay.calls().max(1);
     let total = per_run * variants.len() as u64 * u64::from(repeats);
@@ -267,12 +283,19 @@ fn execute(
     );
     let mut out = Vec::new();
     let mut base = 0u64;
-    for repeat in 0..repeats {
+    'replays: for repeat in 0..repeats {
         for v in variants {
+            if interrupted.load(Ordering::Relaxed) {
+                break 'replays;
+            }
             bar.set_message(format!("{} #{}", v.label, repeat + 1));
             let r = replay
                 .run(v, repeat, &mut |done, _| bar.set_position(base + done))
                 .with_context(|| format!("replaying under `{}`", v.label))?;
+            // Ctrl-C on a terminal reaches the replay process too: its end is not the variant's.
+            if interrupted.load(Ordering::Relaxed) {
+                break 'replays;
+            }
             base += per_run;
             bar.set_position(base);
             out.push(r);

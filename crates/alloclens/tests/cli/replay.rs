@@ -487,3 +487,39 @@ fn a_missing_process_is_refused_with_each_pid_listed_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("(its processes: 10, 11)"), "{err}");
 }
+
+/// Ctrl-C (SIGINT) in the middle of many replays: the ones that ended are kept in the results
+/// directory, marked interrupted, and the exit status is 130, as for `run`.
+#[test]
+fn an_interrupted_replay_keeps_the_replays_that_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
+    let out = dir.path().join("out");
+    let child = alloclens()
+        .args(["replay", "-a", "glibc", "--runs", "5000", "-o"])
+        .arg(&out)
+        .arg(&trace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    testkit::succeeded(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .stdout(std::process::Stdio::null()),
+    );
+    let ended = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(130), "{err}");
+    assert!(err.contains("alloclens: interrupted: "), "{err}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["interrupted"], true);
+    let runs = results["runs"].as_array().unwrap();
+    assert!(runs.len() < 5000, "{} replays", runs.len());
+    // The replay that was under way when Ctrl-C came is not among them as a failure.
+    for r in runs {
+        assert_eq!(r["ending"]["status"]["code"], 0, "{r}");
+    }
+}
