@@ -130,12 +130,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| args::dated_dir("alloclens-replay"));
-    // Ctrl-C stops after the replays that ended (a second one exits at once): what they measured is
-    // written like a finished replay's, as `run` does.
-    let interrupted =
-        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
+    // Ctrl-C while the trace is decoded ends alloclens at once (nothing is measured yet); once the
+    // replays start, it stops after those that ended (a second one exits at once) and what they
+    // measured is written like a finished replay's, as `run` does.
     let replay = Replay::open(&a.trace, &options)?;
     super::warn(&replay.warnings);
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let mut dir = ResultsDir::create(&output, a.force, &[], false, false)?;
     let runs = execute(&replay, &variants, a.repeat, &interrupted)?;
     let interrupted = interrupted.load(Ordering::Relaxed);
