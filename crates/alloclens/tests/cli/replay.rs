@@ -495,7 +495,7 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
     let dir = tempfile::tempdir().unwrap();
     let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
     let out = dir.path().join("out");
-    let child = alloclens()
+    let mut child = alloclens()
         .args(["replay", "-a", "glibc", "--runs", "5000", "-o"])
         .arg(&out)
         .arg(&trace)
@@ -503,7 +503,14 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The results directory is made once the trace is decoded and Ctrl-C is handled.
+    while !out.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("replay ended before its results directory was made: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
     testkit::succeeded(
         std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
