@@ -238,7 +238,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         table.push_str(&replay_table(&runs, &labels, &replay));
         print!("{table}");
     }
-    for w in &warnings {
+    // The trace's own warnings were printed when it was decoded; results.json keeps them all.
+    for w in warnings.iter().filter(|w| !replay.warnings.contains(w)) {
         eprintln!("alloclens: warning: {w}");
     }
     for p in &problems {

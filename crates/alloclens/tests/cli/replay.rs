@@ -530,3 +530,32 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
         assert_eq!(r["ending"]["status"]["code"], 0, "{r}");
     }
 }
+
+/// A trace cut short is replayed up to the cut with one warning, printed once (it was printed when
+/// the trace was decoded and again under the tables) and kept in results.json.
+#[test]
+fn a_truncated_trace_is_warned_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.path().join("cut.alt");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = dir.path().join("out");
+    let ran = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(&out)
+            .arg(&cut),
+    );
+    let err = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(err.matches("is truncated").count(), 1, "{err}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let warnings = results["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("is truncated")),
+        "{warnings:?}"
+    );
+}
