@@ -555,7 +555,8 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
         );
     }
     // The replay's row shows the image that held the most, so the original beside it is the image
-    // that held the most too, not the first one read (a wrapper shell's, for a traced script).
+    // that held the most too, not the first one read (a wrapper shell's, for a traced script). Its
+    // count of readings says how far to trust it: a short program may have two.
     let originals: Vec<&replay::ImageReplay> = runs
         .first()
         .map(|r| {
@@ -580,7 +581,8 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
         });
         let _ = writeln!(
             t,
-            "Original run (recorded with the trace){of}: RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            "Original run (recorded with the trace, {} readings){of}: RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            o.rss.samples,
             mib(o.rss.peak as f64),
             mib(o.anon.peak as f64),
             mib(o.anon.mean),

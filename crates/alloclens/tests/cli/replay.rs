@@ -411,14 +411,17 @@ fn the_original_run_beside_the_replay_is_the_image_that_held_the_most() {
             .args(["--", "sh", "-c", &script]),
     );
     let analysed = json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
-    let peaks: Vec<u64> = analysed["processes"]
+    let peaks: Vec<(u64, u64)> = analysed["processes"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|p| p["memory"]["rss"]["peak"].as_u64())
+        .filter_map(|p| {
+            let rss = &p["memory"]["rss"];
+            Some((rss["peak"].as_u64()?, rss["samples"].as_u64()?))
+        })
         .collect();
     assert!(peaks.len() >= 2, "images with memory readings: {peaks:?}");
-    let most = *peaks.iter().max().unwrap();
+    let (most, readings) = *peaks.iter().max().unwrap();
     let out = testkit::succeeded(
         alloclens()
             .args(["replay", "-a", "glibc", "-o"])
@@ -431,6 +434,9 @@ fn the_original_run_beside_the_replay_is_the_image_that_held_the_most() {
         .find(|l| l.starts_with("Original run"))
         .unwrap_or_else(|| panic!("no original run in:\n{text}"));
     let expected = format!("RSS peak {:.1} MiB", most as f64 / (1u64 << 20) as f64);
+    assert!(line.contains(&expected), "{line}\nwanted {expected}");
+    // How many readings the figure rests on.
+    let expected = format!("(recorded with the trace, {readings} readings)");
     assert!(line.contains(&expected), "{line}\nwanted {expected}");
 }
 
