@@ -226,8 +226,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         tune: None,
     };
     dir.write_results(&mut results);
-    let mut problems = dir.problems();
-    problems.extend(write_replay_files(&output, &runs));
+    // results.json first (it matters most on a full disk), then replay's own files; one that
+    // fails is listed in results.json too, so a reader of the directory knows it is incomplete.
+    let replay_problems = write_replay_files(&output, &runs);
+    if !replay_problems.is_empty() {
+        for p in replay_problems {
+            dir.note_problem(p);
+        }
+        dir.write_results(&mut results);
+    }
+    let problems = dir.problems();
 
     if a.json {
         let mut out = std::io::stdout().lock();

@@ -565,3 +565,45 @@ fn a_truncated_trace_is_warned_about_once() {
         "{warnings:?}"
     );
 }
+
+/// On a full disk, replay's own files that could not be written (replay.json, replay.csv, ...) are
+/// named on stderr and in results.json's `incomplete_files`, which readers of the directory see.
+#[test]
+fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
+    let Some(disk) = testkit::SmallDisk::mount("256k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "200000"]);
+    let out_dir = disk.path().join("r");
+    let out = alloclens()
+        .args(["replay", "-a", "glibc", "-o"])
+        .arg(&out_dir)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let not_written: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error: replay"))
+        .collect();
+    assert!(!not_written.is_empty(), "{stderr}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    let incomplete: Vec<&str> = r["incomplete_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for line in not_written {
+        let problem = line.trim_start_matches("alloclens: error: ");
+        assert!(
+            incomplete.contains(&problem),
+            "{problem} not in {incomplete:?}"
+        );
+    }
+}
