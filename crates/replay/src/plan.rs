@@ -307,6 +307,7 @@ pub fn plan_images(
         .collect();
     if let (Some(pid), true) = (opts.process, streams.is_empty()) {
         let mut pids: Vec<u32> = reader.streams().iter().map(|s| s.info.pid).collect();
+        pids.sort_unstable();
         pids.dedup();
         return Err(ReplayError::NoSuchProcess { pid, pids });
     }

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -43,7 +44,13 @@ pub struct Args {
     #[arg(short, long, visible_alias = "allocator", value_name = "LIST")]
     pub allocators: Option<String>,
     /// Replays per variant, interleaved across variants
-    #[arg(short, long, default_value_t = 1, value_name = "N")]
+    #[arg(
+        short,
+        long,
+        visible_alias = "runs",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub repeat: u32,
     /// Replay only this process's images (default: every process image, one after the other)
     #[arg(long, value_name = "PID")]
@@ -123,10 +130,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| args::dated_dir("alloclens-replay"));
+    // Ctrl-C while the trace is decoded ends alloclens at once (nothing is measured yet); once the
+    // replays start, it stops after those that ended (a second one exits at once) and what they
+    // measured is written like a finished replay's, as `run` does.
     let replay = Replay::open(&a.trace, &options)?;
     super::warn(&replay.warnings);
+    let interrupted =
+        runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let mut dir = ResultsDir::create(&output, a.force, &[], false, false)?;
-    let runs = execute(&replay, &variants, a.repeat)?;
+    let runs = execute(&replay, &variants, a.repeat, &interrupted)?;
+    let interrupted = interrupted.load(Ordering::Relaxed);
 
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let records: Vec<RunRecord> = runs
@@ -203,7 +216,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         cleanup: None,
         baseline: Some(baseline.clone()),
         variants: variants.iter().map(variant_info).collect(),
-        interrupted: false,
+        interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
         runs: records,
@@ -213,8 +226,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         tune: None,
     };
     dir.write_results(&mut results);
-    let mut problems = dir.problems();
-    problems.extend(write_replay_files(&output, &runs));
+    // results.json first (it matters most on a full disk), then replay's own files; one that
+    // fails is listed in results.json too, so a reader of the directory knows it is incomplete.
+    let replay_problems = write_replay_files(&output, &runs);
+    if !replay_problems.is_empty() {
+        for p in replay_problems {
+            dir.note_problem(p);
+        }
+        dir.write_results(&mut results);
+    }
+    let problems = dir.problems();
 
     if a.json {
         let mut out = std::io::stdout().lock();
@@ -225,14 +246,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         table.push_str(&replay_table(&runs, &labels, &replay));
         print!("{table}");
     }
-    for w in &warnings {
+    // The trace's own warnings were printed when it was decoded; results.json keeps them all.
+    for w in warnings.iter().filter(|w| !replay.warnings.contains(w)) {
         eprintln!("alloclens: warning: {w}");
     }
     for p in &problems {
         eprintln!("alloclens: error: {p}");
     }
+    if interrupted {
+        eprintln!(
+            "alloclens: interrupted: {} of {} replays done; the results keep them",
+            runs.len(),
+            variants.len() as u64 * u64::from(a.repeat)
+        );
+    }
     eprintln!("alloclens: results in {}", output.display());
-    Ok(if runs.iter().all(|r| r.ok) && problems.is_empty() {
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if runs.iter().all(|r| r.ok) && problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -240,11 +271,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Every variant and repeat, interleaved (repeat 1 of each variant, then repeat 2, ...), with a
-/// progress bar on calls.
+/// progress bar on calls, until `interrupted` is set.
 fn execute(
     replay: &Replay,
     variants: &[allocators::Variant],
     repeats: u32,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<Vec<VariantReplay>> {
     let per_run = replay.calls().max(1);
     let total = per_run * variants.len() as u64 * u64::from(repeats);
@@ -261,12 +293,19 @@ fn execute(
     );
     let mut out = Vec::new();
     let mut base = 0u64;
-    for repeat in 0..repeats {
+    'replays: for repeat in 0..repeats {
         for v in variants {
+            if interrupted.load(Ordering::Relaxed) {
+                break 'replays;
+            }
             bar.set_message(format!("{} #{}", v.label, repeat + 1));
             let r = replay
                 .run(v, repeat, &mut |done, _| bar.set_position(base + done))
                 .with_context(|| format!("replaying under `{}`", v.label))?;
+            // Ctrl-C on a terminal reaches the replay process too: its end is not the variant's.
+            if interrupted.load(Ordering::Relaxed) {
+                break 'replays;
+            }
             base += per_run;
             bar.set_position(base);
             out.push(r);
@@ -523,17 +562,35 @@ fn replay_table(runs: &[VariantReplay], labels: &[String], replay: &Replay) -> S
             s.unknown_frees, s.double_frees, s.failed_in_trace, s.unknown_reallocs_as_malloc
         );
     }
-    if let Some(o) = runs
+    // The replay's row shows the image that held the most, so the original beside it is the image
+    // that held the most too, not the first one read (a wrapper shell's, for a traced script). Its
+    // count of readings says how far to trust it: a short program may have two.
+    let originals: Vec<&replay::ImageReplay> = runs
+        .first()
+        .map(|r| {
+            r.images
+                .iter()
+                .filter(|i| i.original_summary.is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some((image, o)) = originals
         .iter()
-        .flat_map(|r| &r.images)
-        .find_map(|i| i.original_summary.as_ref())
+        .filter_map(|i| Some((*i, i.original_summary.as_ref()?)))
+        .max_by_key(|(_, o)| o.rss.peak)
     {
+        let of = if replay.images() > 1 {
+            format!(" (process {}, the image that held the most)", image.pid)
+        } else {
+            String::new()
+        };
         let heap = o.heap.map_or("not read".to_string(), |h| {
             format!("peak {}, mean {}", mib(h.peak as f64), mib(h.mean))
         });
         let _ = writeln!(
             t,
-            "Original run (recorded with the trace): RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            "Original run (recorded with the trace, {} readings){of}: RSS peak {}, anonymous peak {} mean {}, heap {heap}: compare with the replay's peak RSS and frag columns (the replay's RSS is its anonymous memory)",
+            o.rss.samples,
             mib(o.rss.peak as f64),
             mib(o.anon.peak as f64),
             mib(o.anon.mean),

@@ -390,3 +390,220 @@ fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
         assert_eq!(glibc["ending"]["status"]["code"], 0, "glibc still ran");
     }
 }
+
+/// A trace of a script: the shells' images are small, the workload's is not. The original run shown
+/// beside the replay (whose row is the image that held the most) is the workload's, not the first
+/// shell's the trace lists.
+#[test]
+fn the_original_run_beside_the_replay_is_the_image_that_held_the_most() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("script.alt");
+    let exe = alloclens_exe();
+    let script = format!(
+        "sh -c 'sleep 0.2; true'; {} workload churn --ops 50000 --slots 4096; true",
+        exe
+    );
+    testkit::succeeded(
+        alloclens()
+            .arg("record")
+            .arg("-o")
+            .arg(&trace)
+            .args(["--", "sh", "-c", &script]),
+    );
+    let analysed = json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let peaks: Vec<(u64, u64)> = analysed["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| {
+            let rss = &p["memory"]["rss"];
+            Some((rss["peak"].as_u64()?, rss["samples"].as_u64()?))
+        })
+        .collect();
+    assert!(peaks.len() >= 2, "images with memory readings: {peaks:?}");
+    let (most, readings) = *peaks.iter().max().unwrap();
+    let out = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(dir.path().join("out"))
+            .arg(&trace),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Original run"))
+        .unwrap_or_else(|| panic!("no original run in:\n{text}"));
+    let expected = format!("RSS peak {:.1} MiB", most as f64 / (1u64 << 20) as f64);
+    assert!(line.contains(&expected), "{line}\nwanted {expected}");
+    // How many readings the figure rests on.
+    let expected = format!("(recorded with the trace, {readings} readings)");
+    assert!(line.contains(&expected), "{line}\nwanted {expected}");
+}
+
+/// With one replay per variant the summary says to use `--runs 3 or more`, as `run` does: replay
+/// takes that flag too.
+#[test]
+fn the_runs_flag_the_summary_suggests_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "2000"]);
+    let out = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(dir.path().join("one"))
+            .arg(&trace),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hint = text
+        .split("use ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no hint in:\n{text}"));
+    assert_eq!(hint, "--runs", "{text}");
+    let runs = replay(&trace, dir.path(), &["-a", "glibc", hint, "2"]);
+    assert_eq!(runs.len(), 2, "two replays of glibc");
+}
+
+/// `--process` of a pid the trace lacks lists the trace's processes, each once, even when a process
+/// has several images that are not next to each other in the file (a shell that ran a child, then
+/// exec'd).
+#[test]
+fn a_missing_process_is_refused_with_each_pid_listed_once() {
+    use trace::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("images.alt");
+    let calls = || {
+        vec![
+            event(0, 1, Op::Malloc, 0x1000, 64, 0),
+            event(1, 1, Op::Free, 0x1000, 0, 0),
+        ]
+    };
+    let mut exec = process_info(10, "after exec");
+    exec.exec_index = 1;
+    TraceFile::new()
+        .process(process_info(10, "sh"), calls())
+        .process(process_info(11, "child"), calls())
+        .process(exec, calls())
+        .write(&trace);
+    let out = alloclens()
+        .args(["replay", "-a", "glibc", "--process", "99"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(its processes: 10, 11)"), "{err}");
+}
+
+/// Ctrl-C (SIGINT) in the middle of many replays: the ones that ended are kept in the results
+/// directory, marked interrupted, and the exit status is 130, as for `run`.
+#[test]
+fn an_interrupted_replay_keeps_the_replays_that_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
+    let out = dir.path().join("out");
+    let mut child = alloclens()
+        .args(["replay", "-a", "glibc", "--runs", "5000", "-o"])
+        .arg(&out)
+        .arg(&trace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The results directory is made once the trace is decoded and Ctrl-C is handled.
+    while !out.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("replay ended before its results directory was made: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    testkit::succeeded(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .stdout(std::process::Stdio::null()),
+    );
+    let ended = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(130), "{err}");
+    assert!(err.contains("alloclens: interrupted: "), "{err}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["interrupted"], true);
+    let runs = results["runs"].as_array().unwrap();
+    assert!(runs.len() < 5000, "{} replays", runs.len());
+    // The replay that was under way when Ctrl-C came is not among them as a failure.
+    for r in runs {
+        assert_eq!(r["ending"]["status"]["code"], 0, "{r}");
+    }
+}
+
+/// A trace cut short is replayed up to the cut with one warning, printed once (it was printed when
+/// the trace was decoded and again under the tables) and kept in results.json.
+#[test]
+fn a_truncated_trace_is_warned_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.path().join("cut.alt");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = dir.path().join("out");
+    let ran = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(&out)
+            .arg(&cut),
+    );
+    let err = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(err.matches("is truncated").count(), 1, "{err}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let warnings = results["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("is truncated")),
+        "{warnings:?}"
+    );
+}
+
+/// On a full disk, replay's own files that could not be written (replay.json, replay.csv, ...) are
+/// named on stderr and in results.json's `incomplete_files`, which readers of the directory see.
+#[test]
+fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
+    let Some(disk) = testkit::SmallDisk::mount("256k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "200000"]);
+    let out_dir = disk.path().join("r");
+    let out = alloclens()
+        .args(["replay", "-a", "glibc", "-o"])
+        .arg(&out_dir)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let not_written: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("alloclens: error: replay"))
+        .collect();
+    assert!(!not_written.is_empty(), "{stderr}");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
+    )
+    .unwrap();
+    let incomplete: Vec<&str> = r["incomplete_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for line in not_written {
+        let problem = line.trim_start_matches("alloclens: error: ");
+        assert!(
+            incomplete.contains(&problem),
+            "{problem} not in {incomplete:?}"
+        );
+    }
+}

@@ -516,3 +516,44 @@ fn a_trace_that_is_not_a_file_is_one_line() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("is not a trace file"), "{stderr}");
 }
+
+/// In trace mode the throughput is the replay's calls per second (docs/tune.md): `--objective
+/// throughput` needs no `--throughput REGEX`, which only real runs of a command read.
+#[test]
+fn trace_mode_optimises_throughput_without_a_regex() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("churn.alt");
+    let command: Vec<String> = [&alloclens_exe(), "workload", "churn", "--ops", "5000"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    testkit::record(&trace, &[], &command);
+    let space = space_file(tmp.path(), &["glibc", "glibc:arena_max=1"]);
+    let dir = tmp.path().join("out");
+    let out = alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .args([
+            "--objective",
+            "throughput",
+            "--space",
+            &space,
+            "--budget",
+            "10s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tune = &results(&dir)["tune"];
+    let throughput = &candidate(tune, "glibc:arena_max=1")["throughput"]["mean"];
+    assert!(throughput.as_f64().unwrap() > 0.0, "{tune}");
+}

@@ -31,6 +31,8 @@ pub struct ResultsDir {
     /// Runs finished so far (they run in index order).
     runs_done: usize,
     results_json: Option<String>,
+    /// Files of the caller's own that could not be written (`note_problem`).
+    other_files: Vec<String>,
     /// Whether samples.csv has the KSM columns (`run --ksm`).
     ksm: bool,
 }
@@ -168,6 +170,7 @@ impl ResultsDir {
             },
             runs_done: 0,
             results_json: None,
+            other_files: Vec::new(),
             ksm,
         })
     }
@@ -330,7 +333,15 @@ impl ResultsDir {
         out.extend(self.markers.problem(self.runs_done));
         out.extend(self.samples.problem(self.runs_done));
         out.extend(self.output.problem(self.runs_done));
+        out.extend(self.other_files.iter().cloned());
         out
+    }
+
+    /// Records that a file the caller writes into the directory (replay.json, ...) is missing or
+    /// incomplete: it is listed with the others in results.json's `incomplete_files` at the next
+    /// [`ResultsDir::write_results`] and by [`ResultsDir::problems`].
+    pub fn note_problem(&mut self, problem: String) {
+        self.other_files.push(problem);
     }
 }
 
