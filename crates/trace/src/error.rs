@@ -13,6 +13,8 @@ pub enum TraceError {
     },
     #[error("'{path}' is not an alloclens trace (wrong magic bytes)")]
     NotATrace { path: PathBuf },
+    #[error("'{path}' is empty (0 bytes), not a trace of `alloclens record`")]
+    Empty { path: PathBuf },
     #[error(
         "'{path}' is a directory, not a trace: give the file `alloclens record -o` wrote (a results \
          directory of `run` or `watch` has its page: `alloclens report {path}`)"

@@ -126,6 +126,11 @@ impl<R: Read + Seek> TraceReader<R> {
         src.seek(SeekFrom::Start(0)).map_err(io_err)?;
         let mut prefix = [0u8; FILE_PREFIX_LEN];
         let got = read_full(&mut src, &mut prefix).map_err(io_err)?;
+        if file_len == 0 {
+            return Err(TraceError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
         if got < MAGIC.len() || prefix[..8] != MAGIC {
             return Err(TraceError::NotATrace {
                 path: path.to_path_buf(),

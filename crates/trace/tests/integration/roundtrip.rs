@@ -421,7 +421,11 @@ fn foreign_and_newer_files_are_refused_with_a_clear_message() {
     let err = TraceReader::from_reader(Cursor::new(&b""[..]), "empty")
         .err()
         .unwrap();
-    assert!(matches!(err, TraceError::NotATrace { .. }));
+    assert!(matches!(err, TraceError::Empty { .. }));
+    assert_eq!(
+        err.to_string(),
+        "'empty' is empty (0 bytes), not a trace of `alloclens record`"
+    );
 
     let mut bytes = write_trace(&[], 10);
     bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
