@@ -606,4 +606,24 @@ fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
             "{problem} not in {incomplete:?}"
         );
     }
+    // The page made from what is there says what is not (it said nothing).
+    let page = dir.path().join("page.html");
+    let out = alloclens()
+        .arg("report")
+        .arg(&out_dir)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    for problem in &incomplete {
+        let shown = format!("not in this directory: {problem}");
+        let escaped = shown.replace('&', "&amp;").replace('\'', "&#39;");
+        assert!(html.contains(&escaped), "{shown} not on the page");
+    }
 }

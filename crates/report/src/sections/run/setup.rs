@@ -86,6 +86,11 @@ pub(super) fn reproduce(data: &RunData) -> Section {
     for w in &r.warnings {
         s.push(Block::Warning(w.clone()));
     }
+    // What a full disk kept out of the directory (results.json's `incomplete_files`): the page
+    // is made from what is there, and says what is not.
+    for f in &r.incomplete_files {
+        s.push(Block::Warning(format!("not in this directory: {f}")));
+    }
     s
 }
 
