@@ -115,7 +115,7 @@ fn setup(c: &TraceComparison) -> Section {
             ("allocator".to_string(), a.allocator.clone()),
             (
                 "processes".to_string(),
-                a.analysis.processes.len().to_string(),
+                super::trace::processes_and_images(&a.analysis.processes),
             ),
             ("recording".to_string(), recording(a)),
         ]));
