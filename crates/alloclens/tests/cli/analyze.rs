@@ -302,6 +302,33 @@ fn a_recorded_program_has_its_known_figures() {
     assert!(zero > 0.0, "the malloc/free pair has lifetime 0");
 }
 
+/// A shell that kills itself with SIGKILL after running `ls`: its image is marked truncated, and the
+/// text says once what the mark means (the child `ls` ended cleanly and is not counted).
+#[test]
+fn a_killed_image_is_marked_and_the_mark_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("killed.alt");
+    let out = alloclens()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", "ls / >/dev/null; kill -9 $$"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "record ends with the command's status"
+    );
+    let text = String::from_utf8(succeeded(alloclens().arg("analyze").arg(&trace)).stdout).unwrap();
+    assert!(text.contains("[TRUNCATED]: sh -c"), "{text}");
+    assert!(
+        text.contains(
+            "[TRUNCATED]: 1 process image(s) ended without the shim's goodbye (killed by a signal"
+        ),
+        "{text}"
+    );
+}
+
 /// A real threaded program with phases marked through the shim's `alloclens_mark`.
 #[test]
 fn a_recorded_threaded_program_with_markers() {

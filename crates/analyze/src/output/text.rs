@@ -73,6 +73,17 @@ pub fn write_text_with<W: Write>(
             "\n({hidden} more process image(s) not shown: --top N shows more, --all every one)"
         )?;
     }
+    let truncated = analysis.processes.iter().filter(|p| p.truncated).count();
+    if truncated > 0 {
+        // Pool workers stopped with SIGTERM are the common case: the mark alone read as lost data.
+        writeln!(
+            out,
+            "\n[TRUNCATED]: {truncated} process image(s) ended without the shim's goodbye (killed by a \
+             signal, crashed, exit_group), still ran when the recording ended, or were cut by damage \
+             to the file (see the warnings): their figures stop at their last recorded call, and \
+             their never-freed blocks include those still live then"
+        )?;
+    }
     Ok(())
 }
 
