@@ -329,6 +329,26 @@ fn a_killed_image_is_marked_and_the_mark_explained() {
     );
 }
 
+/// An argument with a newline (a `python3 -c` script of several lines) stays on its line in the
+/// heading, the whole-trace table and the process sections: escaped, as `\n`.
+#[test]
+fn a_command_line_with_a_newline_keeps_the_text_in_its_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("newline.alt");
+    record(
+        &trace,
+        &[],
+        &["sh", "-c", "ls / >/dev/null; true", "sh", "first\nsecond"],
+    );
+    let text = String::from_utf8(succeeded(alloclens().arg("analyze").arg(&trace)).stdout).unwrap();
+    assert!(
+        !text.lines().any(|l| l.starts_with("second")),
+        "a line broken by the argument: {text}"
+    );
+    // The trace's heading, the shell's row in the table and its section.
+    assert!(text.matches("first\\nsecond").count() >= 3, "{text}");
+}
+
 /// A real threaded program with phases marked through the shim's `alloclens_mark`.
 #[test]
 fn a_recorded_threaded_program_with_markers() {

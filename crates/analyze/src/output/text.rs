@@ -164,11 +164,7 @@ fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::
             p.pid,
             bytes(p.stats.peak_live_bytes.value),
             count(p.stats.calls_total),
-            if p.cmdline.is_empty() {
-                "?".to_string()
-            } else {
-                p.cmdline.join(" ")
-            },
+            super::command_line(&p.cmdline),
             w0 = widths.0,
             w1 = widths.1,
             w2 = widths.2
@@ -181,11 +177,7 @@ fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::
 }
 
 fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
-    let cmd = if p.cmdline.is_empty() {
-        "?".to_string()
-    } else {
-        p.cmdline.join(" ")
-    };
+    let cmd = super::command_line(&p.cmdline);
     writeln!(out)?;
     writeln!(
         out,
