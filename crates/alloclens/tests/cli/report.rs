@@ -530,6 +530,12 @@ fn diff_and_report_count_processes_apart_from_their_images() {
         html.contains(&format!("2 ({images} process images)")),
         "the setup's processes fact"
     );
+    assert!(
+        html.contains(&format!(
+            "Live bytes of all {images} process images together"
+        )),
+        "the whole tree's chart counts images"
+    );
 }
 
 #[test]

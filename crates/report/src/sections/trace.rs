@@ -90,9 +90,9 @@ fn whole_tree(t: &TraceData) -> Option<Section> {
     };
     let mut s = Section::new("whole-tree", "All processes");
     s.push(Block::Paragraph(format!(
-        "Live bytes of all {} processes together, against time since the first one started: each \
-         process counts from its start to its last allocator call. The faint line sums each process's \
-         largest live bytes within a time step (short peaks that fall between two steps).",
+        "Live bytes of all {} process images together, against time since the first one started: \
+         each image counts from its start to its last allocator call. The faint line sums each \
+         image's largest live bytes within a time step (short peaks that fall between two steps).",
         processes.len()
     )));
     s.push_chart(Chart::from_lines(

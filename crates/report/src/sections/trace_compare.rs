@@ -233,7 +233,7 @@ fn matching_section(c: &TraceComparison) -> Section {
         .collect();
     if pa.len() != pb.len() {
         s.push(Block::Warning(format!(
-            "A has {} processes and B {}: only the first {} are matched",
+            "A has {} process images and B {}: only the first {} are matched",
             pa.len(),
             pb.len(),
             pa.len().min(pb.len())
