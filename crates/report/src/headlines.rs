@@ -93,20 +93,26 @@ const TRACE_HEADLINES: &[TraceHeadline] = &[
     },
 ];
 
-/// The headline figures of a trace as (scope, metric label, unit, value): the number of processes and
-/// the sums of the summed metrics for "all processes", then every defined metric of each process, with
-/// `scope(i, process)` naming the i-th process.
+/// The headline figures of a trace as (scope, metric label, unit, value): the numbers of processes and
+/// of process images and the sums of the summed metrics for "all processes", then every defined metric
+/// of each process image, with `scope(i, process)` naming the i-th image.
 fn trace_headlines(
     processes: &[ProcessReport],
     scope: impl Fn(usize, &ProcessReport) -> String,
 ) -> Vec<(String, &'static str, Unit, f64)> {
     let all = "all processes".to_string();
-    let mut out = vec![(
-        all.clone(),
-        "processes",
-        Unit::Count,
-        processes.len() as f64,
-    )];
+    // Each exec starts a new image of the same process: a shell that execs its last command is one
+    // process with two images, counted as analyze's "N process image(s) in M process(es)" counts them.
+    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
+    let mut out = vec![
+        (all.clone(), "processes", Unit::Count, pids.len() as f64),
+        (
+            all.clone(),
+            "process images",
+            Unit::Count,
+            processes.len() as f64,
+        ),
+    ];
     for h in TRACE_HEADLINES.iter().filter(|h| h.summed) {
         let m = scope_metric(h.metric);
         let sum: u64 = processes

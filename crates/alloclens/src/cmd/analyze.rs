@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "trace of: {} (allocator: {}{})",
-                result.command.join(" "),
+                analyze::output::command_line(&result.command),
                 result.allocator,
                 if result.no_addresses {
                     ", recorded without addresses"

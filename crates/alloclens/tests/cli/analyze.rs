@@ -320,6 +320,53 @@ fn a_recorded_program_has_its_known_figures() {
     assert!(zero > 0.0, "the malloc/free pair has lifetime 0");
 }
 
+/// A shell that kills itself with SIGKILL after running `ls`: its image is marked truncated, and the
+/// text says once what the mark means (the child `ls` ended cleanly and is not counted).
+#[test]
+fn a_killed_image_is_marked_and_the_mark_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("killed.alt");
+    let out = alloclens()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", "ls / >/dev/null; kill -9 $$"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "record ends with the command's status"
+    );
+    let text = String::from_utf8(succeeded(alloclens().arg("analyze").arg(&trace)).stdout).unwrap();
+    assert!(text.contains("[TRUNCATED]: sh -c"), "{text}");
+    assert!(
+        text.contains(
+            "[TRUNCATED]: 1 process image(s) ended without the shim's goodbye (killed by a signal"
+        ),
+        "{text}"
+    );
+}
+
+/// An argument with a newline (a `python3 -c` script of several lines) stays on its line in the
+/// heading, the whole-trace table and the process sections: escaped, as `\n`.
+#[test]
+fn a_command_line_with_a_newline_keeps_the_text_in_its_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("newline.alt");
+    record(
+        &trace,
+        &[],
+        &["sh", "-c", "ls / >/dev/null; true", "sh", "first\nsecond"],
+    );
+    let text = String::from_utf8(succeeded(alloclens().arg("analyze").arg(&trace)).stdout).unwrap();
+    assert!(
+        !text.lines().any(|l| l.starts_with("second")),
+        "a line broken by the argument: {text}"
+    );
+    // The trace's heading, the shell's row in the table and its section.
+    assert!(text.matches("first\\nsecond").count() >= 3, "{text}");
+}
+
 /// A real threaded program with phases marked through the shim's `alloclens_mark`.
 #[test]
 fn a_recorded_threaded_program_with_markers() {

@@ -432,3 +432,41 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
         .collect();
     assert!(rows.len() >= 2, "each variant over 2 hosts");
 }
+
+/// A dataset of traces alone (no `run` results): the page lists each trace with its calls as
+/// `analyze` counts them, and claims no agreement between hosts' rankings, since nothing was ranked.
+#[test]
+fn report_of_a_dataset_of_traces_lists_them_and_ranks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("pipe.alt");
+    record(&trace, &[], &["sh", "-c", "ls / | sort >/dev/null"]);
+    let analysis = testkit::json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let calls: u64 = analysis["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["stats"]["calls_total"].as_u64().unwrap())
+        .sum();
+    let ds = dir.path().join("ds");
+    assert!(merge(&[&trace], &ds, &["--host", "node-t"])
+        .status
+        .success());
+    let page = dir.path().join("page.html");
+    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("Every host ranks the variants"),
+        "no run was ranked"
+    );
+    assert!(html.contains("No results of `alloclens run` to rank."));
+    let traces = &html[html
+        .find("<section id=\"traces\"")
+        .expect("a Traces section")..];
+    for needle in [
+        "node-t".to_string(),
+        "sh -c ls / | sort &gt;/dev/null".to_string(),
+        format!("<td>{calls}</td>"),
+    ] {
+        assert!(traces.contains(&needle), "{needle} missing from {traces}");
+    }
+}

@@ -511,6 +511,64 @@ fn diff_of_traces_and_mixed_kinds() {
         .stderr(predicates::str::contains("same kind"));
 }
 
+/// A shell that runs `ls` in a child and then execs a second `ls` is two processes in three or more
+/// images (sh and ls in one pid): `diff` and the report's setup count the processes, not the images,
+/// which they give apart (as analyze's "N process image(s) in M process(es)").
+#[test]
+fn diff_and_report_count_processes_apart_from_their_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("exec.alt");
+    record(
+        &trace,
+        &[],
+        &["sh", "-c", "ls / >/dev/null; exec ls / >/dev/null"],
+    );
+    let images = json_stdout([
+        OsStr::new("analyze"),
+        trace.as_os_str(),
+        OsStr::new("--json"),
+    ])["processes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        images >= 3,
+        "sh, its child's ls and the exec'd ls: {images}"
+    );
+    let d = diff_json(&trace, &trace);
+    let all = |metric: &str| {
+        d["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["scope"] == "all processes" && r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no {metric} row: {d}"))["a"]
+            .as_f64()
+            .unwrap() as usize
+    };
+    assert_eq!(all("processes"), 2, "the shell and its one child");
+    assert_eq!(all("process images"), images);
+    let html_path = dir.path().join("exec.html");
+    succeeded(
+        alloclens()
+            .arg("report")
+            .arg(&trace)
+            .arg("-o")
+            .arg(&html_path),
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains(&format!("2 ({images} process images)")),
+        "the setup's processes fact"
+    );
+    assert!(
+        html.contains(&format!(
+            "Live bytes of all {images} process images together"
+        )),
+        "the whole tree's chart counts images"
+    );
+}
+
 #[test]
 fn compare_overlays_both_runs() {
     let f = fixtures();
@@ -1474,7 +1532,7 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
         .collect();
     assert_eq!(shown, expected, "by peak live bytes, then calls");
     // Charts for the 8 largest, and the page says so.
-    assert!(html.contains("Charts follow for the 8 largest of the 11 processes"));
+    assert!(html.contains("Charts follow for the 8 largest of the 11 process images"));
     let sections: Vec<&str> = html
         .split("<section id=\"process-")
         .skip(1)

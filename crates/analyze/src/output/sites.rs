@@ -68,11 +68,7 @@ pub fn write_sites_text<W: Write>(
             "== process {} (exec {}): {}",
             p.pid,
             p.exec_index,
-            if p.cmdline.is_empty() {
-                "?".to_string()
-            } else {
-                p.cmdline.join(" ")
-            }
+            super::command_line(&p.cmdline)
         )?;
         if p.without_stack.calls > 0 {
             writeln!(

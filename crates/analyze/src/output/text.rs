@@ -73,6 +73,17 @@ pub fn write_text_with<W: Write>(
             "\n({hidden} more process image(s) not shown: --top N shows more, --all every one)"
         )?;
     }
+    let truncated = analysis.processes.iter().filter(|p| p.truncated).count();
+    if truncated > 0 {
+        // Pool workers stopped with SIGTERM are the common case: the mark alone read as lost data.
+        writeln!(
+            out,
+            "\n[TRUNCATED]: {truncated} process image(s) ended without the shim's goodbye (killed by a \
+             signal, crashed, exit_group), still ran when the recording ended, or were cut by damage \
+             to the file (see the warnings): their figures stop at their last recorded call, and \
+             their never-freed blocks include those still live then"
+        )?;
+    }
     Ok(())
 }
 
@@ -153,11 +164,7 @@ fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::
             p.pid,
             bytes(p.stats.peak_live_bytes.value),
             count(p.stats.calls_total),
-            if p.cmdline.is_empty() {
-                "?".to_string()
-            } else {
-                p.cmdline.join(" ")
-            },
+            super::command_line(&p.cmdline),
             w0 = widths.0,
             w1 = widths.1,
             w2 = widths.2
@@ -170,11 +177,7 @@ fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::
 }
 
 fn write_process<W: Write>(p: &ProcessReport, out: &mut W) -> io::Result<()> {
-    let cmd = if p.cmdline.is_empty() {
-        "?".to_string()
-    } else {
-        p.cmdline.join(" ")
-    };
+    let cmd = super::command_line(&p.cmdline);
     writeln!(out)?;
     writeln!(
         out,

@@ -34,6 +34,8 @@ pub struct DatasetData {
     commands: BTreeMap<String, String>,
     machines: Rows,
     sources: Rows,
+    /// One row per merged trace (`kind=traces`).
+    traces: Rows,
 }
 
 impl DatasetData {
@@ -71,6 +73,7 @@ impl DatasetData {
             commands,
             machines: read_table(&dataset, "machines")?,
             sources: read_table(&dataset, "sources")?,
+            traces: read_table(&dataset, "traces")?,
         })
     }
 }
@@ -131,6 +134,54 @@ impl Group {
                 (host, rows.into_iter().map(|r| r.variant.clone()).collect())
             })
             .collect()
+    }
+}
+
+impl DatasetData {
+    /// The merged traces, one row each, so a dataset of traces alone does not make an empty page.
+    fn traces_section(&self) -> Section {
+        let mut section = Section::new("traces", "Traces");
+        section.push(Block::Paragraph(
+            "Each merged trace; the figures of its process images are SQL over the dataset's \
+             `calls` table (docs/sql.md), or `alloclens analyze` of the trace file."
+                .to_string(),
+        ));
+        let t = &self.traces;
+        let count = |i: usize, name: &str| {
+            t.number(i, name)
+                .map_or_else(String::new, |n| format!("{n}"))
+        };
+        let rows = (0..t.len())
+            .map(|i| {
+                vec![
+                    t.text(i, "host").unwrap_or("").to_string(),
+                    t.text(i, "command_line").unwrap_or("").to_string(),
+                    t.text(i, "allocator").unwrap_or("").to_string(),
+                    count(i, "calls"),
+                    count(i, "markers"),
+                    match t.number(i, "complete") {
+                        Some(n) if n != 0.0 => "yes".to_string(),
+                        Some(_) => "no (cut short or damaged)".to_string(),
+                        None => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        section.push(Block::Table(Table {
+            caption: None,
+            headers: [
+                "host",
+                "command",
+                "allocator",
+                "calls",
+                "markers",
+                "complete",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }));
+        section
     }
 }
 
@@ -251,7 +302,7 @@ impl Reportable for DatasetData {
                 if compared {
                     "Every host ranks the variants of each command the same way by mean PSS ratio."
                 } else if self.groups.is_empty() {
-                    "No results of `alloclens run`: no ranking to compare."
+                    "No results of `alloclens run` to rank."
                 } else {
                     "Each command ran on one host only: no ranking to compare across hosts."
                 }
@@ -260,6 +311,9 @@ impl Reportable for DatasetData {
         }
         sections.push(variants);
         sections.push(differing);
+        if !self.traces.is_empty() {
+            sections.push(self.traces_section());
+        }
 
         let mut machines = Section::new("machines", "Machines");
         let columns = [

@@ -90,9 +90,9 @@ fn whole_tree(t: &TraceData) -> Option<Section> {
     };
     let mut s = Section::new("whole-tree", "All processes");
     s.push(Block::Paragraph(format!(
-        "Live bytes of all {} processes together, against time since the first one started: each \
-         process counts from its start to its last allocator call. The faint line sums each process's \
-         largest live bytes within a time step (short peaks that fall between two steps).",
+        "Live bytes of all {} process images together, against time since the first one started: \
+         each image counts from its start to its last allocator call. The faint line sums each \
+         image's largest live bytes within a time step (short peaks that fall between two steps).",
         processes.len()
     )));
     s.push_chart(Chart::from_lines(
@@ -139,7 +139,7 @@ fn setup(t: &TraceData) -> Section {
         ("allocator".to_string(), a.allocator.clone()),
         (
             "processes".to_string(),
-            a.analysis.processes.len().to_string(),
+            processes_and_images(&a.analysis.processes),
         ),
         ("recording".to_string(), recording(a)),
     ];
@@ -182,13 +182,22 @@ pub(crate) fn recording(a: &FileAnalysis) -> String {
     }
 }
 
+/// "43 (81 process images)": each exec starts a new image of the same process, as analyze counts them.
+pub(crate) fn processes_and_images(processes: &[ProcessReport]) -> String {
+    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
+    if pids.len() == processes.len() {
+        return pids.len().to_string();
+    }
+    format!("{} ({} process images)", pids.len(), processes.len())
+}
+
 fn processes_table(t: &TraceData) -> Section {
     let mut s = Section::new("processes", "Processes");
     let processes = &t.file.analysis.processes;
     s.push(Block::Paragraph(if processes.len() > MAX_PROCESS_SECTIONS {
         format!(
             "By peak live bytes, then calls (click a header to sort by another column). Charts follow \
-             for the {MAX_PROCESS_SECTIONS} largest of the {} processes; the others are in this table only \
+             for the {MAX_PROCESS_SECTIONS} largest of the {} process images; the others are in this table only \
              (`alloclens analyze TRACE --process PID` reports one in full).",
             processes.len()
         )

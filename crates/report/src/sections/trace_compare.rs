@@ -115,7 +115,7 @@ fn setup(c: &TraceComparison) -> Section {
             ("allocator".to_string(), a.allocator.clone()),
             (
                 "processes".to_string(),
-                a.analysis.processes.len().to_string(),
+                super::trace::processes_and_images(&a.analysis.processes),
             ),
             ("recording".to_string(), recording(a)),
         ]));
@@ -208,7 +208,7 @@ fn matching_section(c: &TraceComparison) -> Section {
         .collect();
     if pa.len() != pb.len() {
         s.push(Block::Warning(format!(
-            "A has {} processes and B {}: only the first {} are matched",
+            "A has {} process images and B {}: only the first {} are matched",
             pa.len(),
             pb.len(),
             pa.len().min(pb.len())
