@@ -175,6 +175,12 @@ impl TestCommand {
     }
 }
 
+/// `alloclens report PATH -o PAGE`, asserting that it succeeds; the page's HTML.
+pub fn report_page(path: &Path, page: &Path) -> String {
+    alloclens().arg("report").arg(path).arg("-o").arg(page).ok();
+    std::fs::read_to_string(page).expect("report wrote its page")
+}
+
 /// Runs `cmd` (any command), asserting that it succeeds; its stderr is the message.
 pub fn succeeded(cmd: &mut Command) -> Output {
     let out = cmd

@@ -22,7 +22,8 @@ pub use browser::{
     artifacts_dir, chromium, headless, open_in_browser, pre_text, render_status, unescape_html,
 };
 pub use command::{
-    alloclens, alloclens_exe, csv_rows, installed, json_stdout, record, succeeded, TestCommand,
+    alloclens, alloclens_exe, csv_rows, installed, json_stdout, record, report_page, succeeded,
+    TestCommand,
 };
 pub use programs::{program, source, Program, PROGRAMS};
 pub use traces::{event, process_info, Calls, TraceFile};

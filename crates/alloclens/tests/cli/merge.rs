@@ -403,8 +403,7 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
         .success());
     let page = dir.path().join("page.html");
     // One host: no ranking to compare (it said "every host ranks the variants the same way").
-    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = testkit::report_page(&ds, &page);
     assert!(
         html.contains("Each command ran on one host only: no ranking to compare across hosts.")
             && !html.contains("Every host ranks"),
@@ -413,8 +412,7 @@ fn report_of_a_dataset_puts_hosts_and_variants_side_by_side() {
     assert!(merge(&[&f.run_b], &ds, &["--host", "node-b"])
         .status
         .success());
-    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = testkit::report_page(&ds, &page);
     assert!(!html.contains("one host only"), "two hosts compared");
     for needle in [
         "Variants across hosts",
@@ -452,8 +450,7 @@ fn report_of_a_dataset_of_traces_lists_them_and_ranks_nothing() {
         .status
         .success());
     let page = dir.path().join("page.html");
-    succeeded(alloclens().arg("report").arg(&ds).arg("-o").arg(&page));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = testkit::report_page(&ds, &page);
     assert!(
         !html.contains("Every host ranks the variants"),
         "no run was ranked"

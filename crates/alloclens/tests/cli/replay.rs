@@ -607,20 +607,7 @@ fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
         );
     }
     // The page made from what is there says what is not (it said nothing).
-    let page = dir.path().join("page.html");
-    let out = alloclens()
-        .arg("report")
-        .arg(&out_dir)
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = testkit::report_page(&out_dir, &dir.path().join("page.html"));
     for problem in &incomplete {
         let shown = format!("not in this directory: {problem}");
         let escaped = shown.replace('&', "&amp;").replace('\'', "&#39;");

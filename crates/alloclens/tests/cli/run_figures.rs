@@ -300,20 +300,7 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
         "{stdout}"
     );
     // The report's summary says the same under its memory table.
-    let page = dir.path().join("short.html");
-    let out = alloclens()
-        .arg("report")
-        .arg(dir.path().join("short"))
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = testkit::report_page(&dir.path().join("short"), &dir.path().join("short.html"));
     assert!(
         html.contains("Peak RSS of glibc (2 of 2 runs): the kernel&#39;s high-water mark"),
         "no note on the kernel's figure in the page"
