@@ -36,6 +36,13 @@ pub struct Filters {
     pub process: Option<u32>,
 }
 
+/// Processes among process images: each exec starts a new image of the same process (pid), so a
+/// shell that execs its last command is one process with two images.
+pub fn process_count(images: &[ProcessReport]) -> usize {
+    let pids: std::collections::BTreeSet<u32> = images.iter().map(|p| p.pid).collect();
+    pids.len()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessReport {
     pub pid: u32,

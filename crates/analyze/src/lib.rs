@@ -34,7 +34,9 @@ pub mod sites;
 pub mod sizes;
 pub mod timeline;
 
-pub use analysis::{Analysis, Filters, PhaseReport, ProcessReport, ScopeReport, ThreadReport};
+pub use analysis::{
+    process_count, Analysis, Filters, PhaseReport, ProcessReport, ScopeReport, ThreadReport,
+};
 pub use error::AnalyzeError;
 pub use file::{analyze_file, analyze_file_with, FileAnalysis};
 pub use process::{analyze_process, Config, ProcessAnalyzer};

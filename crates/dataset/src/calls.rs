@@ -440,8 +440,8 @@ fn markers_table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace::format::{EndReason, Trailer, CHUNK_FRAME_LEN};
-    use trace::{Event, Op, TraceHeader, TraceWriter};
+    use trace::format::CHUNK_FRAME_LEN;
+    use trace::{Event, Op};
 
     /// A stream of `n` records: mallocs and their frees on three threads, a marker every 997.
     fn stream(pid: u32, n: usize) -> (ProcessInfo, Vec<Record>) {
@@ -554,15 +554,7 @@ mod tests {
     fn streams_stop_where_analyze_stops_however_the_chunks_are_shared_out() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.alt");
-        let header = TraceHeader {
-            command: vec!["prog".into()],
-            host: "test".into(),
-            allocator: "glibc".into(),
-            start_unix_ns: 1,
-            writer: "test".into(),
-            ..Default::default()
-        };
-        let mut w = TraceWriter::new(Vec::new(), &header).unwrap();
+        let mut file = testkit::TraceFile::new().chunk_records(40_000);
         let mut events = 0;
         for (pid, n) in [(11, 600_000), (12, 100), (13, 300_000)] {
             let (info, records) = stream(pid, n);
@@ -570,18 +562,10 @@ mod tests {
                 .iter()
                 .filter(|r| matches!(r, Record::Event(_)))
                 .count();
-            let id = w.begin_process(&info).unwrap();
-            w.write_records(id, &records, 40_000).unwrap();
-            w.end_process(id, EndReason::Exit, records.len() as u64)
-                .unwrap();
+            file = file.process(info, records);
         }
-        let mut bytes = w
-            .finish(&Trailer {
-                exit: "exit 0".into(),
-                events: 0,
-                end_unix_ns: 2,
-            })
-            .unwrap();
+        file.write(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
         let clean = bytes.clone();
         // Stream 0, chunk 5: a flipped byte. Stream 2, chunk 3: a declared size one larger,
         // checksum made right.

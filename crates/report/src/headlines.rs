@@ -101,11 +101,14 @@ fn trace_headlines(
     scope: impl Fn(usize, &ProcessReport) -> String,
 ) -> Vec<(String, &'static str, Unit, f64)> {
     let all = "all processes".to_string();
-    // Each exec starts a new image of the same process: a shell that execs its last command is one
-    // process with two images, counted as analyze's "N process image(s) in M process(es)" counts them.
-    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
+    // Processes and their images, as analyze's "N process image(s) in M process(es)" counts them.
     let mut out = vec![
-        (all.clone(), "processes", Unit::Count, pids.len() as f64),
+        (
+            all.clone(),
+            "processes",
+            Unit::Count,
+            analyze::process_count(processes) as f64,
+        ),
         (
             all.clone(),
             "process images",

@@ -549,14 +549,7 @@ fn diff_and_report_count_processes_apart_from_their_images() {
     assert_eq!(all("processes"), 2, "the shell and its one child");
     assert_eq!(all("process images"), images);
     let html_path = dir.path().join("exec.html");
-    succeeded(
-        alloclens()
-            .arg("report")
-            .arg(&trace)
-            .arg("-o")
-            .arg(&html_path),
-    );
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = testkit::report_page(&trace, &html_path);
     assert!(
         html.contains(&format!("2 ({images} process images)")),
         "the setup's processes fact"
@@ -1511,14 +1504,7 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
     let expected: Vec<String> = expected.iter().map(|p| name(p)).collect();
 
     let html_path = dir.path().join("tree.html");
-    succeeded(
-        alloclens()
-            .arg("report")
-            .arg(&trace)
-            .arg("-o")
-            .arg(&html_path),
-    );
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = testkit::report_page(&trace, &html_path);
     // The processes table, in the page's order.
     let table = &html[html.find("<section id=\"processes\"").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];

@@ -103,12 +103,11 @@ fn ranked(processes: &[ProcessReport], top: Option<usize>) -> Vec<&ProcessReport
 /// Totals over every process image, then one line per image (biggest first, at most [`TOP`]).
 fn write_whole_trace<W: Write>(processes: &[ProcessReport], out: &mut W) -> io::Result<()> {
     let sum = |f: fn(&ScopeReport) -> u64| -> u64 { processes.iter().map(|p| f(&p.stats)).sum() };
-    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
     writeln!(
         out,
         "whole trace: {} process image(s) in {} process(es)",
         processes.len(),
-        pids.len()
+        crate::process_count(processes)
     )?;
     writeln!(
         out,

@@ -184,11 +184,11 @@ pub(crate) fn recording(a: &FileAnalysis) -> String {
 
 /// "43 (81 process images)": each exec starts a new image of the same process, as analyze counts them.
 pub(crate) fn processes_and_images(processes: &[ProcessReport]) -> String {
-    let pids: std::collections::BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
-    if pids.len() == processes.len() {
-        return pids.len().to_string();
+    let count = analyze::process_count(processes);
+    if count == processes.len() {
+        return count.to_string();
     }
-    format!("{} ({} process images)", pids.len(), processes.len())
+    format!("{count} ({} process images)", processes.len())
 }
 
 fn processes_table(t: &TraceData) -> Section {
