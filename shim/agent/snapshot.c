@@ -29,7 +29,14 @@
 
 static char dir[PATH_BYTES];
 static uint64_t interval_ns = 1000000000ull;
-static int active; /* ALLOCLENS_AGENT_DIR was set */
+static int active; /* ALLOCLENS_AGENT_DIR was set, or alloclens attached */
+/* Loaded into a running process by alloclens (alloclens_agent_attach), not preloaded: the heap
+ * calls are not counted (nothing interposes them), the allocator's statistics are the figures. */
+static int attached;
+static int attach_setup; /* the agent thread has still to do the attach's set-up */
+/* The directory went away (the attached alloclens ended): the thread ends, nothing is written. */
+static int orphaned;
+static int thread_done; /* agent_main returned: join before starting another */
 
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER; /* one writer: thread or exit */
 /* The thread waits here between snapshots (CLOCK_MONOTONIC, set in init_wake), so that
@@ -79,7 +86,11 @@ static void path_join(char *dst, const char *file_suffix)
 static uint64_t rss_bytes(void)
 {
     char b[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    /* thread-self: a process whose main thread called pthread_exit has an empty /proc/self/statm
+     * (the zombie leader's); any live thread's answers for the whole address space. */
+    int fd = open("/proc/thread-self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, b, sizeof b - 1);
@@ -116,8 +127,12 @@ static void write_file(void)
     if (!tmp[0] || out.failed)
         return;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
+    if (fd < 0) {
+        /* An attached agent's directory is removed when its alloclens ends: that ends it. */
+        if (attached && errno == ENOENT)
+            orphaned = 1;
         return;
+    }
     size_t done = 0;
     while (done < out.len) {
         ssize_t n = write(fd, out.data + done, out.len - done);
@@ -150,6 +165,8 @@ static void take(int final)
     ag_buf_put(&out, "\n", 1);
     ag_buf_kv(&out, "", "taken_unix_ns", taken);
     ag_buf_kv(&out, "", "final", (uint64_t)final);
+    if (attached)
+        ag_buf_kv(&out, "", "attached", 1);
     ag_buf_kv(&out, "", "interval_ms", interval_ns / 1000000);
     ag_buf_kv(&out, "count.", "allocs", c.allocs);
     ag_buf_kv(&out, "count.", "frees", c.frees);
@@ -188,13 +205,33 @@ static void trim_if_asked(void)
     ag_buf_kv(&trim_lines, "trim.", "rss_after", after);
 }
 
+static void after_fork_child(void);
+static void read_exe(void);
+
+/* What an attach leaves to the agent thread, so that the borrowed thread only starts it. */
+static void attach_set_up(void)
+{
+    /* The agent is not in the global scope (dlopened), so RTLD_DEFAULT finds the malloc that
+     * serves the program (a preloaded jemalloc before glibc's), whose statistics are read. */
+    ag_real.malloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+    ag_real.usable = (size_t(*)(void *))dlsym(RTLD_DEFAULT, "malloc_usable_size");
+    ag_stats_init();
+    read_exe();
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 static void *agent_main(void *arg)
 {
     (void)arg;
     ag_busy_enter(); /* for good: nothing this thread allocates is the program's */
     __atomic_store_n(&thread_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     pthread_mutex_lock(&snap_lock);
-    while (!stopped && !pausing) {
+    if (attach_setup) {
+        attach_setup = 0;
+        attach_set_up();
+        seq = previous_seq();
+    }
+    while (!stopped && !pausing && !orphaned) {
         trim_if_asked();
         take(0);
         struct timespec until;
@@ -202,10 +239,11 @@ static void *agent_main(void *arg)
         uint64_t ns = (uint64_t)until.tv_nsec + interval_ns % 1000000000ull;
         until.tv_sec += (time_t)(interval_ns / 1000000000ull + ns / 1000000000ull);
         until.tv_nsec = (long)(ns % 1000000000ull);
-        while (!stopped && !pausing &&
+        while (!stopped && !pausing && !orphaned &&
                pthread_cond_timedwait(&wake, &snap_lock, &until) != ETIMEDOUT)
             ;
     }
+    thread_done = 1;
     pthread_mutex_unlock(&snap_lock);
     return NULL;
 }
@@ -229,6 +267,7 @@ static void start_thread(void)
     pthread_attr_setstacksize(&attr, 256 * 1024);
     ag_busy_enter(); /* the thread's stack and TLS are the agent's */
     pausing = 0;
+    thread_done = 0;
     running = pthread_create(&thread, &attr, agent_main, NULL) == 0;
     ag_busy_leave();
     pthread_attr_destroy(&attr);
@@ -285,7 +324,10 @@ AG_HIDDEN void ag_thread_resume(void)
 
 static void read_exe(void)
 {
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    /* thread-self, as in rss_bytes: the zombie leader of an exited main thread has no exe. */
+    ssize_t n = readlink("/proc/thread-self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     for (char *p = exe; *p; p++)
         if (*p == '\n')
@@ -311,11 +353,13 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void agent_init(void)
 {
-    ag_bootstrap();
     ag_slots_init();
+    /* Without the directory (dlopened by an attach, or preloaded by hand) nothing starts here;
+     * the hooks bootstrap on their first call. */
     const char *d = getenv("ALLOCLENS_AGENT_DIR");
     if (!d || !d[0] || strlen(d) >= PATH_BYTES - 64)
         return;
+    ag_bootstrap();
     memcpy(dir, d, strlen(d) + 1);
     const char *ms = getenv("ALLOCLENS_AGENT_INTERVAL_MS");
     if (ms && ms[0]) {
@@ -336,6 +380,45 @@ __attribute__((constructor)) static void agent_init(void)
     start_thread();
 }
 
+/* ------------------------------------------------------------ attach (crates/attach) */
+
+/* Called by alloclens on a thread of a running process that it borrowed at a safe point, right
+ * after dlopen of this library (docs/attach.md). The program waits for that thread, so it only
+ * takes the settings and starts the agent thread, which does the rest. Called again by a later
+ * attach (dlopen of the same file returns the same library): the thread, ended when the earlier
+ * directory went away, starts again writing into the new one. Returns 0, or -1 for a directory
+ * path too long. */
+AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms)
+{
+    size_t n = strlen(directory);
+    if (n == 0 || n >= PATH_BYTES - 64)
+        return -1;
+    if (!attached) {
+        if (active) /* preloaded and running already: alloclens refuses that case */
+            return -1;
+        init_wake();
+        pid = getpid();
+        ppid = getppid();
+        attach_setup = 1;
+        attached = 1;
+    }
+    pthread_mutex_lock(&snap_lock);
+    memcpy(dir, directory, n + 1);
+    if (interval_ms > 0)
+        interval_ns = interval_ms * 1000000ull;
+    orphaned = 0;
+    active = 1;
+    int start = !running || thread_done;
+    pthread_cond_signal(&wake); /* a thread still running writes into the new directory now */
+    pthread_mutex_unlock(&snap_lock);
+    if (start) {
+        if (running)
+            pthread_join(thread, NULL);
+        start_thread();
+    }
+    return 0;
+}
+
 /* The final snapshot. `wait`: at exit, wait for a snapshot in progress; from _exit, which a
  * signal handler may call while this thread holds the lock, give up instead. A vfork child shares
  * `pid` with its parent and is not getpid(): it writes nothing. */
@@ -345,7 +428,7 @@ static void final_snapshot(int wait)
         return;
     ag_busy_enter();
     if (wait ? pthread_mutex_lock(&snap_lock) == 0 : pthread_mutex_trylock(&snap_lock) == 0) {
-        if (!stopped && pid == getpid()) {
+        if (!stopped && !orphaned && pid == getpid()) {
             trim_if_asked();
             take(1);
             stopped = 1;

@@ -7,8 +7,10 @@
 //!
 //! File protocol (all in the agent directory): `<pid>.snap` is replaced atomically (written as
 //! `<pid>.snap.tmp`, then renamed) at each interval and once more at exit (`final`); a file
-//! `<pid>.trim` asks that process to give free memory back (see [`request_trim`]).
+//! `<pid>.trim` asks that process to give free memory back (see [`request_trim`]). A process that
+//! is already running gets the same agent through [`attach()`].
 
+mod attach;
 mod config;
 mod error;
 mod glibc;
@@ -16,6 +18,7 @@ mod library;
 mod normalise;
 mod snapshot;
 
+pub use attach::{attach, AttachedAgent};
 pub use config::{AgentConfig, ENV_DIR, ENV_INTERVAL_MS};
 pub use error::AgentError;
 pub use glibc::{glibc_stats, parse_malloc_info, ArenaStats, FreeSizes, GlibcHeap, Mallinfo2};

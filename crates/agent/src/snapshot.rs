@@ -35,6 +35,27 @@ pub struct Snapshot {
     pub counters: Counters,
     pub allocator: AllocatorStats,
     pub trim: Option<TrimOutcome>,
+    /// Loaded into the running process by an attach: the heap calls are not counted (`counters`
+    /// stay 0), the allocator's statistics are the figures ([`Snapshot::live_bytes`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attached: bool,
+}
+
+impl Snapshot {
+    /// The program's live bytes: the agent's count, or for an attached agent the bytes the
+    /// allocator says it has handed out (in use), when it says.
+    pub fn live_bytes(&self) -> Option<u64> {
+        if self.attached {
+            self.allocator.handed_out
+        } else {
+            Some(self.counters.live_bytes)
+        }
+    }
+
+    /// The number of live blocks, counted by a preloaded agent only.
+    pub fn live_blocks(&self) -> Option<u64> {
+        (!self.attached).then_some(self.counters.live_blocks)
+    }
 }
 
 /// The program's heap calls, merged from the per-thread counters at snapshot time. Sizes are
@@ -213,5 +234,6 @@ fn parse(bytes: &[u8]) -> Result<Snapshot, String> {
         counters,
         allocator: normalise(&allocator, &raw, &sections),
         trim,
+        attached: fields.get("attached").is_some_and(|v| *v == "1"),
     })
 }

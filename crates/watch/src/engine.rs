@@ -10,7 +10,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use allocators::{GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC};
 use serde::{Deserialize, Serialize};
 
-use crate::gdb::{self, GdbError};
 use crate::history::{History, WatchSample};
 
 /// What is watched.
@@ -35,13 +34,11 @@ pub struct WatchOptions {
     pub duration: Option<Duration>,
     /// DIR/samples.csv; None keeps the samples in memory only.
     pub samples_csv: Option<PathBuf>,
-    /// Where gdb's malloc_info file goes (`--pid`).
-    pub scratch: PathBuf,
     pub capacity: usize,
     /// At the end, ask the allocator to give free memory back, and measure what it gave.
     pub trim_probe: bool,
-    /// `--pid`: read glibc's statistics through gdb at the start and at the end.
-    pub gdb: bool,
+    /// `--pid`: load the agent into the running process (crates/attach; no debugger).
+    pub attach: bool,
 }
 
 /// Why the watch ended.
@@ -63,7 +60,22 @@ pub struct ProgramExit {
     pub signal: Option<i32>,
 }
 
-/// One gdb reading of a `--pid` process.
+/// How the agent was loaded into a `--pid` process, or why it was not.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AttachReading {
+    /// Where the borrowed thread was: "malloc (libc.so.6) in thread 1234", "system call 7 in
+    /// thread 1234".
+    pub safe_point: String,
+    /// How long that thread ran alloclens's calls instead of its own code, ms.
+    pub borrowed_ms: f64,
+    /// From the first ptrace stop to the detach of the last thread, ms.
+    pub total_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One gdb reading of a `--pid` process, as alloclens made them before it attached without a
+/// debugger: kept so that older watch.json files are still read and drawn.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GdbReading {
     pub t_s: f64,
@@ -124,7 +136,7 @@ pub struct WatchOutcome {
     /// Samples taken in all (some may have been thinned away).
     pub samples_taken: u64,
     pub processes: Vec<ProcessFigures>,
-    pub gdb: Vec<GdbReading>,
+    pub attach: Option<AttachReading>,
     pub trim: Vec<TrimProbe>,
     pub warnings: Vec<String>,
     /// What could not be written to samples.csv.
@@ -218,6 +230,8 @@ struct Watch<'o> {
     sampler: procmem::TreeSampler,
     history: History,
     agents: AgentTracker,
+    /// The agent loaded into a `--pid` process: its directory goes when the watch ends.
+    attached: Option<agent::AttachedAgent>,
     /// Time 0 of the samples and of `--duration`.
     start: Instant,
     /// The next tick of the interval.
@@ -227,8 +241,7 @@ struct Watch<'o> {
 }
 
 impl<'o> Watch<'o> {
-    /// Opens samples.csv, starts the command (or checks the process), and with `--pid` takes
-    /// gdb's first reading.
+    /// Opens samples.csv, starts the command (or checks the process and attaches the agent).
     fn start(
         options: &'o WatchOptions,
         on_event: &mut dyn FnMut(WatchEvent),
@@ -242,10 +255,19 @@ impl<'o> Watch<'o> {
                     source,
                 }
             })?;
+        let mut attached = None;
+        let mut attach_reading = None;
         let (root, ours, agent_dir) = match &options.target {
             Target::Pid(pid) => {
                 check_pid(*pid)?;
-                (*pid, false, None)
+                let mut dir = None;
+                if options.attach {
+                    let (agent, reading) = attach_agent(*pid, options.interval, on_event);
+                    dir = agent.as_ref().map(|a| a.dir.clone());
+                    attached = agent;
+                    attach_reading = Some(reading);
+                }
+                (*pid, false, dir)
             }
             Target::Command {
                 argv,
@@ -262,12 +284,13 @@ impl<'o> Watch<'o> {
             },
         )?;
         let start = Instant::now();
-        let mut watch = Watch {
+        let watch = Watch {
             options,
             root,
             ours,
             agents: AgentTracker::new(agent_dir.clone(), preloaded_agent(&options.target)),
             agent_dir,
+            attached,
             sampler,
             history,
             start,
@@ -282,7 +305,7 @@ impl<'o> Watch<'o> {
                 samples: Vec::new(),
                 samples_taken: 0,
                 processes: Vec::new(),
-                gdb: Vec::new(),
+                attach: attach_reading,
                 trim: Vec::new(),
                 warnings: Vec::new(),
                 write_problems: Vec::new(),
@@ -291,17 +314,6 @@ impl<'o> Watch<'o> {
                 live_missing: Vec::new(),
             },
         };
-        if options.gdb && !ours {
-            watch.gdb_reading(false, on_event);
-            // The watch's clock (and --duration) starts after this first reading, which may take
-            // seconds on a loaded machine: it is the reading at time 0, the first sample's time
-            // (an earlier time would put it before the window and lose it).
-            watch.start = Instant::now();
-            watch.next = watch.start;
-            if let Some(g) = watch.outcome.gdb.last_mut() {
-                g.t_s = 0.0;
-            }
-        }
         Ok(watch)
     }
 
@@ -375,7 +387,7 @@ impl<'o> Watch<'o> {
     }
 
     /// What is read once the watch ended: the agent's final snapshots and what it could not
-    /// measure, the trim probe, gdb's last reading of a `--pid` process.
+    /// measure, the trim probe; then an attached agent is let go.
     fn end_probes(&mut self, on_event: &mut dyn FnMut(WatchEvent)) {
         if let Some(dir) = self.agent_dir.clone() {
             self.final_snapshots(&dir);
@@ -391,16 +403,9 @@ impl<'o> Watch<'o> {
                 }
             }
         }
+        // Its directory removed, the attached agent's thread ends at its next interval.
+        self.attached.take();
         let root = self.root;
-        if !self.ours && self.options.gdb {
-            if procmem::is_alive(root) {
-                self.gdb_reading(self.options.trim_probe, on_event);
-            } else {
-                self.outcome.warnings.push(format!(
-                    "process {root} exited during the watch: glibc's statistics at the end were not read"
-                ));
-            }
-        }
         if !self.ours && self.outcome.ending == WatchEnding::Exited {
             self.outcome.warnings.push(format!(
                 "process {root} exited during the watch: the figures up to then are kept"
@@ -466,18 +471,6 @@ impl<'o> Watch<'o> {
                 dir.display()
             ));
         }
-    }
-
-    /// gdb's reading of the `--pid` process now (with `trim`, malloc_trim's too).
-    fn gdb_reading(&mut self, trim: bool, on_event: &mut dyn FnMut(WatchEvent)) {
-        gdb_reading(
-            self.root,
-            self.options,
-            self.start,
-            trim,
-            &mut self.outcome,
-            on_event,
-        );
     }
 
     fn finish(mut self) -> WatchOutcome {
@@ -854,87 +847,62 @@ fn take_sample(
         stack: split_total.stack,
         other: split_total.other,
         agent_processes: live.len() as u32,
-        live_bytes: sum(live.iter().map(|s| Some(s.counters.live_bytes))),
-        live_blocks: sum(live.iter().map(|s| Some(s.counters.live_blocks))),
+        live_bytes: sum(live.iter().map(|s| s.live_bytes())),
+        live_blocks: sum(live.iter().map(|s| s.live_blocks())),
         handed_out: stats(|a| a.handed_out),
         free_resident: stats(|a| a.free_resident),
         returned: stats(|a| a.returned),
         metadata: stats(|a| a.metadata),
         heap_total: stats(|a| a.heap_total),
         free_chunks: stats(|a| a.free_chunks),
-        // Without the agent (`--pid`) live bytes come from gdb for the process, or not at all.
         rss_unmeasured: agents.dir.is_some().then_some(rss_unmeasured),
     };
     Some((sample, processes))
 }
 
-fn rss_of(pid: u32) -> u64 {
-    procmem::ResidentSampler::new(pid, procmem::SamplerOptions::default())
-        .ok()
-        .and_then(|mut s| s.sample().ok())
-        .map_or(0, |s| s.rss)
-}
-
-fn gdb_reading(
+/// Loads the agent into process `pid` (crates/attach), said as a note; a refusal or a failure is
+/// a warning and the watch goes on with /proc figures alone.
+fn attach_agent(
     pid: u32,
-    options: &WatchOptions,
-    start: Instant,
-    trim: bool,
-    outcome: &mut WatchOutcome,
+    interval: Duration,
     on_event: &mut dyn FnMut(WatchEvent),
-) {
-    let t_s = start.elapsed().as_secs_f64();
-    let rss_before = rss_of(pid);
-    let read = gdb::read_malloc_info(pid, &options.scratch, trim);
-    let rss_after = rss_of(pid);
-    let reading = match read {
-        Ok(r) => {
-            let stats = match agent::parse_malloc_info(&r.xml) {
-                Ok(heap) => Some(agent::glibc_stats(&heap, None)),
-                Err(e) => {
-                    outcome
-                        .warnings
-                        .push(format!("malloc_info of process {pid} not understood: {e}"));
-                    None
+) -> (Option<agent::AttachedAgent>, AttachReading) {
+    // The agent writes at the watch's interval, at least every 100 ms.
+    match agent::attach(pid, interval.max(Duration::from_millis(100))) {
+        Ok(a) => {
+            let i = &a.injection;
+            let safe_point = match &i.safe_point {
+                attach::SafePoint::AllocatorEntry { tid, function } => {
+                    format!("{function} in thread {tid}")
+                }
+                attach::SafePoint::Syscall { tid, number } => {
+                    format!("system call {number} in thread {tid}")
                 }
             };
-            on_event(WatchEvent::Note(format!(
-                "read glibc's statistics of process {pid} through gdb: the process was paused {:.0} ms",
-                r.pause_ms
-            )));
-            GdbReading {
-                t_s,
-                pause_ms: r.pause_ms,
-                gdb_ms: r.gdb_ms,
-                stats,
-                trim_returned: r.trim_returned,
-                // With the trim: the RSS around malloc_trim itself, not around the whole attach.
-                rss_before: r.trim_rss.map_or(rss_before, |t| t.0),
-                rss_after: r.trim_rss.map_or(rss_after, |t| t.1),
+            let reading = AttachReading {
+                safe_point,
+                borrowed_ms: i.borrowed.as_secs_f64() * 1e3,
+                total_ms: i.total.as_secs_f64() * 1e3,
                 error: None,
-            }
+            };
+            on_event(WatchEvent::Note(format!(
+                "attached to process {pid} without a debugger: its thread at {} loaded the agent in {:.1} ms",
+                reading.safe_point, reading.borrowed_ms
+            )));
+            (Some(a), reading)
         }
         Err(e) => {
-            let text = e.to_string();
-            if !outcome.warnings.contains(&text) {
-                outcome.warnings.push(text.clone());
-            }
-            if matches!(e, GdbError::NoGdb | GdbError::NotGlibc { .. }) && !outcome.gdb.is_empty() {
-                return;
-            }
-            GdbReading {
-                t_s,
-                pause_ms: 0.0,
-                gdb_ms: 0.0,
-                stats: None,
-                trim_returned: None,
-                rss_before,
-                rss_after,
-                error: Some(text),
-            }
+            let error = format!("the agent could not be loaded into process {pid}: {e}");
+            on_event(WatchEvent::Note(error.clone()));
+            (
+                None,
+                AttachReading {
+                    error: Some(error),
+                    ..Default::default()
+                },
+            )
         }
-    };
-    outcome.gdb.push(reading);
+    }
 }
 
 fn trim_probe(
@@ -1056,10 +1024,9 @@ mod tests {
             interval: Duration::from_millis(50),
             duration,
             samples_csv: None,
-            scratch: std::env::temp_dir(),
             capacity: 100,
             trim_probe: false,
-            gdb: false,
+            attach: false,
         }
     }
 

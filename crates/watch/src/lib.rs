@@ -2,8 +2,8 @@
 //!
 //! [`engine::watch`] starts the command (with the allocator variant and the `agent` preloaded) or
 //! follows a running process, samples its whole tree every interval (RSS and PSS through
-//! `procmem`, the RSS split from smaps, the agent's live bytes and allocator statistics, or glibc's
-//! through gdb for `--pid`) into a [`history::History`] bounded in memory and on disk, and
+//! `procmem`, the RSS split from smaps, the agent's live bytes and allocator statistics; for `--pid`
+//! the agent is loaded into the running process by `agent::attach`, no debugger) into a [`history::History`] bounded in memory and on disk, and
 //! [`verdict::classify`] tells leak, fragmentation, retention, outside-heap or stable (or says it
 //! cannot: undetermined) from robust trends
 //! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read; [`samples_file`] reads samples.csv back and says
@@ -11,7 +11,6 @@
 //! Formats and definitions: docs/watch.md.
 
 pub mod engine;
-pub mod gdb;
 pub mod history;
 pub mod results;
 pub mod samples_file;
@@ -19,8 +18,8 @@ pub mod slope;
 pub mod verdict;
 
 pub use engine::{
-    check_pid, watch, GdbReading, ProcessFigures, ProgramExit, Target, TrimProbe, WatchEnding,
-    WatchError, WatchEvent, WatchOptions, WatchOutcome,
+    check_pid, watch, AttachReading, GdbReading, ProcessFigures, ProgramExit, Target, TrimProbe,
+    WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
 };
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
 pub use results::{

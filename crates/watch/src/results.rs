@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
-    GdbReading, ProcessFigures, ProgramExit, TrimProbe, WatchEnding, WatchOutcome,
+    AttachReading, GdbReading, ProcessFigures, ProgramExit, TrimProbe, WatchEnding, WatchOutcome,
 };
 use crate::history::WatchSample;
 use crate::verdict::{
@@ -34,7 +34,7 @@ pub struct WatchResults {
     pub root_pid: Option<u32>,
     /// `-a`: the allocator variant's label and settings.
     pub variant: Option<String>,
-    /// The allocator that really serves malloc (the agent's or gdb's view).
+    /// The allocator that really serves malloc (the agent's view).
     pub allocator: Option<String>,
     pub interval_s: f64,
     pub duration_s: Option<f64>,
@@ -53,6 +53,11 @@ pub struct WatchResults {
     pub last: Option<WatchSample>,
     pub peak_rss: u64,
     pub processes: Vec<ProcessFigures>,
+    /// `--pid`: how the agent was loaded into the process, or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachReading>,
+    /// gdb's readings, in watch.json files of alloclens versions that read `--pid` through gdb.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gdb: Vec<GdbReading>,
     pub trim: Vec<TrimProbe>,
     pub warnings: Vec<String>,
@@ -171,7 +176,18 @@ pub fn verdict_input(
             arenas,
         });
     }
-    // `--pid`: glibc's in-use and free bytes from the gdb readings.
+    // An agent attached to a running process counts nothing: its live bytes are the allocator's
+    // in-use bytes.
+    if results
+        .processes
+        .iter()
+        .any(|p| p.snapshot.as_ref().is_some_and(|s| s.attached))
+    {
+        input.live_blocks.clear();
+        input.live_name = "in-use bytes (the allocator's statistics)".into();
+    }
+    // watch.json of an alloclens that read `--pid` through gdb: glibc's in-use and free bytes
+    // from its readings.
     let readings: Vec<&GdbReading> = results.gdb.iter().filter(|g| g.stats.is_some()).collect();
     if input.live.is_empty() && !readings.is_empty() {
         input.live_blocks.clear();
@@ -230,33 +246,25 @@ fn live_missing(results: &WatchResults, missing: &[String]) -> LiveMissing {
         shell_line(&results.command)
     };
     if let Some(pid) = results.pid {
-        if results.gdb.is_empty() {
-            m.why
-                .push("--no-gdb: glibc's in-use bytes were not read".into());
-            m.remedy.push(
-                "Read glibc's in-use bytes through gdb (leave out --no-gdb), or start the program under watch (the agent counts its live bytes):".into(),
-            );
-            m.commands.push(format!("alloclens watch --pid {pid}"));
-        } else {
-            m.why.extend(
-                results
-                    .gdb
-                    .iter()
-                    .filter_map(|g| g.error.clone())
-                    .collect::<std::collections::BTreeSet<_>>(),
-            );
-            if results.gdb.iter().filter(|g| g.stats.is_some()).count() < 2 {
-                m.why.push(
-                    "glibc's in-use bytes need two gdb readings (at the start and the end)".into(),
+        match &results.attach {
+            None => {
+                m.why
+                    .push("--no-attach: the agent was not loaded into the process".into());
+                m.remedy.push(
+                    "Load the agent into the running process (leave out --no-attach), or start the program under watch:".into(),
                 );
+                m.commands.push(format!("alloclens watch --pid {pid}"));
             }
-            m.remedy.push(
-                "Start the program under watch (the agent counts its live bytes), or trace it:"
-                    .into(),
-            );
-            m.commands.push("alloclens watch -- CMD".into());
-            m.commands
-                .push("alloclens record -o watch.alt -- CMD".into());
+            Some(a) => {
+                m.why.extend(a.error.clone());
+                m.remedy.push(
+                    "Start the program under watch (the agent counts its live bytes), or trace it:"
+                        .into(),
+                );
+                m.commands.push("alloclens watch -- CMD".into());
+                m.commands
+                    .push("alloclens record -o watch.alt -- CMD".into());
+            }
         }
         return m;
     }
@@ -272,7 +280,7 @@ fn live_missing(results: &WatchResults, missing: &[String]) -> LiveMissing {
     }
     if missing.iter().any(|w| !w.contains("statically linked")) || !stat {
         m.remedy.push(
-            "Measure live bytes: let the agent load (keep LD_PRELOAD), read glibc's in-use bytes of the running process through gdb (watch --pid, for a program using glibc's malloc), or trace it:".into(),
+            "Measure live bytes: let the agent load (keep LD_PRELOAD), load it into the running process (watch --pid), or trace it:".into(),
         );
         m.commands.push("alloclens watch --pid PID".into());
         m.commands
@@ -308,7 +316,7 @@ pub fn assemble(
     base.last = outcome.samples.last().cloned();
     base.peak_rss = outcome.samples.iter().map(|s| s.rss).max().unwrap_or(0);
     base.processes = outcome.processes;
-    base.gdb = outcome.gdb;
+    base.attach = outcome.attach;
     base.trim = outcome.trim;
     base.warnings.extend(outcome.warnings);
     base.incomplete_files = outcome.write_problems;
@@ -318,13 +326,7 @@ pub fn assemble(
             .processes
             .iter()
             .find_map(|p| p.snapshot.as_ref())
-            .map(|s| s.allocator.name.clone())
-            .or_else(|| {
-                base.gdb
-                    .iter()
-                    .any(|g| g.stats.is_some())
-                    .then(|| allocators::GLIBC.to_string())
-            });
+            .map(|s| s.allocator.name.clone());
     }
     // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an
     // unknown library): said once.
@@ -373,7 +375,7 @@ mod tests {
             samples: Vec::new(),
             samples_taken: 0,
             processes: Vec::new(),
-            gdb: Vec::new(),
+            attach: None,
             trim: Vec::new(),
             warnings: Vec::new(),
             write_problems: Vec::new(),

@@ -74,7 +74,7 @@ pub struct VerdictInput {
     pub rss: Vec<(f64, f64)>,
     /// The heap part of the smaps split ([heap] + private anonymous mappings).
     pub heap: Vec<(f64, f64)>,
-    /// The program's live bytes (the agent), or glibc's in-use bytes read through gdb.
+    /// The program's live bytes (the agent), or the allocator's in-use bytes (an attached agent).
     pub live: Vec<(f64, f64)>,
     /// The number of live blocks (the agent), when known: with `live`, the average size of what
     /// grows.
@@ -572,7 +572,7 @@ fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
                 v.commands.extend(m.commands.iter().cloned());
             }
             _ => {
-                v.remedy.push("Measure the live bytes: under the agent (watch -- CMD), with gdb on a running glibc process (watch --pid), or with a trace:".into());
+                v.remedy.push("Measure the live bytes: under the agent (watch -- CMD), attached to a running process (watch --pid), or with a trace:".into());
                 v.commands
                     .push(format!("alloclens record -o watch.alt -- {cmd}"));
             }

@@ -39,9 +39,10 @@ pub struct Args {
     /// Watch a process already running (and its descendants) instead of starting a command
     #[arg(long, value_name = "PID", conflicts_with_all = ["allocator", "command"])]
     pid: Option<u32>,
-    /// With --pid: do not attach gdb to read glibc's arena statistics (at the start and the end)
-    #[arg(long, requires = "pid")]
-    no_gdb: bool,
+    /// With --pid: do not load the agent into the process (its live bytes and allocator statistics
+    /// are then not read: /proc figures only)
+    #[arg(long, requires = "pid", alias = "no-gdb")]
+    no_attach: bool,
     /// Output directory [default: alloclens-watch-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
@@ -104,7 +105,7 @@ struct Settings {
     pid: Option<u32>,
     command: Vec<String>,
     trim_probe: bool,
-    gdb: bool,
+    attach: bool,
     dir: PathBuf,
     force: bool,
 }
@@ -133,7 +134,7 @@ impl Settings {
             pid: a.pid,
             command: a.command,
             trim_probe: a.trim_probe,
-            gdb: a.pid.is_some() && !a.no_gdb,
+            attach: a.pid.is_some() && !a.no_attach,
             dir: a
                 .output
                 .unwrap_or_else(|| args::dated_dir("alloclens-watch")),
@@ -179,10 +180,9 @@ impl Settings {
             interval: self.interval,
             duration: self.duration,
             samples_csv: Some(dir.join(watch::SAMPLES_CSV)),
-            scratch: dir.to_path_buf(),
             capacity: watch::DEFAULT_CAPACITY,
             trim_probe: self.trim_probe,
-            gdb: self.gdb,
+            attach: self.attach,
         };
         Ok((options, base))
     }

@@ -54,10 +54,10 @@ fn verdict(w: &mut String, r: &WatchResults) {
             w,
             "  live bytes      {}{}",
             trend(v.live),
-            if r.pid.is_some() && v.live.is_some() {
-                "  (glibc in use, gdb)"
-            } else {
-                ""
+            match (v.live.is_some(), r.attach.is_some(), r.gdb.is_empty()) {
+                (true, true, _) => "  (the allocator's in use, agent attached)",
+                (true, false, false) => "  (glibc in use, gdb)",
+                _ => "",
             }
         );
         let _ = writeln!(w, "  allocator free  {}", trend(v.free));
@@ -85,6 +85,13 @@ fn last_sample(w: &mut String, r: &WatchResults) {
 
 /// The rows of the allocator readings' tables (`tables::watch`), one line each.
 fn readings(w: &mut String, r: &WatchResults) {
+    if let Some(a) = r.attach.as_ref().filter(|a| a.error.is_none()) {
+        let _ = writeln!(
+            w,
+            "  attached        the agent was loaded by the thread at {}, borrowed {:.1} ms (no debugger)",
+            a.safe_point, a.borrowed_ms
+        );
+    }
     for row in tables::watch::gdb(r, Output::Terminal).rows {
         if tables::watch::gdb_failed(&row) {
             let _ = writeln!(w, "  gdb at {} s    not read: {}", row[0], row[1]);
