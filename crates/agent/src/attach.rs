@@ -2,11 +2,10 @@
 //! crate: no LD_PRELOAD, no restart, no debugger. The attached agent writes the same snapshots as a
 //! preloaded one, with the allocator's statistics as its figures (nothing interposes the heap
 //! calls, so nothing is counted; [`crate::Snapshot::live_bytes`]).
-use std::fs::File;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use attach::{Argument, AttachError, EntryCall, Injection, Target};
+use attach::{Argument, AttachError, EntryCall, Injection, SessionLock, Target};
 
 /// The agent's entry (shim/agent/snapshot.c).
 const ENTRY: &str = "alloclens_agent_attach";
@@ -22,7 +21,7 @@ pub struct AttachedAgent {
     /// The snapshot directory as alloclens reads it.
     pub dir: PathBuf,
     pub injection: Injection,
-    _lock: File,
+    _lock: SessionLock,
 }
 
 impl AttachedAgent {

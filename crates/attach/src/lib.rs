@@ -18,7 +18,7 @@ mod stage;
 
 pub use error::AttachError;
 pub use process::{check, Target};
-pub use stage::{remove_scratch, scratch_directory, session_lock, stage, Staged};
+pub use stage::{remove_scratch, scratch_directory, session_lock, stage, SessionLock, Staged};
 
 use std::path::Path;
 use std::time::Duration;

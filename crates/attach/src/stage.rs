@@ -85,9 +85,21 @@ pub fn stage(target: &Target, stem: &str, bytes: &[u8]) -> Result<Staged, Attach
     Ok(staged)
 }
 
-/// The lock of one attach to process `target.pid`, held while the session lasts (dropped: freed):
-/// a second alloclens attaching to the same process meanwhile is refused.
-pub fn session_lock(target: &Target) -> Result<fs::File, AttachError> {
+/// The lock of one attach to process `target.pid`, held while the session lasts: a second
+/// alloclens attaching to the same process meanwhile is refused. Dropped, its file is removed.
+#[derive(Debug)]
+pub struct SessionLock {
+    path: PathBuf,
+    _file: fs::File,
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+pub fn session_lock(target: &Target) -> Result<SessionLock, AttachError> {
     let (dir_theirs, dir_ours) = own_directory(target)?;
     let name = format!("{}.lock", target.pid);
     let err = |source| AttachError::Stage {
@@ -112,7 +124,10 @@ pub fn session_lock(target: &Target) -> Result<fs::File, AttachError> {
         }
         return Err(err(e));
     }
-    Ok(file)
+    Ok(SessionLock {
+        path: dir_ours.join(&name),
+        _file: file,
+    })
 }
 
 /// A fresh directory in our directory of the process's /tmp that the process may write (owned by

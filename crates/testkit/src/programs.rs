@@ -100,6 +100,8 @@ pub const PROGRAMS: &[Program] = &[
     p("matrix", "matrix.c", &["-O1"]),
     p("matrix_static", "matrix.c", &["-O1", "-static"]),
     p("namespaces", "namespaces.c", &["-O1"]),
+    // Attach: threads allocating as fast as they can, checking every block.
+    p("busy_threads", "busy_threads.c", &["-O1", "-pthread"]),
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),

@@ -1052,3 +1052,87 @@ fn missed_ticks_are_skipped_not_taken_in_a_burst() {
         "{line}"
     );
 }
+
+/// What `watch --pid` cannot attach to is said in one line naming the fix, before the process is
+/// touched, and the watch goes on with /proc figures: a stopped process, a static program, and a
+/// process another alloclens is attached to.
+#[test]
+fn watch_pid_says_why_it_cannot_attach_and_watches_from_proc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let watch_pid = |pid: u32, name: &str| {
+        let out = alloclens()
+            .args(["watch", "--interval", "100ms", "--duration", "1s", "--pid"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(tmp.path().join(name))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert!(tmp.path().join(name).join("samples.csv").exists());
+        stderr
+    };
+    // Stopped: left stopped (attaching would not resume it).
+    let mut stopped = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = stopped.id();
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    wait_until("the process to stop", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") T "))
+    });
+    let stderr = watch_pid(pid, "stopped");
+    assert!(
+        stderr.contains(&format!(
+            "process {pid} is stopped (state T): resume it first (kill -CONT {pid})"
+        )),
+        "{stderr}"
+    );
+    assert!(std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .contains(") T "));
+    stopped.kill().unwrap();
+    stopped.wait().unwrap();
+
+    // Static: nothing can be loaded.
+    let mut fixed = Command::new(testkit::program("matrix_static"))
+        .args(["mmap", "60000", "1000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = watch_pid(fixed.id(), "static");
+    assert!(stderr.contains("is statically linked"), "{stderr}");
+    fixed.kill().unwrap();
+    fixed.wait().unwrap();
+
+    // Two alloclens at once: the second is refused, the first keeps its agent.
+    let mut busy = Command::new(testkit::program("busy_threads"))
+        .arg("2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = busy.id();
+    let first = alloclens()
+        .args(["watch", "--interval", "100ms", "--duration", "4s", "--pid"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(tmp.path().join("first"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let csv = tmp.path().join("first").join("samples.csv");
+    wait_until("the first watch's samples", Duration::from_secs(20), || {
+        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 2)
+    });
+    let stderr = watch_pid(pid, "second");
+    assert!(
+        stderr.contains(&format!("another alloclens is attached to process {pid}")),
+        "{stderr}"
+    );
+    let first = first.wait_with_output().unwrap();
+    let first_err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{first_err}");
+    assert!(first_err.contains("without a debugger"), "{first_err}");
+    drop(busy.stdin.take());
+    assert_eq!(busy.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,137 @@
+//! The agent loaded into running processes (agent::attach, through crates/attach): real processes,
+//! real ptrace, no debugger.
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// 50 attach/detach cycles on a program whose 4 threads allocate, reallocate, check and free as
+/// fast as they can: no crash, no deadlock, no corrupted block, no lost output, and the library
+/// mapped once however many times it was attached (a later attach reuses it). The kind of program
+/// `heaptrack -p` killed on a machine where gdb's inferior calls fail.
+#[test]
+fn fifty_attaches_to_a_busy_four_thread_program_leave_it_whole() {
+    let mut child = Command::new(testkit::program("busy_threads"))
+        .arg("4")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "running 4\n");
+    let pid = child.id();
+    let mut at_entry = 0;
+    for cycle in 0..50 {
+        let a = agent::attach(pid, Duration::from_millis(100))
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        if matches!(
+            a.injection.safe_point,
+            attach::SafePoint::AllocatorEntry { .. }
+        ) {
+            at_entry += 1;
+        }
+        // Every fifth cycle waits for the agent's snapshot: it runs, and reads glibc.
+        if cycle % 5 == 0 {
+            let dir = a.dir.clone();
+            let ok = testkit::poll_until(Duration::from_secs(10), || {
+                agent::read_snapshots(&dir).is_ok_and(|s| {
+                    s.iter()
+                        .any(|s| s.pid == pid && s.attached && s.allocator.name == "glibc")
+                })
+            });
+            assert!(ok, "cycle {cycle}: no snapshot");
+        }
+        a.detach();
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cycle {cycle}: it died"
+        );
+    }
+    // A busy program is caught at its allocator's entry, not in a system call.
+    assert!(at_entry >= 45, "{at_entry} of 50 at an allocator entry");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let copies: std::collections::BTreeSet<&str> = maps
+        .lines()
+        .filter(|l| l.contains("/alloclens-attach-"))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    for i in 0..4 {
+        assert!(
+            rest.contains(&format!("thread {i}: ran, 0 errors\n")),
+            "{rest}"
+        );
+    }
+    assert!(rest.ends_with("done\n"), "{rest}");
+    assert_eq!(status.code(), Some(0), "{rest}");
+}
+
+/// A program blocked in read() on a pipe never calls the allocator: the thread blocked in the
+/// system call is borrowed, and the read goes on afterwards as if nothing happened: the data
+/// written later arrives whole.
+#[test]
+fn a_program_blocked_in_read_is_attached_and_reads_on() {
+    let mut child = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let a = agent::attach(child.id(), Duration::from_millis(100)).unwrap();
+    assert!(
+        matches!(
+            a.injection.safe_point,
+            attach::SafePoint::Syscall { number: 0, .. }
+        ),
+        "{:?}",
+        a.injection.safe_point
+    );
+    let dir = a.dir.clone();
+    assert!(testkit::poll_until(Duration::from_secs(10), || {
+        agent::read_snapshots(&dir).is_ok_and(|s| !s.is_empty())
+    }));
+    a.detach();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello through the pipe\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.stdout, b"hello through the pipe\n");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// The allocator that serves the program is the one read: jemalloc preloaded before glibc.
+#[test]
+fn a_program_with_jemalloc_preloaded_is_read_through_jemalloc() {
+    testkit::require!(allocator "jemalloc");
+    let jemalloc = testkit::allocator_library("jemalloc").unwrap();
+    let mut child = Command::new(testkit::program("busy_threads"))
+        .arg("2")
+        .env("LD_PRELOAD", &jemalloc)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let a = agent::attach(child.id(), Duration::from_millis(100)).unwrap();
+    let dir = a.dir.clone();
+    let mut name = String::new();
+    assert!(testkit::poll_until(Duration::from_secs(10), || {
+        agent::read_snapshots(&dir).is_ok_and(|s| {
+            s.first().is_some_and(|s| {
+                name = s.allocator.name.clone();
+                s.allocator.handed_out.is_some()
+            })
+        })
+    }));
+    assert_eq!(name, "jemalloc");
+    a.detach();
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
