@@ -1,5 +1,6 @@
 //! The page of an `alloclens watch` directory: the verdict, RSS against live bytes against the
-//! allocator's bytes over time, the smaps split over time, and what gdb or the trim probe saw.
+//! allocator's bytes over time, the smaps split over time, and how the agent was attached, what gdb
+//! (older files) or the trim probe saw.
 use trace::human_bytes;
 use watch::{WatchDir, WatchResults, WatchSample};
 
@@ -170,12 +171,16 @@ fn memory(dir: &WatchDir) -> Section {
     memory
 }
 
-/// What gdb or the trim probe saw (`tables::watch`), when they were asked for.
+/// How the agent was attached, what gdb or the trim probe saw (`tables::watch`), when there is
+/// something.
 fn readings(r: &WatchResults) -> Option<Section> {
-    if r.gdb.is_empty() && r.trim.is_empty() {
+    if r.attach.is_none() && r.gdb.is_empty() && r.trim.is_empty() {
         return None;
     }
     let mut probes = Section::new("watch-probes", "Allocator readings");
+    if r.attach.is_some() {
+        probes.push(Block::Table(tables::watch::attach(r)));
+    }
     if !r.gdb.is_empty() {
         probes.push(Block::Table(tables::watch::gdb(r, Output::Html)));
     }

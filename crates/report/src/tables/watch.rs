@@ -1,6 +1,7 @@
-//! The allocator readings of a watch, defined once for the page and the terminal summary: what gdb
-//! read of glibc's statistics (`watch --pid`) and what the trim probe gave back (`--trim-probe`),
-//! one row per reading. The page shows them as tables; the terminal as one line per row, from the
+//! The allocator readings of a watch, defined once for the page and the terminal summary: how the
+//! agent was loaded into a `--pid` process, what gdb read of glibc's statistics (watch.json of
+//! versions that read `--pid` through gdb) and what the trim probe gave back (`--trim-probe`), one
+//! row per reading. The page shows them as tables; the terminal as one line per row, from the
 //! same cells (`terminal::watch`).
 use trace::human_bytes;
 use watch::{GdbReading, TrimProbe, WatchResults};
@@ -56,6 +57,28 @@ fn gdb_row(g: &GdbReading, output: Output) -> Option<Vec<String>> {
 /// Whether a row of [`gdb`] is a reading gdb could not make (its error in the second cell).
 pub(crate) fn gdb_failed(row: &[String]) -> bool {
     row[2..].iter().all(String::is_empty)
+}
+
+/// How the agent was loaded into a `--pid` process (attach.md), or why it was not.
+pub(crate) fn attach(r: &WatchResults) -> Table {
+    Table {
+        caption: Some("The agent loaded into the running process (no debugger)".into()),
+        headers: ["borrowed thread", "borrowed (ms)", "attach (ms)", "error"]
+            .map(String::from)
+            .into(),
+        rows: r
+            .attach
+            .iter()
+            .map(|a| {
+                vec![
+                    a.safe_point.clone(),
+                    format!("{:.1}", a.borrowed_ms),
+                    format!("{:.0}", a.total_ms),
+                    a.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// The trim probe: what each process gave back when asked to.
