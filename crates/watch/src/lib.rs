@@ -10,8 +10,10 @@
 //! what is wrong with it. Nothing here prints.
 //! Formats and definitions: docs/watch.md.
 
+mod agents;
 pub mod engine;
 pub mod history;
+mod probes;
 pub mod results;
 pub mod samples_file;
 pub mod slope;
