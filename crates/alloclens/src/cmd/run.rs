@@ -14,7 +14,7 @@ use runner::{
 };
 
 use crate::cmd::args;
-use crate::whole_file::write_whole;
+use safe_output::write_whole;
 
 /// How `run --ksm` makes the command's tree mergeable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -332,9 +332,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Nothing to compare: the directory holds only failed runs' samples, and goes.
-fn give_up(dir: ResultsDir, options: &Options, e: anyhow::Error) -> anyhow::Error {
-    drop(dir);
-    let _ = std::fs::remove_dir_all(&options.output);
+fn give_up(dir: ResultsDir, _options: &Options, e: anyhow::Error) -> anyhow::Error {
+    dir.discard();
     e
 }
 
