@@ -10,4 +10,6 @@ mod dir_lock;
 mod whole_file;
 
 pub use dir_lock::{DirLock, LockError, LOCK_FILE};
-pub use whole_file::{destination, resolve_links, write_whole, Destination, WholeFile};
+pub use whole_file::{
+    destination, remove_written, resolve_links, write_whole, Destination, WholeFile,
+};

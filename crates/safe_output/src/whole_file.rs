@@ -156,6 +156,16 @@ impl Write for WholeFile {
     }
 }
 
+/// Removes `path` when it is a regular file (not following a link): undoing a file this session
+/// wrote, never a device it wrote into or a link it wrote through.
+pub fn remove_written(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => std::fs::remove_file(path),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `path` whole with what `fill` writes.
 pub fn write_whole(
     path: &Path,
