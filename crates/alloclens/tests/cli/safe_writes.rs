@@ -242,3 +242,63 @@ fn no_option_replaces_a_device_or_a_link() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Issue 35 item 6: two sessions into one directory both reported success and one was lost. The
+/// second (`--force`) now stops in one line naming the first, whose results stay whole.
+#[test]
+fn a_second_session_into_a_busy_directory_stops_naming_the_first() {
+    let root = tempfile::tempdir().unwrap();
+    // Each session with the file it writes as it starts.
+    for (first, started) in [
+        (
+            &[
+                "run",
+                "-a",
+                "glibc",
+                "-r",
+                "1",
+                "--program-output",
+                "discard",
+            ][..],
+            "samples.csv",
+        ),
+        (&["watch"][..], "watch.json"),
+    ] {
+        let dir = root.path().join(first[0]);
+        let mut holder = std::process::Command::new(testkit::alloclens_exe())
+            .args(first)
+            .arg("-o")
+            .arg(&dir)
+            .args(["--", "sleep", "10"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        testkit::wait_until(
+            "the first session holds its directory",
+            std::time::Duration::from_secs(20),
+            || dir.join(started).exists(),
+        );
+        let second = alloclens()
+            .args(first)
+            .args(["--force", "-o"])
+            .arg(&dir)
+            .args(["--", "true"])
+            .pipe("")
+            .run();
+        // Interrupted as Ctrl-C would: the run ends its command (watch leaves it, as it does).
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &holder.id().to_string()])
+            .status();
+        let _ = holder.wait();
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert_eq!(second.status.code(), Some(1), "{}: {stderr}", first[0]);
+        assert!(
+            stderr.contains(&format!("another alloclens (pid {})", holder.id())),
+            "{}: {stderr}",
+            first[0]
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
