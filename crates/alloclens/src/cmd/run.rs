@@ -155,6 +155,10 @@ pub struct Args {
     /// With --ksm: how the command's tree is made mergeable (the output says which was used)
     #[arg(long = "ksm-mechanism", value_enum, default_value_t = KsmMechanismChoice::Auto, value_name = "HOW", requires = "ksm")]
     pub ksm_mechanism: KsmMechanismChoice,
+    /// With --ksm: when another alloclens drives ksmd (one at a time on a machine), wait for it to
+    /// end, up to DURATION (default 10m), instead of stopping at once
+    #[arg(long = "ksm-wait", value_name = "DURATION", num_args = 0..=1, default_missing_value = "10m", require_equals = true, requires = "ksm")]
+    pub ksm_wait: Option<String>,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
     /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
     /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
@@ -175,6 +179,8 @@ pub struct RunOptions {
     pub program_output: ProgramOutput,
     /// With --ksm: the ksmd settings to apply for the session (`run=1` is added).
     pub ksm: Option<Vec<(String, String)>>,
+    /// With --ksm: how long to wait for another alloclens to give ksmd back (zero: refuse at once).
+    pub ksm_wait: Duration,
     /// --throughput-unit.
     pub throughput_unit: Option<String>,
     /// --export-*: the summary table written in each format to each file.
@@ -266,6 +272,11 @@ impl RunOptions {
             force: a.force,
             program_output: a.program_output,
             ksm,
+            ksm_wait: a
+                .ksm_wait
+                .map(|w| args::duration(&w, "--ksm-wait", MAX_TIMEOUT))
+                .transpose()?
+                .unwrap_or(Duration::ZERO),
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
             exports,
         })
@@ -493,7 +504,12 @@ fn ksm_mechanism(choice: KsmMechanismChoice) -> anyhow::Result<runner::KsmMechan
 }
 
 /// Takes ksmd for the session (the mechanism was checked by [`ksm_mechanism`]).
-fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
+fn start_ksm(
+    plan: &RunPlan,
+    settings: &[(String, String)],
+    wait: Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<KsmControl> {
     use procmem::ksm_control::{default_state_path, KSM_SYSFS};
     let sysfs = std::path::Path::new(KSM_SYSFS);
     let schedule = plan.schedule();
@@ -505,7 +521,23 @@ fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<Ks
         .iter()
         .map(|(k, v)| (k.clone(), runner::substitute(v, &first)))
         .collect();
-    let control = KsmControl::acquire(sysfs, &default_state_path(), &initial)?;
+    let mut told = false;
+    let control = KsmControl::acquire_waiting(
+        sysfs,
+        &default_state_path(),
+        &initial,
+        wait,
+        |busy| {
+            if let (false, procmem::ksm_control::KsmError::Busy { holder, .. }) = (told, busy) {
+                eprintln!(
+                    "alloclens: KSM: another alloclens{holder} is driving ksmd: waiting for it to end (--ksm-wait, up to {} s)",
+                    wait.as_secs()
+                );
+                told = true;
+            }
+            !interrupted.load(std::sync::atomic::Ordering::Relaxed)
+        },
+    )?;
     // Every value a sweep will use is tried now, so a value the kernel rejects is refused before
     // any run (dropping `control` on the error gives everything back).
     for spec in &schedule {
@@ -664,7 +696,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let ksm = options
         .ksm
         .as_deref()
-        .map(|settings| start_ksm(plan, settings))
+        .map(|settings| start_ksm(plan, settings, options.ksm_wait, &interrupted))
         .transpose()?;
     let mut dir = ResultsDir::create(
         &options.output,
