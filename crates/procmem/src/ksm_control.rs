@@ -228,6 +228,24 @@ impl KsmControl {
         }
     }
 
+    /// A session of `run --ksm`: [`KsmControl::acquire_waiting`] with `initial`, then every value
+    /// of `every_value` tried (so a value the kernel rejects is refused before any run; the error
+    /// gives everything back), then `initial` set again for the first run.
+    pub fn start_session(
+        sysfs: &Path,
+        state_path: &Path,
+        initial: &[(String, String)],
+        every_value: &[(String, String)],
+        wait: std::time::Duration,
+        waiting: impl FnMut(&KsmError) -> bool,
+    ) -> Result<KsmControl, KsmError> {
+        let control = KsmControl::acquire_waiting(sysfs, state_path, initial, wait, waiting)?;
+        for (k, v) in every_value.iter().chain(initial) {
+            control.set(k, v)?;
+        }
+        Ok(control)
+    }
+
     /// Sets a knob saved at [`KsmControl::acquire`] (one of its `settings`) to another value: a
     /// setting that changes from run to run. Any other knob is refused (it would not be given back).
     pub fn set(&self, name: &str, value: &str) -> Result<(), KsmError> {

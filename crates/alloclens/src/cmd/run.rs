@@ -1,13 +1,13 @@
 //! `alloclens run`: compare allocators on any command, with the memory of its whole process tree.
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use procmem::ksm_control::KsmControl;
-use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
+use runner::results_dir::{self, ResultsDir};
 use runner::{
     Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
     RunResults, RunSpec, SampleKind, VariantInfo,
@@ -264,7 +264,18 @@ impl RunOptions {
         .into_iter()
         .filter_map(|(f, p)| p.map(|p| (f, p)))
         .collect();
-        check_exports(&output, &exports)?;
+        let named: Vec<results_dir::Export> = exports
+            .iter()
+            .map(|(format, path)| {
+                let (option, example) = export_option(*format);
+                results_dir::Export {
+                    option,
+                    example,
+                    path: path.clone(),
+                }
+            })
+            .collect();
+        results_dir::check_exports(&output, &named)?;
         Ok(RunOptions {
             plan,
             baseline,
@@ -292,101 +303,6 @@ fn export_option(format: report::SummaryFormat) -> (&'static str, &'static str) 
     }
 }
 
-/// --export-* checked before anything runs (the summary is written after the last run, minutes
-/// later): a file of the results directory itself would be replaced by the summary (`report` and
-/// `diff` then fail), two exports to one file would keep only the last, and a directory, a
-/// missing or an unwritable folder would fail only then. Paths are compared resolved (symbolic
-/// links, `..`), files that do not exist yet included.
-fn check_exports(
-    output: &Path,
-    exports: &[(report::SummaryFormat, PathBuf)],
-) -> anyhow::Result<()> {
-    let results = resolved(output);
-    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
-    for (format, path) in exports {
-        let (option, example) = export_option(*format);
-        let shown = path.display();
-        let target = resolved(path);
-        if target == results {
-            bail!("{option} '{shown}' is the results directory (-o): give the export a file name of its own, e.g. {}", output.join(example).display());
-        }
-        let parent = target.parent().unwrap_or(Path::new("/"));
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let own = parent == results && runner::results_dir::is_own_entry(&name);
-        if own || target.starts_with(results.join("output")) {
-            let inside = target
-                .strip_prefix(&results)
-                .unwrap_or(&target)
-                .display()
-                .to_string();
-            bail!("{option} '{shown}' is the run's own {inside} in '{}': the summary would replace it (report and diff read it); write the export under another name, e.g. {}", output.display(), output.join(example).display());
-        }
-        if let Some((_, other)) = seen.iter().find(|(p, _)| *p == target) {
-            bail!("{option} and {other} both write '{shown}': one would replace the other; give each export a file of its own");
-        }
-        seen.push((target.clone(), option));
-        match std::fs::metadata(&target) {
-            Ok(m) if m.is_dir() => {
-                bail!("{option} '{shown}' is a directory: give a file name (e.g. {})", path.join(example).display())
-            }
-            Ok(_) if !writable(&target) => {
-                bail!("{option} '{shown}' cannot be written (permission denied): choose a file you can write")
-            }
-            Ok(_) => {}
-            // The results directory is created, with its missing parents, before the runs: an
-            // export in it or beside it (`-o a/b/run --export-json a/b/run.json`) is fine.
-            Err(_) if results.starts_with(parent) && !parent.exists() || parent == results => {}
-            Err(_) => match std::fs::metadata(parent) {
-                Ok(m) if !m.is_dir() => bail!("{option} '{shown}': '{}' is not a directory", parent.display()),
-                Ok(_) if !writable(parent) => bail!("{option} '{shown}': the directory '{}' cannot be written (permission denied): choose one you can write", parent.display()),
-                Ok(_) => {}
-                Err(_) => bail!("{option} '{shown}': the directory '{}' does not exist: create it first or choose another", parent.display()),
-            },
-        }
-    }
-    Ok(())
-}
-
-/// `path` as the file system resolves it: absolute, symbolic links followed (a dangling one to
-/// where it points), the part that does not exist yet appended as given.
-fn resolved(path: &Path) -> PathBuf {
-    fn resolve(path: &Path, links: u32) -> PathBuf {
-        if let Ok(real) = std::fs::canonicalize(path) {
-            return real;
-        }
-        if links < 40 {
-            if let Ok(to) = std::fs::read_link(path) {
-                let to = match path.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-                return resolve(&to, links + 1);
-            }
-        }
-        match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) => resolve(dir, links).join(name),
-            _ => path.to_path_buf(),
-        }
-    }
-    resolve(
-        &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
-        0,
-    )
-}
-
-/// Whether this process may write `path` (access(2) with the effective ids).
-fn writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
-}
-
 /// --throughput: the figure is the first capture group, so a regex without one could never give one.
 fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
     let re = args::optional_regex(text, "--throughput")?;
@@ -402,32 +318,6 @@ fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> 
     Ok(re)
 }
 
-/// --throughput given, yet runs without its figure (no output line matched with a number in its
-/// first group): said, with the runs concerned; None when every run has it.
-fn throughput_warning(plan: &RunPlan, runs: &[RunRecord]) -> Option<String> {
-    let re = plan.throughput.as_ref()?;
-    let without: Vec<String> = runs
-        .iter()
-        .filter(|r| r.throughput.is_none())
-        .map(|r| r.index.to_string())
-        .collect();
-    if without.is_empty() {
-        None
-    } else if without.len() == runs.len() {
-        Some(format!(
-            "--throughput '{}' matched no output line with a number in its first capture group, in any run: no throughput column, the summary is ranked by median wall time (check the regex against the command's output)",
-            re.as_str(),
-        ))
-    } else {
-        Some(format!(
-            "--throughput '{}' matched no output line with a number in its first capture group in {} of {} runs (run {}): they have no throughput",
-            re.as_str(),
-            without.len(),
-            runs.len(),
-            without.join(", ")
-        ))
-    }
-}
 
 /// An option's text, refused when blank (an empty --prepare would run nothing, silently).
 fn nonempty(text: Option<String>, option: &str) -> anyhow::Result<Option<String>> {
@@ -521,11 +411,18 @@ fn start_ksm(
         .iter()
         .map(|(k, v)| (k.clone(), runner::substitute(v, &first)))
         .collect();
+    // Every value a sweep will use is tried at the start, so a value the kernel rejects is
+    // refused before any run.
+    let every_value: Vec<(String, String)> = schedule
+        .iter()
+        .flat_map(|spec| ksm_settings_for(settings, spec))
+        .collect();
     let mut told = false;
-    let control = KsmControl::acquire_waiting(
+    let control = KsmControl::start_session(
         sysfs,
         &default_state_path(),
         &initial,
+        &every_value,
         wait,
         |busy| {
             if let (false, procmem::ksm_control::KsmError::Busy { holder, .. }) = (told, busy) {
@@ -538,16 +435,6 @@ fn start_ksm(
             !interrupted.load(std::sync::atomic::Ordering::Relaxed)
         },
     )?;
-    // Every value a sweep will use is tried now, so a value the kernel rejects is refused before
-    // any run (dropping `control` on the error gives everything back).
-    for spec in &schedule {
-        for (k, v) in ksm_settings_for(settings, spec) {
-            control.set(&k, &v)?;
-        }
-    }
-    for (k, v) in &initial {
-        control.set(k, v)?;
-    }
     for (k, v) in control.recovered() {
         eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
     }
@@ -746,27 +633,14 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
             runner::Ranking::Wall
         };
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline), ranking);
-    let mut warnings = failure_warnings(&execution);
-    warnings.extend(execution.warnings.iter().cloned());
-    warnings.extend(outlier_warnings(&summary, &names));
-    warnings.extend(verification_warnings(&execution.runs));
-    warnings.extend(marker_warnings(&execution));
-    warnings.extend(throughput_warning(plan, &execution.runs));
-    warnings.extend(ksm_problems);
-    match ksm_restore {
-        Some(Err(e)) => warnings.push(e.to_string()),
-        Some(Ok(true)) => warnings.push(
-            "KSM: a setting could only be given back after unmerging every merged page of the machine (run=2; the kernel refuses merge_across_nodes and max_page_sharing changes while pages are merged)".into(),
-        ),
-        _ => {}
-    }
-    if execution.interrupted {
-        warnings.push(format!(
-            "interrupted: {} of {} runs done; results keep what was gathered",
-            execution.runs.len(),
-            total
-        ));
-    }
+    let warnings = runner::run_warnings(
+        plan,
+        &execution,
+        &summary,
+        total,
+        ksm_problems,
+        ksm_restore.as_ref(),
+    );
     let mut results = RunResults {
         schema_version: results_dir::SCHEMA_VERSION,
         tool: "alloclens".into(),
@@ -851,39 +725,6 @@ fn write_exports(
     problems
 }
 
-/// hyperfine's outlier warnings, per variant and point: wall times far from the median, and a
-/// first run slower than the rest.
-fn outlier_warnings(summary: &[runner::Group], names: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for group in summary {
-        let point: Vec<String> = names
-            .iter()
-            .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
-            .collect();
-        let at = if point.is_empty() {
-            String::new()
-        } else {
-            format!(" at {}", point.join(" "))
-        };
-        for v in &group.variants {
-            if v.first_run_outlier {
-                out.push(format!(
-                    "variant `{}`{at}: the first run was much slower than the others (caches filled by it?): use --warmup 1 or more",
-                    v.variant
-                ));
-            } else if v.wall_outliers > 0 {
-                out.push(format!(
-                    "variant `{}`{at}: {} of {} runs' wall times are statistical outliers (modified Z-score above {:.1}): rerun on a quiet machine; --warmup or --prepare may help",
-                    v.variant,
-                    v.wall_outliers,
-                    v.runs - v.failed,
-                    runner::OUTLIER_THRESHOLD
-                ));
-            }
-        }
-    }
-    out
-}
 
 fn variant_info(v: &allocators::Variant) -> VariantInfo {
     let version = allocators::discover()
@@ -900,35 +741,6 @@ fn variant_info(v: &allocators::Variant) -> VariantInfo {
     }
 }
 
-fn verification_warnings(runs: &[RunRecord]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in runs {
-        if r.ksm.as_ref().and_then(|k| k.library.as_ref())
-            == Some(&runner::AllocatorCheck::NotLoaded)
-        {
-            out.push(format!(
-                "run {} (ksm=on): the KSM library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its tree was not made mergeable, and the KSM table leaves the run out",
-                r.index
-            ));
-        }
-        let w = match r.allocator_check {
-            runner::AllocatorCheck::NotLoaded => format!(
-                "variant `{}`: its library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its figures are not {}'s",
-                r.variant, r.allocator
-            ),
-            _ if !r.other_allocators.is_empty() => format!(
-                "variant `{}`: other allocator libraries are mapped too ({})",
-                r.variant,
-                r.other_allocators.join(", ")
-            ),
-            _ => continue,
-        };
-        if !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
-}
 
 struct CliObserver<'a> {
     bar: ProgressBar,
