@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use procmem::ksm_control::KsmControl;
 use runner::results_dir::{self, ResultsDir};
 use runner::{
-    Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
-    RunResults, RunSpec, SampleKind, VariantInfo,
+    Execution, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord, RunResults,
+    RunSpec, SampleKind, VariantInfo,
 };
 
 use crate::cmd::args;
@@ -318,7 +318,6 @@ fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> 
     Ok(re)
 }
 
-
 /// An option's text, refused when blank (an empty --prepare would run nothing, silently).
 fn nonempty(text: Option<String>, option: &str) -> anyhow::Result<Option<String>> {
     match text {
@@ -557,15 +556,10 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
-        if self.execution.interrupted {
-            ExitCode::from(130)
-        } else if !self.write_problems.is_empty()
-            || self.execution.runs.iter().any(|r| !r.ending.ok())
-        {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        }
+        super::session_status(
+            self.execution.interrupted,
+            !self.write_problems.is_empty() || self.execution.runs.iter().any(|r| !r.ending.ok()),
+        )
     }
 }
 
@@ -593,16 +587,10 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         plan.ksm,
     )?;
     let total = plan.schedule().len() as u64;
-    let bar = if progress && super::progress::wanted() {
-        ProgressBar::new(total)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs (ETA {eta})  {msg}",
-        )
-        .expect("static template"),
+    let bar = super::progress::counted(
+        total,
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs (ETA {eta})  {msg}",
+        progress,
     );
     let mut observer = CliObserver {
         bar: bar.clone(),
@@ -642,11 +630,6 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         ksm_restore.as_ref(),
     );
     let mut results = RunResults {
-        schema_version: results_dir::SCHEMA_VERSION,
-        tool: "alloclens".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        created: chrono::Local::now().to_rfc3339(),
-        host: HostInfo::current(),
         command: plan.command.clone(),
         params: plan.params.clone(),
         repeats: plan.repeats,
@@ -658,7 +641,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         prepare: plan.prepare.clone(),
         cleanup: plan.cleanup.clone(),
         baseline: Some(options.baseline.clone()),
-        variants: plan.variants.iter().map(variant_info).collect(),
+        variants: VariantInfo::of_variants(&plan.variants),
         interrupted: execution.interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
@@ -668,6 +651,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
         tune: None,
+        ..RunResults::stamped()
     };
     dir.write_results(&mut results);
     execution.runs = results.runs;
@@ -724,23 +708,6 @@ fn write_exports(
     }
     problems
 }
-
-
-fn variant_info(v: &allocators::Variant) -> VariantInfo {
-    let version = allocators::discover()
-        .into_iter()
-        .find(|a| a.name == v.allocator)
-        .and_then(|a| a.version);
-    VariantInfo {
-        label: v.label.clone(),
-        allocator: v.allocator.clone(),
-        library: v.library.clone(),
-        version,
-        settings: v.settings.clone(),
-        env: v.env.clone(),
-    }
-}
-
 
 struct CliObserver<'a> {
     bar: ProgressBar,

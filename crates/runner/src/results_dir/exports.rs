@@ -119,4 +119,3 @@ fn writable(path: &Path) -> bool {
     // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
     unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
-
