@@ -26,6 +26,16 @@ to write stdout (`alloclens ... > /dev/full`), `--help` and `--version` included
 `alloclens: error: cannot write to standard output: ...`; `run` and `watch` have written their
 results directory by then (`run` still says where, after its warnings).
 
+## Files written
+
+Every option that writes a file follows symbolic links as `open` does and never replaces anything
+but a regular file: a file is written beside its name (the link's target) and renamed over it once
+whole, so a full disk leaves the earlier version; a device or a pipe (`-o /dev/stdout`) is written
+into directly (`record -o` refuses one); a directory given where a file is expected is refused in
+one line. A results or watch directory is locked while a session writes into it: a second session
+into it stops with `alloclens: error: another alloclens (pid N) is writing into 'DIR'`. Details in
+[reliability.md](reliability.md#nothing-left-behind).
+
 ## Units
 
 Sizes are in binary units everywhere alloclens prints them (1 KiB = 1024 B, 1 MiB = 1024 KiB), e.g.

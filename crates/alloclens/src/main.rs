@@ -3,7 +3,6 @@
 //! `main` only parses the command line, dispatches, and turns an error into one line and an exit code.
 mod cli;
 mod cmd;
-mod whole_file;
 
 use std::process::ExitCode;
 

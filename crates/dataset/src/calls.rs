@@ -145,12 +145,12 @@ pub fn write_calls(
         losses,
     } = pass;
     // Every file complete: each takes its name; if one cannot, none keeps it.
-    let mut done = Vec::new();
+    let mut done: Vec<std::path::PathBuf> = Vec::new();
     for file in files {
         let path = file.path().to_path_buf();
         if let Err(m) = file.finish() {
             for p in &done {
-                let _ = std::fs::remove_file(p);
+                let _ = safe_output::remove_written(p);
             }
             return Err(write_err(&path, m));
         }

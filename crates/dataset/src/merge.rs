@@ -90,7 +90,7 @@ pub fn merge(
             }
             Err(e) => {
                 for f in &written {
-                    let _ = std::fs::remove_file(f);
+                    let _ = safe_output::remove_written(f);
                 }
                 return Err(DatasetError::Source {
                     path: source.path.clone(),

@@ -178,15 +178,31 @@ impl ParquetFile {
                     .set_column_encoding(col, Encoding::PLAIN),
             };
         }
-        let partial = partial_path(path);
-        let file = File::create(&partial).map_err(|e| e.to_string())?;
+        // A device or a pipe (links followed) is written into; only a regular file is replaced.
+        let (path, partial, file) =
+            match safe_output::destination(path).map_err(|e| e.to_string())? {
+                safe_output::Destination::Replace(target) => {
+                    let partial = partial_path(&target);
+                    let file = File::create(&partial).map_err(|e| e.to_string())?;
+                    (target, partial, file)
+                }
+                safe_output::Destination::Stream(device) => {
+                    let file = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&device)
+                        .map_err(|e| e.to_string())?;
+                    (device, PathBuf::new(), file)
+                }
+            };
         let writer = SerializedFileWriter::new(file, Arc::new(root), Arc::new(props.build()))
             .map_err(|e| {
-                let _ = std::fs::remove_file(&partial);
+                if !partial.as_os_str().is_empty() {
+                    let _ = std::fs::remove_file(&partial);
+                }
                 e.to_string()
             })?;
         Ok(ParquetFile {
-            path: path.to_path_buf(),
+            path,
             partial,
             specs,
             writer: Some(writer),
@@ -272,8 +288,10 @@ impl ParquetFile {
         if let Some(writer) = self.writer.take() {
             writer.close().map_err(|e| e.to_string())?;
         }
-        std::fs::rename(&self.partial, &self.path).map_err(|e| e.to_string())?;
-        self.partial = PathBuf::new();
+        if !self.partial.as_os_str().is_empty() {
+            std::fs::rename(&self.partial, &self.path).map_err(|e| e.to_string())?;
+            self.partial = PathBuf::new();
+        }
         Ok(self.rows)
     }
 }

@@ -60,8 +60,14 @@ pub enum KsmError {
         #[source]
         source: io::Error,
     },
-    #[error("another alloclens{holder} is driving ksmd (lock on {path}); wait for it to end")]
+    #[error("another alloclens{holder} is driving ksmd (lock on {path}); wait for it to end (run --ksm-wait waits for it)")]
     Busy { path: PathBuf, holder: String },
+    #[error("another alloclens{holder} still drove ksmd after {waited_s} s of waiting (lock on {path}): try again later, or wait longer (--ksm-wait=DURATION)")]
+    StillBusy {
+        path: PathBuf,
+        holder: String,
+        waited_s: u64,
+    },
     #[error("unknown KSM setting `{name}` (this kernel has: {known})")]
     UnknownKnob { name: String, known: String },
     #[error("a killed alloclens left KSM settings to give back in {0}, and this user cannot: run any alloclens command as root")]
@@ -182,6 +188,60 @@ impl KsmControl {
                 let _ = control.restore_now();
                 return Err(e);
             }
+        }
+        Ok(control)
+    }
+
+    /// [`KsmControl::acquire`], waiting up to `limit` while another alloclens drives ksmd (a
+    /// polled retry: its lock is released when it ends, however it ends). `waiting` is called at
+    /// each refusal with its error; it returns false to stop waiting (a Ctrl-C), which returns that
+    /// refusal.
+    pub fn acquire_waiting(
+        sysfs: &Path,
+        state_path: &Path,
+        settings: &[(String, String)],
+        limit: std::time::Duration,
+        mut waiting: impl FnMut(&KsmError) -> bool,
+    ) -> Result<KsmControl, KsmError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(250);
+        let start = std::time::Instant::now();
+        loop {
+            match KsmControl::acquire(sysfs, state_path, settings) {
+                Err(busy @ KsmError::Busy { .. }) => {
+                    if start.elapsed() >= limit {
+                        let KsmError::Busy { path, holder } = busy else {
+                            unreachable!("matched above")
+                        };
+                        return Err(KsmError::StillBusy {
+                            path,
+                            holder,
+                            waited_s: limit.as_secs(),
+                        });
+                    }
+                    if !waiting(&busy) {
+                        return Err(busy);
+                    }
+                    std::thread::sleep(POLL.min(limit.saturating_sub(start.elapsed())));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// A session of `run --ksm`: [`KsmControl::acquire_waiting`] with `initial`, then every value
+    /// of `every_value` tried (so a value the kernel rejects is refused before any run; the error
+    /// gives everything back), then `initial` set again for the first run.
+    pub fn start_session(
+        sysfs: &Path,
+        state_path: &Path,
+        initial: &[(String, String)],
+        every_value: &[(String, String)],
+        wait: std::time::Duration,
+        waiting: impl FnMut(&KsmError) -> bool,
+    ) -> Result<KsmControl, KsmError> {
+        let control = KsmControl::acquire_waiting(sysfs, state_path, initial, wait, waiting)?;
+        for (k, v) in every_value.iter().chain(initial) {
+            control.set(k, v)?;
         }
         Ok(control)
     }
@@ -583,6 +643,7 @@ fn write_raw(sysfs: &Path, name: &str, value: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn state_file_round_trip() {
@@ -627,5 +688,59 @@ mod tests {
         let err = KsmControl::acquire(&dir, &state, &[]).unwrap_err();
         assert!(matches!(err, KsmError::NoKsm(_)), "{err}");
         assert!(!state.exists(), "nothing is created when KSM is missing");
+    }
+
+    /// A KSM sysfs of plain files (the locks and the writes work the same on them).
+    fn fake_sysfs() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("run"), "0\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_waiting_session_takes_ksmd_when_the_holder_ends() {
+        let sysfs = fake_sysfs();
+        let first = KsmControl::acquire(sysfs.path(), &sysfs.path().join("a"), &[]).unwrap();
+        let (refused, holder_gone) = (
+            std::sync::mpsc::channel::<()>(),
+            std::sync::mpsc::channel::<()>(),
+        );
+        let path = sysfs.path().to_path_buf();
+        let second = std::thread::spawn(move || {
+            let mut told = false;
+            let control = KsmControl::acquire_waiting(
+                &path,
+                &path.join("b"),
+                &[],
+                std::time::Duration::from_secs(600),
+                |e| {
+                    assert!(matches!(e, KsmError::Busy { .. }), "{e}");
+                    if !told {
+                        refused.0.send(()).unwrap();
+                        told = true;
+                    }
+                    true
+                },
+            );
+            holder_gone.1.recv().unwrap();
+            control.map(|c| c.restore())
+        });
+        refused.1.recv().unwrap();
+        first.restore().unwrap();
+        holder_gone.0.send(()).unwrap();
+        assert!(second.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_limit_or_when_told_to_stop() {
+        let sysfs = fake_sysfs();
+        let _first = KsmControl::acquire(sysfs.path(), &sysfs.path().join("a"), &[]).unwrap();
+        let b = sysfs.path().join("b");
+        let err = KsmControl::acquire_waiting(sysfs.path(), &b, &[], Duration::ZERO, |_| true)
+            .unwrap_err();
+        assert!(matches!(err, KsmError::StillBusy { .. }), "{err}");
+        let err = KsmControl::acquire_waiting(sysfs.path(), &b, &[], Duration::MAX, |_| false)
+            .unwrap_err();
+        assert!(matches!(err, KsmError::Busy { .. }), "{err}");
     }
 }

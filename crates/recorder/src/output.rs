@@ -43,7 +43,7 @@ impl TraceFile {
         };
         // Following symbolic links, as opening does: `/dev/stdout` is a terminal, a pipe, or the
         // file the shell redirected our output to.
-        let mut target = target.to_path_buf();
+        let mut target = safe_output::resolve_links(target).map_err(output_error)?;
         match std::fs::metadata(&target) {
             Ok(meta) if !meta.is_file() => return Err(RecordError::NotRegular { path: target }),
             Ok(meta) if is_our_output(&meta) => {

@@ -67,20 +67,24 @@ pub fn write_figures(
             path: path.clone(),
             message,
         };
+        // Drawn into a temporary file renamed over the name (a device or a link's target
+        // respected: `safe_output`), so an earlier figure stays whole until the new one is.
+        let file = safe_output::WholeFile::create(&path).map_err(|e| draw_err(e.to_string()))?;
         match format {
             FigureFormat::Png => {
-                let root =
-                    BitMapBackend::new(&path, (FIGURE_WIDTH, FIGURE_HEIGHT)).into_drawing_area();
+                let root = BitMapBackend::new(file.path(), (FIGURE_WIDTH, FIGURE_HEIGHT))
+                    .into_drawing_area();
                 draw(&root, chart).map_err(draw_err)?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
             FigureFormat::Svg => {
                 let root =
-                    SVGBackend::new(&path, (FIGURE_WIDTH, FIGURE_HEIGHT)).into_drawing_area();
+                    SVGBackend::new(file.path(), (FIGURE_WIDTH, FIGURE_HEIGHT)).into_drawing_area();
                 draw(&root, chart).map_err(draw_err)?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
         }
+        file.commit().map_err(|e| draw_err(e.to_string()))?;
         written.push(path);
     }
     Ok(written)

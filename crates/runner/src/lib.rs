@@ -14,6 +14,7 @@ mod setup;
 mod single;
 mod stats;
 mod summary;
+mod warnings;
 mod watchdog;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ pub use stats::{
     OUTLIER_THRESHOLD,
 };
 pub use summary::{summarize, Group, Ranking, VariantSummary};
+pub use warnings::run_warnings;
 
 /// The outcome of a whole plan.
 #[derive(Debug, Clone, serde::Serialize)]

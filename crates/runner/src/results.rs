@@ -302,6 +302,28 @@ pub struct VariantInfo {
     pub env: Vec<(String, String)>,
 }
 
+impl VariantInfo {
+    /// How results.json records `variants`, with the installed allocators' versions (looked up
+    /// once: a tune space has dozens of variants).
+    pub fn of_variants(variants: &[allocators::Variant]) -> Vec<VariantInfo> {
+        let installed = allocators::discover();
+        variants
+            .iter()
+            .map(|v| VariantInfo {
+                label: v.label.clone(),
+                allocator: v.allocator.clone(),
+                library: v.library.clone(),
+                version: installed
+                    .iter()
+                    .find(|a| a.name == v.allocator)
+                    .and_then(|a| a.version.clone()),
+                settings: v.settings.clone(),
+                env: v.env.clone(),
+            })
+            .collect()
+    }
+}
+
 /// Fields added after the first version are left out when empty, so such a file writes back
 /// unchanged.
 fn is_zero(n: &u32) -> bool {
@@ -355,4 +377,19 @@ pub struct RunResults {
     /// candidate are `runs`, each candidate a variant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tune: Option<serde_json::Value>,
+}
+
+impl RunResults {
+    /// A results.json stamped with this alloclens, this host and now, every other field empty:
+    /// the start of each command's literal (`RunResults { command, .., ..RunResults::stamped() }`).
+    pub fn stamped() -> RunResults {
+        RunResults {
+            schema_version: crate::results_dir::SCHEMA_VERSION,
+            tool: "alloclens".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            created: chrono::Local::now().to_rfc3339(),
+            host: HostInfo::current(),
+            ..RunResults::default()
+        }
+    }
 }

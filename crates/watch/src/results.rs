@@ -66,18 +66,12 @@ pub struct WatchResults {
     pub cpu_s: f64,
 }
 
-/// Writes `results` to DIR/watch.json, beside it first then renamed over it; a write that fails
-/// (a full disk) leaves the previous watch.json and no temporary file.
+/// Writes `results` to DIR/watch.json, whole (`safe_output::write_whole`): a write that fails (a
+/// full disk) leaves the previous watch.json and no temporary file.
 pub fn write_results(dir: &Path, results: &WatchResults) -> std::io::Result<()> {
-    let path = dir.join(WATCH_JSON);
-    let tmp = dir.join("watch.json.tmp");
     let mut text = serde_json::to_vec_pretty(results).map_err(std::io::Error::other)?;
     text.push(b'\n');
-    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    safe_output::write_whole(&dir.join(WATCH_JSON), |out| out.write_all(&text))
 }
 
 /// A watch directory read back: watch.json (when there is one) and samples.csv.

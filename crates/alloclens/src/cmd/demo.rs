@@ -163,6 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             baseline: args::baseline(None, &variants)?,
             output: root.join(scenario.name),
             ksm: None,
+            ksm_wait: Duration::ZERO,
             throughput_unit: None,
             exports: Vec::new(),
             force: a.force,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::CommandFactory;
 
-use crate::whole_file::write_whole;
+use safe_output::write_whole;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -25,6 +25,19 @@ use ::report::TraceData;
 
 use crate::cli::Command;
 
+/// The exit status of a session that writes a results directory (run, tune, replay): 130 when
+/// Ctrl-C stopped it (what was gathered is kept), 1 when something failed or a file misses
+/// something, 0 otherwise.
+pub fn session_status(interrupted: bool, failed: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(130)
+    } else if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     if let Command::ReplayDriver(args) = command {
         // With the allocator under test preloaded: nothing else may run first.

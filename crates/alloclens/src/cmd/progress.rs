@@ -27,6 +27,18 @@ fn style(template: &str) -> ProgressStyle {
         )
 }
 
+/// A bar of `length` steps drawn with `template` (indicatif's keys), hidden unless
+/// [`wanted`] and `shown`: the set-up the results-directory commands share.
+pub fn counted(length: u64, template: &str, shown: bool) -> ProgressBar {
+    let bar = if shown && wanted() {
+        ProgressBar::new(length)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(style(template));
+    bar
+}
+
 fn bar(length: Option<u64>) -> ProgressBar {
     let bar = match length {
         Some(n) => ProgressBar::new(n),

@@ -8,12 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
 use replay::{Replay, ReplayOptions, Touch, VariantReplay};
-use runner::results_dir::{self, ResultsDir};
+use runner::results_dir::ResultsDir;
 use runner::{
-    Ending, HostInfo, MemorySummary, RunRecord, RunResults, RunSpec, SampleKind, SeriesStats,
-    VariantInfo,
+    Ending, MemorySummary, RunRecord, RunResults, RunSpec, SampleKind, SeriesStats, VariantInfo,
 };
 
 use crate::cmd::args;
@@ -195,11 +193,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     warnings.extend(replay.warnings.iter().cloned());
     let mut results = RunResults {
-        schema_version: results_dir::SCHEMA_VERSION,
-        tool: "alloclens".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        created: chrono::Local::now().to_rfc3339(),
-        host: HostInfo::current(),
         command: vec![
             "alloclens".into(),
             "replay".into(),
@@ -215,7 +208,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         prepare: None,
         cleanup: None,
         baseline: Some(baseline.clone()),
-        variants: variants.iter().map(variant_info).collect(),
+        variants: VariantInfo::of_variants(&variants),
         interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
@@ -224,6 +217,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ksm: None,
         ksm_savings: Vec::new(),
         tune: None,
+        ..RunResults::stamped()
     };
     dir.write_results(&mut results);
     // results.json first (it matters most on a full disk), then replay's own files; one that
@@ -261,13 +255,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
     }
     eprintln!("alloclens: results in {}", output.display());
-    Ok(if interrupted {
-        ExitCode::from(130)
-    } else if runs.iter().all(|r| r.ok) && problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(super::session_status(
+        interrupted,
+        !(runs.iter().all(|r| r.ok) && problems.is_empty()),
+    ))
 }
 
 /// Every variant and repeat, interleaved (repeat 1 of each variant, then repeat 2, ...), with a
@@ -280,16 +271,10 @@ fn execute(
 ) -> anyhow::Result<Vec<VariantReplay>> {
     let per_run = replay.calls().max(1);
     let total = per_run * variants.len() as u64 * u64::from(repeats);
-    let bar = if super::progress::wanted() {
-        ProgressBar::new(total)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {percent}% of the calls (ETA {eta})  {msg}",
-        )
-        .expect("static template"),
+    let bar = super::progress::counted(
+        total,
+        "{spinner} [{elapsed_precise}] {bar:30} {percent}% of the calls (ETA {eta})  {msg}",
+        true,
     );
     let mut out = Vec::new();
     let mut base = 0u64;
@@ -465,17 +450,6 @@ fn write_replay_files(dir: &std::path::Path, runs: &[VariantReplay]) -> Vec<Stri
         }
     }
     problems
-}
-
-fn variant_info(v: &allocators::Variant) -> VariantInfo {
-    VariantInfo {
-        label: v.label.clone(),
-        allocator: v.allocator.clone(),
-        library: v.library.clone(),
-        version: None,
-        settings: v.settings.clone(),
-        env: v.env.clone(),
-    }
 }
 
 fn mib(b: f64) -> String {

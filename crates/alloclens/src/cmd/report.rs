@@ -8,7 +8,7 @@ use report::{
     TraceComparison,
 };
 
-use crate::whole_file::write_whole;
+use safe_output::write_whole;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -1,20 +1,20 @@
 //! `alloclens run`: compare allocators on any command, with the memory of its whole process tree.
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use procmem::ksm_control::KsmControl;
-use runner::results_dir::{self, failure_warnings, marker_warnings, ResultsDir};
+use runner::results_dir::{self, ResultsDir};
 use runner::{
-    Execution, HostInfo, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord,
-    RunResults, RunSpec, SampleKind, VariantInfo,
+    Execution, MarkerRecord, Observer, OutputStream, Param, RunPlan, RunRecord, RunResults,
+    RunSpec, SampleKind, VariantInfo,
 };
 
 use crate::cmd::args;
-use crate::whole_file::write_whole;
+use safe_output::write_whole;
 
 /// How `run --ksm` makes the command's tree mergeable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -155,6 +155,10 @@ pub struct Args {
     /// With --ksm: how the command's tree is made mergeable (the output says which was used)
     #[arg(long = "ksm-mechanism", value_enum, default_value_t = KsmMechanismChoice::Auto, value_name = "HOW", requires = "ksm")]
     pub ksm_mechanism: KsmMechanismChoice,
+    /// With --ksm: when another alloclens drives ksmd (one at a time on a machine), wait for it to
+    /// end, up to DURATION (default 10m), instead of stopping at once
+    #[arg(long = "ksm-wait", value_name = "DURATION", num_args = 0..=1, default_missing_value = "10m", require_equals = true, requires = "ksm")]
+    pub ksm_wait: Option<String>,
     /// The command to run, after `--`. Its stdin is alloclens's own when there is one run (one
     /// variant, one parameter point, --repeat 1) and stdin is not a terminal; otherwise /dev/null
     /// (every run gets the same input: give it inside the command, e.g. sh -c 'prog < input')
@@ -175,6 +179,8 @@ pub struct RunOptions {
     pub program_output: ProgramOutput,
     /// With --ksm: the ksmd settings to apply for the session (`run=1` is added).
     pub ksm: Option<Vec<(String, String)>>,
+    /// With --ksm: how long to wait for another alloclens to give ksmd back (zero: refuse at once).
+    pub ksm_wait: Duration,
     /// --throughput-unit.
     pub throughput_unit: Option<String>,
     /// --export-*: the summary table written in each format to each file.
@@ -258,7 +264,18 @@ impl RunOptions {
         .into_iter()
         .filter_map(|(f, p)| p.map(|p| (f, p)))
         .collect();
-        check_exports(&output, &exports)?;
+        let named: Vec<results_dir::Export> = exports
+            .iter()
+            .map(|(format, path)| {
+                let (option, example) = export_option(*format);
+                results_dir::Export {
+                    option,
+                    example,
+                    path: path.clone(),
+                }
+            })
+            .collect();
+        results_dir::check_exports(&output, &named)?;
         Ok(RunOptions {
             plan,
             baseline,
@@ -266,6 +283,11 @@ impl RunOptions {
             force: a.force,
             program_output: a.program_output,
             ksm,
+            ksm_wait: a
+                .ksm_wait
+                .map(|w| args::duration(&w, "--ksm-wait", MAX_TIMEOUT))
+                .transpose()?
+                .unwrap_or(Duration::ZERO),
             throughput_unit: nonempty(a.throughput_unit, "--throughput-unit")?,
             exports,
         })
@@ -281,101 +303,6 @@ fn export_option(format: report::SummaryFormat) -> (&'static str, &'static str) 
     }
 }
 
-/// --export-* checked before anything runs (the summary is written after the last run, minutes
-/// later): a file of the results directory itself would be replaced by the summary (`report` and
-/// `diff` then fail), two exports to one file would keep only the last, and a directory, a
-/// missing or an unwritable folder would fail only then. Paths are compared resolved (symbolic
-/// links, `..`), files that do not exist yet included.
-fn check_exports(
-    output: &Path,
-    exports: &[(report::SummaryFormat, PathBuf)],
-) -> anyhow::Result<()> {
-    let results = resolved(output);
-    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
-    for (format, path) in exports {
-        let (option, example) = export_option(*format);
-        let shown = path.display();
-        let target = resolved(path);
-        if target == results {
-            bail!("{option} '{shown}' is the results directory (-o): give the export a file name of its own, e.g. {}", output.join(example).display());
-        }
-        let parent = target.parent().unwrap_or(Path::new("/"));
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let own = parent == results && runner::results_dir::is_own_entry(&name);
-        if own || target.starts_with(results.join("output")) {
-            let inside = target
-                .strip_prefix(&results)
-                .unwrap_or(&target)
-                .display()
-                .to_string();
-            bail!("{option} '{shown}' is the run's own {inside} in '{}': the summary would replace it (report and diff read it); write the export under another name, e.g. {}", output.display(), output.join(example).display());
-        }
-        if let Some((_, other)) = seen.iter().find(|(p, _)| *p == target) {
-            bail!("{option} and {other} both write '{shown}': one would replace the other; give each export a file of its own");
-        }
-        seen.push((target.clone(), option));
-        match std::fs::metadata(&target) {
-            Ok(m) if m.is_dir() => {
-                bail!("{option} '{shown}' is a directory: give a file name (e.g. {})", path.join(example).display())
-            }
-            Ok(_) if !writable(&target) => {
-                bail!("{option} '{shown}' cannot be written (permission denied): choose a file you can write")
-            }
-            Ok(_) => {}
-            // The results directory is created, with its missing parents, before the runs: an
-            // export in it or beside it (`-o a/b/run --export-json a/b/run.json`) is fine.
-            Err(_) if results.starts_with(parent) && !parent.exists() || parent == results => {}
-            Err(_) => match std::fs::metadata(parent) {
-                Ok(m) if !m.is_dir() => bail!("{option} '{shown}': '{}' is not a directory", parent.display()),
-                Ok(_) if !writable(parent) => bail!("{option} '{shown}': the directory '{}' cannot be written (permission denied): choose one you can write", parent.display()),
-                Ok(_) => {}
-                Err(_) => bail!("{option} '{shown}': the directory '{}' does not exist: create it first or choose another", parent.display()),
-            },
-        }
-    }
-    Ok(())
-}
-
-/// `path` as the file system resolves it: absolute, symbolic links followed (a dangling one to
-/// where it points), the part that does not exist yet appended as given.
-fn resolved(path: &Path) -> PathBuf {
-    fn resolve(path: &Path, links: u32) -> PathBuf {
-        if let Ok(real) = std::fs::canonicalize(path) {
-            return real;
-        }
-        if links < 40 {
-            if let Ok(to) = std::fs::read_link(path) {
-                let to = match path.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-                return resolve(&to, links + 1);
-            }
-        }
-        match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) => resolve(dir, links).join(name),
-            _ => path.to_path_buf(),
-        }
-    }
-    resolve(
-        &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
-        0,
-    )
-}
-
-/// Whether this process may write `path` (access(2) with the effective ids).
-fn writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a NUL-terminated path and constant flags; faccessat only reads them.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
-}
-
 /// --throughput: the figure is the first capture group, so a regex without one could never give one.
 fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
     let re = args::optional_regex(text, "--throughput")?;
@@ -389,33 +316,6 @@ fn throughput_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> 
         }
     }
     Ok(re)
-}
-
-/// --throughput given, yet runs without its figure (no output line matched with a number in its
-/// first group): said, with the runs concerned; None when every run has it.
-fn throughput_warning(plan: &RunPlan, runs: &[RunRecord]) -> Option<String> {
-    let re = plan.throughput.as_ref()?;
-    let without: Vec<String> = runs
-        .iter()
-        .filter(|r| r.throughput.is_none())
-        .map(|r| r.index.to_string())
-        .collect();
-    if without.is_empty() {
-        None
-    } else if without.len() == runs.len() {
-        Some(format!(
-            "--throughput '{}' matched no output line with a number in its first capture group, in any run: no throughput column, the summary is ranked by median wall time (check the regex against the command's output)",
-            re.as_str(),
-        ))
-    } else {
-        Some(format!(
-            "--throughput '{}' matched no output line with a number in its first capture group in {} of {} runs (run {}): they have no throughput",
-            re.as_str(),
-            without.len(),
-            runs.len(),
-            without.join(", ")
-        ))
-    }
 }
 
 /// An option's text, refused when blank (an empty --prepare would run nothing, silently).
@@ -493,7 +393,12 @@ fn ksm_mechanism(choice: KsmMechanismChoice) -> anyhow::Result<runner::KsmMechan
 }
 
 /// Takes ksmd for the session (the mechanism was checked by [`ksm_mechanism`]).
-fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<KsmControl> {
+fn start_ksm(
+    plan: &RunPlan,
+    settings: &[(String, String)],
+    wait: Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<KsmControl> {
     use procmem::ksm_control::{default_state_path, KSM_SYSFS};
     let sysfs = std::path::Path::new(KSM_SYSFS);
     let schedule = plan.schedule();
@@ -505,17 +410,30 @@ fn start_ksm(plan: &RunPlan, settings: &[(String, String)]) -> anyhow::Result<Ks
         .iter()
         .map(|(k, v)| (k.clone(), runner::substitute(v, &first)))
         .collect();
-    let control = KsmControl::acquire(sysfs, &default_state_path(), &initial)?;
-    // Every value a sweep will use is tried now, so a value the kernel rejects is refused before
-    // any run (dropping `control` on the error gives everything back).
-    for spec in &schedule {
-        for (k, v) in ksm_settings_for(settings, spec) {
-            control.set(&k, &v)?;
-        }
-    }
-    for (k, v) in &initial {
-        control.set(k, v)?;
-    }
+    // Every value a sweep will use is tried at the start, so a value the kernel rejects is
+    // refused before any run.
+    let every_value: Vec<(String, String)> = schedule
+        .iter()
+        .flat_map(|spec| ksm_settings_for(settings, spec))
+        .collect();
+    let mut told = false;
+    let control = KsmControl::start_session(
+        sysfs,
+        &default_state_path(),
+        &initial,
+        &every_value,
+        wait,
+        |busy| {
+            if let (false, procmem::ksm_control::KsmError::Busy { holder, .. }) = (told, busy) {
+                eprintln!(
+                    "alloclens: KSM: another alloclens{holder} is driving ksmd: waiting for it to end (--ksm-wait, up to {} s)",
+                    wait.as_secs()
+                );
+                told = true;
+            }
+            !interrupted.load(std::sync::atomic::Ordering::Relaxed)
+        },
+    )?;
     for (k, v) in control.recovered() {
         eprintln!("alloclens: note: gave back KSM setting {k}={v} left by a killed alloclens");
     }
@@ -638,15 +556,10 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn exit_code(&self) -> ExitCode {
-        if self.execution.interrupted {
-            ExitCode::from(130)
-        } else if !self.write_problems.is_empty()
-            || self.execution.runs.iter().any(|r| !r.ending.ok())
-        {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        }
+        super::session_status(
+            self.execution.interrupted,
+            !self.write_problems.is_empty() || self.execution.runs.iter().any(|r| !r.ending.ok()),
+        )
     }
 }
 
@@ -664,7 +577,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
     let ksm = options
         .ksm
         .as_deref()
-        .map(|settings| start_ksm(plan, settings))
+        .map(|settings| start_ksm(plan, settings, options.ksm_wait, &interrupted))
         .transpose()?;
     let mut dir = ResultsDir::create(
         &options.output,
@@ -674,16 +587,10 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         plan.ksm,
     )?;
     let total = plan.schedule().len() as u64;
-    let bar = if progress && super::progress::wanted() {
-        ProgressBar::new(total)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs (ETA {eta})  {msg}",
-        )
-        .expect("static template"),
+    let bar = super::progress::counted(
+        total,
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs (ETA {eta})  {msg}",
+        progress,
     );
     let mut observer = CliObserver {
         bar: bar.clone(),
@@ -714,33 +621,15 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
             runner::Ranking::Wall
         };
     let summary = runner::summarize(&execution.runs, &labels, Some(&options.baseline), ranking);
-    let mut warnings = failure_warnings(&execution);
-    warnings.extend(execution.warnings.iter().cloned());
-    warnings.extend(outlier_warnings(&summary, &names));
-    warnings.extend(verification_warnings(&execution.runs));
-    warnings.extend(marker_warnings(&execution));
-    warnings.extend(throughput_warning(plan, &execution.runs));
-    warnings.extend(ksm_problems);
-    match ksm_restore {
-        Some(Err(e)) => warnings.push(e.to_string()),
-        Some(Ok(true)) => warnings.push(
-            "KSM: a setting could only be given back after unmerging every merged page of the machine (run=2; the kernel refuses merge_across_nodes and max_page_sharing changes while pages are merged)".into(),
-        ),
-        _ => {}
-    }
-    if execution.interrupted {
-        warnings.push(format!(
-            "interrupted: {} of {} runs done; results keep what was gathered",
-            execution.runs.len(),
-            total
-        ));
-    }
+    let warnings = runner::run_warnings(
+        plan,
+        &execution,
+        &summary,
+        total,
+        ksm_problems,
+        ksm_restore.as_ref(),
+    );
     let mut results = RunResults {
-        schema_version: results_dir::SCHEMA_VERSION,
-        tool: "alloclens".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        created: chrono::Local::now().to_rfc3339(),
-        host: HostInfo::current(),
         command: plan.command.clone(),
         params: plan.params.clone(),
         repeats: plan.repeats,
@@ -752,7 +641,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         prepare: plan.prepare.clone(),
         cleanup: plan.cleanup.clone(),
         baseline: Some(options.baseline.clone()),
-        variants: plan.variants.iter().map(variant_info).collect(),
+        variants: VariantInfo::of_variants(&plan.variants),
         interrupted: execution.interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
@@ -762,6 +651,7 @@ pub fn execute(options: &RunOptions, progress: bool) -> anyhow::Result<Outcome> 
         runs: std::mem::take(&mut execution.runs),
         summary: summary.clone(),
         tune: None,
+        ..RunResults::stamped()
     };
     dir.write_results(&mut results);
     execution.runs = results.runs;
@@ -817,85 +707,6 @@ fn write_exports(
         }
     }
     problems
-}
-
-/// hyperfine's outlier warnings, per variant and point: wall times far from the median, and a
-/// first run slower than the rest.
-fn outlier_warnings(summary: &[runner::Group], names: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for group in summary {
-        let point: Vec<String> = names
-            .iter()
-            .filter_map(|n| group.params.get(n).map(|v| format!("{n}={v}")))
-            .collect();
-        let at = if point.is_empty() {
-            String::new()
-        } else {
-            format!(" at {}", point.join(" "))
-        };
-        for v in &group.variants {
-            if v.first_run_outlier {
-                out.push(format!(
-                    "variant `{}`{at}: the first run was much slower than the others (caches filled by it?): use --warmup 1 or more",
-                    v.variant
-                ));
-            } else if v.wall_outliers > 0 {
-                out.push(format!(
-                    "variant `{}`{at}: {} of {} runs' wall times are statistical outliers (modified Z-score above {:.1}): rerun on a quiet machine; --warmup or --prepare may help",
-                    v.variant,
-                    v.wall_outliers,
-                    v.runs - v.failed,
-                    runner::OUTLIER_THRESHOLD
-                ));
-            }
-        }
-    }
-    out
-}
-
-fn variant_info(v: &allocators::Variant) -> VariantInfo {
-    let version = allocators::discover()
-        .into_iter()
-        .find(|a| a.name == v.allocator)
-        .and_then(|a| a.version);
-    VariantInfo {
-        label: v.label.clone(),
-        allocator: v.allocator.clone(),
-        library: v.library.clone(),
-        version,
-        settings: v.settings.clone(),
-        env: v.env.clone(),
-    }
-}
-
-fn verification_warnings(runs: &[RunRecord]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in runs {
-        if r.ksm.as_ref().and_then(|k| k.library.as_ref())
-            == Some(&runner::AllocatorCheck::NotLoaded)
-        {
-            out.push(format!(
-                "run {} (ksm=on): the KSM library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its tree was not made mergeable, and the KSM table leaves the run out",
-                r.index
-            ));
-        }
-        let w = match r.allocator_check {
-            runner::AllocatorCheck::NotLoaded => format!(
-                "variant `{}`: its library was NOT mapped in the command (static binary, setuid program, or LD_PRELOAD reset?): its figures are not {}'s",
-                r.variant, r.allocator
-            ),
-            _ if !r.other_allocators.is_empty() => format!(
-                "variant `{}`: other allocator libraries are mapped too ({})",
-                r.variant,
-                r.other_allocators.join(", ")
-            ),
-            _ => continue,
-        };
-        if !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
 }
 
 struct CliObserver<'a> {

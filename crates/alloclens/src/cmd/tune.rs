@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
-use runner::results_dir::{self, ResultsDir};
+use indicatif::ProgressBar;
+use runner::results_dir::ResultsDir;
 use runner::{Observer, OutputStream, RunPlan, RunRecord, RunResults, RunSpec, SampleKind};
 use tune::{
     build_space, parse_space_file, Candidate, Constraints, Objective, RunEvaluator, RunSink,
@@ -332,23 +332,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Nothing to compare: the directory holds only failed runs' samples, and goes.
-fn give_up(dir: ResultsDir, options: &Options, e: anyhow::Error) -> anyhow::Error {
-    drop(dir);
-    let _ = std::fs::remove_dir_all(&options.output);
+fn give_up(dir: ResultsDir, _options: &Options, e: anyhow::Error) -> anyhow::Error {
+    dir.discard();
     e
 }
 
 fn progress_bar(budget: Duration) -> ProgressBar {
-    let bar = if super::progress::wanted() {
-        ProgressBar::new(budget.as_secs().max(1))
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}s of the budget (ETA {eta})  {msg}",
-        )
-        .expect("static template"),
+    let bar = super::progress::counted(
+        budget.as_secs().max(1),
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}s of the budget (ETA {eta})  {msg}",
+        true,
     );
     bar.enable_steady_tick(Duration::from_millis(250));
     bar
@@ -420,11 +413,6 @@ fn finish(
         None => vec!["alloclens".into(), "replay".into(), trace],
     };
     let mut results = RunResults {
-        schema_version: results_dir::SCHEMA_VERSION,
-        tool: "alloclens".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        created: chrono::Local::now().to_rfc3339(),
-        host: runner::HostInfo::current(),
         command,
         params: Vec::new(),
         repeats: 0,
@@ -439,7 +427,7 @@ fn finish(
         prepare: None,
         cleanup: None,
         baseline: Some(baseline),
-        variants: variant_infos(&variants),
+        variants: runner::VariantInfo::of_variants(&variants),
         interrupted: outcome.interrupted,
         warnings: warnings.clone(),
         incomplete_files: Vec::new(),
@@ -448,6 +436,7 @@ fn finish(
         ksm: None,
         ksm_savings: Vec::new(),
         tune: Some(serde_json::to_value(&record).context("cannot serialise the search")?),
+        ..RunResults::stamped()
     };
     dir.write_results(&mut results);
     let mut problems = dir.problems();
@@ -479,33 +468,10 @@ fn finish(
         options.output.display(),
         options.output.display()
     );
-    Ok(if outcome.interrupted {
-        ExitCode::from(130)
-    } else if !problems.is_empty() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-/// How results.json records the variants, with the installed versions (looked up once: a space has
-/// dozens of variants).
-fn variant_infos(variants: &[allocators::Variant]) -> Vec<runner::VariantInfo> {
-    let installed = allocators::discover();
-    variants
-        .iter()
-        .map(|v| runner::VariantInfo {
-            label: v.label.clone(),
-            allocator: v.allocator.clone(),
-            library: v.library.clone(),
-            version: installed
-                .iter()
-                .find(|a| a.name == v.allocator)
-                .and_then(|a| a.version.clone()),
-            settings: v.settings.clone(),
-            env: v.env.clone(),
-        })
-        .collect()
+    Ok(super::session_status(
+        outcome.interrupted,
+        !problems.is_empty(),
+    ))
 }
 
 /// Writes every run's samples and (with --program-output save) output into the results directory.

@@ -1,5 +1,5 @@
 //! `alloclens watch`: a program's memory over minutes to weeks, and why its RSS grows.
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,19 +58,9 @@ pub struct Args {
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
-/// Files a watch writes at the top of its directory (an earlier watch's are replaced with
-/// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
-const OURS: [&str; 5] = [
-    "report.html",
-    watch::WATCH_JSON,
-    watch::SAMPLES_CSV,
-    "watch.json.tmp",
-    "samples.csv.tmp",
-];
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let settings = Settings::from_args(a)?;
-    let prepared = prepare_dir(&settings.dir, settings.force)?;
+    let mut prepared = watch::WatchDirectory::prepare(&settings.dir, settings.force)?;
     let dir = settings
         .dir
         .canonicalize()
@@ -280,133 +270,6 @@ fn exit_code(results: &WatchResults, problems: bool) -> ExitCode {
         },
         (Some(WatchEnding::Interrupted), None) => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
-    }
-}
-
-/// The output directory: created (`created` then says so), or emptied of an earlier watch's
-/// files with --force. A directory holding anything a watch did not write, at its top or in
-/// `agent/`, is refused, with or without --force: only the watch's own files are ever removed.
-fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<PreparedDir> {
-    let created = !dir.exists();
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let ours = our_files(dir)?;
-    if !ours.is_empty() {
-        if !force {
-            bail!(
-                "{} holds an earlier watch: pass --force to replace it, or give another -o",
-                dir.display()
-            );
-        }
-        remove_files(dir, &ours)?;
-    }
-    Ok(PreparedDir {
-        path: dir.to_path_buf(),
-        created,
-    })
-}
-
-/// The files of an earlier watch in `dir` (paths relative to it, `agent/` last), or an error
-/// naming what a watch does not write.
-fn our_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let list = |d: &Path| -> anyhow::Result<Vec<std::fs::DirEntry>> {
-        std::fs::read_dir(d)
-            .with_context(|| format!("cannot read {}", d.display()))?
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("cannot read {}", d.display()))
-    };
-    let mut ours = Vec::new();
-    let mut foreign = Vec::new();
-    let mut agent_dir = false;
-    for entry in list(dir)? {
-        let name = entry.file_name();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if name == watch::AGENT_DIR && is_dir {
-            for file in list(&entry.path())? {
-                let inner = Path::new(watch::AGENT_DIR).join(file.file_name());
-                let plain = file.file_type().is_ok_and(|t| !t.is_dir());
-                if plain && is_agent_file(&file.file_name()) {
-                    ours.push(inner);
-                } else {
-                    foreign.push(inner.display().to_string());
-                }
-            }
-            agent_dir = true;
-        } else if !is_dir && OURS.iter().any(|o| OsStr::new(o) == name) {
-            ours.push(PathBuf::from(name));
-        } else {
-            foreign.push(name.to_string_lossy().into_owned());
-        }
-    }
-    if !foreign.is_empty() {
-        foreign.sort();
-        let more = foreign.len().saturating_sub(3);
-        bail!(
-            "{} holds files alloclens watch did not write ({}{}): give an empty or new directory with -o",
-            dir.display(),
-            foreign[..foreign.len().min(3)].join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
-        );
-    }
-    if agent_dir {
-        ours.push(PathBuf::from(watch::AGENT_DIR));
-    }
-    Ok(ours)
-}
-
-/// What the agent writes in its directory: `PID.snap`, `PID.snap.tmp`, and the trim request
-/// `PID.trim` alloclens drops there.
-fn is_agent_file(name: &OsStr) -> bool {
-    let name = name.to_string_lossy();
-    [".snap", ".snap.tmp", ".trim"].iter().any(|suffix| {
-        name.strip_suffix(suffix)
-            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-    })
-}
-
-/// Removes `files` (relative to `dir`; a directory among them once emptied of the others).
-fn remove_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<()> {
-    for file in files {
-        let path = dir.join(file);
-        let removed = if file.as_os_str() == watch::AGENT_DIR {
-            std::fs::remove_dir(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        match removed {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("cannot remove {}", path.display()))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The output directory as `prepare_dir` left it. Dropped before [`PreparedDir::keep`] (an error
-/// before the watch started: the command could not start, the process is gone), it removes what
-/// this watch wrote, the whole directory when the watch created it: nothing is left that `report`
-/// would read as a watch.
-struct PreparedDir {
-    path: PathBuf,
-    created: bool,
-}
-
-impl PreparedDir {
-    fn keep(mut self) {
-        self.path = PathBuf::new();
-    }
-}
-
-impl Drop for PreparedDir {
-    fn drop(&mut self) {
-        if self.path.as_os_str().is_empty() {
-            return;
-        }
-        if self.created {
-            let _ = std::fs::remove_dir_all(&self.path);
-        } else if let Ok(ours) = our_files(&self.path) {
-            let _ = remove_files(&self.path, &ours);
-        }
     }
 }
 

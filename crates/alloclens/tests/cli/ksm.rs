@@ -69,7 +69,7 @@ fn long_run(dir: &Path, name: &str, scan: &str, state: Option<&Path>) -> Child {
     if let Some(state) = state {
         cmd.env("ALLOCLENS_KSM_STATE", state);
     }
-    cmd.args(["run", "--ksm", "--ksm-set"])
+    cmd.args(["run", "--ksm", "--ksm-wait=5m", "--ksm-set"])
         .arg(format!("pages_to_scan={scan}"))
         .args(["-a", "glibc", "-r", "1", "--force", "-o"])
         .arg(dir.join(name))
@@ -96,6 +96,23 @@ fn as_nobody_with_state(args: &[&str], state: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// How long the test waits for another alloclens to give ksmd back (as its runs' --ksm-wait=5m).
+const WAIT_FOR_OTHERS: Duration = Duration::from_secs(300);
+
+/// Whether no alloclens holds ksmd's lock (a flock on sysfs `run`, opened for writing as
+/// alloclens opens it; nothing is written).
+fn ksmd_is_free() -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(run) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(Path::new(SYSFS).join("run"))
+    else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own; the lock goes when `run` closes.
+    unsafe { libc::flock(run.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 /// KSM and root (its sysfs is written): skipped without them, a failure where CI runs.
 fn usable() -> bool {
     testkit::require(testkit::Need::Ksm, "KSM")
@@ -107,6 +124,13 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
     if !usable() {
         return;
     }
+    // Another alloclens (a benchmark, a user) may drive ksmd now: the values to give back are
+    // those once it has ended. Its runs here wait for it too (--ksm-wait).
+    wait_until(
+        "no other alloclens drives ksmd",
+        WAIT_FOR_OTHERS,
+        ksmd_is_free,
+    );
     let before = snapshot();
     let _restore = Restore(before.clone());
     let tmp = tempfile::tempdir().unwrap();
@@ -115,7 +139,7 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
 
     // Normal end: the command sees ksmd running with our setting; afterwards all is as before.
     let out = alloclens()
-        .args(["run", "--ksm", "--ksm-set"])
+        .args(["run", "--ksm", "--ksm-wait=5m", "--ksm-set"])
         .arg(format!("pages_to_scan={scan}"))
         .args(["-a", "glibc", "-r", "1", "-o"])
         .arg(tmp.path().join("normal"))
@@ -148,6 +172,7 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         .args([
             "run",
             "--ksm",
+            "--ksm-wait=5m",
             "--ksm-set",
             "sleep_millisecs={ms}",
             "--param",
@@ -190,6 +215,48 @@ fn ksm_settings_are_given_back_however_the_run_ends() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(snapshot(), before, "Ctrl-C gives every value back");
+
+    // --ksm-wait: a second session waits for the first to end, then runs (issue 35 item 4).
+    let holder = long_run(tmp.path(), "holder", &scan, None);
+    wait_until("ksmd driven", Duration::from_secs(20), || {
+        knob("pages_to_scan") == scan
+    });
+    let waiter_stderr = tmp.path().join("waiter.stderr");
+    let waiter = alloclens()
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-wait=2m",
+            "-a",
+            "glibc",
+            "-r",
+            "1",
+            "-o",
+        ])
+        .arg(tmp.path().join("waiter"))
+        .args(["--", "true"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&waiter_stderr).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the second session waits", Duration::from_secs(20), || {
+        std::fs::read_to_string(&waiter_stderr).is_ok_and(|e| {
+            e.contains(&format!(
+                "another alloclens (pid {}) is driving ksmd: waiting",
+                holder.id()
+            ))
+        })
+    });
+    signal(&holder, libc::SIGINT);
+    let _ = holder.wait_with_output().unwrap();
+    let waited = waiter.wait_with_output().unwrap();
+    let stderr = std::fs::read_to_string(&waiter_stderr).unwrap();
+    assert!(waited.status.success(), "{stderr}");
+    assert_eq!(
+        snapshot(),
+        before,
+        "the waiting session gives every value back"
+    );
 
     // A second alloclens is refused while one drives ksmd, and changes nothing. The first keeps
     // its state in a file of its own, beside the default one (root's, readable by all): once it
@@ -530,7 +597,13 @@ fn refused_before_touching_ksmd(dir: &Path, before: &[(String, String)]) {
 /// in it, so its tree is not called mergeable, and the run is said and left out of the saving.
 fn madvise_library_not_loaded(dir: &Path, before: &[(String, String)]) {
     let out = alloclens()
-        .args(["run", "--ksm", "--ksm-mechanism", "madvise"])
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-wait=5m",
+            "--ksm-mechanism",
+            "madvise",
+        ])
         .args(["-a", "glibc", "-r", "1", "-o"])
         .arg(dir.join("unloaded"))
         .args(["--", "env", "-u", "LD_PRELOAD", "sleep", "0.6"])
@@ -573,6 +646,7 @@ fn forkworkers_run(dir: &Path, mechanism: &str) -> (serde_json::Value, String) {
         // Aggressive, so it merges in about a second: the test is about correctness, not cost.
         .args([
             "--ksm",
+            "--ksm-wait=5m",
             "--ksm-set",
             "pages_to_scan=20000",
             "--ksm-set",
@@ -854,6 +928,7 @@ fn swept_pages_to_scan_report(dir: &Path, before: &[(String, String)]) {
         .args([
             "run",
             "--ksm",
+            "--ksm-wait=5m",
             "--ksm-set",
             "pages_to_scan={p}",
             "--param",
@@ -981,7 +1056,7 @@ fn unmerge_to_give_back(dir: &Path, before: &[(String, String)]) {
     let helper = Merged(helper.spawn().unwrap());
     // The session merges the helper's pages (ksmd runs in both runs) and ends while they are merged.
     let out = alloclens()
-        .args(["run", "--ksm", "--ksm-set", "pages_to_scan=20000"])
+        .args(["run", "--ksm", "--ksm-wait=5m", "--ksm-set", "pages_to_scan=20000"])
         .args(["--ksm-set", "sleep_millisecs=10", "--ksm-set", "merge_across_nodes=0"])
         .args(["-a", "glibc", "-r", "1", "-o"])
         .arg(dir.join("ebusy"))
@@ -1048,7 +1123,13 @@ fn madvise_library_is_harmless(dir: &Path, before: &[(String, String)]) {
     let out = alloclens()
         // ld.so splits LD_PRELOAD at spaces: the library must not be put in this cache.
         .env("XDG_CACHE_HOME", dir.join("cache with space"))
-        .args(["run", "--ksm", "--ksm-mechanism", "madvise"])
+        .args([
+            "run",
+            "--ksm",
+            "--ksm-wait=5m",
+            "--ksm-mechanism",
+            "madvise",
+        ])
         .args(["--env", "ALLOCLENS_KSM_SCAN_MS=20"])
         .args(["-a", "glibc", "-r", "1", "--program-output", "save", "-o"])
         .arg(dir.join("harmless"))

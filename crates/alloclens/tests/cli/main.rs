@@ -18,6 +18,7 @@ mod run;
 mod run_figures;
 mod run_reliability;
 mod run_statistics;
+mod safe_writes;
 mod sampled_sites;
 mod sampled_stacks;
 mod sql;

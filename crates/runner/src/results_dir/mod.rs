@@ -2,9 +2,11 @@
 //! [`crate::results`], serialised), samples.csv, markers.csv and, on request, output/run-N.log. This
 //! module owns the format: [`ResultsDir`] writes it as a run goes and [`ResultsDirContents::load`]
 //! reads it back, so a field added to a results type is written and read in one place.
+mod exports;
 mod read;
 mod write;
 
+pub use exports::{check_exports, Export, ExportRefused};
 pub use read::{MarkerRow, ResultsDirContents, ResultsReadError, SampleKsm, SampleRow};
 pub use write::{failure_warnings, is_own_entry, marker_warnings, ResultsDir, ResultsDirError};
 

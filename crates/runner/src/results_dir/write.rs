@@ -20,6 +20,8 @@ pub enum ResultsDirError {
     NotOurs { dir: PathBuf, entry: String },
     #[error("output '{0}' is a file, not a directory (choose another with -o)")]
     NotADirectory(PathBuf),
+    #[error("{0}")]
+    Locked(#[from] safe_output::LockError),
 }
 
 pub struct ResultsDir {
@@ -35,6 +37,8 @@ pub struct ResultsDir {
     other_files: Vec<String>,
     /// Whether samples.csv has the KSM columns (`run --ksm`).
     ksm: bool,
+    /// One session per directory, held until the session ends.
+    _lock: safe_output::DirLock,
 }
 
 /// samples.csv's KSM columns (`run --ksm`), after `pss_age`: the tree's, then the system's (empty in
@@ -134,13 +138,16 @@ impl ResultsDir {
         save_output: bool,
         ksm: bool,
     ) -> Result<ResultsDir, ResultsDirError> {
-        if dir.exists() {
-            if !force {
-                return Err(ResultsDirError::Exists(dir.to_path_buf()));
-            }
-            remove_earlier_session(dir)?;
+        let existed = dir.exists();
+        if existed && !force {
+            return Err(ResultsDirError::Exists(dir.to_path_buf()));
         }
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // Locked before anything in it changes: a second session into it stops here.
+        let lock = safe_output::DirLock::acquire(dir)?;
+        if existed {
+            remove_earlier_session(dir)?;
+        }
         let param_names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
         let mut header: Vec<String> = SAMPLE_COLUMNS.iter().map(|s| s.to_string()).collect();
         header.extend(["anon".to_string(), "pss_age".to_string()]);
@@ -172,11 +179,21 @@ impl ResultsDir {
             results_json: None,
             other_files: Vec::new(),
             ksm,
+            _lock: lock,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// Ends a session that kept nothing worth reading: its files go, and the directory with them
+    /// when nothing else is left in it.
+    pub fn discard(self) {
+        let dir = self.dir.clone();
+        let _ = remove_earlier_session(&dir);
+        drop(self);
+        let _ = fs::remove_dir(&dir);
     }
 
     fn param_values(&self, spec: &RunSpec) -> Vec<String> {
@@ -585,12 +602,18 @@ fn earlier_session(dir: &Path) -> Result<Vec<(PathBuf, bool)>, ResultsDirError> 
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name();
         let path = entry.path();
-        let is_dir = entry.file_type().map_err(io_err(&path))?.is_dir();
+        // Not following links: a link, a device or a pipe under one of our names is not ours.
+        let kind = entry.file_type().map_err(io_err(&path))?;
+        let is_dir = kind.is_dir();
         let own = match name.to_str() {
             Some(OUTPUT_DIR) if is_dir => output_dir_is_ours(&path)?,
-            Some(n) if !is_dir => OWN_FILES.contains(&n),
+            Some(n) if kind.is_file() => OWN_FILES.contains(&n),
             _ => false,
         };
+        // The session lock (ours, or one a killed session left): never removed by another.
+        if name == safe_output::LOCK_FILE && kind.is_file() {
+            continue;
+        }
         if !own {
             return Err(ResultsDirError::NotOurs {
                 dir: dir.to_path_buf(),
