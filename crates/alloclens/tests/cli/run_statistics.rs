@@ -467,9 +467,10 @@ fn the_time_weighted_means_are_the_trapezoids_of_samples_csv() {
     let rows = csv_rows(dir.path().join("results/samples.csv"));
     let mut compared = 0;
     for run in json["runs"].as_array().unwrap() {
+        let index = run["index"].to_string();
         let mut points: Vec<(f64, f64, f64)> = rows
             .iter()
-            .filter(|r| r["scope"] == "total" && r["run"] == run["index"].to_string())
+            .filter(|r| r["scope"] == "total" && r["run"] == index)
             .map(|r| {
                 let n = |c: &str| r[c].parse::<f64>().unwrap();
                 (n("t_s"), n("pss"), n("rss"))
