@@ -155,6 +155,98 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// Every file of source `id`: `ID.parquet` and `ID-K.parquet` in any partition (a trace's calls
+    /// may be several files); its `sources` row first, so a removal stopped half-way leaves files
+    /// no `sources` row names rather than a row whose files are gone.
+    pub fn source_files(&self, id: &str) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk_partitions(&self.root, &mut |path, name| {
+            let stem = name.strip_suffix(".parquet").unwrap_or("");
+            let own = stem == id
+                || stem
+                    .strip_prefix(id)
+                    .and_then(|k| k.strip_prefix('-'))
+                    .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+            if own {
+                out.push(path.to_path_buf());
+            }
+        });
+        out.sort_by_key(|p| !p.components().any(|c| c.as_os_str() == "kind=sources"));
+        out
+    }
+
+    /// The temporary files an earlier merge left when it was stopped (Ctrl-C, SIGTERM, SIGKILL, a
+    /// crash): exactly the names `parquet_file` and `open_or_create` give them,
+    /// `.ID[-K].parquet.PID.partial` in a partition and `.dataset.json.PID.partial` in the root,
+    /// whose PID no longer runs (a merge running into the same dataset keeps its own).
+    pub fn stale_partials(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let root = self.root.clone();
+        walk_partitions(&self.root, &mut |path, name| {
+            let in_root = path.parent() == Some(root.as_path());
+            if let Some((target, pid)) = partial_name(name) {
+                let ours = if in_root {
+                    target == DATASET_JSON
+                } else {
+                    is_parquet_name(target)
+                };
+                if ours && !Path::new("/proc").join(pid.to_string()).exists() {
+                    out.push(path.to_path_buf());
+                }
+            }
+        });
+        out
+    }
+}
+
+/// `(NAME, PID)` of `.NAME.PID.partial`.
+fn partial_name(file: &str) -> Option<(&str, u32)> {
+    let middle = file.strip_prefix('.')?.strip_suffix(".partial")?;
+    let (name, pid) = middle.rsplit_once('.')?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((name, pid.parse().ok()?))
+}
+
+/// A data file's name: 16 hex digits (a source id), `-K` for a trace's further calls files,
+/// `.parquet`.
+fn is_parquet_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".parquet") else {
+        return false;
+    };
+    let (id, k) = stem.split_once('-').unwrap_or((stem, "0"));
+    id.len() == 16
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && !k.is_empty()
+        && k.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Calls `f(path, file name)` for each file in the root and in the `key=value` directories below
+/// it (the partitions), hidden ones included; nothing else is entered.
+fn walk_partitions(dir: &Path, f: &mut dyn FnMut(&Path, &str)) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if !name.starts_with('.') && name.contains('=') {
+                walk_partitions(&path, f);
+            }
+        } else if kind.is_file() {
+            f(&path, &name);
+        }
+    }
+}
+
 fn collect(
     dir: &Path,
     partitions: &mut Vec<(String, String)>,

@@ -17,7 +17,7 @@ pub mod table;
 use std::path::PathBuf;
 
 pub use layout::Dataset;
-pub use merge::{merge, MergeOptions, MergeSummary, Notice};
+pub use merge::{merge, MergeOptions, MergeSummary, Notice, SkipReason};
 pub use read::{read_table, Rows};
 pub use table::Cell;
 

@@ -276,10 +276,17 @@ const WATCH_SAMPLES: CsvTable = CsvTable {
     drop_prefix: None,
 };
 
-/// The tables of a results or watch directory (empty ones left out), in writing order.
-pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
+/// The tables of a results or watch directory (empty ones left out), in writing order, and one
+/// line per CSV file whose damaged lines were left out (the source's `losses`).
+pub struct SourceTables {
+    pub tables: Vec<Table>,
+    pub losses: Vec<String>,
+}
+
+pub fn tables(source: &Source) -> Result<SourceTables, DatasetError> {
     let json = &source.json;
     let mut out = Vec::new();
+    let mut losses = Vec::new();
     if source.kind == SourceKind::Watch {
         out.push(json_table(
             "watches",
@@ -287,7 +294,12 @@ pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
             std::slice::from_ref(json),
             source,
         ));
-        out.push(csv_table(&WATCH_SAMPLES, &source.path, &source.id)?);
+        out.push(csv_table(
+            &WATCH_SAMPLES,
+            &source.path,
+            &source.id,
+            &mut losses,
+        )?);
     } else {
         let runs = array(json.get("runs"));
         out.push(json_table("runs", RUNS, &runs, source));
@@ -305,7 +317,7 @@ pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
             &REPLAY_ORIGINAL,
             &TUNE_CANDIDATES,
         ] {
-            out.push(csv_table(csv, &source.path, &source.id)?);
+            out.push(csv_table(csv, &source.path, &source.id, &mut losses)?);
         }
         out.push(json_table(
             "machines",
@@ -315,7 +327,10 @@ pub fn tables(source: &Source) -> Result<Vec<Table>, DatasetError> {
         ));
     }
     out.retain(|t| !t.rows.is_empty());
-    Ok(out)
+    Ok(SourceTables {
+        tables: out,
+        losses,
+    })
 }
 
 fn array(v: Option<&Value>) -> Vec<Value> {
@@ -443,21 +458,35 @@ fn column_name(csv: &str) -> String {
     }
 }
 
-/// A CSV file of the directory as a table (none when the file is absent).
-fn csv_table(spec: &CsvTable, dir: &Path, source_id: &str) -> Result<Table, DatasetError> {
+/// How many damaged lines of a file are named in its loss line; the others are counted.
+const NAMED: usize = 3;
+
+/// A CSV file of the directory as a table (none when the file is absent). A damaged line (another
+/// number of fields than the header, a typed column holding what is not its type, a negative size
+/// or count, a last line cut without its end of line) is left out and named in `losses`: merged,
+/// it would be a row of nulls or of wrong figures that every query counts.
+fn csv_table(
+    spec: &CsvTable,
+    dir: &Path,
+    source_id: &str,
+    losses: &mut Vec<String>,
+) -> Result<Table, DatasetError> {
     let path = dir.join(spec.file);
     let empty = Table::new(spec.kind, &[]);
     if !path.is_file() {
         return Ok(empty);
     }
+    let bytes = std::fs::read(&path).map_err(|e| DatasetError::Io {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
     let err = |e: csv::Error| DatasetError::Io {
         path: path.clone(),
         message: e.to_string(),
     };
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
-        .from_path(&path)
-        .map_err(err)?;
+        .from_reader(bytes.as_slice());
     let header: Vec<String> = reader
         .headers()
         .map_err(err)?
@@ -485,14 +514,77 @@ fn csv_table(spec: &CsvTable, dir: &Path, source_id: &str) -> Result<Table, Data
     }
     let specs: Vec<(&str, Kind)> = columns.iter().map(|(n, k, _)| (n.as_str(), *k)).collect();
     let mut table = Table::new(spec.kind, &specs);
-    for record in reader.records() {
-        // A line cut by a full disk or a kill ends the file's rows.
-        let Ok(record) = record else { break };
-        let cells = columns
+    let ends_with_newline = bytes.ends_with(b"\n");
+    let mut damaged: Vec<String> = Vec::new();
+    let mut records = reader.records().peekable();
+    while let Some(record) = records.next() {
+        let is_last = records.peek().is_none();
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line());
+                damaged.push(format!("line {line}: not CSV ({e})"));
+                continue;
+            }
+        };
+        let line = record.position().map_or(0, |p| p.line());
+        let cells: Vec<Cell> = columns
             .iter()
             .map(|(_, kind, i)| Cell::from_csv(i.and_then(|i| record.get(i)), *kind))
             .collect();
-        table.push(source_id, cells);
+        let problem = if is_last && !ends_with_newline {
+            Some("cut (no end of line: the writer was stopped in it)".to_string())
+        } else if record.len() != header.len() {
+            Some(format!("{} fields, not {}", record.len(), header.len()))
+        } else {
+            columns
+                .iter()
+                .zip(&cells)
+                .find_map(|((name, kind, i), cell)| {
+                    let field = i.and_then(|i| record.get(i)).unwrap_or("");
+                    bad_value(name, *kind, field, cell)
+                })
+        };
+        match problem {
+            Some(p) => damaged.push(format!("line {line}: {p}")),
+            None => table.push(source_id, cells),
+        }
+    }
+    if !damaged.is_empty() {
+        let more = damaged.len().saturating_sub(NAMED);
+        losses.push(format!(
+            "{} left out {} damaged line{} of {} ({}{})",
+            spec.file,
+            damaged.len(),
+            if damaged.len() == 1 { "" } else { "s" },
+            table.rows.len() + damaged.len(),
+            damaged[..damaged.len().min(NAMED)].join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        ));
     }
     Ok(table)
+}
+
+/// Why a field is not what its column holds: a typed column's text that is not a number, or a
+/// negative size, count or time (only the KSM profits may be negative).
+fn bad_value(name: &str, kind: Kind, field: &str, cell: &Cell) -> Option<String> {
+    if field.is_empty() || kind == T {
+        return None;
+    }
+    let negative = match cell {
+        Cell::Null => return Some(format!("`{name}` holds '{field}', not a number")),
+        Cell::Int(v) => *v < 0,
+        Cell::Float(v) => {
+            if !v.is_finite() {
+                return Some(format!("`{name}` holds '{field}', not a finite number"));
+            }
+            *v < 0.0
+        }
+        Cell::Text(_) => false,
+    };
+    (negative && !name.contains("profit")).then(|| format!("`{name}` holds {field}, below 0"))
 }

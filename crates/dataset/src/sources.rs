@@ -278,6 +278,9 @@ pub struct Known {
     pub host: String,
     pub run_key: String,
     pub merged_at: String,
+    /// The rows it added, and what it lacks (`losses`: a damaged trace, damaged CSV lines).
+    pub rows: u64,
+    pub losses: Option<String>,
 }
 
 /// The sources a dataset holds.
@@ -292,27 +295,76 @@ pub fn known_sources(dataset: &Dataset) -> Result<Vec<Known>, DatasetError> {
                 host: t("host"),
                 run_key: t("run_key"),
                 merged_at: t("merged_at"),
+                rows: rows.number(i, "rows").unwrap_or(0.0) as u64,
+                losses: rows
+                    .text(i, "losses")
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string),
             }
         })
         .collect())
 }
 
-/// The earlier source `source` duplicates: the same file, or the same run of the same host.
-pub fn duplicate_of<'a>(source: &Source, known: &'a [Known]) -> Option<&'a Known> {
-    known.iter().find(|k| {
-        k.checksum == source.checksum
-            || (!source.run_key.is_empty() && k.host == source.host && k.run_key == source.run_key)
-    })
+/// The earlier source `source` is another copy of: the same file, or the same run (or recording)
+/// of the same host.
+pub fn same_as<'a>(source: &Source, known: &'a [Known]) -> Option<&'a Known> {
+    known
+        .iter()
+        .find(|k| k.checksum == source.checksum)
+        .or_else(|| {
+            known
+                .iter()
+                .find(|k| same_run(k, &source.host, &source.run_key))
+        })
+}
+
+fn same_run(k: &Known, host: &str, run_key: &str) -> bool {
+    !run_key.is_empty() && k.host == host && k.run_key == run_key
+}
+
+/// Whether the copy with `rows` and `losses` holds more than `than`: a whole copy (no losses)
+/// more than a partial one, else more rows (a copy cut later, or merged later in the recording).
+pub fn more_complete(rows: u64, losses: Option<&str>, than: &Known) -> bool {
+    match (losses.is_none(), than.losses.is_none()) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => rows > than.rows,
+    }
+}
+
+/// Of the sources of one host and run that a dataset holds more than once (a merge stopped
+/// between writing a more complete copy and removing the one it replaces), all but the most
+/// complete.
+pub fn superseded(known: &[Known]) -> Vec<Known> {
+    let mut out = Vec::new();
+    for k in known {
+        let best = known
+            .iter()
+            .filter(|o| same_run(o, &k.host, &k.run_key))
+            .fold(k, |best, o| {
+                if more_complete(o.rows, o.losses.as_deref(), best) {
+                    o
+                } else {
+                    best
+                }
+            });
+        if best.id != k.id {
+            out.push(k.clone());
+        }
+    }
+    out
 }
 
 impl Known {
-    pub fn of(source: &Source, merged_at: &str) -> Known {
+    pub fn of(source: &Source, merged_at: &str, rows: u64, losses: Option<&str>) -> Known {
         Known {
             id: source.id.clone(),
             checksum: source.checksum.clone(),
             host: source.host.clone(),
             run_key: source.run_key.clone(),
             merged_at: merged_at.to_string(),
+            rows,
+            losses: losses.map(str::to_string),
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::results::{
     AllocatorCheck, Ending, KsmSummary, MarkerCounts, MarkerRecord, MarkerStatus, MemorySummary,
     RunRecord, SampleKind,
 };
+use crate::results_dir;
 use crate::stats::series_stats;
 use crate::watchdog::Watchdog;
 
@@ -419,7 +420,7 @@ impl Run<'_, '_> {
         .ok()?;
         let ended = Instant::now();
         let markers_seen = self.watch.as_ref().map(|w| w.seen.load(Ordering::SeqCst));
-        let t = sample.at.saturating_duration_since(self.started_at);
+        let t = results_dir::sample_instant(sample.at.saturating_duration_since(self.started_at));
         if sample.processes.is_empty() {
             return None;
         }
@@ -434,7 +435,7 @@ impl Run<'_, '_> {
         self.max_processes = self.max_processes.max(sample.processes.len() as u32);
         let total = &sample.total;
         self.points.push(TotalPoint {
-            t: t.as_secs_f64(),
+            t: results_dir::sample_seconds(t),
             pss: total.pss,
             rss: total.rss,
             uss: total.uss,

@@ -563,8 +563,9 @@ fn sql_run_figures_equal_results_and_diff() {
                 );
             }
         }
-        // run_memory_from_samples = each run's peak (exact) and time-weighted mean; samples.csv keeps
-        // t_s to the microsecond, so the mean agrees to about 1e-5.
+        // run_memory_from_samples = each run's peak (exact) and time-weighted mean: results.json's
+        // means are computed from the microseconds samples.csv holds (runner::results_dir::
+        // sample_instant), so they agree to the order of summation (issue 35: 0.2 % with t_s in 0.1 ms).
         let mut sampled_runs = 0;
         for r in json["runs"].as_array().unwrap() {
             let s = figures["run_memory_from_samples"]
@@ -598,7 +599,7 @@ fn sql_run_figures_equal_results_and_diff() {
                     float(&r["memory"][m]["mean"]),
                 );
                 assert!(
-                    close(sql, json, 1e-3),
+                    close(sql, json, 1e-12),
                     "{host} run {}: mean {m}: SQL {sql}, results.json {json}",
                     r["index"]
                 );

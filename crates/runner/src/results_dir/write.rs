@@ -225,7 +225,8 @@ impl ResultsDir {
                 spec.index.to_string(),
                 variant.to_string(),
                 spec.repeat.to_string(),
-                format!("{t_s:.4}"),
+                // six decimals: whole microseconds, the precision of `sample_instant`
+                format!("{t_s:.6}"),
                 kind.to_string(),
                 label.unwrap_or("").to_string(),
                 scope.to_string(),
