@@ -669,13 +669,72 @@ fn a_killed_replay_leaves_a_directory_report_reads() {
     );
 }
 
-/// 2 MiB of blocks made in a moment, then 20 s of the original's time with a few calls, then
+/// 16 MiB of blocks made in a moment, then 20 s of the original's time with a few calls, then
 /// freed in a moment: the mean RSS weighs the quiet phase by its 20 s, not by its 40 calls (or
 /// by the microseconds the replay takes to perform them).
 #[test]
 fn a_quiet_phase_weighs_its_time_not_its_calls() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("quiet.alt");
+    let trace = quiet_trace(dir.path());
+    let runs = replay(&trace, dir.path(), &["-a", "glibc", "-r", "2"]);
+    let f = |r: &Value, k: &str| r["figures"][k].as_f64().unwrap();
+    for r in &runs {
+        let (mean, over_calls, peak) = (
+            f(r, "mean_rss"),
+            f(r, "mean_rss_over_calls"),
+            f(r, "peak_rss"),
+        );
+        assert!(
+            mean > 0.9 * peak,
+            "time-weighted {mean} against peak {peak}"
+        );
+        assert!(
+            over_calls < 0.8 * peak,
+            "over calls {over_calls} against peak {peak}"
+        );
+        assert!(f(r, "original_seconds") >= 20.0, "{}", r["figures"]);
+    }
+}
+
+/// `tune TRACE` screens with the mean `replay` shows, weighted by the original's time (it
+/// screened with the mean over calls).
+#[test]
+fn tune_screens_a_trace_with_the_time_weighted_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = quiet_trace(dir.path());
+    let space = dir.path().join("space.txt");
+    std::fs::write(&space, "glibc\nglibc:arena_max=1\n").unwrap();
+    let out = dir.path().join("tuned");
+    alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .arg("--space")
+        .arg(&space)
+        .args(["--budget", "20s", "--max-runs", "2", "-o"])
+        .arg(&out)
+        .ok_stdout();
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let glibc = results["tune"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "glibc")
+        .unwrap();
+    let (mean, peak) = (
+        glibc["mean_pss"]["mean"].as_f64().unwrap(),
+        glibc["peak_pss"]["mean"].as_f64().unwrap(),
+    );
+    assert!(
+        mean > 0.9 * peak,
+        "screened mean {mean} against peak {peak}"
+    );
+}
+
+/// 2000 blocks of 8 KiB made in a moment, 20 s of the original's time with 40 calls, then the
+/// blocks freed in a moment, from the top, so glibc returns the pages as it goes.
+fn quiet_trace(dir: &Path) -> PathBuf {
+    let trace = dir.join("quiet.alt");
     let mut calls = Calls::new();
     let block = |i: u64| 0x1000_0000 + i * 0x10_000;
     for i in 0..2000 {
@@ -686,31 +745,13 @@ fn a_quiet_phase_weighs_its_time_not_its_calls() {
         calls.malloc(0x9000_0000 + i * 64, 64);
         calls.free(0x9000_0000 + i * 64);
     }
-    // Freed from the top, so glibc returns the pages as it goes.
     for i in (0..2000).rev() {
         calls.free(block(i));
     }
     TraceFile::new()
         .process(process_info(1, "quiet"), calls.records)
         .write(&trace);
-    let runs = replay(&trace, dir.path(), &["-a", "glibc", "-r", "2"]);
-    let f = |r: &Value, k: &str| r["figures"][k].as_f64().unwrap();
-    for r in &runs {
-        let (mean, over_calls, peak) = (
-            f(r, "mean_rss"),
-            f(r, "mean_rss_over_calls"),
-            f(r, "peak_rss"),
-        );
-        assert!(f(r, "original_seconds") >= 20.0, "{}", r["figures"]);
-        assert!(
-            mean > 0.9 * peak,
-            "time-weighted {mean} against peak {peak}"
-        );
-        assert!(
-            over_calls < 0.8 * peak,
-            "over calls {over_calls} against peak {peak}"
-        );
-    }
+    trace
 }
 
 /// `start`, the calls before the first marker as `analyze` names them, is a phase `--phase` takes.
@@ -759,4 +800,31 @@ fn touch_is_bounded_per_block_and_says_so() {
     let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
     let peak = u(&runs[0]["figures"]["peak_rss"]);
     assert!(peak < 100 << 20, "peak RSS {peak}");
+}
+
+/// A replay's page opened as a `run` of a command called `alloclens replay` ("sampling interval
+/// 0 ms", "marker regex —") and reached the replay's answer after six bar charts: it opens with
+/// the answer now, and has none of a run's settings.
+#[test]
+fn the_replay_page_opens_with_the_replays_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = quiet_trace(dir.path());
+    let out = dir.path().join("out");
+    testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(&out)
+            .arg(&trace),
+    );
+    let html = testkit::report_page(&out, &dir.path().join("page.html"));
+    assert!(html.contains("<title>alloclens replay: "), "title");
+    let answer = html
+        .find("Lowest mean RSS over the original&#39;s time: glibc")
+        .or_else(|| html.find("Lowest mean RSS over the original's time: glibc"))
+        .expect("the answer");
+    let first_chart = html.find("replay-rss").expect("the replay's chart");
+    assert!(answer < first_chart, "the answer comes after a chart");
+    for run_only in ["sampling interval", "marker regex", "throughput regex"] {
+        assert!(!html.contains(run_only), "{run_only} on a replay's page");
+    }
 }
