@@ -185,35 +185,42 @@ const MARKERS: CsvTable = CsvTable {
     drop_prefix: Some("param_"),
 };
 
+/// The replay's files: columns as the replay crate, which writes them, declares them.
+const REPLAY_COLUMNS: [(&str, Kind); replay::files::REPLAY_COLUMNS.len()] =
+    kinds(replay::files::REPLAY_COLUMNS);
+const ORIGINAL_COLUMNS: [(&str, Kind); replay::files::ORIGINAL_COLUMNS.len()] =
+    kinds(replay::files::ORIGINAL_COLUMNS);
+
+const fn kinds<const N: usize>(
+    columns: [(&'static str, replay::files::Column); N],
+) -> [(&'static str, Kind); N] {
+    let mut out = [("", T); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = (
+            columns[i].0,
+            match columns[i].1 {
+                replay::files::Column::Int => I,
+                replay::files::Column::Float => F,
+                replay::files::Column::Text => T,
+            },
+        );
+        i += 1;
+    }
+    out
+}
+
 const REPLAY: CsvTable = CsvTable {
     kind: "replay",
-    file: "replay.csv",
-    columns: &[
-        ("variant", T),
-        ("repeat", I),
-        ("pid", I),
-        ("exec_index", I),
-        ("seq", I),
-        ("t_s", F),
-        ("rss", I),
-        ("live", I),
-    ],
+    file: replay::files::REPLAY_CSV,
+    columns: &REPLAY_COLUMNS,
     drop_prefix: None,
 };
 
 const REPLAY_ORIGINAL: CsvTable = CsvTable {
     kind: "replay_original",
-    file: "original.csv",
-    columns: &[
-        ("pid", I),
-        ("exec_index", I),
-        ("seq", I),
-        ("t_s", F),
-        ("rss", I),
-        ("anon", I),
-        ("pss", I),
-        ("heap", I),
-    ],
+    file: replay::files::ORIGINAL_CSV,
+    columns: &ORIGINAL_COLUMNS,
     drop_prefix: None,
 };
 

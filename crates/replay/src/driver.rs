@@ -34,7 +34,10 @@ pub fn run(fd: RawFd) -> Result<(), String> {
         )
     };
     let statm = Statm::open().map_err(|e| format!("cannot read /proc/self/statm: {e}"))?;
-    let touch = image.header().touch;
+    let touch = Touching {
+        how: image.header().touch,
+        limit: image.header().touch_limit as usize,
+    };
     let go = AtomicBool::new(false);
     let calls: &[Call] = image.calls();
     let samples: &mut [SamplePoint] = image.samples();
@@ -76,7 +79,7 @@ fn replay_thread(
     points: &mut [SamplePoint],
     table: &[AtomicUsize],
     statm: &Statm,
-    touch: u64,
+    touch: Touching,
 ) {
     let mut failed = 0u64;
     let mut waits = 0u64;
@@ -141,7 +144,7 @@ fn publish(table: &[AtomicUsize], b: u32, p: *mut libc::c_void, failed: &mut u64
 unsafe fn perform(
     call: &Call,
     table: &[AtomicUsize],
-    touch: u64,
+    touch: Touching,
     failed: &mut u64,
     waits: &mut u64,
 ) {
@@ -202,13 +205,22 @@ unsafe fn perform(
     publish(table, call.block, new, failed);
 }
 
+/// How new blocks are written: `how` is a `TOUCH_*` code; at most the first `limit` bytes.
+#[derive(Clone, Copy)]
+struct Touching {
+    how: u64,
+    limit: usize,
+}
+
 /// Writes the new block as the program would have: one byte per page (the default), every byte,
-/// or nothing.
+/// or nothing; never more than the first `touch.limit` bytes.
 #[inline]
-unsafe fn touch_block(p: *mut u8, size: usize, touch: u64) {
+unsafe fn touch_block(p: *mut u8, size: usize, touch: Touching) {
+    let size = size.min(touch.limit);
     if size == 0 {
         return;
     }
+    let touch = touch.how;
     if touch == TOUCH_PAGES {
         std::ptr::write_volatile(p, 1);
         let end = p as usize + size;

@@ -16,19 +16,23 @@
 //! ```
 mod calls;
 mod driver;
+pub mod files;
 mod measure;
 mod plan;
 mod process;
+pub mod results_dir;
 mod shared;
+mod warnings;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use measure::{Figures, PhaseFigures, Sample};
-pub use plan::{MarkerAt, Skipped, DEFAULT_ALIGN_LOG2};
+pub use measure::{Figures, PhaseFigures, Sample, Span, START_PHASE};
+pub use plan::{LargeBlocks, MarkerAt, Skipped, DEFAULT_ALIGN_LOG2, TOUCH_BLOCK_LIMIT};
 pub use process::{Ending, ImageReplay};
+pub use warnings::replay_warnings;
 
 /// How new blocks are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +149,23 @@ impl Replay {
         let mut reader = trace::TraceReader::open(trace_path)?;
         let mut warnings = Vec::new();
         let images = plan::plan_images(&mut reader, options, &mut warnings)?;
+        let large = images
+            .iter()
+            .map(|i| i.large_blocks)
+            .fold(LargeBlocks::default(), |a, b| LargeBlocks {
+                count: a.count + b.count,
+                largest: a.largest.max(b.largest),
+            });
+        if large.count > 0 && options.touch != Touch::None {
+            warnings.push(format!(
+                "{} block{} larger than {} MiB (the largest {:.1} MiB): --touch writes only the first {} MiB of a block, the program may have touched less of it (--touch none) or more",
+                large.count,
+                if large.count == 1 { " is" } else { "s are" },
+                TOUCH_BLOCK_LIMIT >> 20,
+                large.largest as f64 / (1u64 << 20) as f64,
+                TOUCH_BLOCK_LIMIT >> 20,
+            ));
+        }
         Ok(Replay {
             path: trace_path.to_path_buf(),
             images,

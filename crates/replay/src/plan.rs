@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use trace::{Event, Op, ProcessInfo, Record, TraceReader, SYNTHETIC_BIT};
 
 use crate::calls::{Action, Call, MAX_SIZE, NO_BLOCK};
+use crate::measure::{Span, START_PHASE};
 use crate::shared::{Header, Image, Layout, SamplePoint, SharedMap, ThreadDesc, MAGIC};
 use crate::{ReplayError, ReplayOptions};
 
@@ -37,10 +38,25 @@ impl Skipped {
 }
 
 /// A named point of the trace: calls with seq >= `seq` come after it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MarkerAt {
     pub label: String,
     pub seq: u64,
+    /// When the original reached it (seconds since the image started).
+    #[serde(default)]
+    pub t_s: f64,
+}
+
+/// The most `--touch` writes of one block: the first this many bytes. A block far larger was often
+/// reserved, not filled (a program touches what it uses), and touching all of it could take the
+/// machine's memory; the replay warns about such blocks (docs/replay.md, "Memory touched").
+pub const TOUCH_BLOCK_LIMIT: u64 = 64 << 20;
+
+/// Blocks above [`TOUCH_BLOCK_LIMIT`]: how many, and the largest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LargeBlocks {
+    pub count: u64,
+    pub largest: u64,
 }
 
 /// One process image, decoded and laid out for the driver.
@@ -69,7 +85,14 @@ pub struct ImagePlan {
     pub start_seq: u64,
     pub markers: Vec<MarkerAt>,
     /// With `--phase`: the recorded range measured.
-    pub window: Option<(u64, u64)>,
+    pub window: Option<Span>,
+    /// The original's clock at the sample points: (seq, ns since the image started when the state
+    /// measured there began, i.e. the time of the call before seq), sorted by seq.
+    pub clock: Vec<(u64, u64)>,
+    /// When the image ended on the original's clock, as far as the trace knows: its last call,
+    /// marker or memory reading (ns since the image started).
+    pub end_t_ns: u64,
+    pub large_blocks: LargeBlocks,
     /// The traced program's own memory readings on the same call axis (MEMORY chunks), if recorded.
     pub original: Vec<trace::MemorySample>,
 }
@@ -102,6 +125,10 @@ struct Decoder {
     cross_thread: u64,
     last: Option<(u32, u64)>,
     last_seq: Option<u64>,
+    /// The time of the last call decoded, and the latest time seen (calls and markers).
+    last_t_ns: u64,
+    max_t_ns: u64,
+    large_blocks: LargeBlocks,
 }
 
 #[derive(Clone, Copy)]
@@ -109,6 +136,8 @@ struct SampleAt {
     local: u64,
     seq: u64,
     live: u64,
+    /// When the state measured there began in the original (the time of the call before it).
+    t_ns: u64,
 }
 
 impl Decoder {
@@ -150,6 +179,10 @@ impl Decoder {
         } else {
             self.freed_real.remove(&addr);
         }
+        if size > TOUCH_BLOCK_LIMIT {
+            self.large_blocks.count += 1;
+            self.large_blocks.largest = self.large_blocks.largest.max(size);
+        }
         self.live_blocks.insert(addr, Live { id, size, thread });
         self.live += size;
         if self.live > self.peak {
@@ -189,11 +222,13 @@ impl Decoder {
         let local = self.threads[t].len() as u64 - 1;
         self.last = Some((thread, local));
         self.last_seq = Some(e.seq);
+        self.last_t_ns = e.t_ns;
         if self.performed.is_multiple_of(self.every) {
             self.points[t].push(SampleAt {
                 local,
                 seq: e.seq + 1,
                 live: self.live,
+                t_ns: e.t_ns,
             });
         }
     }
@@ -208,12 +243,14 @@ impl Decoder {
                     local,
                     seq,
                     live: self.live,
+                    t_ns: self.last_t_ns,
                 }),
             }
         }
     }
 
     fn event(&mut self, e: &Event) {
+        self.max_t_ns = self.max_t_ns.max(e.t_ns);
         let thread = self.thread_of(e.tid);
         let size = e.size.min(MAX_SIZE);
         let alloc = |action: Action, align: u8, d: &mut Decoder| {
@@ -335,14 +372,24 @@ pub fn plan_images(
             cross_thread: 0,
             last: None,
             last_seq: None,
+            last_t_ns: 0,
+            max_t_ns: 0,
+            large_blocks: LargeBlocks::default(),
         };
         if opts.serial {
             d.threads.push(Vec::new());
             d.points.push(Vec::new());
         }
-        let mut markers = Vec::new();
+        let mut markers: Vec<MarkerAt> = Vec::new();
         let mut first_seq = None;
-        let mut window: Option<(u64, u64)> = None;
+        // `--phase start`: the calls before the first marker, as `analyze` names them.
+        let mut window: Option<Span> =
+            (opts.phase.as_deref() == Some(START_PHASE)).then_some(Span {
+                from_seq: 0,
+                to_seq: u64::MAX,
+                from_s: 0.0,
+                to_s: f64::INFINITY,
+            });
         let mut read = 0u64;
         let mut stopped = None;
         for record in reader.records(s)? {
@@ -360,18 +407,27 @@ pub fn plan_images(
                     d.event(&e);
                 }
                 Record::Marker(m) => {
-                    if let Some((start, _)) = window {
+                    let t_s = m.t_ns as f64 / 1e9;
+                    d.max_t_ns = d.max_t_ns.max(m.t_ns);
+                    if let Some(w) = &mut window {
                         // The end of the chosen phase: nothing after it is replayed.
-                        window = Some((start, m.seq));
+                        w.to_seq = m.seq;
+                        w.to_s = t_s;
                         break;
                     }
                     d.point_before(m.seq);
                     if opts.phase.as_deref() == Some(m.label.as_str()) {
-                        window = Some((m.seq, u64::MAX));
+                        window = Some(Span {
+                            from_seq: m.seq,
+                            to_seq: u64::MAX,
+                            from_s: t_s,
+                            to_s: f64::INFINITY,
+                        });
                     }
                     markers.push(MarkerAt {
                         label: m.label.clone(),
                         seq: m.seq,
+                        t_s,
                     });
                 }
             }
@@ -380,16 +436,20 @@ pub fn plan_images(
             losses.stream_stopped(&stream.info, &e, read);
         }
         let end_seq = d.last_seq.map_or(0, |s| s + 1);
+        let original = reader.memory_samples(s).to_vec();
+        let end_t_ns = original.iter().map(|m| m.t_ns).fold(d.max_t_ns, u64::max);
         if let Some(w) = &mut window {
-            if w.1 == u64::MAX {
-                w.1 = end_seq;
+            if w.to_seq == u64::MAX {
+                w.to_seq = end_seq;
+                w.to_s = end_t_ns as f64 / 1e9;
             }
         }
         if opts.phase.is_some() && window.is_none() {
             continue;
         }
         let mut image = lay_out(d, stream.info, markers, first_seq, end_seq, window, opts)?;
-        image.original = reader.memory_samples(s).to_vec();
+        image.original = original;
+        image.end_t_ns = end_t_ns;
         images.push(image);
     }
     warnings.extend(losses.warnings("replayed"));
@@ -407,7 +467,7 @@ fn lay_out(
     markers: Vec<MarkerAt>,
     first_seq: Option<u64>,
     end_seq: u64,
-    window: Option<(u64, u64)>,
+    window: Option<Span>,
     opts: &ReplayOptions,
 ) -> Result<ImagePlan, ReplayError> {
     let threads = d.threads.len();
@@ -425,12 +485,13 @@ fn lay_out(
             blocks: u64::from(d.blocks),
             samples: samples as u64,
             touch: opts.touch.code(),
+            touch_limit: TOUCH_BLOCK_LIMIT,
             start_ns: 0,
             end_ns: 0,
             rss_start: 0,
             rss_end: 0,
             finished: 0,
-            _reserved: [0; 5],
+            _reserved: [0; 4],
         },
     );
     let (mut c, mut p) = (0usize, 0usize);
@@ -461,6 +522,10 @@ fn lay_out(
         p += tp.len();
     }
     let never_freed_bytes = d.live_blocks.values().map(|b| b.size).sum();
+    let mut clock: Vec<(u64, u64)> = d.points.iter().flatten().map(|p| (p.seq, p.t_ns)).collect();
+    // After the last call: the state it left began with it.
+    clock.push((end_seq, d.last_t_ns));
+    clock.sort_unstable();
     Ok(ImagePlan {
         info,
         map,
@@ -478,6 +543,9 @@ fn lay_out(
         start_seq: first_seq.unwrap_or(0),
         markers,
         window,
+        clock,
+        end_t_ns: d.max_t_ns,
+        large_blocks: d.large_blocks,
         original: Vec::new(),
     })
 }

@@ -113,6 +113,8 @@ pub struct Header {
     pub blocks: u64,
     pub samples: u64,
     pub touch: u64,
+    /// The most bytes touched per block (`plan::TOUCH_BLOCK_LIMIT`).
+    pub touch_limit: u64,
     /// CLOCK_MONOTONIC ns when the threads were released and when the last one ended.
     pub start_ns: u64,
     pub end_ns: u64,
@@ -121,7 +123,7 @@ pub struct Header {
     pub rss_end: u64,
     /// 1 when every thread finished its calls.
     pub finished: u64,
-    pub _reserved: [u64; 5],
+    pub _reserved: [u64; 4],
 }
 
 /// One replay thread's share: where its calls and sample points are, and what it did.

@@ -50,6 +50,7 @@ pub use site_diff::diff_sites;
 pub use summary_files::{export_summary, SummaryContext, SummaryFormat};
 pub use terminal::ksm::render_ksm_table;
 pub use terminal::render_terminal_table;
+pub use terminal::replay::render_replay_tables;
 pub use terminal::run_summary::{render_marker_table, render_run_table};
 pub use terminal::watch::render_watch_summary;
 pub use trace_data::TraceData;

@@ -32,12 +32,14 @@ pub fn event(seq: u64, tid: u32, op: Op, addr: u64, size: u64, old_addr: u64) ->
     })
 }
 
-/// A sequence of calls: seq is dense, time advances 10 ns per call from 1 µs ([`Calls::t_of`]);
-/// calls are made by thread 100 until [`Calls::on_thread`].
+/// A sequence of calls: seq is dense, time advances 10 ns per call from 1 µs ([`Calls::t_of`])
+/// plus the pauses of [`Calls::wait`]; calls are made by thread 100 until [`Calls::on_thread`].
 pub struct Calls {
     pub records: Vec<Record>,
     seq: u64,
     pub tid: u32,
+    /// Nanoseconds of [`Calls::wait`] so far, added to every later time.
+    waited: u64,
 }
 
 impl Default for Calls {
@@ -52,6 +54,7 @@ impl Calls {
             records: Vec::new(),
             seq: 0,
             tid: 100,
+            waited: 0,
         }
     }
 
@@ -60,11 +63,17 @@ impl Calls {
         1_000 + seq * 10
     }
 
+    /// The program waits `ns` before its next call (a quiet phase): later times are that much later.
+    pub fn wait(&mut self, ns: u64) -> &mut Self {
+        self.waited += ns;
+        self
+    }
+
     fn push(&mut self, op: Op, addr: u64, size: u64, old_addr: u64) -> u64 {
         let seq = self.seq;
         self.records.push(Record::Event(Event {
             seq,
-            t_ns: Self::t_of(seq),
+            t_ns: Self::t_of(seq) + self.waited,
             tid: self.tid,
             stack: 0,
             op,
@@ -99,7 +108,7 @@ impl Calls {
     pub fn mark(&mut self, label: &str) {
         self.records.push(Record::Marker(Box::new(Marker {
             seq: self.seq,
-            t_ns: Self::t_of(self.seq),
+            t_ns: Self::t_of(self.seq) + self.waited,
             tid: self.tid,
             label: label.to_string(),
         })));

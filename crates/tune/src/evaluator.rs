@@ -320,7 +320,8 @@ impl Evaluator for ReplayEvaluator {
         }
         Ok(Observation {
             figures: Figures {
-                mean_pss: r.figures.mean_rss_over_calls,
+                // Weighted by the original's time, as `replay` reports it (docs/replay.md).
+                mean_pss: r.figures.mean_rss,
                 peak_pss: r.figures.peak_rss as f64,
                 wall: r.seconds,
                 throughput: Some(r.calls_per_s),

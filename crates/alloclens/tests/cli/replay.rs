@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use testkit::{alloclens, alloclens_exe, event, installed, json_stdout, process_info, TraceFile};
+use testkit::{
+    alloclens, alloclens_exe, event, installed, json_stdout, process_info, Calls, TraceFile,
+};
 
 /// Records `alloclens workload ARGS` into DIR/NAME.alt (phases marked from `phase: NAME` lines).
 fn record(dir: &Path, name: &str, workload: &[&str]) -> PathBuf {
@@ -516,7 +518,9 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Ctrl-C once a replay has ended (results.json is rewritten after each), so there is one to
+    // keep; it passed before when none was kept.
+    replays_in(&out, 1);
     testkit::succeeded(
         std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -530,7 +534,14 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["interrupted"], true);
     let runs = results["runs"].as_array().unwrap();
-    assert!(runs.len() < 5000, "{} replays", runs.len());
+    assert!(
+        !runs.is_empty() && runs.len() < 5000,
+        "{} replays",
+        runs.len()
+    );
+    let replayed: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("replay.json")).unwrap()).unwrap();
+    assert_eq!(replayed.as_array().unwrap().len(), runs.len());
     // The replay that was under way when Ctrl-C came is not among them as a failure.
     for r in runs {
         assert_eq!(r["ending"]["status"]["code"], 0, "{r}");
@@ -612,5 +623,208 @@ fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
         let shown = format!("not in this directory: {problem}");
         let escaped = shown.replace('&', "&amp;").replace('\'', "&#39;");
         assert!(html.contains(&escaped), "{shown} not on the page");
+    }
+}
+
+/// Waits (at most a minute) until DIR/results.json holds at least `n` replays.
+fn replays_in(dir: &Path, n: usize) {
+    for _ in 0..3000 {
+        let runs = std::fs::read_to_string(dir.join("results.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["runs"].as_array().map(Vec::len));
+        if runs.unwrap_or(0) >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A replay killed (SIGKILL) in the middle leaves a directory `report` reads, whose page says the
+/// replay was cut and how many replays it holds (report could not read it).
+#[test]
+fn a_killed_replay_leaves_a_directory_report_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "churn", &["churn", "--ops", "100000"]);
+    let out = dir.path().join("out");
+    let mut child = alloclens()
+        .args(["replay", "-a", "glibc", "--runs", "5000", "-o"])
+        .arg(&out)
+        .arg(&trace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    replays_in(&out, 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let html = testkit::report_page(&out, &dir.path().join("page.html"));
+    assert!(
+        html.contains("the replay was cut before its end: "),
+        "no cut warning"
+    );
+    assert!(
+        html.contains(" of 5000 replays are in this directory"),
+        "no count"
+    );
+}
+
+/// 16 MiB of blocks made in a moment, then 20 s of the original's time with a few calls, then
+/// freed in a moment: the mean RSS weighs the quiet phase by its 20 s, not by its 40 calls (or
+/// by the microseconds the replay takes to perform them).
+#[test]
+fn a_quiet_phase_weighs_its_time_not_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = quiet_trace(dir.path());
+    let runs = replay(&trace, dir.path(), &["-a", "glibc", "-r", "2"]);
+    let f = |r: &Value, k: &str| r["figures"][k].as_f64().unwrap();
+    for r in &runs {
+        let (mean, over_calls, peak) = (
+            f(r, "mean_rss"),
+            f(r, "mean_rss_over_calls"),
+            f(r, "peak_rss"),
+        );
+        assert!(
+            mean > 0.9 * peak,
+            "time-weighted {mean} against peak {peak}"
+        );
+        assert!(
+            over_calls < 0.8 * peak,
+            "over calls {over_calls} against peak {peak}"
+        );
+        assert!(f(r, "original_seconds") >= 20.0, "{}", r["figures"]);
+    }
+}
+
+/// `tune TRACE` screens with the mean `replay` shows, weighted by the original's time (it
+/// screened with the mean over calls).
+#[test]
+fn tune_screens_a_trace_with_the_time_weighted_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = quiet_trace(dir.path());
+    let space = dir.path().join("space.txt");
+    std::fs::write(&space, "glibc\nglibc:arena_max=1\n").unwrap();
+    let out = dir.path().join("tuned");
+    alloclens()
+        .arg("tune")
+        .arg(&trace)
+        .arg("--space")
+        .arg(&space)
+        .args(["--budget", "20s", "--max-runs", "2", "-o"])
+        .arg(&out)
+        .ok_stdout();
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let glibc = results["tune"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "glibc")
+        .unwrap();
+    let (mean, peak) = (
+        glibc["mean_pss"]["mean"].as_f64().unwrap(),
+        glibc["peak_pss"]["mean"].as_f64().unwrap(),
+    );
+    assert!(
+        mean > 0.9 * peak,
+        "screened mean {mean} against peak {peak}"
+    );
+}
+
+/// 2000 blocks of 8 KiB made in a moment, 20 s of the original's time with 40 calls, then the
+/// blocks freed in a moment, from the top, so glibc returns the pages as it goes.
+fn quiet_trace(dir: &Path) -> PathBuf {
+    let trace = dir.join("quiet.alt");
+    let mut calls = Calls::new();
+    let block = |i: u64| 0x1000_0000 + i * 0x10_000;
+    for i in 0..2000 {
+        calls.malloc(block(i), 8192);
+    }
+    for i in 0..20 {
+        calls.wait(1_000_000_000);
+        calls.malloc(0x9000_0000 + i * 64, 64);
+        calls.free(0x9000_0000 + i * 64);
+    }
+    for i in (0..2000).rev() {
+        calls.free(block(i));
+    }
+    TraceFile::new()
+        .process(process_info(1, "quiet"), calls.records)
+        .write(&trace);
+    trace
+}
+
+/// `start`, the calls before the first marker as `analyze` names them, is a phase `--phase` takes.
+#[test]
+fn the_phase_before_the_first_marker_is_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("phases.alt");
+    let mut calls = Calls::new();
+    calls.malloc(0x1000, 64);
+    calls.malloc(0x2000, 64);
+    calls.mark("second");
+    calls.free(0x1000);
+    calls.free(0x2000);
+    TraceFile::new()
+        .process(process_info(1, "phases"), calls.records)
+        .write(&trace);
+    let runs = replay(&trace, dir.path(), &["-a", "glibc", "--phase", "start"]);
+    let image = &runs[0]["images"][0];
+    assert_eq!(image["window"], serde_json::json!([0, 2]), "{image}");
+    assert_eq!(u(&image["calls_performed"]), 2);
+}
+
+/// A 512 MiB block the program never filled: `--touch pages` writes its first 64 MiB only, and
+/// says so (it made all of it resident, unbounded).
+#[test]
+fn touch_is_bounded_per_block_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("big.alt");
+    let mut calls = Calls::new();
+    calls.malloc(0x1000_0000, 512 << 20);
+    calls.free(0x1000_0000);
+    TraceFile::new()
+        .process(process_info(1, "big"), calls.records)
+        .write(&trace);
+    let out = testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "--json", "-o"])
+            .arg(dir.path().join("out"))
+            .arg(&trace),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 block is larger than 64 MiB (the largest 512.0 MiB)"),
+        "{err}"
+    );
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let peak = u(&runs[0]["figures"]["peak_rss"]);
+    assert!(peak < 100 << 20, "peak RSS {peak}");
+}
+
+/// A replay's page opened as a `run` of a command called `alloclens replay` ("sampling interval
+/// 0 ms", "marker regex —") and reached the replay's answer after six bar charts: it opens with
+/// the answer now, and has none of a run's settings.
+#[test]
+fn the_replay_page_opens_with_the_replays_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = quiet_trace(dir.path());
+    let out = dir.path().join("out");
+    testkit::succeeded(
+        alloclens()
+            .args(["replay", "-a", "glibc", "-o"])
+            .arg(&out)
+            .arg(&trace),
+    );
+    let html = testkit::report_page(&out, &dir.path().join("page.html"));
+    assert!(html.contains("<title>alloclens replay: "), "title");
+    let answer = html
+        .find("Lowest mean RSS over the original&#39;s time: glibc")
+        .or_else(|| html.find("Lowest mean RSS over the original's time: glibc"))
+        .expect("the answer");
+    let first_chart = html.find("replay-rss").expect("the replay's chart");
+    assert!(answer < first_chart, "the answer comes after a chart");
+    for run_only in ["sampling interval", "marker regex", "throughput regex"] {
+        assert!(!html.contains(run_only), "{run_only} on a replay's page");
     }
 }

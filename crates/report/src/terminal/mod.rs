@@ -1,6 +1,7 @@
 //! The terminal tables: `alloclens run`'s summary, markers and with `--ksm` the saving,
-//! `alloclens watch`'s summary, and `alloclens replay`'s tables (built by the CLI, drawn here).
+//! `alloclens watch`'s summary, and `alloclens replay`'s tables.
 pub(crate) mod ksm;
+pub(crate) mod replay;
 pub(crate) mod run_summary;
 pub(crate) mod watch;
 

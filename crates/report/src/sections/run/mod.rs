@@ -26,15 +26,21 @@ use per_event::per_event;
 use per_process::per_process;
 use pss_rss::pss_and_rss;
 use setup::reproduce;
+pub(super) use setup::reproduce_replay;
 use summary::summary;
 
 impl Reportable for RunData {
     fn document(&self) -> Document {
+        // A replay's directory is read as a run's (results.json), but its page is its own.
+        if self.compared.is_empty() {
+            if let Some(page) = super::run_replay::document(self) {
+                return page;
+            }
+        }
         let r = &self.results;
         let title = format!("alloclens run: {}", r.command.join(" "));
         let mut sections = vec![reproduce(self), summary(self)];
         sections.extend(compared(self));
-        sections.extend(super::run_replay::replay(self));
         sections.extend(memory_over_time(self));
         sections.extend(pss_and_rss(self));
         sections.extend(super::run_ksm::ksm(self));
@@ -43,6 +49,14 @@ impl Reportable for RunData {
         sections.extend(per_process(self));
         Document { title, sections }
     }
+}
+
+/// A replay's times and figures as `run` tables them (its memory is the replay's RSS).
+pub(super) fn replay_times(data: &RunData) -> crate::document::Section {
+    let mut s = summary(data);
+    s.title =
+        "Replay times (the tables of `run`: wall time is the replay's, memory its RSS)".into();
+    s
 }
 
 /// Variant label -> colour index, in results.json order.

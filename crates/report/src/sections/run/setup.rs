@@ -3,19 +3,26 @@ use crate::document::{Block, Section, Table};
 use crate::format;
 use crate::run_data::RunData;
 
-pub(super) fn reproduce(data: &RunData) -> Section {
+/// A replay's: the command, the machine, the repeats, the baseline and the variants; none of a
+/// run's sampling, marker or throughput settings (a replay has none); its warnings are with its
+/// answer.
+pub(in crate::sections) fn reproduce_replay(data: &RunData) -> Section {
     let r = &data.results;
     let mut s = Section::new("setup", "Command, machine and allocators");
     s.push(Block::Code(shell_words(&r.command)));
-    if !data.compared.is_empty() {
-        s.push(Block::Paragraph(
-            "Two results compared; the machine and options shown are the first's:".into(),
-        ));
-        for c in &data.compared {
-            s.push(Block::Code(c.clone()));
-        }
-    }
-    let mut facts = vec![
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "—".into());
+    let mut facts = common_facts(data);
+    facts.push(("repeats".into(), r.repeats.to_string()));
+    facts.push(("baseline".into(), opt(&r.baseline)));
+    s.push(Block::Facts(facts));
+    s.push(Block::Table(variants_table(r)));
+    s
+}
+
+/// Where the results are, when and by what they were made, on which machine.
+fn common_facts(data: &RunData) -> Vec<(String, String)> {
+    let r = &data.results;
+    vec![
         ("results".into(), data.dir.display().to_string()),
         (
             "made".into(),
@@ -32,9 +39,26 @@ pub(super) fn reproduce(data: &RunData) -> Section {
                 r.host.kernel
             ),
         ),
+    ]
+}
+
+pub(super) fn reproduce(data: &RunData) -> Section {
+    let r = &data.results;
+    let mut s = Section::new("setup", "Command, machine and allocators");
+    s.push(Block::Code(shell_words(&r.command)));
+    if !data.compared.is_empty() {
+        s.push(Block::Paragraph(
+            "Two results compared; the machine and options shown are the first's:".into(),
+        ));
+        for c in &data.compared {
+            s.push(Block::Code(c.clone()));
+        }
+    }
+    let mut facts = common_facts(data);
+    facts.extend([
         ("repeats".into(), r.repeats.to_string()),
         ("sampling interval".into(), format::seconds(r.interval_s)),
-    ];
+    ]);
     for p in &r.params {
         facts.push((format!("parameter {}", p.name), p.values.join(", ")));
     }
@@ -43,13 +67,32 @@ pub(super) fn reproduce(data: &RunData) -> Section {
     facts.push(("throughput regex".into(), opt(&r.throughput)));
     facts.push(("baseline".into(), opt(&r.baseline)));
     s.push(Block::Facts(facts));
+    s.push(Block::Table(variants_table(r)));
+    if r.interrupted {
+        s.push(Block::Warning(
+            "the session was interrupted (Ctrl-C): only the runs done are shown".into(),
+        ));
+    }
+    for w in &r.warnings {
+        s.push(Block::Warning(w.clone()));
+    }
+    // What a full disk kept out of the directory (results.json's `incomplete_files`): the page
+    // is made from what is there, and says what is not.
+    for f in &r.incomplete_files {
+        s.push(Block::Warning(format!("not in this directory: {f}")));
+    }
+    s
+}
+
+/// The variants: allocator, version, library, settings, environment.
+fn variants_table(r: &runner::RunResults) -> Table {
     let pairs = |v: &[(String, String)]| {
         v.iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(" ")
     };
-    s.push(Block::Table(Table {
+    Table {
         caption: Some("Variants".into()),
         headers: [
             "variant",
@@ -77,21 +120,7 @@ pub(super) fn reproduce(data: &RunData) -> Section {
                 ]
             })
             .collect(),
-    }));
-    if r.interrupted {
-        s.push(Block::Warning(
-            "the session was interrupted (Ctrl-C): only the runs done are shown".into(),
-        ));
     }
-    for w in &r.warnings {
-        s.push(Block::Warning(w.clone()));
-    }
-    // What a full disk kept out of the directory (results.json's `incomplete_files`): the page
-    // is made from what is there, and says what is not.
-    for f in &r.incomplete_files {
-        s.push(Block::Warning(format!("not in this directory: {f}")));
-    }
-    s
 }
 
 /// The command as a shell would need it typed: words with special characters single-quoted.
