@@ -16,6 +16,7 @@ pub mod objective;
 pub mod record;
 pub mod search;
 pub mod sections;
+pub mod session;
 pub mod space;
 pub mod stats;
 pub mod text;
@@ -25,8 +26,9 @@ pub use evaluator::{EvalError, Evaluator, Observation, ReplayEvaluator, RunEvalu
 pub use objective::{Constraints, Metric, Objective};
 pub use record::{CandidateRecord, Screening, TuneRecord};
 pub use search::{
-    search, Candidate, Event, Origin, Outcome, SearchError, SearchObserver, SearchOptions, Status,
-    Trial,
+    search, search_with_clock, Candidate, Clock, Confirmation, Event, Origin, Outcome, SearchError,
+    SearchObserver, SearchOptions, Status, Trial,
 };
+pub use session::{tune, Request, TuneError, Tuned, SCREENED_TO_RUNS};
 pub use space::{build_space, parse_space_file, SpaceError, SpaceSelection, SPREAD};
 pub use text::render_summary;

@@ -42,13 +42,7 @@ fn runs(n: usize) -> String {
     }
 }
 
-fn duration(s: f64) -> String {
-    if s >= 60.0 {
-        format!("{}m{:02.0}s", (s / 60.0).floor() as u64, s % 60.0)
-    } else {
-        format!("{s:.1}s")
-    }
-}
+use report::format::duration;
 
 /// The summary: the answer first, then how to deploy it, the Pareto front, the best candidates.
 pub fn render_summary(record: &TuneRecord) -> String {
