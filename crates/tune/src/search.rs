@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use allocators::parse_variant;
 use runner::RunRecord;
-use serde::{Deserialize, Serialize};
 
 pub use crate::space::{Candidate, Origin};
+pub use runner::tune_record::{Confirmation, Event, Status, Trial};
 
 use crate::evaluator::{run_limit, EvalError, Evaluator};
 use crate::objective::{Constraints, Figures, Metric, Objective};
@@ -65,47 +65,6 @@ const MAX_COMBINED: usize = 3;
 pub const CONFIRM_RUNS: usize = 3;
 pub const CONFIRM_MIN_RUNS: usize = 2;
 
-/// One evaluation of one candidate.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Trial {
-    pub candidate: usize,
-    pub pass: usize,
-    /// Seconds from the search's start to the evaluation's start.
-    pub at_s: f64,
-    /// How long the evaluation took, seconds.
-    pub took_s: f64,
-    pub figures: Option<Figures>,
-    /// Why it gave no figures.
-    pub failure: Option<String>,
-    /// Its run's index in results.json `runs` (real runs).
-    pub run: Option<usize>,
-    /// A fresh run of the confirmation, after the race: not counted in the race's figures.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub confirmation: bool,
-}
-
-/// Something the search decided.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Event {
-    pub at_s: f64,
-    pub pass: usize,
-    pub candidate: Option<usize>,
-    /// `dropped`, `failed`, `added`, `confirmed`, `unconfirmed`.
-    pub kind: String,
-    pub why: String,
-}
-
-/// Where a candidate stands at the end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Still in the race when it ended.
-    Alive,
-    Dropped,
-    /// A run failed: its figures are not comparable.
-    Failed,
-}
-
 /// What the search learned.
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
@@ -123,16 +82,6 @@ pub struct Outcome {
     /// The race's leader and its fresh runs; None when the leader was the baseline or confirmation
     /// was not asked for.
     pub confirmation: Option<Confirmation>,
-}
-
-/// The confirmation of the race's leader by fresh runs (docs/tune.md, "Confirmation").
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Confirmation {
-    pub candidate: usize,
-    /// Whether its fresh runs beat the baseline's fresh runs beyond the noise.
-    pub confirmed: bool,
-    /// Why not, in a few words, when it was not (`the budget left no room for fresh runs`, ...).
-    pub why: Option<String>,
 }
 
 impl Outcome {

@@ -10,7 +10,7 @@ use allocators::Variant;
 use runner::RunPlan;
 
 use crate::evaluator::{ReplayEvaluator, RunEvaluator, RunSink};
-use crate::record::{Screening, TuneRecord};
+use crate::record::TuneRecord;
 use crate::search::{search, Candidate, Outcome, SearchError, SearchObserver, SearchOptions};
 
 /// What `tune` is asked.
@@ -195,7 +195,7 @@ fn same_command(recorded: &[String], given: &[String]) -> bool {
 impl Tuned {
     /// The search as results.json keeps it (`tune`), with the screening when there was one.
     pub fn record(&self, request: &Request, notes: Vec<String>) -> TuneRecord {
-        let mut record = TuneRecord::new(
+        let mut record = crate::record::build(
             &self.outcome,
             request.search.objective,
             request.search.constraints,
@@ -208,7 +208,7 @@ impl Tuned {
             notes,
         );
         if let (Some(screen), Some(trace)) = (&self.screened, &request.trace) {
-            record.screening = Some(Screening::new(
+            record.screening = Some(crate::record::screening(
                 &trace.display().to_string(),
                 screen,
                 &self.outcome,

@@ -386,7 +386,7 @@ fn finish(
         summary,
         ksm: None,
         ksm_savings: Vec::new(),
-        tune: Some(serde_json::to_value(&record).context("cannot serialise the search")?),
+        tune: Some(record.clone()),
     };
     dir.write_results(&mut results);
     let written = dir.results_written();
@@ -394,14 +394,14 @@ fn finish(
     let csv_path = options.output.join("candidates.csv");
     if let Err(e) = std::fs::File::create(&csv_path)
         .map_err(csv::Error::from)
-        .and_then(|f| record.write_csv(std::io::BufWriter::new(f)))
+        .and_then(|f| tune::record::write_csv(&record, std::io::BufWriter::new(f)))
     {
         problems.push(format!("cannot write '{}': {e}", csv_path.display()));
     }
     let printed = if json {
         serde_json::to_string_pretty(&record).map(|s| s + "\n")?
     } else {
-        tune::render_summary(&record)
+        report::render_tune_summary(&record)
     };
     if let Err(err) = std::io::stdout().lock().write_all(printed.as_bytes()) {
         if err.kind() != std::io::ErrorKind::BrokenPipe {

@@ -727,3 +727,69 @@ fn a_full_disk_does_not_say_results_in() {
     assert!(stderr.contains("results.json"), "{stderr}");
     assert!(!stderr.contains("results in"), "{stderr}");
 }
+
+/// Issue 35: the candidates' chart wrote every name on top of the others (a bar chart named on
+/// its x axis), and the scatter's legend showed empty boxes. In headless Chromium: the intervals
+/// are one row per candidate, names on the left, none overlapping or cut; the scatter's legend
+/// names its three groups and draws no box around them. Screenshot:
+/// target/test-artifacts/tune-page.png.
+#[test]
+fn the_tune_page_names_every_candidate_readably() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    alloclens()
+        .args([
+            "tune",
+            "-a",
+            "glibc",
+            "--budget",
+            "12s",
+            "--max-runs",
+            "2",
+            "-o",
+        ])
+        .arg(&dir)
+        .arg("--")
+        .args(twowave("1", "20"))
+        .ok();
+    let tune = &results(&dir)["tune"];
+    let ranked = tune["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["vs_baseline"].as_array().is_some_and(|v| !v.is_empty()))
+        .count();
+    assert!(ranked >= 5, "{tune}");
+    let page = tmp.path().join("page.html");
+    let html = testkit::report_page(&dir, &page);
+    let probe = "<script>window.addEventListener('load', () => setTimeout(() => { \
+        const svg = document.querySelector('figure.intervals svg'); \
+        const names = svg ? [...svg.querySelectorAll('text[text-anchor=end]')].map(t => t.getBBox()) : []; \
+        const cells = [...document.querySelectorAll('.u-legend td, .u-legend th')] \
+          .filter(c => c.offsetWidth > 0 && getComputedStyle(c).borderTopWidth !== '0px').length; \
+        const p = document.createElement('pre'); p.id = 'tune-probe'; \
+        p.textContent = JSON.stringify({rows: names.length, \
+          overlaps: names.slice(1).filter((b, i) => b.y < names[i].y + names[i].height - 0.5).length, \
+          cut: names.filter(b => b.x < 0).length, boxed_legend_cells: cells}); \
+        document.body.appendChild(p); }, 300));</script></body>";
+    let probed = page.with_file_name("probe.html");
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let url = format!("file://{}", probed.display());
+    let Some(dom) = testkit::open_in_browser(&url, (1400, 2000), "tune-page") else {
+        return;
+    };
+    let probe: Value =
+        serde_json::from_str(&testkit::pre_text(&dom, "tune-probe").expect("the probe ran"))
+            .unwrap();
+    assert_eq!(probe["rows"], ranked, "{probe}");
+    assert_eq!(probe["overlaps"], 0, "{probe}");
+    assert_eq!(probe["cut"], 0, "{probe}");
+    assert_eq!(probe["boxed_legend_cells"], 0, "{probe}");
+    let status: Value =
+        serde_json::from_str(&testkit::pre_text(&dom, "render-status").unwrap()).unwrap();
+    assert_eq!(
+        status["axes"]["tune-pareto"]["legend"],
+        serde_json::json!(["Pareto front", "other candidates", "baseline"]),
+        "{status}"
+    );
+}

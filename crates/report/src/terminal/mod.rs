@@ -2,6 +2,7 @@
 //! `alloclens watch`'s summary, and `alloclens replay`'s tables (built by the CLI, drawn here).
 pub(crate) mod ksm;
 pub(crate) mod run_summary;
+pub(crate) mod tune;
 pub(crate) mod watch;
 
 use crate::tables::Table;

@@ -31,8 +31,18 @@ use summary::summary;
 impl Reportable for RunData {
     fn document(&self) -> Document {
         let r = &self.results;
-        let title = format!("alloclens run: {}", r.command.join(" "));
-        let mut sections = vec![reproduce(self), summary(self)];
+        // A search of `tune`: its answer, charts and history come before its runs' own sections.
+        let (title, mut sections) = match &r.tune {
+            Some(record) => (
+                format!("alloclens tune: {}", r.command.join(" ")),
+                super::tune::sections(record),
+            ),
+            None => (
+                format!("alloclens run: {}", r.command.join(" ")),
+                Vec::new(),
+            ),
+        };
+        sections.extend([reproduce(self), summary(self)]);
         sections.extend(compared(self));
         sections.extend(super::run_replay::replay(self));
         sections.extend(memory_over_time(self));
