@@ -180,6 +180,8 @@ struct Race<'e, 'o> {
     pass: usize,
     /// In the confirmation, after the race: the budget's reserve is spent.
     confirming: bool,
+    /// The race stopped at the reserve with nothing to confirm: the reserve pays more race.
+    spend_reserve: bool,
 }
 
 /// The search ended early: Ctrl-C or the budget.
@@ -221,6 +223,7 @@ pub fn search_with_clock(
         observer,
         clock,
         confirming: false,
+        spend_reserve: false,
         out: Outcome {
             candidates,
             status: vec![Status::Alive; n],
@@ -235,7 +238,15 @@ pub fn search_with_clock(
         },
         pass: 0,
     };
-    let stop = race.run_passes();
+    let mut stop = race.run_passes();
+    if matches!(stop, Err(Stopped::Early(Stop::Budget)))
+        && race.leader().is_none_or(|c| c == BASELINE)
+        && race.reserve() > 0.0
+    {
+        // Nothing to confirm at the reserve: the race goes on with it.
+        race.spend_reserve = true;
+        stop = race.run_passes();
+    }
     match stop {
         Ok(reason) => race.out.stop_reason = reason,
         Err(Stopped::Error(e)) => return Err(e),
@@ -339,7 +350,9 @@ impl Race<'_, '_> {
                 self.check_something_runs()?;
                 continue;
             }
-            if self.out.status[c] == Status::Alive {
+            // Pass 0 taken up again (after the reserve was freed): one run each.
+            let ran = self.pass == 0 && self.out.trials.iter().any(|t| t.candidate == c);
+            if self.out.status[c] == Status::Alive && !ran {
                 self.trial(c)?;
             }
         }
@@ -357,7 +370,7 @@ impl Race<'_, '_> {
     /// Seconds of the budget the race leaves to the confirmation: the fewest fresh runs of its
     /// slowest candidate still in the race and of the baseline.
     fn reserve(&self) -> f64 {
-        if self.confirming || self.options.confirm_runs == 0 {
+        if self.confirming || self.spend_reserve || self.options.confirm_runs == 0 {
             return 0.0;
         }
         let slowest = self

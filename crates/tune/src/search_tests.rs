@@ -245,3 +245,20 @@ fn an_interrupted_race_says_its_leader_is_unconfirmed() {
         a.verdict
     );
 }
+
+#[test]
+fn the_reserve_pays_more_race_when_there_is_nothing_to_confirm() {
+    // Nothing beats the baseline: the seconds kept for a confirmation go to the race instead.
+    let owned: Vec<(String, Vec<f64>)> = (1..=20)
+        .map(|i| (format!("glibc:arena_max={i}"), vec![102.0 + (i % 3) as f64]))
+        .collect();
+    let others: Vec<(&str, &[f64])> = owned
+        .iter()
+        .map(|(s, v)| (s.as_str(), v.as_slice()))
+        .collect();
+    let out = race(programs(&others), 12, None);
+    assert!(out.confirmation.is_none());
+    assert!(out.elapsed_s >= 11.0, "{} s of 12 used", out.elapsed_s);
+    // Pass 0 taken up again runs each candidate once: no second run before every first.
+    assert!((1..=20).all(|c| out.figures(c).len() <= 1));
+}
