@@ -175,11 +175,13 @@ pub static JEMALLOC: &[SettingDef] = &[
         "max_background_threads",
         "at most this many background purging threads"
     ),
+    // jemalloc clamps more arenas to its limit (MALLOCX_ARENA_LIMIT - 2 = 4094 in 5.3) and says so
+    // on stderr: a value above it would run as 4094 under the name the user gave.
     setting!(
         "narenas",
-        int(1),
+        range(1, 4094),
         "narenas",
-        "number of arenas (default 4 per CPU)"
+        "number of arenas (default 4 per CPU, at most 4094)"
     ),
     setting!(
         "percpu_arena",

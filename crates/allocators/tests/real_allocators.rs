@@ -257,6 +257,37 @@ fn every_jemalloc_setting_is_an_option_of_the_installed_jemalloc() {
     assert!(stderr(&run_with(env, "/bin/true", &[])).contains("Invalid conf"));
 }
 
+/// The table's bounds are the installed jemalloc's: its largest `narenas` runs as given, one more
+/// is clamped (jemalloc says so on stderr) and the table refuses it (issue 35).
+#[test]
+fn the_narenas_bound_is_the_installed_jemallocs_limit() {
+    let largest = match settings::JEMALLOC
+        .iter()
+        .find(|s| s.name == "narenas")
+        .unwrap()
+        .kind
+    {
+        settings::Kind::Integer { max, .. } => max,
+        other => panic!("narenas is {other:?}"),
+    };
+    let variant = parse_variant(&format!("jemalloc:narenas={largest}")).unwrap();
+    let text = stderr(&run_under(&variant, "/bin/true", &[]));
+    assert!(!text.contains("<jemalloc>"), "{text}");
+    let library = parse_variant("jemalloc").unwrap().library.unwrap();
+    let env = vec![
+        ("LD_PRELOAD".into(), library.into()),
+        (
+            "MALLOC_CONF".into(),
+            format!("narenas:{}", largest + 1).into(),
+        ),
+    ];
+    assert!(stderr(&run_with(env, "/bin/true", &[])).contains("Reducing narenas"));
+    let err = parse_variant("jemalloc:narenas=99999999999")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("narenas") && err.contains("4094"), "{err}");
+}
+
 #[test]
 fn mimalloc_purge_delay_reaches_the_installed_version_under_its_own_name() {
     let variant = parse_variant("mimalloc:purge_delay=0,verbose=1").unwrap();

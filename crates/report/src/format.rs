@@ -28,8 +28,38 @@ pub fn seconds(s: f64) -> String {
     } else if s < 100.0 {
         format!("{s:.3} s")
     } else {
-        format!("{} min {:.0} s", (s / 60.0).floor(), s % 60.0)
+        // Rounded before it is split: 119.7 s is "2 min 0 s", never "1 min 60 s".
+        let whole = s.round() as u64;
+        format!("{} min {} s", whole / 60, whole % 60)
     }
+}
+
+/// A budget or an elapsed time, short: "4.5s", "59s", "2m05s", "1h30m", "7d", "2d03h". Rounded to
+/// the last unit shown before it is split, so no field ever reads 60 (or 24 hours).
+pub fn duration(s: f64) -> String {
+    if s < 10.0 && (s * 10.0).round() < 100.0 {
+        return format!("{s:.1}s");
+    }
+    if s < 60.0 && s.round() < 60.0 {
+        return format!("{:.0}s", s);
+    }
+    let split = |whole: u64, unit: u64, big: &str, small: &str, width: usize| {
+        let (a, b) = (whole / unit, whole % unit);
+        if b == 0 {
+            format!("{a}{big}")
+        } else {
+            format!("{a}{big}{b:0width$}{small}")
+        }
+    };
+    let secs = s.round() as u64;
+    if secs < 3600 {
+        return split(secs, 60, "m", "s", 2);
+    }
+    let minutes = (s / 60.0).round() as u64;
+    if minutes < 24 * 60 {
+        return split(minutes, 60, "h", "m", 2);
+    }
+    split((s / 3600.0).round() as u64, 24, "d", "h", 2)
 }
 
 /// The unit a table of durations is written in, chosen from its shortest value as hyperfine does:
@@ -149,6 +179,20 @@ mod tests {
         assert_eq!(bytes(1536.0), "1.50 KiB");
         assert_eq!(bytes(64.0 * 1024.0 * 1024.0), "64.0 MiB");
         assert_eq!(bytes(300.0 * 1024.0 * 1024.0 * 1024.0), "300 GiB");
+    }
+
+    #[test]
+    fn durations_never_read_60_and_use_hours_and_days() {
+        assert_eq!(duration(4.54), "4.5s");
+        assert_eq!(duration(9.97), "10s");
+        assert_eq!(duration(59.7), "1m");
+        assert_eq!(duration(179.6), "3m");
+        assert_eq!(duration(125.0), "2m05s");
+        assert_eq!(duration(3599.7), "1h");
+        assert_eq!(duration(5400.0), "1h30m");
+        assert_eq!(duration(7.0 * 86_400.0), "7d");
+        assert_eq!(duration(2.0 * 86_400.0 + 3.0 * 3600.0), "2d03h");
+        assert_eq!(seconds(119.7), "2 min 0 s");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod setup;
 mod single;
 mod stats;
 mod summary;
+pub mod tune_record;
 mod warnings;
 mod watchdog;
 

@@ -373,10 +373,10 @@ pub struct RunResults {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ksm_savings: Vec<crate::KsmSaving>,
     /// With `alloclens tune`: the search (candidates, their figures, what was dropped when and why,
-    /// the recommendation), in the schema of the `tune` crate (docs/tune.md); the runs of every
-    /// candidate are `runs`, each candidate a variant.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tune: Option<serde_json::Value>,
+    /// the recommendation; docs/tune.md); the runs of every candidate are `runs`, each candidate a
+    /// variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<crate::tune_record::TuneRecord>,
 }
 
 impl RunResults {

@@ -2,80 +2,12 @@
 //! spread against the baseline and the best default allocator, the Pareto front of memory against
 //! time, the baseline's drift, and the lines that deploy it.
 use allocators::Variant;
-use serde::{Deserialize, Serialize};
 
 use crate::objective::Metric;
 use crate::search::{Outcome, Status};
 use crate::space::Origin;
-use crate::stats::{advantage, ratio, Estimate, Ratio};
-
-/// Standard errors by which the recommendation must beat the baseline to count as better than it
-/// beyond the noise (a one-sided test at about 2.3 %).
-pub const BEYOND_NOISE_Z: f64 = 2.0;
-
-/// One figure of a candidate as a ratio to another's.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Figure {
-    pub metric: Metric,
-    pub ratio: Ratio,
-}
-
-/// A point of the Pareto front of mean PSS against wall time (ratios to the baseline).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ParetoPoint {
-    pub candidate: usize,
-    pub label: String,
-    pub time_ratio: f64,
-    pub memory_ratio: f64,
-    pub runs: usize,
-}
-
-/// How the baseline's objective moved over the search.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Drift {
-    /// Mean of the last third of its runs over the mean of the first third, minus one.
-    pub change: f64,
-    pub runs: usize,
-    /// Whether the change exceeds twice the noise of single runs: the machine changed under the
-    /// search.
-    pub notable: bool,
-}
-
-/// The environment that runs a program under a variant, written for a shell, systemd and Docker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Deployment {
-    pub env: Vec<(String, String)>,
-    /// `LD_PRELOAD=... MALLOC_CONF=...` to put before the command.
-    pub shell: String,
-    /// A `[Service]` line.
-    pub systemd: String,
-    pub dockerfile: String,
-}
-
-/// What tune says.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Answer {
-    /// The recommended candidate (the baseline when nothing beats it beyond the noise).
-    pub recommended: usize,
-    pub recommended_label: String,
-    /// Whether it beats the baseline on the objective beyond the noise.
-    pub beats_baseline: bool,
-    /// The best candidate found, when it is not recommended (within the noise of the baseline).
-    pub best_found: Option<usize>,
-    /// One sentence.
-    pub verdict: String,
-    /// The recommendation's figures (or the best found's) against the baseline.
-    pub against_baseline: Vec<Figure>,
-    /// The best allocator default by the objective, and the recommendation against it.
-    pub best_default: Option<usize>,
-    pub against_best_default: Vec<Figure>,
-    pub pareto: Vec<ParetoPoint>,
-    pub drift: Option<Drift>,
-    /// None when the recommendation is glibc's default: nothing to change.
-    pub deployment: Option<Deployment>,
-    /// Successful runs behind the recommended candidate's figures.
-    pub runs: usize,
-}
+use crate::stats::{ratio, Estimate};
+pub use runner::tune_record::{Answer, Deployment, Drift, Figure, ParetoPoint};
 
 /// The figures of `a` against `b` for every metric both have.
 pub fn compare(outcome: &Outcome, a: usize, b: usize) -> Vec<Figure> {
@@ -92,7 +24,24 @@ pub fn compare(outcome: &Outcome, a: usize, b: usize) -> Vec<Figure> {
         .collect()
 }
 
-/// Builds the answer from what the search measured.
+/// The figures of `a` against `b` from their fresh confirmation runs only.
+pub fn compare_fresh(outcome: &Outcome, a: usize, b: usize) -> Vec<Figure> {
+    Metric::ALL
+        .iter()
+        .filter_map(|&metric| {
+            let ea = outcome.fresh_estimate(a, metric)?;
+            let eb = outcome.fresh_estimate(b, metric)?;
+            Some(Figure {
+                metric,
+                ratio: ratio(&ea, &eb, outcome.pooled_noise(metric)),
+            })
+        })
+        .collect()
+}
+
+/// Builds the answer from what the search measured. A candidate is recommended only when the
+/// confirmation's fresh runs beat the baseline's beyond the noise; its figures are then the fresh
+/// runs', never the race's (the best of many single runs is the luckiest as much as the best).
 pub fn answer(
     outcome: &Outcome,
     objective: crate::Objective,
@@ -101,8 +50,7 @@ pub fn answer(
     const BASELINE: usize = 0;
     let metric = objective.metric();
     let lower = metric.lower_is_better();
-    let base = outcome.estimate(BASELINE, metric)?;
-    let noise = outcome.pooled_noise(metric);
+    outcome.estimate(BASELINE, metric)?;
     let feasible = |c: usize| {
         constraints.limits().iter().all(|&(m, limit)| {
             match (outcome.estimate(c, m), outcome.estimate(BASELINE, m)) {
@@ -131,13 +79,20 @@ pub fn answer(
         best.map(|(c, _)| c)
     };
     let n = outcome.candidates.len();
-    let best = best_of(
-        &mut (0..n)
-            .filter(|&c| (c == BASELINE || outcome.status[c] == Status::Alive) && feasible(c)),
-    )
-    .unwrap_or(BASELINE);
-    let best_est = outcome.estimate(best, metric)?;
-    let beats = best != BASELINE && advantage(&best_est, &base, lower, noise) > BEYOND_NOISE_Z;
+    // The confirmation names the race's leader; without one (none asked for), the best by mean.
+    let best = match &outcome.confirmation {
+        Some(c) => c.candidate,
+        None => best_of(
+            &mut (0..n)
+                .filter(|&c| (c == BASELINE || outcome.status[c] == Status::Alive) && feasible(c)),
+        )
+        .unwrap_or(BASELINE),
+    };
+    let confirmation = outcome
+        .confirmation
+        .as_ref()
+        .filter(|c| c.candidate == best);
+    let beats = best != BASELINE && confirmation.is_some_and(|c| c.confirmed);
     let recommended = if beats { best } else { BASELINE };
     let shown = best;
     let best_default = best_of(&mut (0..n).filter(|&c| {
@@ -146,30 +101,51 @@ pub fn answer(
             Origin::Default | Origin::Baseline
         ) && outcome.status[c] != Status::Failed
     }));
-    let against_baseline = compare(outcome, shown, BASELINE);
-    let objective_ratio = against_baseline
-        .iter()
-        .find(|f| f.metric == metric)
-        .map(|f| f.ratio);
+    let fresh = compare_fresh(outcome, shown, BASELINE);
+    let race = compare(outcome, shown, BASELINE);
+    let against_baseline = if fresh.is_empty() {
+        race.clone()
+    } else {
+        fresh.clone()
+    };
+    let objective_ratio =
+        |figures: &[Figure]| figures.iter().find(|f| f.metric == metric).map(|f| f.ratio);
     let label = |c: usize| outcome.candidates[c].variant.label.clone();
-    let runs = |c: usize| outcome.figures(c).len();
-    let verdict = match (beats, objective_ratio) {
-        (true, Some(r)) => format!(
-            "use {}: {} {:.2} ± {:.2}× the baseline's (glibc), on {} runs against {}",
+    let race_runs = |c: usize| outcome.figures(c).len();
+    let fresh_runs = |c: usize| outcome.fresh_estimate(c, metric).map_or(0, |e| e.n);
+    let verdict = match (beats, objective_ratio(&fresh), objective_ratio(&race)) {
+        (true, Some(r), _) => format!(
+            "use {}: {} {:.2} ± {:.2}× the baseline's (glibc) in {} fresh runs against {}, after a race of {} runs",
             label(best),
             metric.name(),
             r.value,
             r.sd,
-            runs(best),
-            runs(BASELINE)
+            fresh_runs(best),
+            fresh_runs(BASELINE),
+            outcome.trials.iter().filter(|t| !t.confirmation).count()
         ),
-        (false, Some(r)) if best != BASELINE => format!(
-            "nothing beats the baseline (glibc) beyond the noise: keep it; the best found, {}, has {} {:.2} ± {:.2}× the baseline's on {} runs",
+        _ if best == BASELINE => {
+            "nothing beats the baseline (glibc) beyond the noise: keep it".to_string()
+        }
+        (false, Some(r), _) => format!(
+            "nothing beats the baseline (glibc) beyond the noise: keep it; the race's leader, {}, has {} {:.2} ± {:.2}× the baseline's in {} fresh runs against {}",
             label(best),
             metric.name(),
             r.value,
             r.sd,
-            runs(best)
+            fresh_runs(best),
+            fresh_runs(BASELINE)
+        ),
+        (_, None, Some(r)) => format!(
+            "keep the baseline (glibc): the race's leader, {}, with {} {:.2}× the baseline's on {} of its runs, could not be confirmed ({}); give a longer --budget, or check it with `alloclens run -a glibc,{} -r 5`",
+            label(best),
+            metric.name(),
+            r.value,
+            if race_runs(best) == 1 { "one".to_string() } else { race_runs(best).to_string() },
+            confirmation
+                .and_then(|c| c.why.clone())
+                .unwrap_or_else(|| "no fresh runs".into()),
+            label(best)
         ),
         _ => "nothing beats the baseline (glibc) beyond the noise: keep it".to_string(),
     };
@@ -189,7 +165,12 @@ pub fn answer(
         drift: drift(outcome, metric),
         deployment: (recommended != BASELINE)
             .then(|| deployment(&outcome.candidates[recommended].variant)),
-        runs: runs(recommended),
+        runs: if beats {
+            fresh_runs(recommended)
+        } else {
+            race_runs(recommended)
+        },
+        confirmation: confirmation.cloned(),
     })
 }
 
@@ -387,6 +368,7 @@ mod tests {
                     }),
                     failure: None,
                     run: None,
+                    confirmation: false,
                 })
             })
             .collect();
@@ -400,6 +382,7 @@ mod tests {
             elapsed_s: 0.0,
             stop_reason: String::new(),
             evaluator: "replay",
+            confirmation: None,
         }
     }
 

@@ -42,6 +42,10 @@ pub trait Evaluator {
     /// The latest moment an evaluation may last until (the budget's end); evaluators that can
     /// stop one in progress do so then.
     fn set_deadline(&mut self, _deadline: Instant) {}
+
+    /// The longest one evaluation may take unless the user gave a limit (`--timeout`): the search
+    /// sets it from the baseline's first one, so a candidate that hangs does not eat the budget.
+    fn set_run_limit(&mut self, _limit: Duration) {}
 }
 
 /// Sees every real run, as `run`'s observer does, and learns each variant's index in the plan
@@ -60,6 +64,8 @@ pub struct RunEvaluator<'a> {
     /// Runs made so far: the next run's index.
     runs: usize,
     deadline: Option<Instant>,
+    /// The search's per-run limit, when the plan has no `--timeout`.
+    run_limit: Option<Duration>,
 }
 
 /// The last line of a failed run's stderr is shown with its failure (kept short).
@@ -85,6 +91,7 @@ impl<'a> RunEvaluator<'a> {
             interrupted,
             runs: 0,
             deadline: None,
+            run_limit: None,
         }
     }
 
@@ -125,7 +132,7 @@ impl Evaluator for RunEvaluator<'_> {
         };
         self.runs += 1;
         // A run may not outlast the budget: it is stopped at its end, as --timeout stops it.
-        let mut plan_timeout = self.plan.timeout;
+        let mut plan_timeout = self.plan.timeout.or(self.run_limit);
         if let Some(deadline) = self.deadline {
             let left = deadline
                 .saturating_duration_since(Instant::now())
@@ -136,11 +143,13 @@ impl Evaluator for RunEvaluator<'_> {
         let mut tail = StderrTail {
             inner: &mut *self.observer as &mut dyn RunSink,
             last: String::new(),
+            complaint: None,
         };
         let record = self
             .session
             .run(&self.plan, &spec, &mut tail, &self.interrupted);
         let last_line = std::mem::take(&mut tail.last);
+        let complaint = tail.complaint.take();
         self.plan.timeout = user_timeout;
         // Interrupted while --prepare ran: not a run, and the search stops.
         let Ok(record) = record else {
@@ -160,6 +169,13 @@ impl Evaluator for RunEvaluator<'_> {
                 {
                     "stopped at the end of the budget".to_string()
                 }
+                None if record.ending.timed_out && self.plan.timeout.is_none() => {
+                    format!(
+                        "stopped at the per-run limit, {:.1}s ({RUN_LIMIT_FACTOR} × the baseline's first run, at least {}s; --timeout sets another)",
+                        self.run_limit.unwrap_or_default().as_secs_f64(),
+                        RUN_LIMIT_MIN.as_secs()
+                    )
+                }
                 None => describe_failure(&record),
             };
             if !last_line.is_empty() {
@@ -170,24 +186,16 @@ impl Evaluator for RunEvaluator<'_> {
                 record: Some(Box::new(record)),
             });
         }
-        // A run too short to sample still has its time: the search fails it only when the
-        // objective or a limit needs its memory.
-        let sampled = record.memory.samples > 0;
+        // The allocator said it did not take a setting as given (jemalloc clamps `narenas` and
+        // says so): the figures are of another variant than the candidate's name.
+        if let Some(line) = complaint {
+            return Err(EvalError::Failed {
+                reason: format!("the allocator did not take its settings as given: {line}"),
+                record: Some(Box::new(record)),
+            });
+        }
         Ok(Observation {
-            figures: Figures {
-                mean_pss: if sampled {
-                    record.memory.pss.mean
-                } else {
-                    f64::NAN
-                },
-                peak_pss: if sampled {
-                    record.memory.pss.peak as f64
-                } else {
-                    f64::NAN
-                },
-                wall: record.wall,
-                throughput: record.throughput,
-            },
+            figures: figures_of_run(&record),
             record: Some(Box::new(record)),
         })
     }
@@ -199,6 +207,46 @@ impl Evaluator for RunEvaluator<'_> {
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
     }
+
+    fn set_run_limit(&mut self, limit: Duration) {
+        self.run_limit = Some(limit);
+    }
+}
+
+/// The per-run limit without `--timeout`: this many times the baseline's first run, and at least
+/// `RUN_LIMIT_MIN` (docs/tune.md, "Budget").
+pub const RUN_LIMIT_FACTOR: u32 = 10;
+pub const RUN_LIMIT_MIN: Duration = Duration::from_secs(5);
+
+/// The per-run limit for a baseline whose first evaluation took `baseline_s`.
+pub fn run_limit(baseline_s: f64) -> Duration {
+    Duration::from_secs_f64(baseline_s * RUN_LIMIT_FACTOR as f64).max(RUN_LIMIT_MIN)
+}
+
+/// The figures of a real run. A run too short to sample still has its time: the search fails it
+/// only when the objective or a limit needs its memory. The peak is the samples' highest PSS
+/// unless the kernel saw a higher RSS than any sample (the samples missed the peak): then the
+/// kernel's high-water mark, as `run` shows its peak RSS.
+fn figures_of_run(record: &RunRecord) -> Figures {
+    let memory = &record.memory;
+    let sampled = memory.samples > 0;
+    let peak = match memory.kernel_peak_rss {
+        Some(kernel) if memory.peak_rss_is_kernel() => kernel as f64,
+        _ if sampled => memory.pss.peak as f64,
+        _ => f64::NAN,
+    };
+    Figures {
+        mean_pss: if sampled { memory.pss.mean } else { f64::NAN },
+        peak_pss: peak,
+        wall: record.wall,
+        throughput: record.throughput,
+    }
+}
+
+/// Whether a line of stderr is the allocator's complaint about its settings (jemalloc writes
+/// `<jemalloc>: Invalid conf value: ...`, `<jemalloc>: Reducing narenas to limit (4094)`).
+fn allocator_complaint(line: &str) -> bool {
+    line.starts_with("<jemalloc>:")
 }
 
 /// "exit 3", "killed by signal 11 (SIGSEGV)", "timeout".
@@ -223,10 +271,12 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// Passes everything on and keeps the last non-empty line the command wrote to stderr.
+/// Passes everything on and keeps the last non-empty line the command wrote to stderr, and the
+/// allocator's first complaint about its settings.
 struct StderrTail<'o> {
     inner: &'o mut dyn RunSink,
     last: String,
+    complaint: Option<String>,
 }
 
 impl Observer for StderrTail<'_> {
@@ -244,6 +294,9 @@ impl Observer for StderrTail<'_> {
             let text = text.trim();
             if !text.is_empty() {
                 self.last = text.chars().take(FAILURE_LINE_MAX).collect();
+                if self.complaint.is_none() && allocator_complaint(text) {
+                    self.complaint = Some(self.last.clone());
+                }
             }
         }
         self.inner.output(spec, stream, line);
@@ -332,5 +385,44 @@ impl Evaluator for ReplayEvaluator {
 
     fn kind(&self) -> &'static str {
         "replay"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose samples missed its peak (a short burst between two samples): the kernel's
+    /// high-water mark, five times the sampled PSS peak, is the peak tune optimises.
+    #[test]
+    fn the_kernels_peak_stands_where_the_samples_missed_it() {
+        let mut record = RunRecord {
+            wall: 0.2,
+            ..Default::default()
+        };
+        record.memory.samples = 3;
+        record.memory.pss.mean = 8e6;
+        record.memory.pss.peak = 10_000_000;
+        record.memory.rss.peak = 12_000_000;
+        record.memory.kernel_peak_rss = Some(50_000_000);
+        assert_eq!(figures_of_run(&record).peak_pss, 50e6);
+        // Samples that saw the peak keep their PSS (RSS counts shared pages in full).
+        record.memory.kernel_peak_rss = Some(11_000_000);
+        assert_eq!(figures_of_run(&record).peak_pss, 10e6);
+        // No sample, the kernel's figure only: the peak, not the mean.
+        record.memory.samples = 0;
+        record.memory.kernel_peak_rss = Some(4_000_000);
+        let f = figures_of_run(&record);
+        assert_eq!((f.peak_pss, f.mean_pss.is_nan()), (4e6, true));
+    }
+
+    #[test]
+    fn the_run_limit_is_ten_baselines_and_at_least_five_seconds() {
+        assert_eq!(run_limit(0.1), RUN_LIMIT_MIN);
+        assert_eq!(run_limit(3.0), Duration::from_secs(30));
+        assert!(allocator_complaint(
+            "<jemalloc>: Reducing narenas to limit (4094)"
+        ));
+        assert!(!allocator_complaint("jemalloc is fine"));
     }
 }

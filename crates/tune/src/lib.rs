@@ -9,24 +9,25 @@
 //!   those whose interval is clearly worse, with the baseline repeated throughout, within a budget.
 //! - [`answer`] turns what was measured into the recommendation: ratios with their spread, the
 //!   Pareto front of memory against time, the lines that deploy it.
-//! - [`record`] is what results.json keeps of a search (`tune`), [`sections`] its report page.
+//! - [`record`] builds what results.json keeps of a search (`tune`, typed in
+//!   `runner::tune_record`; its page and summary are report's).
+//! - [`session`] is the policy over a command line: runs, replays, or replays screening for runs.
 pub mod answer;
 pub mod evaluator;
 pub mod objective;
 pub mod record;
 pub mod search;
-pub mod sections;
+pub mod session;
 pub mod space;
 pub mod stats;
-pub mod text;
 
 pub use answer::{best_candidates, deployment, Answer, Deployment, Figure, ParetoPoint};
 pub use evaluator::{EvalError, Evaluator, Observation, ReplayEvaluator, RunEvaluator, RunSink};
 pub use objective::{Constraints, Metric, Objective};
 pub use record::{CandidateRecord, Screening, TuneRecord};
 pub use search::{
-    search, Candidate, Event, Origin, Outcome, SearchError, SearchObserver, SearchOptions, Status,
-    Trial,
+    search, search_with_clock, Candidate, Clock, Confirmation, Event, Origin, Outcome, SearchError,
+    SearchObserver, SearchOptions, Status, Trial,
 };
+pub use session::{tune, Request, TuneError, Tuned, SCREENED_TO_RUNS};
 pub use space::{build_space, parse_space_file, SpaceError, SpaceSelection, SPREAD};
-pub use text::render_summary;

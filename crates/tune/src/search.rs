@@ -8,17 +8,21 @@
 //! left cannot pay a whole pass, the worse half (by mean) is dropped first: successive halving as
 //! the fallback of racing. After pass 0 the settings of an allocator that each beat its default are
 //! combined into one more candidate.
+//!
+//! The race's leader is then confirmed with fresh runs, alternated with fresh runs of the baseline
+//! (the winner's curse: the best of forty single runs is the luckiest as much as the best, so its
+//! own race figures cannot say it is better); the race keeps room in the budget for them.
 use std::time::{Duration, Instant};
 
 use allocators::parse_variant;
 use runner::RunRecord;
-use serde::{Deserialize, Serialize};
 
 pub use crate::space::{Candidate, Origin};
+pub use runner::tune_record::{Confirmation, Event, Status, Trial};
 
-use crate::evaluator::{EvalError, Evaluator};
+use crate::evaluator::{run_limit, EvalError, Evaluator};
 use crate::objective::{Constraints, Figures, Metric, Objective};
-use crate::stats::{advantage, pooled_rel_sd, Estimate};
+use crate::stats::{advantage, beats_beyond_noise, pooled_rel_sd, Estimate};
 
 /// How the search is run.
 #[derive(Debug, Clone)]
@@ -32,6 +36,9 @@ pub struct SearchOptions {
     pub max_runs: usize,
     /// The baseline runs again after this many runs of other candidates.
     pub baseline_every: usize,
+    /// Fresh runs of the race's leader (and as many of the baseline) that confirm it; 0: none
+    /// (a replay screening whose best candidates real runs judge next).
+    pub confirm_runs: usize,
 }
 
 impl SearchOptions {
@@ -42,6 +49,7 @@ impl SearchOptions {
             budget,
             max_runs: 10,
             baseline_every: 6,
+            confirm_runs: CONFIRM_RUNS,
         }
     }
 }
@@ -52,44 +60,10 @@ pub const DROP_Z_FIRST: f64 = 3.0;
 pub const DROP_Z: f64 = 2.0;
 /// At most this many settings are combined into one candidate.
 const MAX_COMBINED: usize = 3;
-
-/// One evaluation of one candidate.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Trial {
-    pub candidate: usize,
-    pub pass: usize,
-    /// Seconds from the search's start to the evaluation's start.
-    pub at_s: f64,
-    /// How long the evaluation took, seconds.
-    pub took_s: f64,
-    pub figures: Option<Figures>,
-    /// Why it gave no figures.
-    pub failure: Option<String>,
-    /// Its run's index in results.json `runs` (real runs).
-    pub run: Option<usize>,
-}
-
-/// Something the search decided.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Event {
-    pub at_s: f64,
-    pub pass: usize,
-    pub candidate: Option<usize>,
-    /// `dropped`, `failed`, `added`, `stopped`.
-    pub kind: String,
-    pub why: String,
-}
-
-/// Where a candidate stands at the end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Still in the race when it ended.
-    Alive,
-    Dropped,
-    /// A run failed: its figures are not comparable.
-    Failed,
-}
+/// Fresh runs of the leader confirming it, and the fewest that can (two give a spread of its own):
+/// the race keeps room in the budget for the fewest.
+pub const CONFIRM_RUNS: usize = 3;
+pub const CONFIRM_MIN_RUNS: usize = 2;
 
 /// What the search learned.
 pub struct Outcome {
@@ -105,16 +79,30 @@ pub struct Outcome {
     pub stop_reason: String,
     /// What an evaluation was ("run", "replay").
     pub evaluator: &'static str,
+    /// The race's leader and its fresh runs; None when the leader was the baseline or confirmation
+    /// was not asked for.
+    pub confirmation: Option<Confirmation>,
 }
 
 impl Outcome {
-    /// The figures of a candidate's successful evaluations.
+    /// The figures of a candidate's successful evaluations in the race.
     pub fn figures(&self, candidate: usize) -> Vec<Figures> {
         self.trials
             .iter()
-            .filter(|t| t.candidate == candidate)
+            .filter(|t| t.candidate == candidate && !t.confirmation)
             .filter_map(|t| t.figures)
             .collect()
+    }
+
+    /// The estimate of one metric from a candidate's fresh confirmation runs only.
+    pub fn fresh_estimate(&self, candidate: usize, metric: Metric) -> Option<Estimate> {
+        let values: Vec<f64> = self
+            .trials
+            .iter()
+            .filter(|t| t.candidate == candidate && t.confirmation)
+            .filter_map(|t| t.figures?.get(metric))
+            .collect();
+        Estimate::of(&values)
     }
 
     /// The estimate of one metric of a candidate.
@@ -169,13 +157,31 @@ pub trait SearchObserver {
 pub struct Silent;
 impl SearchObserver for Silent {}
 
+/// The search's clock: the time since it started. A real search reads the monotonic clock; the unit
+/// tests give one that their evaluator moves, so budgets are exact there.
+pub trait Clock {
+    fn elapsed(&self) -> Duration;
+}
+
+struct Monotonic(Instant);
+
+impl Clock for Monotonic {
+    fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
 struct Race<'e, 'o> {
     options: &'e SearchOptions,
     evaluator: &'e mut dyn Evaluator,
     observer: &'o mut dyn SearchObserver,
-    started: Instant,
+    clock: &'e dyn Clock,
     out: Outcome,
     pass: usize,
+    /// In the confirmation, after the race: the budget's reserve is spent.
+    confirming: bool,
+    /// The race stopped at the reserve with nothing to confirm: the reserve pays more race.
+    spend_reserve: bool,
 }
 
 /// The search ended early: Ctrl-C or the budget.
@@ -193,18 +199,31 @@ pub fn search(
     options: &SearchOptions,
     observer: &mut dyn SearchObserver,
 ) -> Result<Outcome, SearchError> {
+    let clock = Monotonic(Instant::now());
+    evaluator.set_deadline(clock.0 + options.budget);
+    search_with_clock(candidates, evaluator, options, observer, &clock)
+}
+
+/// [`search`] on a given clock.
+pub fn search_with_clock(
+    candidates: Vec<Candidate>,
+    evaluator: &mut dyn Evaluator,
+    options: &SearchOptions,
+    observer: &mut dyn SearchObserver,
+    clock: &dyn Clock,
+) -> Result<Outcome, SearchError> {
     if candidates.is_empty() {
         return Err(SearchError::Empty);
     }
-    let started = Instant::now();
-    evaluator.set_deadline(started + options.budget);
     let kind = evaluator.kind();
     let n = candidates.len();
     let mut race = Race {
         options,
         evaluator,
         observer,
-        started,
+        clock,
+        confirming: false,
+        spend_reserve: false,
         out: Outcome {
             candidates,
             status: vec![Status::Alive; n],
@@ -215,23 +234,32 @@ pub fn search(
             elapsed_s: 0.0,
             stop_reason: String::new(),
             evaluator: kind,
+            confirmation: None,
         },
         pass: 0,
     };
-    let stop = race.run_passes();
-    let out = &mut race.out;
-    out.elapsed_s = started.elapsed().as_secs_f64();
+    let mut stop = race.run_passes();
+    if matches!(stop, Err(Stopped::Early(Stop::Budget)))
+        && race.leader().is_none_or(|c| c == BASELINE)
+        && race.reserve() > 0.0
+    {
+        // Nothing to confirm at the reserve: the race goes on with it.
+        race.spend_reserve = true;
+        stop = race.run_passes();
+    }
     match stop {
-        Ok(reason) => out.stop_reason = reason,
+        Ok(reason) => race.out.stop_reason = reason,
         Err(Stopped::Error(e)) => return Err(e),
         Err(Stopped::Early(Stop::Interrupted)) => {
-            out.interrupted = true;
-            out.stop_reason = "interrupted (Ctrl-C)".into();
+            race.out.interrupted = true;
+            race.out.stop_reason = "interrupted (Ctrl-C)".into();
         }
         Err(Stopped::Early(Stop::Budget)) => {
-            out.stop_reason = format!("the budget ({}) was spent", seconds(options.budget));
+            race.out.stop_reason = "the budget was spent".into();
         }
     }
+    race.confirm_leader();
+    race.out.elapsed_s = race.elapsed().as_secs_f64();
     Ok(race.out)
 }
 
@@ -246,20 +274,11 @@ impl From<Stop> for Stopped {
     }
 }
 
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 60.0 {
-        format!("{:.0}m{:02.0}s", (s / 60.0).floor(), s % 60.0)
-    } else {
-        format!("{s:.1}s")
-    }
-}
-
 const BASELINE: usize = 0;
 
 impl Race<'_, '_> {
     fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+        self.clock.elapsed()
     }
 
     fn alive_others(&self) -> Vec<usize> {
@@ -331,7 +350,9 @@ impl Race<'_, '_> {
                 self.check_something_runs()?;
                 continue;
             }
-            if self.out.status[c] == Status::Alive {
+            // Pass 0 taken up again (after the reserve was freed): one run each.
+            let ran = self.pass == 0 && self.out.trials.iter().any(|t| t.candidate == c);
+            if self.out.status[c] == Status::Alive && !ran {
                 self.trial(c)?;
             }
         }
@@ -346,14 +367,30 @@ impl Race<'_, '_> {
             .count()
     }
 
-    /// One evaluation of `c`, unless the budget cannot pay it.
+    /// Seconds of the budget the race leaves to the confirmation: the fewest fresh runs of its
+    /// slowest candidate still in the race and of the baseline.
+    fn reserve(&self) -> f64 {
+        if self.confirming || self.spend_reserve || self.options.confirm_runs == 0 {
+            return 0.0;
+        }
+        let slowest = self
+            .alive_others()
+            .into_iter()
+            .filter_map(|c| self.expected_duration(c))
+            .fold(0.0, f64::max);
+        let baseline = self.expected_duration(BASELINE).unwrap_or(0.0);
+        CONFIRM_MIN_RUNS.min(self.options.confirm_runs) as f64 * (slowest + baseline)
+    }
+
+    /// One evaluation of `c`, unless the budget (less the confirmation's reserve) cannot pay it.
     fn trial(&mut self, c: usize) -> Result<(), Stop> {
         let elapsed = self.elapsed();
-        if elapsed >= self.options.budget {
+        let budget = self.options.budget.as_secs_f64() - self.reserve();
+        if elapsed.as_secs_f64() >= budget {
             return Err(Stop::Budget);
         }
         if let Some(expected) = self.expected_duration(c) {
-            if elapsed.as_secs_f64() + expected > self.options.budget.as_secs_f64() {
+            if elapsed.as_secs_f64() + expected > budget {
                 return Err(Stop::Budget);
             }
         }
@@ -381,7 +418,9 @@ impl Race<'_, '_> {
             figures: None,
             failure: None,
             run: None,
+            confirmation: self.confirming,
         };
+        let first_baseline = c == BASELINE && self.successes(BASELINE) == 0;
         let runs = &mut self.out.runs;
         let mut keep_record = |record: Option<Box<RunRecord>>, trial: &mut Trial| {
             if let Some(mut r) = record {
@@ -394,6 +433,9 @@ impl Race<'_, '_> {
             Ok(obs) => {
                 trial.figures = Some(obs.figures);
                 keep_record(obs.record, &mut trial);
+                if first_baseline {
+                    self.evaluator.set_run_limit(run_limit(took_s));
+                }
             }
             Err(EvalError::Interrupted) => return Err(Stop::Interrupted),
             Err(EvalError::Failed { reason, record }) => {
@@ -405,7 +447,7 @@ impl Race<'_, '_> {
                 if budget_end {
                     return Err(Stop::Budget);
                 }
-                if c != BASELINE {
+                if c != BASELINE && !self.confirming {
                     self.out.status[c] = Status::Failed;
                     self.event(Some(c), "failed", reason);
                 } else {
@@ -589,7 +631,8 @@ impl Race<'_, '_> {
     /// Successive halving when the budget left cannot pay a pass: the worse half by mean objective
     /// goes, until one pass fits (or one candidate is left).
     fn halve_to_fit(&mut self, order: &mut Vec<usize>) {
-        let left = self.options.budget.as_secs_f64() - self.elapsed().as_secs_f64();
+        let left =
+            self.options.budget.as_secs_f64() - self.reserve() - self.elapsed().as_secs_f64();
         let metric = self.options.objective.metric();
         loop {
             let cost: f64 = order
@@ -622,6 +665,99 @@ impl Race<'_, '_> {
             }
             order.retain(|&c| self.out.status[c] == Status::Alive);
         }
+    }
+
+    /// After the race: fresh runs of the leader alternated with fresh runs of the baseline, up to
+    /// `confirm_runs` each or the budget's end. The leader is confirmed when its fresh runs beat
+    /// the baseline's fresh runs beyond the noise and keep every constraint; its race figures,
+    /// picked as the best of many, say nothing either way.
+    fn confirm_leader(&mut self) {
+        if self.options.confirm_runs == 0 {
+            return;
+        }
+        let Some(leader) = self.leader().filter(|&c| c != BASELINE) else {
+            return;
+        };
+        self.confirming = true;
+        let mut why = None;
+        if self.out.interrupted {
+            why = Some("interrupted before its fresh runs".to_string());
+        } else {
+            for _ in 0..self.options.confirm_runs {
+                match self.trial(leader).and_then(|()| self.trial(BASELINE)) {
+                    Ok(()) => {}
+                    Err(Stop::Interrupted) => {
+                        self.out.interrupted = true;
+                        self.out.stop_reason = "interrupted (Ctrl-C)".into();
+                        break;
+                    }
+                    Err(Stop::Budget) => break,
+                }
+                let failure = self
+                    .out
+                    .trials
+                    .iter()
+                    .rev()
+                    .find(|t| t.candidate == leader)
+                    .and_then(|t| t.failure.clone());
+                if let Some(failure) = failure {
+                    why = Some(format!("a fresh run failed: {failure}"));
+                    break;
+                }
+            }
+        }
+        let metric = self.options.objective.metric();
+        let fresh = |c: usize, m: Metric| self.out.fresh_estimate(c, m);
+        let confirmed = match (fresh(leader, metric), fresh(BASELINE, metric)) {
+            _ if why.is_some() => false,
+            (Some(f), Some(b)) if f.n >= CONFIRM_MIN_RUNS && b.n >= CONFIRM_MIN_RUNS => {
+                let broken = self.options.constraints.limits().into_iter().find(|&(m, limit)| {
+                    matches!((fresh(leader, m), fresh(BASELINE, m)), (Some(e), Some(b)) if e.mean / b.mean > limit)
+                });
+                if let Some((m, limit)) = broken {
+                    why = Some(format!(
+                        "its fresh runs' {} is above the limit {limit:.2}",
+                        m.name()
+                    ));
+                    false
+                } else if beats_beyond_noise(&f, &b, self.lower_is_better()) {
+                    true
+                } else {
+                    why = Some(format!(
+                        "its fresh runs do not beat the baseline's beyond the noise ({} {:.2}× in {} runs against {})",
+                        metric.name(),
+                        f.mean / b.mean,
+                        f.n,
+                        b.n
+                    ));
+                    false
+                }
+            }
+            (f, _) => {
+                why = Some(format!(
+                    "the budget left room for {} fresh runs of it, {CONFIRM_MIN_RUNS} needed",
+                    f.map_or(0, |f| f.n)
+                ));
+                false
+            }
+        };
+        let said = why
+            .clone()
+            .unwrap_or_else(|| "its fresh runs beat the baseline's beyond the noise".into());
+        self.event(
+            Some(leader),
+            if confirmed {
+                "confirmed"
+            } else {
+                "unconfirmed"
+            },
+            said,
+        );
+        self.out.confirmation = Some(Confirmation {
+            candidate: leader,
+            confirmed,
+            why,
+        });
     }
 
     /// After pass 0: for each allocator, the best value of each setting that beat its default
@@ -735,3 +871,7 @@ fn interleave_allocators(candidates: &[Candidate], order: &[usize]) -> Vec<usize
     }
     out
 }
+
+#[cfg(test)]
+#[path = "search_tests.rs"]
+mod tests;

@@ -6,7 +6,9 @@ use std::path::Path;
 use allocators::{
     parse_variant, AllocatorError, Variant, GLIBC, JEMALLOC, MIMALLOC, TBBMALLOC, TCMALLOC,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use runner::tune_record::Origin;
 
 /// Values tried for one setting of one allocator, one candidate each (the other settings at their
 /// defaults). They bracket the default on the side that trades memory for time and the other.
@@ -71,22 +73,6 @@ pub static SPREAD: &[Spread] = &[
     // tbbmalloc: huge pages.
     spread!(TBBMALLOC, ["use_huge_pages=true"]),
 ];
-
-/// Where a candidate comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Origin {
-    /// glibc's default: every ratio is against it, and it is run throughout the search.
-    Baseline,
-    /// An allocator's default.
-    Default,
-    /// One value of the spread (or a preset).
-    Spread,
-    /// The best values of several settings of one allocator, each better than its default alone.
-    Combined { from: Vec<usize> },
-    /// Named by the user (`-a` with settings or a library, `--space FILE`).
-    Given,
-}
 
 /// One candidate of the search.
 #[derive(Debug, Clone, Serialize)]

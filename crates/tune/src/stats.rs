@@ -1,53 +1,7 @@
 //! The statistics of the search: estimates from repeated runs, ratios with their spread, and the
 //! racing test that says a candidate is clearly worse than another.
-use serde::{Deserialize, Serialize};
 
-/// Relative noise assumed before any figure was repeated (5 %), and the least ever assumed (1 %):
-/// two runs that happen to agree closely do not make a figure exact.
-pub const DEFAULT_REL_SD: f64 = 0.05;
-pub const MIN_REL_SD: f64 = 0.01;
-
-/// A stated interval is the ratio ± this many standard deviations (about 95 % of single runs).
-pub const INTERVAL_Z: f64 = 2.0;
-
-/// Mean and spread of one figure over a candidate's runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    pub mean: f64,
-    /// Sample standard deviation (n - 1); None with a single run.
-    pub sd: Option<f64>,
-    pub n: usize,
-}
-
-impl Estimate {
-    /// None without any value.
-    pub fn of(values: &[f64]) -> Option<Estimate> {
-        let n = values.len();
-        if n == 0 {
-            return None;
-        }
-        let mean = values.iter().sum::<f64>() / n as f64;
-        let sd = (n > 1).then(|| {
-            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            var.sqrt()
-        });
-        Some(Estimate { mean, sd, n })
-    }
-
-    /// The relative standard deviation of one run: measured, at least `MIN_REL_SD`; `pooled` (the
-    /// noise seen in every repeated candidate) while this one has a single run.
-    pub fn rel_sd(&self, pooled: f64) -> f64 {
-        match self.sd {
-            Some(sd) if self.mean > 0.0 => (sd / self.mean).max(MIN_REL_SD),
-            _ => pooled,
-        }
-    }
-
-    /// The relative standard error of the mean.
-    pub fn rel_se(&self, pooled: f64) -> f64 {
-        self.rel_sd(pooled) / (self.n as f64).sqrt()
-    }
-}
+pub use runner::tune_record::{Estimate, Ratio, DEFAULT_REL_SD, INTERVAL_Z, MIN_REL_SD};
 
 /// The relative noise of single runs, pooled over every estimate with repeats (weighted by their
 /// degrees of freedom); `DEFAULT_REL_SD` when nothing was repeated yet.
@@ -64,22 +18,6 @@ pub fn pooled_rel_sd(estimates: &[Estimate]) -> f64 {
     } else {
         (sum / dof).sqrt().max(MIN_REL_SD)
     }
-}
-
-/// A ratio of two candidates' figures with its spread.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Ratio {
-    pub value: f64,
-    /// Standard deviation of the ratio of two single runs, propagated as hyperfine does:
-    /// value × √((σa/a)² + (σb/b)²).
-    pub sd: f64,
-    /// value ± `INTERVAL_Z` sd: where a new measurement of the ratio is expected.
-    pub low: f64,
-    pub high: f64,
-    /// Runs behind the numerator and the denominator.
-    pub runs: [usize; 2],
-    /// Whether a side had a single run, so its noise is the pooled one.
-    pub pooled_noise: bool,
 }
 
 /// `a / b` with its spread; `pooled` stands in for the noise of a side with one run.
@@ -103,6 +41,49 @@ pub fn advantage(a: &Estimate, b: &Estimate, lower_is_better: bool, pooled: f64)
     let d = if lower_is_better { d } else { -d };
     let se = (a.rel_se(pooled).powi(2) + b.rel_se(pooled).powi(2)).sqrt();
     d / se
+}
+
+/// Whether `fresh` beats `base` beyond the noise: Welch's t on the log ratio, each side with its own
+/// spread (at least `MIN_REL_SD`), against Student's t for Welch's degrees of freedom at the
+/// one-sided level of z = 2 (2.9 for three runs against three, 2.0 for many). False with fewer than
+/// two runs on a side: one run has no spread of its own, and the pooled noise of others is not its.
+pub fn beats_beyond_noise(fresh: &Estimate, base: &Estimate, lower_is_better: bool) -> bool {
+    if fresh.n < 2 || base.n < 2 {
+        return false;
+    }
+    let d = (base.mean / fresh.mean).ln();
+    let d = if lower_is_better { d } else { -d };
+    let part = |e: &Estimate| e.rel_sd(MIN_REL_SD).powi(2) / e.n as f64;
+    let (a, b) = (part(fresh), part(base));
+    let dof =
+        (a + b).powi(2) / (a.powi(2) / (fresh.n - 1) as f64 + b.powi(2) / (base.n - 1) as f64);
+    d / (a + b).sqrt() > student_t(dof)
+}
+
+/// Student's t at the one-sided level of z = 2 (97.7 %) for `dof` degrees of freedom (the table's
+/// next lower row: conservative between rows).
+fn student_t(dof: f64) -> f64 {
+    const TABLE: [(f64, f64); 14] = [
+        (1.0, 13.97),
+        (2.0, 4.53),
+        (3.0, 3.31),
+        (4.0, 2.87),
+        (5.0, 2.65),
+        (6.0, 2.52),
+        (7.0, 2.43),
+        (8.0, 2.37),
+        (10.0, 2.28),
+        (12.0, 2.23),
+        (15.0, 2.18),
+        (20.0, 2.13),
+        (30.0, 2.09),
+        (60.0, 2.04),
+    ];
+    TABLE
+        .iter()
+        .rev()
+        .find(|row| row.0 <= dof)
+        .map_or(TABLE[0].1, |row| row.1)
 }
 
 #[cfg(test)]
@@ -135,6 +116,42 @@ mod tests {
         let pooled = pooled_rel_sd(&repeated);
         assert!(pooled > MIN_REL_SD && pooled < 0.07, "{pooled}");
         assert_eq!(pooled_rel_sd(&[one]), DEFAULT_REL_SD);
+    }
+
+    #[test]
+    fn beyond_the_noise_needs_two_runs_a_side_and_a_gap_beyond_students_t() {
+        let base = Estimate::of(&[100.0, 101.0, 99.0]).unwrap();
+        // One run, however good, is never beyond the noise.
+        assert!(!beats_beyond_noise(
+            &Estimate::of(&[60.0]).unwrap(),
+            &base,
+            true
+        ));
+        assert!(beats_beyond_noise(
+            &Estimate::of(&[75.0, 76.0, 74.0]).unwrap(),
+            &base,
+            true
+        ));
+        // 3 % better with 1 % noise: z = 3.7 with 4 degrees of freedom (t 2.87), beyond.
+        assert!(beats_beyond_noise(
+            &Estimate::of(&[97.0, 98.0, 96.0]).unwrap(),
+            &base,
+            true
+        ));
+        // 2 % better: z = 2.4, beyond z = 2 but not Student's 2.87.
+        assert!(!beats_beyond_noise(
+            &Estimate::of(&[98.0, 99.0, 97.0]).unwrap(),
+            &base,
+            true
+        ));
+        // Higher is better: the same runs read the other way.
+        assert!(!beats_beyond_noise(
+            &Estimate::of(&[75.0, 76.0, 74.0]).unwrap(),
+            &base,
+            false
+        ));
+        assert_eq!(student_t(4.3), 2.87);
+        assert_eq!(student_t(1000.0), 2.04);
     }
 
     #[test]

@@ -4,8 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use report::{
-    merge_runs, render_html, write_figures, Document, FigureFormat, Reportable, RunData,
-    TraceComparison,
+    merge_runs, render_html, write_figures, FigureFormat, Reportable, RunData, TraceComparison,
 };
 
 use safe_output::write_whole;
@@ -67,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let b = RunData::load(other)?;
                 merge_runs(&data, "A", &b, "B").document()
             }
-            None => with_tune_sections(&data, data.document())?,
+            None => data.document(),
         }
     } else {
         if !args.path.is_file() {
@@ -113,25 +112,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("alloclens: report in {}", output.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A results directory of `tune`: its search (the answer, the Pareto chart, the candidates'
-/// intervals, the history) comes before the runs' own sections.
-fn with_tune_sections(data: &RunData, mut doc: Document) -> anyhow::Result<Document> {
-    let Some(value) = &data.results.tune else {
-        return Ok(doc);
-    };
-    let record: tune::TuneRecord = serde_json::from_value(value.clone()).with_context(|| {
-        format!(
-            "cannot read the search in '{}' (results.json `tune`)",
-            data.dir.display()
-        )
-    })?;
-    let mut sections = tune::sections::sections(&record);
-    sections.append(&mut doc.sections);
-    doc.sections = sections;
-    doc.title = format!("alloclens tune: {}", data.results.command.join(" "));
-    Ok(doc)
 }
 
 /// The page of a dataset of `alloclens merge`: hosts and variants side by side (docs/dataset.md).
@@ -201,7 +181,7 @@ fn default_output(path: &Path, is_run: bool) -> PathBuf {
 /// Writes `DIR/report.html` for a `run` results directory (used by `demo`).
 pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
     let data = RunData::load(dir)?;
-    let doc = with_tune_sections(&data, data.document())?;
+    let doc = data.document();
     let output = default_output(dir, true);
     write_html(&doc, &output)?;
     Ok(output)
@@ -209,7 +189,7 @@ pub fn write_run_report(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The page written whole (`write_whole`): a full disk leaves no half page, and an earlier page
 /// stays whole.
-fn write_html(doc: &Document, output: &Path) -> anyhow::Result<()> {
+fn write_html(doc: &report::Document, output: &Path) -> anyhow::Result<()> {
     let page = render_html(doc).context("cannot serialise the chart data")?;
     let written = write_whole(output, |out| out.write_all(page.as_bytes()));
     written.with_context(|| format!("cannot write the report '{}'", output.display()))

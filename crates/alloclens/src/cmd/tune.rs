@@ -9,8 +9,8 @@ use indicatif::ProgressBar;
 use runner::results_dir::ResultsDir;
 use runner::{Observer, OutputStream, RunPlan, RunRecord, RunResults, RunSpec, SampleKind};
 use tune::{
-    build_space, parse_space_file, Candidate, Constraints, Objective, RunEvaluator, RunSink,
-    SearchObserver, SearchOptions, SpaceSelection, TuneRecord,
+    build_space, parse_space_file, Candidate, Constraints, Objective, RunSink, SearchObserver,
+    SearchOptions, SpaceSelection,
 };
 
 use crate::cmd::args;
@@ -132,6 +132,9 @@ fn options(a: Args) -> anyhow::Result<Options> {
         ObjectiveChoice::Throughput => Objective::Throughput,
     };
     // A replay's throughput is its calls per second: only real runs need a regex to read one.
+    if a.throughput.is_some() && a.command.is_empty() {
+        bail!("--throughput reads the output of real runs, and a TRACE alone is only replayed (a replay's throughput is its calls per second): leave it out, or give the command after `--`");
+    }
     if objective == Objective::Throughput && a.throughput.is_none() && !a.command.is_empty() {
         bail!("--objective throughput needs --throughput REGEX, the output line holding the figure (e.g. --throughput 'ops: ([0-9.]+)')");
     }
@@ -243,10 +246,9 @@ fn selection(list: Option<&str>) -> anyhow::Result<SpaceSelection> {
     Ok(out)
 }
 
-/// How many of the replay screening's best candidates real runs confirm.
-const CONFIRMED: usize = 3;
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    // The budget is the whole command's, reading the trace included.
+    let started = std::time::Instant::now();
     let json = a.json;
     let options = options(a)?;
     let mut dir = ResultsDir::create(
@@ -259,76 +261,30 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
     let bar = progress_bar(options.search.budget);
-    let mut progress = Progress { bar: bar.clone() };
-    let mut warnings: Vec<String> = options.notes.clone();
-    let mut candidates = options.candidates.clone();
-    let mut screened = None;
-    // The budget is the whole command's: the searches counted only their own time, not reading
-    // the trace before the screening (a 60-s budget took 1m12s of wall time on a 79-image trace,
-    // machine loaded; how much of the 12 s was the reading was not measured).
-    let started = std::time::Instant::now();
-    if let Some(trace) = &options.trace {
-        // Screening takes a third of the budget when real runs confirm it, all of it otherwise.
-        let mut search = options.search.clone();
-        if options.plan.is_some() {
-            search.budget /= 3;
-            search.max_runs = search.max_runs.min(3);
-            // A replay's time is the allocator's alone, its calls back to back with the recorded
-            // threads all busy: a program that waits or computes between calls pays a smaller and
-            // different share (on the cache workload, glibc:arena_max=1 replays 1.2-1.6× slower and
-            // runs 1.00×). The real runs that follow judge the time limit.
-            search.constraints.max_time_ratio = None;
-        }
-        let replay_options = replay::ReplayOptions {
-            timeout: Some(search.budget),
-            ..replay::ReplayOptions::default()
-        };
-        let mut evaluator =
-            tune::ReplayEvaluator::open(trace, &replay_options, interrupted.clone())
-                .with_context(|| format!("cannot replay '{}'", trace.display()))?;
-        search.budget = search.budget.saturating_sub(started.elapsed());
-        warnings.extend(evaluator.warnings().iter().cloned());
-        let outcome = tune::search(candidates.clone(), &mut evaluator, &search, &mut progress);
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => return Err(give_up(dir, &options, e.into())),
-        };
-        if options.plan.is_none() || outcome.interrupted {
-            bar.finish_and_clear();
-            return finish(dir, &options, outcome, Vec::new(), None, warnings, json);
-        }
-        let best =
-            tune::best_candidates(&outcome, search.objective, &search.constraints, CONFIRMED);
-        candidates = std::iter::once(0)
-            .chain(best)
-            .enumerate()
-            .map(|(id, c)| tune::Candidate {
-                id,
-                ..outcome.candidates[c].clone()
-            })
-            .collect();
-        screened = Some(outcome);
-    }
-    let plan = options.plan.clone().expect("a command outside trace mode");
-    let mut search = options.search.clone();
-    search.budget = search.budget.saturating_sub(started.elapsed());
+    let request = tune::Request {
+        trace: options.trace.clone(),
+        plan: options.plan.clone(),
+        search: options.search.clone(),
+        candidates: options.candidates.clone(),
+        started,
+    };
     let mut files = FilesObserver {
         dir: &mut dir,
         mode: options.program_output,
         bar: bar.clone(),
         labels: Vec::new(),
     };
-    let (outcome, variants) = {
-        let mut evaluator = RunEvaluator::new(plan, &mut files, interrupted);
-        let outcome = tune::search(candidates, &mut evaluator, &search, &mut progress);
-        (outcome, evaluator.plan().variants.clone())
-    };
+    let tuned = tune::tune(
+        &request,
+        &mut files,
+        &mut Progress { bar: bar.clone() },
+        interrupted,
+    );
     bar.finish_and_clear();
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => return Err(give_up(dir, &options, e.into())),
-    };
-    finish(dir, &options, outcome, variants, screened, warnings, json)
+    match tuned {
+        Ok(tuned) => finish(dir, &options, &request, tuned, json),
+        Err(e) => Err(give_up(dir, &options, e.into())),
+    }
 }
 
 /// Nothing to compare: the directory holds only failed runs' samples, and goes.
@@ -352,37 +308,20 @@ fn progress_bar(budget: Duration) -> ProgressBar {
 fn finish(
     mut dir: ResultsDir,
     options: &Options,
-    outcome: tune::Outcome,
-    run_variants: Vec<allocators::Variant>,
-    screened: Option<tune::Outcome>,
-    mut warnings: Vec<String>,
+    request: &tune::Request,
+    tuned: tune::Tuned,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut record = TuneRecord::new(
-        &outcome,
-        options.search.objective,
-        options.search.constraints,
-        options
-            .plan
-            .as_ref()
-            .and_then(|p| p.throughput.as_ref())
-            .map(|r| r.as_str().to_string()),
-        options.search.budget.as_secs_f64(),
-        options.notes.clone(),
-    );
+    let mut warnings = options.notes.clone();
+    warnings.extend(tuned.warnings.iter().cloned());
+    let record = tuned.record(request, options.notes.clone());
     let trace = options
         .trace
         .as_ref()
         .map(|t| t.display().to_string())
         .unwrap_or_default();
-    if let Some(screen) = &screened {
-        record.screening = Some(tune::Screening::new(
-            &trace,
-            screen,
-            &outcome,
-            options.search.objective,
-        ));
-    }
+    let outcome = tuned.outcome;
+    let run_variants = tuned.run_variants;
     let mut variants: Vec<allocators::Variant> = outcome
         .candidates
         .iter()
@@ -435,22 +374,23 @@ fn finish(
         summary,
         ksm: None,
         ksm_savings: Vec::new(),
-        tune: Some(serde_json::to_value(&record).context("cannot serialise the search")?),
+        tune: Some(record.clone()),
         ..RunResults::stamped()
     };
     dir.write_results(&mut results);
+    let written = dir.results_written();
     let mut problems = dir.problems();
     let csv_path = options.output.join("candidates.csv");
     if let Err(e) = std::fs::File::create(&csv_path)
         .map_err(csv::Error::from)
-        .and_then(|f| record.write_csv(std::io::BufWriter::new(f)))
+        .and_then(|f| tune::record::write_csv(&record, std::io::BufWriter::new(f)))
     {
         problems.push(format!("cannot write '{}': {e}", csv_path.display()));
     }
     let printed = if json {
         serde_json::to_string_pretty(&record).map(|s| s + "\n")?
     } else {
-        tune::render_summary(&record)
+        report::render_tune_summary(&record)
     };
     if let Err(err) = std::io::stdout().lock().write_all(printed.as_bytes()) {
         if err.kind() != std::io::ErrorKind::BrokenPipe {
@@ -463,11 +403,13 @@ fn finish(
     for p in &problems {
         eprintln!("alloclens: error: {p}");
     }
-    eprintln!(
-        "alloclens: results in {} (`alloclens report {}` draws them)",
-        options.output.display(),
-        options.output.display()
-    );
+    if written {
+        eprintln!(
+            "alloclens: results in {} (`alloclens report {}` draws them)",
+            options.output.display(),
+            options.output.display()
+        );
+    }
     Ok(super::session_status(
         outcome.interrupted,
         !problems.is_empty(),

@@ -45,6 +45,35 @@ pub enum Block {
     Flame(FlameGraph),
     /// A table of call sites, sortable in the page, linked to flame graphs.
     Sites(SiteTable),
+    /// Values with their intervals, one row each, named on the left (figures leave it out).
+    Intervals(IntervalPlot),
+}
+
+/// A horizontal interval plot: one row per item, its name on the left, its value as a dot and its
+/// interval as a whisker on a common axis, with a reference line (the baseline's 1×). Readable
+/// with dozens of rows, where a bar chart's names on the x axis would overlap.
+#[derive(Debug, Clone)]
+pub struct IntervalPlot {
+    pub id: String,
+    pub title: String,
+    pub axis_label: String,
+    /// A vertical line across every row (None: none).
+    pub reference: Option<f64>,
+    pub rows: Vec<IntervalRow>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IntervalRow {
+    pub name: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    /// CSS colour, "#rrggbb".
+    pub color: String,
+    /// Drawn bold (the recommendation).
+    pub strong: bool,
+    /// Shown after the interval ("dropped", "1 run").
+    pub note: String,
 }
 
 impl Document {

@@ -11,6 +11,7 @@ use crate::document::ticks::Scale;
 use crate::document::{Block, Document, Table};
 use crate::format::format_value;
 mod escape;
+mod intervals;
 
 const UPLOT_JS: &str = include_str!("../../assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/uPlot.min.css");
@@ -149,6 +150,7 @@ fn block(out: &mut String, b: &Block) {
             );
         }
         Block::Sites(t) => site_table(out, t),
+        Block::Intervals(plot) => intervals::render(out, plot),
         Block::Chart(c) => {
             let _ = writeln!(
                 out,

@@ -229,6 +229,7 @@
       return vals;
     }));
     var drawn = chart.bars || chart.bar_to;
+    var scatter = chart.points && !chart.connect && !drawn;
     var series = [{ label: chart.x_axis.label || " ", value: function (u, v) { return v == null ? "" : xfmt(v); } }];
     chart.series.forEach(function (s) {
       var opts = {
@@ -256,8 +257,9 @@
       width: Math.max(480, Math.min(1350, (el.clientWidth || 900))),
       height: 380,
       series: series,
-      // Bars are named on the x axis; a legend would repeat the names.
-      legend: { show: !chart.bars },
+      // Bars are named on the x axis; a legend would repeat the names. A scatter's legend names its
+      // groups of points: no value under the cursor (a point's x is no other point's), no x entry.
+      legend: { show: !chart.bars, live: !scatter },
       scales: {
         x: { time: false, distr: chart.x_axis.log ? 3 : 1, log: chart.x_axis.unit === "bytes" ? 2 : 10,
              range: function (u, lo, hi) { return labels || lo == null || (lo <= xFirst && hi >= xLast) ? [xs.min, xs.max] : [lo, hi]; } },
@@ -292,6 +294,7 @@
     };
     var plot = new uPlot(opts, data, el);
     groups = groupLegend(plot, chart);
+
     return plot;
   }
 
@@ -335,7 +338,9 @@
     status.axes = {};
     plots.forEach(function (p) {
       var u = p[0], id = p[1].getAttribute("data-chart");
-      var legend = Array.prototype.slice.call(u.root.querySelectorAll(".u-legend .u-series"), 1)
+      // A live legend's first entry is the x axis' (its value under the cursor); a scatter's has none.
+      var live = u.root.querySelector(".u-legend.u-live") ? 1 : 0;
+      var legend = Array.prototype.slice.call(u.root.querySelectorAll(".u-legend .u-series"), live)
         .filter(function (r) { return r.style.display !== "none"; })
         .map(function (r) { var l = r.querySelector(".u-label"); return l ? l.textContent : ""; });
       status.axes[id] = { x: u.axes[0]._values || [], y: u.axes[1]._values || [], legend: legend };

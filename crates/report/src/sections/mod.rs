@@ -10,4 +10,5 @@ pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;
 pub(crate) mod trace_sites;
+pub(crate) mod tune;
 pub(crate) mod watch;

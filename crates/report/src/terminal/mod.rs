@@ -3,6 +3,7 @@
 pub(crate) mod ksm;
 pub(crate) mod replay;
 pub(crate) mod run_summary;
+pub(crate) mod tune;
 pub(crate) mod watch;
 
 use crate::tables::Table;

@@ -346,6 +346,12 @@ impl ResultsDir {
 
     /// One line per file that misses something (disk full, write error), saying which runs are
     /// missing and why; empty when everything was written.
+    /// Whether the last [`ResultsDir::write_results`] wrote results.json whole (a command says
+    /// "results in DIR" only then).
+    pub fn results_written(&self) -> bool {
+        self.results_json.is_none() && self.dir.join("results.json").is_file()
+    }
+
     pub fn problems(&self) -> Vec<String> {
         let mut out: Vec<String> = self.results_json.iter().cloned().collect();
         out.extend(self.markers.problem(self.runs_done));

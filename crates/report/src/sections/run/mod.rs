@@ -38,8 +38,18 @@ impl Reportable for RunData {
             }
         }
         let r = &self.results;
-        let title = format!("alloclens run: {}", r.command.join(" "));
-        let mut sections = vec![reproduce(self), summary(self)];
+        // A search of `tune`: its answer, charts and history come before its runs' own sections.
+        let (title, mut sections) = match &r.tune {
+            Some(record) => (
+                format!("alloclens tune: {}", r.command.join(" ")),
+                super::tune::sections(record),
+            ),
+            None => (
+                format!("alloclens run: {}", r.command.join(" ")),
+                Vec::new(),
+            ),
+        };
+        sections.extend([reproduce(self), summary(self)]);
         sections.extend(compared(self));
         sections.extend(memory_over_time(self));
         sections.extend(pss_and_rss(self));

@@ -1,17 +1,14 @@
 //! The terminal summary of a search.
 use std::fmt::Write;
 
-use crate::answer::Figure;
-use crate::objective::Metric;
-use crate::record::TuneRecord;
-use crate::search::Status;
+use runner::tune_record::{CandidateRecord, Figure, Metric, Status, TuneRecord};
 
 /// How many candidates the summary lists (candidates.csv has them all).
 const LISTED: usize = 12;
 
 /// "0.58 ± 0.03× (0.52–0.64; 10 and 25 runs)": the ratio ± σ, its interval (± 2σ), and the runs of
 /// both sides.
-pub fn figure_line(f: &Figure) -> String {
+pub(crate) fn figure_line(f: &Figure) -> String {
     let r = &f.ratio;
     format!(
         "{:.2} ± {:.2}× ({:.2}–{:.2}; {} and {} runs{})",
@@ -25,7 +22,7 @@ pub fn figure_line(f: &Figure) -> String {
     )
 }
 
-pub fn status_word(s: &Status) -> &'static str {
+pub(crate) fn status_word(s: &Status) -> &'static str {
     match s {
         Status::Alive => "kept",
         Status::Dropped => "dropped",
@@ -42,15 +39,9 @@ fn runs(n: usize) -> String {
     }
 }
 
-fn duration(s: f64) -> String {
-    if s >= 60.0 {
-        format!("{}m{:02.0}s", (s / 60.0).floor() as u64, s % 60.0)
-    } else {
-        format!("{s:.1}s")
-    }
-}
+use crate::format::duration;
 
-/// The summary: the answer first, then how to deploy it, the Pareto front, the best candidates.
+/// The summary of `tune` on the terminal: the answer first, then how to deploy it, the Pareto front, the best candidates.
 pub fn render_summary(record: &TuneRecord) -> String {
     let mut out = String::new();
     let metric = record.objective.metric();
@@ -113,6 +104,10 @@ pub fn render_summary(record: &TuneRecord) -> String {
     let shown = answer.best_found.unwrap_or(answer.recommended);
     if answer.beats_baseline {
         let _ = writeln!(out, "Recommended: {}", answer.recommended_label);
+        let _ = writeln!(
+            out,
+            "  confirmed by fresh runs after the race, alternated with fresh runs of the baseline: the figures below are theirs"
+        );
     } else {
         let _ = writeln!(
             out,
@@ -165,12 +160,12 @@ pub fn render_summary(record: &TuneRecord) -> String {
             );
         }
     }
-    let mut ranked: Vec<&crate::record::CandidateRecord> = record
+    let mut ranked: Vec<&CandidateRecord> = record
         .candidates
         .iter()
         .filter(|c| c.vs_baseline.iter().any(|f| f.metric == metric))
         .collect();
-    let key = |c: &crate::record::CandidateRecord| {
+    let key = |c: &CandidateRecord| {
         let v = c
             .vs_baseline
             .iter()
@@ -232,7 +227,7 @@ pub fn render_summary(record: &TuneRecord) -> String {
             status_word(&c.status)
         );
     }
-    let failed: Vec<&crate::record::CandidateRecord> = record
+    let failed: Vec<&CandidateRecord> = record
         .candidates
         .iter()
         .filter(|c| c.status == Status::Failed)

@@ -1,14 +1,14 @@
 //! The report page of a search: the recommendation, the Pareto chart, the candidates' intervals
 //! and the search's history, drawn with the report crate's charts and tables.
-use report::{palette, Axis, Bar, Block, Chart, Emphasis, Line, Section, Table, Unit};
+use runner::tune_record::{CandidateRecord, Metric, Ratio, Status, TuneRecord};
 
-use crate::objective::Metric;
-use crate::record::TuneRecord;
-use crate::search::Status;
-use crate::text::{figure_line, status_word};
+use crate::document::chart::{palette, Axis, Chart, Emphasis, Line, Unit};
+use crate::document::{Block, IntervalPlot, IntervalRow, Section, Table};
+use crate::format::duration;
+use crate::terminal::tune::{figure_line, status_word};
 
 /// The sections a search adds before its runs' own.
-pub fn sections(record: &TuneRecord) -> Vec<Section> {
+pub(crate) fn sections(record: &TuneRecord) -> Vec<Section> {
     vec![
         recommendation(record),
         pareto(record),
@@ -37,8 +37,10 @@ fn recommendation(record: &TuneRecord) -> Section {
         (
             "budget".into(),
             format!(
-                "{:.0}s ({:.0}s used: {})",
-                record.budget_s, record.elapsed_s, record.stop_reason
+                "{} ({} used: {})",
+                duration(record.budget_s),
+                duration(record.elapsed_s),
+                record.stop_reason
             ),
         ),
         (
@@ -46,6 +48,17 @@ fn recommendation(record: &TuneRecord) -> Section {
             format!("{} ({})", record.trials.len(), record.evaluator),
         ),
     ];
+    if let Some(c) = &answer.confirmation {
+        let said = match (&c.why, c.confirmed) {
+            (_, true) => "its fresh runs beat the baseline's beyond the noise".to_string(),
+            (Some(why), false) => format!("not confirmed: {why}"),
+            (None, false) => "not confirmed".to_string(),
+        };
+        facts.push((
+            format!("confirmation of {}", record.candidates[c.candidate].label),
+            said,
+        ));
+    }
     for f in &answer.against_baseline {
         facts.push((format!("{} vs baseline", f.metric.name()), figure_line(f)));
     }
@@ -98,7 +111,7 @@ fn pareto(record: &TuneRecord) -> Section {
     s.push(Block::Paragraph(
         "Each candidate's mean PSS and wall time as ratios to the baseline (glibc's default); the Pareto front (no other candidate is better on both) is drawn bold.".into(),
     ));
-    let ratio = |c: &crate::record::CandidateRecord, m: Metric| {
+    let ratio = |c: &CandidateRecord, m: Metric| {
         c.vs_baseline
             .iter()
             .find(|f| f.metric == m)
@@ -177,7 +190,7 @@ fn intervals(record: &TuneRecord) -> Section {
         "Each candidate's {} as a ratio to the baseline, with its interval (± 2 standard deviations of a single run's ratio), best first.",
         metric.name()
     )));
-    let mut ranked: Vec<(&crate::record::CandidateRecord, crate::stats::Ratio)> = record
+    let mut ranked: Vec<(&CandidateRecord, Ratio)> = record
         .candidates
         .iter()
         .filter_map(|c| Some((c, c.vs_baseline.iter().find(|f| f.metric == metric)?.ratio)))
@@ -190,22 +203,37 @@ fn intervals(record: &TuneRecord) -> Section {
             b.1.value.total_cmp(&a.1.value)
         }
     });
-    let bars: Vec<Bar> = ranked
+    let recommended = record.answer.as_ref().map(|a| a.recommended);
+    let rows = ranked
         .iter()
-        .enumerate()
-        .map(|(i, (c, r))| Bar {
+        .map(|(c, r)| IntervalRow {
             name: c.label.clone(),
             value: r.value,
-            spread: Some((r.low, r.high)),
-            color: palette(i),
+            low: r.low,
+            high: r.high,
+            color: match c.status {
+                Status::Alive => palette(0),
+                _ => "#9a9a9a".to_string(),
+            },
+            strong: recommended == Some(c.id),
+            note: format!(
+                "{} run{}, {}",
+                c.runs,
+                if c.runs == 1 { "" } else { "s" },
+                status_word(&c.status)
+            ),
         })
         .collect();
-    s.push_chart(Chart::bars(
-        "tune-intervals",
-        format!("{} ratio to the baseline", metric.name()),
-        Axis::new("ratio", Unit::Plain),
-        bars,
-    ));
+    s.push(Block::Intervals(IntervalPlot {
+        id: "tune-intervals".into(),
+        title: format!(
+            "{} ratio to the baseline, best first (dashed: the baseline; grey: dropped)",
+            metric.name()
+        ),
+        axis_label: format!("{} ratio to the baseline", metric.name()),
+        reference: Some(1.0),
+        rows,
+    }));
     let rows = record
         .candidates
         .iter()
