@@ -94,7 +94,7 @@ fn mark_within_noise(table: &mut Table, variants: &[VariantSummary]) -> Option<S
     mark_cells(table, layout, "wall_ratio", NOISE_MARK, &wall);
     mark_cells(table, layout, "throughput_ratio", NOISE_MARK, &throughput);
     Some(format!(
-        "  {NOISE_MARK} within the noise of the repeats: the ratio is less than one standard deviation from the baseline's\n"
+        "  {NOISE_MARK} within the noise of the repeats: the ratio's ± one standard deviation includes 1\n"
     ))
 }
 
