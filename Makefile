@@ -55,7 +55,8 @@ uninstall:
 		$(root)/share/zsh/site-functions/_alloclens $(root)/share/fish/vendor_completions.d/alloclens.fish
 
 ## A Debian package of `make install PREFIX=/usr`: $(DEB_OUT)/alloclens_VERSION_ARCH.deb. The
-## allocators are Recommends: alloclens runs without them and says what to install.
+## allocators and libunwind8 (loaded by `record --stacks`) are Recommends: alloclens runs without
+## them and says what to install.
 deb: release
 	rm -rf $(DEB_DIR)
 	$(MAKE) install CARGO=true BIN=$(BIN) DESTDIR=$(abspath $(DEB_DIR)) PREFIX=/usr
@@ -64,7 +65,7 @@ deb: release
 	printf '%s\n' "Package: alloclens" "Version: $$version" "Architecture: $$arch" \
 		"Maintainer: alloclens developers" "Section: devel" "Priority: optional" \
 		"Depends: libc6, libgcc-s1" \
-		"Recommends: libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4, libtbbmalloc2" \
+		"Recommends: libunwind8, libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4, libtbbmalloc2" \
 		"Description: compares memory allocators on any program and traces its heap" \
 		" alloclens runs a Linux program under several allocators, measuring the memory of its" \
 		" whole process tree, and records every malloc and free of it into a trace file." \

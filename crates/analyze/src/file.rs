@@ -94,6 +94,9 @@ pub fn analyze_file_with(
             Some((Stop::Damaged(e), done)) => {
                 losses.stream_stopped(&info, &e, done);
                 analyzer.mark_truncated();
+                if let Some(sites) = sites.as_mut() {
+                    sites.mark_truncated();
+                }
             }
             // Unlike damage, a partial analysis would be wrong, not short: blocks are missing.
             Some((Stop::OutOfMemory, done)) => {

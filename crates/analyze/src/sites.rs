@@ -272,8 +272,22 @@ impl SiteAnalyzer {
         }
     }
 
+    /// The stream was cut short (damage): its blocks still live at the cut are not leaks.
+    pub fn mark_truncated(&mut self) {
+        self.info.truncated = true;
+    }
+
     pub fn finish(mut self) -> ProcessSites {
-        for b in std::mem::take(&mut self.live).into_values() {
+        let live = std::mem::take(&mut self.live);
+        // A truncated image (cut by damage, killed, or still running at the end of the recording)
+        // says nothing of whether its blocks live at the cut would have been freed: none is
+        // counted as leaked, by site or in the estimates.
+        let never_freed = if self.info.truncated {
+            Default::default()
+        } else {
+            live
+        };
+        for b in never_freed.into_values() {
             let weight = self.weight(b.stack, b.size);
             if let Some(c) = &mut self.calibration {
                 c.leaked(b.stack, b.size);

@@ -128,6 +128,29 @@ pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
     })
 }
 
+/// The CPU time processes `pids` have taken (user and kernel, /proc/PID/stat's utime + stime), in
+/// seconds; a process gone meanwhile counts nothing. None when none could be read. The ticks a
+/// program actually took, unlike wall time, do not stretch when other programs starve it of CPU
+/// (watch's start-up fill is told on this clock).
+pub fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    let ticks: Vec<u64> = pids
+        .iter()
+        .filter_map(|&pid| read_stat(pid).ok())
+        .map(|s| s.utime + s.stime)
+        .collect();
+    if ticks.is_empty() {
+        return None;
+    }
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let per_second = if per_second > 0 {
+        per_second as f64
+    } else {
+        100.0
+    };
+    Some(ticks.iter().sum::<u64>() as f64 / per_second)
+}
+
 /// Whether process `pid` exists and still runs ([`ProcStat::is_alive`]): the one answer every
 /// "is it alive" check of alloclens gives.
 pub fn is_alive(pid: u32) -> bool {
@@ -199,6 +222,20 @@ pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ticks this process took, read as watch reads the tree's: at least what the process
+    /// spent spinning (its own clock says how long), and nothing of a pid that does not exist.
+    #[test]
+    fn cpu_seconds_are_the_ticks_taken() {
+        let start = crate::own_cpu_time();
+        let mut x = 0u64;
+        while crate::own_cpu_time() - start < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let taken = cpu_seconds(&[std::process::id()]).unwrap();
+        assert!(taken >= 0.03, "{taken} s");
+        assert_eq!(cpu_seconds(&[u32::MAX]), None);
+    }
 
     #[test]
     fn stat_with_hostile_comm() {

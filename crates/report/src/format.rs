@@ -87,9 +87,15 @@ impl TimeScale {
         }
     }
 
-    /// The number alone: "54.2".
+    /// The number alone: "54.2". A duration is never below 0: a -0.0 (the mean of a replay
+    /// without calls) or a rounding error just below 0 shows as 0.
     pub fn number(&self, seconds: f64) -> String {
-        format!("{:.*}", self.decimals, seconds * self.factor)
+        let value = seconds * self.factor;
+        format!(
+            "{:.*}",
+            self.decimals,
+            if value > 0.0 { value } else { 0.0 }
+        )
     }
 
     /// With the unit: "54.2 ms".
@@ -207,6 +213,12 @@ mod tests {
             ("54.2 ms".into(), "1500.0".into())
         );
         assert_eq!(TimeScale::for_shortest(Some(2.0)).with_unit(2.0), "2.000 s");
+        // A trace without calls replays in -0.0 s: no minus sign.
+        let ms = TimeScale::for_shortest(Some(-0.0));
+        assert_eq!(
+            (ms.with_unit(-0.0), ms.number(-1e-12)),
+            ("0.0 ms".into(), "0.0".into())
+        );
         assert_eq!(rate_in(1_234_567.0, Some("ops/s")), "1.235 M ops/s");
         assert_eq!(rate_in(950.0, Some("ops/s")), "950 ops/s");
         assert_eq!(rate_number(5_993_000.0), "5.993 M");

@@ -95,6 +95,9 @@ pub struct VerdictInput {
     pub rss_unmeasured: Vec<(f64, f64)>,
     /// Why live bytes are missing and how to measure them, when known.
     pub live_missing: Option<LiveMissing>,
+    /// The CPU seconds the watched tree had taken by each sample (`procmem::cpu_seconds`):
+    /// the clock a start-up fill is told on, when known ([`warmup_end`]).
+    pub cpu: Vec<(f64, f64)>,
 }
 
 /// Why the program's live bytes were not measured, and how they can be.
@@ -185,25 +188,54 @@ const PLATEAU_SLOWDOWN: f64 = 4.0;
 /// RSS and in the live bytes ([`fill_end`]), and the warm-up ends at the later of the two fills
 /// found: RSS alone misses a fill when the allocator's RSS creeps on after it (glibc under sizes
 /// that drift), the live bytes alone when the program touches what it allocated later (RSS rises
-/// after live bytes). Returns the time the window starts (the first sample's without a warm-up).
-pub fn warmup_end(rss: &[(f64, f64)], live: &[(f64, f64)]) -> f64 {
+/// after live bytes). With the program's CPU time (`cpu`, seconds taken by each sample's time) the
+/// fill is told on that clock: a program starved of CPU fills as slowly in wall time as a leak
+/// grows, but in the ticks it took a fill is as short as ever. Returns the time the window starts
+/// (the first sample's without a warm-up).
+pub fn warmup_end(rss: &[(f64, f64)], live: &[(f64, f64)], cpu: &[(f64, f64)]) -> f64 {
     let Some(first) = rss.first() else {
         return 0.0;
     };
-    [fill_end(rss), fill_end(live)]
+    let end = |series: &[(f64, f64)]| -> Option<f64> {
+        let i = match on_cpu_clock(series, cpu) {
+            Some(ticks) => fill_end(&ticks)?,
+            None => fill_end(series)?,
+        };
+        Some(series[i].0)
+    };
+    [end(rss), end(live)]
         .into_iter()
         .flatten()
         .fold(first.0, f64::max)
 }
 
-/// When `series` ends a fill: the first sample that reaches 80 % of the way from the series'
-/// lowest value to its second half's median, when that is within the first quarter of the series'
-/// span, or within its first half and the series then plateaus: it moves on at most a quarter of
-/// the fill's rate (its Theil-Sen slope from there on, against the fill's mean rise). A fill slowed
-/// down by a starved CPU ends past the first quarter; a steady leak never slows down. The span is
-/// the series' own, so that live bytes measured over part of the watch cannot pass a leak for a
-/// fill. None: no fill (a series that grows all along, or too short).
-fn fill_end(series: &[(f64, f64)]) -> Option<f64> {
+/// `series` with each time replaced by the CPU seconds taken by then (interpolated between the
+/// readings of `cpu`), when `cpu` covers it and the program took some CPU over it.
+fn on_cpu_clock(series: &[(f64, f64)], cpu: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
+    let (first, last) = (cpu.first()?, cpu.last()?);
+    if cpu.len() < 2 || last.1 - first.1 <= 0.0 {
+        return None;
+    }
+    let at = |t: f64| -> f64 {
+        let i = cpu.partition_point(|p| p.0 < t);
+        match (i.checked_sub(1).map(|j| cpu[j]), cpu.get(i)) {
+            (Some(a), Some(b)) if b.0 > a.0 => a.1 + (b.1 - a.1) * (t - a.0) / (b.0 - a.0),
+            (_, Some(b)) => b.1,
+            (Some(a), None) => a.1,
+            (None, None) => 0.0,
+        }
+    };
+    Some(series.iter().map(|&(t, v)| (at(t), v)).collect())
+}
+
+/// When `series` ends a fill: the index of the first sample that reaches 80 % of the way from the
+/// series' lowest value to its second half's median, when that is within the first quarter of the
+/// series' span, or within its first half and the series then plateaus: it moves on at most a
+/// quarter of the fill's rate (its Theil-Sen slope from there on, against the fill's mean rise). A
+/// fill slowed down by a starved CPU ends past the first quarter; a steady leak never slows down.
+/// The span is the series' own, so that live bytes measured over part of the watch cannot pass a
+/// leak for a fill. None: no fill (a series that grows all along, or too short).
+fn fill_end(series: &[(f64, f64)]) -> Option<usize> {
     if series.len() < 8 {
         return None;
     }
@@ -220,11 +252,11 @@ fn fill_end(series: &[(f64, f64)]) -> Option<f64> {
     let end = series[reached].0;
     let filling = end - start;
     if filling <= 0.25 * watch {
-        return Some(end);
+        return Some(reached);
     }
     let fill_rate = (target - low) / filling;
     let after = theil_sen(&series[reached..])?;
-    (filling <= 0.5 * watch && after * PLATEAU_SLOWDOWN <= fill_rate).then_some(end)
+    (filling <= 0.5 * watch && after * PLATEAU_SLOWDOWN <= fill_rate).then_some(reached)
 }
 
 /// Why the verdict could not be made (`undetermined`), for the sentence.
@@ -244,7 +276,7 @@ const MIN_SAMPLES: usize = 8;
 
 pub fn classify(input: &VerdictInput) -> Verdict {
     let sampled = input.rss.len();
-    let start = warmup_end(&input.rss, &input.live);
+    let start = warmup_end(&input.rss, &input.live, &input.cpu);
     let warmup_s = input.rss.first().map_or(0.0, |p| start - p.0);
     // Points before the warm-up's end are left out; without a warm-up every point stays (a gdb
     // reading taken at the first sample's time is in the window).
@@ -364,7 +396,18 @@ pub fn classify(input: &VerdictInput) -> Verdict {
                 Class::Undetermined
             }
         }
-    } else if retained(input, live, threshold) {
+    } else if trim_returned_much(input, threshold) {
+        Class::Retention
+    } else if let Some(d) = kept_drop(input, live, threshold) {
+        // The live bytes' trend over the window is a step's median slope, often 0 ("live bytes
+        // +0 B" after a 195 MiB fall): the headline gives the fall from the peak instead.
+        headline = format!(
+            "RSS {} in {span} while {live_name} fell {} from their peak ({} -> {}): not a leak",
+            signed_bytes(rss.change),
+            human_bytes((d.peak - d.end).round() as u64),
+            human_bytes(d.peak.round() as u64),
+            human_bytes(d.end.max(0.0).round() as u64)
+        );
         Class::Retention
     } else {
         Class::Stable
@@ -377,29 +420,33 @@ pub fn classify(input: &VerdictInput) -> Verdict {
     v
 }
 
-/// Memory kept after the live set shrank, or given back in large amounts by a trim.
-fn retained(input: &VerdictInput, live: Option<Trend>, threshold: f64) -> bool {
-    if let Some(t) = input.trim {
+/// A trim gave back a large share of RSS.
+fn trim_returned_much(input: &VerdictInput, threshold: f64) -> bool {
+    input.trim.is_some_and(|t| {
         let rss_level = input.rss.last().map_or(0.0, |p| p.1);
-        if t.returned() as f64 >= threshold.max(0.10 * rss_level) {
-            return true;
-        }
-    }
-    // The live set's peak and the RSS then, against the end.
-    let (Some(_), Some(peak)) = (
-        live,
-        input
-            .live
-            .iter()
-            .copied()
-            .max_by(|a, b| a.1.total_cmp(&b.1)),
-    ) else {
-        return false;
-    };
+        t.returned() as f64 >= threshold.max(0.10 * rss_level)
+    })
+}
+
+/// The live set's fall from its peak to the end of the window, that RSS did not follow.
+#[derive(Debug, Clone, Copy)]
+struct KeptDrop {
+    peak: f64,
+    end: f64,
+}
+
+/// Memory kept after the live set shrank: the live set's peak and the RSS then, against the end.
+fn kept_drop(input: &VerdictInput, live: Option<Trend>, threshold: f64) -> Option<KeptDrop> {
+    live?;
+    let peak = input
+        .live
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let live_end = input.live.last().map_or(0.0, |p| p.1);
     let drop = peak.1 - live_end;
     if drop < threshold.max(0.2 * peak.1) {
-        return false;
+        return None;
     }
     let rss_at_peak = input
         .rss
@@ -407,7 +454,10 @@ fn retained(input: &VerdictInput, live: Option<Trend>, threshold: f64) -> bool {
         .min_by(|a, b| (a.0 - peak.0).abs().total_cmp(&(b.0 - peak.0).abs()))
         .map_or(0.0, |p| p.1);
     let rss_end = input.rss.last().map_or(0.0, |p| p.1);
-    rss_at_peak - rss_end < 0.5 * drop
+    (rss_at_peak - rss_end < 0.5 * drop).then_some(KeptDrop {
+        peak: peak.1,
+        end: live_end,
+    })
 }
 
 fn held_sentence(input: &VerdictInput, v: &mut Verdict) {
@@ -762,6 +812,12 @@ mod tests {
         let v = classify(&i);
         assert_eq!(v.class, Class::Retention, "{:?}", v.evidence);
         assert!(v.commands[0].contains("glibc:trim_threshold=128k"));
+        // Issue 35: the headline said "live bytes +0 B" (the step's Theil-Sen trend) after the
+        // live set fell by 240 MiB.
+        assert_eq!(
+            v.evidence[0],
+            "RSS +0 B in 59.0 min while live bytes fell 240.0 MiB from their peak (300.0 MiB -> 60.0 MiB): not a leak."
+        );
     }
 
     #[test]
@@ -828,7 +884,7 @@ mod tests {
             .map(|(i, v)| (0.25 * i as f64, v * M))
             .collect();
         // low 13, second-half median 60.5: 80 % of the way is 50.6 MiB, first reached at 1 s.
-        assert_eq!(warmup_end(&rss, &[]), 1.0);
+        assert_eq!(warmup_end(&rss, &[], &[]), 1.0);
         let live: Vec<(f64, f64)> = rss.iter().map(|p| (p.0, 35.0 * M)).collect();
         let i = input(rss, live, Vec::new());
         let v = classify(&i);
@@ -872,9 +928,9 @@ mod tests {
         // low 13, second-half median 91: 80 % of the way is 75.4 MiB, first reached at 3.8 s of
         // 9.8 (39 %); RSS moves on at ~1 MiB/s after it, the fill rose at 16 MiB/s.
         assert!(
-            (warmup_end(&rss, &[]) - 3.8).abs() < 1e-9,
+            (warmup_end(&rss, &[], &[]) - 3.8).abs() < 1e-9,
             "{}",
-            warmup_end(&rss, &[])
+            warmup_end(&rss, &[], &[])
         );
         let live = every_fifth_second(SLOW_FILL_LIVE.into_iter().chain([64.0; 30]));
         let v = classify(&input(rss, live, Vec::new()));
@@ -909,9 +965,9 @@ mod tests {
     fn a_starved_fill_seen_in_the_live_bytes_is_warm_up() {
         let rss = every_fifth_second(STARVED_RSS.into_iter());
         let live = every_fifth_second(STARVED_LIVE.into_iter().chain([64.0; 22]));
-        assert_eq!(warmup_end(&rss, &[]), 0.0);
+        assert_eq!(warmup_end(&rss, &[], &[]), 0.0);
         // live: low 0, second-half median 64: 80 % is 51.2 MiB, first reached at 4 s of 9.8.
-        assert!((warmup_end(&rss, &live) - 4.0).abs() < 1e-9);
+        assert!((warmup_end(&rss, &live, &[]) - 4.0).abs() < 1e-9);
         let v = classify(&input(rss, live, Vec::new()));
         assert_ne!(v.class, Class::Leak, "{:?}", v.evidence);
         assert!(
@@ -919,6 +975,29 @@ mod tests {
             "{:?}",
             v.evidence
         );
+    }
+
+    /// Issue 35: starved harder (5 % of a CPU for the first 5.5 s of a 10 s watch), the cache
+    /// reaches 80 % of its 64 MiB after 5.75 s of wall time, past half the watch: on the wall clock
+    /// no fill is found and the fill's rise reads "a leak". It took 0.5 s of CPU to fill, of the
+    /// 4.8 s it took in all: on the ticks it took, the fill is the first 9 % and is left out.
+    #[test]
+    fn a_fill_starved_past_half_the_watch_is_warm_up_on_the_cpu_clock() {
+        let t = |i: usize| 0.25 * i as f64;
+        let cpu = |i: usize| 0.05 * t(i).min(5.5) + (t(i) - 5.5).max(0.0);
+        let live = |i: usize| 64.0 * (cpu(i) / 0.5).min(1.0);
+        let input_of = |cpu: Vec<(f64, f64)>| VerdictInput {
+            rss: (0..=40).map(|i| (t(i), (11.0 + live(i)) * M)).collect(),
+            live: (0..=40).map(|i| (t(i), live(i) * M)).collect(),
+            live_name: "live bytes".into(),
+            cpu,
+            ..Default::default()
+        };
+        let wall = classify(&input_of(Vec::new()));
+        assert_eq!(wall.class, Class::Leak, "{:?}", wall.evidence);
+        let v = classify(&input_of((0..=40).map(|i| (t(i), cpu(i))).collect()));
+        assert_eq!(v.class, Class::Stable, "{:?}", v.evidence);
+        assert_eq!(v.warmup_s, 5.75, "{:?}", v.evidence);
     }
 
     /// A true slow leak stays a leak: after the same slow fill, live bytes that go on growing at
@@ -940,7 +1019,7 @@ mod tests {
 
         // 100 -> 110 MiB in 10 s: the threshold is 5 % of ~105 MiB.
         let rss = every_fifth_second((0..50).map(|i| 100.0 + 0.2 * i as f64));
-        assert_eq!(warmup_end(&rss, &[]), 0.0);
+        assert_eq!(warmup_end(&rss, &[], &[]), 0.0);
         let live = every_fifth_second((0..50).map(|i| 50.0 + 0.2 * i as f64));
         let v = classify(&input(rss, live, Vec::new()));
         assert_eq!(v.class, Class::Leak, "{:?}", v.evidence);
@@ -951,7 +1030,7 @@ mod tests {
     fn steady_growth_keeps_its_whole_window() {
         // linear from 100 to 340: 80 % of the way to the second half's median is past a quarter.
         let rss = series(121, |i| 100.0 + 2.0 * i as f64);
-        assert_eq!(warmup_end(&rss, &[]), 0.0);
+        assert_eq!(warmup_end(&rss, &[], &[]), 0.0);
     }
 
     #[test]

@@ -600,3 +600,15 @@ fn the_original_runs_memory_is_in_analyze_and_report() {
     succeeded(alloclens().arg("report").arg(&bare).arg("--svg").arg(&svg));
     assert!(!svg.join("p0-memory-by-calls.svg").exists());
 }
+
+/// Issue 35: a process image that made no allocator call (`/bin/true` recorded) showed
+/// "calls: 0 ()", an empty breakdown.
+#[test]
+fn a_process_without_calls_shows_no_empty_breakdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    write_trace(&path, &[(process_info(10, "quiet"), vec![])]);
+    let text = alloclens().arg("analyze").arg(&path).ok_stdout();
+    assert!(text.contains("\ncalls: 0\n"), "{text}");
+    assert!(!text.contains("()"), "{text}");
+}

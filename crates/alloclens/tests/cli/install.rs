@@ -251,6 +251,8 @@ fn make_deb_packages_the_install_tree() {
     assert_eq!(field("Package"), "alloclens");
     assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
     assert!(field("Recommends").contains("libjemalloc2"));
+    // Issue 35: `record --stacks` loads libunwind.so.8.
+    assert!(field("Recommends").contains("libunwind8"));
     let listing = succeeded(Command::new("dpkg-deb").arg("-c").arg(&deb));
     let listing = String::from_utf8(listing.stdout).unwrap();
     for file in [

@@ -295,7 +295,7 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
     assert_eq!(summary["peak_rss_kernel_runs"], 2, "{summary}");
     assert!(
         stdout.contains(
-            "peak RSS: the kernel's high-water mark of the largest process (wait4) in 2 of 2 runs"
+            "* peak RSS: the kernel's high-water mark of the largest process (wait4) in every run"
         ),
         "{stdout}"
     );

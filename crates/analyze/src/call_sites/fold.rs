@@ -127,6 +127,14 @@ struct Sum {
 
 impl Sum {
     fn add(&mut self, s: &SiteStats) {
+        self.add_counted(s);
+        if let Some(e) = &s.estimates {
+            self.est.get_or_insert_with(SiteEstimates::default).merge(e);
+        }
+    }
+
+    /// Adds what was counted of `s`, not its estimates.
+    fn add_counted(&mut self, s: &SiteStats) {
         self.calls += s.calls;
         self.requested_bytes += s.requested_bytes;
         self.peak_live_bytes += s.peak_live_bytes;
@@ -137,9 +145,6 @@ impl Sum {
         self.lifetime_ns.merge(&s.lifetime_ns);
         self.sizes.merge(&s.sizes);
         self.stacks += 1;
-        if let Some(e) = &s.estimates {
-            self.est.get_or_insert_with(SiteEstimates::default).merge(e);
-        }
     }
 
     fn figures(&self) -> SiteFigures {
@@ -198,6 +203,47 @@ impl Sum {
             sizes: spread(&self.sizes),
             stacks: self.stacks,
             estimate: None,
+        }
+    }
+}
+
+/// A sampled image's exact totals, for a site that made every sampled allocation of it.
+struct Image {
+    /// Every call of the image added up as counted (sampled and not): its exact figures.
+    all: Sum,
+    /// The image's sampled allocating calls.
+    sampled_calls: u64,
+}
+
+impl Image {
+    fn of(sites: &[SiteStats]) -> Image {
+        let mut all = Sum::default();
+        let mut sampled_calls = 0;
+        for s in sites {
+            all.add_counted(s);
+            if s.estimates.is_some() {
+                sampled_calls += s.calls;
+            }
+        }
+        Image { all, sampled_calls }
+    }
+
+    /// The figures of a site: when it made every sampled allocation, the unsampled calls are its
+    /// too as far as the sample can tell, and its figures are the image's exact totals (no ±:
+    /// an estimate's floor of one sample's variance made "± 194.8 %" of such a peak); else its
+    /// estimates.
+    fn figures(&self, site: &Sum) -> SiteFigures {
+        if site.est.is_none() || self.sampled_calls == 0 || site.calls != self.sampled_calls {
+            return site.figures();
+        }
+        SiteFigures {
+            stacks: site.stacks,
+            estimate: Some(Estimation {
+                exact: true,
+                sampled_calls: site.calls,
+                ..Estimation::default()
+            }),
+            ..self.all.figures()
         }
     }
 }
@@ -269,6 +315,7 @@ pub fn fold(
 ) -> CallSites {
     let mut out = CallSites::default();
     for input in inputs {
+        let image = Image::of(input.sites);
         let mut without_stack = Sum::default();
         let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
         let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
@@ -322,7 +369,7 @@ pub fn fold(
                     function,
                     module,
                     location: f.location,
-                    figures: f.sum.figures(),
+                    figures: image.figures(&f.sum),
                     calls_inclusive: f.calls_inclusive.max(0.0).round() as u64,
                     bytes_inclusive: f.bytes_inclusive.max(0.0).round() as u64,
                 })
@@ -334,7 +381,7 @@ pub fn fold(
                     ids.dedup();
                     StackSite {
                         frames,
-                        figures: sum.figures(),
+                        figures: image.figures(&sum),
                         stack_ids: ids,
                     }
                 })

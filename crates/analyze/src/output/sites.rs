@@ -70,20 +70,21 @@ pub fn write_sites_text<W: Write>(
             p.exec_index,
             super::command_line(&p.cmdline)
         )?;
-        if p.without_stack.calls > 0 {
-            writeln!(
-                out,
-                "{} allocating calls have no stack{}",
-                count(p.without_stack.calls),
-                if sampled {
-                    " (not sampled): the estimates below account for them"
-                } else {
-                    ""
-                }
-            )?;
-        }
         let callers: Vec<&FunctionSite> =
             p.functions.iter().filter(|f| f.figures.calls > 0).collect();
+        if p.without_stack.calls > 0 {
+            // The estimates account for the unsampled calls only when there are some.
+            let why = match (sampled, callers.is_empty()) {
+                (false, _) => "",
+                (true, false) => " (not sampled): the estimates below account for them",
+                (true, true) => " (not sampled): no allocation of this image was sampled, so no site is estimated",
+            };
+            writeln!(
+                out,
+                "{} allocating calls have no stack{why}",
+                count(p.without_stack.calls)
+            )?;
+        }
         writeln!(
             out,
             "top {} of {} allocating functions by {sort_label} (calls they made themselves):",
@@ -485,4 +486,43 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
         path: path.clone(),
         source: e.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call_sites::ProcessSites;
+
+    /// Issue 35: an image of a sampled trace none of whose allocations was sampled said "the
+    /// estimates below account for them" above an empty table.
+    #[test]
+    fn unsampled_calls_are_said_to_be_estimated_only_when_some_site_is() {
+        let image = ProcessSites {
+            pid: 7,
+            without_stack: SiteFigures {
+                calls: 12,
+                ..SiteFigures::default()
+            },
+            ..ProcessSites::default()
+        };
+        let sites = CallSites {
+            processes: vec![image],
+            stack_sample_bytes: Some(16384),
+            ..CallSites::default()
+        };
+        let options = SitesTextOptions {
+            images: &[0],
+            functions: 10,
+            sort: SortKey::Calls,
+            sort_label: "calls",
+        };
+        let mut text = Vec::new();
+        write_sites_text(&sites, &options, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(!text.contains("the estimates below"), "{text}");
+        assert!(
+            text.contains("12 allocating calls have no stack (not sampled): no allocation of this image was sampled"),
+            "{text}"
+        );
+    }
 }

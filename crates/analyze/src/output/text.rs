@@ -258,12 +258,13 @@ fn write_scope<W: Write>(s: &ScopeReport, life: u64, indent: &str, out: &mut W) 
         .iter()
         .map(|(k, v)| format!("{k} {}", count(*v)))
         .collect();
-    writeln!(
-        out,
-        "{indent}calls: {} ({})",
-        count(s.calls_total),
-        calls.join(", ")
-    )?;
+    // A process that made no call has no breakdown to show ("calls: 0", not "calls: 0 ()").
+    let by_function = if calls.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", calls.join(", "))
+    };
+    writeln!(out, "{indent}calls: {}{by_function}", count(s.calls_total))?;
     writeln!(
         out,
         "{indent}requested: {} in {} requests ({} allocations); failed {}; free(NULL) {}; unmatched frees {}, reallocs {}",

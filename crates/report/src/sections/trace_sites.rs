@@ -75,7 +75,8 @@ fn process_section(p: &ProcessSites, stack_sample_bytes: Option<u64>) -> Section
             "Estimated figures: the stacks were sampled (one per {} allocated on average), and each \
              sampled allocation of s bytes stands for 1/(1 - exp(-s/{r})) allocations (docs/metrics.md, \
              \"Sampled stacks\"). The table gives each function's standard error of calls; a function \
-             all of whose allocations were certain to be sampled is exact.",
+             all of whose allocations were certain to be sampled, or that made every sampled allocation, \
+             is exact.",
             crate::format::format_value(Unit::Bytes, r as f64)
         )));
     } else if p.without_stack.calls > 0 {

@@ -39,10 +39,14 @@ pub fn render_run_table(
                 has_throughput(group),
             )
         });
+        let (mut time, mut memory) = (time, memory);
         let notes: Vec<Vec<String>> = group.variants.iter().map(notes).collect();
+        let noise = mark_within_noise(&mut time, &group.variants);
         out.push_str(&super::table(&time, &notes));
-        let memory_notes: Vec<Vec<String>> = group.variants.iter().map(memory_notes).collect();
-        out.push_str(&super::table(&memory, &memory_notes));
+        out.extend(noise);
+        let kernel_peak = mark_kernel_peak(&mut memory, &group.variants);
+        out.push_str(&super::table(&memory, &[]));
+        out.extend(kernel_peak);
         let succeeded = group.variants.iter().map(|v| v.runs - v.failed.min(v.runs));
         let succeeded: Vec<u32> = succeeded.filter(|n| *n > 0).collect();
         if group.baseline.is_some() && !succeeded.is_empty() && succeeded.iter().all(|n| *n == 1) {
@@ -55,25 +59,85 @@ pub fn render_run_table(
     out
 }
 
-/// Problems a reader must not miss: failed runs, an allocator that was not really loaded.
+/// The mark of a ratio within the noise of the repeats, and of a peak RSS that is the kernel's.
+const NOISE_MARK: &str = "~";
+const KERNEL_PEAK_MARK: &str = "*";
+
+/// Appends `mark` to the cell of `column` (a name of the layout) in the rows `marked` says; the
+/// table's rows are the variants in order.
+fn mark_cells(table: &mut Table, layout: &[&str], column: &str, mark: &str, marked: &[bool]) {
+    let Some(j) = layout.iter().position(|c| *c == column) else {
+        return;
+    };
+    for (row, _) in table.rows.iter_mut().zip(marked).filter(|(_, m)| **m) {
+        if let Some(cell) = row.get_mut(j) {
+            cell.push_str(mark);
+        }
+    }
+}
+
+/// Marks the time and throughput ratios within the noise of the repeats; the table's legend line
+/// (one for the table, not one per row: `make demo` repeated the sentence under most rows).
+fn mark_within_noise(table: &mut Table, variants: &[VariantSummary]) -> Option<String> {
+    let wall: Vec<bool> = variants
+        .iter()
+        .map(|v| v.wall_within_noise == Some(true))
+        .collect();
+    let throughput: Vec<bool> = variants
+        .iter()
+        .map(|v| v.throughput_within_noise == Some(true))
+        .collect();
+    if !wall.contains(&true) && !throughput.contains(&true) {
+        return None;
+    }
+    let layout = TERMINAL[0];
+    mark_cells(table, layout, "wall_ratio", NOISE_MARK, &wall);
+    mark_cells(table, layout, "throughput_ratio", NOISE_MARK, &throughput);
+    Some(format!(
+        "  {NOISE_MARK} within the noise of the repeats: the ratio's ± one standard deviation includes 1\n"
+    ))
+}
+
+/// Marks the peak RSS that is the kernel's high-water mark rather than a sample's, where it is
+/// (docs/results-format.md); the table's legend line says in how many runs of each.
+fn mark_kernel_peak(table: &mut Table, variants: &[VariantSummary]) -> Option<String> {
+    let marked: Vec<bool> = variants
+        .iter()
+        .map(|v| v.peak_rss_kernel_runs > 0)
+        .collect();
+    if !marked.contains(&true) {
+        return None;
+    }
+    mark_cells(
+        table,
+        TERMINAL[1],
+        "peak_rss_median",
+        KERNEL_PEAK_MARK,
+        &marked,
+    );
+    let ok = |v: &VariantSummary| v.runs - v.failed.min(v.runs);
+    let kernel: Vec<&VariantSummary> = variants
+        .iter()
+        .filter(|v| v.peak_rss_kernel_runs > 0)
+        .collect();
+    let runs = if kernel.iter().all(|v| v.peak_rss_kernel_runs >= ok(v)) {
+        "every run".to_string()
+    } else {
+        let each: Vec<String> = kernel
+            .iter()
+            .map(|v| format!("{} of {} of {}", v.peak_rss_kernel_runs, ok(v), v.variant))
+            .collect();
+        format!("{} runs", each.join(", "))
+    };
+    Some(format!(
+        "  {KERNEL_PEAK_MARK} peak RSS: the kernel's high-water mark of the largest process (wait4) in {runs}: they ended before a sample or peaked between two\n"
+    ))
+}
+
+/// Problems a reader must not miss, under the variant's row: failed runs, an allocator that was
+/// not really loaded.
 fn notes(v: &VariantSummary) -> Vec<String> {
     let mut notes = Vec::new();
-    let noise = |what: &str, r: Option<f64>, sd: Option<f64>| {
-        format!(
-            "{what}: within the noise of the repeats ({} the baseline's)",
-            format::ratio_pm(r.unwrap_or(1.0), sd)
-        )
-    };
-    if v.wall_within_noise == Some(true) {
-        notes.push(noise("time", v.wall_ratio, v.wall_ratio_stddev));
-    }
-    if v.throughput_within_noise == Some(true) {
-        notes.push(noise(
-            "throughput",
-            v.throughput_ratio,
-            v.throughput_ratio_stddev,
-        ));
-    }
     if v.failed > 0 {
         let mut kinds = v.failures.clone();
         kinds.dedup();
@@ -95,18 +159,6 @@ fn notes(v: &VariantSummary) -> Vec<String> {
         _ => {}
     }
     notes
-}
-
-/// Which figure the peak RSS is where it is not the samples' (docs/results-format.md).
-fn memory_notes(v: &VariantSummary) -> Vec<String> {
-    let ok = v.runs - v.failed.min(v.runs);
-    if v.peak_rss_kernel_runs == 0 {
-        return Vec::new();
-    }
-    vec![format!(
-        "peak RSS: the kernel's high-water mark of the largest process (wait4) in {} of {ok} runs: they ended before a sample or peaked between two",
-        v.peak_rss_kernel_runs
-    )]
 }
 
 /// Most distinct marker labels for which the per-marker table is printed (an event loop's thousands
@@ -215,11 +267,48 @@ mod tests {
         );
         assert!(text.contains("6.825 M ops/s (5.993 M…7.619 M)"), "{text}");
         assert!(text.contains("1.02 ± 0.05×"), "{text}");
+        // The noise is a mark in the cell and one legend line, not a note under each row.
+        assert!(text.contains("1.02 ± 0.05×~"), "{text}");
+        assert_eq!(text.matches("within the noise").count(), 1, "{text}");
+        assert!(!text.contains("! time"), "{text}");
+        assert!(!text.contains("one run per variant"), "{text}");
+    }
+
+    /// Issue 35: `make demo` printed "peak RSS: the kernel's high-water mark ..." under most rows;
+    /// a mark in the cell and one legend line per table say it once.
+    #[test]
+    fn a_kernel_peak_is_a_mark_and_one_legend_line_per_table() {
+        let kernel = |name: &str, runs: u32| VariantSummary {
+            peak_rss_median: Some(50.0 * 1024.0 * 1024.0),
+            peak_rss_kernel_runs: runs,
+            ..variant(name, 1.0, None)
+        };
+        let group = Group {
+            baseline: Some("glibc".into()),
+            variants: vec![
+                kernel("glibc", 3),
+                kernel("jemalloc", 3),
+                kernel("mimalloc", 0),
+            ],
+            ..Group::default()
+        };
+        let text = render_run_table(&[group.clone(), group], &[], None);
+        assert_eq!(text.matches("high-water mark").count(), 2, "{text}");
         assert!(
-            text.contains("! time: within the noise of the repeats (1.02 ± 0.05× the baseline's)"),
+            text.contains("  * peak RSS: the kernel's high-water mark of the largest process (wait4) in every run:"),
             "{text}"
         );
-        assert!(!text.contains("one run per variant"), "{text}");
+        assert_eq!(text.matches("50.0 MiB*").count(), 4, "{text}");
+        assert!(!text.contains("! peak RSS"), "{text}");
+        let some = Group {
+            variants: vec![kernel("glibc", 1), kernel("jemalloc", 3)],
+            ..Group::default()
+        };
+        let text = render_run_table(&[some], &[], None);
+        assert!(
+            text.contains("in 1 of 3 of glibc, 3 of 3 of jemalloc runs"),
+            "{text}"
+        );
     }
 
     #[test]
