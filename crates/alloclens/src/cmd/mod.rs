@@ -13,6 +13,7 @@ pub mod progress;
 pub mod record;
 pub mod replay;
 pub mod report;
+mod results_observer;
 pub mod run;
 pub mod tune;
 pub mod watch;

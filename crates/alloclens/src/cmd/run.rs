@@ -762,22 +762,14 @@ impl Observer for CliObserver<'_> {
     }
 
     fn output(&mut self, spec: &RunSpec, stream: OutputStream, line: &[u8]) {
-        match self.mode {
-            ProgramOutput::Pass => {
-                self.bar.suspend(|| {
-                    let _ = match stream {
-                        OutputStream::Stdout => std::io::stdout().write_all(line),
-                        OutputStream::Stderr => std::io::stderr().write_all(line),
-                    };
-                });
-                let open = !line.ends_with(b"\n");
-                match stream {
-                    OutputStream::Stdout => self.open_lines[0] = open,
-                    OutputStream::Stderr => self.open_lines[1] = open,
-                }
+        let passed = super::results_observer::program_output(
+            self.dir, self.mode, &self.bar, spec, stream, line,
+        );
+        if let Some(open) = passed {
+            match stream {
+                OutputStream::Stdout => self.open_lines[0] = open,
+                OutputStream::Stderr => self.open_lines[1] = open,
             }
-            ProgramOutput::Save => self.dir.write_output(spec, line),
-            ProgramOutput::Discard => {}
         }
     }
 

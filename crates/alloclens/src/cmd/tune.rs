@@ -429,16 +429,9 @@ impl Observer for FilesObserver<'_> {
     fn run_started(&mut self, _spec: &RunSpec, _command: &[String]) {}
 
     fn output(&mut self, spec: &RunSpec, stream: OutputStream, line: &[u8]) {
-        match self.mode {
-            ProgramOutput::Pass => self.bar.suspend(|| {
-                let _ = match stream {
-                    OutputStream::Stdout => std::io::stdout().write_all(line),
-                    OutputStream::Stderr => std::io::stderr().write_all(line),
-                };
-            }),
-            ProgramOutput::Save => self.dir.write_output(spec, line),
-            ProgramOutput::Discard => {}
-        }
+        let _ = super::results_observer::program_output(
+            self.dir, self.mode, &self.bar, spec, stream, line,
+        );
     }
 
     fn sample(
