@@ -59,9 +59,12 @@ pub struct ProcessReport {
     pub stats: ScopeReport,
     /// Step of `timeline_by_calls`, in calls.
     pub timeline_calls_step: u64,
+    /// In JSON, one array per column (`timeline::columns`).
+    #[serde(with = "crate::timeline::columns")]
     pub timeline_by_calls: Vec<TimelinePoint>,
     /// Step of `timeline_by_time`, in ns.
     pub timeline_time_step_ns: u64,
+    #[serde(with = "crate::timeline::columns")]
     pub timeline_by_time: Vec<TimelinePoint>,
     pub threads: Vec<ThreadReport>,
     pub phases: Vec<PhaseReport>,

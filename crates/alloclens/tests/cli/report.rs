@@ -768,8 +768,8 @@ fn parquet_of_a_trace_has_its_timelines_and_histograms() {
     let processes = analysis["processes"].as_array().unwrap();
     let count = |f: &dyn Fn(&Value) -> usize| processes.iter().map(f).sum::<usize>() as i64;
     let timeline = count(&|p| {
-        p["timeline_by_calls"].as_array().unwrap().len()
-            + p["timeline_by_time"].as_array().unwrap().len()
+        p["timeline_by_calls"]["calls"].as_array().unwrap().len()
+            + p["timeline_by_time"]["calls"].as_array().unwrap().len()
     });
     let sizes = count(&|p| {
         ["buckets_16", "buckets_32k", "buckets_pow2"]
@@ -1545,8 +1545,8 @@ fn trace_processes_by_peak_live_bytes_with_a_whole_tree_total_and_sortable_table
     let sum_of_peaks: u64 = processes.iter().map(|p| key(p).0).sum();
     let largest_point = processes
         .iter()
-        .flat_map(|p| p["timeline_by_time"].as_array().unwrap())
-        .map(|t| t["live_bytes"].as_f64().unwrap())
+        .flat_map(|p| p["timeline_by_time"]["live_bytes"].as_array().unwrap())
+        .map(|t| t.as_f64().unwrap())
         .fold(0.0, f64::max);
     assert!(
         drawn_max <= sum_of_peaks as f64,
