@@ -8,11 +8,12 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
 use crate::document::chart::{Chart, Emphasis, Series};
 use crate::document::ticks::Scale;
-use crate::document::Document;
+use crate::document::{Document, IntervalPlot};
 
 pub const FIGURE_WIDTH: u32 = 1200;
 pub const FIGURE_HEIGHT: u32 = 700;
@@ -87,7 +88,112 @@ pub fn write_figures(
         file.commit().map_err(|e| draw_err(e.to_string()))?;
         written.push(path);
     }
+    for plot in doc.interval_plots() {
+        let path = dir.join(format!("{}.{}", plot.id, format.extension()));
+        let size = (FIGURE_WIDTH, interval_figure_height(plot));
+        let drawn = match format {
+            FigureFormat::Png => {
+                let root = BitMapBackend::new(&path, size).into_drawing_area();
+                draw_intervals(&root, plot).and_then(|()| root.present().map_err(|e| err(&e)))
+            }
+            FigureFormat::Svg => {
+                let root = SVGBackend::new(&path, size).into_drawing_area();
+                draw_intervals(&root, plot).and_then(|()| root.present().map_err(|e| err(&e)))
+            }
+        };
+        drawn.map_err(|message| FigureError::Draw {
+            path: path.clone(),
+            message,
+        })?;
+        written.push(path);
+    }
     Ok(written)
+}
+
+/// An interval plot's rows, 18 px each, below its title and above its axis.
+const INTERVAL_ROW: u32 = 18;
+
+fn interval_figure_height(plot: &IntervalPlot) -> u32 {
+    (110 + INTERVAL_ROW * plot.rows.len() as u32).max(300)
+}
+
+/// The HTML page's interval plot (html/intervals.rs) drawn with plotters: names right-aligned on
+/// the left, a dot and a whisker per row, the reference as a grey line.
+fn draw_intervals<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    plot: &IntervalPlot,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let scale = plot.scale();
+    let longest = plot.rows.iter().map(|r| r.name.chars().count()).max();
+    let left = (longest.unwrap_or(10) as f64 * 7.5 + 16.0).clamp(120.0, 560.0);
+    let right = FIGURE_WIDTH as f64 - 160.0;
+    let (top, row) = (50.0, INTERVAL_ROW as f64);
+    let bottom = top + row * plot.rows.len() as f64;
+    let x = |v: f64| (left + (v - scale.min) / (scale.max - scale.min) * (right - left)) as i32;
+    let font = |size: u32| (FONT_NAME, size).into_font();
+    let text = |s: &str, at: (i32, i32), size: u32, h: HPos| {
+        Text::new(
+            s.to_string(),
+            at,
+            font(size).color(&BLACK).pos(Pos::new(h, VPos::Center)),
+        )
+    };
+    root.draw(&text(
+        &plot.title,
+        (FIGURE_WIDTH as i32 / 2, 22),
+        20,
+        HPos::Center,
+    ))
+    .map_err(|e| err(&e))?;
+    let grid = RGBColor(221, 221, 221);
+    for (t, label) in scale.ticks.iter().zip(&scale.labels) {
+        let tx = x(*t);
+        root.draw(&PathElement::new(
+            vec![(tx, top as i32), (tx, bottom as i32)],
+            grid.stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?;
+        root.draw(&text(label, (tx, bottom as i32 + 14), 13, HPos::Center))
+            .map_err(|e| err(&e))?;
+    }
+    root.draw(&text(
+        &plot.axis_label,
+        (((left + right) / 2.0) as i32, bottom as i32 + 38),
+        14,
+        HPos::Center,
+    ))
+    .map_err(|e| err(&e))?;
+    if let Some(r) = plot.reference {
+        root.draw(&PathElement::new(
+            vec![(x(r), top as i32), (x(r), bottom as i32)],
+            RGBColor(85, 85, 85).stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?;
+    }
+    for (i, r) in plot.rows.iter().enumerate() {
+        let cy = (top + row * (i as f64 + 0.5)) as i32;
+        let color = parse_color(&r.color);
+        root.draw(&text(&r.name, (left as i32 - 8, cy), 13, HPos::Right))
+            .map_err(|e| err(&e))?;
+        if r.low.is_finite() && r.high.is_finite() {
+            let (x0, x1) = (x(r.low), x(r.high));
+            for segment in [
+                vec![(x0, cy), (x1, cy)],
+                vec![(x0, cy - 4), (x0, cy + 4)],
+                vec![(x1, cy - 4), (x1, cy + 4)],
+            ] {
+                root.draw(&PathElement::new(segment, color.stroke_width(2)))
+                    .map_err(|e| err(&e))?;
+            }
+        }
+        let radius = if r.strong { 5 } else { 4 };
+        root.draw(&Circle::new((x(r.value), cy), radius, color.filled()))
+            .map_err(|e| err(&e))?;
+        root.draw(&text(&r.note, (right as i32 + 8, cy), 12, HPos::Left))
+            .map_err(|e| err(&e))?;
+    }
+    Ok(())
 }
 
 fn register_font() -> Result<(), FigureError> {
@@ -459,5 +565,45 @@ mod tests {
         let svg = write_figures(&doc, dir.path(), FigureFormat::Svg).unwrap();
         let text = std::fs::read_to_string(&svg[0]).unwrap();
         assert!(text.contains("<svg") && text.contains("Sizes"));
+    }
+
+    /// The page's interval plot is a figure too, as tall as its rows need.
+    #[test]
+    fn an_interval_plot_is_a_figure_with_a_row_per_item() {
+        let rows: Vec<crate::document::IntervalRow> = (0..40)
+            .map(|i| crate::document::IntervalRow {
+                name: format!("jemalloc:narenas={i}"),
+                value: 1.0 + i as f64 / 100.0,
+                low: 0.9,
+                high: 1.2 + i as f64 / 100.0,
+                color: "#1f77b4".into(),
+                strong: i == 0,
+                note: "2 runs, kept".into(),
+            })
+            .collect();
+        let mut section = Section::new("s", "s");
+        section.push(Block::Intervals(IntervalPlot {
+            id: "tune-intervals".into(),
+            title: "Candidates".into(),
+            axis_label: "ratio".into(),
+            reference: Some(1.0),
+            rows,
+        }));
+        let doc = Document {
+            title: "t".into(),
+            sections: vec![section],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let png = write_figures(&doc, dir.path(), FigureFormat::Png).unwrap();
+        assert_eq!(png, vec![dir.path().join("tune-intervals.png")]);
+        let bytes = std::fs::read(&png[0]).unwrap();
+        let dims = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!(
+            (dims(16), dims(20)),
+            (FIGURE_WIDTH, 110 + 40 * INTERVAL_ROW)
+        );
+        let svg = write_figures(&doc, dir.path(), FigureFormat::Svg).unwrap();
+        let text = std::fs::read_to_string(&svg[0]).unwrap();
+        assert!(text.contains("jemalloc:narenas=39") && text.contains("2 runs, kept"));
     }
 }

@@ -62,6 +62,39 @@ pub struct IntervalPlot {
     pub rows: Vec<IntervalRow>,
 }
 
+impl IntervalPlot {
+    /// The value axis: every interval and the reference, widened to round steps.
+    pub fn scale(&self) -> ticks::Scale {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        let lo = self
+            .rows
+            .iter()
+            .filter_map(|r| finite(r.low))
+            .chain(self.reference)
+            .fold(f64::INFINITY, f64::min);
+        let hi = self
+            .rows
+            .iter()
+            .filter_map(|r| finite(r.high))
+            .chain(self.reference)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = if lo.is_finite() && hi > lo {
+            (lo, hi)
+        } else {
+            (0.0, 2.0)
+        };
+        let step = ticks::step(chart::Unit::Plain, hi - lo, 8, false);
+        ticks::linear(
+            chart::Unit::Plain,
+            (lo / step).floor() * step,
+            (hi / step).ceil() * step,
+            8,
+            false,
+            false,
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct IntervalRow {
     pub name: String,
@@ -88,6 +121,15 @@ impl Document {
 }
 
 impl Document {
+    pub fn interval_plots(&self) -> impl Iterator<Item = &IntervalPlot> {
+        self.sections.iter().flat_map(|s| {
+            s.blocks.iter().filter_map(|b| match b {
+                Block::Intervals(p) => Some(p),
+                _ => None,
+            })
+        })
+    }
+
     pub fn flames(&self) -> impl Iterator<Item = &FlameGraph> {
         self.sections.iter().flat_map(|s| {
             s.blocks.iter().filter_map(|b| match b {

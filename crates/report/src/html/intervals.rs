@@ -3,8 +3,6 @@
 use std::fmt::Write;
 
 use super::escape;
-use crate::document::chart::Unit;
-use crate::document::ticks;
 use crate::document::IntervalPlot;
 
 const WIDTH: f64 = 1040.0;
@@ -23,33 +21,7 @@ pub(super) fn render(out: &mut String, plot: &IntervalPlot) {
     let names = (longest.unwrap_or(10) as f64 * CHAR + 12.0).clamp(NAMES_MIN, NAMES_MAX);
     let fits = ((NAMES_MAX - 12.0) / CHAR) as usize;
     let (left, right) = (names, WIDTH - NOTE);
-    let finite = |v: f64| v.is_finite().then_some(v);
-    let lo = plot
-        .rows
-        .iter()
-        .filter_map(|r| finite(r.low))
-        .chain(plot.reference)
-        .fold(f64::INFINITY, f64::min);
-    let hi = plot
-        .rows
-        .iter()
-        .filter_map(|r| finite(r.high))
-        .chain(plot.reference)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo {
-        (lo, hi)
-    } else {
-        (0.0, 2.0)
-    };
-    let step = ticks::step(Unit::Plain, hi - lo, 8, false);
-    let scale = ticks::linear(
-        Unit::Plain,
-        (lo / step).floor() * step,
-        (hi / step).ceil() * step,
-        8,
-        false,
-        false,
-    );
+    let scale = plot.scale();
     let x = |v: f64| left + (v - scale.min) / (scale.max - scale.min) * (right - left);
     let height = TOP + ROW * plot.rows.len() as f64 + AXIS;
     let bottom = TOP + ROW * plot.rows.len() as f64;

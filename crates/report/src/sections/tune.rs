@@ -227,7 +227,7 @@ fn intervals(record: &TuneRecord) -> Section {
     s.push(Block::Intervals(IntervalPlot {
         id: "tune-intervals".into(),
         title: format!(
-            "{} ratio to the baseline, best first (dashed: the baseline; grey: dropped)",
+            "{} ratio to the baseline, best first (the line at 1: the baseline; grey: dropped)",
             metric.name()
         ),
         axis_label: format!("{} ratio to the baseline", metric.name()),
