@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,8 @@ static void *agent_main(void *arg)
     (void)arg;
     ag_busy_enter(); /* for good: nothing this thread allocates is the program's */
     __atomic_store_n(&thread_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    /* Named, so that an attach never borrows it (crates/attach) and `top -H` says what it is. */
+    prctl(PR_SET_NAME, "alloclens-agent", 0, 0, 0);
     pthread_mutex_lock(&snap_lock);
     if (attach_setup) {
         attach_setup = 0;

@@ -29,10 +29,13 @@ const RTLD_DLOPEN: u64 = 0x8000_0000;
 const RED_ZONE: u64 = 256;
 /// The return address of our calls: returning there faults at address 0, which we catch.
 const RETURN_TRAP: u64 = 0;
+/// si_code of a hardware breakpoint's SIGTRAP.
+const TRAP_HWBKPT: i32 = 4;
 /// EFLAGS' resume flag: the next instruction's breakpoint is not taken.
 const RESUME_FLAG: u64 = 1 << 16;
-/// How long a thread may take to answer PTRACE_INTERRUPT.
-const STOP_WAIT: Duration = Duration::from_secs(5);
+/// Threads of alloclens's own in the process (a library loaded by an earlier attach runs one):
+/// never borrowed, never stopped.
+const OWN_THREAD_PREFIX: &str = "alloclens";
 
 /// System calls no allocator makes while holding a lock of its own, and that a program blocks in
 /// when idle: a thread blocked in one, inside the C library's wrapper, is borrowed safely.
@@ -169,19 +172,6 @@ fn wait(tid: u32, block: bool) -> Wait {
     Wait::Stopped(Stop::Signal(sig))
 }
 
-/// Waits (polling, bounded) until `tid` stops; None when it is gone or does not stop in time.
-fn wait_stopped(tid: u32, within: Duration) -> Option<Stop> {
-    let deadline = Instant::now() + within;
-    loop {
-        match wait(tid, false) {
-            Wait::Stopped(stop) => return Some(stop),
-            Wait::Gone => return None,
-            Wait::Running if Instant::now() > deadline => return None,
-            Wait::Running => std::thread::sleep(Duration::from_micros(200)),
-        }
-    }
-}
-
 /// One seized thread.
 #[derive(Debug)]
 struct Thread {
@@ -250,14 +240,10 @@ impl Session {
         Ok(session)
     }
 
-    /// Stops thread `i` (no-op when stopped); false when it is gone or did not stop in time.
+    /// Stops thread `i` (no-op when stopped); false when it is gone. It waits however long the
+    /// thread takes (one in uninterruptible sleep stops when its system call ends): a thread
+    /// forgotten while it stops would stay stopped, or armed.
     fn stop(&mut self, i: usize) -> bool {
-        self.stop_within(i, Some(STOP_WAIT))
-    }
-
-    /// [`Session::stop`], waiting as long as `within` (None: until it stops or exits; a thread in
-    /// uninterruptible sleep stops when its system call ends).
-    fn stop_within(&mut self, i: usize, within: Option<Duration>) -> bool {
         if self.threads[i].stopped.is_some() {
             return true;
         }
@@ -265,15 +251,12 @@ impl Session {
         if ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0).is_err() {
             return false;
         }
-        let stop = match within {
-            Some(within) => wait_stopped(tid, within),
-            None => loop {
-                match wait(tid, true) {
-                    Wait::Stopped(stop) => break Some(stop),
-                    Wait::Gone => break None,
-                    Wait::Running => {}
-                }
-            },
+        let stop = loop {
+            match wait(tid, true) {
+                Wait::Stopped(stop) => break Some(stop),
+                Wait::Gone => break None,
+                Wait::Running => {}
+            }
         };
         match stop {
             Some(stop) => {
@@ -311,17 +294,53 @@ impl Session {
         t.stopped = None;
     }
 
-    /// Disarms and detaches thread `i` (stopping it first), giving it the signal it holds. It
-    /// waits for the thread however long it takes: a thread left armed and untraced would die of
-    /// its next breakpoint.
+    /// Disarms and detaches thread `i` (stopping it first), giving it the signal it holds: a
+    /// thread left armed and untraced would die of its next breakpoint, and so would one with a
+    /// breakpoint's SIGTRAP still queued ([`Session::drain_breakpoint_trap`]).
     fn release(&mut self, i: usize) {
-        if self.stop_within(i, None) {
-            let t = &self.threads[i];
-            let _ = arm(t.tid, &[]);
-            let _ = ptrace(libc::PTRACE_DETACH, t.tid, 0, t.pending());
+        if self.stop(i) {
+            let tid = self.threads[i].tid;
+            let _ = arm(tid, &[]);
+            if self.drain_breakpoint_trap(i) {
+                let t = &self.threads[i];
+                let _ = ptrace(libc::PTRACE_DETACH, t.tid, 0, t.pending());
+            }
         }
         self.threads[i].stopped = None;
         self.threads[i].tid = 0;
+    }
+
+    /// A thread can hit a breakpoint just as PTRACE_INTERRUPT stops it: the kernel reports the
+    /// interrupt first and keeps the breakpoint's SIGTRAP queued, which would kill the process
+    /// once the thread is no longer traced. While SIGTRAP is pending for stopped thread `i`, it is
+    /// let run into that signal's stop, and a breakpoint's trap is dropped (a SIGTRAP of the
+    /// program's own is kept for it). False when the thread is gone.
+    fn drain_breakpoint_trap(&mut self, i: usize) -> bool {
+        let tid = self.threads[i].tid;
+        for _ in 0..8 {
+            if !sigtrap_pending(self.pid, tid) {
+                return true;
+            }
+            let held = self.threads[i].pending();
+            if ptrace(libc::PTRACE_CONT, tid, 0, held).is_err() {
+                return false;
+            }
+            let stop = loop {
+                match wait(tid, true) {
+                    Wait::Stopped(stop) => break stop,
+                    Wait::Gone => return false,
+                    Wait::Running => {}
+                }
+            };
+            self.threads[i].stopped = Some(
+                if stop == Stop::Signal(libc::SIGTRAP) && from_breakpoint(tid) {
+                    Stop::Event
+                } else {
+                    stop
+                },
+            );
+        }
+        true
     }
 
     fn alive(&self) -> impl Iterator<Item = usize> + '_ {
@@ -362,6 +381,30 @@ impl Drop for Session {
     }
 }
 
+/// Whether SIGTRAP is queued for thread `tid` (SigPnd of its status, bit 5).
+fn sigtrap_pending(pid: u32, tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("SigPnd:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (libc::SIGTRAP - 1)) != 0)
+    })
+}
+
+/// Whether the SIGTRAP thread `tid` is stopped with came from a hardware breakpoint.
+fn from_breakpoint(tid: u32) -> bool {
+    // SAFETY: siginfo_t is plain data; the kernel fills it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    ptrace(
+        libc::PTRACE_GETSIGINFO,
+        tid,
+        0,
+        &mut info as *mut libc::siginfo_t as u64,
+    )
+    .is_ok()
+        && info.si_code == TRAP_HWBKPT
+}
+
 fn refused(pid: u32, e: std::io::Error) -> AttachError {
     match e.raw_os_error() {
         Some(libc::ESRCH) | Some(libc::ENOENT) => AttachError::Exited(pid),
@@ -376,7 +419,8 @@ fn list_threads(pid: u32) -> Result<Vec<u32>, AttachError> {
     let dir =
         std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|_| AttachError::Exited(pid))?;
     // A thread that has exited (a main thread after pthread_exit stays as a zombie while the
-    // others run) never stops again: it is not seized.
+    // others run) never stops again: it is not seized; nor is one of alloclens's own (an earlier
+    // attach's agent thread, which may hold the agent's lock at a malloc entry).
     let mut tids: Vec<u32> = dir
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
@@ -385,6 +429,10 @@ fn list_threads(pid: u32) -> Result<Vec<u32>, AttachError> {
                 s.rsplit_once(") ")
                     .is_some_and(|(_, rest)| !rest.starts_with('Z'))
             })
+        })
+        .filter(|tid| {
+            !std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|c| c.starts_with(OWN_THREAD_PREFIX))
         })
         .collect();
     tids.sort_unstable();
