@@ -42,6 +42,18 @@ Sizes are in binary units everywhere alloclens prints them (1 KiB = 1024 B, 1 Mi
 `record`'s summary line `... into t.alt (8.2 MiB, 1.44 B/event)`; counts of events use decimal
 prefixes (`6.0 M events`). The JSON and CSV files give plain bytes.
 
+## Quick start (Debian, as root)
+
+```sh
+make demo   # installs the allocator packages, builds, runs every built-in workload under every allocator
+make test   # installs what the tests need, then fmt check, clippy -D warnings, and the whole test suite
+```
+
+`make demo` writes `demo-results/<workload>/{results.json,samples.csv,markers.csv}` and prints one table per
+workload and parameter point. Each target installs only what is missing (`scripts/setup.sh`): the Debian
+packages `libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2` (glibc is always there), and the
+Rust crates through cargo.
+
 ## Install
 
 ```sh

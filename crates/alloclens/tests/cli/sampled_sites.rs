@@ -376,25 +376,12 @@ fn sampled_distributions_are_weighted_like_the_totals() {
         sampled["lifetime_calls"]["max"],
         all["lifetime_calls"]["max"]
     );
-    // The share of lifetime 0 is within its stated error of the truth, an error as small as the
-    // estimator allows: for the share r = Z / (Z + L) with L known, se(r) is about
-    // L / (Z + L)^2 * se(Z); the site makes every small block, so Z is their exact count with one
-    // sample's worth of error, se(Z) = sqrt(1-p) / p (within a third; weighted by 1/p alone it
-    // was Z sqrt((1-p) / (Z p)), 18 times more).
-    let truth = all["share_lifetime_zero"].as_f64().unwrap();
-    let share = sampled["share_lifetime_zero"].as_f64().unwrap();
-    let se = sampled["estimate"]["share_lifetime_zero_se"]
-        .as_f64()
-        .unwrap();
-    assert!(
-        (share - truth).abs() <= 5.0 * se,
-        "share of lifetime 0: {share} ± {se} estimated, {truth} true"
-    );
-    let z = small_blocks as f64;
-    let blocks = z + ROUNDS as f64;
-    let expected_se = ROUNDS as f64 / (blocks * blocks) * (1.0 - p_small).sqrt() / p_small;
-    assert!(
-        (se / expected_se - 1.0).abs() < 0.34,
-        "share standard error {se}, expected about {expected_se}"
-    );
+    // The site made every sampled allocation of its image: as far as the sample can tell the
+    // unsampled ones are its own too, and its figures are the image's totals as counted, exact
+    // (issue 35: such a site's estimate showed "± 194.8 %"). The share estimator's error is
+    // checked where several sites share the sizes (analyze's `sampling` tests).
+    assert_eq!(sampled["estimate"]["exact"], true, "{sampled}");
+    assert_eq!(sampled["share_lifetime_zero"], all["share_lifetime_zero"]);
+    assert_eq!(sampled["estimate"]["share_lifetime_zero_se"], 0.0);
+    assert_eq!(sampled["lifetimes"], all["lifetimes"]);
 }
