@@ -609,6 +609,7 @@ fn take_sample(
         heap_total: stats(|a| a.heap_total),
         free_chunks: stats(|a| a.free_chunks),
         rss_unmeasured: agents.dir.is_some().then_some(rss_unmeasured),
+        cpu_s: procmem::cpu_seconds(&pids),
     };
     Some((sample, processes))
 }

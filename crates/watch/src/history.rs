@@ -45,6 +45,10 @@ pub struct WatchSample {
     /// image, or one no longer renewed): growth there is not explained by `live_bytes`.
     #[serde(default)]
     pub rss_unmeasured: Option<u64>,
+    /// CPU seconds the tree had taken by this sample (utime + stime), for the start-up fill's
+    /// clock (verdict::warmup_end); kept in memory only, not in samples.csv.
+    #[serde(skip)]
+    pub cpu_s: Option<f64>,
 }
 
 /// Default capacity: at 1 s, the last 5.5 hours at full resolution before the first thinning.

@@ -146,6 +146,10 @@ pub fn verdict_input(
         live_name: "live bytes".into(),
         free: series(|s| s.free_resident),
         rss_unmeasured: series(|s| s.rss_unmeasured),
+        cpu: samples
+            .iter()
+            .filter_map(|s| s.cpu_s.map(|c| (s.t_s, c)))
+            .collect(),
         command: results.command.clone(),
         allocator: results.allocator.clone(),
         ..Default::default()
