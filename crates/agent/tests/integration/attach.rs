@@ -1,8 +1,27 @@
 //! The agent loaded into running processes (agent::attach, through crates/attach): real processes,
 //! real ptrace, no debugger.
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
+
+/// `busy_threads THREADS` started (with `preload` in LD_PRELOAD), once its threads run: the child
+/// and its stdout after the "running" line.
+fn busy(threads: u32, preload: Option<&std::path::Path>) -> (Child, BufReader<ChildStdout>) {
+    let mut command = Command::new(testkit::program("busy_threads"));
+    command
+        .arg(threads.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    if let Some(library) = preload {
+        command.env("LD_PRELOAD", library);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, format!("running {threads}\n"));
+    (child, out)
+}
 
 /// 50 attach/detach cycles on a program whose 4 threads allocate, reallocate, check and free as
 /// fast as they can: no crash, no deadlock, no corrupted block, no lost output, and the library
@@ -10,16 +29,7 @@ use std::time::Duration;
 /// `heaptrack -p` killed on a machine where gdb's inferior calls fail.
 #[test]
 fn fifty_attaches_to_a_busy_four_thread_program_leave_it_whole() {
-    let mut child = Command::new(testkit::program("busy_threads"))
-        .arg("4")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "running 4\n");
+    let (mut child, mut out) = busy(4, None);
     let pid = child.id();
     let mut at_entry = 0;
     for cycle in 0..50 {
@@ -109,16 +119,7 @@ fn a_program_blocked_in_read_is_attached_and_reads_on() {
 fn a_program_with_jemalloc_preloaded_is_read_through_jemalloc() {
     testkit::require!(allocator "jemalloc");
     let jemalloc = testkit::allocator_library("jemalloc").unwrap();
-    let mut child = Command::new(testkit::program("busy_threads"))
-        .arg("2")
-        .env("LD_PRELOAD", &jemalloc)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    let (mut child, _out) = busy(2, Some(&jemalloc));
     let a = agent::attach(child.id(), Duration::from_millis(100)).unwrap();
     let dir = a.dir.clone();
     let mut name = String::new();
