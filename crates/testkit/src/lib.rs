@@ -1,7 +1,8 @@
 //! What the integration tests share, after ripgrep's `tests/util.rs`, `macros.rs` and `hay.rs`:
 //! one way to require a tool ([`require!`]), to wait ([`wait_until`]), to build a test program
 //! ([`program`]), to run alloclens ([`alloclens`]), to write a trace by hand ([`TraceFile`]), to
-//! open a page in a browser ([`open_in_browser`]), and one small disk ([`SmallDisk`]).
+//! open a page in a browser ([`open_in_browser`]), to read results.json ([`results()`]), and one
+//! small disk ([`SmallDisk`]).
 //!
 //! **The skip policy.** A test that needs something a developer's machine may lack (gdb, an
 //! allocator, Chromium, root) calls [`require!`]. Without it the test prints `skipped: ...` and
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 mod browser;
 mod command;
 mod programs;
+mod results;
 mod traces;
 
 pub use browser::{
@@ -26,6 +28,7 @@ pub use command::{
     TestCommand,
 };
 pub use programs::{program, source, Program, PROGRAMS};
+pub use results::results;
 pub use traces::{event, process_info, Calls, TraceFile};
 
 /// cargo's profile folder of this build (`target/debug`): the test binary runs from its `deps/`.
