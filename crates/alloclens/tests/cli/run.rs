@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use runner::AllocatorCheck;
 
 use testkit::{alloclens, alloclens_exe, csv_rows};
 
@@ -29,10 +29,8 @@ fn run(args: &[&str]) -> (i32, String, tempfile::TempDir) {
     )
 }
 
-fn results(dir: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(dir.join("results/results.json")).expect("results.json written");
-    serde_json::from_str(&text).unwrap()
+fn results(dir: &Path) -> runner::RunResults {
+    testkit::results(&dir.join("results"))
 }
 
 #[test]
@@ -79,12 +77,7 @@ fn every_fork_worker_is_sampled() {
         );
     }
     let r = results(dir.path());
-    assert!(
-        r["runs"][0]["memory"]["distinct_processes"]
-            .as_u64()
-            .unwrap()
-            >= 5
-    );
+    assert!(r.runs[0].memory.distinct_processes >= 5);
 }
 
 #[test]
@@ -126,9 +119,7 @@ fn tree_totals_are_the_sum_of_the_process_rows() {
         assert_eq!(sum, total, "at t={t}");
     }
     // Each process holds 8 MiB resident: the peak total PSS must show at least 3 x 8 MiB.
-    let peak = results(dir.path())["runs"][0]["memory"]["pss"]["peak"]
-        .as_u64()
-        .unwrap();
+    let peak = results(dir.path()).runs[0].memory.pss.peak;
     assert!(peak >= 3 * 8 * 1024 * 1024, "peak PSS {peak}");
 }
 
@@ -139,16 +130,15 @@ fn preloaded_allocator_is_verified_in_the_maps() {
     assert_eq!(code, 0, "{stderr}");
     let r = results(dir.path());
     let check = |variant: &str| {
-        r["runs"]
-            .as_array()
-            .unwrap()
+        r.runs
             .iter()
-            .find(|x| x["variant"] == variant)
-            .unwrap()["allocator_check"]
+            .find(|x| x.variant == variant)
+            .unwrap()
+            .allocator_check
             .clone()
     };
-    assert_eq!(check("jemalloc"), "loaded");
-    assert_eq!(check("glibc"), "not_applicable");
+    assert_eq!(check("jemalloc"), AllocatorCheck::Loaded);
+    assert_eq!(check("glibc"), AllocatorCheck::NotApplicable);
 }
 
 #[test]
@@ -168,8 +158,8 @@ fn a_program_that_drops_ld_preload_is_reported() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
-        results(dir.path())["runs"][0]["allocator_check"],
-        "not_loaded"
+        results(dir.path()).runs[0].allocator_check,
+        AllocatorCheck::NotLoaded
     );
     assert!(stderr.contains("NOT mapped"), "{stderr}");
 }
@@ -214,8 +204,8 @@ fn each_marker_line_gets_one_sample() {
         .count();
     assert_eq!(marker_totals, 24);
     let r = results(dir.path());
-    assert_eq!(r["runs"][0]["markers"], 12);
-    assert_eq!(r["runs"][0]["throughput_source"], "markers");
+    assert_eq!(r.runs[0].markers, 12);
+    assert_eq!(r.runs[0].throughput_source.as_deref(), Some("markers"));
 }
 
 #[test]
@@ -301,11 +291,11 @@ fn params_are_substituted_and_summarised_per_point() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     let r = results(dir.path());
-    let runs = r["runs"].as_array().unwrap();
+    let runs = &r.runs;
     assert_eq!(runs.len(), 2);
-    assert_eq!(runs[1]["params"]["n"], "3");
-    assert_eq!(runs[1]["throughput"], 3.0);
-    assert_eq!(r["summary"].as_array().unwrap().len(), 2);
+    assert_eq!(runs[1].params["n"], "3");
+    assert_eq!(runs[1].throughput, Some(3.0));
+    assert_eq!(r.summary.len(), 2);
 }
 
 #[test]
@@ -313,16 +303,12 @@ fn failures_are_reported_not_hidden() {
     let (code, stderr, dir) = run(&["-a", "glibc", "-r", "1", "--", "sh", "-c", "exit 3"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("exit 3"), "{stderr}");
-    assert_eq!(
-        results(dir.path())["runs"][0]["ending"]["status"]["code"],
-        3
-    );
+    let status = results(dir.path()).runs[0].ending.status;
+    assert_eq!(status.and_then(|s| s.code), Some(3), "{status:?}");
     let (_, stderr, dir) = run(&["-a", "glibc", "-r", "1", "--", "sh", "-c", "kill -SEGV $$"]);
     assert!(stderr.contains("signal 11"), "{stderr}");
-    assert_eq!(
-        results(dir.path())["runs"][0]["ending"]["status"]["signal"],
-        11
-    );
+    let status = results(dir.path()).runs[0].ending.status;
+    assert_eq!(status.and_then(|s| s.signal), Some(11), "{status:?}");
 }
 
 #[test]
@@ -389,7 +375,7 @@ fn a_timeout_stops_the_whole_tree() {
     assert_eq!(code, 1, "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(15));
     let r = results(dir.path());
-    assert_eq!(r["runs"][0]["ending"]["timed_out"], true);
+    assert!(r.runs[0].ending.timed_out);
 }
 
 #[test]
@@ -428,12 +414,10 @@ fn ctrl_c_keeps_the_results_gathered_so_far() {
     .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
-            .unwrap();
-    assert_eq!(r["interrupted"], true);
-    assert_eq!(r["runs"].as_array().unwrap().len(), 1);
-    assert!(r["runs"][0]["memory"]["samples"].as_u64().unwrap() > 0);
+    let r = testkit::results(&out_dir);
+    assert!(r.interrupted);
+    assert_eq!(r.runs.len(), 1);
+    assert!(r.runs[0].memory.samples > 0);
     let grandchild: i32 = std::fs::read_to_string(&marker_file)
         .unwrap()
         .trim()
@@ -513,15 +497,10 @@ fn a_program_whose_main_thread_exited_is_sampled() {
         assert!(held >= 5, "{variant}: {held} samples of the 16 MiB held");
     }
     let r = results(dir.path());
-    for run in r["runs"].as_array().unwrap() {
-        let peak = run["memory"]["pss"]["peak"].as_u64().unwrap();
-        assert!(peak >= 16 << 20, "{}: peak PSS {peak}", run["variant"]);
+    for run in &r.runs {
+        let peak = run.memory.pss.peak;
+        assert!(peak >= 16 << 20, "{}: peak PSS {peak}", run.variant);
     }
-    let jemalloc = r["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["variant"] == "jemalloc")
-        .unwrap();
-    assert_eq!(jemalloc["allocator_check"], "loaded");
+    let jemalloc = r.runs.iter().find(|x| x.variant == "jemalloc").unwrap();
+    assert_eq!(jemalloc.allocator_check, AllocatorCheck::Loaded);
 }
