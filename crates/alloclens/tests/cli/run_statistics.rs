@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
+use runner::{Ranking, RunRecord, RunResults};
 use serde_json::Value;
 
 use testkit::{alloclens, alloclens_exe, csv_rows};
@@ -27,9 +28,8 @@ fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn results(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("results/results.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+fn results(dir: &Path) -> RunResults {
+    testkit::results(&dir.join("results"))
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -57,12 +57,10 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// The runs of `variant` in results.json, field `f` of each.
-fn of_runs(r: &Value, variant: &str, f: impl Fn(&Value) -> f64) -> Vec<f64> {
-    r["runs"]
-        .as_array()
-        .unwrap()
+fn of_runs(r: &RunResults, variant: &str, f: impl Fn(&RunRecord) -> f64) -> Vec<f64> {
+    r.runs
         .iter()
-        .filter(|run| run["variant"] == variant)
+        .filter(|run| run.variant == variant)
         .map(f)
         .collect()
 }
@@ -102,47 +100,64 @@ fn exports_agree_with_results_json_and_the_figures_recomputed_by_hand() {
     let r = results(d);
     // Warmups are not measured; --prepare ran before each of them and each measured run, --cleanup
     // once per variant.
-    assert_eq!(r["runs"].as_array().unwrap().len(), 6);
-    assert_eq!(r["warmup"], 1);
+    assert_eq!(r.runs.len(), 6);
+    assert_eq!(r.warmup, 1);
     let lines = |f: &str| std::fs::read_to_string(d.join(f)).unwrap().lines().count();
     assert_eq!(lines("prepared"), 2 + 6);
     assert_eq!(lines("cleaned"), 2);
 
-    // JSON export: results.json's summary, as is.
-    let exported: Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(exported, r["summary"]);
+    // JSON export: results.json's summary, as is (the file's text, not the runner's reading of it).
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join(f)).unwrap()).unwrap()
+    };
+    assert_eq!(
+        read("summary.json"),
+        read("results/results.json")["summary"]
+    );
 
     // The figures, recomputed here from the runs.
-    let summary = &r["summary"][0]["variants"];
-    let base_walls = of_runs(&r, "glibc", |run| run["wall"].as_f64().unwrap());
+    let summary = &r.summary[0].variants;
+    let base_walls = of_runs(&r, "glibc", |run| run.wall);
     let csv = csv_rows(d.join("summary.csv"));
     assert_eq!(csv.len(), 2);
-    for v in summary.as_array().unwrap() {
-        let name = v["variant"].as_str().unwrap();
-        let walls = of_runs(&r, name, |run| run["wall"].as_f64().unwrap());
-        let users = of_runs(&r, name, |run| run["user"].as_f64().unwrap());
+    for v in summary {
+        let name = v.variant.as_str();
+        let walls = of_runs(&r, name, |run| run.wall);
+        let users = of_runs(&r, name, |run| run.user);
         // A run's peak RSS is the larger of its samples' and the kernel's (`kernel_peak_rss`);
         // a run with neither (it ended before its first sample, and the kernel's figure could be
         // alloclens's forked copy) has none.
-        let peak_rss = |run: &Value| {
-            let m = &run["memory"];
-            let sampled = match m["samples"].as_u64() {
-                Some(n) if n > 0 => m["rss"]["peak"].as_f64().unwrap(),
-                _ => 0.0,
+        let peak_rss = |run: &RunRecord| {
+            let m = &run.memory;
+            let sampled = if m.samples > 0 {
+                m.rss.peak as f64
+            } else {
+                0.0
             };
-            sampled.max(m["kernel_peak_rss"].as_f64().unwrap_or(0.0))
+            sampled.max(m.kernel_peak_rss.unwrap_or(0) as f64)
         };
         let known = |v: Vec<f64>| v.into_iter().filter(|x| *x > 0.0).collect::<Vec<_>>();
         let rss = known(of_runs(&r, name, peak_rss));
         let base_rss = known(of_runs(&r, "glibc", peak_rss));
-        let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
-        assert!(close(f("wall_mean"), mean(&walls)), "{v}");
-        assert!(close(f("wall_stddev"), sample_sd(&walls)), "{v}");
-        assert!(close(f("user_mean"), mean(&users)), "{v}");
+        let figures = [
+            ("wall_mean", v.wall_mean),
+            ("wall_stddev", v.wall_stddev),
+            ("wall_median", v.wall_median),
+            ("user_mean", v.user_mean),
+            ("peak_rss_ratio", v.peak_rss_ratio),
+            ("wall_ratio", v.wall_ratio),
+            ("wall_ratio_stddev", v.wall_ratio_stddev),
+        ];
+        let f = |k: &str| {
+            let (_, figure) = figures.iter().find(|(name, _)| *name == k).unwrap();
+            figure.unwrap_or_else(|| panic!("{k} in {v:?}"))
+        };
+        assert!(close(f("wall_mean"), mean(&walls)), "{v:?}");
+        assert!(close(f("wall_stddev"), sample_sd(&walls)), "{v:?}");
+        assert!(close(f("user_mean"), mean(&users)), "{v:?}");
         assert!(close(f("peak_rss_ratio"), median(&rss) / median(&base_rss)));
         if name == "glibc" {
-            assert!(v["wall_ratio_stddev"].is_null());
+            assert!(v.wall_ratio_stddev.is_none());
         } else {
             let ratio = median(&walls) / median(&base_walls);
             let sd = ratio
@@ -150,8 +165,8 @@ fn exports_agree_with_results_json_and_the_figures_recomputed_by_hand() {
                     + (sample_sd(&base_walls) / mean(&base_walls)).powi(2))
                 .sqrt();
             assert!(close(f("wall_ratio"), ratio));
-            assert!(close(f("wall_ratio_stddev"), sd), "{v}");
-            assert_eq!(v["wall_within_noise"], (ratio - 1.0).abs() <= sd);
+            assert!(close(f("wall_ratio_stddev"), sd), "{v:?}");
+            assert_eq!(v.wall_within_noise, Some((ratio - 1.0).abs() <= sd));
         }
         // CSV: the same numbers.
         let row = csv.iter().find(|row| row["variant"] == name).unwrap();
@@ -213,13 +228,13 @@ fn with_throughput_the_variants_are_ranked_by_it_in_the_users_unit() {
     );
     assert_eq!(code, 0, "{stderr}");
     let r = results(d);
-    assert_eq!(r["throughput_unit"], "ops/s");
-    let group = &r["summary"][0];
-    assert_eq!(group["ranked_by"], "throughput");
-    let variants = group["variants"].as_array().unwrap();
+    assert_eq!(r.throughput_unit.as_deref(), Some("ops/s"));
+    let group = &r.summary[0];
+    assert_eq!(group.ranked_by, Ranking::Throughput);
+    let variants = &group.variants;
     let medians: Vec<f64> = variants
         .iter()
-        .map(|v| v["throughput_median"].as_f64().unwrap())
+        .map(|v| v.throughput_median.unwrap())
         .collect();
     assert!(medians.windows(2).all(|w| w[0] >= w[1]), "{medians:?}");
     // The table lists them in that order, in the user's unit.
@@ -229,18 +244,15 @@ fn with_throughput_the_variants_are_ranked_by_it_in_the_users_unit() {
             .position(|l| l.trim_start().starts_with(name))
             .unwrap()
     };
-    let order: Vec<usize> = variants
-        .iter()
-        .map(|v| at(v["variant"].as_str().unwrap()))
-        .collect();
+    let order: Vec<usize> = variants.iter().map(|v| at(&v.variant)).collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{stdout}");
     assert!(
         stdout.contains("ops/s") && stdout.contains("throughput ratio"),
         "{stdout}"
     );
     // Each run's throughput is the workload's own line, and the spread is over those.
-    for run in r["runs"].as_array().unwrap() {
-        let log = d.join(format!("results/output/run-{}.log", run["index"]));
+    for run in &r.runs {
+        let log = d.join(format!("results/output/run-{}.log", run.index));
         let text = std::fs::read_to_string(&log).unwrap();
         let own: f64 = text
             .lines()
@@ -250,18 +262,18 @@ fn with_throughput_the_variants_are_ranked_by_it_in_the_users_unit() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!(close(run["throughput"].as_f64().unwrap(), own), "{run}");
+        assert!(close(run.throughput.unwrap(), own), "{run:?}");
     }
-    let base = of_runs(&r, "glibc", |run| run["throughput"].as_f64().unwrap());
+    let base = of_runs(&r, "glibc", |run| run.throughput.unwrap());
     for v in variants {
-        let name = v["variant"].as_str().unwrap();
-        let t = of_runs(&r, name, |run| run["throughput"].as_f64().unwrap());
+        let name = v.variant.as_str();
+        let t = of_runs(&r, name, |run| run.throughput.unwrap());
         let lo = t.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = t.iter().copied().fold(0.0, f64::max);
-        assert_eq!(v["throughput_min"].as_f64(), Some(lo));
-        assert_eq!(v["throughput_max"].as_f64(), Some(hi));
+        assert_eq!(v.throughput_min, Some(lo));
+        assert_eq!(v.throughput_max, Some(hi));
         assert!(close(
-            v["throughput_ratio"].as_f64().unwrap(),
+            v.throughput_ratio.unwrap(),
             median(&t) / median(&base)
         ));
     }
@@ -282,8 +294,12 @@ fn a_slow_first_run_is_flagged_and_a_warmup_takes_it() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("the first run was much slower"), "{stderr}");
     let r = results(tmp.path());
-    assert_eq!(r["summary"][0]["variants"][0]["first_run_outlier"], true);
-    assert!(r["warnings"].to_string().contains("--warmup"));
+    assert!(r.summary[0].variants[0].first_run_outlier);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("--warmup")),
+        "{:?}",
+        r.warnings
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let (code, _, stderr) = run_in(
@@ -294,7 +310,7 @@ fn a_slow_first_run_is_flagged_and_a_warmup_takes_it() {
     );
     assert_eq!(code, 0, "{stderr}");
     let r = results(tmp.path());
-    let walls = of_runs(&r, "glibc", |run| run["wall"].as_f64().unwrap());
+    let walls = of_runs(&r, "glibc", |run| run.wall);
     assert_eq!(walls.len(), 5);
     assert!(
         walls.iter().all(|w| *w < 1.0),
@@ -323,8 +339,8 @@ fn a_failing_prepare_command_skips_the_run_and_says_why() {
     assert_eq!(code, 1, "{stderr}");
     assert!(!tmp.path().join("ran").exists(), "the command must not run");
     let r = results(tmp.path());
-    for run in r["runs"].as_array().unwrap() {
-        let why = run["ending"]["spawn_error"].as_str().unwrap();
+    for run in &r.runs {
+        let why = run.ending.spawn_error.as_deref().unwrap();
         assert!(
             why.contains("--prepare") && why.contains("exited with 3") && why.contains("no disk"),
             "{why}"
@@ -433,7 +449,7 @@ fn an_export_that_cannot_be_written_fails_the_session_but_keeps_the_results() {
     );
     // The table, results.json and the other export are all there.
     assert!(stdout.contains("glibc"), "{stdout}");
-    assert_eq!(results(tmp.path())["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(results(tmp.path()).runs.len(), 1);
     assert!(tmp.path().join("summary.md").is_file());
 }
 
@@ -466,8 +482,8 @@ fn the_time_weighted_means_are_the_trapezoids_of_samples_csv() {
     let json = results(dir.path());
     let rows = csv_rows(dir.path().join("results/samples.csv"));
     let mut compared = 0;
-    for run in json["runs"].as_array().unwrap() {
-        let index = run["index"].to_string();
+    for run in &json.runs {
+        let index = run.index.to_string();
         let mut points: Vec<(f64, f64, f64)> = rows
             .iter()
             .filter(|r| r["scope"] == "total" && r["run"] == index)
@@ -477,10 +493,7 @@ fn the_time_weighted_means_are_the_trapezoids_of_samples_csv() {
             })
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        assert_eq!(
-            points.len() as u64,
-            run["memory"]["samples"].as_u64().unwrap()
-        );
+        assert_eq!(points.len() as u64, run.memory.samples);
         let span = points.last().unwrap().0 - points[0].0;
         if points.len() < 2 || span <= 0.0 {
             continue;
@@ -493,13 +506,12 @@ fn the_time_weighted_means_are_the_trapezoids_of_samples_csv() {
             area / span
         };
         let (pss, rss) = (mean(|p| p.1), mean(|p| p.2));
-        let memory = &run["memory"];
-        for (name, csv, json) in [("pss", pss, &memory["pss"]), ("rss", rss, &memory["rss"])] {
-            let json = json["mean"].as_f64().unwrap();
+        let memory = &run.memory;
+        for (name, csv, json) in [("pss", pss, memory.pss.mean), ("rss", rss, memory.rss.mean)] {
             assert!(
                 (csv - json).abs() <= 1e-12 * json.abs(),
                 "run {}: mean {name}: samples.csv {csv}, results.json {json}",
-                run["index"]
+                run.index
             );
         }
         compared += 1;
