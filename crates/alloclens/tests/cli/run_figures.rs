@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
+use runner::{RunRecord, RunResults};
 use serde_json::Value;
 
 use testkit::{alloclens, csv_rows};
@@ -56,13 +57,17 @@ fn pss_never_exceeds_rss_in_samples_or_summary() {
     let fresh = samples.iter().filter(|r| number(r, "pss_age") == 0).count();
     assert!(fresh > 0, "no fresh PSS in {} rows", samples.len());
 
-    let text = std::fs::read_to_string(dir.path().join("results/results.json")).unwrap();
-    let results: Value = serde_json::from_str(&text).unwrap();
-    let memory = &results["runs"][0]["memory"];
-    let stat = |metric: &str, stat: &str| memory[metric][stat].as_f64().unwrap();
-    for s in ["peak", "mean", "last"] {
-        assert!(stat("uss", s) <= stat("pss", s), "{s}: {memory}");
-        assert!(stat("pss", s) <= stat("rss", s), "{s}: {memory}");
+    let results = testkit::results(&dir.path().join("results"));
+    let memory = &results.runs[0].memory;
+    // (statistic, USS, PSS, RSS)
+    let (uss, pss, rss) = (&memory.uss, &memory.pss, &memory.rss);
+    for (s, uss, pss, rss) in [
+        ("peak", uss.peak as f64, pss.peak as f64, rss.peak as f64),
+        ("mean", uss.mean, pss.mean, rss.mean),
+        ("last", uss.last as f64, pss.last as f64, rss.last as f64),
+    ] {
+        assert!(uss <= pss, "{s}: {memory:?}");
+        assert!(pss <= rss, "{s}: {memory:?}");
     }
 }
 
@@ -157,26 +162,29 @@ fn marker_rows_hold_the_figures_of_their_own_event() {
         );
     }
     // results.json counts them, and a warning says when some have no figures of their own.
-    let text = std::fs::read_to_string(dir.path().join("results/results.json")).unwrap();
-    let results: Value = serde_json::from_str(&text).unwrap();
-    for (field, column) in [("marker_figures", "status"), ("marker_pss", "pss_status")] {
-        for status in ["ok", "late", "missing"] {
+    let results = testkit::results(&dir.path().join("results"));
+    let run = &results.runs[0];
+    for (field, column, counts) in [
+        ("marker_figures", "status", run.marker_figures),
+        ("marker_pss", "pss_status", run.marker_pss),
+    ] {
+        for (status, count) in [
+            ("ok", counts.ok),
+            ("late", counts.late),
+            ("missing", counts.missing),
+        ] {
             let rows_with = rows.iter().filter(|r| r[column] == status).count();
-            assert_eq!(
-                results["runs"][0][field][status], rows_with,
-                "{field}.{status}"
-            );
+            assert_eq!(count, rows_with as u64, "{field}.{status}");
         }
     }
     let without_figures = rows
         .iter()
         .any(|r| r["status"] != "ok" || r["pss_status"] != "ok");
-    let warned = results["warnings"]
-        .as_array()
-        .unwrap()
+    let warned = results
+        .warnings
         .iter()
-        .any(|w| w.as_str().unwrap().contains("markers.csv says which"));
-    assert_eq!(warned, without_figures, "{}", results["warnings"]);
+        .any(|w| w.contains("markers.csv says which"));
+    assert_eq!(warned, without_figures, "{:?}", results.warnings);
     // 0-3 % on an idle machine. (The quickest line sets the offset: at least one is prompt.)
     assert!(
         flagged * 3 <= prompt,
@@ -206,16 +214,11 @@ fn markers_late_in_every_run_give_one_warning_line() {
         ],
     );
     assert_eq!(code, 0, "{stderr}");
-    let text = std::fs::read_to_string(dir.path().join("results/results.json")).unwrap();
-    let results: Value = serde_json::from_str(&text).unwrap();
-    let runs = results["runs"].as_array().unwrap();
-    let late = |r: &Value| r["marker_pss"]["late"].as_u64().unwrap();
+    let results = testkit::results(&dir.path().join("results"));
+    let runs = &results.runs;
+    let late = |r: &RunRecord| r.marker_pss.late;
     // What the test is about: several runs with late markers (else it could not fail).
-    assert!(
-        runs.iter().filter(|r| late(r) > 0).count() >= 2,
-        "{}",
-        results["runs"]
-    );
+    assert!(runs.iter().filter(|r| late(r) > 0).count() >= 2, "{runs:?}");
     let lines: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("markers.csv says which"))
@@ -231,7 +234,7 @@ fn markers_late_in_every_run_give_one_warning_line() {
 }
 
 /// `alloclens run -o DIR ARGS`, which must succeed: (results.json, stdout).
-fn run_ok(dir: &Path, args: &[&str]) -> (Value, String) {
+fn run_ok(dir: &Path, args: &[&str]) -> (RunResults, String) {
     let out = alloclens()
         .arg("run")
         .arg("-o")
@@ -242,9 +245,8 @@ fn run_ok(dir: &Path, args: &[&str]) -> (Value, String) {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
     (
-        serde_json::from_str(&text).unwrap(),
+        testkit::results(dir),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
@@ -279,20 +281,20 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
             "300",
         ],
     );
-    let kernel = |run: &Value| {
-        run["memory"]["kernel_peak_rss"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no kernel_peak_rss: {}", run["memory"]))
+    let kernel = |run: &RunRecord| {
+        run.memory
+            .kernel_peak_rss
+            .unwrap_or_else(|| panic!("no kernel_peak_rss: {:?}", run.memory))
     };
-    for run in short["runs"].as_array().unwrap() {
-        assert!(kernel(run) >= 64 * MIB, "{}", run["memory"]);
+    for run in &short.runs {
+        assert!(kernel(run) >= 64 * MIB, "{:?}", run.memory);
     }
-    let summary = &short["summary"][0]["variants"][0];
+    let summary = &short.summary[0].variants[0];
     assert!(
-        summary["peak_rss_median"].as_f64().unwrap() >= (64 * MIB) as f64,
-        "{summary}"
+        summary.peak_rss_median.unwrap() >= (64 * MIB) as f64,
+        "{summary:?}"
     );
-    assert_eq!(summary["peak_rss_kernel_runs"], 2, "{summary}");
+    assert_eq!(summary.peak_rss_kernel_runs, 2, "{summary:?}");
     assert!(
         stdout.contains(
             "* peak RSS: the kernel's high-water mark of the largest process (wait4) in every run"
@@ -323,16 +325,16 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
             "600",
         ],
     );
-    let run = &long["runs"][0];
-    let sampled = run["memory"]["rss"]["peak"].as_u64().unwrap();
-    assert!(sampled >= 64 * MIB, "{}", run["memory"]);
+    let run = &long.runs[0];
+    let sampled = run.memory.rss.peak;
+    assert!(sampled >= 64 * MIB, "{:?}", run.memory);
     let close = |a: u64, b: u64| a.abs_diff(b) <= 2 * MIB;
-    assert!(close(kernel(run), sampled), "{}", run["memory"]);
-    for short_run in short["runs"].as_array().unwrap() {
+    assert!(close(kernel(run), sampled), "{:?}", run.memory);
+    for short_run in &short.runs {
         assert!(
             close(kernel(short_run), sampled),
-            "short {} against the long run's sampled peak {sampled}",
-            short_run["memory"]
+            "short {:?} against the long run's sampled peak {sampled}",
+            short_run.memory
         );
     }
 
@@ -353,28 +355,23 @@ fn a_command_shorter_than_the_interval_has_the_kernels_peak_rss() {
             "300",
         ],
     );
-    let memory = &held["runs"][0]["memory"];
-    assert!(memory["samples"].as_u64().unwrap() >= 5, "{memory}");
-    assert!(
-        memory["rss"]["peak"].as_u64().unwrap() >= 64 * MIB,
-        "{memory}"
-    );
-    assert!(
-        memory["pss"]["peak"].as_u64().unwrap() >= 60 * MIB,
-        "{memory}"
-    );
+    let memory = &held.runs[0].memory;
+    assert!(memory.samples >= 5, "{memory:?}");
+    assert!(memory.rss.peak >= 64 * MIB, "{memory:?}");
+    assert!(memory.pss.peak >= 60 * MIB, "{memory:?}");
     // Time-weighted: the 300 ms held weigh more than the few ms of start-up sampled often.
-    assert!(
-        memory["pss"]["mean"].as_f64().unwrap() >= (32 * MIB) as f64,
-        "{memory}"
-    );
+    assert!(memory.pss.mean >= (32 * MIB) as f64, "{memory:?}");
 
     // `true` peaks at about 1 MiB, below the child's copy of alloclens's own pages, which
     // ru_maxrss also holds: no kernel figure rather than the copy's (3-4 MiB).
-    let (tiny, _) = run_ok(
-        &dir.path().join("tiny"),
+    // The file's text: the field is left out, not written as null.
+    let tiny = dir.path().join("tiny");
+    run_ok(
+        &tiny,
         &["-a", "glibc", "-r", "1", "--interval", "10s", "--", "true"],
     );
-    let memory = &tiny["runs"][0]["memory"];
+    let text = std::fs::read_to_string(tiny.join("results.json")).unwrap();
+    let results: Value = serde_json::from_str(&text).unwrap();
+    let memory = &results["runs"][0]["memory"];
     assert!(memory.get("kernel_peak_rss").is_none(), "{memory}");
 }
