@@ -3,6 +3,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use runner::tune_record::{CandidateRecord, Metric, Status, TuneRecord};
 use serde_json::Value;
 
 use testkit::{alloclens, alloclens_exe};
@@ -24,16 +25,17 @@ fn twowave(wave_mb: &str, hold_ms: &str) -> Vec<String> {
     .collect()
 }
 
-fn results(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+/// DIR/results.json's record of the search.
+fn tune_record(dir: &Path) -> TuneRecord {
+    testkit::results(dir)
+        .tune
+        .expect("results.json of tune has `tune`")
 }
 
-fn candidate<'a>(tune: &'a Value, label: &str) -> &'a Value {
-    tune["candidates"]
-        .as_array()
-        .unwrap()
+fn candidate<'a>(tune: &'a TuneRecord, label: &str) -> &'a CandidateRecord {
+    tune.candidates
         .iter()
-        .find(|c| c["label"] == label)
+        .find(|c| c.label == label)
         .unwrap_or_else(|| panic!("no candidate {label}"))
 }
 
@@ -74,10 +76,10 @@ fn the_recommendation_holds_up_in_an_independent_run() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tune = &results(&dir)["tune"];
-    let answer = &tune["answer"];
+    let tune = tune_record(&dir);
+    let answer = tune.answer.as_ref().expect("an answer");
     let label = "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0";
-    assert_eq!(answer["recommended_label"], label, "{stdout}");
+    assert_eq!(answer.recommended_label, label, "{stdout}");
     assert!(
         stdout.contains(&format!("Recommended: {label}")),
         "{stdout}"
@@ -87,17 +89,12 @@ fn the_recommendation_holds_up_in_an_independent_run() {
         "{stdout}"
     );
     assert!(stdout.contains("Environment=\"LD_PRELOAD="), "{stdout}");
-    let memory = answer["against_baseline"]
-        .as_array()
-        .unwrap()
+    let memory = answer
+        .against_baseline
         .iter()
-        .find(|f| f["metric"] == "mean_pss")
+        .find(|f| f.metric == Metric::MeanPss)
         .unwrap();
-    let (low, high, tune_sd) = (
-        memory["ratio"]["low"].as_f64().unwrap(),
-        memory["ratio"]["high"].as_f64().unwrap(),
-        memory["ratio"]["sd"].as_f64().unwrap(),
-    );
+    let (low, high, tune_sd) = (memory.ratio.low, memory.ratio.high, memory.ratio.sd);
     // An independent `run` of the baseline and the recommendation, repeats interleaved.
     let check = tmp.path().join("check");
     let out = alloclens()
@@ -121,13 +118,13 @@ fn the_recommendation_holds_up_in_an_independent_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let runs = results(&check)["runs"].as_array().unwrap().clone();
+    let runs = testkit::results(&check).runs;
     // Each variant's mean of the runs' mean PSS and its relative standard error.
     let mean_pss = |variant: &str| {
         let v: Vec<f64> = runs
             .iter()
-            .filter(|r| r["variant"] == variant)
-            .map(|r| r["memory"]["pss"]["mean"].as_f64().unwrap())
+            .filter(|r| r.variant == variant)
+            .map(|r| r.memory.pss.mean)
             .collect();
         let n = v.len() as f64;
         let mean = v.iter().sum::<f64>() / n;
@@ -206,13 +203,10 @@ fn the_budget_is_honoured() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tune = &results(&dir)["tune"];
-    let elapsed = tune["elapsed_s"].as_f64().unwrap();
+    let tune = tune_record(&dir);
+    let elapsed = tune.elapsed_s;
     // glibc's space (11 candidates of about 0.5 s each) does not fit in 3 s.
-    assert!(
-        tune["stop_reason"].as_str().unwrap().contains("budget"),
-        "{tune}"
-    );
+    assert!(tune.stop_reason.contains("budget"), "{tune:?}");
     // A run in progress at the end is stopped (SIGTERM): the search ends within moments of it.
     assert!(
         elapsed <= 3.5,
@@ -221,7 +215,7 @@ fn the_budget_is_honoured() {
     assert!(took < Duration::from_secs(15), "tune took {took:?}");
     // The race keeps room for two fresh runs of its leader and of the baseline (2 s here): it
     // ran the baseline at least.
-    assert!(!tune["trials"].as_array().unwrap().is_empty());
+    assert!(!tune.trials.is_empty());
 }
 
 #[test]
@@ -260,15 +254,16 @@ fn a_crashing_candidate_is_reported_and_the_search_goes_on() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tune = &results(&dir)["tune"];
+    let tune = &tune_record(&dir);
     let crasher = candidate(tune, "crasher");
-    assert_eq!(crasher["status"], "failed");
+    assert_eq!(crasher.status, Status::Failed);
     assert!(
-        crasher["why"]
-            .as_str()
+        crasher
+            .why
+            .as_deref()
             .unwrap()
             .contains("signal 11 (SIGSEGV)"),
-        "{crasher}"
+        "{crasher:?}"
     );
     assert!(
         stdout.contains("crasher: failed: killed by signal 11"),
@@ -277,10 +272,10 @@ fn a_crashing_candidate_is_reported_and_the_search_goes_on() {
     // The others were measured on.
     let other = candidate(tune, "glibc:arena_max=1");
     assert!(
-        other["runs"].as_u64().unwrap() >= 1 && other["status"] != "failed",
-        "{other}"
+        other.runs >= 1 && other.status != Status::Failed,
+        "{other:?}"
     );
-    assert!(candidate(tune, "glibc")["runs"].as_u64().unwrap() >= 2);
+    assert!(candidate(tune, "glibc").runs >= 2);
 }
 
 #[test]
@@ -335,10 +330,10 @@ fn a_command_too_short_to_sample_is_timed_and_its_memory_not_weighed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = results(&dir);
-    let jemalloc = candidate(&r["tune"], "jemalloc");
-    assert_ne!(jemalloc["status"], "failed", "{jemalloc}");
-    assert!(jemalloc["runs"].as_u64().unwrap() >= 1, "{jemalloc}");
+    let record = tune_record(&dir);
+    let jemalloc = candidate(&record, "jemalloc");
+    assert_ne!(jemalloc.status, Status::Failed, "{jemalloc:?}");
+    assert!(jemalloc.runs >= 1, "{jemalloc:?}");
     let report = alloclens()
         .arg("report")
         .arg(&dir)
@@ -365,13 +360,8 @@ fn a_command_too_short_to_sample_is_timed_and_its_memory_not_weighed() {
         );
     } else {
         assert!(out.status.success(), "{stderr}");
-        let r = results(&dir);
-        let runs = r["runs"].as_array().unwrap();
-        assert!(
-            runs.iter()
-                .any(|run| run["memory"]["samples"].as_u64() > Some(0)),
-            "{r}"
-        );
+        let runs = testkit::results(&dir).runs;
+        assert!(runs.iter().any(|run| run.memory.samples > 0), "{runs:?}");
     }
 }
 
@@ -409,10 +399,10 @@ fn ctrl_c_mid_search_gives_a_partial_answer_and_keeps_the_files() {
         "{stdout}"
     );
     assert!(stderr.contains("interrupted"), "{stderr}");
-    let r = results(&dir);
-    assert_eq!(r["interrupted"], true);
-    assert_eq!(r["tune"]["interrupted"], true);
-    assert!(r["runs"].as_array().unwrap().len() >= 2);
+    let r = testkit::results(&dir);
+    assert!(r.interrupted);
+    assert!(r.tune.expect("results.json of tune has `tune`").interrupted);
+    assert!(r.runs.len() >= 2);
     assert!(dir.join("candidates.csv").exists() && samples.exists());
 }
 
@@ -447,10 +437,11 @@ fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
         ])
         .arg(&dir)
         .ok_stdout();
-    let tune = &results(&dir)["tune"];
-    assert_eq!(tune["evaluator"], "replay");
-    assert_eq!(results(&dir)["runs"].as_array().unwrap().len(), 0);
-    assert!(candidate(tune, "jemalloc")["runs"].as_u64().unwrap() >= 1);
+    let r = testkit::results(&dir);
+    let tune = r.tune.as_ref().expect("results.json of tune has `tune`");
+    assert_eq!(tune.evaluator, "replay");
+    assert_eq!(r.runs.len(), 0);
+    assert!(candidate(tune, "jemalloc").runs >= 1);
     assert!(stdout.contains("figures from replays"), "{stdout}");
     // Screened by replay, the best confirmed with real runs. A time limit no variant can keep is
     // judged by the real runs only: the screening still hands both candidates on (a replay's time
@@ -481,23 +472,19 @@ fn trace_mode_screens_by_replay_and_confirms_with_real_runs() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = results(&dir);
-    let tune = &r["tune"];
-    assert_eq!(tune["evaluator"], "run");
-    let screening = &tune["screening"];
-    assert_eq!(screening["candidates"], 3);
+    let r = testkit::results(&dir);
+    let tune = r.tune.as_ref().expect("results.json of tune has `tune`");
+    assert_eq!(tune.evaluator, "run");
+    let screening = tune.screening.as_ref().expect("a screening");
+    assert_eq!(screening.candidates, 3);
     // Both non-baseline candidates were handed on: with the baseline, three pairs to compare.
-    assert_eq!(
-        screening["confirmed"].as_array().unwrap().len(),
-        2,
-        "{screening}"
-    );
-    assert_eq!(screening["pairs"], 3, "{screening}");
+    assert_eq!(screening.confirmed.len(), 2, "{screening:?}");
+    assert_eq!(screening.pairs, 3, "{screening:?}");
     assert!(
         stdout.contains("screening: ") && stdout.contains("confirmed with real runs"),
         "{stdout}"
     );
-    assert!(!r["runs"].as_array().unwrap().is_empty());
+    assert!(!r.runs.is_empty());
 }
 
 #[test]
@@ -541,9 +528,9 @@ fn trace_mode_optimises_throughput_without_a_regex() {
         ])
         .arg(&dir)
         .ok();
-    let tune = &results(&dir)["tune"];
-    let throughput = &candidate(tune, "glibc:arena_max=1")["throughput"]["mean"];
-    assert!(throughput.as_f64().unwrap() > 0.0, "{tune}");
+    let tune = tune_record(&dir);
+    let throughput = &candidate(&tune, "glibc:arena_max=1").throughput;
+    assert!(throughput.unwrap().mean > 0.0, "{tune:?}");
 }
 
 /// Issue 35: a candidate that hangs is stopped at the per-run limit (10 × the baseline's first
@@ -581,19 +568,14 @@ fn a_hanging_candidate_is_stopped_at_the_default_per_run_limit() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tune = &results(&dir)["tune"];
+    let tune = &tune_record(&dir);
     let hang = candidate(tune, "glibc:env.TUNE_HANG=1");
-    assert_eq!(hang["status"], "failed", "{hang}");
+    assert_eq!(hang.status, Status::Failed, "{hang:?}");
     assert!(
-        hang["why"].as_str().unwrap().contains("per-run limit"),
-        "{hang}"
+        hang.why.as_deref().unwrap().contains("per-run limit"),
+        "{hang:?}"
     );
-    assert!(
-        candidate(tune, "glibc:arena_max=1")["runs"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    );
+    assert!(candidate(tune, "glibc:arena_max=1").runs >= 1);
     assert!(
         started.elapsed() < Duration::from_secs(45),
         "{:?}",
@@ -686,15 +668,12 @@ fn settings_the_allocator_does_not_take_are_refused_or_fail_their_candidate() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = results(&dir);
-    let clamped = candidate(&r["tune"], "jemalloc:env.MALLOC_CONF=narenas:99999999999");
-    assert_eq!(clamped["status"], "failed", "{clamped}");
+    let tune = tune_record(&dir);
+    let clamped = candidate(&tune, "jemalloc:env.MALLOC_CONF=narenas:99999999999");
+    assert_eq!(clamped.status, Status::Failed, "{clamped:?}");
     assert!(
-        clamped["why"]
-            .as_str()
-            .unwrap()
-            .contains("Reducing narenas"),
-        "{clamped}"
+        clamped.why.as_deref().unwrap().contains("Reducing narenas"),
+        "{clamped:?}"
     );
     assert!(stdout.contains("of a 7d budget"), "{stdout}");
 }
@@ -752,14 +731,13 @@ fn the_tune_page_names_every_candidate_readably() {
         .arg("--")
         .args(twowave("1", "20"))
         .ok();
-    let tune = &results(&dir)["tune"];
-    let ranked = tune["candidates"]
-        .as_array()
-        .unwrap()
+    let tune = tune_record(&dir);
+    let ranked = tune
+        .candidates
         .iter()
-        .filter(|c| c["vs_baseline"].as_array().is_some_and(|v| !v.is_empty()))
+        .filter(|c| !c.vs_baseline.is_empty())
         .count();
-    assert!(ranked >= 5, "{tune}");
+    assert!(ranked >= 5, "{tune:?}");
     let page = tmp.path().join("page.html");
     let html = testkit::report_page(&dir, &page);
     let probe = "<script>window.addEventListener('load', () => setTimeout(() => { \
