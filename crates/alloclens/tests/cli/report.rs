@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use assert_cmd::assert::OutputAssertExt;
+use runner::{RunRecord, VariantSummary};
 use serde_json::Value;
 
 use testkit::{
@@ -203,11 +204,9 @@ fn run_report_renders_every_chart_offline() {
     ] {
         assert!(ids.iter().any(|i| i == id), "no chart {id} in {ids:?}");
     }
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(f.sweep.join("results.json")).unwrap())
-            .unwrap();
-    for v in results["variants"].as_array().unwrap() {
-        let version = v["version"].as_str().unwrap_or("");
+    let results = testkit::results(&f.sweep);
+    for v in &results.variants {
+        let version = v.version.as_deref().unwrap_or("");
         assert!(
             html.contains(version),
             "allocator version {version} missing"
@@ -217,31 +216,22 @@ fn run_report_renders_every_chart_offline() {
     // variant, its points the summary's medians.
     let data = chart_data(&html);
     let charts = data["charts"].as_array().unwrap();
-    for (id, median) in [
-        ("mean-rss-vs-workers", "mean_rss_median"),
-        ("peak-rss-vs-workers", "peak_rss_median"),
-        ("mean-pss-vs-workers", "mean_pss_median"),
-        ("wall-vs-workers", "wall_median"),
-    ] {
+    let figures: [(&str, Median); 4] = [
+        ("mean-rss-vs-workers", |v| v.mean_rss_median),
+        ("peak-rss-vs-workers", |v| v.peak_rss_median),
+        ("mean-pss-vs-workers", |v| v.mean_pss_median),
+        ("wall-vs-workers", |v| v.wall_median),
+    ];
+    for (id, median) in figures {
         let c = chart(charts, id);
         let x = numbers(&c["x"]);
         assert_eq!(x, [1.0, 2.0], "{id}");
         for s in c["series"].as_array().unwrap() {
             let variant = s["label"].as_str().unwrap();
-            let expected: Vec<f64> = results["summary"]
-                .as_array()
-                .unwrap()
+            let expected: Vec<f64> = results
+                .summary
                 .iter()
-                .map(|g| {
-                    g["variants"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .find(|v| v["variant"] == variant)
-                        .unwrap()[median]
-                        .as_f64()
-                        .unwrap()
-                })
+                .map(|g| median(g.variants.iter().find(|v| v.variant == variant).unwrap()).unwrap())
                 .collect();
             assert_eq!(numbers(&s["values"]), expected, "{id} {variant}");
         }
@@ -446,24 +436,18 @@ fn diff_json(a: &Path, b: &Path) -> Value {
 #[test]
 fn diff_of_runs_shows_every_headline_with_its_change() {
     let f = fixtures();
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(f.sweep.join("results.json")).unwrap())
-            .unwrap();
+    let results = testkit::results(&f.sweep);
     // Against itself: every figure found on both sides, no change.
     let same = diff_json(&f.sweep, &f.sweep);
     let rows = same["rows"].as_array().unwrap();
-    for group in results["summary"].as_array().unwrap() {
-        for v in group["variants"].as_array().unwrap() {
-            let scope = format!(
-                "workers={} {}",
-                group["params"]["workers"].as_str().unwrap(),
-                v["variant"].as_str().unwrap()
-            );
+    for group in &results.summary {
+        for v in &group.variants {
+            let scope = format!("workers={} {}", group.params["workers"], v.variant);
             let row = rows
                 .iter()
                 .find(|r| r["scope"] == scope.as_str() && r["metric"] == "peak PSS (median)")
                 .unwrap_or_else(|| panic!("no peak PSS row for {scope}"));
-            assert_eq!(row["a"], v["peak_pss_median"]);
+            assert_eq!(row["a"].as_f64(), v.peak_pss_median);
             assert_eq!(row["change"], 0.0);
         }
     }
@@ -1143,29 +1127,65 @@ fn grouped_fixture() -> &'static (tempfile::TempDir, PathBuf, Vec<String>, u128,
     })
 }
 
-fn results_json(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
+/// A figure of the summary (`peak_pss_median`, ...) and the same figure of a run.
+type Median = fn(&VariantSummary) -> Option<f64>;
+type OfRun = fn(&RunRecord) -> f64;
+
+/// A run's figure for the chart `id`; the peak-RSS bars take the larger of its samples' and the
+/// kernel's peak.
+fn run_figure(id: &str, run: &RunRecord, of_run: OfRun) -> f64 {
+    let value = of_run(run);
+    match run.memory.kernel_peak_rss {
+        Some(kernel) if id == "peak-rss" => value.max(kernel as f64),
+        _ => value,
+    }
 }
 
 #[test]
 fn variants_compared_as_bars_with_the_spread_of_repeats() {
     let (_, dir, variants, before, after) = grouped_fixture();
-    let results = results_json(dir);
+    let results = testkit::results(dir);
     let (path, html) = report_html(dir, &[]);
     let data = chart_data(&html);
     let charts = data["charts"].as_array().unwrap();
-    let runs = results["runs"].as_array().unwrap();
-    let summary = &results["summary"][0]["variants"];
+    let runs = &results.runs;
+    let summary = &results.summary[0].variants;
     // Per figure: the bars are the summary's medians, best first, each whisker the min..max of the
     // variant's runs in results.json.
-    for (id, median, of_run, higher_is_better) in [
-        ("throughput", "throughput_median", "/throughput", true),
-        ("wall", "wall_median", "/wall", false),
-        ("peak-pss", "peak_pss_median", "/memory/pss/peak", false),
-        ("mean-pss", "mean_pss_median", "/memory/pss/mean", false),
-        ("peak-rss", "peak_rss_median", "/memory/rss/peak", false),
-        ("mean-rss", "mean_rss_median", "/memory/rss/mean", false),
-    ] {
+    let figures: [(&str, Median, OfRun, bool); 6] = [
+        (
+            "throughput",
+            |v| v.throughput_median,
+            |r| r.throughput.unwrap(),
+            true,
+        ),
+        ("wall", |v| v.wall_median, |r| r.wall, false),
+        (
+            "peak-pss",
+            |v| v.peak_pss_median,
+            |r| r.memory.pss.peak as f64,
+            false,
+        ),
+        (
+            "mean-pss",
+            |v| v.mean_pss_median,
+            |r| r.memory.pss.mean,
+            false,
+        ),
+        (
+            "peak-rss",
+            |v| v.peak_rss_median,
+            |r| r.memory.rss.peak as f64,
+            false,
+        ),
+        (
+            "mean-rss",
+            |v| v.mean_rss_median,
+            |r| r.memory.rss.mean,
+            false,
+        ),
+    ];
+    for (id, median, of_run, higher_is_better) in figures {
         let c = chart(charts, &format!("{id}-by-variant"));
         let names: Vec<&str> = c["x_labels"]
             .as_array()
@@ -1178,27 +1198,13 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
         for (i, name) in names.iter().enumerate() {
             let s = &c["series"][i];
             assert_eq!(s["label"], *name);
-            let expected = summary
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|v| v["variant"] == *name)
-                .unwrap()[median]
-                .as_f64()
-                .unwrap();
+            let expected = median(summary.iter().find(|v| v.variant == *name).unwrap()).unwrap();
             assert_eq!(s["values"][i].as_f64(), Some(expected), "{id} {name}");
             medians.push(expected);
             let of_variant: Vec<f64> = runs
                 .iter()
-                .filter(|r| r["variant"] == *name)
-                .map(|r| {
-                    let value = r.pointer(of_run).unwrap().as_f64().unwrap();
-                    // A run's peak RSS is the larger of its samples' and the kernel's.
-                    match r.pointer("/memory/kernel_peak_rss").and_then(Value::as_f64) {
-                        Some(kernel) if id == "peak-rss" => value.max(kernel),
-                        _ => value,
-                    }
-                })
+                .filter(|r| r.variant == *name)
+                .map(|r| run_figure(id, r, of_run))
                 .collect();
             assert_eq!(of_variant.len(), 3);
             let lo = of_variant.iter().copied().fold(f64::INFINITY, f64::min);
@@ -1225,18 +1231,22 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
         html.contains(">peak RSS ratio<"),
         "no peak RSS ratio column"
     );
-    for v in summary.as_array().unwrap() {
-        for (ratio, sd) in [
-            ("wall_ratio", "wall_ratio_stddev"),
-            ("throughput_ratio", "throughput_ratio_stddev"),
-            ("peak_rss_ratio", "peak_rss_ratio_stddev"),
+    for v in summary {
+        for (ratio, r, sd) in [
+            ("wall_ratio", v.wall_ratio, v.wall_ratio_stddev),
+            (
+                "throughput_ratio",
+                v.throughput_ratio,
+                v.throughput_ratio_stddev,
+            ),
+            ("peak_rss_ratio", v.peak_rss_ratio, v.peak_rss_ratio_stddev),
         ] {
-            if let (Some(r), Some(sd)) = (v[ratio].as_f64(), v[sd].as_f64()) {
+            if let (Some(r), Some(sd)) = (r, sd) {
                 let cell = format!("{r:.2} ± {sd:.2}×");
                 assert!(
                     html.contains(&cell),
                     "{} {ratio}: no cell {cell}",
-                    v["variant"]
+                    v.variant
                 );
             }
         }
@@ -1244,7 +1254,7 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
     // Each run's absolute start, between the moments before and after `alloclens run`, in order.
     let starts: Vec<u128> = runs
         .iter()
-        .map(|r| r["start_unix_ns"].as_u64().expect("start_unix_ns") as u128)
+        .map(|r| r.start_unix_ns.expect("start_unix_ns") as u128)
         .collect();
     assert!(
         starts.iter().all(|s| s >= before && s <= after),
@@ -1280,7 +1290,7 @@ fn variants_compared_as_bars_with_the_spread_of_repeats() {
     let vss = chart(charts, "vss-over-time");
     let peak_vss = runs
         .iter()
-        .map(|r| r["memory"]["vss"]["peak"].as_f64().unwrap())
+        .map(|r| r.memory.vss.peak as f64)
         .fold(0.0, f64::max);
     let drawn_peak = vss["series"]
         .as_array()
@@ -1629,31 +1639,24 @@ fn sweep_lines_carry_the_spread_of_repeats() {
             "30",
         ],
     );
-    let results = results_json(&dir);
-    let runs = results["runs"].as_array().unwrap();
+    let runs = testkit::results(&dir).runs;
     let (path, html) = report_html(&dir, &[]);
     let data = chart_data(&html);
     let charts = data["charts"].as_array().unwrap();
-    for (id, of_run) in [
-        ("mean-rss-vs-mb", "/memory/rss/mean"),
-        ("peak-pss-vs-mb", "/memory/pss/peak"),
-        ("wall-vs-mb", "/wall"),
-    ] {
+    let figures: [(&str, OfRun); 3] = [
+        ("mean-rss-vs-mb", |r| r.memory.rss.mean),
+        ("peak-pss-vs-mb", |r| r.memory.pss.peak as f64),
+        ("wall-vs-mb", |r| r.wall),
+    ];
+    for (id, of_run) in figures {
         let c = chart(charts, id);
         assert_eq!(numbers(&c["x"]), [2.0, 6.0], "{id}");
         let s = &c["series"][0];
         for (i, mb) in ["2", "6"].iter().enumerate() {
             let values: Vec<f64> = runs
                 .iter()
-                .filter(|r| r["params"]["mb"] == *mb)
-                .map(|r| {
-                    let value = r.pointer(of_run).unwrap().as_f64().unwrap();
-                    // A run's peak RSS is the larger of its samples' and the kernel's.
-                    match r.pointer("/memory/kernel_peak_rss").and_then(Value::as_f64) {
-                        Some(kernel) if id == "peak-rss" => value.max(kernel),
-                        _ => value,
-                    }
-                })
+                .filter(|r| r.params["mb"] == *mb)
+                .map(|r| run_figure(id, r, of_run))
                 .collect();
             assert_eq!(values.len(), 2);
             assert_eq!(
