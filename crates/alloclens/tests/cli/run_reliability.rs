@@ -48,28 +48,16 @@ fn a_full_disk_keeps_the_table_results_json_and_whole_runs() {
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stdout.contains("Summary"), "the table is printed: {stdout}");
-    let r: Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
-    )
-    .unwrap();
-    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        r["runs"][1]["markers"], 10000,
-        "the measurement is all there"
-    );
+    let r = testkit::results(&out_dir);
+    assert_eq!(r.runs.len(), 2);
+    assert_eq!(r.runs[1].markers, 10000, "the measurement is all there");
     let problems: Vec<&str> = stderr
         .lines()
         .filter_map(|l| l.strip_prefix("alloclens: error: "))
         .collect();
     assert!(!problems.is_empty(), "{stderr}");
     assert_eq!(
-        problems,
-        r["incomplete_files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p.as_str().unwrap())
-            .collect::<Vec<_>>(),
+        problems, r.incomplete_files,
         "the same lines in results.json"
     );
     assert!(
@@ -143,11 +131,8 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stdout.contains("Summary"), "{stdout}");
-    let r: Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
-    )
-    .unwrap();
-    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    let r = testkit::results(&out_dir);
+    assert_eq!(r.runs.len(), 2);
     assert!(
         stderr.contains("to make room for results.json"),
         "our own rows were given up, not the user's file: {stderr}"
@@ -158,11 +143,7 @@ fn results_json_gets_room_when_the_disk_is_full_at_the_end() {
         .lines()
         .filter(|l| l.starts_with("alloclens: error:"))
         .count();
-    assert_eq!(
-        problems,
-        r["incomplete_files"].as_array().unwrap().len(),
-        "{stderr}"
-    );
+    assert_eq!(problems, r.incomplete_files.len(), "{stderr}");
     let _ = csv_rows(out_dir.join("markers.csv"));
 }
 
@@ -567,9 +548,7 @@ fn issue_24_export_paths_are_refused_before_any_run_when_they_would_lose_results
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(testkit::results(&d).runs.len(), 1);
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
     assert!(summary.is_array(), "{summary}");
@@ -748,11 +727,9 @@ fn issue_24_sigterm_during_prepare_stops_it_and_ends_as_during_a_run() {
         "{stderr}"
     );
     assert!(!sleeping(&pid), "the prepare command outlived alloclens");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("d/results.json")).unwrap())
-            .unwrap();
-    assert_eq!(results["interrupted"], true);
-    assert_eq!(results["runs"].as_array().unwrap().len(), 0);
+    let results = testkit::results(&dir.path().join("d"));
+    assert!(results.interrupted);
+    assert_eq!(results.runs.len(), 0);
 }
 
 /// Issue 24: `--timeout` did not bound `--prepare`. A prepare command that outlasts it is stopped,
