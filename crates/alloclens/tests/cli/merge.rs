@@ -120,9 +120,7 @@ fn hidden_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn hostname_of(run: &Path) -> String {
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
-    json["host"]["hostname"].as_str().unwrap().to_string()
+    testkit::results(run).host.hostname
 }
 
 #[test]
