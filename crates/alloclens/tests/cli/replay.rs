@@ -383,13 +383,11 @@ fn an_allocator_that_crashes_or_hangs_is_reported_and_the_others_still_run() {
             stderr.contains(&format!("the replay ended with {expected}")),
             "{stderr}"
         );
-        let results: Value = serde_json::from_slice(
-            &std::fs::read(dir.path().join(op).join("results.json")).unwrap(),
-        )
-        .unwrap();
-        let glibc = &results["runs"][0];
-        assert_eq!(glibc["variant"], "glibc");
-        assert_eq!(glibc["ending"]["status"]["code"], 0, "glibc still ran");
+        let results = testkit::results(&dir.path().join(op));
+        let glibc = &results.runs[0];
+        assert_eq!(glibc.variant, "glibc");
+        let status = glibc.ending.status;
+        assert_eq!(status.and_then(|s| s.code), Some(0), "glibc still ran");
     }
 }
 
@@ -530,10 +528,9 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
     let err = String::from_utf8_lossy(&ended.stderr);
     assert_eq!(ended.status.code(), Some(130), "{err}");
     assert!(err.contains("alloclens: interrupted: "), "{err}");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["interrupted"], true);
-    let runs = results["runs"].as_array().unwrap();
+    let results = testkit::results(&out);
+    assert!(results.interrupted);
+    let runs = &results.runs;
     assert!(
         !runs.is_empty() && runs.len() < 5000,
         "{} replays",
@@ -544,7 +541,8 @@ fn an_interrupted_replay_keeps_the_replays_that_ended() {
     assert_eq!(replayed.as_array().unwrap().len(), runs.len());
     // The replay that was under way when Ctrl-C came is not among them as a failure.
     for r in runs {
-        assert_eq!(r["ending"]["status"]["code"], 0, "{r}");
+        let status = r.ending.status;
+        assert_eq!(status.and_then(|s| s.code), Some(0), "{r:?}");
     }
 }
 
@@ -566,13 +564,9 @@ fn a_truncated_trace_is_warned_about_once() {
     );
     let err = String::from_utf8_lossy(&ran.stderr);
     assert_eq!(err.matches("is truncated").count(), 1, "{err}");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let warnings = results["warnings"].as_array().unwrap();
+    let warnings = testkit::results(&out).warnings;
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.as_str().unwrap().contains("is truncated")),
+        warnings.iter().any(|w| w.contains("is truncated")),
         "{warnings:?}"
     );
 }
@@ -600,20 +594,11 @@ fn a_full_disk_lists_the_replay_files_it_could_not_write_in_results_json() {
         .filter(|l| l.starts_with("alloclens: error: replay"))
         .collect();
     assert!(!not_written.is_empty(), "{stderr}");
-    let r: Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join("results.json")).expect("results.json written"),
-    )
-    .unwrap();
-    let incomplete: Vec<&str> = r["incomplete_files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let incomplete = testkit::results(&out_dir).incomplete_files;
     for line in not_written {
         let problem = line.trim_start_matches("alloclens: error: ");
         assert!(
-            incomplete.contains(&problem),
+            incomplete.iter().any(|i| i == problem),
             "{problem} not in {incomplete:?}"
         );
     }
@@ -713,18 +698,11 @@ fn tune_screens_a_trace_with_the_time_weighted_mean() {
         .args(["--budget", "20s", "--max-runs", "2", "-o"])
         .arg(&out)
         .ok_stdout();
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let glibc = results["tune"]["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["label"] == "glibc")
-        .unwrap();
-    let (mean, peak) = (
-        glibc["mean_pss"]["mean"].as_f64().unwrap(),
-        glibc["peak_pss"]["mean"].as_f64().unwrap(),
-    );
+    let tune = testkit::results(&out)
+        .tune
+        .expect("results.json of tune has `tune`");
+    let glibc = tune.candidates.iter().find(|c| c.label == "glibc").unwrap();
+    let (mean, peak) = (glibc.mean_pss.unwrap().mean, glibc.peak_pss.unwrap().mean);
     assert!(
         mean > 0.9 * peak,
         "screened mean {mean} against peak {peak}"
