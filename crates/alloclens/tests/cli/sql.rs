@@ -528,9 +528,8 @@ fn sql_run_figures_equal_results_and_diff() {
 
     // run_summary = results.json summary, per host
     for (host, results) in [("host-a", &a), ("host-b", &b)] {
-        let json: Value =
-            serde_json::from_slice(&std::fs::read(results.join("results.json")).unwrap()).unwrap();
-        let variants = json["summary"][0]["variants"].as_array().unwrap();
+        let json = testkit::results(results);
+        let variants = &json.summary[0].variants;
         let rows: Vec<&Value> = figures["run_summary"]
             .iter()
             .filter(|r| r["host"] == host)
@@ -539,27 +538,28 @@ fn sql_run_figures_equal_results_and_diff() {
         for v in variants {
             let r = rows
                 .iter()
-                .find(|r| r["variant"] == v["variant"])
+                .find(|r| r["variant"] == v.variant.as_str())
                 .expect("variant row");
-            for c in ["runs", "failed"] {
-                assert_eq!(int(&r[c]), int(&v[c]), "{host} {}: {c}", v["variant"]);
+            for (c, j) in [("runs", v.runs), ("failed", v.failed)] {
+                assert_eq!(int(&r[c]), i64::from(j), "{host} {}: {c}", v.variant);
             }
-            for c in [
-                "wall_median",
-                "peak_pss_median",
-                "mean_pss_median",
-                "peak_rss_median",
-                "mean_rss_median",
-                "wall_ratio",
-                "peak_pss_ratio",
-                "mean_pss_ratio",
-                "peak_rss_ratio",
+            for (c, j) in [
+                ("wall_median", v.wall_median),
+                ("peak_pss_median", v.peak_pss_median),
+                ("mean_pss_median", v.mean_pss_median),
+                ("peak_rss_median", v.peak_rss_median),
+                ("mean_rss_median", v.mean_rss_median),
+                ("wall_ratio", v.wall_ratio),
+                ("peak_pss_ratio", v.peak_pss_ratio),
+                ("mean_pss_ratio", v.mean_pss_ratio),
+                ("peak_rss_ratio", v.peak_rss_ratio),
             ] {
-                let (s, j) = (float(&r[c]), float(&v[c]));
+                let s = float(&r[c]);
+                let j = j.unwrap_or_else(|| panic!("{host} {}: no {c}", v.variant));
                 assert!(
                     close(s, j, 1e-12),
                     "{host} {}: {c}: SQL {s}, results.json {j}",
-                    v["variant"]
+                    v.variant
                 );
             }
         }
@@ -567,41 +567,34 @@ fn sql_run_figures_equal_results_and_diff() {
         // means are computed from the microseconds samples.csv holds (runner::results_dir::
         // sample_instant), so they agree to the order of summation (issue 35: 0.2 % with t_s in 0.1 ms).
         let mut sampled_runs = 0;
-        for r in json["runs"].as_array().unwrap() {
+        for r in &json.runs {
             let s = figures["run_memory_from_samples"]
                 .iter()
-                .find(|s| s["host"] == host && int(&s["run"]) == int(&r["index"]));
-            let samples = int(&r["memory"]["samples"]);
+                .find(|s| s["host"] == host && int(&s["run"]) == r.index as i64);
+            let samples = r.memory.samples as i64;
             let Some(s) = s else {
-                assert_eq!(
-                    samples, 0,
-                    "{host} run {}: sampled but no SQL row",
-                    r["index"]
-                );
+                assert_eq!(samples, 0, "{host} run {}: sampled but no SQL row", r.index);
                 continue;
             };
             assert_eq!(
                 int(&s["samples"]),
                 samples,
                 "{host} run {}: samples",
-                r["index"]
+                r.index
             );
             sampled_runs += 1;
-            for m in ["pss", "rss"] {
+            for (m, stats) in [("pss", &r.memory.pss), ("rss", &r.memory.rss)] {
                 assert_eq!(
                     int(&s[format!("peak_{m}")]),
-                    int(&r["memory"][m]["peak"]),
+                    stats.peak as i64,
                     "{host} run {}: peak {m}",
-                    r["index"]
+                    r.index
                 );
-                let (sql, json) = (
-                    float(&s[format!("mean_{m}")]),
-                    float(&r["memory"][m]["mean"]),
-                );
+                let (sql, json) = (float(&s[format!("mean_{m}")]), stats.mean);
                 assert!(
                     close(sql, json, 1e-12),
                     "{host} run {}: mean {m}: SQL {sql}, results.json {json}",
-                    r["index"]
+                    r.index
                 );
             }
         }
