@@ -6,14 +6,16 @@
 //! the agent is loaded into the running process by `agent::attach`, no debugger) into a [`history::History`] bounded in memory and on disk, and
 //! [`verdict::classify`] tells leak, fragmentation, retention, outside-heap or stable (or says it
 //! cannot: undetermined) from robust trends
-//! ([`slope::theil_sen`]). [`results`] owns DIR/watch.json, written and read; [`directory`] the
-//! directory's `--force` policy and lock; [`samples_file`] reads samples.csv back and says
+//! ([`slope::theil_sen`]), and `explain` puts the verdict into sentences and a remedy.
+//! [`results`] owns DIR/watch.json, written and read; [`directory`] the directory's `--force`
+//! policy and lock; [`samples_file`] reads samples.csv back and says
 //! what is wrong with it. Nothing here prints.
 //! Formats and definitions: docs/watch.md.
 
 mod agents;
 pub mod directory;
 pub mod engine;
+mod explain;
 pub mod history;
 mod probes;
 pub mod results;

@@ -1,11 +1,11 @@
 //! The verdict: why RSS moves, with figures. Trends are Theil-Sen slopes over the window
 //! ([`crate::slope`]); the classes and their thresholds are defined in docs/memory-metrics.md ("The verdict").
+//! This module decides the class; `explain.rs` puts it and its figures into sentences.
 
-use allocators::{GLIBC, JEMALLOC, MIMALLOC};
-use serde::{Deserialize, Serialize};
-use trace::{human_bytes, human_count};
-
+use crate::explain;
+pub use crate::explain::{human_duration, shell_line, signed_bytes};
 use crate::slope::{median, theil_sen};
+use serde::{Deserialize, Serialize};
 
 /// What the window shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ pub struct Verdict {
     pub commands: Vec<String>,
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
+pub(crate) const MIB: f64 = 1024.0 * 1024.0;
 
 /// The trend of `series`; its change is the slope times the series' own span (a series measured
 /// over part of the window is not extrapolated to the rest).
@@ -155,28 +155,6 @@ fn trend(series: &[(f64, f64)]) -> Option<Trend> {
         first: series.first()?.1,
         last: series.last()?.1,
     })
-}
-
-/// "+410.0 MiB" / "-3.0 MiB" / "+0 B".
-pub fn signed_bytes(v: f64) -> String {
-    let sign = if v < 0.0 { "-" } else { "+" };
-    format!("{sign}{}", human_bytes(v.abs().round() as u64))
-}
-
-/// "2 h", "5.0 min", "42 s".
-pub fn human_duration(s: f64) -> String {
-    if s >= 7200.0 {
-        format!("{:.0} h", s / 3600.0)
-    } else if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s >= 120.0 {
-        format!("{:.1} min", s / 60.0)
-    } else if s >= 10.0 || (s * 10.0).round() % 10.0 == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        // A watch of a short program: "0.4 s", not "0 s".
-        format!("{s:.1} s")
-    }
 }
 
 /// How much faster than the series moves after it a fill that ends past the first quarter must
@@ -260,7 +238,7 @@ fn fill_end(series: &[(f64, f64)]) -> Option<usize> {
 }
 
 /// Why the verdict could not be made (`undetermined`), for the sentence.
-enum Unknown {
+pub(crate) enum Unknown {
     /// No live bytes in the window (or too few to make a trend).
     NotMeasured,
     /// Live bytes measured over part of the window only (the agent's snapshots stopped).
@@ -272,7 +250,7 @@ enum Unknown {
 /// Samples a verdict needs: fewer cannot tell a start-up fill from growth ([`fill_end`] looks for
 /// one from this many), and a program that allocates, frees part and exits within a few samples
 /// would pass for a leak (`workload twowave` in 0.45 s at `--interval 100ms`: 5 samples, "leak").
-const MIN_SAMPLES: usize = 8;
+pub(crate) const MIN_SAMPLES: usize = 8;
 
 pub fn classify(input: &VerdictInput) -> Verdict {
     let sampled = input.rss.len();
@@ -319,28 +297,10 @@ pub fn classify(input: &VerdictInput) -> Verdict {
         commands: Vec::new(),
     };
     let Some(rss) = rss.filter(|_| input.rss.len() >= 3 && sampled >= MIN_SAMPLES) else {
-        v.evidence.push(if sampled < MIN_SAMPLES {
-            format!(
-                "{sampled} sample(s): too few to tell a start-up fill from growth \
-                 ({MIN_SAMPLES} needed); watch longer or give a shorter --interval"
-            )
-        } else {
-            format!(
-                "{} sample(s) after the warm-up: too few for a trend; watch longer",
-                input.rss.len()
-            )
-        });
+        v.evidence
+            .push(explain::too_few_samples(sampled, input.rss.len()));
         return v;
     };
-    let live_name = if input.live_name.is_empty() {
-        "live bytes"
-    } else {
-        &input.live_name
-    };
-    let mut span = human_duration(window);
-    if warmup_s > 0.0 {
-        span.push_str(&format!(" (after {} of warm-up)", human_duration(warmup_s)));
-    }
     let grows = |c: f64| c >= threshold;
     let rss_grows = grows(rss.change);
     let live_grows = live.is_some_and(|l| grows(l.change));
@@ -357,24 +317,13 @@ pub fn classify(input: &VerdictInput) -> Verdict {
         Some((a, b)) if b - a < 0.75 * window => Some(Unknown::Partly { from: a, to: b }),
         _ => unmeasured.map(|u| Unknown::InUnmeasured { change: u.change }),
     };
-    let mut headline = format!("RSS {} in {span}", signed_bytes(rss.change));
-    match (live, &unknown) {
-        (Some(l), Some(Unknown::Partly { from, to })) => headline.push_str(&format!(
-            " while {live_name} {} from {from:.1} s to {to:.1} s",
-            signed_bytes(l.change)
-        )),
-        (Some(l), _) => {
-            headline.push_str(&format!(" while {live_name} {}", signed_bytes(l.change)))
-        }
-        (None, _) => headline.push_str(&format!(" ({live_name} not measured)")),
-    }
     let unexplained = rss.change - live.map_or(0.0, |l| l.change.max(0.0));
     // The heap part (brk and private anonymous mappings) grows with RSS.
     let heap_grows = heap.is_some_and(|h| h.change >= 0.5 * rss.change);
     let free_grows = free.is_some_and(|f| f.change >= 0.5 * unexplained);
 
+    let mut kept = None;
     v.class = if live_grows {
-        headline.push_str(": a leak");
         Class::Leak
     } else if rss_grows {
         if heap.is_some() && !heap_grows {
@@ -382,41 +331,32 @@ pub fn classify(input: &VerdictInput) -> Verdict {
             Class::OutsideHeap
         } else if unknown.is_some() {
             Class::Undetermined
+        } else if free_grows {
+            Class::Fragmentation
+        } else if free.is_some() {
+            // The allocator reports its free memory, and it does not grow: the heap part
+            // grows in private anonymous mappings malloc does not hold.
+            Class::OutsideHeap
+        } else if heap.is_some_and(|h| h.change - live.map_or(0.0, |l| l.change) >= threshold) {
+            Class::Fragmentation
         } else {
-            headline.push_str(": not a leak");
-            if free_grows {
-                Class::Fragmentation
-            } else if free.is_some() {
-                // The allocator reports its free memory, and it does not grow: the heap part
-                // grows in private anonymous mappings malloc does not hold.
-                Class::OutsideHeap
-            } else if heap.is_some_and(|h| h.change - live.map_or(0.0, |l| l.change) >= threshold) {
-                Class::Fragmentation
-            } else {
-                Class::Undetermined
-            }
+            Class::Undetermined
         }
     } else if trim_returned_much(input, threshold) {
         Class::Retention
     } else if let Some(d) = kept_drop(input, live, threshold) {
-        // The live bytes' trend over the window is a step's median slope, often 0 ("live bytes
-        // +0 B" after a 195 MiB fall): the headline gives the fall from the peak instead.
-        headline = format!(
-            "RSS {} in {span} while {live_name} fell {} from their peak ({} -> {}): not a leak",
-            signed_bytes(rss.change),
-            human_bytes((d.peak - d.end).round() as u64),
-            human_bytes(d.peak.round() as u64),
-            human_bytes(d.end.max(0.0).round() as u64)
-        );
+        kept = Some(d);
         Class::Retention
     } else {
         Class::Stable
     };
-    v.evidence.push(format!("{headline}."));
-    held_sentence(input, &mut v);
-    trim_sentence(input, &mut v);
-    explain(input, &mut v, rss, live_name, heap_grows, unknown.as_ref());
-    remedy(input, &mut v, unknown.is_some());
+    let findings = Findings {
+        rss,
+        heap_grows,
+        unknown,
+        kept,
+    };
+    explain::explain(input, &mut v, &findings);
     v
 }
 
@@ -430,9 +370,9 @@ fn trim_returned_much(input: &VerdictInput, threshold: f64) -> bool {
 
 /// The live set's fall from its peak to the end of the window, that RSS did not follow.
 #[derive(Debug, Clone, Copy)]
-struct KeptDrop {
-    peak: f64,
-    end: f64,
+pub(crate) struct KeptDrop {
+    pub peak: f64,
+    pub end: f64,
 }
 
 /// Memory kept after the live set shrank: the live set's peak and the RSS then, against the end.
@@ -460,241 +400,32 @@ fn kept_drop(input: &VerdictInput, live: Option<Trend>, threshold: f64) -> Optio
     })
 }
 
-fn held_sentence(input: &VerdictInput, v: &mut Verdict) {
-    let Some(h) = &input.held else { return };
-    let mut s = format!("{} holds {} free", h.allocator, human_bytes(h.free));
-    if let Some(c) = h.free_chunks {
-        s.push_str(&format!(" in {} chunks", human_count(c)));
-    }
-    if let Some(out) = h.handed_out {
-        let heap = out + h.free;
-        if heap > 0 {
-            s.push_str(&format!(
-                " ({:.0} % of the heap)",
-                100.0 * h.free as f64 / heap as f64
-            ));
-        }
-    }
-    if h.arenas > 0 {
-        s.push_str(&format!(
-            " across {} arena{}",
-            h.arenas,
-            if h.arenas == 1 { "" } else { "s" }
-        ));
-    }
-    if let Some(f) = v.free {
-        s.push_str(&format!(", {} over the window", signed_bytes(f.change)));
-    }
-    match v.class {
-        Class::Fragmentation => s.push_str(": fragmentation"),
-        Class::Retention => s.push_str(": retention"),
-        _ => {}
-    }
-    v.evidence.push(format!("{s}."));
-}
-
-fn trim_sentence(input: &VerdictInput, v: &mut Verdict) {
-    if let Some(t) = input.trim {
-        v.evidence.push(format!(
-            "{} returned {} when tried (RSS {} -> {}).",
-            if t.call.is_empty() { "A trim" } else { t.call },
-            human_bytes(t.returned()),
-            human_bytes(t.rss_before),
-            human_bytes(t.rss_after)
-        ));
-    }
-}
-
-fn explain(
-    input: &VerdictInput,
-    v: &mut Verdict,
-    rss: Trend,
-    live_name: &str,
-    heap_grows: bool,
-    unknown: Option<&Unknown>,
-) {
-    let per_hour = |t: Trend| format!("{}/h", signed_bytes(t.per_hour));
-    let line = match v.class {
-        Class::Leak => {
-            // What grows, on average: the live bytes' change over the live blocks' change.
-            let blocks = theil_sen(&input.live_blocks).map(|b| b * v.window_s);
-            let sizes = match (v.live, blocks) {
-                (Some(l), Some(b)) if b >= 1.0 => format!(
-                    " in {} more live blocks of {} on average",
-                    human_count(b.round() as u64),
-                    human_bytes((l.change / b).max(0.0).round() as u64)
-                ),
-                _ => String::new(),
-            };
-            format!(
-                "Verdict: leak. {live_name} grow {} (RSS {}){sizes}: the program keeps what it allocates.",
-                v.live.map(per_hour).unwrap_or_default(),
-                per_hour(rss)
-            )
-        }
-        Class::Fragmentation if v.free.is_some() => format!(
-            "Verdict: fragmentation. RSS grows {} and the allocator's free memory with it, while {live_name} do not: memory the allocator can neither reuse nor return.",
-            per_hour(rss)
-        ),
-        Class::Fragmentation => format!(
-            "Verdict: fragmentation (likely). RSS grows {} in the heap, well beyond {live_name}; the allocator does not report its free memory, so memory mapped outside malloc is not ruled out.",
-            per_hour(rss)
-        ),
-        Class::Retention => format!(
-            "Verdict: retention. RSS holds while the program's {live_name} do not need it: the allocator keeps freed memory (returned by a trim or a decay setting)."
-        ),
-        Class::OutsideHeap if heap_grows => format!(
-            "Verdict: growth outside malloc. RSS grows {} in private anonymous mappings while {live_name} ({}) and the allocator's free memory ({}) do not: memory mapped outside malloc (the program's or a library's own mmap, a language runtime's heap), not the allocator.",
-            per_hour(rss),
-            v.live.map(|l| signed_bytes(l.change)).unwrap_or_default(),
-            v.free.map(|f| signed_bytes(f.change)).unwrap_or_default()
-        ),
-        Class::OutsideHeap => format!(
-            "Verdict: growth outside the heap. RSS grows {} but the heap does not (heap {}): file mappings, stacks or shared memory, not the allocator.",
-            per_hour(rss),
-            v.heap.map(|h| signed_bytes(h.change)).unwrap_or_default()
-        ),
-        Class::Stable => format!(
-            "Verdict: stable. RSS {} in {} (below the {} threshold){}.",
-            signed_bytes(rss.change),
-            human_duration(v.window_s),
-            human_bytes(v.threshold as u64),
-            if input.trim.is_some() { ", and a trim gives little back" } else { "" }
-        ),
-        Class::Undetermined => {
-            let why = input
-                .live_missing
-                .as_ref()
-                .filter(|m| !m.why.is_empty())
-                .map(|m| format!(" ({})", m.why.join("; ")))
-                .unwrap_or_default();
-            let what = match unknown {
-                Some(Unknown::Partly { from, to }) => format!(
-                    "{live_name} were measured only from {from:.1} s to {to:.1} s of the {} window{why}",
-                    human_duration(v.window_s)
-                ),
-                Some(Unknown::InUnmeasured { change }) => format!(
-                    "{} of it is in processes whose {live_name} are not measured{why}",
-                    signed_bytes(*change)
-                ),
-                _ => format!("{live_name} were not measured{why}"),
-            };
-            format!(
-                "Verdict: undetermined. RSS grows {} in the heap, but {what}: from outside, a leak and fragmentation look alike.",
-                per_hour(rss)
-            )
-        }
-    };
-    v.evidence.push(line);
-}
-
-/// Quotes a command line for a POSIX shell (words with only safe characters stay as they are).
-pub fn shell_line(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            let safe = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-            if safe {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn remedy(input: &VerdictInput, v: &mut Verdict, live_unknown: bool) {
-    let cmd = if input.command.is_empty() {
-        "CMD".to_string()
-    } else {
-        shell_line(&input.command)
-    };
-    if v.class == Class::Undetermined {
-        if !live_unknown {
-            return;
-        }
-        match &input.live_missing {
-            Some(m) if !m.remedy.is_empty() || !m.commands.is_empty() => {
-                v.remedy.extend(m.remedy.iter().cloned());
-                v.commands.extend(m.commands.iter().cloned());
-            }
-            _ => {
-                v.remedy.push("Measure the live bytes: under the agent (watch -- CMD), attached to a running process (watch --pid), or with a trace:".into());
-                v.commands
-                    .push(format!("alloclens record -o watch.alt -- {cmd}"));
-            }
-        }
-        return;
-    }
-    let has = |a: &str| input.installed.iter().any(|i| i == a);
-    let allocator = input.allocator.as_deref().unwrap_or(GLIBC);
-    let mut variants: Vec<&str> = Vec::new();
-    match v.class {
-        Class::Leak => {
-            v.remedy.push(
-                "Fix the program: find which allocations stay alive (by size, phase and process) with a trace:".into(),
-            );
-            v.commands
-                .push(format!("alloclens record -o watch.alt -- {cmd}"));
-            v.commands.push("alloclens analyze watch.alt".into());
-            return;
-        }
-        Class::Fragmentation | Class::Retention if allocator == GLIBC => {
-            v.remedy.push(if v.class == Class::Fragmentation {
-                "Try an allocator that bounds fragmentation (jemalloc, mimalloc), or glibc with fewer arenas (MALLOC_ARENA_MAX):".into()
-            } else {
-                "Make the allocator give memory back: glibc with a lower M_TRIM_THRESHOLD and fewer arenas, or jemalloc with a decay time:".into()
-            });
-            variants.push(GLIBC);
-            variants.push("glibc:arena_max=2");
-            if v.class == Class::Retention {
-                variants.push("glibc:trim_threshold=128k");
-            }
-            if has(JEMALLOC) {
-                variants.push(JEMALLOC);
-                variants.push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0");
-            }
-            if has(MIMALLOC) {
-                variants.push(MIMALLOC);
-            }
-        }
-        Class::Fragmentation | Class::Retention => {
-            v.remedy.push(format!(
-                "Compare {allocator} with its purging settings and other allocators (a quiet program keeps dirty pages unless a background thread or a short decay purges them):"
-            ));
-            variants.push(allocator);
-            if allocator == JEMALLOC {
-                variants
-                    .push("jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0,background_thread=true");
-            }
-            variants.push(GLIBC);
-            if has(MIMALLOC) && allocator != MIMALLOC {
-                variants.push(MIMALLOC);
-            }
-        }
-        _ => return,
-    }
-    v.commands.push(format!(
-        "alloclens run -r 1 -a {} -- {cmd}",
-        variants.join(",")
-    ));
+/// What the decision found beyond the class, that the sentences tell ([`explain`]).
+pub(crate) struct Findings {
+    pub rss: Trend,
+    /// The heap part (brk and private anonymous mappings) grows with RSS.
+    pub heap_grows: bool,
+    /// Why live bytes cannot tell leak from fragmentation, if they cannot.
+    pub unknown: Option<Unknown>,
+    /// Retention told by the live set's fall from its peak (the headline gives the fall).
+    pub kept: Option<KeptDrop>,
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const M: f64 = MIB;
-
+    pub(crate) const M: f64 = MIB;
     /// `n` points one minute apart of `f(i)` MiB.
-    fn series(n: usize, f: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
+    pub(crate) fn series(n: usize, f: impl Fn(usize) -> f64) -> Vec<(f64, f64)> {
         (0..n).map(|i| (60.0 * i as f64, f(i) * M)).collect()
     }
 
-    fn input(rss: Vec<(f64, f64)>, live: Vec<(f64, f64)>, free: Vec<(f64, f64)>) -> VerdictInput {
+    pub(crate) fn input(
+        rss: Vec<(f64, f64)>,
+        live: Vec<(f64, f64)>,
+        free: Vec<(f64, f64)>,
+    ) -> VerdictInput {
         VerdictInput {
             heap: rss.iter().map(|p| (p.0, p.1 * 0.9)).collect(),
             rss,
@@ -746,46 +477,6 @@ mod tests {
             v.evidence
         );
         assert!(v.commands[0].ends_with("./server --port '80 80'"));
-    }
-
-    #[test]
-    fn rss_growing_with_free_while_live_flat_is_fragmentation() {
-        // the issue's example: RSS +410 MiB in 2 h, live +3 MiB, free grows with RSS.
-        let mut i = input(
-            series(121, |i| 900.0 + 410.0 * i as f64 / 120.0),
-            series(121, |i| 800.0 + 3.0 * i as f64 / 120.0),
-            series(121, |i| 100.0 + 380.0 * i as f64 / 120.0),
-        );
-        i.held = Some(HeldFree {
-            allocator: "glibc".into(),
-            free: 380 << 20,
-            handed_out: Some(846 << 20),
-            free_chunks: Some(12_000),
-            arenas: 8,
-        });
-        i.trim = Some(TrimResult {
-            call: "malloc_trim(0)",
-            rss_before: 1310 << 20,
-            rss_after: 1020 << 20,
-        });
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Fragmentation);
-        assert_eq!(
-            v.evidence[0],
-            "RSS +410.0 MiB in 2 h while live bytes +3.0 MiB: not a leak."
-        );
-        assert_eq!(
-            v.evidence[1],
-            "glibc holds 380.0 MiB free in 12.0 k chunks (31 % of the heap) across 8 arenas, +380.0 MiB over the window: fragmentation."
-        );
-        assert_eq!(
-            v.evidence[2],
-            "malloc_trim(0) returned 290.0 MiB when tried (RSS 1.3 GiB -> 1020.0 MiB)."
-        );
-        assert_eq!(
-            v.commands,
-            ["alloclens run -r 1 -a glibc,glibc:arena_max=2,jemalloc,jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0 -- ./server --port '80 80'"]
-        );
     }
 
     #[test]
@@ -850,23 +541,6 @@ mod tests {
         );
         i.heap = series(60, |_| 60.0);
         assert_eq!(classify(&i).class, Class::OutsideHeap);
-    }
-
-    #[test]
-    fn jemalloc_retention_suggests_its_decay_settings() {
-        let mut i = input(
-            series(30, |_| 500.0),
-            series(30, |i| if i < 10 { 400.0 } else { 100.0 }),
-            series(30, |_| 1.0),
-        );
-        i.allocator = Some("jemalloc".into());
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Retention);
-        assert!(
-            v.commands[0].contains("-a jemalloc,jemalloc:dirty_decay_ms=1000,muzzy_decay_ms=0,background_thread=true,glibc"),
-            "{:?}",
-            v.commands
-        );
     }
 
     #[test]
@@ -1033,18 +707,6 @@ mod tests {
         assert_eq!(warmup_end(&rss, &[], &[]), 0.0);
     }
 
-    #[test]
-    fn too_few_samples() {
-        let i = input(series(2, |i| i as f64), Vec::new(), Vec::new());
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Undetermined);
-        assert_eq!(
-            v.evidence,
-            ["2 sample(s): too few to tell a start-up fill from growth (8 needed); watch longer \
-              or give a shorter --interval"]
-        );
-    }
-
     /// `watch --interval 100ms -- alloclens workload twowave --wave-mb 8 --hold-ms 200` as it was
     /// sampled: two waves allocated, the first freed, the program gone after five samples. Its live
     /// bytes' trend over four points is positive; before, that was called a leak.
@@ -1070,75 +732,6 @@ mod tests {
         );
         assert_eq!(human_duration(0.4), "0.4 s");
         assert_eq!(human_duration(6.02), "6 s");
-    }
-
-    #[test]
-    fn without_live_bytes_heap_growth_is_undetermined_with_the_way_to_measure() {
-        let mut i = input(
-            series(60, |i| 100.0 + 2.0 * i as f64),
-            Vec::new(),
-            Vec::new(),
-        );
-        i.live_missing = Some(LiveMissing {
-            why: vec!["process 7 (static-leak) is statically linked".into()],
-            remedy: vec!["Link it dynamically.".into()],
-            commands: Vec::new(),
-        });
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Undetermined, "{:?}", v.evidence);
-        assert!(
-            v.evidence[0].contains("(live bytes not measured)"),
-            "{:?}",
-            v.evidence
-        );
-        assert!(
-            v.evidence[1].contains("live bytes were not measured (process 7 (static-leak) is statically linked): from outside, a leak and fragmentation look alike"),
-            "{:?}",
-            v.evidence
-        );
-        assert!(v
-            .evidence
-            .iter()
-            .all(|e| !e.contains("fragmentation (likely)")));
-        assert_eq!(v.remedy, ["Link it dynamically."]);
-        assert!(v.commands.is_empty(), "no allocator swap: {:?}", v.commands);
-    }
-
-    #[test]
-    fn heap_growth_with_flat_live_and_flat_allocator_free_is_outside_malloc() {
-        // a program that mmaps 4 MiB every 200 ms: the private anonymous part grows, malloc's
-        // live and free bytes do not.
-        let mut i = input(
-            series(60, |i| 100.0 + 4.0 * i as f64),
-            series(60, |_| 1.0),
-            series(60, |_| 0.1),
-        );
-        i.heap = series(60, |i| 90.0 + 4.0 * i as f64);
-        let v = classify(&i);
-        assert_eq!(v.class, Class::OutsideHeap, "{:?}", v.evidence);
-        assert!(
-            v.evidence[1].contains("in private anonymous mappings while live bytes (+0 B) and the allocator's free memory (+0 B) do not"),
-            "{:?}",
-            v.evidence
-        );
-        assert!(v.commands.is_empty());
-    }
-
-    #[test]
-    fn heap_growth_beyond_live_bytes_without_free_figures_is_likely_fragmentation() {
-        // tbbmalloc: live bytes measured, no free figures.
-        let i = input(
-            series(60, |i| 100.0 + 2.0 * i as f64),
-            series(60, |_| 50.0),
-            Vec::new(),
-        );
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Fragmentation, "{:?}", v.evidence);
-        assert!(
-            v.evidence[1].contains("fragmentation (likely)"),
-            "{:?}",
-            v.evidence
-        );
     }
 
     #[test]
@@ -1168,25 +761,6 @@ mod tests {
     }
 
     #[test]
-    fn growth_in_processes_without_live_bytes_is_undetermined() {
-        // the shell's live bytes are flat; its static child grows.
-        let mut i = input(
-            series(60, |i| 100.0 + 2.0 * i as f64),
-            series(60, |_| 1.0),
-            series(60, |_| 0.5),
-        );
-        i.rss_unmeasured = series(60, |i| 98.0 + 2.0 * i as f64);
-        let v = classify(&i);
-        assert_eq!(v.class, Class::Undetermined, "{:?}", v.evidence);
-        assert!(
-            v.evidence[1]
-                .contains("+118.0 MiB of it is in processes whose live bytes are not measured"),
-            "{:?}",
-            v.evidence
-        );
-    }
-
-    #[test]
     fn a_reading_at_the_first_samples_time_stays_in_the_window() {
         // `--pid`: gdb's in-use bytes at 0 s and at the end; the first sample a moment after 0.
         let rss: Vec<(f64, f64)> = (0..20)
@@ -1196,11 +770,5 @@ mod tests {
         i.live_name = "in-use bytes (malloc_info)".into();
         let v = classify(&i);
         assert_eq!(v.class, Class::Leak, "{:?}", v.evidence);
-    }
-
-    #[test]
-    fn shell_quoting() {
-        let words: Vec<String> = ["sh", "-c", "echo it's"].map(String::from).into();
-        assert_eq!(shell_line(&words), r#"sh -c 'echo it'\''s'"#);
     }
 }

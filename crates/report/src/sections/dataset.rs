@@ -187,6 +187,25 @@ impl DatasetData {
 
 impl Reportable for DatasetData {
     fn document(&self) -> Document {
+        let mut sections = vec![
+            self.overview_section(),
+            self.variants_section(),
+            self.ranking_section(),
+        ];
+        if !self.traces.is_empty() {
+            sections.push(self.traces_section());
+        }
+        sections.push(self.machines_section());
+        Document {
+            title: format!("alloclens dataset: {}", self.dir.display()),
+            sections,
+        }
+    }
+}
+
+impl DatasetData {
+    /// The directory, the number of hosts and of sources of each kind.
+    fn overview_section(&self) -> Section {
         let mut overview = Section::new("dataset", "The dataset");
         let hosts: std::collections::BTreeSet<&str> = (0..self.sources.len())
             .filter_map(|i| self.sources.text(i, "host"))
@@ -212,8 +231,25 @@ impl Reportable for DatasetData {
                 .map(|(k, n)| (format!("{k} sources"), n.to_string())),
         );
         overview.push(Block::Facts(facts));
-        let mut sections = vec![overview];
+        overview
+    }
 
+    /// "COMMAND LINE, params P, baseline B": what a group's tables are of.
+    fn caption(&self, command: &str, params: &str, group: &Group) -> String {
+        format!(
+            "{}{}, baseline {}",
+            self.commands.get(command).map_or(command, String::as_str),
+            if params == "{}" || params.is_empty() {
+                String::new()
+            } else {
+                format!(", params {params}")
+            },
+            group.baseline
+        )
+    }
+
+    /// One table per command and parameter point: each variant's ratios over the hosts.
+    fn variants_section(&self) -> Section {
         let mut variants = Section::new("variants-across-hosts", "Variants across hosts");
         variants.push(Block::Paragraph(
             "Each variant's peak and mean PSS as a ratio to the baseline of its run (lower is \
@@ -221,80 +257,34 @@ impl Reportable for DatasetData {
              median, then the lowest and highest host in parentheses."
                 .to_string(),
         ));
-        let mut differing = Section::new("ranking-differs", "Hosts where the ranking differs");
-        let mut any_differs = false;
-        // Some command ran on two hosts or more.
-        let mut compared = false;
         for ((command, params), group) in &self.groups {
-            let caption = format!(
-                "{}{}, baseline {}",
-                self.commands.get(command).unwrap_or(command),
-                if params == "{}" || params.is_empty() {
-                    String::new()
-                } else {
-                    format!(", params {params}")
-                },
-                group.baseline
-            );
-            let mut table = Table {
-                caption: Some(caption.clone()),
-                headers: ["variant", "hosts", "peak PSS ratio", "mean PSS ratio"]
-                    .map(String::from)
-                    .to_vec(),
-                rows: Vec::new(),
-            };
-            for variant in group.variants() {
-                let rows: Vec<&HostFigures> =
-                    group.rows.iter().filter(|r| r.variant == variant).collect();
-                let mut peak: Vec<f64> = rows.iter().filter_map(|r| r.peak_pss_ratio).collect();
-                let mut mean: Vec<f64> = rows.iter().filter_map(|r| r.mean_pss_ratio).collect();
-                let hosts: std::collections::BTreeSet<&str> =
-                    rows.iter().map(|r| r.host.as_str()).collect();
-                table.rows.push(vec![
-                    variant.clone(),
-                    hosts.len().to_string(),
-                    spread_text(spread(&mut peak)),
-                    spread_text(spread(&mut mean)),
-                ]);
-            }
-            variants.push(Block::Table(table));
-
-            // The ranking most hosts share; the hosts with another one.
-            let rankings = group.rankings();
-            compared |= rankings.len() >= 2;
-            let mut counts: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
-            for r in rankings.values() {
-                *counts.entry(r).or_default() += 1;
-            }
-            let Some((usual, usual_n)) = counts.iter().max_by_key(|(_, n)| **n) else {
-                continue;
-            };
-            let others: Vec<Vec<String>> = rankings
-                .iter()
-                .filter(|(_, r)| r != usual)
-                .map(|(host, r)| vec![host.clone(), r.join(" < ")])
-                .collect();
-            if others.is_empty() {
-                continue;
-            }
-            any_differs = true;
-            differing.push(Block::Paragraph(format!(
-                "{caption}: {usual_n} of {} hosts rank the variants by mean PSS ratio as {}; \
-                 these do not:",
-                rankings.len(),
-                usual.join(" < ")
-            )));
-            differing.push(Block::Table(Table {
-                caption: Some(caption),
-                headers: vec!["host".into(), "ranking (best first)".into()],
-                rows: others,
-            }));
+            variants.push(Block::Table(
+                group.variants_table(self.caption(command, params, group)),
+            ));
         }
         if self.groups.is_empty() {
             variants.push(Block::Paragraph(
                 "The dataset holds no results of `alloclens run` (its summary table is empty)."
                     .to_string(),
             ));
+        }
+        variants
+    }
+
+    /// Per command and parameter point, the hosts that rank the variants otherwise than most do.
+    fn ranking_section(&self) -> Section {
+        let mut differing = Section::new("ranking-differs", "Hosts where the ranking differs");
+        let mut any_differs = false;
+        // Some command ran on two hosts or more.
+        let mut compared = false;
+        for ((command, params), group) in &self.groups {
+            let rankings = group.rankings();
+            compared |= rankings.len() >= 2;
+            let caption = self.caption(command, params, group);
+            for block in differing_rankings(caption, &rankings) {
+                any_differs = true;
+                differing.push(block);
+            }
         }
         // "Every host agrees" only where hosts were compared: not over no run, or one host each.
         if !any_differs {
@@ -309,12 +299,11 @@ impl Reportable for DatasetData {
                 .to_string(),
             ));
         }
-        sections.push(variants);
-        sections.push(differing);
-        if !self.traces.is_empty() {
-            sections.push(self.traces_section());
-        }
+        differing
+    }
 
+    /// Each distinct machine description, once.
+    fn machines_section(&self) -> Section {
         let mut machines = Section::new("machines", "Machines");
         let columns = [
             "host",
@@ -352,10 +341,67 @@ impl Reportable for DatasetData {
                 .to_vec(),
             rows,
         }));
-        sections.push(machines);
-        Document {
-            title: format!("alloclens dataset: {}", self.dir.display()),
-            sections,
-        }
+        machines
     }
+}
+
+impl Group {
+    /// Per variant: on how many hosts, and the spread of its peak and mean PSS ratios.
+    fn variants_table(&self, caption: String) -> Table {
+        let mut table = Table {
+            caption: Some(caption),
+            headers: ["variant", "hosts", "peak PSS ratio", "mean PSS ratio"]
+                .map(String::from)
+                .to_vec(),
+            rows: Vec::new(),
+        };
+        for variant in self.variants() {
+            let rows: Vec<&HostFigures> =
+                self.rows.iter().filter(|r| r.variant == variant).collect();
+            let mut peak: Vec<f64> = rows.iter().filter_map(|r| r.peak_pss_ratio).collect();
+            let mut mean: Vec<f64> = rows.iter().filter_map(|r| r.mean_pss_ratio).collect();
+            let hosts: std::collections::BTreeSet<&str> =
+                rows.iter().map(|r| r.host.as_str()).collect();
+            table.rows.push(vec![
+                variant.clone(),
+                hosts.len().to_string(),
+                spread_text(spread(&mut peak)),
+                spread_text(spread(&mut mean)),
+            ]);
+        }
+        table
+    }
+}
+
+/// The ranking most hosts share and the hosts with another one (a paragraph and a table), or
+/// nothing when every host of the group ranks its variants alike.
+fn differing_rankings(caption: String, rankings: &BTreeMap<String, Vec<String>>) -> Vec<Block> {
+    let mut counts: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+    for r in rankings.values() {
+        *counts.entry(r).or_default() += 1;
+    }
+    let Some((usual, usual_n)) = counts.iter().max_by_key(|(_, n)| **n) else {
+        return Vec::new();
+    };
+    let others: Vec<Vec<String>> = rankings
+        .iter()
+        .filter(|(_, r)| r != usual)
+        .map(|(host, r)| vec![host.clone(), r.join(" < ")])
+        .collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::Paragraph(format!(
+            "{caption}: {usual_n} of {} hosts rank the variants by mean PSS ratio as {}; \
+             these do not:",
+            rankings.len(),
+            usual.join(" < ")
+        )),
+        Block::Table(Table {
+            caption: Some(caption),
+            headers: vec!["host".into(), "ranking (best first)".into()],
+            rows: others,
+        }),
+    ]
 }

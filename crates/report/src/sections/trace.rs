@@ -3,7 +3,7 @@
 //! scales, the lifetime CDF; tables per process, thread and phase.
 use analyze::analysis::Bucket;
 use analyze::metrics::SIZE_HISTOGRAMS;
-use analyze::{FileAnalysis, ProcessReport};
+use analyze::{FileAnalysis, ProcessReport, TimelinePoint};
 
 use crate::document::chart::{
     merge_bars, merge_into, palette, Axis, Band, Chart, Emphasis, Line, Unit, MAX_HISTOGRAM_BARS,
@@ -224,8 +224,9 @@ fn processes_table(t: &TraceData) -> Section {
     s
 }
 
+/// A process's page: its charts against allocator calls, then against time, its phases, request
+/// sizes, lifetimes and threads.
 fn process_section(i: usize, p: &ProcessReport, memory: &[trace::MemorySample]) -> Section {
-    let id = |name: &str| format!("p{i}-{name}");
     let mut s = Section::new(
         format!("process-{i}"),
         format!("Process {}", process_name(p)),
@@ -235,133 +236,209 @@ fn process_section(i: usize, p: &ProcessReport, memory: &[trace::MemorySample]) 
             "this process's stream is truncated: figures cover what was recorded".into(),
         ));
     }
-    let line = |label: &str, points: Vec<(f64, f64)>, color: usize, emphasis| Line {
+    for x in [ProcessAxis::calls(p), ProcessAxis::time(p)] {
+        for chart in x.timeline_charts(i) {
+            s.push_chart(chart);
+        }
+        if !memory.is_empty() {
+            s.push_chart(x.memory_chart(i, memory));
+        }
+    }
+    if let Some(table) = phases_table(p) {
+        s.push(table);
+    }
+    for chart in size_charts(i, p) {
+        s.push_chart(chart);
+    }
+    s.push_chart(lifetime_cdf(i, p));
+    s.push(threads_table(p));
+    s
+}
+
+/// The id of one of process `i`'s charts.
+fn chart_id(i: usize, name: &str) -> String {
+    format!("p{i}-{name}")
+}
+
+fn line(label: &str, points: Vec<(f64, f64)>, color: usize, emphasis: Emphasis) -> Line {
+    Line {
         label: label.to_string(),
         points,
         color: palette(color),
         emphasis,
-    };
-    for (by, x_axis, bands, xs) in [
-        (
-            "calls",
-            Axis::new("allocator calls", Unit::Count),
-            p.phases
-                .iter()
-                .map(|ph| Band {
-                    from: ph.start_call as f64,
-                    to: ph.end_call as f64,
-                    label: ph.name.clone(),
-                })
-                .collect::<Vec<_>>(),
-            p.timeline_by_calls
+    }
+}
+
+/// One x axis of a process's charts, allocator calls or time since the process started: where
+/// its timeline points and memory readings fall, and its phases as bands.
+struct ProcessAxis<'a> {
+    /// In the charts' ids: "calls", "time".
+    by: &'static str,
+    /// In the charts' titles.
+    against: &'static str,
+    axis: Axis,
+    /// The phases, shaded when there are more than one.
+    bands: Vec<Band>,
+    points: Vec<(f64, &'a TimelinePoint)>,
+    /// Where a memory reading falls on this axis.
+    at: fn(&trace::MemorySample) -> f64,
+}
+
+impl<'a> ProcessAxis<'a> {
+    fn calls(p: &'a ProcessReport) -> Self {
+        ProcessAxis {
+            by: "calls",
+            against: "allocator calls",
+            axis: Axis::new("allocator calls", Unit::Count),
+            bands: shaded(p.phases.iter().map(|ph| Band {
+                from: ph.start_call as f64,
+                to: ph.end_call as f64,
+                label: ph.name.clone(),
+            })),
+            points: p
+                .timeline_by_calls
                 .iter()
                 .map(|t| (t.calls as f64, t))
-                .collect::<Vec<_>>(),
-        ),
-        (
-            "time",
-            Axis::new("time since process start", Unit::Seconds),
-            p.phases
-                .iter()
-                .map(|ph| Band {
-                    from: ph.start_ns as f64 / 1e9,
-                    to: ph.end_ns as f64 / 1e9,
-                    label: ph.name.clone(),
-                })
                 .collect(),
-            p.timeline_by_time
+            at: |m| m.seq as f64,
+        }
+    }
+
+    fn time(p: &'a ProcessReport) -> Self {
+        ProcessAxis {
+            by: "time",
+            against: "time",
+            axis: Axis::new("time since process start", Unit::Seconds),
+            bands: shaded(p.phases.iter().map(|ph| Band {
+                from: ph.start_ns as f64 / 1e9,
+                to: ph.end_ns as f64 / 1e9,
+                label: ph.name.clone(),
+            })),
+            points: p
+                .timeline_by_time
                 .iter()
                 .map(|t| (t.t_ns as f64 / 1e9, t))
                 .collect(),
-        ),
-    ] {
-        let bands = if bands.len() > 1 { bands } else { Vec::new() };
-        let against = if by == "calls" {
-            "allocator calls"
-        } else {
-            "time"
-        };
-        for c in TIMELINE_CHARTS {
-            let lines = c
-                .lines
-                .iter()
-                .map(|l| {
-                    let value = l.value();
-                    let points = xs.iter().map(|(x, t)| (*x, value(t) as f64)).collect();
-                    line(l.label, points, l.color, l.emphasis)
-                })
-                .collect();
-            let mut chart = Chart::from_lines(
-                id(&format!("{}-by-{by}", c.name)),
-                format!("{} against {against}", c.title),
-                x_axis.clone(),
-                Axis::new(c.title.to_lowercase(), c.unit()),
-                lines,
-            );
-            chart.bands = bands.clone();
-            s.push_chart(chart);
-        }
-        if !memory.is_empty() {
-            let at = |m: &trace::MemorySample| {
-                if by == "calls" {
-                    m.seq as f64
-                } else {
-                    m.t_ns as f64 / 1e9
-                }
-            };
-            let live = xs.iter().map(|(x, t)| (*x, t.live_bytes as f64)).collect();
-            let rss = memory.iter().map(|m| (at(m), m.rss as f64)).collect();
-            let heap = memory
-                .iter()
-                .filter_map(|m| Some((at(m), m.heap? as f64)))
-                .collect();
-            let mut chart = Chart::from_lines(
-                id(&format!("memory-by-{by}")),
-                format!("Memory as recorded (RSS, heap) and live bytes against {against}"),
-                x_axis.clone(),
-                Axis::new("bytes", Unit::Bytes),
-                vec![
-                    line("RSS", rss, 3, Emphasis::Bold),
-                    line("heap (private anonymous)", heap, 2, Emphasis::Bold),
-                    line("live bytes", live, 0, Emphasis::Faint),
-                ],
-            );
-            chart.bands = bands.clone();
-            s.push_chart(chart);
+            at: |m| m.t_ns as f64 / 1e9,
         }
     }
-    if !p.phases.is_empty() {
-        let mut headers = scope_headers("phase");
-        headers.insert(1, "calls range".into());
-        s.push(Block::Table(Table {
-            caption: Some("Phases (shaded in the charts)".into()),
-            headers,
-            rows: p
-                .phases
-                .iter()
-                .map(|ph| {
-                    let mut row = vec![
-                        ph.name.clone(),
-                        format!("{}…{}", ph.start_call, ph.end_call),
-                    ];
-                    row.extend(scope_cells(&ph.stats));
-                    row
-                })
-                .collect(),
-        }));
+
+    /// One chart per timeline figure (live bytes, allocations, cumulated bounds, ...).
+    fn timeline_charts(&self, i: usize) -> Vec<Chart> {
+        TIMELINE_CHARTS
+            .iter()
+            .map(|c| {
+                let lines = c
+                    .lines
+                    .iter()
+                    .map(|l| {
+                        let value = l.value();
+                        let points = self
+                            .points
+                            .iter()
+                            .map(|(x, t)| (*x, value(t) as f64))
+                            .collect();
+                        line(l.label, points, l.color, l.emphasis)
+                    })
+                    .collect();
+                let mut chart = Chart::from_lines(
+                    chart_id(i, &format!("{}-by-{}", c.name, self.by)),
+                    format!("{} against {}", c.title, self.against),
+                    self.axis.clone(),
+                    Axis::new(c.title.to_lowercase(), c.unit()),
+                    lines,
+                );
+                chart.bands = self.bands.clone();
+                chart
+            })
+            .collect()
     }
-    for h in SIZE_HISTOGRAMS {
-        s.push_chart(size_histogram(
-            id(&format!("sizes-{}", h.key)),
-            &format!("Request sizes, {}", h.buckets_label),
-            // Power-of-two buckets (at most 65) are never merged.
-            h.width.unwrap_or(0),
-            vec![("requests".into(), (h.buckets)(&p.stats.sizes), palette(0))],
-        ));
+
+    /// RSS and heap as recorded, with the live bytes.
+    fn memory_chart(&self, i: usize, memory: &[trace::MemorySample]) -> Chart {
+        let at = self.at;
+        let live = self
+            .points
+            .iter()
+            .map(|(x, t)| (*x, t.live_bytes as f64))
+            .collect();
+        let rss = memory.iter().map(|m| (at(m), m.rss as f64)).collect();
+        let heap = memory
+            .iter()
+            .filter_map(|m| Some((at(m), m.heap? as f64)))
+            .collect();
+        let mut chart = Chart::from_lines(
+            chart_id(i, &format!("memory-by-{}", self.by)),
+            format!(
+                "Memory as recorded (RSS, heap) and live bytes against {}",
+                self.against
+            ),
+            self.axis.clone(),
+            Axis::new("bytes", Unit::Bytes),
+            vec![
+                line("RSS", rss, 3, Emphasis::Bold),
+                line("heap (private anonymous)", heap, 2, Emphasis::Bold),
+                line("live bytes", live, 0, Emphasis::Faint),
+            ],
+        );
+        chart.bands = self.bands.clone();
+        chart
     }
+}
+
+/// Phases are shaded only when there are several (one phase is the whole axis).
+fn shaded(bands: impl Iterator<Item = Band>) -> Vec<Band> {
+    let bands: Vec<Band> = bands.collect();
+    if bands.len() > 1 {
+        bands
+    } else {
+        Vec::new()
+    }
+}
+
+fn phases_table(p: &ProcessReport) -> Option<Block> {
+    if p.phases.is_empty() {
+        return None;
+    }
+    let mut headers = scope_headers("phase");
+    headers.insert(1, "calls range".into());
+    Some(Block::Table(Table {
+        caption: Some("Phases (shaded in the charts)".into()),
+        headers,
+        rows: p
+            .phases
+            .iter()
+            .map(|ph| {
+                let mut row = vec![
+                    ph.name.clone(),
+                    format!("{}…{}", ph.start_call, ph.end_call),
+                ];
+                row.extend(scope_cells(&ph.stats));
+                row
+            })
+            .collect(),
+    }))
+}
+
+fn size_charts(i: usize, p: &ProcessReport) -> Vec<Chart> {
+    SIZE_HISTOGRAMS
+        .iter()
+        .map(|h| {
+            size_histogram(
+                chart_id(i, &format!("sizes-{}", h.key)),
+                &format!("Request sizes, {}", h.buckets_label),
+                // Power-of-two buckets (at most 65) are never merged.
+                h.width.unwrap_or(0),
+                vec![("requests".into(), (h.buckets)(&p.stats.sizes), palette(0))],
+            )
+        })
+        .collect()
+}
+
+fn lifetime_cdf(i: usize, p: &ProcessReport) -> Chart {
     let cdf = &p.stats.lifetimes.cdf;
-    s.push_chart(Chart::from_lines(
-        id("lifetime-cdf"),
+    Chart::from_lines(
+        chart_id(i, "lifetime-cdf"),
         "Lifetime CDF (fraction of allocations freed within x calls)",
         Axis::new("lifetime, allocator calls", Unit::Count).log(),
         Axis::new("fraction of allocations", Unit::Plain),
@@ -373,8 +450,11 @@ fn process_section(i: usize, p: &ProcessReport, memory: &[trace::MemorySample]) 
             4,
             Emphasis::Bold,
         )],
-    ));
-    s.push(Block::Table(Table {
+    )
+}
+
+fn threads_table(p: &ProcessReport) -> Block {
+    Block::Table(Table {
         caption: Some("Threads".into()),
         headers: scope_headers("thread"),
         rows: p
@@ -386,8 +466,7 @@ fn process_section(i: usize, p: &ProcessReport, memory: &[trace::MemorySample]) 
                 row
             })
             .collect(),
-    }));
-    s
+    })
 }
 
 /// A chart of request-size histograms, one line per `(label, buckets width bytes wide, colour)`, every
