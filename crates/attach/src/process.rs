@@ -58,13 +58,6 @@ impl Target {
             .find(|m| m.file_name().starts_with("ld-linux"))
     }
 
-    /// The module whose file name starts with `stem`.
-    pub fn module(&self, stem: &str) -> Option<&Module> {
-        self.modules
-            .iter()
-            .find(|m| m.file_name().starts_with(stem))
-    }
-
     /// Reads the module's file as the process maps it (its own mount namespace; a file replaced
     /// on disk since, as by a package upgrade, is read through map_files).
     pub fn read_module(&self, module: &Module) -> Result<Vec<u8>, AttachError> {
@@ -168,38 +161,16 @@ fn same_namespace(pid: u32, kind: &str) -> bool {
     }
 }
 
-/// The file-backed modules of a maps text, in address order of their first mapping.
+/// The file-backed modules of a maps text (`procmem::parse_file_mapping`, line by line), in
+/// address order of their first mapping.
 pub fn parse_maps(text: &str) -> Vec<Module> {
     let mut modules: Vec<Module> = Vec::new();
-    for line in text.lines() {
-        let mut cols = line.split_whitespace();
-        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(inode)) = (
-            cols.next(),
-            cols.next(),
-            cols.next(),
-            cols.next(),
-            cols.next(),
-        ) else {
-            continue;
-        };
-        let path: String = cols.collect::<Vec<_>>().join(" ");
-        if !path.starts_with('/') || inode == "0" {
-            continue;
-        }
-        let Some((start, end)) = range.split_once('-').and_then(|(s, e)| {
-            Some((
-                u64::from_str_radix(s, 16).ok()?,
-                u64::from_str_radix(e, 16).ok()?,
-            ))
-        }) else {
-            continue;
-        };
-        let offset = u64::from_str_radix(offset, 16).unwrap_or(u64::MAX);
-        let index = match modules.iter().position(|m| m.path == path) {
+    for m in text.lines().filter_map(procmem::parse_file_mapping) {
+        let index = match modules.iter().position(|o| o.path == m.path) {
             Some(i) => i,
             None => {
                 modules.push(Module {
-                    path: path.clone(),
+                    path: m.path.to_string(),
                     base: u64::MAX,
                     first_range: String::new(),
                     text: Vec::new(),
@@ -207,13 +178,13 @@ pub fn parse_maps(text: &str) -> Vec<Module> {
                 modules.len() - 1
             }
         };
-        let m = &mut modules[index];
-        if offset == 0 && m.base == u64::MAX {
-            m.base = start;
-            m.first_range = range.to_string();
+        let module = &mut modules[index];
+        if m.offset == 0 && module.base == u64::MAX {
+            module.base = m.start;
+            module.first_range = format!("{:x}-{:x}", m.start, m.end);
         }
-        if perms.as_bytes().get(2) == Some(&b'x') {
-            m.text.push((start, end));
+        if m.executable() {
+            module.text.push((m.start, m.end));
         }
     }
     modules.retain(|m| m.base != u64::MAX);

@@ -37,7 +37,7 @@ pub use exited_leader::{process_dir, reading_thread};
 pub use ksm::{
     find_ksmd, read_ksm, read_process_ksm, read_tree_ksm, KsmCounters, ProcessKsm, TreeKsm,
 };
-pub use maps::mapped_files;
+pub use maps::{mapped_files, parse_file_mapping, FileMapping};
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
 pub use procfile::{cpu_seconds, is_alive, parse_stat, read_stat, stat_comm, ProcStat};

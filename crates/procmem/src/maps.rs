@@ -21,18 +21,54 @@ pub fn mapped_files(pid: u32) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().collect())
 }
 
-/// The path of one maps line ("start-end perms offset dev inode    path"), if it names a file.
-/// The path is everything after the fifth field and may contain spaces.
-fn mapping_path(line: &str) -> Option<&str> {
+/// One line of /proc/PID/maps that maps a file: "start-end perms offset dev inode    path".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMapping<'a> {
+    pub start: u64,
+    pub end: u64,
+    /// `rwxp`-style permissions.
+    pub perms: &'a str,
+    /// The file offset of `start`.
+    pub offset: u64,
+    /// Everything after the fifth field (it may contain spaces), without the kernel's
+    /// " (deleted)" suffix.
+    pub path: &'a str,
+}
+
+impl FileMapping<'_> {
+    pub fn executable(&self) -> bool {
+        self.perms.as_bytes().get(2) == Some(&b'x')
+    }
+}
+
+/// The file mapping of one maps line, None for a pseudo-mapping ([heap], [stack], anonymous) or a
+/// line it does not understand: the one parser of that file.
+pub fn parse_file_mapping(line: &str) -> Option<FileMapping<'_>> {
+    let mut fields = [""; 5];
     let mut rest = line;
-    for _ in 0..5 {
+    for field in &mut fields {
         rest = rest.trim_start();
         let end = rest.find(' ')?;
+        *field = &rest[..end];
         rest = &rest[end..];
     }
     let path = rest.trim_start();
     let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    path.starts_with('/').then_some(path)
+    if !path.starts_with('/') {
+        return None;
+    }
+    let (start, end) = fields[0].split_once('-')?;
+    Some(FileMapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        perms: fields[1],
+        offset: u64::from_str_radix(fields[2], 16).ok()?,
+        path,
+    })
+}
+
+fn mapping_path(line: &str) -> Option<&str> {
+    parse_file_mapping(line).map(|m| m.path)
 }
 
 #[cfg(test)]
@@ -55,6 +91,13 @@ mod tests {
         );
         assert_eq!(mapping_path("7f00-7f10 rw-p 00000000 00:00 0 "), None);
         assert_eq!(mapping_path("garbage"), None);
+        let m = parse_file_mapping(file).unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset),
+            (0x7f1c2a000000, 0x7f1c2a022000, 0)
+        );
+        assert_eq!(m.perms, "r--p");
+        assert!(!m.executable());
     }
 
     #[test]
