@@ -422,20 +422,42 @@ AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms
     return 0;
 }
 
-/* The final snapshot. `wait`: at exit, wait for a snapshot in progress; from _exit, which a
- * signal handler may call while this thread holds the lock, give up instead. A vfork child shares
- * `pid` with its parent and is not getpid(): it writes nothing. */
+/* The thread is inside final_snapshot: a signal handler on it that calls _exit must not wait for
+ * the lock its own thread holds. */
+static __thread int in_final;
+
+/* How long _exit waits for a periodic snapshot in progress (a few ms) before giving up. */
+#define EXIT_WAIT_NS 500000000ull
+
+/* The final snapshot. `wait`: at exit, wait for a snapshot in progress; from _exit, wait for it a
+ * bounded time (the agent thread may be writing its periodic snapshot: giving up at once lost the
+ * final snapshot of a fork child that exits right after its agent thread started), and not at all
+ * from a signal handler on a thread already inside it. A vfork child shares `pid` with its parent
+ * and is not getpid(): it writes nothing and takes no lock. */
 static void final_snapshot(int wait)
 {
-    if (!active)
+    if (!active || in_final || pid != getpid())
         return;
     ag_busy_enter();
-    if (wait ? pthread_mutex_lock(&snap_lock) == 0 : pthread_mutex_trylock(&snap_lock) == 0) {
-        if (!stopped && !orphaned && pid == getpid()) {
+    int locked;
+    if (wait) {
+        locked = pthread_mutex_lock(&snap_lock) == 0;
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + EXIT_WAIT_NS;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        locked = pthread_mutex_timedlock(&snap_lock, &until) == 0;
+    }
+    if (locked) {
+        in_final = 1;
+        if (!stopped && !orphaned) {
             trim_if_asked();
             take(1);
             stopped = 1;
         }
+        in_final = 0;
         pthread_mutex_unlock(&snap_lock);
     }
     ag_busy_leave();
