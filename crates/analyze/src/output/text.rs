@@ -508,6 +508,19 @@ fn ratio(count: u64, median: u64) -> String {
     format!("{:.0}", count as f64 / median.max(1) as f64)
 }
 
+/// What an attached recording (`record --pid`) covers: from the attach to the detach, with the
+/// heap the process already held (its allocator's count) and how to read the frees of it.
+pub fn attached_line(pid: u32, figures: Option<&trace::AttachFigures>) -> String {
+    let heap = match figures.and_then(|f| f.heap_in_use.map(|b| (b, &f.heap_source))) {
+        Some((b, source)) => format!("; heap in use at the attach: {} ({source})", bytes(b)),
+        None => String::new(),
+    };
+    format!(
+        "attached to running pid {pid}: calls from the attach to the detach{heap}; blocks allocated \
+         before it are not in the trace, their frees are the unmatched frees"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,17 +538,4 @@ mod tests {
         assert_eq!(trim(99.9), "99.9");
         assert_eq!(trim(50.0), "50");
     }
-}
-
-/// What an attached recording (`record --pid`) covers: from the attach to the detach, with the
-/// heap the process already held (its allocator's count) and how to read the frees of it.
-pub fn attached_line(pid: u32, figures: Option<&trace::AttachFigures>) -> String {
-    let heap = match figures.and_then(|f| f.heap_in_use.map(|b| (b, &f.heap_source))) {
-        Some((b, source)) => format!("; heap in use at the attach: {} ({source})", bytes(b)),
-        None => String::new(),
-    };
-    format!(
-        "attached to running pid {pid}: calls from the attach to the detach{heap}; blocks allocated \
-         before it are not in the trace, their frees are the unmatched frees"
-    )
 }
