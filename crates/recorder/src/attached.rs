@@ -168,7 +168,8 @@ fn follow(server: &mut Server, duration: Option<Duration>) -> String {
     let mut seen_image = false;
     let ended_by = loop {
         let moved = server.round(&inputs, &mut output_open, false);
-        seen_image |= server.live_images() > 0;
+        // An image may come and go within one round (a process that exits at once).
+        seen_image |= !server.summaries.is_empty();
         if let Some(signal) = crate::supervisor::take_pending_signal() {
             break format!("signal {signal} ({})", sys::signal_name(signal));
         }
