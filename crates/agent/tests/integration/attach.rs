@@ -136,3 +136,71 @@ fn a_program_with_jemalloc_preloaded_is_read_through_jemalloc() {
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+/// What alloclens has in process `pid`'s /tmp (the same as ours here): the attach's lock and its
+/// scratch directories for that process.
+fn leftovers(pid: u32) -> Vec<String> {
+    // SAFETY: geteuid has no preconditions.
+    let dir = format!("/tmp/alloclens-attach-{}", unsafe { libc::geteuid() });
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The process exits while the attach waits for a safe point (it spins without calling the
+/// allocator or making a system call, and exits once it is seized, when the test says so; the wait
+/// is long, so that the exit, not the wait's end, is what the attach sees on any machine): one
+/// line, no hang, no panic, and neither the lock nor the scratch directory is left in
+/// /tmp/alloclens-attach-UID (they were reached through /proc/PID/root, gone with the process).
+#[test]
+fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flag = tmp.path().join("flag");
+    std::fs::write(&flag, [0u8]).unwrap();
+    let mut child = Command::new(testkit::program("spin_until"))
+        .arg(&flag)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "spinning\n");
+    let pid = child.id();
+    let (sender, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let attached =
+            agent::attach_waiting(pid, Duration::from_millis(100), Duration::from_secs(600));
+        sender.send(attached.map(drop)).unwrap();
+    });
+    testkit::wait_until("the attach to seize it", Duration::from_secs(60), || {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("TracerPid:") && l.trim_end() != "TracerPid:\t0")
+        })
+    });
+    assert!(!leftovers(pid).is_empty(), "the attach made its lock first");
+    std::fs::write(&flag, [1u8]).unwrap();
+    let err = outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the attach hangs after the process exited")
+        .unwrap_err();
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == pid),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("process {pid} exited while alloclens attached to it")
+    );
+    // The tracer may have reaped it already.
+    let _ = child.wait();
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+}
