@@ -153,13 +153,9 @@ fn leftovers(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The process exits while the attach waits for a safe point (it spins without calling the
-/// allocator or making a system call, and exits once it is seized, when the test says so; the wait
-/// is long, so that the exit, not the wait's end, is what the attach sees on any machine): one
-/// line, no hang, no panic, and neither the lock nor the scratch directory is left in
-/// /tmp/alloclens-attach-UID (they were reached through /proc/PID/root, gone with the process).
-#[test]
-fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
+/// `spin_until`, attached with a wait for a safe point longer than any test: `end` makes it exit
+/// (given its pid and the file it polls) once the attach has seized it. The attach's outcome.
+fn attach_while_it_ends(end: impl FnOnce(u32, &std::path::Path)) -> attach::AttachError {
     let tmp = tempfile::tempdir().unwrap();
     let flag = tmp.path().join("flag");
     std::fs::write(&flag, [0u8]).unwrap();
@@ -187,20 +183,43 @@ fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
         })
     });
     assert!(!leftovers(pid).is_empty(), "the attach made its lock first");
-    std::fs::write(&flag, [1u8]).unwrap();
+    end(pid, &flag);
     let err = outcome
         .recv_timeout(Duration::from_secs(60))
         .expect("the attach hangs after the process exited")
         .unwrap_err();
-    assert!(
-        matches!(err, attach::AttachError::Exited(p) if p == pid),
-        "{err}"
-    );
-    assert_eq!(
-        err.to_string(),
-        format!("process {pid} exited while alloclens attached to it")
-    );
     // The tracer may have reaped it already.
     let _ = child.wait();
     assert_eq!(leftovers(pid), Vec::<String>::new());
+    err
+}
+
+/// The process exits, or is killed, while the attach waits for a safe point (it spins without
+/// calling the allocator or making a system call; the wait is long, so that the exit, not the
+/// wait's end, is what the attach sees on any machine): one line, no hang, no panic, and neither
+/// the lock nor the scratch directory is left in /tmp/alloclens-attach-UID (they were reached
+/// through /proc/PID/root, gone with the process).
+#[test]
+fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
+    let exited = |pid: u32| format!("process {pid} exited while alloclens attached to it");
+    let mut ended = 0;
+    let err = attach_while_it_ends(|pid, flag| {
+        ended = pid;
+        std::fs::write(flag, [1u8]).unwrap();
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
+    let err = attach_while_it_ends(|pid, _| {
+        ended = pid;
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
 }

@@ -327,3 +327,46 @@ fn nothing_is_left_when_the_watched_process_exits() {
     assert!(err.contains("without a debugger"), "{err}");
     assert_eq!(leftovers(Path::new("/"), pid), Vec::<String>::new());
 }
+
+/// No refusal the kernel would not make: a user without capabilities attaches to a process of a
+/// user namespace it owns (a rootless container), where that process is root with every
+/// capability (in its namespace: the kernel lets the namespace's owner ptrace it).
+#[test]
+fn a_rootless_container_is_attached_by_its_owner_without_capabilities() {
+    testkit::require!(root);
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let own = tmp.path().join("nobody");
+    std::fs::create_dir(&own).unwrap();
+    std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+    let mut container = Command::new(nobody[0])
+        .args(&nobody[1..])
+        .args(["unshare", "--user", "--map-root-user", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let pid = container.id();
+    wait_until(
+        "sleep in its user namespace",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|e| e.file_name().is_some_and(|n| n == "sleep"))
+        },
+    );
+    assert_ne!(status_field(pid, "CapEff:"), "0000000000000000");
+    let out = watch_pid(&nobody, pid, &own.join("out"));
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("attached to process {pid} without a debugger")),
+        "{err}"
+    );
+    container.kill().unwrap();
+    container.wait().unwrap();
+}
