@@ -153,14 +153,28 @@ fn leftovers(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `spin_until`, attached with a wait for a safe point longer than any test: `end` makes it exit
-/// (given its pid and the file it polls) once the attach has seized it. The attach's outcome.
-fn attach_while_it_ends(end: impl FnOnce(u32, &std::path::Path)) -> attach::AttachError {
+/// Whether thread `tid` of process `pid` is traced.
+fn traced(pid: u32, tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("TracerPid:") && l.trim_end() != "TracerPid:\t0")
+    })
+}
+
+/// `spin_until FILE ARGS`, attached with a wait for a safe point longer than any test: once
+/// `attached(pid)` is true, `end` makes it exit (given its pid and the file it polls). The attach's
+/// outcome.
+fn attach_while_it_ends(
+    args: &[&str],
+    attached: impl Fn(u32) -> bool,
+    end: impl FnOnce(u32, &std::path::Path),
+) -> attach::AttachError {
     let tmp = tempfile::tempdir().unwrap();
     let flag = tmp.path().join("flag");
     std::fs::write(&flag, [0u8]).unwrap();
     let mut child = Command::new(testkit::program("spin_until"))
         .arg(&flag)
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -170,24 +184,31 @@ fn attach_while_it_ends(end: impl FnOnce(u32, &std::path::Path)) -> attach::Atta
         .unwrap();
     assert_eq!(line, "spinning\n");
     let pid = child.id();
+    // Killed if the test fails before it ends it: a spinning process must not outlive the test.
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                // SAFETY: a signal to our own child, not waited for yet.
+                unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+            }
+        }
+    }
+    let guard = KillOnDrop(pid);
     let (sender, outcome) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let attached =
             agent::attach_waiting(pid, Duration::from_millis(100), Duration::from_secs(600));
         sender.send(attached.map(drop)).unwrap();
     });
-    testkit::wait_until("the attach to seize it", Duration::from_secs(60), || {
-        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.starts_with("TracerPid:") && l.trim_end() != "TracerPid:\t0")
-        })
-    });
+    testkit::wait_until("the attach", Duration::from_secs(60), || attached(pid));
     assert!(!leftovers(pid).is_empty(), "the attach made its lock first");
     end(pid, &flag);
     let err = outcome
         .recv_timeout(Duration::from_secs(60))
-        .expect("the attach hangs after the process exited")
-        .unwrap_err();
+        .expect("the attach hangs after the process exited");
+    std::mem::forget(guard);
+    let err = err.unwrap_err();
     // The tracer may have reaped it already.
     let _ = child.wait();
     assert_eq!(leftovers(pid), Vec::<String>::new());
@@ -195,15 +216,18 @@ fn attach_while_it_ends(end: impl FnOnce(u32, &std::path::Path)) -> attach::Atta
 }
 
 /// The process exits, or is killed, while the attach waits for a safe point (it spins without
-/// calling the allocator or making a system call; the wait is long, so that the exit, not the
-/// wait's end, is what the attach sees on any machine): one line, no hang, no panic, and neither
-/// the lock nor the scratch directory is left in /tmp/alloclens-attach-UID (they were reached
-/// through /proc/PID/root, gone with the process).
+/// calling the allocator or making a system call), or while its borrowed thread is inside dlopen
+/// (waiting for the loader's lock, which another thread of it holds until it exits). The test ends
+/// it only once the attach is there, and the waits are long, so that the exit, not a wait's end,
+/// is what the attach sees on any machine: one line, no hang, no panic, and neither the lock nor
+/// the scratch directory is left in /tmp/alloclens-attach-UID (they were reached through
+/// /proc/PID/root, gone with the process).
 #[test]
 fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
     let exited = |pid: u32| format!("process {pid} exited while alloclens attached to it");
+    let seized = |pid: u32| traced(pid, pid);
     let mut ended = 0;
-    let err = attach_while_it_ends(|pid, flag| {
+    let err = attach_while_it_ends(&[], seized, |pid, flag| {
         ended = pid;
         std::fs::write(flag, [1u8]).unwrap();
     });
@@ -212,10 +236,30 @@ fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
         "{err}"
     );
     assert_eq!(err.to_string(), exited(ended));
-    let err = attach_while_it_ends(|pid, _| {
+    let err = attach_while_it_ends(&[], seized, |pid, _| {
         ended = pid;
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
+    // Borrowed (traced, the other thread released) and blocked in a futex: inside dlopen.
+    let in_dlopen = |pid: u32| {
+        traced(pid, pid)
+            && std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .all(|tid| tid == pid || !traced(pid, tid))
+            && std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/syscall"))
+                .is_ok_and(|s| s.starts_with("202 "))
+    };
+    let err = attach_while_it_ends(&["loader"], in_dlopen, |pid, flag| {
+        ended = pid;
+        std::fs::write(flag, [1u8]).unwrap();
     });
     assert!(
         matches!(err, attach::AttachError::Exited(p) if p == ended),
