@@ -355,6 +355,10 @@ fn a_rootless_container_is_attached_by_its_owner_without_capabilities() {
         "sleep in its user namespace",
         Duration::from_secs(10),
         || {
+            assert!(
+                container.try_wait().unwrap().is_none(),
+                "unshare --user as nobody failed: this machine forbids unprivileged user namespaces (user.max_user_namespaces, or AppArmor's restriction)"
+            );
             std::fs::read_link(format!("/proc/{pid}/exe"))
                 .is_ok_and(|e| e.file_name().is_some_and(|n| n == "sleep"))
         },
