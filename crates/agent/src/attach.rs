@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use attach::{Argument, AttachError, EntryCall, Injection, SessionLock, Target};
+use attach::{Argument, AttachError, EntryCall, Injection, SessionLock, Staged, Target};
 
 /// The agent's entry (shim/agent/snapshot.c).
 const ENTRY: &str = "alloclens_agent_attach";
@@ -21,6 +21,8 @@ pub struct AttachedAgent {
     /// The snapshot directory as alloclens reads it.
     pub dir: PathBuf,
     pub injection: Injection,
+    /// The directory, held so that it is removed even once the process has exited.
+    scratch: Staged,
     _lock: SessionLock,
 }
 
@@ -30,13 +32,23 @@ impl AttachedAgent {
 
 impl Drop for AttachedAgent {
     fn drop(&mut self) {
-        attach::remove_scratch(&self.dir);
+        self.scratch.remove();
     }
 }
 
 /// Checks process `pid` from /proc, then loads the agent into it, writing a snapshot every
 /// `interval`.
 pub fn attach(pid: u32, interval: Duration) -> Result<AttachedAgent, AttachError> {
+    attach_waiting(pid, interval, SAFE_POINT_WAIT)
+}
+
+/// [`attach`], waiting `safe_point_wait` for a thread at an allocator's entry before one blocked
+/// in a system call is looked for.
+pub fn attach_waiting(
+    pid: u32,
+    interval: Duration,
+    safe_point_wait: Duration,
+) -> Result<AttachedAgent, AttachError> {
     let target: Target = attach::check(pid)?;
     let lock = attach::session_lock(&target)?;
     let bytes = embedded::WATCH_AGENT.bytes;
@@ -54,12 +66,12 @@ pub fn attach(pid: u32, interval: Duration) -> Result<AttachedAgent, AttachError
                 Argument::Int(interval.as_millis().max(1) as u64),
             ],
         },
-        SAFE_POINT_WAIT,
+        safe_point_wait,
     );
     let injection = match injection {
         Ok(i) if i.entry_returned == 0 => i,
         Ok(_) => {
-            attach::remove_scratch(&dir.ours);
+            dir.remove();
             return Err(AttachError::LoadFailed {
                 pid,
                 library: library.theirs.display().to_string(),
@@ -67,13 +79,14 @@ pub fn attach(pid: u32, interval: Duration) -> Result<AttachedAgent, AttachError
             });
         }
         Err(e) => {
-            attach::remove_scratch(&dir.ours);
+            dir.remove();
             return Err(e);
         }
     };
     Ok(AttachedAgent {
-        dir: dir.ours,
+        dir: dir.ours.clone(),
         injection,
+        scratch: dir,
         _lock: lock,
     })
 }

@@ -22,11 +22,11 @@ pub enum AttachError {
         "another alloclens is attached to process {0}: wait for it to end (one attach at a time)"
     )]
     AlreadyAttached(u32),
-    #[error("process {0} is in another PID namespace (a container): run alloclens inside it (nsenter -t {0} -p -m alloclens ...) or from the host with the host's pid")]
-    OtherPidNamespace(u32),
+    #[error("process {pid} is in another PID namespace (a container), where it is process {inside}: run alloclens in there with --pid {inside} (docker exec, kubectl exec, or nsenter -t {pid} -p -m)")]
+    OtherPidNamespace { pid: u32, inside: u32 },
     #[error("attaching needs x86_64 ({0} is not supported yet): start the program under alloclens instead")]
     Unsupported(String),
-    #[error("ptrace of process {pid} was refused ({detail}): run alloclens as root or as the process's user with CAP_SYS_PTRACE; check kernel.yama.ptrace_scope (0 or 1) and, in a container, --cap-add=SYS_PTRACE")]
+    #[error("ptrace of process {pid} is refused ({detail}): run alloclens with CAP_SYS_PTRACE (as root; in a container --cap-add=SYS_PTRACE and a seccomp profile that allows ptrace), or as the process's user with kernel.yama.ptrace_scope 0")]
     Ptrace { pid: u32, detail: String },
     #[error("process {0} exited while alloclens attached to it")]
     Exited(u32),

@@ -206,7 +206,7 @@ impl Session {
             .read(true)
             .write(true)
             .open(target.proc_dir.join("mem"))
-            .map_err(|e| refused(pid, e))?;
+            .map_err(|e| refused_at(pid, "its memory", e))?;
         let mut session = Session {
             pid,
             threads: Vec::new(),
@@ -227,7 +227,9 @@ impl Session {
                         new += 1;
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                    Err(e) => return Err(refused(pid, e)),
+                    Err(e) => {
+                        return Err(refused_at(pid, &format!("PTRACE_SEIZE of thread {tid}"), e))
+                    }
                 }
             }
             if new == 0 {
@@ -403,6 +405,17 @@ fn from_breakpoint(tid: u32) -> bool {
     )
     .is_ok()
         && info.si_code == TRAP_HWBKPT
+}
+
+/// [`refused`], the refusal saying what was refused.
+fn refused_at(pid: u32, what: &str, e: std::io::Error) -> AttachError {
+    match refused(pid, e) {
+        AttachError::Ptrace { pid, detail } => AttachError::Ptrace {
+            pid,
+            detail: format!("{what}: {detail}"),
+        },
+        other => other,
+    }
 }
 
 fn refused(pid: u32, e: std::io::Error) -> AttachError {

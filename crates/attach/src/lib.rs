@@ -13,6 +13,7 @@ mod elf;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod inject;
+mod permission;
 mod process;
 mod stage;
 

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::AttachError;
+use crate::permission::{self, Credentials};
 
 /// A file mapped into the process: where its offset-0 mapping starts and its executable range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +102,26 @@ pub fn check(pid: u32) -> Result<Target, AttachError> {
         return Err(AttachError::Traced(pid, tracer));
     }
     if !same_namespace(pid, "pid") {
-        return Err(AttachError::OtherPidNamespace(pid));
+        // NSpid: its pid in each namespace from ours inwards; the last is its own.
+        let inside = field("NSpid:")
+            .last()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(pid);
+        return Err(AttachError::OtherPidNamespace { pid, inside });
+    }
+    // In another user namespace (a rootless container) its ids are mapped and capabilities are
+    // its namespace's, where we may hold every one (its owner): the kernel's to say.
+    let yama = permission::yama_scope();
+    if same_namespace(pid, "user") || yama == Some(3) {
+        let ours = std::fs::read_to_string("/proc/self/status").ok();
+        if let (Some(ours), Some(theirs)) = (
+            ours.as_deref().and_then(Credentials::parse),
+            Credentials::parse(&status),
+        ) {
+            if let Some(detail) = permission::refusal(&ours, &theirs, yama) {
+                return Err(AttachError::Ptrace { pid, detail });
+            }
+        }
     }
     let id = |key: &str| {
         field(key)
@@ -130,11 +150,7 @@ pub fn check(pid: u32) -> Result<Target, AttachError> {
         root: proc_dir.join("root"),
         proc_dir,
     };
-    if let Some(m) = target
-        .modules
-        .iter()
-        .find(|m| m.file_name().starts_with("ld-musl") || m.file_name().starts_with("libc.musl"))
-    {
+    if let Some(m) = musl(&target.modules) {
         return Err(AttachError::Musl {
             pid,
             library: m.path.clone(),
@@ -147,6 +163,14 @@ pub fn check(pid: u32) -> Result<Target, AttachError> {
         return Err(AttachError::Static { pid, exe });
     }
     Ok(target)
+}
+
+/// musl's C library among the modules (`/lib/ld-musl-ARCH.so.1` is both its loader and its C
+/// library; `libc.musl-ARCH.so.1` is a link to it on Alpine).
+fn musl(modules: &[Module]) -> Option<&Module> {
+    modules
+        .iter()
+        .find(|m| m.file_name().starts_with("ld-musl") || m.file_name().starts_with("libc.musl"))
 }
 
 /// Whether process `pid` is in our namespace of `kind` (pid, mnt, ...).
@@ -219,6 +243,30 @@ mod tests {
         assert!(m[1].contains_code(0x7f1a2b428010));
         assert!(!m[1].contains_code(0x7f1a2b400010));
         assert_eq!(m[2].path, "/tmp/a dir/lib x.so");
+    }
+
+    /// No musl program can be built here (musl-gcc is not installed by scripts/setup.sh): the
+    /// detection is checked on the maps of a dynamically linked program on Alpine.
+    #[test]
+    fn musl_is_found_in_the_maps_of_an_alpine_program() {
+        let alpine = "\
+5581f1a00000-5581f1a01000 r--p 00000000 00:2f 1835 /bin/busybox
+5581f1a01000-5581f1a8c000 r-xp 00001000 00:2f 1835 /bin/busybox
+7f3e9c1b2000-7f3e9c1c6000 r--p 00000000 00:2f 2163 /lib/ld-musl-x86_64.so.1
+7f3e9c1c6000-7f3e9c212000 r-xp 00014000 00:2f 2163 /lib/ld-musl-x86_64.so.1
+7ffd6a1d3000-7ffd6a1f4000 rw-p 00000000 00:00 0                          [stack]
+";
+        let modules = parse_maps(alpine);
+        assert_eq!(
+            musl(&modules).map(|m| m.path.as_str()),
+            Some("/lib/ld-musl-x86_64.so.1")
+        );
+        let glibc = "\
+55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 123 /usr/bin/cat
+7f1a2b400000-7f1a2b428000 r--p 00000000 fd:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1a2b428000-7f1a2b5bd000 r-xp 00028000 fd:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+";
+        assert_eq!(musl(&parse_maps(glibc)), None);
     }
 
     #[test]

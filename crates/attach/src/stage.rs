@@ -9,21 +9,46 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::AttachError;
 use crate::process::{seen_from_here, Target};
 
-/// A library staged for a process: its path as the process sees it, and as we do.
+/// A file or directory staged for a process: its path as the process sees it, and as we do.
 #[derive(Debug, Clone)]
 pub struct Staged {
     pub theirs: PathBuf,
+    /// Through /proc/PID/root: valid while the process lives.
     pub ours: PathBuf,
+    /// Our directory, held open: what is ours in it can be removed after the process has exited
+    /// (then /proc/PID/root leads nowhere, and a private /tmp of its own is only reachable so).
+    parent: Arc<OwnedFd>,
+    name: String,
 }
 
-/// Our directory in the process's /tmp, made if need be, checked to be ours alone.
-fn own_directory(target: &Target) -> Result<(PathBuf, PathBuf), AttachError> {
+impl Staged {
+    /// Removes a directory made by [`scratch_directory`], as [`remove_scratch`] does, through our
+    /// directory held open: it works after the process has exited too.
+    pub fn remove(&self) {
+        remove_scratch(&self.through_parent());
+    }
+
+    /// Its path through our own descriptor of its directory (valid while `self` lives).
+    fn through_parent(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/self/fd/{}/{}",
+            self.parent.as_raw_fd(),
+            self.name
+        ))
+    }
+}
+
+/// Our directory in the process's /tmp, made if need be, checked to be ours alone; with a
+/// descriptor of it, opened without following a link and checked through that descriptor.
+fn own_directory(target: &Target) -> Result<(PathBuf, PathBuf, Arc<OwnedFd>), AttachError> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     let theirs = PathBuf::from(format!("/tmp/alloclens-attach-{uid}"));
@@ -38,25 +63,39 @@ fn own_directory(target: &Target) -> Result<(PathBuf, PathBuf), AttachError> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(err(e)),
     }
-    let meta = fs::symlink_metadata(&ours).map_err(err)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
-        return Err(err(std::io::Error::other(
+    let not_ours = || {
+        err(std::io::Error::other(
             "it exists but is not a directory that only we may write: remove it",
-        )));
+        ))
+    };
+    let dir = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&ours)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_ours(),
+            _ => err(e),
+        })?;
+    let meta = dir.metadata().map_err(err)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(not_ours());
     }
     // The process may run as another user: it must read the library (0755 on the directory).
-    fs::set_permissions(&ours, fs::Permissions::from_mode(0o755)).map_err(err)?;
-    Ok((theirs, ours))
+    dir.set_permissions(fs::Permissions::from_mode(0o755))
+        .map_err(err)?;
+    Ok((theirs, ours, Arc::new(OwnedFd::from(dir))))
 }
 
 /// Puts `bytes` as `<stem>-<crc>-<len>.so` in our directory of the process's /tmp (once: a copy
 /// already there with that length is reused) and returns both paths.
 pub fn stage(target: &Target, stem: &str, bytes: &[u8]) -> Result<Staged, AttachError> {
-    let (dir_theirs, dir_ours) = own_directory(target)?;
+    let (dir_theirs, dir_ours, parent) = own_directory(target)?;
     let name = format!("{stem}-{:08x}-{}.so", crc32fast::hash(bytes), bytes.len());
     let staged = Staged {
         theirs: dir_theirs.join(&name),
         ours: dir_ours.join(&name),
+        parent,
+        name: name.clone(),
     };
     if fs::symlink_metadata(&staged.ours)
         .is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64)
@@ -86,21 +125,24 @@ pub fn stage(target: &Target, stem: &str, bytes: &[u8]) -> Result<Staged, Attach
 }
 
 /// The lock of one attach to process `target.pid`, held while the session lasts: a second
-/// alloclens attaching to the same process meanwhile is refused. Dropped, its file is removed.
+/// alloclens attaching to the same process meanwhile is refused. Dropped, its file is removed
+/// (through our directory held open: the process may have exited meanwhile).
 #[derive(Debug)]
 pub struct SessionLock {
-    path: PathBuf,
+    parent: Arc<OwnedFd>,
+    name: std::ffi::CString,
     _file: fs::File,
 }
 
 impl Drop for SessionLock {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        // SAFETY: unlinkat of a plain name in a directory we hold open.
+        unsafe { libc::unlinkat(self.parent.as_raw_fd(), self.name.as_ptr(), 0) };
     }
 }
 
 pub fn session_lock(target: &Target) -> Result<SessionLock, AttachError> {
-    let (dir_theirs, dir_ours) = own_directory(target)?;
+    let (dir_theirs, dir_ours, parent) = own_directory(target)?;
     let name = format!("{}.lock", target.pid);
     let err = |source| AttachError::Stage {
         pid: target.pid,
@@ -115,7 +157,6 @@ pub fn session_lock(target: &Target) -> Result<SessionLock, AttachError> {
         .mode(0o644)
         .open(dir_ours.join(&name))
         .map_err(err)?;
-    use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -125,53 +166,59 @@ pub fn session_lock(target: &Target) -> Result<SessionLock, AttachError> {
         return Err(err(e));
     }
     Ok(SessionLock {
-        path: dir_ours.join(&name),
+        parent,
+        name: std::ffi::CString::new(name).expect("digits and a dot"),
         _file: file,
     })
 }
 
 /// A fresh directory in our directory of the process's /tmp that the process may write (owned by
-/// its user), for the files its library writes back. Remove it with [`remove_scratch`].
+/// its user), for the files its library writes back. Remove it with [`Staged::remove`].
 pub fn scratch_directory(target: &Target, label: &str) -> Result<Staged, AttachError> {
-    let (dir_theirs, dir_ours) = own_directory(target)?;
+    let (dir_theirs, dir_ours, parent) = own_directory(target)?;
     let name = format!("{label}-{}-{}", target.pid, std::process::id());
     let staged = Staged {
         theirs: dir_theirs.join(&name),
         ours: dir_ours.join(&name),
+        parent,
+        name: name.clone(),
     };
     let err = |source| AttachError::Stage {
         pid: target.pid,
         path: staged.theirs.display().to_string(),
         source,
     };
-    match fs::DirBuilder::new().mode(0o700).create(&staged.ours) {
+    let here = staged.through_parent();
+    match fs::DirBuilder::new().mode(0o700).create(&here) {
         Ok(()) => {}
         // Left by an alloclens of ours that was killed (same pids): empty it.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            remove_scratch(&staged.ours);
+            remove_scratch(&here);
             fs::DirBuilder::new()
                 .mode(0o700)
-                .create(&staged.ours)
+                .create(&here)
                 .map_err(err)?;
         }
         Err(e) => return Err(err(e)),
     }
     // SAFETY: geteuid has no preconditions.
     if target.uid != unsafe { libc::geteuid() } {
-        std::os::unix::fs::chown(&staged.ours, Some(target.uid), Some(target.gid)).map_err(err)?;
+        std::os::unix::fs::chown(&here, Some(target.uid), Some(target.gid)).map_err(err)?;
     }
     Ok(staged)
 }
 
 /// Removes a directory made by [`scratch_directory`] and the plain files in it (the library's own
-/// files; nothing else is ever put there). The library may be writing a file at that moment: the
+/// files and `record --pid`'s socket; nothing else is ever put there). Through /proc/PID/root, this fails once the process has
+/// exited: [`Staged::remove`] does not. The library may be writing a file at that moment: the
 /// removal is tried again until the directory is gone (at most a second), after which the library
 /// finds no directory and stops writing.
 pub fn remove_scratch(dir: &Path) {
     for _ in 0..100 {
         if let Ok(entries) = fs::read_dir(dir) {
             for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_file()) {
+                // The library's files, and record --pid's socket.
+                if e.file_type().is_ok_and(|t| t.is_file() || t.is_socket()) {
                     let _ = fs::remove_file(e.path());
                 }
             }

@@ -57,7 +57,7 @@ pub fn record_pid(
     let dir = attach::scratch_directory(&target, "record")?;
     let socket = Socket {
         ours: dir.ours.join(SOCKET_NAME),
-        dir: dir.ours.clone(),
+        dir,
     };
     let listener = sys::listen_seqpacket(&socket.ours).map_err(RecordError::Socket)?;
     // SAFETY: geteuid has no preconditions.
@@ -84,7 +84,7 @@ pub fn record_pid(
         server.sample_memory(interval);
     }
     crate::supervisor::catch_termination();
-    let theirs = dir.theirs.join(SOCKET_NAME).display().to_string();
+    let theirs = socket.dir.theirs.join(SOCKET_NAME).display().to_string();
     let stacks = o
         .stacks
         .map_or(0, |s| u64::from(s.depth) | u64::from(s.frees) << 32);
@@ -128,16 +128,16 @@ pub fn record_pid(
     ))
 }
 
-/// The socket and its directory in the process's /tmp, removed when the recording ends.
+/// The socket and its directory in the process's /tmp, removed when the recording ends (also
+/// when the process has exited: `Staged::remove`).
 struct Socket {
     ours: std::path::PathBuf,
-    dir: std::path::PathBuf,
+    dir: attach::Staged,
 }
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.ours);
-        attach::remove_scratch(&self.dir);
+        self.dir.remove();
     }
 }
 

@@ -107,6 +107,10 @@ pub const PROGRAMS: &[Program] = &[
         libs: &["-ldl"],
         ..p("attach_target", "attach_target.c", &["-O1", "-pthread"])
     },
+    // Attach: a process that never reaches a safe point and exits when the test says so; one
+    // that may not use ptrace (a seccomp filter), for the refusals.
+    p("spin_until", "spin_until.c", &["-O1", "-pthread"]),
+    p("no_ptrace", "no_ptrace.c", &["-O1"]),
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),

@@ -136,3 +136,134 @@ fn a_program_with_jemalloc_preloaded_is_read_through_jemalloc() {
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+/// What alloclens has in process `pid`'s /tmp (the same as ours here): the attach's lock and its
+/// scratch directories for that process.
+fn leftovers(pid: u32) -> Vec<String> {
+    // SAFETY: geteuid has no preconditions.
+    let dir = format!("/tmp/alloclens-attach-{}", unsafe { libc::geteuid() });
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether thread `tid` of process `pid` is traced.
+fn traced(pid: u32, tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("TracerPid:") && l.trim_end() != "TracerPid:\t0")
+    })
+}
+
+/// `spin_until FILE ARGS`, attached with a wait for a safe point longer than any test: once
+/// `attached(pid)` is true, `end` makes it exit (given its pid and the file it polls). The attach's
+/// outcome.
+fn attach_while_it_ends(
+    args: &[&str],
+    attached: impl Fn(u32) -> bool,
+    end: impl FnOnce(u32, &std::path::Path),
+) -> attach::AttachError {
+    let tmp = tempfile::tempdir().unwrap();
+    let flag = tmp.path().join("flag");
+    std::fs::write(&flag, [0u8]).unwrap();
+    let mut child = Command::new(testkit::program("spin_until"))
+        .arg(&flag)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "spinning\n");
+    let pid = child.id();
+    // Killed if the test fails before it ends it: a spinning process must not outlive the test.
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                // SAFETY: a signal to our own child, not waited for yet.
+                unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+            }
+        }
+    }
+    let guard = KillOnDrop(pid);
+    let (sender, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let attached =
+            agent::attach_waiting(pid, Duration::from_millis(100), Duration::from_secs(600));
+        sender.send(attached.map(drop)).unwrap();
+    });
+    testkit::wait_until("the attach", Duration::from_secs(60), || attached(pid));
+    assert!(!leftovers(pid).is_empty(), "the attach made its lock first");
+    end(pid, &flag);
+    let err = outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the attach hangs after the process exited");
+    std::mem::forget(guard);
+    let err = err.unwrap_err();
+    // The tracer may have reaped it already.
+    let _ = child.wait();
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+    err
+}
+
+/// The process exits, or is killed, while the attach waits for a safe point (it spins without
+/// calling the allocator or making a system call), or while its borrowed thread is inside dlopen
+/// (waiting for the loader's lock, which another thread of it holds until it exits). The test ends
+/// it only once the attach is there, and the waits are long, so that the exit, not a wait's end,
+/// is what the attach sees on any machine: one line, no hang, no panic, and neither the lock nor
+/// the scratch directory is left in /tmp/alloclens-attach-UID (they were reached through
+/// /proc/PID/root, gone with the process).
+#[test]
+fn a_process_that_exits_during_the_attach_is_said_and_nothing_is_left() {
+    let exited = |pid: u32| format!("process {pid} exited while alloclens attached to it");
+    let seized = |pid: u32| traced(pid, pid);
+    let mut ended = 0;
+    let err = attach_while_it_ends(&[], seized, |pid, flag| {
+        ended = pid;
+        std::fs::write(flag, [1u8]).unwrap();
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
+    let err = attach_while_it_ends(&[], seized, |pid, _| {
+        ended = pid;
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
+    // Borrowed (traced, the other thread released) and blocked in a futex: inside dlopen.
+    let in_dlopen = |pid: u32| {
+        traced(pid, pid)
+            && std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .all(|tid| tid == pid || !traced(pid, tid))
+            && std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/syscall"))
+                .is_ok_and(|s| s.starts_with("202 "))
+    };
+    let err = attach_while_it_ends(&["loader"], in_dlopen, |pid, flag| {
+        ended = pid;
+        std::fs::write(flag, [1u8]).unwrap();
+    });
+    assert!(
+        matches!(err, attach::AttachError::Exited(p) if p == ended),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), exited(ended));
+}

@@ -2,6 +2,7 @@
 //! Run one file's tests: `cargo test -p alloclens --test cli -- MODULE::`.
 mod agent;
 mod analyze;
+mod attach_refusals;
 mod call_sites;
 mod cli_doc;
 mod damaged;

@@ -348,11 +348,13 @@ fn python_building_dicts_is_recorded_and_finishes() {
     }
 }
 
-/// A process that ends while it is recorded ends the recording: the trace is whole up to there.
+/// A process that ends while it is recorded ends the recording: the trace is whole up to there,
+/// and the socket's directory in its /tmp is gone.
 #[test]
 fn a_process_that_exits_while_recorded_ends_the_trace() {
     let dir = tempfile::tempdir().unwrap();
     let mut target = Target::start(2, None);
+    let pid = target.pid();
     let trace = dir.path().join("exits.alt");
     let mut recording = alloclens()
         .args(["record", "--pid", &target.pid().to_string(), "-o"])
@@ -372,4 +374,48 @@ fn a_process_that_exits_while_recorded_ends_the_trace() {
     let (events, end) = events(&trace);
     assert!(matches!(end, Some(EndReason::Exit)), "{end:?}");
     assert!(!events.is_empty());
+    // SAFETY: geteuid has no preconditions.
+    let scratch = format!("/tmp/alloclens-attach-{}", unsafe { libc::geteuid() });
+    let left: Vec<String> = std::fs::read_dir(scratch)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("record-{}-", pid)) || n == &format!("{pid}.lock"))
+        .collect();
+    assert!(left.is_empty(), "left in /tmp: {left:?}");
+}
+
+/// record --pid refuses as watch --pid does (the attach crate's checks, tested one by one in
+/// attach_refusals): one line naming the fix, and no trace file left behind.
+#[test]
+fn record_pid_refusals_are_one_line_and_leave_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stopped = Command::new("sleep").arg("30").spawn().unwrap();
+    // SAFETY: kill on our child's pid, not yet waited for.
+    unsafe { libc::kill(stopped.id() as i32, libc::SIGSTOP) };
+    testkit::wait_until("the stop", std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{}/stat", stopped.id())).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('T'))
+        })
+    });
+    for (pid, says) in [
+        ("4194300".to_string(), "no process 4194300"),
+        (stopped.id().to_string(), "kill -CONT"),
+    ] {
+        let trace = dir.path().join(format!("{pid}.alt"));
+        let out = alloclens()
+            .args(["record", "--pid", &pid, "--duration", "1", "-o"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(says), "{stderr}");
+        assert!(!trace.exists(), "a trace was left for {pid}");
+    }
+    let _ = stopped.kill();
+    let _ = stopped.wait();
 }
