@@ -19,31 +19,42 @@ struct Preload {
     target: &'static str,
 }
 
-/// The record shim's sources; the attach shim adds its own two.
-const RECORD_SOURCES: [&str; 7] = [
-    "bootstrap.c",
-    "buffer.c",
-    "cxx.c",
-    "exec.c",
-    "hooks.c",
-    "stacks.c",
-    "transport.c",
-];
+/// The record shim's sources and inputs, then those of one build of it (the attach shim adds two
+/// sources and has an export map of its own).
+macro_rules! record_shim {
+    (sources: [$($source:literal),*], exports: $exports:literal) => {
+        (
+            &[
+                "bootstrap.c",
+                "buffer.c",
+                "cxx.c",
+                "exec.c",
+                "hooks.c",
+                "stacks.c",
+                "transport.c",
+                $($source),*
+            ],
+            &[
+                "internal.h",
+                "include/alloclens_shim.h",
+                "../common/cxx_operators.inc",
+                "../common/cxx_next.inc",
+                $exports,
+            ],
+        )
+    };
+}
 
-const RECORD_INPUTS: [&str; 5] = [
-    "internal.h",
-    "include/alloclens_shim.h",
-    "exports.map",
-    "../common/cxx_operators.inc",
-    "../common/cxx_next.inc",
-];
+const RECORD_SHIM: (&[&str], &[&str]) = record_shim!(sources: [], exports: "exports.map");
+const ATTACH_SHIM: (&[&str], &[&str]) =
+    record_shim!(sources: ["attach.c", "got.c"], exports: "attach_exports.map");
 
 const LIBRARIES: [Preload; 4] = [
     Preload {
         what: "preload shim",
         dir: "shim/record",
-        sources: &RECORD_SOURCES,
-        inputs: &RECORD_INPUTS,
+        sources: RECORD_SHIM.0,
+        inputs: RECORD_SHIM.1,
         exports: Some("exports.map"),
         flags: &[],
         target: "liballoclens_shim.so",
@@ -52,24 +63,8 @@ const LIBRARIES: [Preload; 4] = [
     Preload {
         what: "attach shim",
         dir: "shim/record",
-        sources: &[
-            "bootstrap.c",
-            "buffer.c",
-            "cxx.c",
-            "exec.c",
-            "hooks.c",
-            "stacks.c",
-            "transport.c",
-            "attach.c",
-            "got.c",
-        ],
-        inputs: &[
-            "internal.h",
-            "include/alloclens_shim.h",
-            "attach_exports.map",
-            "../common/cxx_operators.inc",
-            "../common/cxx_next.inc",
-        ],
+        sources: ATTACH_SHIM.0,
+        inputs: ATTACH_SHIM.1,
         exports: Some("attach_exports.map"),
         flags: &["-DAL_ATTACH_BUILD", "-ftls-model=global-dynamic"],
         target: "liballoclens_attach.so",

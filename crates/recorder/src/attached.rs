@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use attach::{Argument, AttachError, EntryCall, Injection, SessionLock, Target};
-use trace::{TraceHeader, TraceWriter, Trailer};
+use trace::{TraceHeader, Trailer};
 
 use crate::server::Server;
 use crate::spawn::unix_ns;
@@ -66,23 +66,13 @@ pub fn record_pid(
             .map_err(RecordError::Socket)?;
     }
     let (output, file) = TraceFile::create(&o.output, o.existing)?;
-    let header = trace_header(o, &target);
-    let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
-        path: o.output.clone(),
-        source,
-    })?;
-    let mut server = Server::new(
-        listener,
-        writer,
-        o.chunk_records.max(1),
-        o.zstd_level,
-        o.addresses,
-        o.progress.clone(),
-        crate::batch::StackIds::of(&header),
-    );
-    if let Some(interval) = o.memory_interval {
-        server.sample_memory(interval);
-    }
+    let mut server = match crate::spawn::serve(o, &trace_header(o, &target), listener, file) {
+        Ok(s) => s,
+        Err(e) => {
+            output.discard();
+            return Err(e);
+        }
+    };
     crate::supervisor::catch_termination();
     let theirs = socket.dir.theirs.join(SOCKET_NAME).display().to_string();
     let stacks = o

@@ -254,26 +254,7 @@ fn start(
     (listener, sock_path): (OwnedFd, &Path),
     file: File,
 ) -> Result<Recording, RecordError> {
-    // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
-    // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
-    // which events reached the file, and the header is there at once should the recorder die.
-    let header = trace_header(o);
-    let writer = TraceWriter::new(file, &header).map_err(|source| RecordError::Output {
-        path: o.output.clone(),
-        source,
-    })?;
-    let mut server = Server::new(
-        listener,
-        writer,
-        o.chunk_records.max(1),
-        o.zstd_level,
-        o.addresses,
-        o.progress.clone(),
-        crate::batch::StackIds::of(&header),
-    );
-    if let Some(interval) = o.memory_interval {
-        server.sample_memory(interval);
-    }
+    let mut server = serve(o, &trace_header(o), listener, file)?;
     let (mut cmd, preload) = command(o, program, shim, sock_path);
     if o.marker.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -316,6 +297,35 @@ fn start(
         status: None,
         exited_at: None,
     })
+}
+
+/// The server of a recording, writing the trace with `header` into `file`.
+pub(crate) fn serve(
+    o: &RecordOptions,
+    header: &TraceHeader,
+    listener: OwnedFd,
+    file: File,
+) -> Result<Server, RecordError> {
+    // Chunks go to the file as they are written, unbuffered (an events chunk is tens to hundreds
+    // of kilobytes): a failed write is seen with the chunk it failed on, so the recorder knows
+    // which events reached the file, and the header is there at once should the recorder die.
+    let writer = TraceWriter::new(file, header).map_err(|source| RecordError::Output {
+        path: o.output.clone(),
+        source,
+    })?;
+    let mut server = Server::new(
+        listener,
+        writer,
+        o.chunk_records.max(1),
+        o.zstd_level,
+        o.addresses,
+        o.progress.clone(),
+        crate::batch::StackIds::of(header),
+    );
+    if let Some(interval) = o.memory_interval {
+        server.sample_memory(interval);
+    }
+    Ok(server)
 }
 
 pub(crate) fn trace_header(o: &RecordOptions) -> TraceHeader {
