@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# What attaching to a running program costs it, against the two other ways of seeing its heap calls:
+# starting it under `alloclens record -- CMD`, and bpftrace uprobes on the C library's malloc and free.
+# The program (bench/programs/attach-churn.c, 4 threads replacing blocks of mixed sizes) prints its
+# own throughput every 100 ms with a CLOCK_MONOTONIC timestamp and the longest time one of its
+# threads stood still; every figure below comes from those lines, placed against what the bench did
+# and when. Each configuration runs REPEATS times, interleaved; medians with min-max:
+#   baseline        the program alone (3 s)
+#   record -- CMD   started under `alloclens record` (3 s)
+#   bpftrace        uprobes on malloc and free, `-p PID`, counting calls (before / while / after)
+#   attach          `alloclens record --pid PID --duration 3` 2 s into the run: calls/s before the
+#                   attach, while attached, after the detach (after/before: nothing of alloclens may
+#                   stay on the program's path once the GOT is restored), and the attach latency: the
+#                   longest stall of a program thread around the attach (against the longest stall in
+#                   an ordinary 100 ms interval: on a loaded machine a descheduled thread stalls too)
+#                   beside alloclens's own figures (the borrowed thread's time, seize to last detach).
+# Every run must end with the program's "checksum ok" line and exit status 0 (the attach left it
+# whole); a run that does not is reported and fails the bench.
+# Needs: root or CAP_SYS_PTRACE over the program (ptrace), cc, cargo, python3; bpftrace for its row
+# (not installed by this script: Debian `apt-get install bpftrace`; without it the row says so).
+# Usage: bench/attach-cost.sh [REPEATS]   (default 3; about 25 s per repeat)
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-3}
+WORK=$(mktemp -d /tmp/alloclens-attach-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+cc -O2 -pthread -o "$WORK/attach-churn" bench/programs/attach-churn.c
+cargo build --release -q -p alloclens
+AL=$PWD/target/release/alloclens
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$AL" "$WORK" "$REPEATS" <<'PY'
+import json, os, re, shutil, signal, statistics, subprocess, sys, threading, time
+
+AL, WORK, REPEATS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+PROGRAM, THREADS = os.path.join(WORK, "attach-churn"), "4"
+WARMUP = 0.5  # seconds of each run left out of its rates (threads starting, caches)
+SETTLE = 0.3  # seconds left out around each attach and detach when measuring the phase between
+DURATION = 3  # seconds alloclens stays attached
+failures = []
+
+
+class Interval:
+    def __init__(self, start, end, calls, gap_us, stopped_max_us, stopped_sum_us):
+        self.start, self.end, self.calls, self.gap_ms = start, end, calls, gap_us / 1e3
+        self.stopped_max_ms, self.stopped_sum_ms = stopped_max_us / 1e3, stopped_sum_us / 1e3
+
+
+def intervals(path):
+    """The program's interval lines (bench/programs/attach-churn.c says what each field is)."""
+    rows, previous = [], None
+    for line in open(path):
+        f = line.split()
+        if len(f) == 6 and f[0] == "interval":
+            end = float(f[1])
+            if previous is not None:  # the first line has no start
+                rows.append(Interval(previous, end, *map(int, f[2:])))
+            previous = end
+    return rows
+
+
+def rate(rows, lo, hi):
+    """Calls per second over the intervals lying wholly within [lo, hi]."""
+    inside = [r for r in rows if r.start >= lo and r.end <= hi]
+    span = sum(r.end - r.start for r in inside)
+    return sum(r.calls for r in inside) / span if span > 0.15 else float("nan")
+
+
+def around(rows, lo, hi):
+    """What the program saw of an event between lo and hi (ms): the longest stall of a thread's own
+    code, the longest time one thread was stopped, and the time all threads were stopped. A thread
+    counts a stall or a stop once it runs again (and accounts every 20 ms of its running), so the
+    intervals up to 0.2 s after hi are included."""
+    near = [r for r in rows if r.end >= lo and r.start <= hi + 0.2]
+    if not near:
+        return {"stall": float("nan"), "stopped": float("nan"), "stopped_all": float("nan")}
+    return {"stall": max(r.gap_ms for r in near), "stopped": max(r.stopped_max_ms for r in near),
+            "stopped_all": sum(r.stopped_sum_ms for r in near)}
+
+
+def ordinary(rows, lo, hi):
+    """The same per 100 ms interval when nothing happens: medians over [lo, hi]'s intervals."""
+    inside = [r for r in rows if r.start >= lo and r.end <= hi]
+    if not inside:
+        return {"stall": float("nan"), "stopped": float("nan"), "stopped_all": float("nan")}
+    return {"stall": statistics.median(r.gap_ms for r in inside),
+            "stopped": statistics.median(r.stopped_max_ms for r in inside),
+            "stopped_all": statistics.median(r.stopped_sum_ms for r in inside)}
+
+
+def check_whole(name, path, returncode):
+    """The program must end with its checksum line and exit 0: the run left its heap whole."""
+    text = open(path).read()
+    last = text.strip().splitlines()[-1] if text.strip() else "(no output)"
+    if returncode != 0 or not last.startswith("checksum ok"):
+        failures.append(f"{name}: exit status {returncode}, last line: {last}")
+
+
+class Lines:
+    """A child's output lines with the monotonic time each arrived (a reader thread)."""
+    def __init__(self, stream):
+        self.lines, self.arrived = [], threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream):
+        for line in iter(stream.readline, ""):
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+            self.arrived.set()
+
+    def first(self, pattern):
+        return next((t for t, l in self.lines if re.search(pattern, l)), None)
+
+
+def start_program(tag, seconds=0, prefix=()):
+    out = os.path.join(WORK, f"{tag}.out")
+    p = subprocess.Popen([*prefix, PROGRAM, THREADS, str(seconds)], stdout=open(out, "w"),
+                         stderr=subprocess.DEVNULL)
+    return p, out, time.monotonic()
+
+
+def stop_program(p):
+    p.send_signal(signal.SIGTERM)
+    return p.wait(timeout=30)
+
+
+def libc_of(pid):
+    """The C library the process mapped, as its path reads from outside (bpftrace's probe path)."""
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split()
+        if len(f) >= 6 and re.search(r"/libc\.so\.6$|/libc-[0-9.]+\.so$", f[5]):
+            return f"/proc/{pid}/root{f[5]}"
+    raise SystemExit(f"no libc.so.6 in /proc/{pid}/maps")
+
+
+def baseline(i):
+    p, out, t0 = start_program(f"base{i}", seconds=3)
+    check_whole("baseline", out, p.wait(timeout=60))
+    return {"rate": rate(intervals(out), t0 + WARMUP, float("inf"))}
+
+
+def recorded(i):
+    trace = os.path.join(WORK, f"record{i}.alt")
+    p, out, t0 = start_program(f"record{i}", seconds=3, prefix=(AL, "record", "-q", "-o", trace, "--"))
+    check_whole("record -- CMD", out, p.wait(timeout=120))
+    os.remove(trace)
+    return {"rate": rate(intervals(out), t0 + WARMUP, float("inf"))}
+
+
+def uprobes(i):
+    """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2 s."""
+    p, out, t0 = start_program(f"bpftrace{i}")
+    time.sleep(1.5)
+    libc = libc_of(p.pid)
+    script = (f"uprobe:{libc}:malloc {{ @malloc = count(); }} "
+              f"uprobe:{libc}:free {{ @free = count(); }}")
+    launched = time.monotonic()
+    bt = subprocess.Popen(["bpftrace", "-p", str(p.pid), "-e", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    lines = Lines(bt.stdout)
+    deadline = time.monotonic() + 30
+    while lines.first(r"^Attaching") is None and bt.poll() is None and time.monotonic() < deadline:
+        lines.arrived.wait(0.1)
+    attaching = lines.first(r"^Attaching")
+    if attaching is None:
+        bt.kill()
+        stop_program(p)
+        failures.append("bpftrace did not attach: " + " | ".join(l for _, l in lines.lines[-3:]))
+        return None
+    time.sleep(2.5)
+    detaching = time.monotonic()
+    bt.send_signal(signal.SIGINT)
+    bt.wait(timeout=60)
+    lines.thread.join(5)
+    done = time.monotonic()
+    time.sleep(1.5)
+    check_whole("bpftrace", out, stop_program(p))
+    rows = intervals(out)
+    counted = sum(int(m.group(1)) for _, l in lines.lines for m in [re.match(r"@\w+: (\d+)", l)] if m)
+    return {"before": rate(rows, t0 + WARMUP, launched),
+            "during": rate(rows, attaching + SETTLE, detaching),
+            "after": rate(rows, done + SETTLE, float("inf")),
+            "attach": around(rows, launched, attaching + SETTLE),
+            "detach": around(rows, detaching, done),
+            "ordinary": ordinary(rows, t0 + WARMUP, launched),
+            "counted": counted}
+
+
+def attach_command(pid, i):
+    """The attach to measure, and where alloclens's own figures are read afterwards."""
+    if RECORD_PID:
+        path = os.path.join(WORK, f"attach{i}.alt")
+        return [AL, "record", "--pid", str(pid), "--duration", str(DURATION), "-o", path], path
+    path = os.path.join(WORK, f"watch{i}")
+    return [AL, "watch", "--pid", str(pid), "--interval", "1s", "--duration", f"{DURATION}s", "-o", path], path
+
+
+def own_figures(output, path, lines):
+    """alloclens's account of the attach: the borrowed thread's time and seize to last detach, ms."""
+    if RECORD_PID:
+        text = "\n".join(l for _, l in lines)
+        borrowed = re.search(r"([0-9.]+) ms", text)
+        return {"borrowed_ms": float(borrowed.group(1)) if borrowed else float("nan"),
+                "total_ms": float("nan")}
+    a = json.load(open(os.path.join(path, "watch.json"))).get("attach") or {}
+    return {"borrowed_ms": a.get("borrowed_ms", float("nan")), "total_ms": a.get("total_ms", float("nan"))}
+
+
+def attached(i):
+    """alloclens attached 2 s into the program's run for 3 s; the program runs on 2 s after."""
+    p, out, t0 = start_program(f"attach{i}")
+    time.sleep(2.0)
+    command, path = attach_command(p.pid, i)
+    launched = time.monotonic()
+    al = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = Lines(al.stdout)
+    status = al.wait(timeout=60)
+    lines.thread.join(5)
+    done = time.monotonic()
+    injected = lines.first(r"attached to process")
+    time.sleep(2.0)
+    check_whole("attach", out, stop_program(p))
+    if status != 0 or injected is None:
+        failures.append(f"{' '.join(command[:3])} exited {status}: " + " | ".join(l for _, l in lines.lines[-3:]))
+        return None
+    rows = intervals(out)
+    figures = own_figures(out, path, lines.lines)
+    # The detach is due DURATION after the start at the latest; alloclens's last lines may come after.
+    detach_from = launched + DURATION - 0.2
+    return {"before": rate(rows, t0 + WARMUP, launched),
+            "during": rate(rows, injected + SETTLE, detach_from),
+            "after": rate(rows, done + SETTLE, float("inf")),
+            "attach": around(rows, launched, injected),
+            "detach": around(rows, detach_from, done),
+            "ordinary": ordinary(rows, t0 + WARMUP, launched),
+            **figures}
+
+
+help_text = subprocess.run([AL, "record", "--help"], capture_output=True, text=True).stdout
+RECORD_PID = "--pid" in help_text
+ATTACH = "record --pid" if RECORD_PID else "watch --pid"
+if not RECORD_PID:
+    print("note: this alloclens has no `record --pid`: the attach is `watch --pid` (the same injection, the agent's thread instead of hooks)")
+BPFTRACE = shutil.which("bpftrace")
+if not BPFTRACE:
+    print("note: bpftrace is not installed: its row is skipped (Debian: apt-get install bpftrace)")
+
+runs = {"baseline": [], "record": [], "bpftrace": [], "attach": []}
+for i in range(REPEATS):  # interleaved: the machine's load drifts
+    runs["baseline"].append(baseline(i))
+    runs["record"].append(recorded(i))
+    if BPFTRACE:
+        runs["bpftrace"].append(uprobes(i))
+    runs["attach"].append(attached(i))
+    print(f"  round {i + 1} of {REPEATS} done", file=sys.stderr)
+
+
+def spread(values, fmt):
+    values = [v for v in values if v == v]  # NaN: a phase with no whole interval
+    if not values:
+        return "n/a"
+    m = statistics.median(values)
+    return f"{fmt(m)} ({fmt(min(values))}-{fmt(max(values))})" if len(values) > 1 else fmt(m)
+
+
+mcalls = lambda v: f"{v / 1e6:.2f}"
+ratio = lambda v: f"{v:.3f}" if v >= 0.01 else f"1/{1 / v:.0f}"
+slower = lambda v: f"{1 / v:.2f}x" if v > 0 else "n/a"
+ms = lambda v: f"{v:.1f}"
+W = 36  # label column
+# Ratios per round, to that round's baseline or to the same run's rate before the attach: the
+# machine's load drifts between rounds more than within one run.
+bases = [r["rate"] for r in runs["baseline"]]
+kept = lambda key: [(r, b) for r, b in zip(runs[key], bases) if r]
+print(f"program: attach-churn, 4 threads, mixed sizes 16 B-64 KiB; {REPEATS} rounds, median (min-max)")
+print(f"{'':<{W}} {'M calls/s':>22} {'/ baseline':>22} {'/ before, same run':>22}")
+print(f"{'baseline: the program alone':<{W}} {spread(bases, mcalls):>22}")
+print(f"{'record -- CMD':<{W}} {spread([r['rate'] for r, _ in kept('record')], mcalls):>22}"
+      f" {spread([r['rate'] / b for r, b in kept('record')], ratio):>22}")
+rows = [("bpftrace", "bpftrace uprobes"), ("attach", ATTACH)] if BPFTRACE else [("attach", ATTACH)]
+for key, label in rows:
+    for phase, what in (("before", "before"), ("during", "while attached"), ("after", "after detach")):
+        same = spread([r[phase] / r["before"] for r, _ in kept(key)], ratio) if phase != "before" else ""
+        print(f"{label + ': ' + what:<{W}} {spread([r[phase] for r, _ in kept(key)], mcalls):>22}"
+              f" {spread([r[phase] / b for r, b in kept(key)], ratio):>22} {same:>22}")
+if not BPFTRACE:
+    print(f"{'bpftrace uprobes':<{W}} skipped: bpftrace is not installed (Debian: apt-get install bpftrace)")
+slowdown = lambda key: spread([r["during"] / r["before"] for r, _ in kept(key)], slower)
+print(f"slowdown while attached: {ATTACH} {slowdown('attach')}, record -- CMD "
+      f"{spread([r['rate'] / b for r, b in kept('record')], slower)}"
+      + (f", bpftrace uprobes {slowdown('bpftrace')}" if BPFTRACE else ""))
+print(f"after the detach, against before the attach: {ATTACH} "
+      f"{spread([r['after'] / r['before'] for r, _ in kept('attach')], ratio)} (1.000: nothing left on the program's path)")
+
+print()
+print("attach latency, ms, as the program saw it: a thread's longest stall (its own code stood still, for")
+print("whatever reason: a loaded machine's scheduler too), the longest time one thread was stopped (neither")
+print("running nor waiting for a core), the time of all threads stopped; around the attach, around the")
+print("detach, and per 100 ms interval before the attach (medians)")
+print(f"{'':<{W}} {'longest stall':>20} {'one thread stopped':>20} {'all threads stopped':>20}")
+for key, label in rows:
+    for event, what in (("attach", "attach"), ("detach", "detach"), ("ordinary", "ordinary 100 ms")):
+        figures = [r[event] for r, _ in kept(key)]
+        print(f"{label + ': ' + what:<{W}} {spread([f['stall'] for f in figures], ms):>20}"
+              f" {spread([f['stopped'] for f in figures], ms):>20} {spread([f['stopped_all'] for f in figures], ms):>20}")
+own = [r for r, _ in kept("attach")]
+print(f"{ATTACH}, alloclens's own account: thread borrowed {spread([r['borrowed_ms'] for r in own], ms)} ms,"
+      f" seize to last detach {spread([r['total_ms'] for r in own], ms)} ms")
+if BPFTRACE:
+    print(f"bpftrace counted {spread([r['counted'] for r, _ in kept('bpftrace')], lambda v: f'{v:,.0f}')}"
+          " calls while attached (its maps)")
+if failures:
+    print("FAILED:")
+    for f in failures:
+        print("  " + f)
+    sys.exit(1)
+print(f"every run ended with the program's checksum line and exit status 0 ({REPEATS * (4 if BPFTRACE else 3)} runs)")
+PY
