@@ -1,6 +1,6 @@
 //! Builds the three preload libraries alloclens carries, from shim/, with the system C compiler
 //! into OUT_DIR; src/lib.rs embeds them. One place for their sources, flags and names: the
-//! record shim (`record`), the watch agent (`watch`) and the KSM library (`run --ksm`).
+//! record shim (`record`), the attach shim (`record --pid`), the watch agent (`watch`) and the KSM library (`run --ksm`).
 use std::path::PathBuf;
 
 mod shim_flags;
@@ -14,12 +14,43 @@ struct Preload {
     /// Other files it is built from (headers, export map), for cargo's rebuild checks.
     inputs: &'static [&'static str],
     exports: Option<&'static str>,
+    /// Compiler flags after the common ones (a later -ftls-model wins).
+    flags: &'static [&'static str],
     target: &'static str,
 }
 
-const LIBRARIES: [Preload; 3] = [
+/// The record shim's sources; the attach shim adds its own two.
+const RECORD_SOURCES: [&str; 7] = [
+    "bootstrap.c",
+    "buffer.c",
+    "cxx.c",
+    "exec.c",
+    "hooks.c",
+    "stacks.c",
+    "transport.c",
+];
+
+const RECORD_INPUTS: [&str; 5] = [
+    "internal.h",
+    "include/alloclens_shim.h",
+    "exports.map",
+    "../common/cxx_operators.inc",
+    "../common/cxx_next.inc",
+];
+
+const LIBRARIES: [Preload; 4] = [
     Preload {
         what: "preload shim",
+        dir: "shim/record",
+        sources: &RECORD_SOURCES,
+        inputs: &RECORD_INPUTS,
+        exports: Some("exports.map"),
+        flags: &[],
+        target: "liballoclens_shim.so",
+    },
+    // The same shim for record --pid: dynamic TLS, hooks patched into the GOT (shim/record/internal.h).
+    Preload {
+        what: "attach shim",
         dir: "shim/record",
         sources: &[
             "bootstrap.c",
@@ -29,16 +60,19 @@ const LIBRARIES: [Preload; 3] = [
             "hooks.c",
             "stacks.c",
             "transport.c",
+            "attach.c",
+            "got.c",
         ],
         inputs: &[
             "internal.h",
             "include/alloclens_shim.h",
-            "exports.map",
+            "attach_exports.map",
             "../common/cxx_operators.inc",
             "../common/cxx_next.inc",
         ],
-        exports: Some("exports.map"),
-        target: "liballoclens_shim.so",
+        exports: Some("attach_exports.map"),
+        flags: &["-DAL_ATTACH_BUILD", "-ftls-model=global-dynamic"],
+        target: "liballoclens_attach.so",
     },
     Preload {
         what: "watch agent",
@@ -57,6 +91,7 @@ const LIBRARIES: [Preload; 3] = [
             "../common/cxx_next.inc",
         ],
         exports: Some("exports.map"),
+        flags: &[],
         target: "liballoclens_agent.so",
     },
     Preload {
@@ -65,6 +100,7 @@ const LIBRARIES: [Preload; 3] = [
         sources: &["ksm_merge.c"],
         inputs: &[],
         exports: None,
+        flags: &[],
         target: "liballoclens_ksm.so",
     },
 ];
@@ -88,6 +124,7 @@ fn main() {
             &dir,
             lib.sources,
             lib.exports,
+            lib.flags,
             &out.join(lib.target),
         );
     }

@@ -25,6 +25,7 @@ pub fn compile_preload(
     dir: &std::path::Path,
     sources: &[&str],
     exports: Option<&str>,
+    flags: &[&str],
     target: &std::path::Path,
 ) {
     let ci = std::env::var("CI").ok();
@@ -46,6 +47,7 @@ pub fn compile_preload(
             // shim/common: what the libraries share (each library's folder is a sibling).
             "-I../common",
         ])
+        .args(flags)
         .args(warning_flags(ci.as_deref()))
         .arg("-shared")
         .args(exports.map(|map| format!("-Wl,--version-script={map}")))

@@ -16,7 +16,7 @@
 AL_HIDDEN struct al_real al_real;
 
 /* volatile: the compiler must not drop the store around dlsym, which re-enters us through malloc. */
-static __thread volatile int bootstrapping __attribute__((tls_model("initial-exec")));
+static __thread volatile int bootstrapping __attribute__((tls_model(AL_TLS_MODEL)));
 
 /* ------------------------------------------------------------------------------- static arena */
 
@@ -47,7 +47,7 @@ AL_HIDDEN int al_bootstrapping(void)
     return bootstrapping;
 }
 
-#define RESOLVE(field, name) al_real.field = (__typeof__(al_real.field))dlsym(RTLD_NEXT, name)
+#define RESOLVE(field, name) al_real.field = (__typeof__(al_real.field))dlsym(AL_NEXT_HANDLE, name)
 
 AL_HIDDEN int al_bootstrap(void)
 {

@@ -26,7 +26,7 @@
 
 #include "internal.h"
 
-AL_HIDDEN __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
+AL_HIDDEN __thread struct al_tls al_tls __attribute__((tls_model(AL_TLS_MODEL)));
 
 #define RING_MAP_BYTES ((size_t)AL_RING_HEADER_BYTES + (size_t)AL_RING_RECORDS * AL_RECORD_SIZE)
 
@@ -104,6 +104,17 @@ AL_HIDDEN void al_rings_init(void)
         exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
+AL_HIDDEN void al_rings_release(void)
+{
+    al_rings_lock();
+    for (struct al_ring *r = all_rings; r; r = r->next_all)
+        madvise(r, RING_MAP_BYTES, MADV_REMOVE);
+    all_rings = NULL;
+    free_rings = NULL;
+    retiring_rings = NULL;
+    al_rings_unlock();
+}
+
 AL_HIDDEN void al_rings_forget(void)
 {
     for (struct al_ring *r = all_rings, *next; r; r = next) {
@@ -147,6 +158,7 @@ static struct al_ring *ring_create(uint32_t tid)
         munmap(r, RING_MAP_BYTES);
         return NULL;
     }
+    r->session = atomic_load(&al_proc.session);
     al_rings_lock();
     r->next_all = all_rings;
     all_rings = r;

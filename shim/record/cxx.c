@@ -29,6 +29,7 @@
 #define CXX_GUARD_ENTER() (al_tls.busy++)
 #define CXX_GUARD_LEAVE() (al_tls.busy--)
 #define CXX_LIKELY AL_LIKELY
+#define CXX_NEXT_HANDLE AL_NEXT_HANDLE
 #include "cxx_next.inc" /* shim/common, on the include path */
 
 static void release_guard(struct al_tls **t)

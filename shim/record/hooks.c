@@ -158,6 +158,8 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
         al_proc_init();
         state = atomic_load(&al_proc.state);
     }
+    if (AL_ATTACHED && t->ring != NULL && t->ring->session != atomic_load(&al_proc.session))
+        t->ring = NULL; /* a ring of an earlier attach, its recorder gone */
     if (state == AL_ACTIVE && t->ring == NULL) {
         /* A signal handler's call meanwhile is queued (the shim's own, in pthread_setspecific,
          * passes through: al_ring_attach raises the guard around it). */
@@ -253,7 +255,8 @@ AL_EXPORT void free(void *p)
         return; /* bootstrap arena: never returned */
     if (AL_UNLIKELY(!ready()))
         return;
-    al_record(AL_OP_FREE, p, 0, NULL);
+    /* Attached: a block allocated before the attach is freed with the bytes it held. */
+    al_record(AL_OP_FREE, p, AL_ATTACHED && p ? al_usable_size(p) : 0, NULL);
     al_real.free(p);
 }
 

@@ -17,6 +17,26 @@
 #define AL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The same sources build two libraries (crates/embedded/build.rs):
+ * - the preload shim, found first by the dynamic linker: its thread-local storage is static
+ *   (initial-exec, no allocation on a thread's first access) and the next allocator is the next
+ *   definition after it (RTLD_NEXT);
+ * - the attach shim (AL_ATTACH_BUILD), loaded into a running process by `record --pid` and hooked
+ *   in by patching the modules' GOT (got.c, attach.c). A library dlopen'ed that late finds
+ *   glibc's static TLS reserve too small for the shim's 5 KiB of thread state, so its TLS is
+ *   dynamic (the loader allocates a thread's block on its first access, with the real malloc: the
+ *   loader's own calls are never patched); and the allocator is the process's global definition
+ *   (RTLD_DEFAULT: the shim is RTLD_LOCAL, so that is never itself). */
+#ifdef AL_ATTACH_BUILD
+#define AL_TLS_MODEL "global-dynamic"
+#define AL_NEXT_HANDLE RTLD_DEFAULT
+#define AL_ATTACHED 1
+#else
+#define AL_TLS_MODEL "initial-exec"
+#define AL_NEXT_HANDLE RTLD_NEXT
+#define AL_ATTACHED 0
+#endif
+
 /* ---------------------------------------------------------------- bootstrap.c: the next allocator */
 
 struct al_real {
@@ -67,6 +87,7 @@ struct al_ring {
     uint32_t owner_tid;   /* the thread writing it (on the retiring list: until it is gone) */
     struct al_ring *next_free;
     struct al_ring *next_all;
+    uint32_t session; /* al_proc.session when it was made (attach shim: a ring of a past attach) */
 };
 
 /* A call made while this thread was inside al_record (a signal handler's), recorded by the
@@ -101,13 +122,16 @@ struct al_tls {
     uint64_t sample_rng;
 };
 
-AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model("initial-exec")));
+AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model(AL_TLS_MODEL)));
 
 AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t);
 AL_HIDDEN int al_ring_wait(struct al_ring *r);
 AL_HIDDEN void al_rings_init(void);
 AL_HIDDEN void al_rings_lock(void);
 AL_HIDDEN void al_rings_unlock(void);
+/* Attach shim, after the detach: gives the rings' memory back (their mappings stay: a call still
+ * in flight may write into one) and forgets them, so that a later attach makes new ones. */
+AL_HIDDEN void al_rings_release(void);
 /* After fork, in the child: forget (unmap) the parent's rings without touching their contents. */
 AL_HIDDEN void al_rings_forget(void);
 
@@ -130,6 +154,9 @@ struct al_proc {
      * NULL until the first thread claims it, or one of the two marks below. */
     _Atomic(struct al_ring *) owner;
     int claims_left; /* ownership changes still allowed; then every thread shares the counter */
+    /* Attach shim: one per attach of this process image. A thread's ring of an earlier attach
+     * (whose recorder is gone) is replaced on its next call. Always 0 in the preload shim. */
+    _Atomic uint32_t session;
 };
 
 #define AL_OWNER_SWITCHING ((struct al_ring *)1)
@@ -158,6 +185,33 @@ AL_HIDDEN void al_write_stderr(const char *a, const char *b);
 /* The recorder's socket path (ALLOCLENS_SOCKET as read at start), or NULL. */
 AL_HIDDEN const char *al_socket_path(void);
 
+/* Sets the recorder's socket path (the attach shim gets it as an argument, the preload shim from
+ * ALLOCLENS_SOCKET). Returns -1 when it is too long for a socket address. */
+AL_HIDDEN int al_set_socket_path(const char *path);
+
+/* ---------------------------------------------------------------- attach.c, got.c: attach shim */
+
+/* The GOT slots of the allocation API (and dlopen) in every loaded module but the loader and
+ * alloclens's own libraries, pointed at the hooks: 0, or -1 when some module could not be
+ * patched (the reason is in `why`). Modules already patched are left as they are, so it is
+ * called again after each dlopen. */
+AL_HIDDEN int al_got_patch(const char **why);
+/* Puts back every slot still holding a hook, in the modules still loaded. */
+AL_HIDDEN void al_got_restore(void);
+/* The same in a fork child (the lock is reset: its holder is not in the child). */
+AL_HIDDEN void al_got_restore_after_fork(void);
+/* Patches the modules loaded since the last look (dlpi_adds moved). */
+AL_HIDDEN void al_got_patch_new_modules(void);
+/* Resolves the real dlopen before any slot points at the hook. */
+AL_HIDDEN int al_got_init(void);
+/* Slots patched so far (the attach message tells the recorder). */
+AL_HIDDEN uint32_t al_got_slots(void);
+/* The attach shim's dlopen hook (got.c patches it in): the real dlopen, then the new modules. */
+AL_HIDDEN void *al_dlopen_hook(const char *file, int mode);
+/* The bytes a block given to free holds (the allocator's usable size): a free of a block
+ * allocated before the attach is counted with it. 0 when the allocator cannot tell. */
+AL_HIDDEN size_t al_usable_size(const void *p);
+
 /* ---------------------------------------------------------------- stacks.c: call stacks */
 
 struct al_stacks {
@@ -182,6 +236,11 @@ AL_HIDDEN extern struct al_stacks al_stacks;
 /* Sets up stacks when ALLOCLENS_STACKS asks for them (at image start). -1: asked for, but not
  * possible (the reason is on stderr); tracing goes on without stacks. */
 AL_HIDDEN int al_stacks_setup(void);
+/* The same with the settings given (the attach shim has no environment of the recorder's). */
+AL_HIDDEN int al_stacks_setup_with(int depth, int frees, uint64_t sample_bytes);
+/* Attach shim, before a new attach with stacks: the stacks of an earlier one (their ids are
+ * another recorder's) are dropped, so that al_stacks_setup_with starts a new arena. */
+AL_HIDDEN void al_stacks_discard(void);
 /* In a fork child, before its hello: modules again under the child's pid. */
 AL_HIDDEN void al_stacks_fork_child(void);
 /* The calling code's stack, interned: its arena offset, or 0 when none could be taken. Called
@@ -281,7 +340,9 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
     if (AL_UNLIKELY(r == NULL || t->busy || t->in_hook ||
-                    atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE)) {
+                    atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE ||
+                    (AL_ATTACHED && r->session != atomic_load_explicit(&al_proc.session,
+                                                                      memory_order_relaxed)))) {
         /* always_inline: the return address is the hook's, i.e. who called malloc. */
         al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
         return;

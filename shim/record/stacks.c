@@ -356,17 +356,22 @@ AL_HIDDEN int al_stacks_setup(void)
     const char *depth = getenv(AL_ENV_STACKS);
     if (depth == NULL || depth[0] == 0)
         return 0;
+    const char *frees = getenv(AL_ENV_FREE_STACKS);
+    const char *sample = getenv(AL_ENV_STACK_SAMPLE);
+    return al_stacks_setup_with(atoi(depth), frees != NULL && frees[0] == '1',
+                                sample != NULL ? strtoull(sample, NULL, 10) : 0);
+}
+
+AL_HIDDEN int al_stacks_setup_with(int depth, int frees, uint64_t sample_bytes)
+{
     const char *why = NULL;
     if (unw_backtrace_fn == NULL && stacks_setup(&why) != 0) {
         al_write_stderr(why, "");
         return -1;
     }
-    int d = atoi(depth);
-    al_stacks.depth = d < 1 ? 1 : d > (int)AL_MAX_STACK_DEPTH ? (int)AL_MAX_STACK_DEPTH : d;
-    const char *frees = getenv(AL_ENV_FREE_STACKS);
-    al_stacks.frees = frees != NULL && frees[0] == '1';
-    const char *sample = getenv(AL_ENV_STACK_SAMPLE);
-    al_stacks.sample_bytes = sample != NULL ? strtoull(sample, NULL, 10) : 0;
+    al_stacks.depth = depth < 1 ? 1 : depth > (int)AL_MAX_STACK_DEPTH ? (int)AL_MAX_STACK_DEPTH : depth;
+    al_stacks.frees = frees;
+    al_stacks.sample_bytes = sample_bytes;
     if (al_stacks.base == NULL && new_arena() != 0) {
         al_write_stderr("--stacks: cannot set up the stack arena", "");
         return -1;
@@ -376,6 +381,20 @@ AL_HIDDEN int al_stacks_setup(void)
     find_shim_range();
     atomic_store(&al_stacks.on, 1);
     return 0;
+}
+
+AL_HIDDEN void al_stacks_discard(void)
+{
+    atomic_store(&al_stacks.on, 0);
+    if (al_stacks.base != NULL)
+        munmap(al_stacks.base, AL_ARENA_BYTES);
+    al_stacks.base = NULL;
+    if (al_stacks.fd >= 0)
+        close(al_stacks.fd);
+    al_stacks.fd = -1;
+    if (table != NULL)
+        memset((void *)table, 0, (size_t)TABLE_SLOTS * 8);
+    atomic_store(&table_used, 0);
 }
 
 AL_HIDDEN void al_stacks_fork_child(void)
@@ -439,9 +458,9 @@ static inline uint64_t hash_frames(void *const *f, int n)
 static __thread struct {
     uint64_t hash;
     uint32_t at;
-} tcache[TCACHE] __attribute__((tls_model("initial-exec")));
+} tcache[TCACHE] __attribute__((tls_model(AL_TLS_MODEL)));
 /* The arena the cache's offsets are in (a fork child that starts a new arena moves on). */
-static __thread uint32_t tcache_generation __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tcache_generation __attribute__((tls_model(AL_TLS_MODEL)));
 
 static int same_stack(uint32_t at, void *const *f, int n)
 {

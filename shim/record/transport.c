@@ -283,11 +283,26 @@ static void atfork_child(void)
     al_tls.in_hook = 0; /* a fork from a signal handler: the interrupted call is not the child's */
     al_tls.def_writing = 0;
     al_tls.def_head = al_tls.def_tail = 0;
-    if (was == AL_ACTIVE)
+    if (AL_ATTACHED) {
+        /* A child forked after the attach is not followed (no thread in it watches for the
+         * detach): it runs on with its GOT as it was. */
+        al_got_restore_after_fork();
+        atomic_store(&al_proc.state, AL_OFF);
+    } else if (was == AL_ACTIVE)
         al_proc_init();
     else
         atomic_store(&al_proc.state, was == AL_UNINIT ? AL_UNINIT : AL_OFF);
     al_tls.busy--;
+}
+
+AL_HIDDEN int al_set_socket_path(const char *path)
+{
+    if (strlen(path) >= sizeof recorder_addr.sun_path)
+        return -1;
+    recorder_addr.sun_family = AF_UNIX;
+    strcpy(recorder_addr.sun_path, path);
+    recorder_addr_ok = 1;
+    return 0;
 }
 
 static int connect_recorder(void)
@@ -333,15 +348,12 @@ AL_HIDDEN void al_proc_init(void)
         if (environ == NULL)
             return; /* too early in process start-up: try again at the next call */
         const char *path = getenv(AL_ENV_SOCKET);
-        if (path == NULL || strlen(path) >= sizeof recorder_addr.sun_path) {
+        if (path == NULL || al_set_socket_path(path) != 0) {
             if (path)
                 al_write_stderr(AL_ENV_SOCKET, " is too long; not tracing");
             atomic_store(&al_proc.state, AL_OFF);
             return;
         }
-        recorder_addr.sun_family = AF_UNIX;
-        strcpy(recorder_addr.sun_path, path);
-        recorder_addr_ok = 1;
     }
     int expected = AL_UNINIT;
     if (!atomic_compare_exchange_strong(&al_proc.state, &expected, AL_INITIALIZING))
@@ -375,7 +387,7 @@ AL_HIDDEN void al_proc_init(void)
     }
     if (atomic_load(&al_stacks.on))
         al_stacks_fork_child();
-    else
+    else if (!AL_ATTACHED) /* the attach entry set stacks up from its arguments */
         al_stacks_setup();
     atomic_store(&al_proc.state, AL_ACTIVE); /* al_send reports failures through al_disable */
     if (send_hello(page_fd, mono, real) != 0)
@@ -405,7 +417,8 @@ off_quiet:
 __attribute__((constructor)) static void al_constructor(void)
 {
     al_bootstrap();
-    if (atomic_load(&al_proc.state) == AL_UNINIT)
+    /* The attach shim starts when record --pid calls its entry (attach.c). */
+    if (!AL_ATTACHED && atomic_load(&al_proc.state) == AL_UNINIT)
         al_proc_init();
 }
 

@@ -32,6 +32,15 @@ pub enum SafePoint {
     Syscall { tid: u32, number: i64 },
 }
 
+impl std::fmt::Display for SafePoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SafePoint::AllocatorEntry { tid, function } => write!(f, "{function} in thread {tid}"),
+            SafePoint::Syscall { tid, number } => write!(f, "system call {number} in thread {tid}"),
+        }
+    }
+}
+
 /// What one injection did.
 #[derive(Debug, Clone)]
 pub struct Injection {

@@ -20,6 +20,12 @@ pub static RECORD_SHIM: Library = Library {
     bytes: include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_shim.so")),
 };
 
+/// The attach shim (shim/record built with AL_ATTACH_BUILD), loaded by `record --pid`.
+pub static ATTACH_SHIM: Library = Library {
+    stem: "attach",
+    bytes: include_bytes!(concat!(env!("OUT_DIR"), "/liballoclens_attach.so")),
+};
+
 /// The watch agent (shim/agent), preloaded by `watch`.
 pub static WATCH_AGENT: Library = Library {
     stem: "agent",

@@ -9,6 +9,7 @@
 //! Library only: nothing here prints. The program's output passes through untouched (it is read
 //! line by line only when `marker` is set).
 mod anchors;
+mod attached;
 mod batch;
 mod block_ids;
 mod image;
@@ -24,6 +25,7 @@ pub mod supervisor;
 mod sys;
 mod untraced;
 
+pub use attached::{record_pid, Attached};
 pub use output::{Existing, TraceFile};
 pub use spawn::describe_status;
 pub use sys::signal_name;
@@ -249,6 +251,8 @@ pub enum RecordError {
     NoLibunwind,
     #[error("--stack-depth {0} is out of range: give 1 to {max}", max = MAX_STACK_DEPTH)]
     StackDepth(u32),
+    #[error(transparent)]
+    Attach(#[from] attach::AttachError),
     #[error(
         "--free-stacks takes the stack of every free, which sampled stacks do not: use it with \
          --stacks=all"

@@ -579,6 +579,7 @@ mod tests {
             exit: "exit 0".into(),
             events: batches * per_batch,
             end_unix_ns: 1,
+            attach: None,
         }));
         assert_eq!(done.error, None);
         let mut reader = TraceReader::open(&path).unwrap();
@@ -671,6 +672,7 @@ mod tests {
             exit: "exit 0".into(),
             events: next[0] + next[1],
             end_unix_ns: 1,
+            attach: None,
         };
         let done = p.finish(Some(trailer));
         assert_eq!(done.error, None);

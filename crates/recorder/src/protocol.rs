@@ -26,6 +26,12 @@ pub const MSG_END: u32 = 4;
 pub const MSG_STOPPED: u32 = 5;
 pub const MSG_EXEC: u32 = 6;
 pub const MSG_STACKS: u32 = 7;
+pub const MSG_ATTACHED: u32 = 8;
+/// `struct al_attached`'s bytes and its `heap_source` values.
+pub const ATTACHED_BYTES: usize = 16;
+pub const HEAP_GLIBC: u32 = 1;
+pub const HEAP_JEMALLOC: u32 = 2;
+pub const HEAP_TCMALLOC: u32 = 3;
 pub const STACKS_FREES: u32 = 1;
 
 /// The stack arena (`struct al_arena_*`).
@@ -47,6 +53,7 @@ pub const EXEC_ENV_SOCKET: u32 = 2;
 
 pub const END_EXIT: u32 = 1;
 pub const END_QUICK_EXIT: u32 = 2;
+pub const END_DETACHED: u32 = 3;
 
 pub const MAX_MESSAGE: usize = 65536;
 pub const MAX_LABEL: usize = 1024;
@@ -88,6 +95,12 @@ pub enum Message {
     Stacks {
         depth: u32,
         flags: u32,
+    },
+    /// The attach shim's figures of the moment of the attach (`record --pid`).
+    Attached {
+        heap_in_use: u64,
+        heap_source: u32,
+        got_slots: u32,
     },
     /// The shim stopped tracing the image (its reason): no event follows.
     Stopped {
@@ -160,6 +173,11 @@ pub fn parse(b: &[u8]) -> Option<Message> {
         MSG_STACKS => Some(Message::Stacks {
             depth: u32_at(body, 0)?,
             flags: u32_at(body, 4)?,
+        }),
+        MSG_ATTACHED if body.len() >= ATTACHED_BYTES => Some(Message::Attached {
+            heap_in_use: u64_at(body, 0)?,
+            heap_source: u32_at(body, 8)?,
+            got_slots: u32_at(body, 12)?,
         }),
         MSG_STOPPED => Some(Message::Stopped {
             reason: String::from_utf8_lossy(body).into_owned(),

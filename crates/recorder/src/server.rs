@@ -152,6 +152,8 @@ pub struct Server {
     /// Reads the images' memory (`RecordOptions::memory_interval`); its samples are written at
     /// each flush and before an image's end.
     memory: Option<MemorySampler>,
+    /// `record --pid`: what the attach shim said of the process at the attach.
+    pub attach: Option<trace::AttachFigures>,
 }
 
 fn exe_of(pid: u32) -> Option<String> {
@@ -219,6 +221,7 @@ impl Server {
             untraced: Vec::new(),
             stacks: stacks.map(|ids| (crate::stacks::Stacks::new(), ids)),
             memory: None,
+            attach: None,
         }
     }
 
@@ -245,6 +248,16 @@ impl Server {
     }
 
     /// Images that may still produce events or await their verdict.
+    /// `record --pid`'s detach: shuts the recorder's side of every connection, which the attach
+    /// shim's watcher thread takes as the signal to put the GOT back and end its image
+    /// (`END_DETACHED`). The connections stay open for what the shim sends until then.
+    pub fn detach_all(&self) {
+        for c in &self.conns {
+            // SAFETY: shutdown on a socket we own; it changes no memory.
+            unsafe { libc::shutdown(c.sock.as_raw_fd(), libc::SHUT_WR) };
+        }
+    }
+
     pub fn live_images(&self) -> usize {
         self.finished.iter().filter(|f| !**f).count() + self.verdict_pending.len()
     }
@@ -439,10 +452,30 @@ impl Server {
                 });
             }
             (Message::End { reason }, Some(i)) => {
-                self.images[i].said_end = Some(if reason == protocol::END_QUICK_EXIT {
-                    EndReason::QuickExit
-                } else {
-                    EndReason::Exit
+                self.images[i].said_end = Some(match reason {
+                    protocol::END_QUICK_EXIT => EndReason::QuickExit,
+                    protocol::END_DETACHED => EndReason::Detached,
+                    _ => EndReason::Exit,
+                });
+            }
+            (
+                Message::Attached {
+                    heap_in_use,
+                    heap_source,
+                    got_slots,
+                },
+                Some(_),
+            ) => {
+                let source = match heap_source {
+                    protocol::HEAP_GLIBC => "glibc mallinfo2",
+                    protocol::HEAP_JEMALLOC => "jemalloc stats.allocated",
+                    protocol::HEAP_TCMALLOC => "tcmalloc generic.current_allocated_bytes",
+                    _ => "",
+                };
+                self.attach = Some(trace::AttachFigures {
+                    heap_in_use: (!source.is_empty()).then_some(heap_in_use),
+                    heap_source: source.into(),
+                    got_slots,
                 });
             }
             (

@@ -225,6 +225,7 @@ impl Recording {
             exit: describe_status(&status),
             events: intercepted,
             end_unix_ns: unix_ns(),
+            attach: None,
         };
         let bytes = server.finish(&trailer);
         // What the file holds: less than what was intercepted when writing failed.
@@ -317,7 +318,7 @@ fn start(
     })
 }
 
-fn trace_header(o: &RecordOptions) -> TraceHeader {
+pub(crate) fn trace_header(o: &RecordOptions) -> TraceHeader {
     TraceHeader {
         command: o
             .command
@@ -333,6 +334,7 @@ fn trace_header(o: &RecordOptions) -> TraceHeader {
         free_stacks: o.stacks.is_some_and(|s| s.frees),
         stack_depth: o.stacks.map(|s| s.depth),
         stack_sample_bytes: o.stacks.map_or(0, |s| s.sample_bytes),
+        attached_pid: None,
     }
 }
 

@@ -62,6 +62,15 @@ fn handle(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
     }
 }
 
+/// `record --pid`: Ctrl-C, Ctrl-\, SIGTERM and SIGHUP end the recording (the attached process,
+/// not our child, runs on); `take_pending_signal` tells the loop.
+pub fn catch_termination() {
+    handle(
+        &[libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP],
+        remember,
+    );
+}
+
 /// A termination signal the recorder received since the last call, to pass on to the command.
 pub fn take_pending_signal() -> Option<libc::c_int> {
     match PENDING.swap(0, std::sync::atomic::Ordering::Relaxed) {

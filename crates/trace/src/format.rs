@@ -90,6 +90,11 @@ pub struct TraceHeader {
     /// Read it through `TraceReader::stack_sampling`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stack_sample_bytes: u64,
+    /// `record --pid`: the process that was attached to, already running. The trace starts at
+    /// the attach: blocks allocated before it are not in it (their frees carry the bytes the
+    /// allocator says they held), and it ends at the detach (docs/attach.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_pid: Option<u32>,
 }
 
 impl TraceHeader {
@@ -144,6 +149,22 @@ pub struct Trailer {
     pub events: u64,
     /// Wall-clock end of the recording, nanoseconds since the Unix epoch.
     pub end_unix_ns: u64,
+    /// `record --pid`: what the process held when alloclens attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachFigures>,
+}
+
+/// What an attached process held at the attach (`record --pid`), from its allocator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct AttachFigures {
+    /// The allocator's own count of the bytes in use, when it keeps one the shim can read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_in_use: Option<u64>,
+    /// Where `heap_in_use` comes from: "glibc mallinfo2", "jemalloc stats.allocated", ...
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub heap_source: String,
+    /// The GOT slots patched to reach the hooks.
+    pub got_slots: u32,
 }
 
 /// Why a process stream ended. Tags are part of the format.
@@ -160,6 +181,8 @@ pub enum EndReason {
     Lost = 4,
     /// The recorder stopped following it (command ended while it still ran, or tracing failed).
     Abandoned = 5,
+    /// `record --pid` detached from it: the process runs on, untraced.
+    Detached = 6,
 }
 
 impl EndReason {
@@ -170,14 +193,18 @@ impl EndReason {
             Self::Exec,
             Self::Lost,
             Self::Abandoned,
+            Self::Detached,
         ]
         .into_iter()
         .find(|r| *r as u8 == tag)
     }
 
-    /// True when the stream holds everything the process did.
+    /// True when the stream holds everything the process did while it was traced.
     pub fn is_clean(self) -> bool {
-        matches!(self, Self::Exit | Self::QuickExit | Self::Exec)
+        matches!(
+            self,
+            Self::Exit | Self::QuickExit | Self::Exec | Self::Detached
+        )
     }
 
     pub fn describe(self) -> &'static str {
@@ -187,6 +214,7 @@ impl EndReason {
             Self::Exec => "replaced by exec",
             Self::Lost => "ended without a goodbye (killed or crashed)",
             Self::Abandoned => "still running when the recording ended",
+            Self::Detached => "detached (the process runs on)",
         }
     }
 }

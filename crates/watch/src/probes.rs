@@ -65,14 +65,7 @@ pub(crate) fn attach_agent(
     match agent::attach(pid, interval.max(Duration::from_millis(100))) {
         Ok(a) => {
             let i = &a.injection;
-            let safe_point = match &i.safe_point {
-                attach::SafePoint::AllocatorEntry { tid, function } => {
-                    format!("{function} in thread {tid}")
-                }
-                attach::SafePoint::Syscall { tid, number } => {
-                    format!("system call {number} in thread {tid}")
-                }
-            };
+            let safe_point = i.safe_point.to_string();
             let reading = AttachReading {
                 safe_point,
                 borrowed_ms: i.borrowed.as_secs_f64() * 1e3,

@@ -78,6 +78,9 @@ struct al_record {
  * parent's arena again (it shares it). */
 #define AL_MSG_STACKS 7u
 
+/* Attach shim (record --pid): + struct al_attached, once, after the hello. */
+#define AL_MSG_ATTACHED 8u
+
 /* struct al_exec.phase */
 #define AL_EXEC_BEFORE 1u  /* process `pid` is about to exec (it may fail: AL_EXEC_FAILED follows) */
 #define AL_EXEC_SPAWNED 2u /* posix_spawn started `pid`: its exec already succeeded */
@@ -89,6 +92,7 @@ struct al_record {
 
 #define AL_END_EXIT 1u  /* exit() / return from main: destructors ran */
 #define AL_END__EXIT 2u /* _exit() / _Exit() */
+#define AL_END_DETACHED 3u /* record --pid detached: the process runs on, untraced */
 
 #define AL_MAX_MESSAGE 65536u
 #define AL_MAX_LABEL 1024u
@@ -160,6 +164,19 @@ struct al_arena_module {
     uint64_t start, end, file_offset, bias, unix_ns;
     /* then the build-id (padded to 8 bytes), then the path (padded to 8 bytes) */
 };
+
+/* What the process held when record --pid attached: the allocator's own count of the bytes in
+ * use (its statistics; AL_HEAP_NONE when it keeps none the shim can read) and the GOT slots the
+ * shim patched. */
+struct al_attached {
+    uint64_t heap_in_use;
+    uint32_t heap_source; /* AL_HEAP_* */
+    uint32_t got_slots;
+};
+#define AL_HEAP_NONE 0u
+#define AL_HEAP_GLIBC 1u    /* mallinfo2: uordblks + hblkhd */
+#define AL_HEAP_JEMALLOC 2u /* mallctl stats.allocated */
+#define AL_HEAP_TCMALLOC 3u /* generic.current_allocated_bytes */
 
 struct al_end {
     uint32_t reason;

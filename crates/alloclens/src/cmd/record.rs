@@ -71,9 +71,17 @@ pub struct Args {
     /// Do not print the summary line, nor the progress line (drawn only when stderr is a terminal)
     #[arg(short, long)]
     quiet: bool,
+    /// Record process PID, already running, from now until --duration, Ctrl-C or SIGTERM; it
+    /// runs on after (no restart, no debugger; blocks allocated before the attach are not in the
+    /// trace: docs/attach.md)
+    #[arg(long, value_name = "PID", conflicts_with_all = ["allocator", "marker", "command"])]
+    pid: Option<u32>,
+    /// With --pid: seconds to record before detaching [default: until Ctrl-C or SIGTERM]
+    #[arg(long, value_name = "SECONDS", requires = "pid")]
+    duration: Option<f64>,
     /// The command to record and its arguments (after `--`)
     #[arg(
-        required = true,
+        required_unless_present = "pid",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
@@ -97,7 +105,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let output = match &args.output {
         Some(path) => path.clone(),
         None => {
-            let path = default_output(&args.command);
+            let path = match args.pid {
+                Some(pid) => attached_output(pid),
+                None => default_output(&args.command),
+            };
             eprintln!("alloclens: recording into {}", path.display());
             path
         }
@@ -131,6 +142,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     recorder::check_stacks(&options)?;
+    if let Some(pid) = args.pid {
+        let duration = args.duration.map(duration).transpose()?;
+        return record_attached(&options, pid, duration, args.quiet);
+    }
 
     // From here on two processes: this one waits, its child records (recorder::supervisor, which
     // also sets what signals do to both).
@@ -164,6 +179,69 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     drop(bar);
     let summary = summary?;
 
+    print_summary(&summary, &output, args.quiet);
+    Ok(exit_code(summary.status))
+}
+
+/// `record --pid`: attach, record until the end condition, detach; the process runs on.
+fn record_attached(
+    options: &recorder::RecordOptions,
+    pid: u32,
+    duration: Option<Duration>,
+    quiet: bool,
+) -> anyhow::Result<ExitCode> {
+    let counters = std::sync::Arc::new(recorder::RecordProgress::default());
+    let mut options = options.clone();
+    options.progress = Some(std::sync::Arc::clone(&counters));
+    if !quiet {
+        eprintln!(
+            "alloclens: attaching to pid {pid}; recording {}",
+            match duration {
+                Some(d) => format!("for {:.1} s", d.as_secs_f64()),
+                None => "until Ctrl-C or SIGTERM".into(),
+            }
+        );
+    }
+    let bar = (!quiet).then(|| super::progress::RecordingBar::start(counters));
+    let recorded = recorder::record_pid(&options, pid, duration);
+    drop(bar);
+    let (summary, attached) = recorded?;
+    if !quiet {
+        let i = &attached.injection;
+        eprintln!(
+            "alloclens: attached to pid {pid} at {}: its threads were stopped {:.1} ms, one of them ran alloclens's calls {:.1} ms; ended by {}, detached",
+            i.safe_point,
+            i.total.as_secs_f64() * 1e3,
+            i.borrowed.as_secs_f64() * 1e3,
+            attached.ended_by,
+        );
+    }
+    print_summary(&summary, &options.output, quiet);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// heaptrack's naming for an attach: `alloclens.PROGRAM.PID.alt`, PID the process's.
+fn attached_output(pid: u32) -> PathBuf {
+    let program = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().replace('/', "_"))
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "process".into());
+    PathBuf::from(format!("alloclens.{program}.{pid}.alt"))
+}
+
+/// `--duration` as a duration: a positive number of seconds, at most a year.
+fn duration(seconds: f64) -> anyhow::Result<Duration> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 365.0 * 24.0 * 3600.0) {
+        anyhow::bail!(
+            "--duration must be a positive number of seconds (at most a year), not {seconds:?}"
+        );
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The warnings and the summary line of a recording.
+fn print_summary(summary: &recorder::RecordSummary, output: &std::path::Path, quiet: bool) {
     for w in &summary.warnings {
         eprintln!("alloclens: warning: {w}");
     }
@@ -178,7 +256,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("alloclens: warning:   {}", analyze::describe_untraced(u));
         }
     }
-    if !args.quiet {
+    if !quiet {
         let truncated = summary
             .processes
             .iter()
@@ -211,7 +289,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             per_event
         );
     }
-    Ok(exit_code(summary.status))
 }
 
 /// `--linger` as a duration: a number of seconds from 0 to `MAX_LINGER_S` (a much larger one

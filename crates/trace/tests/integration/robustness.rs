@@ -79,6 +79,7 @@ fn sample_trace() -> Vec<u8> {
         exit: "exit 0".into(),
         events: 1200,
         end_unix_ns: 9,
+        attach: None,
     })
     .unwrap()
 }

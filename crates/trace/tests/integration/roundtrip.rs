@@ -163,6 +163,7 @@ fn write_trace(streams: &[(ProcessInfo, Vec<Record>, Option<EndReason>)], chunk:
         exit: "exit 0".into(),
         events: 0,
         end_unix_ns: 2,
+        attach: None,
     })
     .unwrap()
 }
@@ -488,6 +489,7 @@ fn sampled_stacks_round_trip_as_version_5_and_smaller() {
             exit: "exit 0".into(),
             events: 0,
             end_unix_ns: 2,
+            attach: None,
         })
         .unwrap()
     };
@@ -573,6 +575,7 @@ fn stacks_and_modules_round_trip() {
                 exit: "exit 0".into(),
                 events: 0,
                 end_unix_ns: 2,
+                attach: None,
             })
             .unwrap();
         let (r, got) = read_all(&bytes);
@@ -673,6 +676,7 @@ fn trace_with_memory() -> (Vec<u8>, Vec<MemorySample>, Vec<MemorySample>) {
             exit: "exit 0".into(),
             events: 0,
             end_unix_ns: 2,
+            attach: None,
         })
         .unwrap();
     (bytes, samples_a, samples_b)
