@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
 # What attaching to a running program costs it, against the two other ways of seeing its heap calls:
 # starting it under `alloclens record -- CMD`, and bpftrace uprobes on the C library's malloc and free.
-# The program (bench/programs/attach-churn.c, 4 threads replacing blocks of mixed sizes) prints its
-# own throughput every 100 ms with a CLOCK_MONOTONIC timestamp and the longest time one of its
-# threads stood still; every figure below comes from those lines, placed against what the bench did
-# and when. Each configuration runs REPEATS times, interleaved; medians with min-max:
+# The program (bench/programs/attach-churn.c: 4 threads replacing blocks of mixed sizes) prints every
+# 100 ms, with a CLOCK_MONOTONIC timestamp, its calls, the longest stall of a thread's own code and
+# the time its threads were stopped (neither running nor waiting for a core); every figure below
+# comes from those lines, placed against what the bench did and when. Each configuration runs
+# REPEATS times, interleaved; medians with min-max:
 #   baseline        the program alone (3 s)
 #   record -- CMD   started under `alloclens record` (3 s)
-#   bpftrace        uprobes on malloc and free, `-p PID`, counting calls (before / while / after)
+#   bpftrace        uprobes on malloc and free with `-p PID`, counting calls, attached 1.5 s into the
+#                   run for 2.5 s: calls/s before, while attached, after
 #   attach          `alloclens record --pid PID --duration 3` 2 s into the run: calls/s before the
-#                   attach, while attached, after the detach (after/before: nothing of alloclens may
-#                   stay on the program's path once the GOT is restored), and the attach latency: the
-#                   longest stall of a program thread around the attach (against the longest stall in
-#                   an ordinary 100 ms interval: on a loaded machine a descheduled thread stalls too)
-#                   beside alloclens's own figures (the borrowed thread's time, seize to last detach).
-# Every run must end with the program's "checksum ok" line and exit status 0 (the attach left it
-# whole); a run that does not is reported and fails the bench.
+#                   attach, while attached, after the detach (after/before is the cost left once the
+#                   GOT is restored: 1.0 when nothing of alloclens stays on the program's path); the
+#                   attach latency: the program's stalls and stops around the attach (it ends when
+#                   alloclens's library shows in /proc/PID/maps, polled every 5 ms) and around the
+#                   detach, against an ordinary 100 ms interval, beside alloclens's own figures.
+#                   (An alloclens without `record --pid` is measured with `watch --pid`.)
+# Every run must end with the program's "checksum ok" line and exit status 0 (it was left whole);
+# a run that does not is listed and fails the bench.
 # Needs: root or CAP_SYS_PTRACE over the program (ptrace), cc, cargo, python3; bpftrace for its row
 # (not installed by this script: Debian `apt-get install bpftrace`; without it the row says so).
-# Usage: bench/attach-cost.sh [REPEATS]   (default 3; about 25 s per repeat)
+# Usage: bench/attach-cost.sh [REPEATS]   (default 3; about 25 s per round)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
 WORK=$(mktemp -d /tmp/alloclens-attach-bench.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+# KEEP=1 keeps the programs' interval lines (WORK/*.out) and alloclens's output for a closer look.
+if [ -n "${KEEP:-}" ]; then echo "keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
 
 cc -O2 -pthread -o "$WORK/attach-churn" bench/programs/attach-churn.c
 cargo build --release -q -p alloclens
@@ -43,9 +47,10 @@ failures = []
 
 
 class Interval:
-    def __init__(self, start, end, calls, gap_us, stopped_max_us, stopped_sum_us):
+    def __init__(self, start, end, calls, gap_us, stopped_max_us, stopped_sum_us, cpu_us, cpu_calls):
         self.start, self.end, self.calls, self.gap_ms = start, end, calls, gap_us / 1e3
         self.stopped_max_ms, self.stopped_sum_ms = stopped_max_us / 1e3, stopped_sum_us / 1e3
+        self.cpu_s, self.cpu_calls = cpu_us / 1e6, cpu_calls
 
 
 def intervals(path):
@@ -53,7 +58,7 @@ def intervals(path):
     rows, previous = [], None
     for line in open(path):
         f = line.split()
-        if len(f) == 6 and f[0] == "interval":
+        if len(f) == 8 and f[0] == "interval":
             end = float(f[1])
             if previous is not None:  # the first line has no start
                 rows.append(Interval(previous, end, *map(int, f[2:])))
@@ -67,32 +72,43 @@ def started(rows):
 
 
 def rate(rows, lo, hi):
-    """Calls per second over the intervals lying wholly within [lo, hi]."""
+    """Calls per second of wall time, and per second of the program's CPU time, over the intervals
+    lying wholly within [lo, hi]."""
     inside = [r for r in rows if r.start >= lo and r.end <= hi]
-    span = sum(r.end - r.start for r in inside)
-    return sum(r.calls for r in inside) / span if span > 0.15 else float("nan")
+    span, cpu = sum(r.end - r.start for r in inside), sum(r.cpu_s for r in inside)
+    if span < 0.15 or cpu <= 0:
+        return {"wall": float("nan"), "cpu": float("nan")}
+    return {"wall": sum(r.calls for r in inside) / span, "cpu": sum(r.cpu_calls for r in inside) / cpu}
 
 
 def around(rows, lo, hi):
     """What the program saw of an event between lo and hi (ms): the longest stall of a thread's own
-    code, the longest time one thread was stopped, and the time all threads were stopped. A thread
-    counts a stall or a stop once it runs again (and accounts every 20 ms of its running), so the
-    intervals up to 0.2 s after hi are included."""
-    near = [r for r in rows if r.end >= lo and r.start <= hi + 0.2]
+    code, the longest time one thread was stopped, and the time all threads were stopped, over the
+    intervals it overlaps. A thread counts a stall or a stop once it runs again (its stopped time
+    every 10 ms of its running), so the intervals up to 0.1 s after hi are included: after an
+    attach they hold some recording too (compare with the attached intervals)."""
+    near = [r for r in rows if r.end >= lo and r.start <= hi + 0.1]
     if not near:
         return {"stall": float("nan"), "stopped": float("nan"), "stopped_all": float("nan")}
     return {"stall": max(r.gap_ms for r in near), "stopped": max(r.stopped_max_ms for r in near),
             "stopped_all": sum(r.stopped_sum_ms for r in near)}
 
 
-def ordinary(rows, lo, hi):
-    """The same per 100 ms interval when nothing happens: medians over [lo, hi]'s intervals."""
+def per_interval(rows, lo, hi, pick):
+    """The same per 100 ms interval over [lo, hi]: pick (statistics.median, max) of its intervals."""
     inside = [r for r in rows if r.start >= lo and r.end <= hi]
     if not inside:
         return {"stall": float("nan"), "stopped": float("nan"), "stopped_all": float("nan")}
-    return {"stall": statistics.median(r.gap_ms for r in inside),
-            "stopped": statistics.median(r.stopped_max_ms for r in inside),
-            "stopped_all": statistics.median(r.stopped_sum_ms for r in inside)}
+    return {"stall": pick([r.gap_ms for r in inside]),
+            "stopped": pick([r.stopped_max_ms for r in inside]),
+            "stopped_all": pick([r.stopped_sum_ms for r in inside])}
+
+
+def phases(rows, before, attached):
+    """The median and the worst 100 ms interval before and while attached: (lo, hi) each."""
+    return {f"{name}_{how}": per_interval(rows, *span, pick)
+            for name, span in (("before", before), ("attached", attached))
+            for how, pick in (("median", statistics.median), ("worst", max))}
 
 
 def check_whole(name, path, returncode):
@@ -123,7 +139,7 @@ def start_program(tag, seconds=0, prefix=()):
     out = os.path.join(WORK, f"{tag}.out")
     p = subprocess.Popen([*prefix, PROGRAM, THREADS, str(seconds)], stdout=open(out, "w"),
                          stderr=subprocess.DEVNULL)
-    return p, out, time.monotonic()
+    return p, out
 
 
 def stop_program(p):
@@ -141,7 +157,7 @@ def libc_of(pid):
 
 
 def baseline(i):
-    p, out, _ = start_program(f"base{i}", seconds=3)
+    p, out = start_program(f"base{i}", seconds=3)
     check_whole("baseline", out, p.wait(timeout=60))
     rows = intervals(out)
     return {"rate": rate(rows, started(rows) + WARMUP, float("inf"))}
@@ -149,7 +165,7 @@ def baseline(i):
 
 def recorded(i):
     trace = os.path.join(WORK, f"record{i}.alt")
-    p, out, _ = start_program(f"record{i}", seconds=3, prefix=(AL, "record", "-q", "-o", trace, "--"))
+    p, out = start_program(f"record{i}", seconds=3, prefix=(AL, "record", "-q", "-o", trace, "--"))
     check_whole("record -- CMD", out, p.wait(timeout=120))
     os.remove(trace)
     rows = intervals(out)
@@ -158,7 +174,7 @@ def recorded(i):
 
 def uprobes(i):
     """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2 s."""
-    p, out, t0 = start_program(f"bpftrace{i}")
+    p, out = start_program(f"bpftrace{i}")
     time.sleep(1.5)
     libc = libc_of(p.pid)
     script = (f"uprobe:{libc}:malloc {{ @malloc = count(); }} "
@@ -186,12 +202,12 @@ def uprobes(i):
     check_whole("bpftrace", out, stop_program(p))
     rows = intervals(out)
     counted = sum(int(m.group(1)) for _, l in lines.lines for m in [re.match(r"@\w+: (\d+)", l)] if m)
-    return {"before": rate(rows, t0 + WARMUP, launched),
+    return {"before": rate(rows, started(rows) + WARMUP, launched),
             "during": rate(rows, attaching + SETTLE, detaching),
             "after": rate(rows, done + SETTLE, float("inf")),
             "attach": around(rows, launched, attaching + SETTLE),
             "detach": around(rows, detaching, done),
-            "ordinary": ordinary(rows, t0 + WARMUP, launched),
+            **phases(rows, (started(rows) + WARMUP, launched), (attaching + SETTLE, detaching)),
             "counted": counted}
 
 
@@ -204,44 +220,69 @@ def attach_command(pid, i):
     return [AL, "watch", "--pid", str(pid), "--interval", "1s", "--duration", f"{DURATION}s", "-o", path], path
 
 
-def own_figures(output, path, lines):
+def own_figures(path, lines):
     """alloclens's account of the attach: the borrowed thread's time and seize to last detach, ms."""
-    if RECORD_PID:
+    if RECORD_PID:  # "its threads were stopped TOTAL ms, one of them ran alloclens's calls BORROWED ms"
         text = "\n".join(l for _, l in lines)
-        borrowed = re.search(r"([0-9.]+) ms", text)
-        return {"borrowed_ms": float(borrowed.group(1)) if borrowed else float("nan"),
-                "total_ms": float("nan")}
+        m = re.search(r"stopped ([0-9.]+) ms, one of them ran alloclens's calls ([0-9.]+) ms", text)
+        return {"total_ms": float(m.group(1)), "borrowed_ms": float(m.group(2))} if m else {}
     a = json.load(open(os.path.join(path, "watch.json"))).get("attach") or {}
-    return {"borrowed_ms": a.get("borrowed_ms", float("nan")), "total_ms": a.get("total_ms", float("nan"))}
+    return {k: a[k] for k in ("borrowed_ms", "total_ms") if k in a}
+
+
+def injection_seen(pid, al):
+    """When, seen from outside (polled every 5 ms), alloclens's library appeared in the process's
+    maps (its dlopen done) and the process gained a thread (the library's own, which the entry
+    starts last): the end of the attach."""
+    mapped, threads = None, len(os.listdir(f"/proc/{pid}/task"))
+    while al.poll() is None:
+        try:
+            if mapped is None and "/alloclens-attach-" in open(f"/proc/{pid}/maps").read():
+                mapped = time.monotonic()
+            if mapped is not None and len(os.listdir(f"/proc/{pid}/task")) > threads:
+                return mapped, time.monotonic()
+        except OSError:
+            break
+        time.sleep(0.005)
+    return mapped, None
 
 
 def attached(i):
-    """alloclens attached 2 s into the program's run for 3 s; the program runs on 2 s after."""
-    p, out, t0 = start_program(f"attach{i}")
+    """alloclens attached 2 s into the program's run for DURATION s; the program runs on 2 s after."""
+    p, out = start_program(f"attach{i}")
     time.sleep(2.0)
     command, path = attach_command(p.pid, i)
     launched = time.monotonic()
     al = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = Lines(al.stdout)
+    mapped, injected = injection_seen(p.pid, al)
     status = al.wait(timeout=60)
     lines.thread.join(5)
     done = time.monotonic()
-    injected = lines.first(r"attached to process")
     time.sleep(2.0)
     check_whole("attach", out, stop_program(p))
-    if status != 0 or injected is None:
-        failures.append(f"{' '.join(command[:3])} exited {status}: " + " | ".join(l for _, l in lines.lines[-3:]))
+    figures = own_figures(path, lines.lines) if status == 0 else {}
+    if status != 0 or injected is None or not figures:
+        failures.append(f"{' '.join(command[1:3])} exited {status}"
+                        f"{'' if injected else ', its library or thread never seen'}: "
+                        + " | ".join(l for _, l in lines.lines[-3:]))
         return None
+    with open(os.path.join(WORK, f"attach{i}.events"), "w") as f:  # for KEEP=1
+        for t, l in [(launched, "launched"), (mapped or 0, "library mapped"), (injected or 0, "its thread started"),
+                     (done, "alloclens exited"), *lines.lines]:
+            f.write(f"{t:.6f} {l}\n")
     rows = intervals(out)
-    figures = own_figures(out, path, lines.lines)
-    # The detach is due DURATION after the start at the latest; alloclens's last lines may come after.
-    detach_from = launched + DURATION - 0.2
-    return {"before": rate(rows, t0 + WARMUP, launched),
-            "during": rate(rows, injected + SETTLE, detach_from),
+    # alloclens detaches DURATION after the attach, then finishes the trace (seconds, on a busy
+    # machine): the detach is looked for around its due time, and the rate after it once alloclens
+    # has exited (its CPU is not the program's cost).
+    detach_due = injected + DURATION
+    return {"before": rate(rows, started(rows) + WARMUP, launched),
+            "during": rate(rows, injected + SETTLE, detach_due - 0.2),
             "after": rate(rows, done + SETTLE, float("inf")),
             "attach": around(rows, launched, injected),
-            "detach": around(rows, detach_from, done),
-            "ordinary": ordinary(rows, t0 + WARMUP, launched),
+            "mapped_ms": (mapped - launched) * 1e3, "entry_ms": (injected - mapped) * 1e3,
+            "detach": around(rows, detach_due - 0.2, min(detach_due + 0.5, done)),
+            **phases(rows, (started(rows) + WARMUP, launched), (injected + SETTLE, detach_due - 0.2)),
             **figures}
 
 
@@ -276,45 +317,56 @@ mcalls = lambda v: f"{v / 1e6:.2f}"
 ratio = lambda v: f"{v:.3f}" if v >= 0.01 else f"1/{1 / v:.0f}"
 slower = lambda v: f"{1 / v:.2f}x" if v > 0 else "n/a"
 ms = lambda v: f"{v:.1f}"
-W = 36  # label column
+W = 42  # label column
 # Ratios per round, to that round's baseline or to the same run's rate before the attach: the
 # machine's load drifts between rounds more than within one run.
 bases = [r["rate"] for r in runs["baseline"]]
 kept = lambda key: [(r, b) for r, b in zip(runs[key], bases) if r]
-print(f"program: attach-churn, 4 threads, mixed sizes 16 B-64 KiB; {REPEATS} rounds, median (min-max)")
-print(f"{'':<{W}} {'M calls/s':>22} {'/ baseline':>22} {'/ before, same run':>22}")
-print(f"{'baseline: the program alone':<{W}} {spread(bases, mcalls):>22}")
-print(f"{'record -- CMD':<{W}} {spread([r['rate'] for r, _ in kept('record')], mcalls):>22}"
-      f" {spread([r['rate'] / b for r, b in kept('record')], ratio):>22}")
 rows = [("bpftrace", "bpftrace uprobes"), ("attach", ATTACH)] if BPFTRACE else [("attach", ATTACH)]
-for key, label in rows:
-    for phase, what in (("before", "before"), ("during", "while attached"), ("after", "after detach")):
-        same = spread([r[phase] / r["before"] for r, _ in kept(key)], ratio) if phase != "before" else ""
-        print(f"{label + ': ' + what:<{W}} {spread([r[phase] for r, _ in kept(key)], mcalls):>22}"
-              f" {spread([r[phase] / b for r, b in kept(key)], ratio):>22} {same:>22}")
-if not BPFTRACE:
-    print(f"{'bpftrace uprobes':<{W}} skipped: bpftrace is not installed (Debian: apt-get install bpftrace)")
-slowdown = lambda key: spread([r["during"] / r["before"] for r, _ in kept(key)], slower)
-print(f"slowdown while attached: {ATTACH} {slowdown('attach')}, record -- CMD "
-      f"{spread([r['rate'] / b for r, b in kept('record')], slower)}"
-      + (f", bpftrace uprobes {slowdown('bpftrace')}" if BPFTRACE else ""))
-print(f"after the detach, against before the attach: {ATTACH} "
-      f"{spread([r['after'] / r['before'] for r, _ in kept('attach')], ratio)} (1.000: nothing left on the program's path)")
+print(f"program: attach-churn, 4 threads, mixed sizes 16 B-64 KiB; {REPEATS} rounds, median (min-max)")
+for m, title in (("wall", "M calls per second (wall time)"),
+                 ("cpu", "M calls per second of the program's own CPU time (what the machine's load does not change;"
+                         " a recorder's CPU is not in it)")):
+    print(title)
+    print(f"{'':<{W}} {'M calls/s':>22} {'/ baseline':>22} {'/ before, same run':>22}")
+    print(f"{'baseline: the program alone':<{W}} {spread([b[m] for b in bases], mcalls):>22}")
+    print(f"{'record -- CMD':<{W}} {spread([r['rate'][m] for r, _ in kept('record')], mcalls):>22}"
+          f" {spread([r['rate'][m] / b[m] for r, b in kept('record')], ratio):>22}")
+    for key, label in rows:
+        for phase, what in (("before", "before"), ("during", "while attached"), ("after", "after detach")):
+            same = spread([r[phase][m] / r["before"][m] for r, _ in kept(key)], ratio) if phase != "before" else ""
+            print(f"{label + ': ' + what:<{W}} {spread([r[phase][m] for r, _ in kept(key)], mcalls):>22}"
+                  f" {spread([r[phase][m] / b[m] for r, b in kept(key)], ratio):>22} {same:>22}")
+    if not BPFTRACE:
+        print(f"{'bpftrace uprobes':<{W}} skipped: bpftrace is not installed (Debian: apt-get install bpftrace)")
+print()
+for m, how in (("wall", "wall time"), ("cpu", "the program's CPU time")):
+    slowdown = lambda key: spread([r["during"][m] / r["before"][m] for r, _ in kept(key)], slower)
+    print(f"by {how}: slowdown while attached: {ATTACH} {slowdown('attach')}, record -- CMD "
+          f"{spread([r['rate'][m] / b[m] for r, b in kept('record')], slower)}"
+          + (f", bpftrace uprobes {slowdown('bpftrace')}" if BPFTRACE else "")
+          + f"; after the detach against before: {spread([r['after'][m] / r['before'][m] for r, _ in kept('attach')], ratio)}")
+print("(after/before 1.000: nothing of alloclens left on the program's path once the GOT is restored)")
 
 print()
-print("attach latency, ms, as the program saw it: a thread's longest stall (its own code stood still, for")
-print("whatever reason: a loaded machine's scheduler too), the longest time one thread was stopped (neither")
-print("running nor waiting for a core), the time of all threads stopped; around the attach, around the")
-print("detach, and per 100 ms interval before the attach (medians)")
+print("attach latency, ms, as the program saw it. Longest stall: the longest time a thread's own code stood")
+print("still (for whatever reason: on a loaded machine the scheduler's too); stopped: neither running nor")
+print("waiting for a core (a ptrace stop, a lock's wait), the longest of one thread and the sum of all.")
+print("Per 100 ms interval before the attach and while attached (the median and the worst interval), around")
+print("the attach (from the launch until the library is mapped, or bpftrace says it attaches) and the detach.")
 print(f"{'':<{W}} {'longest stall':>20} {'one thread stopped':>20} {'all threads stopped':>20}")
 for key, label in rows:
-    for event, what in (("attach", "attach"), ("detach", "detach"), ("ordinary", "ordinary 100 ms")):
+    for event, what in (("before_median", "100 ms before, median"), ("before_worst", "100 ms before, worst"),
+                        ("attach", "attach"), ("attached_median", "100 ms attached, median"),
+                        ("attached_worst", "100 ms attached, worst"), ("detach", "detach")):
         figures = [r[event] for r, _ in kept(key)]
         print(f"{label + ': ' + what:<{W}} {spread([f['stall'] for f in figures], ms):>20}"
               f" {spread([f['stopped'] for f in figures], ms):>20} {spread([f['stopped_all'] for f in figures], ms):>20}")
 own = [r for r, _ in kept("attach")]
 print(f"{ATTACH}, alloclens's own account: thread borrowed {spread([r['borrowed_ms'] for r in own], ms)} ms,"
-      f" seize to last detach {spread([r['total_ms'] for r in own], ms)} ms")
+      f" seize to last detach {spread([r['total_ms'] for r in own], ms)} ms; seen from outside: library mapped"
+      f" {spread([r['mapped_ms'] for r in own], ms)} ms after the launch, its thread started"
+      f" {spread([r['entry_ms'] for r in own], ms)} ms after that")
 if BPFTRACE:
     print(f"bpftrace counted {spread([r['counted'] for r, _ in kept('bpftrace')], lambda v: f'{v:,.0f}')}"
           " calls while attached (its maps)")

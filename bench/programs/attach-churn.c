@@ -3,7 +3,7 @@
  * for SECONDS seconds (0: until SIGTERM or SIGINT).
  *
  * Every 100 ms the main thread prints one line:
- *     interval T CALLS GAP_US STOPPED_MAX_US STOPPED_SUM_US
+ *     interval T CALLS GAP_US STOPPED_MAX_US STOPPED_SUM_US CPU_US CPU_CALLS
  * T is CLOCK_MONOTONIC at the end of the interval in seconds (the clock of python's
  * time.monotonic(), so the bench can place the lines against what it did), CALLS the malloc and
  * free calls made in the interval by all threads, GAP_US the longest time one thread went between
@@ -13,7 +13,9 @@
  * all: each thread takes, about every 20 ms, its wall time minus its CPU time
  * (CLOCK_THREAD_CPUTIME_ID) minus the time it waited on a run queue (/proc/thread-self/schedstat,
  * up to date while the thread itself runs), so a loaded machine does not count. A stall or a stop
- * is counted in the interval where the thread runs again.
+ * is counted in the interval where the thread runs again. CPU_US is the threads' CPU time (user and
+ * system) and CPU_CALLS the calls they had made when it was read (every 10 ms, together): calls per
+ * CPU second, the program's speed whatever else the machine runs.
  *
  * Each block carries a random tag in its first 8 bytes and the tag's low byte in its last; a
  * block is checked when it is freed. At the end every block is freed and the program prints
@@ -35,12 +37,13 @@
 
 #define SLOTS 256
 #define CHECKPOINT 16           /* replacements between two clock readings */
-#define ACCOUNT_NS 20000000ull  /* how often a thread accounts its stopped time */
+#define ACCOUNT_NS 10000000ull  /* how often a thread accounts its time */
 
 struct worker {
     _Alignas(64) atomic_uint_fast64_t calls;
     atomic_uint_fast64_t max_gap_ns; /* since the main thread last took it */
     atomic_int_fast64_t stopped_ns;  /* since the start; a reading may go back a little */
+    atomic_uint_fast64_t cpu_ns, cpu_calls; /* CPU time since the start, and the calls made then */
     pthread_t thread;
     unsigned index;
     uint64_t written, read, bad; /* tag sums; touched by the worker alone until joined */
@@ -142,6 +145,8 @@ static void *work(void *arg)
             int64_t stopped = (int64_t)(a.wall - previous.wall) - (int64_t)(a.cpu - previous.cpu) -
                               (int64_t)(a.queued - previous.queued);
             atomic_fetch_add_explicit(&w->stopped_ns, stopped, memory_order_relaxed);
+            atomic_store_explicit(&w->cpu_ns, a.cpu, memory_order_relaxed);
+            atomic_store_explicit(&w->cpu_calls, calls, memory_order_relaxed);
             previous = a;
         }
     }
@@ -177,6 +182,7 @@ int main(int argc, char **argv)
 
     uint64_t start = now_ns(), previous = 0;
     int64_t stopped_before[64] = {0};
+    uint64_t cpu_before = 0, cpu_calls_before = 0;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     while (!signalled && (seconds == 0 || now_ns() - start < (uint64_t)(seconds * 1e9))) {
@@ -189,6 +195,7 @@ int main(int argc, char **argv)
             ;
         uint64_t calls = 0, gap = 0;
         int64_t stopped_max = 0, stopped_sum = 0;
+        uint64_t cpu = 0, cpu_calls = 0;
         for (int i = 0; i < n; i++) {
             calls += atomic_load_explicit(&workers[i].calls, memory_order_relaxed);
             uint64_t g = atomic_exchange_explicit(&workers[i].max_gap_ns, 0, memory_order_relaxed);
@@ -198,10 +205,16 @@ int main(int argc, char **argv)
             stopped_before[i] = s;
             stopped_max = d > stopped_max ? d : stopped_max;
             stopped_sum += d;
+            cpu += atomic_load_explicit(&workers[i].cpu_ns, memory_order_relaxed);
+            cpu_calls += atomic_load_explicit(&workers[i].cpu_calls, memory_order_relaxed);
         }
-        printf("interval %.6f %llu %llu %lld %lld\n", now_ns() / 1e9,
+        printf("interval %.6f %llu %llu %lld %lld %llu %llu\n", now_ns() / 1e9,
                (unsigned long long)(calls - previous), (unsigned long long)(gap / 1000),
-               (long long)(stopped_max / 1000), (long long)(stopped_sum / 1000));
+               (long long)(stopped_max / 1000), (long long)(stopped_sum / 1000),
+               (unsigned long long)((cpu - cpu_before) / 1000),
+               (unsigned long long)(cpu_calls - cpu_calls_before));
+        cpu_before = cpu;
+        cpu_calls_before = cpu_calls;
         previous = calls;
     }
 
