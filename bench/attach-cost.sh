@@ -47,10 +47,10 @@ failures = []
 
 
 class Interval:
-    def __init__(self, start, end, calls, gap_us, stopped_max_us, stopped_sum_us, cpu_us, cpu_calls):
+    def __init__(self, start, end, calls, gap_us, stopped_max_us, stopped_sum_us, cpu_us, cpu_calls, patched):
         self.start, self.end, self.calls, self.gap_ms = start, end, calls, gap_us / 1e3
         self.stopped_max_ms, self.stopped_sum_ms = stopped_max_us / 1e3, stopped_sum_us / 1e3
-        self.cpu_s, self.cpu_calls = cpu_us / 1e6, cpu_calls
+        self.cpu_s, self.cpu_calls, self.patched = cpu_us / 1e6, cpu_calls, patched
 
 
 def intervals(path):
@@ -58,7 +58,7 @@ def intervals(path):
     rows, previous = [], None
     for line in open(path):
         f = line.split()
-        if len(f) == 8 and f[0] == "interval":
+        if len(f) == 9 and f[0] == "interval":
             end = float(f[1])
             if previous is not None:  # the first line has no start
                 rows.append(Interval(previous, end, *map(int, f[2:])))
@@ -169,11 +169,12 @@ def recorded(i):
     check_whole("record -- CMD", out, p.wait(timeout=120))
     os.remove(trace)
     rows = intervals(out)
-    return {"rate": rate(rows, started(rows) + WARMUP, float("inf"))}
+    return {"rate": rate(rows, started(rows) + WARMUP, float("inf")),
+            **phases(rows, (0, 0), (started(rows) + WARMUP, float("inf")))}
 
 
 def uprobes(i):
-    """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2 s."""
+    """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2.5 s."""
     p, out = start_program(f"bpftrace{i}")
     time.sleep(1.5)
     libc = libc_of(p.pid)
@@ -279,6 +280,10 @@ def attached(i):
     return {"before": rate(rows, started(rows) + WARMUP, launched),
             "during": rate(rows, injected + SETTLE, detach_due - 0.2),
             "after": rate(rows, done + SETTLE, float("inf")),
+            # The program's GOT slots of malloc and free: patched while attached, put back after.
+            "patched": [sum(r.patched for r in rows if lo <= r.start and r.end <= hi)
+                        / max(1, sum(1 for r in rows if lo <= r.start and r.end <= hi))
+                        for lo, hi in ((0, launched), (injected + SETTLE, detach_due - 0.2), (done, float("inf")))],
             "attach": around(rows, launched, injected),
             "mapped_ms": (mapped - launched) * 1e3, "entry_ms": (injected - mapped) * 1e3,
             "detach": around(rows, detach_due - 0.2, min(detach_due + 0.5, done)),
@@ -315,7 +320,7 @@ def spread(values, fmt):
 
 mcalls = lambda v: f"{v / 1e6:.2f}"
 ratio = lambda v: f"{v:.3f}" if v >= 0.01 else f"1/{1 / v:.0f}"
-slower = lambda v: f"{1 / v:.2f}x" if v > 0 else "n/a"
+times = lambda v: f"{v:.2f}x"
 ms = lambda v: f"{v:.1f}"
 W = 42  # label column
 # Ratios per round, to that round's baseline or to the same run's rate before the attach: the
@@ -341,9 +346,9 @@ for m, title in (("wall", "M calls per second (wall time)"),
         print(f"{'bpftrace uprobes':<{W}} skipped: bpftrace is not installed (Debian: apt-get install bpftrace)")
 print()
 for m, how in (("wall", "wall time"), ("cpu", "the program's CPU time")):
-    slowdown = lambda key: spread([r["during"][m] / r["before"][m] for r, _ in kept(key)], slower)
+    slowdown = lambda key: spread([r["before"][m] / r["during"][m] for r, _ in kept(key)], times)
     print(f"by {how}: slowdown while attached: {ATTACH} {slowdown('attach')}, record -- CMD "
-          f"{spread([r['rate'][m] / b[m] for r, b in kept('record')], slower)}"
+          f"{spread([b[m] / r['rate'][m] for r, b in kept('record')], times)}"
           + (f", bpftrace uprobes {slowdown('bpftrace')}" if BPFTRACE else "")
           + f"; after the detach against before: {spread([r['after'][m] / r['before'][m] for r, _ in kept('attach')], ratio)}")
 print("(after/before 1.000: nothing of alloclens left on the program's path once the GOT is restored)")
@@ -355,10 +360,15 @@ print("waiting for a core (a ptrace stop, a lock's wait), the longest of one thr
 print("Per 100 ms interval before the attach and while attached (the median and the worst interval), around")
 print("the attach (from the launch until the library is mapped, or bpftrace says it attaches) and the detach.")
 print(f"{'':<{W}} {'longest stall':>20} {'one thread stopped':>20} {'all threads stopped':>20}")
-for key, label in rows:
-    for event, what in (("before_median", "100 ms before, median"), ("before_worst", "100 ms before, worst"),
-                        ("attach", "attach"), ("attached_median", "100 ms attached, median"),
-                        ("attached_worst", "100 ms attached, worst"), ("detach", "detach")):
+latency_rows = [(key, label, (("before_median", "100 ms before, median"), ("before_worst", "100 ms before, worst"),
+                               ("attach", "attach"), ("attached_median", "100 ms attached, median"),
+                               ("attached_worst", "100 ms attached, worst"), ("detach", "detach")))
+                for key, label in rows]
+# Under `record -- CMD` the whole run is recorded: its intervals are the "attached" ones.
+latency_rows.insert(0, ("record", "record -- CMD", (("attached_median", "100 ms, median"),
+                                                   ("attached_worst", "100 ms, worst"))))
+for key, label, events in latency_rows:
+    for event, what in events:
         figures = [r[event] for r, _ in kept(key)]
         print(f"{label + ': ' + what:<{W}} {spread([f['stall'] for f in figures], ms):>20}"
               f" {spread([f['stopped'] for f in figures], ms):>20} {spread([f['stopped_all'] for f in figures], ms):>20}")
@@ -367,6 +377,13 @@ print(f"{ATTACH}, alloclens's own account: thread borrowed {spread([r['borrowed_
       f" seize to last detach {spread([r['total_ms'] for r in own], ms)} ms; seen from outside: library mapped"
       f" {spread([r['mapped_ms'] for r in own], ms)} ms after the launch, its thread started"
       f" {spread([r['entry_ms'] for r in own], ms)} ms after that")
+patched = [r["patched"] for r, _ in kept("attach")]
+print(f"the program's GOT slots of malloc and free (its calls go through them) held a hook in"
+      f" {spread([100 * p[0] for p in patched], lambda v: f'{v:.0f}')} % of its 100 ms intervals before the attach,"
+      f" {spread([100 * p[1] for p in patched], lambda v: f'{v:.0f}')} % while attached,"
+      f" {spread([100 * p[2] for p in patched], lambda v: f'{v:.0f}')} % after alloclens exited")
+if any(p[2] > 0 for p in patched):
+    failures.append("the GOT still held a hook after the detach")
 if BPFTRACE:
     print(f"bpftrace counted {spread([r['counted'] for r, _ in kept('bpftrace')], lambda v: f'{v:,.0f}')}"
           " calls while attached (its maps)")

@@ -3,7 +3,7 @@
  * for SECONDS seconds (0: until SIGTERM or SIGINT).
  *
  * Every 100 ms the main thread prints one line:
- *     interval T CALLS GAP_US STOPPED_MAX_US STOPPED_SUM_US CPU_US CPU_CALLS
+ *     interval T CALLS GAP_US STOPPED_MAX_US STOPPED_SUM_US CPU_US CPU_CALLS PATCHED
  * T is CLOCK_MONOTONIC at the end of the interval in seconds (the clock of python's
  * time.monotonic(), so the bench can place the lines against what it did), CALLS the malloc and
  * free calls made in the interval by all threads, GAP_US the longest time one thread went between
@@ -15,7 +15,11 @@
  * up to date while the thread itself runs), so a loaded machine does not count. A stall or a stop
  * is counted in the interval where the thread runs again. CPU_US is the threads' CPU time (user and
  * system) and CPU_CALLS the calls they had made when it was read (every 10 ms, together): calls per
- * CPU second, the program's speed whatever else the machine runs.
+ * CPU second, the program's speed whatever else the machine runs. PATCHED is 1 when the
+ * executable's GOT slots of malloc and free no longer hold what they held at the start: a hook is
+ * in place (record --pid patches them while attached and must put them back). These are the
+ * GLOB_DAT slots that taking the functions' addresses needs; the linker then sends the calls
+ * through them too (its .plt.got stubs; `readelf -r` shows no JUMP_SLOT for malloc and free).
  *
  * Each block carries a random tag in its first 8 bytes and the tag's low byte in its last; a
  * block is checked when it is freed. At the end every block is freed and the program prints
@@ -63,6 +67,14 @@ static uint64_t now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The executable's GOT slot of malloc and of free, read where it is (x86_64): a plain `&malloc`
+ * would be a load the compiler may hoist, the GOT being constant to it. */
+static void got_slots(void *slots[2])
+{
+    __asm__ volatile("movq malloc@GOTPCREL(%%rip), %0" : "=r"(slots[0]));
+    __asm__ volatile("movq free@GOTPCREL(%%rip), %0" : "=r"(slots[1]));
 }
 
 /* Where a thread's wall time went: on a core, waiting for one, or neither (stopped). */
@@ -174,6 +186,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
 
+    void *original[2], *now[2];
+    got_slots(original);
     static struct worker workers[64];
     for (int i = 0; i < n; i++) {
         workers[i].index = (unsigned)i;
@@ -208,11 +222,13 @@ int main(int argc, char **argv)
             cpu += atomic_load_explicit(&workers[i].cpu_ns, memory_order_relaxed);
             cpu_calls += atomic_load_explicit(&workers[i].cpu_calls, memory_order_relaxed);
         }
-        printf("interval %.6f %llu %llu %lld %lld %llu %llu\n", now_ns() / 1e9,
+        got_slots(now);
+        printf("interval %.6f %llu %llu %lld %lld %llu %llu %d\n", now_ns() / 1e9,
                (unsigned long long)(calls - previous), (unsigned long long)(gap / 1000),
                (long long)(stopped_max / 1000), (long long)(stopped_sum / 1000),
                (unsigned long long)((cpu - cpu_before) / 1000),
-               (unsigned long long)(cpu_calls - cpu_calls_before));
+               (unsigned long long)(cpu_calls - cpu_calls_before),
+               now[0] != original[0] || now[1] != original[1]);
         cpu_before = cpu;
         cpu_calls_before = cpu_calls;
         previous = calls;
