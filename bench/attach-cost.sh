@@ -9,13 +9,15 @@
 #   baseline        the program alone (3 s)
 #   record -- CMD   started under `alloclens record` (3 s)
 #   bpftrace        uprobes on malloc and free with `-p PID`, counting calls, attached 1.5 s into the
-#                   run for 2.5 s: calls/s before, while attached, after
+#                   run for 2.5 s from the first probe hit: calls/s before, while attached, after
 #   attach          `alloclens record --pid PID --duration 3` 2 s into the run: calls/s before the
 #                   attach, while attached, after the detach (after/before is the cost left once the
-#                   GOT is restored: 1.0 when nothing of alloclens stays on the program's path); the
+#                   GOT is restored: 1.0 when nothing of alloclens stays on the program's path; and
+#                   the program checks its own GOT slots of malloc and free every 100 ms); the
 #                   attach latency: the program's stalls and stops around the attach (it ends when
-#                   alloclens's library shows in /proc/PID/maps, polled every 5 ms) and around the
-#                   detach, against an ordinary 100 ms interval, beside alloclens's own figures.
+#                   the process gains the library's thread, polled every 5 ms) and around the
+#                   detach, against its 100 ms intervals before and while attached, and against
+#                   `record -- CMD`'s, beside alloclens's own figures.
 #                   (An alloclens without `record --pid` is measured with `watch --pid`.)
 # Every run must end with the program's "checksum ok" line and exit status 0 (it was left whole);
 # a run that does not is listed and fails the bench.
@@ -174,20 +176,21 @@ def recorded(i):
 
 
 def uprobes(i):
-    """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2.5 s."""
+    """bpftrace counting malloc and free calls of the program, attached 1.5 s into its run for 2.5 s
+    from its first probe's first hit (its "Attaching" line comes before the probes are in place)."""
     p, out = start_program(f"bpftrace{i}")
     time.sleep(1.5)
     libc = libc_of(p.pid)
-    script = (f"uprobe:{libc}:malloc {{ @malloc = count(); }} "
+    script = (f"uprobe:{libc}:malloc {{ @malloc = count(); if (@hit == 0) {{ @hit = 1; printf(\"hit\\n\"); }} }} "
               f"uprobe:{libc}:free {{ @free = count(); }}")
     launched = time.monotonic()
     bt = subprocess.Popen(["bpftrace", "-p", str(p.pid), "-e", script], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     lines = Lines(bt.stdout)
     deadline = time.monotonic() + 30
-    while lines.first(r"^Attaching") is None and bt.poll() is None and time.monotonic() < deadline:
+    while lines.first(r"^hit$") is None and bt.poll() is None and time.monotonic() < deadline:
         lines.arrived.wait(0.1)
-    attaching = lines.first(r"^Attaching")
+    attaching = lines.first(r"^hit$")
     if attaching is None:
         bt.kill()
         stop_program(p)
@@ -202,7 +205,7 @@ def uprobes(i):
     time.sleep(1.5)
     check_whole("bpftrace", out, stop_program(p))
     rows = intervals(out)
-    counted = sum(int(m.group(1)) for _, l in lines.lines for m in [re.match(r"@\w+: (\d+)", l)] if m)
+    counted = sum(int(m.group(1)) for _, l in lines.lines for m in [re.match(r"@(?:malloc|free): (\d+)", l)] if m)
     return {"before": rate(rows, started(rows) + WARMUP, launched),
             "during": rate(rows, attaching + SETTLE, detaching),
             "after": rate(rows, done + SETTLE, float("inf")),
@@ -356,9 +359,9 @@ print("(after/before 1.000: nothing of alloclens left on the program's path once
 print()
 print("attach latency, ms, as the program saw it. Longest stall: the longest time a thread's own code stood")
 print("still (for whatever reason: on a loaded machine the scheduler's too); stopped: neither running nor")
-print("waiting for a core (a ptrace stop, a lock's wait), the longest of one thread and the sum of all.")
+print("waiting for a core (a ptrace stop, a sleep, a lock's wait), the longest of one thread and the sum of all.")
 print("Per 100 ms interval before the attach and while attached (the median and the worst interval), around")
-print("the attach (from the launch until the library is mapped, or bpftrace says it attaches) and the detach.")
+print("the attach (from the launch until the library's thread runs, or bpftrace's first probe hit) and the detach.")
 print(f"{'':<{W}} {'longest stall':>20} {'one thread stopped':>20} {'all threads stopped':>20}")
 latency_rows = [(key, label, (("before_median", "100 ms before, median"), ("before_worst", "100 ms before, worst"),
                                ("attach", "attach"), ("attached_median", "100 ms attached, median"),
