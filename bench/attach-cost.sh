@@ -23,7 +23,7 @@
 # a run that does not is listed and fails the bench.
 # Needs: root or CAP_SYS_PTRACE over the program (ptrace), cc, cargo, python3; bpftrace for its row
 # (not installed by this script: Debian `apt-get install bpftrace`; without it the row says so).
-# Usage: bench/attach-cost.sh [REPEATS]   (default 3; about 25 s per round)
+# Usage: bench/attach-cost.sh [REPEATS]   (default 3; about 30 s per round, 40 s on a loaded machine)
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,8 +79,9 @@ def rate(rows, lo, hi):
     inside = [r for r in rows if r.start >= lo and r.end <= hi]
     span, cpu = sum(r.end - r.start for r in inside), sum(r.cpu_s for r in inside)
     if span < 0.15 or cpu <= 0:
-        return {"wall": float("nan"), "cpu": float("nan")}
-    return {"wall": sum(r.calls for r in inside) / span, "cpu": sum(r.cpu_calls for r in inside) / cpu}
+        return {"wall": float("nan"), "cpu": float("nan"), "cores": float("nan")}
+    return {"wall": sum(r.calls for r in inside) / span, "cpu": sum(r.cpu_calls for r in inside) / cpu,
+            "cores": cpu / span}
 
 
 def around(rows, lo, hi):
@@ -355,6 +356,10 @@ for m, how in (("wall", "wall time"), ("cpu", "the program's CPU time")):
           + (f", bpftrace uprobes {slowdown('bpftrace')}" if BPFTRACE else "")
           + f"; after the detach against before: {spread([r['after'][m] / r['before'][m] for r, _ in kept('attach')], ratio)}")
 print("(after/before 1.000: nothing of alloclens left on the program's path once the GOT is restored)")
+cores = lambda key, phase: spread([r[phase]["cores"] for r, _ in kept(key)], lambda v: f"{v:.2f}")
+for key, label in rows:  # what the machine gave the program: a wall-time ratio moves with it
+    print(f"cores the program's threads got, {label}: before {cores(key, 'before')}, while attached"
+          f" {cores(key, 'during')}, after {cores(key, 'after')}")
 
 print()
 print("attach latency, ms, as the program saw it. Longest stall: the longest time a thread's own code stood")
