@@ -18,7 +18,6 @@
 #                   the process gains the library's thread, polled every 5 ms) and around the
 #                   detach, against its 100 ms intervals before and while attached, and against
 #                   `record -- CMD`'s, beside alloclens's own figures.
-#                   (An alloclens without `record --pid` is measured with `watch --pid`.)
 # Every run must end with the program's "checksum ok" line and exit status 0 (it was left whole);
 # a run that does not is listed and fails the bench.
 # Needs: root or CAP_SYS_PTRACE over the program (ptrace), cc, cargo, python3; bpftrace for its row
@@ -38,7 +37,7 @@ AL=$PWD/target/release/alloclens
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$AL" "$WORK" "$REPEATS" <<'PY'
-import json, os, re, shutil, signal, statistics, subprocess, sys, threading, time
+import os, re, shutil, signal, statistics, subprocess, sys, threading, time
 
 AL, WORK, REPEATS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 PROGRAM, THREADS = os.path.join(WORK, "attach-churn"), "4"
@@ -195,7 +194,8 @@ def uprobes(i):
     if attaching is None:
         bt.kill()
         stop_program(p)
-        failures.append("bpftrace did not attach: " + " | ".join(l for _, l in lines.lines[-3:]))
+        # Not alloclens's failure: its row says n/a, and why.
+        print("note: bpftrace did not attach: " + " | ".join(l for _, l in lines.lines[-3:]))
         return None
     time.sleep(2.5)
     detaching = time.monotonic()
@@ -216,23 +216,14 @@ def uprobes(i):
             "counted": counted}
 
 
-def attach_command(pid, i):
-    """The attach to measure, and where alloclens's own figures are read afterwards."""
-    if RECORD_PID:
-        path = os.path.join(WORK, f"attach{i}.alt")
-        return [AL, "record", "--pid", str(pid), "--duration", str(DURATION), "-o", path], path
-    path = os.path.join(WORK, f"watch{i}")
-    return [AL, "watch", "--pid", str(pid), "--interval", "1s", "--duration", f"{DURATION}s", "-o", path], path
-
-
-def own_figures(path, lines):
-    """alloclens's account of the attach: the borrowed thread's time and seize to last detach, ms."""
-    if RECORD_PID:  # "its threads were stopped TOTAL ms, one of them ran alloclens's calls BORROWED ms"
-        text = "\n".join(l for _, l in lines)
-        m = re.search(r"stopped ([0-9.]+) ms, one of them ran alloclens's calls ([0-9.]+) ms", text)
-        return {"total_ms": float(m.group(1)), "borrowed_ms": float(m.group(2))} if m else {}
-    a = json.load(open(os.path.join(path, "watch.json"))).get("attach") or {}
-    return {k: a[k] for k in ("borrowed_ms", "total_ms") if k in a}
+def own_figures(lines):
+    """alloclens's account of the attach, from its line "attached to pid ...: its threads were stopped
+    TOTAL ms, one of them ran alloclens's calls BORROWED ms" (seize to last detach; the borrowed
+    thread's time); NaN if it says it otherwise."""
+    text = "\n".join(l for _, l in lines)
+    m = re.search(r"stopped ([0-9.]+) ms, one of them ran alloclens's calls ([0-9.]+) ms", text)
+    nan = float("nan")
+    return {"total_ms": float(m.group(1)), "borrowed_ms": float(m.group(2))} if m else {"total_ms": nan, "borrowed_ms": nan}
 
 
 def injection_seen(pid, al):
@@ -256,7 +247,8 @@ def attached(i):
     """alloclens attached 2 s into the program's run for DURATION s; the program runs on 2 s after."""
     p, out = start_program(f"attach{i}")
     time.sleep(2.0)
-    command, path = attach_command(p.pid, i)
+    command = [AL, "record", "--pid", str(p.pid), "--duration", str(DURATION), "-o",
+               os.path.join(WORK, f"attach{i}.alt")]
     launched = time.monotonic()
     al = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = Lines(al.stdout)
@@ -266,16 +258,15 @@ def attached(i):
     done = time.monotonic()
     time.sleep(2.0)
     check_whole("attach", out, stop_program(p))
-    figures = own_figures(path, lines.lines) if status == 0 else {}
-    if status != 0 or injected is None or not figures:
-        failures.append(f"{' '.join(command[1:3])} exited {status}"
-                        f"{'' if injected else ', its library or thread never seen'}: "
-                        + " | ".join(l for _, l in lines.lines[-3:]))
-        return None
     with open(os.path.join(WORK, f"attach{i}.events"), "w") as f:  # for KEEP=1
         for t, l in [(launched, "launched"), (mapped or 0, "library mapped"), (injected or 0, "its thread started"),
                      (done, "alloclens exited"), *lines.lines]:
             f.write(f"{t:.6f} {l}\n")
+    if status != 0 or injected is None:
+        failures.append(f"record --pid exited {status}"
+                        f"{'' if injected else ', its library or thread never seen'}: "
+                        + " | ".join(l for _, l in lines.lines[-3:]))
+        return None
     rows = intervals(out)
     # alloclens detaches DURATION after the attach, then finishes the trace (seconds, on a busy
     # machine): the detach is looked for around its due time, and the rate after it once alloclens
@@ -292,14 +283,10 @@ def attached(i):
             "mapped_ms": (mapped - launched) * 1e3, "entry_ms": (injected - mapped) * 1e3,
             "detach": around(rows, detach_due - 0.2, min(detach_due + 0.5, done)),
             **phases(rows, (started(rows) + WARMUP, launched), (injected + SETTLE, detach_due - 0.2)),
-            **figures}
+            **own_figures(lines.lines)}
 
 
-help_text = subprocess.run([AL, "record", "--help"], capture_output=True, text=True).stdout
-RECORD_PID = "--pid" in help_text
-ATTACH = "record --pid" if RECORD_PID else "watch --pid"
-if not RECORD_PID:
-    print("note: this alloclens has no `record --pid`: the attach is `watch --pid` (the same injection, the agent's thread instead of hooks)")
+ATTACH = "record --pid"
 BPFTRACE = shutil.which("bpftrace")
 if not BPFTRACE:
     print("note: bpftrace is not installed: its row is skipped (Debian: apt-get install bpftrace)")
