@@ -105,18 +105,18 @@ static void detach(void)
         struct al_msg_hdr h;
         struct al_end e;
     } m = {{AL_MSG_END, sizeof m}, {AL_END_DETACHED, 0}};
-    if (atomic_load(&al_proc.state) == AL_ACTIVE)
-        al_send(&m, sizeof m, -1);
+    /* Also when tracing stopped on an error meanwhile (al_send wants the state active): the
+     * recorder waits for this end. */
+    atomic_store(&al_proc.state, AL_ACTIVE);
+    al_send(&m, sizeof m, -1);
     atomic_store(&al_proc.state, AL_OFF);
     atomic_store(&al_stacks.on, 0);
-    /* The recorder drains the rings until the image's end, then closes the connection: only then
-     * is their memory given back (at most RECORDER_DONE_MS later if it does not close). */
-    struct pollfd p = {.fd = al_proc.sock, .events = 0};
-    for (int waited = 0; waited < RECORDER_DONE_MS; waited += 10) {
-        if (poll(&p, 1, 10) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
-            break;
-    }
+    /* The hang-up tells the recorder the image ended; it drains the rings after it. Their
+     * memory is given back once it has (the memfd is shared: a hole punched now would be zeroes
+     * in its view too), or after RECORDER_DONE_MS. */
     shutdown(al_proc.sock, SHUT_RDWR); /* closed by the next attach: a late call may still send */
+    for (int waited = 0; waited < RECORDER_DONE_MS && !al_rings_drained(); waited += 10)
+        pause_ms(10);
     al_rings_release();
 }
 

@@ -104,6 +104,17 @@ AL_HIDDEN void al_rings_init(void)
         exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
+AL_HIDDEN int al_rings_drained(void)
+{
+    int drained = 1;
+    al_rings_lock();
+    for (struct al_ring *r = all_rings; r && drained; r = r->next_all)
+        drained = atomic_load_explicit(&r->tail, memory_order_acquire) ==
+                  atomic_load_explicit(&r->head, memory_order_acquire);
+    al_rings_unlock();
+    return drained;
+}
+
 AL_HIDDEN void al_rings_release(void)
 {
     al_rings_lock();

@@ -99,7 +99,15 @@ static void unlock(void)
     atomic_store_explicit(&got_lock, 0, memory_order_release);
 }
 
-static void *hook_for(const char *name)
+/* Whether a hook releases memory (free, delete): those slots go in first and come out last, so
+ * that a block whose allocation is in the trace has its release there too while attached (between
+ * two slot writes a thread may see one hooked and not the other). */
+static int releases(const char *name)
+{
+    return strncmp(name, "free", 4) == 0 || strncmp(name, "_Zd", 3) == 0;
+}
+
+static void *hook_for(const char *name, int want_releases)
 {
     /* Every name starts with m, c, r, f, p, a, v, _ or d: most symbols are passed over on their
      * first letter. */
@@ -111,16 +119,17 @@ static void *hook_for(const char *name)
     }
     for (size_t i = 0; i < HOOKS; i++)
         if (strcmp(name, hooks[i].name) == 0)
-            return hooks[i].hook;
+            return releases(name) == want_releases ? hooks[i].hook : NULL;
     return NULL;
 }
 
-static int is_hook(void *value)
+/* 1 for a hook that releases memory, 0 for another hook, -1 for no hook. */
+static int hook_kind(void *value)
 {
     for (size_t i = 0; i < HOOKS; i++)
         if (hooks[i].hook == value)
-            return 1;
-    return 0;
+            return releases(hooks[i].name);
+    return -1;
 }
 
 /* Writes one slot, making its page writable meanwhile when it is a RELRO page. */
@@ -142,6 +151,7 @@ struct scan {
     const char *why;
     int failed;
     unsigned long long adds; /* dlpi_adds: modules loaded so far */
+    int releases;            /* this pass patches the releasing hooks (1) or the others (0) */
 };
 
 static int contains(const struct dl_phdr_info *info, uintptr_t addr)
@@ -179,7 +189,7 @@ static void patch_table(const ElfW(Rela) *rela, size_t bytes, uintptr_t base, co
         size_t sym = ELF64_R_SYM(rela[i].r_info);
         if (sym == 0)
             continue;
-        void *hook = hook_for(strtab + symtab[sym].st_name);
+        void *hook = hook_for(strtab + symtab[sym].st_name, scan->releases);
         if (hook == NULL)
             continue;
         void **slot = (void **)(base + rela[i].r_offset);
@@ -259,6 +269,9 @@ AL_HIDDEN int al_got_patch(const char **why)
         .loader_base = (uintptr_t)getauxval(AT_BASE),
     };
     lock();
+    scan.releases = 1;
+    dl_iterate_phdr(patch_module, &scan);
+    scan.releases = 0;
     dl_iterate_phdr(patch_module, &scan);
     loaded_adds = scan.adds;
     unlock();
@@ -278,10 +291,12 @@ static int mapped(const void *p)
 AL_HIDDEN void al_got_restore(void)
 {
     lock();
-    for (uint32_t i = 0; i < patched_count; i++) {
-        void **slot = patched[i].slot;
-        if (mapped(slot) && is_hook(__atomic_load_n(slot, __ATOMIC_ACQUIRE)))
-            write_slot(slot, patched[i].original, patched[i].relro);
+    for (int releasing = 0; releasing <= 1; releasing++) {
+        for (uint32_t i = 0; i < patched_count; i++) {
+            void **slot = patched[i].slot;
+            if (mapped(slot) && hook_kind(__atomic_load_n(slot, __ATOMIC_ACQUIRE)) == releasing)
+                write_slot(slot, patched[i].original, patched[i].relro);
+        }
     }
     patched_count = 0;
     patched_live = 0;

@@ -132,6 +132,8 @@ AL_HIDDEN void al_rings_unlock(void);
 /* Attach shim, after the detach: gives the rings' memory back (their mappings stay: a call still
  * in flight may write into one) and forgets them, so that a later attach makes new ones. */
 AL_HIDDEN void al_rings_release(void);
+/* Whether the recorder has read every ring to its head. */
+AL_HIDDEN int al_rings_drained(void);
 /* After fork, in the child: forget (unmap) the parent's rings without touching their contents. */
 AL_HIDDEN void al_rings_forget(void);
 

@@ -164,7 +164,9 @@ AL_HIDDEN void al_send_end(uint32_t reason)
 
 AL_HIDDEN int al_recorder_gone(void)
 {
-    struct pollfd p = {.fd = al_proc.sock, .events = POLLIN | POLLRDHUP};
+    /* The attach shim's recorder shuts its sending side to ask for the detach (attach.c) and
+     * drains the rings until the image ends: only a closed connection means it is gone. */
+    struct pollfd p = {.fd = al_proc.sock, .events = AL_ATTACHED ? 0 : POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0)
         return 0;
     return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN)) != 0;

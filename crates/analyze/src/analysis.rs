@@ -125,6 +125,10 @@ pub struct ScopeReport {
     pub failed_bytes: u64,
     pub null_frees: u64,
     pub unmatched_frees: u64,
+    /// The bytes the unmatched frees said they released: a `free_sized` size, and under
+    /// `record --pid` the allocator's usable size of each block allocated before the attach.
+    #[serde(default)]
+    pub unmatched_freed_bytes: u64,
     pub unmatched_reallocs: u64,
     pub peak_live_bytes: Peak,
     pub peak_live_allocations: Peak,

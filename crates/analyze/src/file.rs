@@ -38,6 +38,9 @@ pub struct FileAnalysis {
     pub no_addresses: bool,
     /// Recorded with stacks (`record --stacks`).
     pub has_stacks: bool,
+    /// `record --pid`: the process attached to, and what it held at the attach (when the
+    /// recording finished).
+    pub attached: Option<(u32, Option<trace::AttachFigures>)>,
     /// The call sites, when asked for (`Options::call_sites`) and the trace has stacks.
     pub call_sites: Option<crate::call_sites::CallSites>,
 }
@@ -145,6 +148,9 @@ pub fn analyze_file_with(
         allocator: header.allocator,
         no_addresses: header.no_addresses,
         has_stacks: reader.has_stacks(),
+        attached: header
+            .attached_pid
+            .map(|pid| (pid, reader.trailer().and_then(|t| t.attach.clone()))),
         call_sites,
     })
 }

@@ -386,6 +386,8 @@ impl ProcessAnalyzer {
                     state.end(&l, e, &mut self.cells)
                 } else {
                     cell.stats.unmatched_frees += 1;
+                    cell.stats.unmatched_freed_bytes =
+                        cell.stats.unmatched_freed_bytes.wrapping_add(e.size);
                     Moved::Not
                 }
             }

@@ -66,6 +66,7 @@ pub struct ScopeStats {
     pub failed_bytes: u64,
     pub null_frees: u64,
     pub unmatched_frees: u64,
+    pub unmatched_freed_bytes: u64,
     pub unmatched_reallocs: u64,
     /// Peaks are tracked outside the cells (a peak of a union is not a merge of peaks) and set
     /// before reporting.
@@ -121,6 +122,9 @@ impl ScopeStats {
         self.failed_bytes = self.failed_bytes.wrapping_add(other.failed_bytes);
         self.null_frees += other.null_frees;
         self.unmatched_frees += other.unmatched_frees;
+        self.unmatched_freed_bytes = self
+            .unmatched_freed_bytes
+            .wrapping_add(other.unmatched_freed_bytes);
         self.unmatched_reallocs += other.unmatched_reallocs;
         self.peaks.merge(&other.peaks);
         self.sizes.merge(&other.sizes);
@@ -150,6 +154,7 @@ impl ScopeStats {
             failed_bytes: self.failed_bytes,
             null_frees: self.null_frees,
             unmatched_frees: self.unmatched_frees,
+            unmatched_freed_bytes: self.unmatched_freed_bytes,
             unmatched_reallocs: self.unmatched_reallocs,
             peak_live_bytes: self.peaks.bytes,
             peak_live_allocations: self.peaks.allocations,

@@ -28,6 +28,7 @@ const SAFE_POINT_WAIT: Duration = Duration::from_millis(1500);
 /// for calls in flight) before the trace is closed anyway.
 const DETACH_WAIT: Duration = Duration::from_secs(5);
 const SOCKET_NAME: &str = "rec.sock";
+const PROCESS_EXITED: &str = "the process exited";
 
 /// How a `record --pid` went, beside the recording's summary.
 #[derive(Debug, Clone)]
@@ -35,15 +36,18 @@ pub struct Attached {
     pub injection: Injection,
     /// What ended the recording: "--duration", "signal 2 (SIGINT)", "the process exited".
     pub ended_by: String,
+    /// The process ended while it was recorded (nothing was detached).
+    pub exited: bool,
 }
 
 /// Attaches to process `pid`, records until `duration` passes, a termination signal arrives or
 /// the process ends, then detaches. `o.command` is ignored (the header takes the process's
-/// command line).
+/// command line). `on_attached` is called once the shim runs in the process.
 pub fn record_pid(
     o: &RecordOptions,
     pid: u32,
     duration: Option<Duration>,
+    on_attached: &mut dyn FnMut(&Injection),
 ) -> Result<(RecordSummary, Attached), RecordError> {
     crate::check_stacks(o)?;
     let target = attach::check(pid)?;
@@ -108,15 +112,18 @@ pub fn record_pid(
             return Err(e.into());
         }
     };
+    on_attached(&injection);
     let ended_by = follow(&mut server, duration);
     let summary = finish(server, &lock);
     drop(socket);
     let summary = commit(output, summary);
+    let exited = ended_by == PROCESS_EXITED;
     Ok((
         summary,
         Attached {
             injection,
             ended_by,
+            exited,
         },
     ))
 }
@@ -161,7 +168,8 @@ fn follow(server: &mut Server, duration: Option<Duration>) -> String {
     let mut seen_image = false;
     let ended_by = loop {
         let moved = server.round(&inputs, &mut output_open, false);
-        seen_image |= server.live_images() > 0;
+        // An image may come and go within one round (a process that exits at once).
+        seen_image |= !server.summaries.is_empty();
         if let Some(signal) = crate::supervisor::take_pending_signal() {
             break format!("signal {signal} ({})", sys::signal_name(signal));
         }
@@ -170,7 +178,7 @@ fn follow(server: &mut Server, duration: Option<Duration>) -> String {
         }
         // The shim said hello during the injection: an image seen and gone is the process's end.
         if seen_image && server.live_images() == 0 {
-            return "the process exited".into();
+            return PROCESS_EXITED.into();
         }
         if !seen_image && start.elapsed() > DETACH_WAIT {
             break "the shim never connected".into();

@@ -287,8 +287,10 @@ impl Server {
             if self.finished[i] {
                 continue;
             }
+            // A detached image (record --pid) is over at its hang-up; its process runs on.
+            let detached = self.images[i].said_end == Some(EndReason::Detached);
             let gone = self.images[i].hung_up
-                && self.is_gone(i)
+                && (detached || self.is_gone(i))
                 && self.output_caught_up(inputs, output_open);
             moved += self.drain(i, gone);
             if gone {

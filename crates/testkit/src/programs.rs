@@ -102,6 +102,11 @@ pub const PROGRAMS: &[Program] = &[
     p("namespaces", "namespaces.c", &["-O1"]),
     // Attach: threads allocating as fast as they can, checking every block.
     p("busy_threads", "busy_threads.c", &["-O1", "-pthread"]),
+    // record --pid: threads whose block sizes number their calls, and a dlopen on command.
+    Program {
+        libs: &["-ldl"],
+        ..p("attach_target", "attach_target.c", &["-O1", "-pthread"])
+    },
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),

@@ -143,6 +143,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             )?;
         }
+        if let Some((pid, figures)) = &result.attached {
+            writeln!(
+                out,
+                "{}",
+                analyze::output::text::attached_line(*pid, figures.as_ref())
+            )?;
+        }
         let options = analyze::output::text::TextOptions {
             top: (!args.all).then_some(args.top.unwrap_or(5)),
         };

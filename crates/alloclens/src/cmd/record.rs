@@ -195,25 +195,33 @@ fn record_attached(
     options.progress = Some(std::sync::Arc::clone(&counters));
     if !quiet {
         eprintln!(
-            "alloclens: attaching to pid {pid}; recording {}",
+            "alloclens: attaching to pid {pid} to record {}",
             match duration {
                 Some(d) => format!("for {:.1} s", d.as_secs_f64()),
                 None => "until Ctrl-C or SIGTERM".into(),
             }
         );
     }
-    let bar = (!quiet).then(|| super::progress::RecordingBar::start(counters));
-    let recorded = recorder::record_pid(&options, pid, duration);
+    let mut bar = None;
+    let recorded = recorder::record_pid(&options, pid, duration, &mut |i| {
+        if !quiet {
+            eprintln!(
+                "alloclens: attached to pid {pid} at {}: its threads were stopped {:.1} ms, one of them ran alloclens's calls {:.1} ms",
+                i.safe_point,
+                i.total.as_secs_f64() * 1e3,
+                i.borrowed.as_secs_f64() * 1e3,
+            );
+            bar = Some(super::progress::RecordingBar::start(counters.clone()));
+        }
+    });
     drop(bar);
     let (summary, attached) = recorded?;
-    if !quiet {
-        let i = &attached.injection;
+    if !quiet && attached.exited {
+        eprintln!("alloclens: pid {pid} exited; the trace ends with it");
+    } else if !quiet {
         eprintln!(
-            "alloclens: attached to pid {pid} at {}: its threads were stopped {:.1} ms, one of them ran alloclens's calls {:.1} ms; ended by {}, detached",
-            i.safe_point,
-            i.total.as_secs_f64() * 1e3,
-            i.borrowed.as_secs_f64() * 1e3,
-            attached.ended_by,
+            "alloclens: detached from pid {pid} ({}); it runs on",
+            attached.ended_by
         );
     }
     print_summary(&summary, &options.output, quiet);

@@ -12,6 +12,7 @@ mod merge;
 mod options;
 mod progress;
 mod record;
+mod record_pid;
 mod replay;
 mod report;
 mod run;

@@ -267,13 +267,18 @@ fn write_scope<W: Write>(s: &ScopeReport, life: u64, indent: &str, out: &mut W) 
     writeln!(out, "{indent}calls: {}{by_function}", count(s.calls_total))?;
     writeln!(
         out,
-        "{indent}requested: {} in {} requests ({} allocations); failed {}; free(NULL) {}; unmatched frees {}, reallocs {}",
+        "{indent}requested: {} in {} requests ({} allocations); failed {}; free(NULL) {}; unmatched frees {}{}, reallocs {}",
         bytes(s.requested_bytes),
         count(s.requests),
         count(s.allocations),
         count(s.failed_allocations),
         count(s.null_frees),
         count(s.unmatched_frees),
+        if s.unmatched_freed_bytes > 0 {
+            format!(" ({})", bytes(s.unmatched_freed_bytes))
+        } else {
+            String::new()
+        },
         count(s.unmatched_reallocs)
     )?;
     writeln!(
@@ -501,6 +506,19 @@ fn trim(v: f64) -> String {
 
 fn ratio(count: u64, median: u64) -> String {
     format!("{:.0}", count as f64 / median.max(1) as f64)
+}
+
+/// What an attached recording (`record --pid`) covers: from the attach to the detach, with the
+/// heap the process already held (its allocator's count) and how to read the frees of it.
+pub fn attached_line(pid: u32, figures: Option<&trace::AttachFigures>) -> String {
+    let heap = match figures.and_then(|f| f.heap_in_use.map(|b| (b, &f.heap_source))) {
+        Some((b, source)) => format!("; heap in use at the attach: {} ({source})", bytes(b)),
+        None => String::new(),
+    };
+    format!(
+        "attached to running pid {pid}: calls from the attach to the detach{heap}; blocks allocated \
+         before it are not in the trace, their frees are the unmatched frees"
+    )
 }
 
 #[cfg(test)]
