@@ -124,14 +124,13 @@ def check_whole(name, path, returncode):
 class Lines:
     """A child's output lines with the monotonic time each arrived (a reader thread)."""
     def __init__(self, stream):
-        self.lines, self.arrived = [], threading.Event()
+        self.lines = []
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self.thread.start()
 
     def _read(self, stream):
         for line in iter(stream.readline, ""):
             self.lines.append((time.monotonic(), line.rstrip("\n")))
-            self.arrived.set()
 
     def first(self, pattern):
         return next((t for t, l in self.lines if re.search(pattern, l)), None)
@@ -189,7 +188,7 @@ def uprobes(i):
     lines = Lines(bt.stdout)
     deadline = time.monotonic() + 30
     while lines.first(r"^hit$") is None and bt.poll() is None and time.monotonic() < deadline:
-        lines.arrived.wait(0.1)
+        time.sleep(0.01)
     attaching = lines.first(r"^hit$")
     if attaching is None:
         bt.kill()
