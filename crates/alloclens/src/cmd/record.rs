@@ -206,7 +206,7 @@ fn record_attached(
     let recorded = recorder::record_pid(&options, pid, duration, &mut |i| {
         if !quiet {
             eprintln!(
-                "alloclens: attached to pid {pid} at {}: its threads were stopped {:.1} ms, one of them ran alloclens's calls {:.1} ms",
+                "alloclens: attached to pid {pid} at {} in {:.1} ms (seize to detach; each thread is stopped only to set and clear its breakpoints), that thread ran alloclens's calls {:.1} ms",
                 i.safe_point,
                 i.total.as_secs_f64() * 1e3,
                 i.borrowed.as_secs_f64() * 1e3,
