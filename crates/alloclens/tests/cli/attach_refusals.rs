@@ -234,8 +234,10 @@ fn another_mount_namespace_is_attached_through_its_root_and_left_clean() {
     let busy = testkit::program("busy_threads");
     let mut child = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c"])
+        // Opened before the mount and run through its descriptor: the program may live under
+        // /tmp (a clone's target directory), which the new tmpfs hides.
         .arg(format!(
-            "mount -t tmpfs alloclens-test /tmp && exec {} 2",
+            "exec 3<{} && mount -t tmpfs alloclens-test /tmp && exec /proc/self/fd/3 2",
             busy.display()
         ))
         .stdin(Stdio::piped())
