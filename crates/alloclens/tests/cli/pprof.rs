@@ -87,7 +87,13 @@ fn raw_samples(raw: &str) -> Vec<RawSample> {
                 pid: 0,
                 functions: stack
                     .split_whitespace()
-                    .flat_map(|id| functions[&id.parse::<u64>().unwrap()].clone())
+                    // An unnamed location has none.
+                    .flat_map(|id| {
+                        functions
+                            .get(&id.parse::<u64>().unwrap())
+                            .cloned()
+                            .unwrap_or_default()
+                    })
                     .collect(),
             });
         }
@@ -204,15 +210,59 @@ fn every_call_of_a_full_stack_trace_is_in_pprof_at_its_site() {
         .find(|s| s.functions.contains(&"site_b".into()))
         .unwrap();
     assert_eq!(b.functions[..2], ["fill_inline", "site_b"]);
+}
 
-    // The mappings are right: symbolising the profile itself from the binaries (as it does for
-    // a profile alloclens could not name), pprof finds the same sites.
-    let forced = raw_samples(&go_pprof(&["-raw", "-symbolize=force"], &profile));
-    for site in ["site_a", "site_c", "site_f"] {
+/// A binary alloclens cannot read when it exports (gone since the recording, as on another
+/// machine) leaves its locations unnamed, with their mapping: pprof symbolises them itself from the
+/// binary it is given.
+#[test]
+fn pprof_symbolises_from_the_mappings_what_alloclens_could_not() {
+    testkit::require!(program "go");
+    let dir = tempfile::tempdir().unwrap();
+    let (run, kept) = (dir.path().join("run"), dir.path().join("kept"));
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::create_dir_all(&kept).unwrap();
+    let exe = run.join("sites");
+    std::fs::copy(testkit::program("sites"), &exe).unwrap();
+    let trace = dir.path().join("trace.alt");
+    record(&trace, &["--stacks=all"], &[&exe]);
+    std::fs::rename(&exe, kept.join("sites")).unwrap();
+    let profile = dir.path().join("heap.pb.gz");
+    let out = alloclens()
+        .args(["export", "--pprof"])
+        .arg(&profile)
+        .arg(&trace)
+        .ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read") && err.contains("sites"),
+        "{err}"
+    );
+    // The functions of every sample as `go tool pprof -raw [BINARY] PROFILE` names them.
+    let functions = |binary: Option<&Path>| {
+        let out = Command::new("go")
+            .args(["tool", "pprof", "-raw"])
+            .args(binary)
+            .arg(&profile)
+            .output()
+            .unwrap();
         assert!(
-            forced.iter().any(|s| s.functions.iter().any(|f| f == site)),
-            "{site} not found by pprof's own symbolisation: {forced:#?}"
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
+        raw_samples(&String::from_utf8(out.stdout).unwrap())
+            .into_iter()
+            .flat_map(|s| s.functions)
+            .collect::<Vec<String>>()
+    };
+    let unnamed = functions(None);
+    assert!(!unnamed.iter().any(|f| f == "site_a"), "{unnamed:?}");
+    // Given the binary where it now is, pprof symbolises the first mapping (the executable) from
+    // its recorded start, limit and file offset.
+    let found = functions(Some(&kept.join("sites")));
+    for site in ["site_a", "site_c", "site_f", "main"] {
+        assert!(found.iter().any(|f| f == site), "{site} not in {found:?}");
     }
 }
 
