@@ -91,13 +91,17 @@ pub fn from_trace(
     let mut builder = ProfileBuilder::heap();
     if let Some(first) = infos.first() {
         builder.time(first.start_unix_ns, 0);
-        // pprof takes the first mapping for the main binary: the first image's modules in the
-        // order the shim saw them (the executable first).
-        for m in reader
+        // pprof takes the first mapping for the main binary (its name heads `-top`, a binary
+        // named on its command line symbolises it). The shim does not always see the executable
+        // first; it is the module mapped lowest (libraries are mapped from the top of the address
+        // space down), whether position-independent or not.
+        let mut modules: Vec<&trace::Module> = reader
             .modules()
             .iter()
             .filter(|m| m.pid == first.pid && m.exec_index == first.exec_index)
-        {
+            .collect();
+        modules.sort_by_key(|m| m.start);
+        for m in modules {
             builder.mapping(&mapping_of(&symbol_mapping(m)));
         }
     }

@@ -75,8 +75,12 @@ fn raw_samples(raw: &str) -> Vec<RawSample> {
     let mut samples: Vec<RawSample> = Vec::new();
     // The first line names the sample types.
     for line in &sections["Samples:"][1..] {
-        if let Some(pid) = line.strip_prefix("pid:[") {
-            samples.last_mut().unwrap().pid = pid.trim_end_matches(']').parse().unwrap();
+        if line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            // The labels: "exec_index:[1] pid:[1234]".
+            if let Some((_, pid)) = line.split_once("pid:[") {
+                let pid = &pid[..pid.find(']').unwrap()];
+                samples.last_mut().unwrap().pid = pid.parse().unwrap();
+            }
         } else if let Some((values, stack)) = line.split_once(':') {
             let values: Vec<i64> = values
                 .split_whitespace()
@@ -264,6 +268,72 @@ fn pprof_symbolises_from_the_mappings_what_alloclens_could_not() {
     for site in ["site_a", "site_c", "site_f", "main"] {
         assert!(found.iter().any(|f| f == site), "{site} not in {found:?}");
     }
+}
+
+/// "In use" is the state at the end of each image's stream: for a process killed with blocks live,
+/// those blocks (which `analyze --sites` does not call leaks: a cut says nothing of whether they
+/// would have been freed), so pprof's in-use totals are `analyze --json`'s live blocks at the end
+/// of every image. And the executable heads `-top`, though the shim did not see it first.
+#[test]
+fn in_use_is_what_each_image_held_at_its_end_even_when_killed() {
+    testkit::require!(program "go");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.alt");
+    // The shell holds seq's output in a variable when it kills itself.
+    let out = alloclens()
+        .args(["record", "-q", "--stacks=all", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", "x=$(seq 1 20000); kill -9 $$"])
+        .run();
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "record ends with the command's status"
+    );
+    let profile = dir.path().join("heap.pb.gz");
+    alloclens()
+        .args(["export", "--pprof"])
+        .arg(&profile)
+        .arg(&trace)
+        .ok();
+    let analysis = json_stdout(["analyze".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let killed = analysis["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["truncated"] == true)
+        .expect("the killed shell's image is cut short");
+    let killed_pid = killed["pid"].as_u64().unwrap();
+    let held = killed["stats"]["leaks"]["bytes"].as_i64().unwrap();
+    assert!(held > 0, "{killed}");
+    let samples = raw_samples(&go_pprof(&["-raw"], &profile));
+    let in_use: i64 = samples
+        .iter()
+        .filter(|s| s.pid == killed_pid)
+        .map(|s| s.values[3])
+        .sum();
+    assert_eq!(in_use, held);
+    let sites = json_stdout([
+        "analyze".as_ref(),
+        "--sites".as_ref(),
+        "--json".as_ref(),
+        trace.as_os_str(),
+    ]);
+    let leaked: i64 = sites["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pid"] == killed_pid)
+        .flat_map(|p| p["stacks"].as_array().unwrap())
+        .map(|s| s["figures"]["leaked_bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(leaked, 0, "no leaks by site in a cut image");
+    let top = go_pprof(&["-top"], &profile);
+    let file = top.lines().next().unwrap();
+    assert!(
+        file.starts_with("File: ") && !file.contains(".so"),
+        "the executable is the main binary: {top}"
+    );
 }
 
 /// Sampled stacks: each site's values are `analyze --sites`'s estimates (the same estimator),
