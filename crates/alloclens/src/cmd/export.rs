@@ -22,12 +22,21 @@ pub struct Args {
     /// --stacks: allocated and in-use objects and bytes by call site (docs/profile.md)
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
+    /// With --pprof: look for separate debug files under DIR (DIR/.build-id/xx/yyyy.debug, or by
+    /// debuglink) instead of /usr/lib/debug; repeatable
+    #[arg(long = "debug-dir", value_name = "DIR", requires = "pprof")]
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::check_debug_dirs(&args.debug_dirs)?;
     super::refuse_watch_dir(&args.trace, "export reads a trace of `alloclens record`")?;
     if let Some(file) = &args.pprof {
-        pprof(&args.trace, file)?;
+        let mut options = profiles::TraceOptions::default();
+        if !args.debug_dirs.is_empty() {
+            options.debug_roots = args.debug_dirs.clone();
+        }
+        pprof(&args.trace, file, &options)?;
     }
     if let Some(dir) = &args.parquet {
         parquet(&args.trace, dir)?;
@@ -49,10 +58,10 @@ fn parquet(trace: &Path, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pprof(trace: &Path, file: &Path) -> anyhow::Result<()> {
+fn pprof(trace: &Path, file: &Path, options: &profiles::TraceOptions) -> anyhow::Result<()> {
     let made = {
         let bar = super::progress::RecordsBar::new("profiling");
-        profiles::from_trace(trace, &profiles::TraceOptions::default(), &bar)?
+        profiles::from_trace(trace, options, &bar)?
     };
     safe_output::write_whole(file, |out| {
         profiles::pprof::write_gzipped(&made.profile, out)

@@ -418,6 +418,16 @@ fn a_trace_without_stacks_is_refused_naming_record_stacks() {
         "{err}"
     );
     assert!(!profile.exists(), "no profile written");
+    // A --debug-dir that is no directory is refused, not silently ignored.
+    let err = alloclens()
+        .args(["export", "--debug-dir", "/nonexistent", "--pprof"])
+        .arg(&profile)
+        .arg(&trace)
+        .fails_with(1);
+    assert!(
+        err.lines().count() == 1 && err.contains("--debug-dir '/nonexistent' does not exist"),
+        "{err}"
+    );
     // One output at least: neither is a usage error.
     let err = alloclens().arg("export").arg(&trace).fails_with(2);
     assert!(
