@@ -91,14 +91,21 @@ pub fn from_trace(
     let mut builder = ProfileBuilder::heap();
     if let Some(first) = infos.first() {
         builder.time(first.start_unix_ns, 0);
-        // pprof takes the first mapping for the main binary (its name heads `-top`, a binary
-        // named on its command line symbolises it). The shim does not always see the executable
-        // first; it is the module mapped lowest (libraries are mapped from the top of the address
-        // space down), whether position-independent or not.
+    }
+    // pprof takes the first mapping for the main binary (its name heads `-top`, a binary named
+    // on its command line symbolises it): the executable of the image that requested the most
+    // bytes (a wrapper that exec'd or forked the real program requested little). The shim does
+    // not always see the executable first; it is the module mapped lowest (libraries are mapped
+    // from the top of the address space down), whether position-independent or not.
+    let main = images
+        .iter()
+        .rev() // max_by_key keeps the last of equals: the first image wins ties.
+        .max_by_key(|i| i.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
+    if let Some(main) = main {
         let mut modules: Vec<&trace::Module> = reader
             .modules()
             .iter()
-            .filter(|m| m.pid == first.pid && m.exec_index == first.exec_index)
+            .filter(|m| m.pid == main.info.pid && m.exec_index == main.info.exec_index)
             .collect();
         modules.sort_by_key(|m| m.start);
         for m in modules {

@@ -186,6 +186,8 @@ fn every_call_of_a_full_stack_trace_is_in_pprof_at_its_site() {
     let samples = raw_samples(&go_pprof(&["-raw"], &profile));
     assert_eq!(sum(&samples), expected, "{samples:#?}");
     assert_eq!(top_totals(&profile), expected);
+    let top = go_pprof(&["-top"], &profile);
+    assert!(top.starts_with("File: sites\n"), "the main binary: {top}");
 
     // Each known site with its figures (sites.c), labelled with its process.
     let pids: Vec<u64> = processes
