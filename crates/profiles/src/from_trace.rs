@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use analyze::call_sites::{address_space, is_allocator_function};
 use analyze::sampling::Sampling;
-use analyze::sites::{SiteAnalyzer, SiteStats};
+use analyze::sites::{ProcessSites, SiteAnalyzer, SiteStats};
 use trace::{Losses, ProcessInfo, Record, TraceReader};
 
 use crate::pprof::{self, Label, Line, LocationId, Mapping, ProfileBuilder};
@@ -63,30 +63,7 @@ pub fn from_trace(
     let mut losses = Losses::of(&reader);
     let sampling = Sampling::of(reader.stack_sampling());
     let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
-    progress.start(reader.streams().iter().map(|s| s.records).sum());
-    let mut images = Vec::with_capacity(infos.len());
-    for (s, info) in infos.iter().enumerate() {
-        let mut sites = SiteAnalyzer::with_sampling(info.clone(), sampling).live_at_cut_is_leaked();
-        let mut read = 0u64;
-        for record in reader.records(s)? {
-            match record {
-                Ok(Record::Event(e)) => sites.push(&e),
-                Ok(_) => {}
-                // What precedes the damage is profiled; the image stops there.
-                Err(e) => {
-                    losses.stream_stopped(info, &e, read);
-                    sites.mark_truncated();
-                    break;
-                }
-            }
-            read += 1;
-            if read.is_multiple_of(1 << 16) {
-                progress.advance(1 << 16);
-            }
-        }
-        progress.advance(read % (1 << 16));
-        images.push(sites.finish());
-    }
+    let images = site_figures(&mut reader, &mut losses, sampling, progress)?;
 
     let mut builder = ProfileBuilder::heap();
     if let Some(first) = infos.first() {
@@ -161,6 +138,42 @@ pub fn from_trace(
         sample_bytes: sampling.map(Sampling::mean_bytes),
         warnings,
     })
+}
+
+/// The per-stack figures of every image (`analyze`'s per-site pass), the blocks live where an
+/// image's stream stops counted as in use. A damaged stream is read up to the damage.
+fn site_figures<R: std::io::Read + std::io::Seek>(
+    reader: &mut TraceReader<R>,
+    losses: &mut Losses,
+    sampling: Option<Sampling>,
+    progress: &dyn trace::Progress,
+) -> Result<Vec<ProcessSites>, ProfileError> {
+    const STEP: u64 = 1 << 16;
+    progress.start(reader.streams().iter().map(|s| s.records).sum());
+    let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
+    let mut images = Vec::with_capacity(infos.len());
+    for (s, info) in infos.iter().enumerate() {
+        let mut sites = SiteAnalyzer::with_sampling(info.clone(), sampling).live_at_cut_is_leaked();
+        let mut read = 0u64;
+        for record in reader.records(s)? {
+            match record {
+                Ok(Record::Event(e)) => sites.push(&e),
+                Ok(_) => {}
+                Err(e) => {
+                    losses.stream_stopped(info, &e, read);
+                    sites.mark_truncated();
+                    break;
+                }
+            }
+            read += 1;
+            if read.is_multiple_of(STEP) {
+                progress.advance(STEP);
+            }
+        }
+        progress.advance(read % STEP);
+        images.push(sites.finish());
+    }
+    Ok(images)
 }
 
 /// A site's values in `pprof::HEAP_SAMPLE_TYPES` order: with sampled stacks, its estimates
