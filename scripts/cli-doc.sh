@@ -90,6 +90,7 @@ alloclens report PATH [-o page.html] [--compare OTHER] [--png DIR] [--svg DIR] [
 alloclens diff A B [--json] [--sites]              # two runs or two traces, every headline figure (or by call site)
 alloclens replay F.alt [-a SPEC,...] [-r N] [--process PID] [--phase P] [-o DIR]  # the trace's calls under every allocator
 alloclens export F.alt --parquet DIR               # one row per allocator call, for DuckDB/pandas/polars
+alloclens export F.alt --pprof F.pb.gz             # call sites as a pprof heap profile (record --stacks; docs/profile.md)
 alloclens merge PATH... -o DATASET                 # many hosts' results and traces as one Parquet dataset (DuckDB, Spark; docs/dataset.md)
 alloclens completions bash|zsh|fish                # the shell's completion script
 alloclens man [-o DIR]                             # the manual page (roff), or one per command into DIR

@@ -14,6 +14,9 @@ case "$level" in
   *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
 esac
 command -v cargo >/dev/null 2>&1 || packages+=(cargo rustc)
+# tests/cli/pprof.rs reads alloclens's pprof files with `go tool pprof` (the pprof the Go release
+# vendors: its version is pinned by Go's); any Go already on PATH will do.
+if [ "$level" = test ] && ! command -v go >/dev/null 2>&1; then packages+=(golang-go); fi
 
 missing=()
 for p in "${packages[@]}"; do

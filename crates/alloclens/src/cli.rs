@@ -47,7 +47,7 @@ pub enum Command {
     /// The replay process `replay` starts (internal)
     #[command(hide = true, name = "replay-driver")]
     ReplayDriver(cmd::replay::DriverArgs),
-    /// Export a trace's raw events as Parquet for pandas, polars, DuckDB or Spark
+    /// Export a trace: its raw events as Parquet (pandas, polars, DuckDB, Spark), its call sites as a pprof profile
     Export(cmd::export::Args),
     /// Merge results directories and traces of many hosts into one Parquet dataset for DuckDB or
     /// Spark (appendable; a file merged twice is skipped)

@@ -106,6 +106,8 @@ pub struct SiteAnalyzer {
     /// With sampling: the sample and the exact totals per site and size, for `estimator`.
     calibration: Option<Calibration>,
     estimator: Estimator,
+    /// Blocks live where a truncated stream stops count as leaked (`live_at_cut_is_leaked`).
+    cut_is_end: bool,
 }
 
 impl SiteAnalyzer {
@@ -120,6 +122,7 @@ impl SiteAnalyzer {
             sampling: None,
             calibration: None,
             estimator: Estimator::default(),
+            cut_is_end: false,
         }
     }
 
@@ -137,6 +140,15 @@ impl SiteAnalyzer {
     /// one against another: `examples/estimator_error.rs`).
     pub fn with_estimator(mut self, estimator: Estimator) -> Self {
         self.estimator = estimator;
+        self
+    }
+
+    /// Counts the blocks live where a truncated image's stream stops (killed, still running when the
+    /// recording ended, damage) as leaked, as if the cut were its end: the leaked figures are then
+    /// the blocks in use at the end of the trace, what an in-use profile shows (`profiles`). By
+    /// default a cut says nothing of whether they would have been freed, and none is leaked.
+    pub fn live_at_cut_is_leaked(mut self) -> Self {
+        self.cut_is_end = true;
         self
     }
 
@@ -282,7 +294,7 @@ impl SiteAnalyzer {
         // A truncated image (cut by damage, killed, or still running at the end of the recording)
         // says nothing of whether its blocks live at the cut would have been freed: none is
         // counted as leaked, by site or in the estimates.
-        let never_freed = if self.info.truncated {
+        let never_freed = if self.info.truncated && !self.cut_is_end {
             Default::default()
         } else {
             live
@@ -387,6 +399,25 @@ mod tests {
             addr,
             size,
             old_addr,
+        }
+    }
+
+    /// A stream cut short (killed, still running): its live blocks are no leaks, unless the cut
+    /// counts as the end (an in-use profile at the end of the trace).
+    #[test]
+    fn blocks_live_at_a_cut_are_leaked_only_when_the_cut_is_the_end() {
+        let cut = ProcessInfo {
+            truncated: true,
+            ..info()
+        };
+        for (analyzer, leaked) in [
+            (SiteAnalyzer::new(cut.clone()), 0),
+            (SiteAnalyzer::new(cut).live_at_cut_is_leaked(), 100),
+        ] {
+            let mut a = analyzer;
+            a.push(&ev(0, Op::Malloc, 0x10, 100, 0, 1));
+            let r = a.finish();
+            assert_eq!(r.sites[0].leaked_bytes, leaked);
         }
     }
 

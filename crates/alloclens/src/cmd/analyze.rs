@@ -98,20 +98,7 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    // A mistyped --debug-dir would only leave functions unresolved, without a word.
-    for dir in &args.debug_dirs {
-        if !dir.is_dir() {
-            let what = if dir.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            };
-            anyhow::bail!(
-                "--debug-dir '{}' {what}: give a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, or by debuglink)",
-                dir.display()
-            );
-        }
-    }
+    super::check_debug_dirs(&args.debug_dirs)?;
     // Library errors already name the file and what was recovered.
     super::refuse_watch_dir(&args.trace, "analyze reads a trace of `alloclens record`")?;
     let result = {

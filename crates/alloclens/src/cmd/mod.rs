@@ -115,6 +115,25 @@ pub fn warn(warnings: &[String]) {
     }
 }
 
+/// Refuses a `--debug-dir` that is no directory: a mistyped one would only leave functions
+/// unresolved, without a word.
+pub fn check_debug_dirs(dirs: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    for dir in dirs {
+        if !dir.is_dir() {
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            anyhow::bail!(
+                "--debug-dir '{}' {what}: give a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, or by debuglink)",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a `watch` directory where a run or a trace is expected, naming the command that reads
 /// it: `what` says what the refusing command takes ("diff compares runs or traces").
 pub fn refuse_watch_dir(path: &Path, what: &str) -> anyhow::Result<()> {

@@ -11,6 +11,7 @@ mod install;
 mod ksm;
 mod merge;
 mod options;
+mod pprof;
 mod progress;
 mod record;
 mod record_pid;

@@ -29,7 +29,7 @@ const fn case(args: &'static [&'static str], inner: Option<&'static str>, writes
     }
 }
 
-/// `R` a results directory, `T` a trace, both made once.
+/// `R` a results directory, `T` a trace (with stacks), both made once.
 const CASES: &[Case] = &[
     case(&["report", "R", "-o", "{}"], None, true),
     case(
@@ -111,6 +111,7 @@ const CASES: &[Case] = &[
         Some("events.parquet"),
         true,
     ),
+    case(&["export", "T", "--pprof", "{}"], None, true),
     case(&["analyze", "T", "-o", "{}"], Some("summary.json"), true),
     case(&["merge", "R", "-o", "{}"], Some("dataset.json"), false),
     case(
@@ -177,7 +178,8 @@ fn no_option_replaces_a_device_or_a_link() {
         .pipe("")
         .ok();
     let trace = root.path().join("t.alct");
-    record(&trace, &[], &["true"]);
+    // With stacks: `export --pprof` refuses a trace without them.
+    record(&trace, &["--stacks=all"], &["true"]);
     let mut failures = Vec::new();
     for (i, case) in CASES.iter().enumerate() {
         for node in [Node::NullDevice, Node::Link] {

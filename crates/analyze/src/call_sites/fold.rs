@@ -54,9 +54,11 @@ const RUST_ALLOCATOR_PREFIXES: [&str; 8] = [
 
 /// True for a frame that belongs to the allocator rather than to the program's call site.
 pub fn is_allocator_frame(frame: &SiteFrame) -> bool {
-    let Some(name) = frame.function.as_deref() else {
-        return false;
-    };
+    frame.function.as_deref().is_some_and(is_allocator_function)
+}
+
+/// True for the (demangled) name of a function of the allocator's path rather than the program's.
+pub fn is_allocator_function(name: &str) -> bool {
     ALLOCATOR_FUNCTIONS.contains(&name)
         || name.starts_with("operator new")
         || name.starts_with("operator delete")

@@ -12,7 +12,7 @@ mod address_space;
 mod fold;
 
 pub use address_space::address_space;
-pub use fold::{fold, is_allocator_frame, FoldInput};
+pub use fold::{fold, is_allocator_frame, is_allocator_function, FoldInput};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,292 @@
+//! The heap profile of a trace recorded with stacks: one sample per stack and process image, with
+//! `analyze`'s per-site figures (`analyze::sites::SiteAnalyzer`) as its values: calls and
+//! requested bytes as allocated, the blocks still live at the end of the image's stream as in
+//! use. Sampled stacks give `analyze --sites`'s estimates (the same estimator, unsampled values).
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use analyze::call_sites::{address_space, is_allocator_function};
+use analyze::sampling::Sampling;
+use analyze::sites::{ProcessSites, SiteAnalyzer, SiteStats};
+use trace::{Losses, ProcessInfo, Record, TraceReader};
+
+use crate::pprof::{self, Label, Line, LocationId, Mapping, ProfileBuilder};
+use crate::ProfileError;
+
+/// How a trace's profile is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// Where separate debug files are looked for (as `analyze --sites --debug-dir`).
+    pub debug_roots: Vec<PathBuf>,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            debug_roots: vec!["/usr/lib/debug".into()],
+        }
+    }
+}
+
+/// A trace's profile and what to say about it.
+#[derive(Debug, Clone)]
+pub struct TraceProfile {
+    pub profile: pprof::proto::Profile,
+    /// Process images profiled.
+    pub images: usize,
+    /// The sum of each value over the samples, in `pprof::HEAP_SAMPLE_TYPES` order.
+    pub totals: [i64; 4],
+    /// Mean bytes between sampled stacks, when the stacks were sampled (the values are estimates).
+    pub sample_bytes: Option<u64>,
+    /// What was lost (damage, an unfinished recording) and what could not be symbolised.
+    pub warnings: Vec<String>,
+}
+
+/// The location of the calls recorded without a stack (`--stacks=all`: before the shim could
+/// unwind, or when unwinding failed) and of sampled calls whose stack could not be taken.
+const NO_STACK: &str = "[no stack]";
+const STACK_NOT_TAKEN: &str = "[stack not taken]";
+
+/// The heap profile of the trace at `path` (which must have stacks), telling `progress` the
+/// records read.
+pub fn from_trace(
+    path: &Path,
+    options: &TraceOptions,
+    progress: &dyn trace::Progress,
+) -> Result<TraceProfile, ProfileError> {
+    let mut reader = TraceReader::open(path)?;
+    if !reader.has_stacks() {
+        return Err(ProfileError::NoStacks {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut losses = Losses::of(&reader);
+    let sampling = Sampling::of(reader.stack_sampling());
+    let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
+    let images = site_figures(&mut reader, &mut losses, sampling, progress)?;
+
+    let mut builder = ProfileBuilder::heap();
+    if let Some(first) = infos.first() {
+        builder.time(first.start_unix_ns, 0);
+    }
+    // pprof takes the first mapping for the main binary (its name heads `-top`, a binary named
+    // on its command line symbolises it): the executable of the image that requested the most
+    // bytes (a wrapper that exec'd or forked the real program requested little). The shim does
+    // not always see the executable first; it is the module mapped lowest (libraries are mapped
+    // from the top of the address space down), whether position-independent or not.
+    let main = images
+        .iter()
+        .rev() // max_by_key keeps the last of equals: the first image wins ties.
+        .max_by_key(|i| i.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
+    if let Some(main) = main {
+        let mut modules: Vec<&trace::Module> = reader
+            .modules()
+            .iter()
+            .filter(|m| m.pid == main.info.pid && m.exec_index == main.info.exec_index)
+            .collect();
+        modules.sort_by_key(|m| m.start);
+        for m in modules {
+            builder.mapping(&mapping_of(&symbol_mapping(m)));
+        }
+    }
+    if let Some(s) = sampling {
+        builder.period("space", "bytes", s.mean_bytes());
+        builder.comment(&format!(
+            "alloclens: stacks sampled once per {} bytes on average; values are estimates \
+             (as analyze --sites gives them)",
+            s.mean_bytes()
+        ));
+    }
+    let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());
+    let mut totals = [0i64; 4];
+    for image in &images {
+        let space = address_space(&image.info, &infos, reader.modules());
+        let mut stacks = ImageStacks {
+            space: &space,
+            symbolizer: &mut symbolizer,
+            builder: &mut builder,
+            addresses: HashMap::new(),
+        };
+        let labels = labels(&image.info);
+        for site in &image.sites {
+            // Sampled: the calls without a stack are the unsampled ones, whose share the sampled
+            // sites' estimates already hold.
+            if site.stack == 0 && sampling.is_some() {
+                continue;
+            }
+            let values = values(site);
+            if values.iter().all(|&v| v == 0) {
+                continue;
+            }
+            let stack = match reader.stacks().get(site.stack) {
+                None => vec![stacks.named(NO_STACK)],
+                Some([]) => vec![stacks.named(STACK_NOT_TAKEN)],
+                Some(addresses) => stacks.locations(addresses),
+            };
+            for (t, v) in totals.iter_mut().zip(values) {
+                *t += v;
+            }
+            stacks.builder.sample(&stack, &values, &labels);
+        }
+    }
+    let mut warnings = losses.warnings("profiled");
+    warnings.extend(symbolizer.warnings().iter().map(ToString::to_string));
+    Ok(TraceProfile {
+        profile: builder.build(),
+        images: images.len(),
+        totals,
+        sample_bytes: sampling.map(Sampling::mean_bytes),
+        warnings,
+    })
+}
+
+/// The per-stack figures of every image (`analyze`'s per-site pass), the blocks live where an
+/// image's stream stops counted as in use. A damaged stream is read up to the damage.
+fn site_figures<R: std::io::Read + std::io::Seek>(
+    reader: &mut TraceReader<R>,
+    losses: &mut Losses,
+    sampling: Option<Sampling>,
+    progress: &dyn trace::Progress,
+) -> Result<Vec<ProcessSites>, ProfileError> {
+    const STEP: u64 = 1 << 16;
+    progress.start(reader.streams().iter().map(|s| s.records).sum());
+    let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
+    let mut images = Vec::with_capacity(infos.len());
+    for (s, info) in infos.iter().enumerate() {
+        let mut sites = SiteAnalyzer::with_sampling(info.clone(), sampling).live_at_cut_is_leaked();
+        let mut read = 0u64;
+        for record in reader.records(s)? {
+            match record {
+                Ok(Record::Event(e)) => sites.push(&e),
+                Ok(_) => {}
+                Err(e) => {
+                    losses.stream_stopped(info, &e, read);
+                    sites.mark_truncated();
+                    break;
+                }
+            }
+            read += 1;
+            if read.is_multiple_of(STEP) {
+                progress.advance(STEP);
+            }
+        }
+        progress.advance(read % STEP);
+        images.push(sites.finish());
+    }
+    Ok(images)
+}
+
+/// A site's values in `pprof::HEAP_SAMPLE_TYPES` order: with sampled stacks, its estimates
+/// rounded; in use is what it left live at the end of the image's stream.
+fn values(site: &SiteStats) -> [i64; 4] {
+    match &site.estimates {
+        Some(e) => [e.calls, e.requested_bytes, e.leaked_blocks, e.leaked_bytes]
+            .map(|x| x.rounded() as i64),
+        None => [
+            site.calls,
+            site.requested_bytes,
+            site.leaked_blocks,
+            site.leaked_bytes,
+        ]
+        .map(|x| x as i64),
+    }
+}
+
+/// Every sample is labelled with its process (`-tagfocus=pid=N` keeps one), and an exec'd image
+/// with its rank.
+fn labels(info: &ProcessInfo) -> Vec<Label> {
+    let mut labels = vec![Label::Num {
+        key: "pid".into(),
+        value: info.pid.into(),
+        unit: None,
+    }];
+    if info.exec_index > 0 {
+        labels.push(Label::Num {
+            key: "exec_index".into(),
+            value: info.exec_index.into(),
+            unit: None,
+        });
+    }
+    labels
+}
+
+fn symbol_mapping(m: &trace::Module) -> symbols::Mapping {
+    symbols::Mapping {
+        path: m.path.clone(),
+        build_id: m.build_id.clone(),
+        start: m.start,
+        end: m.end,
+        file_offset: m.file_offset,
+        bias: Some(m.bias),
+    }
+}
+
+fn mapping_of(m: &symbols::Mapping) -> Mapping {
+    Mapping {
+        start: m.start,
+        limit: m.end,
+        file_offset: m.file_offset,
+        file: m.path.clone(),
+        build_id: m
+            .build_id
+            .as_ref()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+    }
+}
+
+/// Turns one image's stacks into locations, each return address resolved once.
+struct ImageStacks<'a> {
+    space: &'a symbols::AddressSpace,
+    symbolizer: &'a mut symbols::Symbolizer,
+    builder: &'a mut ProfileBuilder,
+    /// Return address -> its location, and whether it is in the allocator's own code.
+    addresses: HashMap<u64, (LocationId, bool)>,
+}
+
+impl ImageStacks<'_> {
+    fn named(&mut self, name: &str) -> LocationId {
+        self.builder.named_location(name)
+    }
+
+    /// The locations of `addresses` (innermost first), one per return address, without the
+    /// allocator's own frames at the leaf (`operator new`, Rust's global allocator: as `analyze
+    /// --sites` drops them; one frame is always kept).
+    fn locations(&mut self, addresses: &[u64]) -> Vec<LocationId> {
+        let resolved: Vec<(LocationId, bool)> =
+            addresses.iter().map(|&a| self.location(a)).collect();
+        let allocator = resolved.iter().take_while(|(_, alloc)| *alloc).count();
+        resolved[allocator.min(resolved.len() - 1)..]
+            .iter()
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn location(&mut self, address: u64) -> (LocationId, bool) {
+        if let Some(&known) = self.addresses.get(&address) {
+            return known;
+        }
+        let mapping = self.space.find(address);
+        let frames = self.symbolizer.resolve(mapping, address);
+        let lines: Vec<Line> = frames
+            .iter()
+            .filter_map(|f| {
+                Some(Line {
+                    function: f.function.clone()?,
+                    file: f.file.clone(),
+                    line: f.line,
+                })
+            })
+            .collect();
+        let allocator = lines
+            .last()
+            .is_some_and(|l| is_allocator_function(&l.function));
+        let mapping = mapping.map(|m| self.builder.mapping(&mapping_of(m)));
+        // A return address is the instruction after the call: one byte back is inside the call,
+        // where pprof's own symbolisation finds the caller's line.
+        let id = self
+            .builder
+            .location(mapping, address.saturating_sub(1), &lines);
+        self.addresses.insert(address, (id, allocator));
+        (id, allocator)
+    }
+}

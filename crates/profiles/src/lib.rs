@@ -1,0 +1,13 @@
+//! Heap profiles by call site, written in pprof's format so that `go tool pprof`, Pyroscope,
+//! Parca, Grafana and speedscope open them.
+//!
+//! [`pprof`] builds and writes a profile from mappings, locations and samples with values,
+//! whatever they come from; [`from_trace`] feeds it from a trace recorded with stacks
+//! (`alloclens export --pprof`). The figures come from `analyze`'s per-site pass, so a profile and
+//! `analyze --sites` agree (docs/profile.md).
+mod error;
+mod from_trace;
+pub mod pprof;
+
+pub use error::ProfileError;
+pub use from_trace::{from_trace, TraceOptions, TraceProfile};
