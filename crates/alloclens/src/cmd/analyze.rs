@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "{}",
-                analyze::output::text::attached_line(*pid, figures.as_ref())
+                analyze::output::text::attached_line(*pid, figures.as_ref(), analysis)
             )?;
         }
         let options = analyze::output::text::TextOptions {

@@ -202,7 +202,10 @@ fn four_threads_recorded_from_the_attach_to_the_detach_call_for_call() {
     let analysis = alloclens().arg("analyze").arg(&first).output().unwrap();
     let text = String::from_utf8_lossy(&analysis.stdout);
     assert!(text.contains("attached to running pid"), "{text}");
-    assert!(text.contains("(glibc mallinfo2)"), "{text}");
+    assert!(
+        text.contains("(glibc mallinfo2), at the detach about"),
+        "{text}"
+    );
     let report = dir.path().join("first.html");
     let made = alloclens()
         .arg("report")

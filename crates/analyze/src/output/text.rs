@@ -509,10 +509,30 @@ fn ratio(count: u64, median: u64) -> String {
 }
 
 /// What an attached recording (`record --pid`) covers: from the attach to the detach, with the
-/// heap the process already held (its allocator's count) and how to read the frees of it.
-pub fn attached_line(pid: u32, figures: Option<&trace::AttachFigures>) -> String {
+/// heap the process already held (its allocator's count), the heap at the detach that follows
+/// from it (the attached image's blocks still live, less what its frees of older blocks released)
+/// and how to read the frees of older blocks.
+pub fn attached_line(
+    pid: u32,
+    figures: Option<&trace::AttachFigures>,
+    analysis: &crate::Analysis,
+) -> String {
+    let image = analysis
+        .processes
+        .iter()
+        .find(|p| p.pid == pid && p.exec_index == 0);
     let heap = match figures.and_then(|f| f.heap_in_use.map(|b| (b, &f.heap_source))) {
-        Some((b, source)) => format!("; heap in use at the attach: {} ({source})", bytes(b)),
+        Some((b, source)) => {
+            let at_detach = image.map_or(String::new(), |p| {
+                let s = &p.stats;
+                let estimate = (b + s.leaks.bytes).saturating_sub(s.unmatched_freed_bytes);
+                format!(", at the detach about {}", bytes(estimate))
+            });
+            format!(
+                "; heap in use at the attach: {} ({source}){at_detach}",
+                bytes(b)
+            )
+        }
         None => String::new(),
     };
     format!(
