@@ -216,11 +216,11 @@ def uprobes(i):
 
 
 def own_figures(lines):
-    """alloclens's account of the attach, from its line "attached to pid ...: its threads were stopped
-    TOTAL ms, one of them ran alloclens's calls BORROWED ms" (seize to last detach; the borrowed
+    """alloclens's account of the attach, from its line "attached to pid ... in TOTAL ms (seize to
+    detach; ...), that thread ran alloclens's calls BORROWED ms" (seize to last detach; the borrowed
     thread's time); NaN if it says it otherwise."""
     text = "\n".join(l for _, l in lines)
-    m = re.search(r"stopped ([0-9.]+) ms, one of them ran alloclens's calls ([0-9.]+) ms", text)
+    m = re.search(r" in ([0-9.]+) ms \(seize to detach.*?ran alloclens's calls ([0-9.]+) ms", text)
     nan = float("nan")
     return {"total_ms": float(m.group(1)), "borrowed_ms": float(m.group(2))} if m else {"total_ms": nan, "borrowed_ms": nan}
 
