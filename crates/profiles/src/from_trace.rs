@@ -86,7 +86,7 @@ pub fn from_trace(
             .collect();
         modules.sort_by_key(|m| m.start);
         for m in modules {
-            builder.mapping(&mapping_of(&symbol_mapping(m)));
+            builder.mapping(&mapping_of(&analyze::call_sites::symbol_mapping(m)));
         }
     }
     if let Some(s) = sampling {
@@ -208,17 +208,6 @@ fn labels(info: &ProcessInfo) -> Vec<Label> {
         });
     }
     labels
-}
-
-fn symbol_mapping(m: &trace::Module) -> symbols::Mapping {
-    symbols::Mapping {
-        path: m.path.clone(),
-        build_id: m.build_id.clone(),
-        start: m.start,
-        end: m.end,
-        file_offset: m.file_offset,
-        bias: Some(m.bias),
-    }
 }
 
 fn mapping_of(m: &symbols::Mapping) -> Mapping {

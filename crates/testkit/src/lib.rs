@@ -159,6 +159,27 @@ pub fn program_on_path(name: &str) -> bool {
 
 /// Polls `done` every 10 ms until it is true; panics naming `what` after `limit` (a hang guard,
 /// not a timing assertion: give it ample time).
+/// Starts `command` with its stdout piped and waits for its first line, which must be `first`
+/// (a program that says it is ready): the child and the rest of its stdout.
+pub fn spawn_ready(
+    command: &mut std::process::Command,
+    first: &str,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, first, "{command:?} did not say it was ready");
+    (child, out)
+}
+
 pub fn wait_until(what: &str, limit: Duration, done: impl FnMut() -> bool) {
     assert!(
         poll_until(limit, done),

@@ -8,19 +8,11 @@ use std::time::Duration;
 /// and its stdout after the "running" line.
 fn busy(threads: u32, preload: Option<&std::path::Path>) -> (Child, BufReader<ChildStdout>) {
     let mut command = Command::new(testkit::program("busy_threads"));
-    command
-        .arg(threads.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
+    command.arg(threads.to_string()).stdin(Stdio::piped());
     if let Some(library) = preload {
         command.env("LD_PRELOAD", library);
     }
-    let mut child = command.spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, format!("running {threads}\n"));
-    (child, out)
+    testkit::spawn_ready(&mut command, &format!("running {threads}\n"))
 }
 
 /// 50 attach/detach cycles on a program whose 4 threads allocate, reallocate, check and free as

@@ -26,16 +26,11 @@ impl Target {
     /// attach_target THREADS, once it printed "ready".
     fn start(threads: u32, preload: Option<&Path>) -> Target {
         let mut command = Command::new(testkit::program("attach_target"));
-        command
-            .arg(threads.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+        command.arg(threads.to_string()).stdin(Stdio::piped());
         if let Some(library) = preload {
             command.env("LD_PRELOAD", library);
         }
-        let mut child = command.spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        assert_eq!(line_of(&mut out), "ready\n");
+        let (child, out) = testkit::spawn_ready(&mut command, "ready\n");
         Target { child, out }
     }
 

@@ -316,7 +316,15 @@ fn a_slow_first_run_is_flagged_and_a_warmup_takes_it() {
         walls.iter().all(|w| *w < 1.0),
         "the warmup took the slow run: {walls:?}"
     );
-    assert!(!stderr.contains("first run was much slower"), "{stderr}");
+    // Five runs of one short sleep spread by microseconds, so a scheduling delay of a loaded
+    // machine makes an outlier of any of them (it failed so in CI): when the first measured run
+    // is flagged, it must really be the slowest measured one.
+    if stderr.contains("first run was much slower") {
+        assert!(
+            walls.iter().all(|w| *w <= walls[0]),
+            "flagged, but the first measured run is not the slowest: {walls:?}"
+        );
+    }
 }
 
 #[test]

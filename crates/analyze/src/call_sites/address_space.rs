@@ -35,17 +35,17 @@ pub fn address_space(
     }
     // Inherited ones were seen before the child started, so its own come after them.
     chosen.sort_by_key(|m| m.unix_ns);
-    symbols::AddressSpace::new(
-        chosen
-            .into_iter()
-            .map(|m| symbols::Mapping {
-                path: m.path.clone(),
-                build_id: m.build_id.clone(),
-                start: m.start,
-                end: m.end,
-                file_offset: m.file_offset,
-                bias: Some(m.bias),
-            })
-            .collect(),
-    )
+    symbols::AddressSpace::new(chosen.into_iter().map(symbol_mapping).collect())
+}
+
+/// A module of the trace as the symboliser maps it.
+pub fn symbol_mapping(m: &trace::Module) -> symbols::Mapping {
+    symbols::Mapping {
+        path: m.path.clone(),
+        build_id: m.build_id.clone(),
+        start: m.start,
+        end: m.end,
+        file_offset: m.file_offset,
+        bias: Some(m.bias),
+    }
 }

@@ -11,7 +11,7 @@
 mod address_space;
 mod fold;
 
-pub use address_space::address_space;
+pub use address_space::{address_space, symbol_mapping};
 pub use fold::{fold, is_allocator_frame, is_allocator_function, FoldInput};
 
 use serde::{Deserialize, Serialize};
