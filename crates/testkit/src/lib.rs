@@ -159,6 +159,25 @@ pub fn program_on_path(name: &str) -> bool {
 
 /// Polls `done` every 10 ms until it is true; panics naming `what` after `limit` (a hang guard,
 /// not a timing assertion: give it ample time).
+/// What an attach left for process `pid` in our /tmp/alloclens-attach-UID: its lock and the
+/// scratch directories named for it (`root`: the process's root as seen from here, `/` for our
+/// own /tmp). Empty when the attach cleaned up.
+pub fn attach_leftovers(root: &std::path::Path, pid: u32) -> Vec<String> {
+    // SAFETY: geteuid has no preconditions.
+    let dir = root.join(format!("tmp/alloclens-attach-{}", unsafe {
+        libc::geteuid()
+    }));
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Starts `command` with its stdout piped and waits for its first line, which must be `first`
 /// (a program that says it is ready): the child and the rest of its stdout.
 pub fn spawn_ready(

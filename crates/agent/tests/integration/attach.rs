@@ -129,22 +129,6 @@ fn a_program_with_jemalloc_preloaded_is_read_through_jemalloc() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-/// What alloclens has in process `pid`'s /tmp (the same as ours here): the attach's lock and its
-/// scratch directories for that process.
-fn leftovers(pid: u32) -> Vec<String> {
-    // SAFETY: geteuid has no preconditions.
-    let dir = format!("/tmp/alloclens-attach-{}", unsafe { libc::geteuid() });
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Whether thread `tid` of process `pid` is traced.
 fn traced(pid: u32, tid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|s| {
@@ -194,7 +178,10 @@ fn attach_while_it_ends(
         sender.send(attached.map(drop)).unwrap();
     });
     testkit::wait_until("the attach", Duration::from_secs(60), || attached(pid));
-    assert!(!leftovers(pid).is_empty(), "the attach made its lock first");
+    assert!(
+        !testkit::attach_leftovers(std::path::Path::new("/"), pid).is_empty(),
+        "the attach made its lock first"
+    );
     end(pid, &flag);
     let err = outcome
         .recv_timeout(Duration::from_secs(60))
@@ -203,7 +190,10 @@ fn attach_while_it_ends(
     let err = err.unwrap_err();
     // The tracer may have reaped it already.
     let _ = child.wait();
-    assert_eq!(leftovers(pid), Vec::<String>::new());
+    assert_eq!(
+        testkit::attach_leftovers(std::path::Path::new("/"), pid),
+        Vec::<String>::new()
+    );
     err
 }
 

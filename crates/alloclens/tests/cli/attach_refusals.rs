@@ -42,24 +42,6 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The attach's lock and scratch directories for process `pid` in our /tmp/alloclens-attach-UID
-/// (`root`: the process's root as seen from here, for a process with its own /tmp).
-fn leftovers(root: &Path, pid: u32) -> Vec<String> {
-    // SAFETY: geteuid has no preconditions.
-    let dir = root.join(format!("tmp/alloclens-attach-{}", unsafe {
-        libc::geteuid()
-    }));
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn status_field(pid: u32, key: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
@@ -137,7 +119,10 @@ fn ptrace_refused_is_one_line_naming_the_fix() {
 
     assert_eq!(status_field(pid, "TracerPid:"), "0");
     assert!(target.try_wait().unwrap().is_none());
-    assert_eq!(leftovers(Path::new("/"), pid), Vec::<String>::new());
+    assert_eq!(
+        testkit::attach_leftovers(Path::new("/"), pid),
+        Vec::<String>::new()
+    );
     target.kill().unwrap();
     target.wait().unwrap();
 }
@@ -218,7 +203,10 @@ fn another_pid_namespace_is_refused_naming_its_pid_in_there() {
     let line = format!("process {pid} is in another PID namespace (a container), where it is process 1: run alloclens in there with --pid 1 (docker exec, kubectl exec, or nsenter -t {pid} -p -m)");
     assert!(err.contains(&refused_line(pid, &line)), "{err}");
     assert_eq!(status_field(pid, "TracerPid:"), "0");
-    assert_eq!(leftovers(Path::new("/"), pid), Vec::<String>::new());
+    assert_eq!(
+        testkit::attach_leftovers(Path::new("/"), pid),
+        Vec::<String>::new()
+    );
     unshare.kill().unwrap();
     unshare.wait().unwrap();
 }
@@ -317,7 +305,7 @@ fn nothing_is_left_when_the_watched_process_exits() {
         .spawn()
         .unwrap();
     wait_until("the agent's figures", Duration::from_secs(30), || {
-        !leftovers(Path::new("/"), pid).is_empty()
+        !testkit::attach_leftovers(Path::new("/"), pid).is_empty()
             && std::fs::read_to_string(dir.join("samples.csv"))
                 .is_ok_and(|t| t.lines().count() >= 3)
     });
@@ -327,7 +315,10 @@ fn nothing_is_left_when_the_watched_process_exits() {
     let err = stderr(&watched);
     assert!(watched.status.success(), "{err}");
     assert!(err.contains("without a debugger"), "{err}");
-    assert_eq!(leftovers(Path::new("/"), pid), Vec::<String>::new());
+    assert_eq!(
+        testkit::attach_leftovers(Path::new("/"), pid),
+        Vec::<String>::new()
+    );
 }
 
 /// No refusal the kernel would not make: a user without capabilities attaches to a process of a

@@ -372,14 +372,10 @@ fn a_process_that_exits_while_recorded_ends_the_trace() {
     let (events, end) = events(&trace);
     assert!(matches!(end, Some(EndReason::Exit)), "{end:?}");
     assert!(!events.is_empty());
-    // SAFETY: geteuid has no preconditions.
-    let scratch = format!("/tmp/alloclens-attach-{}", unsafe { libc::geteuid() });
-    let left: Vec<String> = std::fs::read_dir(scratch)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&format!("record-{}-", pid)) || n == &format!("{pid}.lock"))
-        .collect();
-    assert!(left.is_empty(), "left in /tmp: {left:?}");
+    assert_eq!(
+        testkit::attach_leftovers(Path::new("/"), pid),
+        Vec::<String>::new()
+    );
 }
 
 /// record --pid refuses as watch --pid does (the attach crate's checks, tested one by one in
