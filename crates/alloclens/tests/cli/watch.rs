@@ -265,8 +265,8 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
         .spawn()
         .unwrap();
     let csv = dir.join("samples.csv");
-    wait_until("3 samples", Duration::from_secs(30), || {
-        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 4)
+    wait_until("4 samples", Duration::from_secs(30), || {
+        std::fs::read_to_string(&csv).is_ok_and(|t| t.lines().count() >= 5)
     });
     let children = std::fs::read_to_string(format!(
         "/proc/{}/task/{}/children",
@@ -279,8 +279,10 @@ fn killing_alloclens_leaves_samples_and_the_program_running() {
     watcher.wait().unwrap();
 
     let rows = samples(&dir);
-    assert!(rows.len() >= 3);
-    for r in &rows {
+    assert!(rows.len() >= 4);
+    // The first sample may come before the program made its 4 MB (it was taken 26 µs after the
+    // start once in CI); every later one has them.
+    for r in &rows[1..] {
         let rss: u64 = r[3].parse().unwrap();
         assert!(rss > 4_000_000, "{r:?}");
     }
