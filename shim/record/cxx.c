@@ -122,7 +122,7 @@ static inline void *new_aligned_nothrow(enum next_op op, size_t size, size_t ali
             f(__VA_ARGS__);                                                                        \
             break;                                                                                 \
         }                                                                                          \
-        al_record(AL_OP_FREE, p, 0, NULL);                                                         \
+        al_record(AL_OP_FREE, p, AL_ATTACHED && p ? al_usable_size(p) : 0, NULL);                 \
         GUARD_BLOCK;                                                                               \
         if (f)                                                                                     \
             f(__VA_ARGS__);                                                                        \

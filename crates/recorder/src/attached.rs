@@ -12,7 +12,7 @@ use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use attach::{Argument, AttachError, EntryCall, Injection, SessionLock, Target};
+use attach::{Argument, AttachError, EntryCall, Injection, Target};
 use trace::{TraceHeader, Trailer};
 
 use crate::server::Server;
@@ -51,7 +51,8 @@ pub fn record_pid(
 ) -> Result<(RecordSummary, Attached), RecordError> {
     crate::check_stacks(o)?;
     let target = attach::check(pid)?;
-    let lock = attach::session_lock(&target)?;
+    // Held until the trace is finished: one alloclens at a time in the process.
+    let _lock = attach::session_lock(&target)?;
     let bytes = embedded::ATTACH_SHIM.bytes;
     let library = attach::stage(&target, embedded::ATTACH_SHIM.stem, bytes)?;
     let dir = attach::scratch_directory(&target, "record")?;
@@ -104,7 +105,7 @@ pub fn record_pid(
     };
     on_attached(&injection);
     let ended_by = follow(&mut server, duration);
-    let summary = finish(server, &lock);
+    let summary = finish(server);
     drop(socket);
     let summary = commit(output, summary);
     let exited = ended_by == PROCESS_EXITED;
@@ -187,7 +188,7 @@ fn follow(server: &mut Server, duration: Option<Duration>) -> String {
     ended_by
 }
 
-fn finish(mut server: Server, _lock: &SessionLock) -> RecordSummary {
+fn finish(mut server: Server) -> RecordSummary {
     let (_tx, inputs) = mpsc::channel();
     let mut output_open = 0usize;
     server.round(&inputs, &mut output_open, true);
