@@ -40,6 +40,7 @@ macro_rules! record_shim {
                 "../common/sampling.h",
                 "../common/cxx_operators.inc",
                 "../common/cxx_next.inc",
+                "../common/got.h",
                 $exports,
             ],
         )
@@ -48,7 +49,7 @@ macro_rules! record_shim {
 
 const RECORD_SHIM: (&[&str], &[&str]) = record_shim!(sources: [], exports: "exports.map");
 const ATTACH_SHIM: (&[&str], &[&str]) =
-    record_shim!(sources: ["attach.c", "got.c"], exports: "attach_exports.map");
+    record_shim!(sources: ["attach.c", "got.c", "../common/got.c"], exports: "attach_exports.map");
 
 const LIBRARIES: [Preload; 4] = [
     Preload {
@@ -80,11 +81,14 @@ const LIBRARIES: [Preload; 4] = [
             "snapshot.c",
             "single_thread.c",
             "profile.c",
+            "got_hooks.c",
+            "../common/got.c",
         ],
         inputs: &[
             "agent.h",
             "profile_table.h",
             "../common/sampling.h",
+            "../common/got.h",
             "exports.map",
             "../common/cxx_operators.inc",
             "../common/cxx_next.inc",

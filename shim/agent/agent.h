@@ -35,6 +35,18 @@ struct ag_real {
 
 AG_HIDDEN extern struct ag_real ag_real;
 AG_HIDDEN int ag_bootstrap(void);
+/* An attached agent's allocator: the program's global definitions (RTLD_DEFAULT). */
+AG_HIDDEN void ag_real_from_default(void);
+
+/* Loaded by an attach (watch --pid), not preloaded: the hooks, reached only through the GOT
+ * slots an attach with a profile patches (got_hooks.c), sample for the heap profile and count
+ * nothing (an attached agent's snapshots have the allocator's statistics as their figures). */
+AG_HIDDEN extern int ag_sample_only;
+
+/* A hidden name for a hook defined in the same file: ag_hook_<name> (got_hooks.c's table). An
+ * assembler alias: the attribute one would have to repeat each hook's attributes. */
+#define AG_HOOK_ALIAS(name)                                                                        \
+    __asm__(".globl ag_hook_" #name "\n.hidden ag_hook_" #name "\n.set ag_hook_" #name ", " #name)
 
 /* ------------------------------------------------------------ hooks.c: per-thread counters */
 
@@ -138,9 +150,15 @@ static inline void ag_prof_free(void *p)
 }
 
 struct ag_counters;
-/* The sampler's set-up (ALLOCLENS_PROFILE_BYTES), at the agent's start and in a fork child. */
+/* The sampler's set-up (ALLOCLENS_PROFILE_BYTES), at the agent's start and in a fork child (a
+ * table of its own in the same directory). */
 AG_HIDDEN void ag_prof_init(const char *dir, const char *exe);
-AG_HIDDEN void ag_prof_after_fork(const char *dir, const char *exe);
+AG_HIDDEN void ag_prof_after_fork(const char *exe);
+/* An attach with a profile: the sampler starts with a new table in `dir` (0, or -1 when none
+ * could be made); ag_prof_detach marks the table detached, stops sampling and lets the file go
+ * (the table stays, with the state at the detach). Called by the agent thread only. */
+AG_HIDDEN int ag_prof_attach(const char *dir, const char *exe, uint64_t sample_bytes);
+AG_HIDDEN void ag_prof_detach(void);
 /* The agent thread's renewal of the table's exact figures; `final` at exit. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final);
 
@@ -170,6 +188,18 @@ AG_HIDDEN void ag_stats_raw(struct ag_buf *b, const char *prefix);
 AG_HIDDEN void ag_stats_text(struct ag_buf *b);
 /* Asks the allocator to give free memory back to the system. Returns 0 if it has no way. */
 AG_HIDDEN int ag_stats_trim(void);
+
+/* ------------------------------------------------------------ got_hooks.c: attach with a profile */
+
+/* Starts the sampler (a table in `dir`) and patches the GOT so the hooks run; 0, or -1 when the
+ * table could not be made or nothing could be patched (then nothing runs). */
+AG_HIDDEN int ag_attach_profile_start(const char *dir, const char *exe, uint64_t sample_bytes);
+/* Every agent interval: the modules dlopened by a bare name since the last look. */
+AG_HIDDEN void ag_attach_profile_tick(void);
+/* The attach ended: the GOT restored, the sampler stopped, the table left as it was. */
+AG_HIDDEN void ag_attach_profile_stop(void);
+/* In a fork child of a process being profiled (its GOT is its parent's, still patched). */
+AG_HIDDEN void ag_attach_profile_after_fork(void);
 
 /* ------------------------------------------------------------ snapshot.c: the agent thread */
 

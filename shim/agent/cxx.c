@@ -26,6 +26,8 @@
 #define CXX_GUARD_ENTER() ag_busy_enter()
 #define CXX_GUARD_LEAVE() ag_busy_leave()
 #define CXX_LIKELY AG_LIKELY
+/* Attached (not in the chain), the next definition is the program's global one. */
+#define CXX_NEXT_HANDLE (ag_sample_only ? RTLD_DEFAULT : RTLD_NEXT)
 #include "cxx_next.inc" /* shim/common, on the include path */
 
 static void release_guard(struct ag_tls **t)
@@ -130,3 +132,25 @@ static inline void *new_aligned_nothrow(enum next_op op, size_t size, size_t ali
 
 #define CXX_EXPORT AG_EXPORT
 #include "cxx_operators.inc" /* shim/common, on the include path */
+
+/* Hidden names for the GOT table of an attach (got_hooks.c; hooks.c says why). */
+AG_HOOK_ALIAS(_Znwm);
+AG_HOOK_ALIAS(_Znam);
+AG_HOOK_ALIAS(_ZnwmRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZnamRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZnwmSt11align_val_t);
+AG_HOOK_ALIAS(_ZnamSt11align_val_t);
+AG_HOOK_ALIAS(_ZnwmSt11align_val_tRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZnamSt11align_val_tRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZdlPv);
+AG_HOOK_ALIAS(_ZdaPv);
+AG_HOOK_ALIAS(_ZdlPvm);
+AG_HOOK_ALIAS(_ZdaPvm);
+AG_HOOK_ALIAS(_ZdlPvRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZdaPvRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZdlPvSt11align_val_t);
+AG_HOOK_ALIAS(_ZdaPvSt11align_val_t);
+AG_HOOK_ALIAS(_ZdlPvmSt11align_val_t);
+AG_HOOK_ALIAS(_ZdaPvmSt11align_val_t);
+AG_HOOK_ALIAS(_ZdlPvSt11align_val_tRKSt9nothrow_t);
+AG_HOOK_ALIAS(_ZdaPvSt11align_val_tRKSt9nothrow_t);

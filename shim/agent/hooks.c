@@ -91,6 +91,28 @@ AG_HIDDEN int ag_bootstrap(void)
  * field too for an mmapped chunk), without a call. ag_glibc_serves is set at bootstrap when the
  * next malloc is libc's. */
 
+/* An attached agent (watch --pid) is dlopened RTLD_LOCAL, not in the chain: the allocator is the
+ * program's global definition. glibc's chunk headers are never read then (ag_glibc_serves stays
+ * 0, so every call takes the slow path): a block from before the attach may be another
+ * allocator's. */
+#define RESOLVE_DEFAULT(field, name)                                                               \
+    ag_real.field = (__typeof__(ag_real.field))dlsym(RTLD_DEFAULT, name)
+
+AG_HIDDEN void ag_real_from_default(void)
+{
+    RESOLVE_DEFAULT(calloc, "calloc");
+    RESOLVE_DEFAULT(realloc, "realloc");
+    RESOLVE_DEFAULT(posix_memalign, "posix_memalign");
+    RESOLVE_DEFAULT(aligned_alloc, "aligned_alloc");
+    RESOLVE_DEFAULT(memalign, "memalign");
+    RESOLVE_DEFAULT(valloc, "valloc");
+    RESOLVE_DEFAULT(pvalloc, "pvalloc");
+    RESOLVE_DEFAULT(usable, "malloc_usable_size");
+    RESOLVE_DEFAULT(free, "free");
+    atomic_store_explicit((_Atomic(void *) *)&ag_real.malloc, dlsym(RTLD_DEFAULT, "malloc"),
+                          memory_order_release);
+}
+
 static inline size_t glibc_usable(const void *p)
 {
     size_t head = ((const size_t *)p)[-1];
@@ -279,8 +301,15 @@ static inline void count(struct ag_slot *s, int atomic, uint64_t *field, uint64_
 
 #define COUNT(s, at, f, v) count(s, at, &(s)->f, v)
 
+AG_HIDDEN int ag_sample_only;
+
 static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t requested)
 {
+    if (ag_sample_only) {
+        if (p != NULL && !ag_tls.busy)
+            ag_prof_count(p, requested);
+        return;
+    }
     int at;
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL || p == NULL))
@@ -293,6 +322,8 @@ static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t r
 
 static __attribute__((noinline, cold)) void counted_free_slow(void *p)
 {
+    if (ag_sample_only)
+        return;
     int at;
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL || p == NULL))
@@ -422,7 +453,9 @@ static void *arena_realloc(void *old, size_t size)
     return p;
 }
 
-AG_EXPORT void *realloc(void *old, size_t size)
+/* realloc's body, also reallocarray's (a call of realloc by name from here would be the
+ * program's realloc in an attached agent). */
+static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_t size)
 {
     if (AG_UNLIKELY(arena_owns(old)))
         return arena_realloc(old, size);
@@ -432,6 +465,12 @@ AG_EXPORT void *realloc(void *old, size_t size)
      * would race with another thread that got the address back. */
     if (old)
         ag_prof_free(old);
+    if (ag_sample_only) {
+        void *p = ag_real.realloc(old, size);
+        if (p != NULL && !ag_tls.busy)
+            ag_prof_count(p, size);
+        return p;
+    }
     int at;
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL))
@@ -454,6 +493,11 @@ AG_EXPORT void *realloc(void *old, size_t size)
     return p;
 }
 
+AG_EXPORT void *realloc(void *old, size_t size)
+{
+    return realloc_hook(old, size);
+}
+
 AG_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 {
     size_t total;
@@ -461,7 +505,7 @@ AG_EXPORT void *reallocarray(void *old, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return realloc(old, total);
+    return realloc_hook(old, total);
 }
 
 /* The aligned calls run with the guard up: an allocator may implement one with another through
@@ -521,3 +565,16 @@ AG_EXPORT void *pvalloc(size_t size)
     ALIGNED_CALL(p = ag_real.pvalloc(size));
     return counted_alloc(p, size);
 }
+
+/* Hidden names of the hooks for the GOT table of an attach (got_hooks.c): in a library dlopened
+ * RTLD_LOCAL the exported names resolve to the program's definitions. */
+AG_HOOK_ALIAS(malloc);
+AG_HOOK_ALIAS(calloc);
+AG_HOOK_ALIAS(realloc);
+AG_HOOK_ALIAS(reallocarray);
+AG_HOOK_ALIAS(free);
+AG_HOOK_ALIAS(posix_memalign);
+AG_HOOK_ALIAS(aligned_alloc);
+AG_HOOK_ALIAS(memalign);
+AG_HOOK_ALIAS(valloc);
+AG_HOOK_ALIAS(pvalloc);

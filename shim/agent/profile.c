@@ -43,6 +43,8 @@ static unsigned char *base;   /* the table's mapping */
 static int (*unwind)(void **, int);
 static uint64_t self_start, self_end; /* the agent's own code: its frames are dropped */
 static unsigned long long modules_adds; /* dlpi_adds at the last module scan */
+static char table_dir[4096];          /* where the tables are made (a fork child's too) */
+static uint32_t table_flags;          /* AG_PROF_FLAG_* of the tables made */
 
 #define HDR ((struct ag_prof_header *)base)
 
@@ -277,6 +279,7 @@ static int map_table(const char *dir, const char *exe)
     h->start_unix_ns = clock_ns(CLOCK_REALTIME);
     h->max_depth = AG_PROF_MAX_DEPTH;
     h->state = AG_PROF_RUNNING;
+    h->flags = table_flags;
     h->buckets_off = AG_PROF_BUCKETS_OFF;
     h->bucket_count = AG_PROF_BUCKETS;
     h->bucket_keys = AG_PROF_BUCKET_KEYS;
@@ -509,6 +512,12 @@ AG_HIDDEN void ag_prof_init(const char *dir, const char *exe)
         __atomic_store_n(&decided, 1, __ATOMIC_RELEASE);
         return;
     }
+    size_t n = strlen(dir);
+    if (n >= sizeof table_dir) {
+        __atomic_store_n(&decided, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    memcpy(table_dir, dir, n + 1);
     ag_busy_enter();
     load_unwinder();
     dl_iterate_phdr(self_cb, NULL);
@@ -521,9 +530,9 @@ AG_HIDDEN void ag_prof_init(const char *dir, const char *exe)
 
 /* In a fork child: a table of its own, empty (the blocks it inherited are the parent's samples),
  * so that it never writes into its parent's. */
-AG_HIDDEN void ag_prof_after_fork(const char *dir, const char *exe)
+AG_HIDDEN void ag_prof_after_fork(const char *exe)
 {
-    if (base == NULL)
+    if (base == NULL || sample_bytes == 0)
         return;
     munmap(base, AG_PROF_FILE_BYTES);
     base = NULL;
@@ -531,15 +540,66 @@ AG_HIDDEN void ag_prof_after_fork(const char *dir, const char *exe)
     ag_tls.prof_rng = 0; /* its own sample points, not its parent's */
     ag_tls.prof_left = 0;
     ag_busy_enter();
-    if (map_table(dir, exe) != 0)
+    if (map_table(table_dir, exe) != 0)
         sample_bytes = 0;
     ag_busy_leave();
+}
+
+/* How long a detach waits, the GOT restored and sampling off, for the calls that were already
+ * inside a hook before it lets the table file go. */
+#define IN_FLIGHT_MS 20
+
+AG_HIDDEN int ag_prof_attach(const char *dir, const char *exe, uint64_t bytes)
+{
+    size_t n = strlen(dir);
+    if (bytes == 0 || n >= sizeof table_dir)
+        return -1;
+    ag_busy_enter();
+    if (unwind == NULL) {
+        load_unwinder();
+        dl_iterate_phdr(self_cb, NULL);
+    }
+    /* An earlier attach's table, anonymous memory since its detach: no call is in it now. */
+    if (base != NULL)
+        munmap(base, AG_PROF_FILE_BYTES);
+    base = NULL;
+    memset(ag_prof_filter, 0, sizeof ag_prof_filter);
+    memcpy(table_dir, dir, n + 1);
+    table_flags = AG_PROF_FLAG_ATTACHED;
+    /* A thread's countdown left from an earlier attach runs on (the hooks were out of its way
+     * meanwhile): its first point only was drawn with that attach's mean. */
+    sample_bytes = bytes;
+    int rc = map_table(dir, exe);
+    if (rc != 0)
+        sample_bytes = 0;
+    ag_busy_leave();
+    return rc;
+}
+
+AG_HIDDEN void ag_prof_detach(void)
+{
+    if (base == NULL || sample_bytes == 0)
+        return;
+    /* A hook still running meets sampling off (its countdown is set to 0: the hooks are not
+     * called again until the next attach's set-up). */
+    __atomic_store_n(&sample_bytes, 0, __ATOMIC_RELAXED);
+    struct timespec ts = {0, IN_FLIGHT_MS * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    /* Detached once the calls in flight are done: a reader that sees it reads the last state. */
+    __atomic_store_n(&HDR->updated_unix_ns, clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
+    __atomic_store_n(&HDR->state, AG_PROF_DETACHED, __ATOMIC_RELEASE);
+    /* The file is let go, the address range kept: anonymous zeroes replace it, so that a call
+     * that was inside a hook longer than that writes nowhere that matters. */
+    void *m = mmap(base, AG_PROF_FILE_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    (void)m;
 }
 
 /* The agent thread, every interval (and the final snapshot): the exact counters, new modules. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final)
 {
-    if (base == NULL)
+    if (base == NULL || sample_bytes == 0)
         return;
     struct ag_prof_header *h = HDR;
     scan_modules();

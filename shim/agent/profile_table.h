@@ -50,6 +50,15 @@
 /* state */
 #define AG_PROF_RUNNING 1u
 #define AG_PROF_EXITED 2u /* the image ended by exit (or exec'd another program): the final state */
+/* An attached agent's table (flags has AG_PROF_FLAG_ATTACHED) after the attach ended: no sample
+ * is added or removed any more; the table is the state at updated_unix_ns. */
+#define AG_PROF_DETACHED 3u
+
+/* flags */
+/* Made by an agent loaded into a running process (watch --pid --profile): the blocks allocated
+ * before the attach are not in it (their frees find nothing), and the exact counts (allocs,
+ * frees, live_blocks, live_bytes, requested) are not kept: 0. */
+#define AG_PROF_FLAG_ATTACHED 1u
 
 struct ag_prof_header {
     char magic[8];
@@ -94,6 +103,7 @@ struct ag_prof_header {
     uint64_t requested;
     uint64_t rss;             /* the process's RSS at updated_unix_ns */
     char exe[1024];           /* /proc/self/exe when the table was made, NUL-terminated */
+    uint32_t flags;           /* AG_PROF_FLAG_*, set when the table is made */
 };
 
 /* A live sampled block (32 bytes). */

@@ -38,6 +38,12 @@ static int attach_setup; /* the agent thread has still to do the attach's set-up
 /* The directory went away (the attached alloclens ended): the thread ends, nothing is written. */
 static int orphaned;
 static int thread_done; /* agent_main returned: join before starting another */
+/* The heap profile an attach asked for (alloclens_agent_attach_profile): applied by the agent
+ * thread at its next interval (profile_pending), ended when the attach ends. */
+static uint64_t profile_bytes;
+static char profile_dir[PATH_BYTES];
+static int profile_pending;
+static int profiling;
 
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER; /* one writer: thread or exit */
 /* The thread waits here between snapshots (CLOCK_MONOTONIC, set in init_wake), so that
@@ -216,11 +222,22 @@ static void attach_set_up(void)
 {
     /* The agent is not in the global scope (dlopened), so RTLD_DEFAULT finds the malloc that
      * serves the program (a preloaded jemalloc before glibc's), whose statistics are read. */
-    ag_real.malloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
-    ag_real.usable = (size_t(*)(void *))dlsym(RTLD_DEFAULT, "malloc_usable_size");
+    ag_real_from_default();
     ag_stats_init();
     read_exe();
     pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* The profile an attach asked for: the one running ends (a later attach replaces it), the new
+ * one starts. Runs with snap_lock held. */
+static void profile_apply(void)
+{
+    if (!profile_pending)
+        return;
+    profile_pending = 0;
+    if (profiling)
+        ag_attach_profile_stop();
+    profiling = profile_bytes > 0 && ag_attach_profile_start(profile_dir, exe, profile_bytes) == 0;
 }
 
 static void *agent_main(void *arg)
@@ -237,8 +254,10 @@ static void *agent_main(void *arg)
         seq = previous_seq();
     }
     while (!stopped && !pausing && !orphaned) {
+        profile_apply();
         trim_if_asked();
         take(0);
+        ag_attach_profile_tick();
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + interval_ns % 1000000000ull;
@@ -247,6 +266,12 @@ static void *agent_main(void *arg)
         while (!stopped && !pausing && !orphaned &&
                pthread_cond_timedwait(&wake, &snap_lock, &until) != ETIMEDOUT)
             ;
+    }
+    /* The attach ended (its directory went away): the program's GOT back as it was, the table
+     * left as it is. A pause (single_thread.c) keeps the profile running. */
+    if (orphaned && profiling) {
+        ag_attach_profile_stop();
+        profiling = 0;
     }
     thread_done = 1;
     pthread_mutex_unlock(&snap_lock);
@@ -353,7 +378,9 @@ static void after_fork_child(void)
     seq = 0;
     stopped = 0;
     trim_lines.len = 0;
-    ag_prof_after_fork(dir, exe);
+    ag_prof_after_fork(exe);
+    if (profiling)
+        ag_attach_profile_after_fork();
     start_thread();
 }
 
@@ -393,12 +420,15 @@ __attribute__((constructor)) static void agent_init(void)
  * after dlopen of this library (docs/attach.md). The program waits for that thread, so it only
  * takes the settings and starts the agent thread, which does the rest. Called again by a later
  * attach (dlopen of the same file returns the same library): the thread, ended when the earlier
- * directory went away, starts again writing into the new one. Returns 0, or -1 for a directory
- * path too long. */
-AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms)
+ * directory went away, starts again writing into the new one. `sample_bytes` > 0 asks for the heap
+ * profile too, its table made in `table_dir` (which outlives the attach's directory). Returns 0,
+ * or -1 for a directory path too long or an agent preloaded already. */
+static int attach(const char *directory, uint64_t interval_ms, uint64_t sample_bytes,
+                  const char *table_dir)
 {
     size_t n = strlen(directory);
-    if (n == 0 || n >= PATH_BYTES - 64)
+    size_t t = table_dir ? strlen(table_dir) : 0;
+    if (n == 0 || n >= PATH_BYTES - 64 || t >= PATH_BYTES - 64)
         return -1;
     if (!attached) {
         if (active) /* preloaded and running already: alloclens refuses that case */
@@ -406,6 +436,7 @@ AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms
         init_wake();
         pid = getpid();
         ppid = getppid();
+        ag_sample_only = 1; /* before any hook can run: only an attach patches them in */
         attach_setup = 1;
         attached = 1;
     }
@@ -413,6 +444,9 @@ AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms
     memcpy(dir, directory, n + 1);
     if (interval_ms > 0)
         interval_ns = interval_ms * 1000000ull;
+    profile_bytes = t > 0 ? sample_bytes : 0;
+    memcpy(profile_dir, t > 0 ? table_dir : "", t + 1);
+    profile_pending = 1;
     orphaned = 0;
     active = 1;
     int start = !running || thread_done;
@@ -424,6 +458,19 @@ AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms
         start_thread();
     }
     return 0;
+}
+
+/* watch --pid: snapshots of the allocator's statistics every interval_ms in `directory`. */
+AG_EXPORT int alloclens_agent_attach(const char *directory, uint64_t interval_ms)
+{
+    return attach(directory, interval_ms, 0, NULL);
+}
+
+/* watch --pid --profile: the same, and the heap profile's sampler (got_hooks.c). */
+AG_EXPORT int alloclens_agent_attach_profile(const char *directory, uint64_t interval_ms,
+                                             uint64_t sample_bytes, const char *table_dir)
+{
+    return attach(directory, interval_ms, sample_bytes, table_dir);
 }
 
 /* The thread is inside final_snapshot: a signal handler on it that calls _exit must not wait for

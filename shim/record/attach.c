@@ -4,8 +4,8 @@
  *
  * Attach: connect to the recorder, announce the image (hello, then the attached message: the
  * allocator's own count of the bytes in use, so the heap that was there before is stated), patch
- * the GOT (got.c). From then on every thread's calls are recorded as under the preload shim, each
- * thread getting its ring on its first call.
+ * the GOT (shim/common/got.c). From then on every thread's calls are recorded as under the
+ * preload shim, each thread getting its ring on its first call.
  *
  * Detach: the recorder shuts its side of the socket (Ctrl-C, SIGTERM, --duration); the watcher
  * thread wakes, writes back the GOT, waits a moment for the calls already inside a hook, ends the
@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "got.h"
 #include "internal.h"
 
 static size_t (*usable_size_fn)(void *);
@@ -99,7 +100,7 @@ static void pause_ms(long ms)
 
 static void detach(void)
 {
-    al_got_restore();
+    got_restore();
     pause_ms(IN_FLIGHT_MS);
     struct {
         struct al_msg_hdr h;
@@ -121,7 +122,7 @@ static void detach(void)
 }
 
 /* Waits for the recorder's shutdown (or hang-up), patching modules loaded meanwhile by a bare
- * name (got.c) every 100 ms. Its name starts with "alloclens", so a later attach passes it over
+ * name (got.h) every 100 ms. Its name starts with "alloclens", so a later attach passes it over
  * when it looks for a thread to borrow. */
 static void *watcher(void *unused)
 {
@@ -134,7 +135,7 @@ static void *watcher(void *unused)
             continue;
         if (n != 0 || atomic_load(&al_proc.state) != AL_ACTIVE)
             break;
-        al_got_patch_new_modules();
+        got_patch_new_modules();
     }
     detach();
     return NULL;
@@ -176,7 +177,7 @@ AL_EXPORT long alloclens_record_attach(const char *socket, uint64_t stacks, uint
         return ATTACH_SOCKET;
     al_tls.busy++;
     long rc = 0;
-    if (al_bootstrap() != 0 || al_got_init() != 0) {
+    if (al_bootstrap() != 0 || got_init() != 0) {
         rc = ATTACH_NO_MALLOC;
         goto out;
     }
@@ -206,12 +207,12 @@ AL_EXPORT long alloclens_record_attach(const char *socket, uint64_t stacks, uint
     } m = {{AL_MSG_ATTACHED, sizeof m}, {0, 0, 0}};
     m.a.heap_in_use = heap_in_use(&m.a.heap_source);
     const char *why = NULL;
-    if (al_got_patch(&why) != 0 && why)
+    if (got_patch(&why) != 0 && why)
         al_write_stderr("record --pid: ", why);
-    m.a.got_slots = al_got_slots();
+    m.a.got_slots = got_slots();
     al_send(&m, sizeof m, -1);
     if (start_watcher() != 0) {
-        al_got_restore();
+        got_restore();
         atomic_store(&al_proc.state, AL_OFF);
         shutdown(al_proc.sock, SHUT_RDWR);
         rc = ATTACH_THREAD;

@@ -1,35 +1,12 @@
 /*
- * GOT patching: how the attach shim puts its hooks in front of the allocator of a process that is
- * already running (record --pid), where LD_PRELOAD is too late.
- *
- * A module calls malloc through a slot of its global offset table: a JUMP_SLOT relocation (a call
- * through the PLT) or a GLOB_DAT one (the function's address taken, or -fno-plt code; glibc calls
- * its own malloc this way). Pointing those slots at the hooks routes every later call there; the
- * hooks call the allocator itself (al_real, resolved with RTLD_DEFAULT). The loader (it allocates
- * TLS and its own data with the real malloc, and takes its lock around what calls it) and
- * alloclens's own libraries are left alone. Detach writes back each slot that still holds a hook;
- * the library itself stays loaded (a call may still be inside a hook, and unloading injected
- * libraries is what has crashed other tools' targets).
- *
- * Slots in RELRO pages (read-only once relocated) are made writable for the write and read-only
- * again. A slot is one aligned 8-byte store: a thread calling through it meanwhile takes the old
- * or the new function, never half of each. What is not seen: calls made directly (an allocator
- * linked into the executable), and a lazily bound slot that another thread was resolving at that
- * very moment (the loader writes the real function into it after the patch).
+ * The attach shim's GOT hooks (record --pid): what shim/common/got.c points the modules' slots
+ * at (got.h says how and why), and when a module dlopened by path is patched at once.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <elf.h>
-#include <errno.h>
-#include <link.h>
 #include <malloc.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/auxv.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "got.h"
 #include "internal.h"
 
 /* The hooks' definitions in this library (exported names in the preload shim, local here). */
@@ -57,10 +34,7 @@ void free_sized(void *, size_t);
 void free_aligned_sized(void *, size_t, size_t);
 
 #define HOOK(name) {#name, (void *)name}
-static const struct {
-    const char *name;
-    void *hook;
-} hooks[] = {
+GOT_HIDDEN const struct got_hook got_hooks[] = {
     HOOK(malloc), HOOK(calloc), HOOK(realloc), HOOK(reallocarray), HOOK(free),
     HOOK(free_sized), HOOK(free_aligned_sized), HOOK(posix_memalign), HOOK(aligned_alloc),
     HOOK(memalign), HOOK(valloc), HOOK(pvalloc),
@@ -71,283 +45,12 @@ static const struct {
     HOOK(_ZdaPvRKSt9nothrow_t), HOOK(_ZdlPvSt11align_val_t), HOOK(_ZdaPvSt11align_val_t),
     HOOK(_ZdlPvmSt11align_val_t), HOOK(_ZdaPvmSt11align_val_t),
     HOOK(_ZdlPvSt11align_val_tRKSt9nothrow_t), HOOK(_ZdaPvSt11align_val_tRKSt9nothrow_t),
-    {"dlopen", (void *)al_dlopen_hook},
+    {"dlopen", (void *)got_dlopen_hook},
 };
-#define HOOKS (sizeof hooks / sizeof hooks[0])
+GOT_HIDDEN const unsigned got_hook_count = sizeof got_hooks / sizeof got_hooks[0];
 
-/* Every slot patched since the library was loaded (a later attach patches the same slots again
- * and finds them here). Static: the table is written inside dlopen and after fork. */
-#define MAX_SLOTS 16384
-static struct {
-    void **slot;
-    void *original;
-    int relro; /* its page is read-only but for the write */
-} patched[MAX_SLOTS];
-static uint32_t patched_count;
-static uint32_t patched_live; /* slots holding a hook now */
-static _Atomic int got_lock;
-static unsigned long long loaded_adds; /* dlpi_adds at the last patch */
-
-static void lock(void)
+/* A module dlopened by path is patched at once while the recording is on. */
+GOT_HIDDEN int got_patching_allowed(void)
 {
-    while (atomic_exchange_explicit(&got_lock, 1, memory_order_acquire))
-        sched_yield();
-}
-
-static void unlock(void)
-{
-    atomic_store_explicit(&got_lock, 0, memory_order_release);
-}
-
-/* Whether a hook releases memory (free, delete): those slots go in first and come out last, so
- * that a block whose allocation is in the trace has its release there too while attached (between
- * two slot writes a thread may see one hooked and not the other). */
-static int releases(const char *name)
-{
-    return strncmp(name, "free", 4) == 0 || strncmp(name, "_Zd", 3) == 0;
-}
-
-static void *hook_for(const char *name, int want_releases)
-{
-    /* Every name starts with m, c, r, f, p, a, v, _ or d: most symbols are passed over on their
-     * first letter. */
-    switch (name[0]) {
-    case 'm': case 'c': case 'r': case 'f': case 'p': case 'a': case 'v': case '_': case 'd':
-        break;
-    default:
-        return NULL;
-    }
-    for (size_t i = 0; i < HOOKS; i++)
-        if (strcmp(name, hooks[i].name) == 0)
-            return releases(name) == want_releases ? hooks[i].hook : NULL;
-    return NULL;
-}
-
-/* 1 for a hook that releases memory, 0 for another hook, -1 for no hook. */
-static int hook_kind(void *value)
-{
-    for (size_t i = 0; i < HOOKS; i++)
-        if (hooks[i].hook == value)
-            return releases(hooks[i].name);
-    return -1;
-}
-
-/* Writes one slot, making its page writable meanwhile when it is a RELRO page. */
-static int write_slot(void **slot, void *value, int relro)
-{
-    uintptr_t page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t page = (uintptr_t)slot & ~(page_size - 1);
-    if (relro && mprotect((void *)page, page_size, PROT_READ | PROT_WRITE) != 0)
-        return -1;
-    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
-    if (relro)
-        mprotect((void *)page, page_size, PROT_READ);
-    return 0;
-}
-
-struct scan {
-    uintptr_t self; /* an address in this library */
-    uintptr_t loader_base;
-    const char *why;
-    int failed;
-    unsigned long long adds; /* dlpi_adds: modules loaded so far */
-    int releases;            /* this pass patches the releasing hooks (1) or the others (0) */
-};
-
-static int contains(const struct dl_phdr_info *info, uintptr_t addr)
-{
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && addr >= start && addr < start + ph->p_memsz)
-            return 1;
-    }
-    return 0;
-}
-
-static int ours(const char *name)
-{
-    return strstr(name, "liballoclens_") != NULL || strstr(name, "/alloclens-attach-") != NULL ||
-           strncmp(name, "linux-vdso", 10) == 0 || strncmp(name, "linux-gate", 10) == 0;
-}
-
-/* A pointer of the dynamic section: glibc has relocated most of them in place, other loaders and
- * read-only dynamic sections have not. */
-static uintptr_t dyn_ptr(uintptr_t base, uintptr_t value)
-{
-    return value < base ? value + base : value;
-}
-
-static void patch_table(const ElfW(Rela) *rela, size_t bytes, uintptr_t base, const ElfW(Sym) *symtab,
-                        const char *strtab, uintptr_t relro_start, uintptr_t relro_end,
-                        struct scan *scan)
-{
-    for (size_t i = 0; i < bytes / sizeof *rela; i++) {
-        unsigned type = ELF64_R_TYPE(rela[i].r_info);
-        if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
-            continue;
-        size_t sym = ELF64_R_SYM(rela[i].r_info);
-        if (sym == 0)
-            continue;
-        void *hook = hook_for(strtab + symtab[sym].st_name, scan->releases);
-        if (hook == NULL)
-            continue;
-        void **slot = (void **)(base + rela[i].r_offset);
-        void *now = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (now == hook)
-            continue; /* patched by an earlier call */
-        if (patched_count == MAX_SLOTS) {
-            scan->why = "too many GOT slots to patch";
-            scan->failed = 1;
-            return;
-        }
-        int relro = (uintptr_t)slot >= relro_start && (uintptr_t)slot < relro_end;
-        if (write_slot(slot, hook, relro) != 0) {
-            scan->why = "a GOT page could not be made writable (mprotect refused)";
-            scan->failed = 1;
-            continue;
-        }
-        patched[patched_count].slot = slot;
-        patched[patched_count].original = now;
-        patched[patched_count].relro = relro;
-        patched_count++;
-        patched_live++;
-    }
-}
-
-static int patch_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    struct scan *scan = data;
-    scan->adds = info->dlpi_adds;
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    if (info->dlpi_addr == scan->loader_base || contains(info, scan->self) || ours(name))
-        return 0;
-    const ElfW(Dyn) *dyn = NULL;
-    uintptr_t relro_start = 0, relro_end = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
-        else if (ph->p_type == PT_GNU_RELRO) {
-            relro_start = info->dlpi_addr + ph->p_vaddr;
-            relro_end = relro_start + ph->p_memsz;
-        }
-    }
-    if (dyn == NULL)
-        return 0;
-    uintptr_t base = info->dlpi_addr;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-    size_t jmprel_bytes = 0, rela_bytes = 0;
-    int plt_is_rela = 1;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(base, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)dyn_ptr(base, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(base, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: jmprel_bytes = dyn->d_un.d_val; break;
-        case DT_PLTREL: plt_is_rela = dyn->d_un.d_val == DT_RELA; break;
-        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(base, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: rela_bytes = dyn->d_un.d_val; break;
-        }
-    }
-    if (symtab == NULL || strtab == NULL)
-        return 0;
-    if (jmprel && plt_is_rela)
-        patch_table(jmprel, jmprel_bytes, base, symtab, strtab, relro_start, relro_end, scan);
-    if (rela)
-        patch_table(rela, rela_bytes, base, symtab, strtab, relro_start, relro_end, scan);
-    return 0;
-}
-
-AL_HIDDEN int al_got_patch(const char **why)
-{
-    struct scan scan = {
-        .self = (uintptr_t)&al_got_patch,
-        .loader_base = (uintptr_t)getauxval(AT_BASE),
-    };
-    lock();
-    scan.releases = 1;
-    dl_iterate_phdr(patch_module, &scan);
-    scan.releases = 0;
-    dl_iterate_phdr(patch_module, &scan);
-    loaded_adds = scan.adds;
-    unlock();
-    if (why)
-        *why = scan.why;
-    return scan.failed ? -1 : 0;
-}
-
-/* Whether the page holding `p` is mapped (a module unloaded since the patch is not). */
-static int mapped(const void *p)
-{
-    uintptr_t page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
-    unsigned char vec;
-    return mincore((void *)((uintptr_t)p & ~(page_size - 1)), 1, &vec) == 0 || errno != ENOMEM;
-}
-
-AL_HIDDEN void al_got_restore(void)
-{
-    lock();
-    for (int releasing = 0; releasing <= 1; releasing++) {
-        for (uint32_t i = 0; i < patched_count; i++) {
-            void **slot = patched[i].slot;
-            if (mapped(slot) && hook_kind(__atomic_load_n(slot, __ATOMIC_ACQUIRE)) == releasing)
-                write_slot(slot, patched[i].original, patched[i].relro);
-        }
-    }
-    patched_count = 0;
-    patched_live = 0;
-    unlock();
-}
-
-AL_HIDDEN void al_got_restore_after_fork(void)
-{
-    atomic_store(&got_lock, 0); /* the only thread now: a lock another one held is void */
-    al_got_restore();
-}
-
-AL_HIDDEN uint32_t al_got_slots(void)
-{
-    return patched_live;
-}
-
-static int count_adds(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    *(unsigned long long *)data = info->dlpi_adds;
-    return 1;
-}
-
-AL_HIDDEN void al_got_patch_new_modules(void)
-{
-    unsigned long long adds = 0;
-    dl_iterate_phdr(count_adds, &adds);
-    if (adds != loaded_adds)
-        al_got_patch(NULL);
-}
-
-static void *(*real_dlopen)(const char *, int);
-
-/* dlopen finds a bare name through its caller's RUNPATH, and knows its caller by its return
- * address: a bare name is passed on with a tail call (the caller stays the program's module), and
- * its module is patched by the watcher thread's next look (al_got_patch_new_modules). A path
- * (with a slash) is opened here and patched before the program's next call. */
-AL_HIDDEN void *al_dlopen_hook(const char *file, int mode)
-{
-    if (file == NULL || strchr(file, '/') == NULL)
-        return real_dlopen(file, mode); /* -O2 makes it a jump: the caller stays the program's */
-    void *handle = real_dlopen(file, mode);
-    if (handle != NULL && atomic_load(&al_proc.state) == AL_ACTIVE)
-        al_got_patch_new_modules();
-    return handle;
-}
-
-AL_HIDDEN int al_got_init(void)
-{
-    if (real_dlopen == NULL)
-        real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
-    return real_dlopen != NULL ? 0 : -1;
+    return atomic_load(&al_proc.state) == AL_ACTIVE;
 }

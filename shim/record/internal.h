@@ -193,23 +193,7 @@ AL_HIDDEN int al_set_socket_path(const char *path);
 
 /* ---------------------------------------------------------------- attach.c, got.c: attach shim */
 
-/* The GOT slots of the allocation API (and dlopen) in every loaded module but the loader and
- * alloclens's own libraries, pointed at the hooks: 0, or -1 when some module could not be
- * patched (the reason is in `why`). Modules already patched are left as they are, so it is
- * called again after each dlopen. */
-AL_HIDDEN int al_got_patch(const char **why);
-/* Puts back every slot still holding a hook, in the modules still loaded. */
-AL_HIDDEN void al_got_restore(void);
-/* The same in a fork child (the lock is reset: its holder is not in the child). */
-AL_HIDDEN void al_got_restore_after_fork(void);
-/* Patches the modules loaded since the last look (dlpi_adds moved). */
-AL_HIDDEN void al_got_patch_new_modules(void);
-/* Resolves the real dlopen before any slot points at the hook. */
-AL_HIDDEN int al_got_init(void);
-/* Slots patched so far (the attach message tells the recorder). */
-AL_HIDDEN uint32_t al_got_slots(void);
-/* The attach shim's dlopen hook (got.c patches it in): the real dlopen, then the new modules. */
-AL_HIDDEN void *al_dlopen_hook(const char *file, int mode);
+/* GOT patching: shim/common/got.h (got.c gives it the hooks). */
 /* The bytes a block given to free holds (the allocator's usable size): a free of a block
  * allocated before the attach is counted with it. 0 when the allocator cannot tell. */
 AL_HIDDEN size_t al_usable_size(const void *p);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "got.h"
 #include "internal.h"
 
 AL_HIDDEN struct al_proc al_proc = {.sock = -1};
@@ -288,7 +289,8 @@ static void atfork_child(void)
     if (AL_ATTACHED) {
         /* A child forked after the attach is not followed (no thread in it watches for the
          * detach): it runs on with its GOT as it was. */
-        al_got_restore_after_fork();
+        got_after_fork();
+        got_restore();
         atomic_store(&al_proc.state, AL_OFF);
     } else if (was == AL_ACTIVE)
         al_proc_init();

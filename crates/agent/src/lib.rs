@@ -18,7 +18,7 @@ mod library;
 mod normalise;
 mod snapshot;
 
-pub use attach::{attach, attach_waiting, AttachedAgent};
+pub use attach::{attach, attach_profiled, attach_waiting, AttachProfile, AttachedAgent};
 pub use config::{AgentConfig, ENV_DIR, ENV_INTERVAL_MS};
 pub use error::AgentError;
 pub use glibc::{glibc_stats, parse_malloc_info, ArenaStats, FreeSizes, GlibcHeap, Mallinfo2};

@@ -485,7 +485,8 @@ fn entry_breakpoints(target: &Target) -> Vec<(u64, String)> {
     found
 }
 
-/// The call ABI on x86_64: integer arguments in rdi, rsi, rdx; strings copied below the stack.
+/// The call ABI on x86_64: integer arguments in rdi, rsi, rdx, rcx, r8, r9; strings copied below
+/// the stack.
 fn call(
     session: &Session,
     tid: u32,
@@ -496,6 +497,7 @@ fn call(
 ) -> Result<u64, AttachError> {
     let pid = session.pid;
     let mut sp = saved.rsp - RED_ZONE;
+    debug_assert!(arguments.len() <= 6, "an entry takes six arguments at most");
     let mut values = Vec::with_capacity(arguments.len());
     for a in arguments {
         values.push(match a {
@@ -519,7 +521,14 @@ fn call(
     regs.rax = 0;
     // Not in a system call any more: the kernel must not restart one with these registers.
     regs.orig_rax = u64::MAX;
-    let slots = [&mut regs.rdi, &mut regs.rsi, &mut regs.rdx];
+    let slots = [
+        &mut regs.rdi,
+        &mut regs.rsi,
+        &mut regs.rdx,
+        &mut regs.rcx,
+        &mut regs.r8,
+        &mut regs.r9,
+    ];
     for (slot, v) in slots.into_iter().zip(values) {
         *slot = v;
     }

@@ -54,8 +54,9 @@ pub struct Injection {
     pub entry_returned: i64,
 }
 
-/// A call into the library, once it is loaded: the function's name and up to three integer or
-/// string arguments (strings are copied onto the borrowed thread's stack).
+/// A call into the library, once it is loaded: the function's name and up to six integer or
+/// string arguments (the ones passed in registers; strings are copied onto the borrowed thread's
+/// stack).
 #[derive(Debug, Clone)]
 pub struct EntryCall<'a> {
     pub function: &'a str,

@@ -4,10 +4,15 @@
  * The main thread reads commands on stdin (blocked in read between them):
  *   load PATH   dlopen PATH, call its plugin_churn(1000) (plugin.c: 1000 malloc/free of 1901
  *               bytes), print "loaded"
+ *   got         print "malloc slot: hook" when the executable's GOT slot of malloc (read through
+ *               the address of malloc, which PIE code loads from it) points elsewhere than the
+ *               process's malloc (dlsym(RTLD_DEFAULT): an attached library is not global), else
+ *               "malloc slot: allocator"
  *   EOF         stop the workers; print "thread T: N calls" for each (N: its mallocs plus its
  *               frees), then "done"; exit status 0 when every block read back what was written.
  * Prints "ready" once the workers run.
  * Usage: attach_target [THREADS] */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +52,13 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* The executable's GOT slot of malloc, loaded afresh at each call. */
+static __attribute__((noinline)) void *malloc_slot(void)
+{
+    void *(*volatile f)(size_t) = malloc;
+    return (void *)f;
+}
+
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
@@ -73,6 +85,10 @@ int main(int argc, char **argv)
                 churn(1000);
                 printf("loaded\n");
             }
+            fflush(stdout);
+        } else if (strcmp(line, "got") == 0) {
+            int hooked = malloc_slot() != dlsym(RTLD_DEFAULT, "malloc");
+            printf("malloc slot: %s\n", hooked ? "hook" : "allocator");
             fflush(stdout);
         }
     }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 mod browser;
 mod command;
+mod profile_table;
 mod programs;
 mod results;
 mod traces;
@@ -26,6 +27,10 @@ pub use browser::{
 pub use command::{
     alloclens, alloclens_exe, csv_rows, installed, json_stdout, record, report_page, succeeded,
     TestCommand,
+};
+pub use profile_table::{
+    code_ranges, profile_tables, read_profile_table, ProfileTable, TableStack, TABLE_DETACHED,
+    TABLE_EXITED, TABLE_FLAG_ATTACHED, TABLE_RUNNING,
 };
 pub use programs::{program, source, Program, PROGRAMS};
 pub use results::results;

@@ -73,6 +73,73 @@ fn fifty_attaches_to_a_busy_four_thread_program_leave_it_whole() {
     assert_eq!(status.code(), Some(0), "{rest}");
 }
 
+/// `watch --pid --profile`'s agent attached 10 times with a heap profile to a program whose 4
+/// threads allocate, reallocate, check and free as fast as they can, the GOT patched and restored
+/// each time under their feet: every attach makes a table whose sampled stacks are in the
+/// program's code; once the attach ended, the table says detached and takes no more samples; the
+/// program finishes whole (no crash, no corrupted block).
+#[test]
+fn attaches_with_a_heap_profile_sample_a_busy_program_and_leave_it_whole() {
+    let (mut child, mut out) = busy(4, None);
+    let pid = child.id();
+    let code = testkit::code_ranges(pid, testkit::program("busy_threads"));
+    assert!(!code.is_empty());
+    for cycle in 0..10 {
+        let tables = tempfile::tempdir().unwrap();
+        let profile = agent::AttachProfile {
+            sample_bytes: 4096,
+            table_dir: tables.path().to_path_buf(),
+        };
+        let a = agent::attach_profiled(pid, Duration::from_millis(100), &profile)
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        assert_eq!(a.profile_refused, None);
+        let read = || {
+            testkit::profile_tables(tables.path(), pid)
+                .first()
+                .and_then(|p| testkit::read_profile_table(p))
+        };
+        assert!(
+            testkit::poll_until(Duration::from_secs(10), || read()
+                .is_some_and(|t| t.samples >= 100)),
+            "cycle {cycle}: no samples: {:?}",
+            read()
+        );
+        a.detach();
+        assert!(
+            testkit::poll_until(Duration::from_secs(10), || read()
+                .is_some_and(|t| t.state == testkit::TABLE_DETACHED)),
+            "cycle {cycle}: not detached: {:?}",
+            read()
+        );
+        let table = read().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(read().unwrap().samples, table.samples, "cycle {cycle}");
+        assert_eq!(table.flags, testkit::TABLE_FLAG_ATTACHED);
+        assert_eq!((table.pid, table.sample_bytes), (pid, 4096));
+        let in_program = table.stacks.iter().any(|s| {
+            s.frames
+                .iter()
+                .any(|&f| code.iter().any(|&(lo, hi)| f >= lo && f < hi))
+        });
+        assert!(in_program, "cycle {cycle}: {:?}", table.stacks);
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cycle {cycle}: it died"
+        );
+    }
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    for i in 0..4 {
+        assert!(
+            rest.contains(&format!("thread {i}: ran, 0 errors\n")),
+            "{rest}"
+        );
+    }
+    assert_eq!(status.code(), Some(0), "{rest}");
+}
+
 /// A program blocked in read() on a pipe never calls the allocator: the thread blocked in the
 /// system call is borrowed, and the read goes on afterwards as if nothing happened: the data
 /// written later arrives whole.
@@ -173,8 +240,12 @@ fn attach_while_it_ends(
     let guard = KillOnDrop(pid);
     let (sender, outcome) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let attached =
-            agent::attach_waiting(pid, Duration::from_millis(100), Duration::from_secs(600));
+        let attached = agent::attach_waiting(
+            pid,
+            Duration::from_millis(100),
+            Duration::from_secs(600),
+            None,
+        );
         sender.send(attached.map(drop)).unwrap();
     });
     testkit::wait_until("the attach", Duration::from_secs(60), || attached(pid));
