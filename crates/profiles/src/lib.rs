@@ -8,6 +8,7 @@
 mod error;
 mod from_trace;
 pub mod pprof;
+pub mod table;
 
 pub use error::ProfileError;
 pub use from_trace::{from_trace, TraceOptions, TraceProfile};
