@@ -7,7 +7,9 @@
 //! `analyze --sites` agree (docs/profile.md).
 mod error;
 mod from_trace;
+mod locations;
 pub mod pprof;
+pub mod snapshot;
 pub mod table;
 
 pub use error::ProfileError;

@@ -8,7 +8,8 @@ pub const VERSION: u32 = 1;
 pub const STATE_RUNNING: u32 = 1;
 pub const STATE_EXITED: u32 = 2;
 
-/// Field offsets of `struct ag_prof_header`.
+/// Field offsets of `struct ag_prof_header` (all of them, read or not: the layout written out).
+#[allow(dead_code)]
 pub mod header {
     pub const VERSION: usize = 8;
     pub const HEADER_BYTES: usize = 12;
@@ -61,6 +62,7 @@ pub mod live {
 }
 
 /// `struct ag_prof_stack`; the frames follow it.
+#[allow(dead_code)]
 pub mod stack {
     pub const DEPTH_COMMIT: usize = 0;
     pub const HASH: usize = 8;

@@ -136,3 +136,8 @@ impl TestTable {
 
 /// The stack area's offset, for tests that damage a record.
 pub const STACKS_AREA: usize = STACKS_OFF;
+
+/// Header fields the tests change.
+pub const LIVE_BYTES: usize = header::LIVE_BYTES;
+pub const STATE: usize = header::STATE;
+pub const START: usize = header::START_UNIX_NS;
