@@ -116,6 +116,5 @@ pub(super) fn maps_table(pid: u32, path: &Path) -> bool {
     let Ok(path) = path.canonicalize() else {
         return false;
     };
-    procmem::is_alive(pid)
-        && procmem::mapped_files(pid).is_ok_and(|files| files.iter().any(|f| *f == path))
+    procmem::is_alive(pid) && procmem::mapped_files(pid).is_ok_and(|files| files.contains(&path))
 }

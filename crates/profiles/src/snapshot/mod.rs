@@ -161,10 +161,10 @@ pub fn take(path: &Path) -> Result<Snapshot, ProfileError> {
     let mut inuse: BTreeMap<u32, (u64, Sum, Sum)> = BTreeMap::new();
     for entry in &live.entries {
         let mut stack = entry.stack;
-        if !records.contains_key(&stack) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = records.entry(stack) {
             match table.stack(stack)? {
                 Some(record) => {
-                    records.insert(stack, record);
+                    slot.insert(record);
                 }
                 None => stack = 0,
             }

@@ -143,7 +143,7 @@ impl RawLayout {
                 .checked_mul(each)
                 .and_then(|bytes| bytes.checked_add(off));
             match end {
-                Some(end) if off % 8 == 0 && off >= self.header_bytes && end <= len => {
+                Some(end) if off.is_multiple_of(8) && off >= self.header_bytes && end <= len => {
                     Ok(off as usize)
                 }
                 _ => Err(format!(

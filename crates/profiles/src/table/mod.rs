@@ -128,7 +128,7 @@ impl Table {
                 max_depth: 0,
             },
         };
-        if &table.bytes(0, 8) != MAGIC {
+        if table.bytes(0, 8) != MAGIC {
             return Err(bad(
                 "not a profile table of the alloclens agent (no ALPROF01 magic)".into(),
             ));
@@ -307,7 +307,10 @@ impl Table {
             }
             let build_id_len = self.u32(at + module::BUILD_ID_LEN) as usize;
             let path_at = module::SIZE + build_id_len.next_multiple_of(8);
-            if bytes % 8 != 0 || pos + bytes > self.layout.modules_bytes || path_at > bytes {
+            if !bytes.is_multiple_of(8)
+                || pos + bytes > self.layout.modules_bytes
+                || path_at > bytes
+            {
                 return Err(self.bad(format!(
                     "module record at offset {pos} of its area is damaged ({bytes} bytes, a build-id of {build_id_len})"
                 )));
@@ -368,7 +371,7 @@ impl Table {
 
     fn atomic_u32(&self, at: usize) -> &AtomicU32 {
         let p = self.at(at, 4);
-        assert!(p as usize % 4 == 0, "unaligned atomic at {at}");
+        assert!((p as usize).is_multiple_of(4), "unaligned atomic at {at}");
         // SAFETY: in bounds and aligned (the mapping is page-aligned, the layout's offsets are
         // multiples of 8); the agent updates it atomically from other processes.
         unsafe { &*p.cast::<AtomicU32>() }
@@ -376,7 +379,7 @@ impl Table {
 
     fn atomic_u64(&self, at: usize) -> &AtomicU64 {
         let p = self.at(at, 8);
-        assert!(p as usize % 8 == 0, "unaligned atomic at {at}");
+        assert!((p as usize).is_multiple_of(8), "unaligned atomic at {at}");
         // SAFETY: as `atomic_u32`.
         unsafe { &*p.cast::<AtomicU64>() }
     }
