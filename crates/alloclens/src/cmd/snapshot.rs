@@ -151,12 +151,20 @@ fn print_text(out: &mut dyn Write, snapshots: &[Snapshot], top: usize) -> std::i
             format!("± {}", bytes(st.inuse_space.stderr)),
             st.inuse_objects.value,
             bytes(st.alloc_space.value),
-            if several { format!("{pid:<9}") } else { String::new() },
+            if several {
+                format!("{pid:<9}")
+            } else {
+                String::new()
+            },
             st.site.as_deref().unwrap_or("?")
         )?;
     }
     if rows.len() > top {
-        writeln!(out, "({} more stacks; --top N shows more)", rows.len() - top)?;
+        writeln!(
+            out,
+            "({} more stacks; --top N shows more)",
+            rows.len() - top
+        )?;
     }
     let t = snapshot::totals(snapshots);
     let sum = |f: fn(&Snapshot) -> u64| snapshots.iter().map(f).sum::<u64>();
