@@ -5,6 +5,7 @@
 //! whatever they come from; [`from_trace`] feeds it from a trace recorded with stacks
 //! (`alloclens export --pprof`). The figures come from `analyze`'s per-site pass, so a profile and
 //! `analyze --sites` agree (docs/profile.md).
+pub mod diff;
 mod error;
 mod from_trace;
 mod locations;

@@ -9,6 +9,7 @@ pub mod export;
 mod ksm_library;
 pub mod man;
 pub mod merge;
+mod profile_diff;
 pub mod progress;
 pub mod record;
 pub mod replay;

@@ -14,7 +14,7 @@ use serde::{Serialize, Serializer};
 
 pub use estimate::{sample_probability, Estimate};
 pub use find::{find, take_all, Taken, Target};
-pub use to_pprof::{to_pprof, SnapshotOptions, SnapshotProfile};
+pub use to_pprof::{to_pprof, SnapshotOptions, SnapshotProfile, STDERR_LABELS};
 
 use crate::table::{Table, STATE_EXITED};
 use crate::ProfileError;
