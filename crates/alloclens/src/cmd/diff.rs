@@ -96,6 +96,9 @@ fn call_sites(
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (is_pprof(&args.a), is_pprof(&args.b)) {
+        (true, true) if args.sites => {
+            bail!("--sites compares two traces; two pprof snapshots are compared by call site without it")
+        }
         (true, true) => return super::profile_diff::run(&args),
         (false, false) => {}
         _ => bail!("cannot compare a pprof profile with a run or a trace: give two snapshots"),

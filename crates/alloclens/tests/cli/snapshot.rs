@@ -159,17 +159,35 @@ fn a_live_process_and_its_directory_after_exit() {
 }
 
 /// A process killed with SIGKILL leaves its table: a snapshot of its directory reads its last
-/// state, and says it did not exit.
+/// state, and says it did not exit. The default file name is numbered rather than written over
+/// a file that is there.
 #[test]
 fn a_killed_process_leaves_its_last_state() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = start(dir.path());
+    let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
     let json = snapshot_json(dir.path().to_str().unwrap(), &dir.path().join("k.pb.gz"));
     let s = &json["snapshots"][0];
     assert_eq!(s["state"], "killed");
     assert_eq!(site(s, "big")["inuse_objects"]["value"], 5.0);
+
+    let cwd = tempfile::tempdir().unwrap();
+    let taken = cwd
+        .path()
+        .join(format!("alloclens.sampled_sites.{pid}.snapshot.pb.gz"));
+    std::fs::write(&taken, "not ours").unwrap();
+    alloclens()
+        .current_dir(cwd.path())
+        .arg("snapshot")
+        .arg(dir.path())
+        .ok();
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "not ours");
+    let numbered = cwd
+        .path()
+        .join(format!("alloclens.sampled_sites.{pid}.snapshot.1.pb.gz"));
+    assert!(profiles::pprof::read(&std::fs::read(numbered).unwrap()).is_ok());
 }
 
 /// A process without the agent, a number that is no process, a file that is no table: one line
