@@ -36,6 +36,11 @@ pub fn take_all(target: &Target) -> Result<Taken, ProfileError> {
     })
 }
 
+/// A snapshot of the table process `pid` keeps now.
+pub fn take_pid(pid: u32) -> Result<Snapshot, ProfileError> {
+    take(&of_process(pid)?)
+}
+
 /// The table files `target` names, and what was skipped.
 pub fn find(target: &Target) -> Result<(Vec<PathBuf>, Vec<String>), ProfileError> {
     match target {

@@ -1,7 +1,8 @@
 //! A snapshot of a profile table: what the process holds now by call stack (in-use objects and
 //! bytes) and what it allocated since the start, each an unbiased estimate with its standard
 //! error (`estimate`), with the agent's exact counters beside them; written as pprof by
-//! [`to_pprof`]. [`take`] reads one table file; [`find`] finds tables by process or directory.
+//! [`to_pprof`]. [`take`] reads one table file, [`take_pid`] the table of a running process,
+//! [`take_all`] every table of a target (a pid, a directory, a file).
 mod estimate;
 mod find;
 mod to_pprof;
@@ -13,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Serialize, Serializer};
 
 pub use estimate::{sample_probability, Estimate};
-pub use find::{find, take_all, Taken, Target};
+pub use find::{find, take_all, take_pid, Taken, Target};
 pub use to_pprof::{to_pprof, SnapshotOptions, SnapshotProfile, STDERR_LABELS};
 
 use crate::table::{Table, STATE_EXITED};
