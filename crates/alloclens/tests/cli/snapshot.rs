@@ -279,3 +279,46 @@ fn diff_of_two_snapshots_finds_the_growing_site() {
         "{text}"
     );
 }
+
+/// A directory with the tables of several processes gives one profile, each sample labelled
+/// with its process: here two runs of sampled_sites started by one shell (which has its own).
+#[test]
+fn the_processes_of_a_directory_are_one_profile_labelled_by_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = testkit::program("sampled_sites");
+    let run = format!("{} 100 64 3 2097152 3 10 4000", exe.display());
+    let status = Command::new("sh")
+        .args(["-c", &format!("{run} & {run}; wait")])
+        .env("LD_PRELOAD", agent::library_path().unwrap())
+        .env(agent::ENV_DIR, dir.path())
+        .env("ALLOCLENS_PROFILE_BYTES", SAMPLE_BYTES)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let profile = dir.path().join("all.pb.gz");
+    let json = snapshot_json(dir.path().to_str().unwrap(), &profile);
+    let runs: Vec<u64> = json["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["exe"].as_str().unwrap().ends_with("/sampled_sites"))
+        .inspect(|s| assert_eq!(site(s, "big")["inuse_objects"]["value"], 3.0))
+        .map(|s| s["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2, "{json:#}");
+    let p = profiles::pprof::read(&std::fs::read(&profile).unwrap()).unwrap();
+    let pid_key = p.string_table.iter().position(|s| s == "pid").unwrap() as i64;
+    for pid in runs {
+        let held: i64 = p
+            .sample
+            .iter()
+            .filter(|s| {
+                s.label
+                    .iter()
+                    .any(|l| l.key == pid_key && l.num == pid as i64)
+            })
+            .map(|s| s.value[3])
+            .sum();
+        assert!(held >= 3 << 21, "pid {pid} holds its 3 x 2 MiB: {held}");
+    }
+}
