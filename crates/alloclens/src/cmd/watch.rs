@@ -104,13 +104,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let outcome = watch::watch(&options, &interrupted, &mut progress())?;
     // The watch ran: from here on, its directory stays whatever happens.
     prepared.keep();
-    let profiled = options.profile.is_some().then(|| {
-        (
-            outcome.snapshots_taken,
-            outcome.snapshots.len(),
-            outcome.root_pid,
-        )
-    });
+    let profiled = options.profile.is_some().then_some((
+        outcome.snapshots_taken,
+        outcome.snapshots.len(),
+        outcome.root_pid,
+    ));
     let results = watch::assemble(
         base,
         outcome,
