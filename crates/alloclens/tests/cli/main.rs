@@ -24,6 +24,7 @@ mod run_statistics;
 mod safe_writes;
 mod sampled_sites;
 mod sampled_stacks;
+mod snapshot;
 mod sql;
 mod tune;
 mod units;
