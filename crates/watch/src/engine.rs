@@ -44,6 +44,9 @@ pub struct WatchOptions {
     pub attach: bool,
     /// `--profile`: the agent samples the heap; snapshots by these triggers go to this ring.
     pub profile: Option<(ProfileSettings, PathBuf)>,
+    /// `--pid --profile`: where the attached agent makes its heap profile tables (DIR/agent),
+    /// which outlive the attach.
+    pub attach_tables: Option<PathBuf>,
 }
 
 /// Why the watch ended.
@@ -189,6 +192,9 @@ struct Watch<'o> {
     /// The watch started the command: it is our child, reaped here.
     ours: bool,
     agent_dir: Option<PathBuf>,
+    /// Where the agents' heap profile tables are: the agent's directory, or for an attach the
+    /// one that outlives it.
+    tables_dir: Option<PathBuf>,
     sampler: procmem::TreeSampler,
     history: History,
     agents: AgentTracker,
@@ -226,7 +232,9 @@ impl<'o> Watch<'o> {
                 check_pid(*pid)?;
                 let mut dir = None;
                 if options.attach {
-                    let (agent, reading) = attach_agent(*pid, options.interval, on_event);
+                    let profile = attach_profile(options);
+                    let (agent, reading) =
+                        attach_agent(*pid, options.interval, profile.as_ref(), on_event);
                     dir = agent.as_ref().map(|a| a.dir.clone());
                     attached = agent;
                     attach_reading = Some(reading);
@@ -253,6 +261,10 @@ impl<'o> Watch<'o> {
             root,
             ours,
             agents: AgentTracker::new(agent_dir.clone(), preloaded_agent(&options.target)),
+            tables_dir: match options.target {
+                Target::Pid(_) => options.attach_tables.clone(),
+                Target::Command { .. } => agent_dir.clone(),
+            },
             agent_dir,
             attached,
             sampler,
@@ -399,11 +411,12 @@ impl<'o> Watch<'o> {
     /// A heap profile snapshot of the processes of the last sample (the tables of their current
     /// images) into the ring. A failure is a note: the watch goes on.
     fn snapshot(&mut self, reason: Reason, unix_ms: u64, on_event: &mut dyn FnMut(WatchEvent)) {
-        let (Some((_, ring)), Some(agent_dir)) = (self.profiling.as_mut(), &self.agent_dir) else {
+        let (Some((_, ring)), Some(tables_dir)) = (self.profiling.as_mut(), &self.tables_dir)
+        else {
             return;
         };
         let pids: Vec<u32> = self.outcome.processes.iter().map(|p| p.pid).collect();
-        let tables = crate::profiling::tables_of(agent_dir, &pids);
+        let tables = crate::profiling::tables_of(tables_dir, &pids);
         if tables.is_empty() {
             return;
         }
@@ -487,6 +500,18 @@ impl<'o> Watch<'o> {
         self.outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(self.cpu_start)).as_secs_f64();
         self.outcome
     }
+}
+
+/// The heap profile an attach starts: `--profile` with the directory of its tables.
+fn attach_profile(options: &WatchOptions) -> Option<agent::AttachProfile> {
+    let ((settings, _), table_dir) = options
+        .profile
+        .as_ref()
+        .zip(options.attach_tables.as_ref())?;
+    Some(agent::AttachProfile {
+        sample_bytes: settings.sample_bytes,
+        table_dir: table_dir.clone(),
+    })
 }
 
 /// Starts the command with its added environment. Orphans of the command stay in the tree (and
@@ -714,6 +739,7 @@ mod tests {
             trim_probe: false,
             attach: false,
             profile: None,
+            attach_tables: None,
         }
     }
 

@@ -59,11 +59,22 @@ pub struct TrimProbe {
 pub(crate) fn attach_agent(
     pid: u32,
     interval: Duration,
+    profile: Option<&agent::AttachProfile>,
     on_event: &mut dyn FnMut(WatchEvent),
 ) -> (Option<agent::AttachedAgent>, AttachReading) {
     // The agent writes at the watch's interval, at least every 100 ms.
-    match agent::attach(pid, interval.max(Duration::from_millis(100))) {
+    let interval = interval.max(Duration::from_millis(100));
+    let attached = match profile {
+        Some(p) => agent::attach_profiled(pid, interval, p),
+        None => agent::attach(pid, interval),
+    };
+    match attached {
         Ok(a) => {
+            if let Some(why) = &a.profile_refused {
+                on_event(WatchEvent::Note(format!(
+                    "the heap profile is not sampled: {why}"
+                )));
+            }
             let i = &a.injection;
             let safe_point = i.safe_point.to_string();
             let reading = AttachReading {

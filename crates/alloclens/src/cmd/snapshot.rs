@@ -117,6 +117,7 @@ fn print_text(out: &mut dyn Write, snapshots: &[Snapshot], top: usize) -> std::i
             snapshot::ProcessState::Running => "running",
             snapshot::ProcessState::Exited => "exited",
             snapshot::ProcessState::Killed => "gone without exiting (killed): its last state",
+            snapshot::ProcessState::Detached => "attached, then detached: the state at the detach",
         };
         writeln!(
             out,

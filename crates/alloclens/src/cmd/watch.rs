@@ -45,10 +45,12 @@ pub struct Args {
     no_attach: bool,
     /// Sample the heap by call site as the program runs (an allocation of n bytes is sampled with
     /// probability 1-exp(-n/SIZE)): a table of the live sampled blocks that `alloclens snapshot`
-    /// reads at any moment, even after the program died. SIZE is the mean bytes between samples
-    /// [default: 512KiB, as jemalloc and Go]
+    /// reads at any moment, even after the program died. With --pid, the allocations made from
+    /// the attach to the end of the watch (the agent's hooks patched into the process's GOT, put
+    /// back at the end). SIZE is the mean bytes between samples [default: 512KiB, as jemalloc
+    /// and Go]
     #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "512KiB",
-          conflicts_with = "pid")]
+          conflicts_with = "no_attach")]
     profile: Option<String>,
     /// With --profile: a snapshot (pprof file in DIR/snapshots) every DURATION (e.g. 10m, 1h)
     #[arg(long, value_name = "DURATION", requires = "profile")]
@@ -194,8 +196,18 @@ impl Settings {
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             ..Default::default()
         };
+        // --pid --profile: the attached agent's tables, kept after the attach in DIR/agent.
+        let mut attach_tables = None;
         let target = match self.pid {
-            Some(pid) => Target::Pid(pid),
+            Some(pid) => {
+                if self.attach && self.profile.is_some() {
+                    let tables = dir.join(watch::AGENT_DIR);
+                    std::fs::create_dir_all(&tables)
+                        .with_context(|| format!("cannot create {}", tables.display()))?;
+                    attach_tables = Some(tables);
+                }
+                Target::Pid(pid)
+            }
             None => {
                 let agent_dir = dir.join(watch::AGENT_DIR);
                 std::fs::create_dir_all(&agent_dir)
@@ -231,6 +243,7 @@ impl Settings {
                 .profile
                 .clone()
                 .map(|p| (p, dir.join(watch::profiling::SNAPSHOTS_DIR))),
+            attach_tables,
         };
         if options.profile.is_some() {
             let ring = dir.join(watch::profiling::SNAPSHOTS_DIR);

@@ -17,7 +17,7 @@ pub use estimate::{sample_probability, Estimate};
 pub use find::{find, take_all, take_pid, Taken, Target};
 pub use to_pprof::{to_pprof, SnapshotOptions, SnapshotProfile, STDERR_LABELS};
 
-use crate::table::{Table, STATE_EXITED};
+use crate::table::{Table, STATE_DETACHED, STATE_EXITED};
 use crate::ProfileError;
 use estimate::{add_live_block, Sum};
 
@@ -32,6 +32,9 @@ pub enum ProcessState {
     /// It is gone without the final update (SIGKILL, an OOM kill): the figures are of its last
     /// moment (the exact counters of the agent's last renewal).
     Killed,
+    /// Its agent was attached (`watch --pid --profile`) and the attach ended: the figures are of
+    /// the detach; the process may run on.
+    Detached,
 }
 
 /// The agent's exact counts of the program's heap calls (every call, not sampled), as of
@@ -250,6 +253,9 @@ pub fn take(path: &Path) -> Result<Snapshot, ProfileError> {
 fn state_of(path: &Path, pid: u32, state: u32) -> ProcessState {
     if state == STATE_EXITED {
         return ProcessState::Exited;
+    }
+    if state == STATE_DETACHED {
+        return ProcessState::Detached;
     }
     if find::maps_table(pid, path) {
         ProcessState::Running

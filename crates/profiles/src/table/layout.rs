@@ -7,6 +7,12 @@ pub const VERSION: u32 = 1;
 /// `state` of the header: the program runs (or was killed), or its image ended by exit or exec.
 pub const STATE_RUNNING: u32 = 1;
 pub const STATE_EXITED: u32 = 2;
+/// An attached agent's table after the attach ended: the state at the detach.
+pub const STATE_DETACHED: u32 = 3;
+
+/// `flags` of the header: made by an agent attached to a running process (`watch --pid
+/// --profile`): blocks from before the attach are not in it, the exact counters are 0.
+pub const FLAG_ATTACHED: u32 = 1;
 
 /// Field offsets of `struct ag_prof_header` (all of them, read or not: the layout written out).
 #[allow(dead_code)]
@@ -47,8 +53,9 @@ pub mod header {
     pub const RSS: usize = 232;
     pub const EXE: usize = 240;
     pub const EXE_BYTES: usize = 1024;
+    pub const FLAGS: usize = EXE + EXE_BYTES;
     /// `sizeof(struct ag_prof_header)`.
-    pub const SIZE: usize = EXE + EXE_BYTES;
+    pub const SIZE: usize = FLAGS + 8;
 }
 
 /// `struct ag_prof_live`.

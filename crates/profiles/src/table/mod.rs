@@ -14,7 +14,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use memmap2::Mmap;
 
 use layout::{header, live, module, stack, Layout, RawLayout};
-pub use layout::{MAGIC, STATE_EXITED, STATE_RUNNING, VERSION};
+pub use layout::{FLAG_ATTACHED, MAGIC, STATE_DETACHED, STATE_EXITED, STATE_RUNNING, VERSION};
 
 use crate::ProfileError;
 

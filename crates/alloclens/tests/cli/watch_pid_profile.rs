@@ -1,0 +1,127 @@
+//! `watch --pid --profile`: the agent attached to a process nobody started under alloclens samples
+//! its heap (its hooks patched into the process's GOT), the table stays in DIR/agent after the
+//! watch (read by `alloclens snapshot DIR`), and the process runs on with its GOT put back.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use testkit::alloclens;
+
+/// attach_target (4 threads allocating and freeing blocks of 10000+ bytes), once it printed
+/// "ready".
+struct Target {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Target {
+    fn start(preload: Option<&Path>) -> Target {
+        let mut command = Command::new(testkit::program("attach_target"));
+        command.stdin(Stdio::piped());
+        if let Some(library) = preload {
+            command.env("LD_PRELOAD", library);
+        }
+        let (child, out) = testkit::spawn_ready(&mut command, "ready\n");
+        Target { child, out }
+    }
+
+    fn command(&mut self, line: &str) -> String {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.out.read_line(&mut answer).unwrap();
+        answer
+    }
+
+    /// Ends the program: it exited 0 (no block read back wrong) with its output whole.
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the program failed ({status}): {rest}");
+        assert!(rest.ends_with("done\n"), "{rest}");
+    }
+}
+
+/// Watches the program 2 s with `--profile=4096` and checks the table, the GOT during and after
+/// the watch, and the program's end.
+fn profile_while_watched(preload: Option<&Path>) {
+    let mut target = Target::start(preload);
+    let pid = target.child.id();
+    let code = testkit::code_ranges(pid, testkit::program("attach_target"));
+    assert!(!code.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w");
+    let watch = alloclens()
+        .args(["watch", "--interval", "100ms", "--duration", "2s"])
+        .args(["--profile=4096", "--pid", &pid.to_string(), "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tables = out.join("agent");
+    let table = || {
+        testkit::profile_tables(&tables, pid)
+            .first()
+            .and_then(|p| testkit::read_profile_table(p))
+    };
+    let sampling = testkit::poll_until(Duration::from_secs(10), || {
+        table().is_some_and(|t| t.samples > 0)
+    });
+    assert!(sampling, "no samples while watched: {:?}", table());
+    assert_eq!(target.command("got"), "malloc slot: hook\n");
+    let watched = watch.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&watched.stderr);
+    assert!(watched.status.success(), "{said}");
+    // The watch removed the attach's directory: the agent puts the GOT back at its next interval.
+    let detached = testkit::poll_until(Duration::from_secs(10), || {
+        table().is_some_and(|t| t.state == testkit::TABLE_DETACHED)
+    });
+    assert!(detached, "{:?}", table());
+    assert_eq!(target.command("got"), "malloc slot: allocator\n");
+    let t = table().unwrap();
+    assert_eq!(
+        (t.pid, t.sample_bytes, t.flags),
+        (pid, 4096, testkit::TABLE_FLAG_ATTACHED)
+    );
+    let in_program = t.stacks.iter().any(|s| {
+        s.frames
+            .iter()
+            .any(|&f| code.iter().any(|&(lo, hi)| f >= lo && f < hi))
+    });
+    assert!(
+        in_program,
+        "no sampled stack in attach_target's code: {:?}",
+        t.stacks
+    );
+    // Read after the watch, by the directory: the workers' function is a site.
+    let profile = dir.path().join("after.pb.gz");
+    let json = alloclens()
+        .args(["snapshot", "--json", "-o"])
+        .arg(&profile)
+        .arg(&out)
+        .ok();
+    let text = String::from_utf8_lossy(&json.stdout);
+    assert!(text.contains("\"work"), "{text}");
+    // It allocates on a moment unhooked, then finishes whole.
+    std::thread::sleep(Duration::from_millis(300));
+    target.finish();
+}
+
+/// glibc's malloc, the chunk headers of the blocks from before the attach never read.
+#[test]
+fn watch_pid_profile_samples_the_running_program_and_puts_its_got_back() {
+    profile_while_watched(None);
+}
+
+/// The same on jemalloc preloaded: its blocks from before the attach are freed through the hooks.
+#[test]
+fn watch_pid_profile_samples_a_program_on_jemalloc() {
+    testkit::require!(allocator "jemalloc");
+    let jemalloc = testkit::allocator_library("jemalloc").unwrap();
+    profile_while_watched(Some(&jemalloc));
+}
