@@ -30,4 +30,5 @@ mod tune;
 mod units;
 mod watch;
 mod watch_files;
+mod watch_profile;
 mod workloads;
