@@ -141,12 +141,12 @@ fn a_signal_to_alloclens_asks_for_a_snapshot() {
 #[test]
 fn triggers_need_the_profile_and_a_bad_signal_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let true_ = testkit::program("hold");
+    let hold = testkit::program("hold");
     let out = alloclens()
         .args(["watch", "--snapshot-every", "1s", "-o"])
         .arg(tmp.path().join("a"))
         .arg("--")
-        .arg(&true_)
+        .arg(&hold)
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -155,7 +155,7 @@ fn triggers_need_the_profile_and_a_bad_signal_is_refused() {
         .args(["watch", "--profile", "--snapshot-on-signal", "TERM", "-o"])
         .arg(tmp.path().join("b"))
         .arg("--")
-        .arg(&true_)
+        .arg(hold)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
