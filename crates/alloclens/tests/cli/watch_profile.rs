@@ -146,7 +146,7 @@ fn triggers_need_the_profile_and_a_bad_signal_is_refused() {
         .args(["watch", "--snapshot-every", "1s", "-o"])
         .arg(tmp.path().join("a"))
         .arg("--")
-        .arg(&hold)
+        .arg(hold)
         .output()
         .unwrap();
     assert!(!out.status.success());
