@@ -13,7 +13,7 @@ use crate::agents::{exe_of, preloaded_agent, same_image, AgentTracker};
 use crate::history::{History, WatchSample};
 use crate::probes::{attach_agent, trim_probe};
 pub use crate::probes::{trim_call, AttachReading, GdbReading, TrimProbe};
-use crate::profiling::{ProfileSettings, Reason, SnapshotRing, TriggerState};
+use crate::profiling::{ProfileSettings, Profiling, Reason};
 
 /// What is watched.
 #[derive(Debug, Clone)]
@@ -201,7 +201,7 @@ struct Watch<'o> {
     /// The agent loaded into a `--pid` process: its directory goes when the watch ends.
     attached: Option<agent::AttachedAgent>,
     /// `--profile`: the triggers and the ring of snapshots.
-    profiling: Option<(TriggerState, SnapshotRing)>,
+    profiling: Option<Profiling>,
     /// Time 0 of the samples and of `--duration`.
     start: Instant,
     /// The next tick of the interval.
@@ -269,12 +269,10 @@ impl<'o> Watch<'o> {
             attached,
             sampler,
             history,
-            profiling: options.profile.as_ref().map(|(settings, dir)| {
-                (
-                    TriggerState::new(settings.triggers.clone()),
-                    SnapshotRing::new(dir.clone(), settings.keep),
-                )
-            }),
+            profiling: options
+                .profile
+                .as_ref()
+                .map(|(settings, dir)| Profiling::new(settings, dir.clone())),
             start,
             next: start,
             cpu_start,
@@ -311,7 +309,7 @@ impl<'o> Watch<'o> {
             let due = self
                 .profiling
                 .as_mut()
-                .and_then(|(triggers, _)| triggers.due(sample.t_s, sample.rss));
+                .and_then(|p| p.due(sample.t_s, sample.rss));
             let unix_ms = sample.unix_ms;
             self.history.push(sample);
             self.outcome.samples_taken += 1;
@@ -411,22 +409,17 @@ impl<'o> Watch<'o> {
     /// A heap profile snapshot of the processes of the last sample (the tables of their current
     /// images) into the ring. A failure is a note: the watch goes on.
     fn snapshot(&mut self, reason: Reason, unix_ms: u64, on_event: &mut dyn FnMut(WatchEvent)) {
-        let (Some((_, ring)), Some(tables_dir)) = (self.profiling.as_mut(), &self.tables_dir)
+        let (Some(profiling), Some(tables_dir)) = (self.profiling.as_mut(), &self.tables_dir)
         else {
             return;
         };
         let pids: Vec<u32> = self.outcome.processes.iter().map(|p| p.pid).collect();
-        let tables = crate::profiling::tables_of(tables_dir, &pids);
-        if tables.is_empty() {
-            return;
-        }
-        let path = ring.next_path(reason, unix_ms);
-        match crate::profiling::write_snapshot(&tables, &path) {
-            Ok(()) => {
-                ring.written(path);
-                self.outcome.snapshots = ring.kept().to_vec();
+        match profiling.snapshot(reason, unix_ms, tables_dir, &pids) {
+            Ok(true) => {
+                self.outcome.snapshots = profiling.kept().to_vec();
                 self.outcome.snapshots_taken += 1;
             }
+            Ok(false) => {}
             Err(e) => on_event(WatchEvent::Note(format!(
                 "heap profile snapshot ({}) not written: {e}",
                 reason.name()

@@ -195,35 +195,77 @@ fn utc_stamp(unix_ms: u64) -> String {
     )
 }
 
-/// Writes one pprof file at `out` (a new file) from the profile tables `tables` read now, each
-/// sample labelled with its process.
-pub fn write_snapshot(tables: &[PathBuf], out: &Path) -> Result<(), String> {
-    let mut snapshots = Vec::new();
-    let mut problems = Vec::new();
-    for table in tables {
-        match profiles::snapshot::take(table) {
-            Ok(s) => snapshots.push(s),
-            Err(e) => problems.push(e.to_string()),
+/// A watch's snapshots: its triggers, its ring, and the symboliser kept from one snapshot to the
+/// next (each file's symbols and DWARF are read once).
+pub struct Profiling {
+    triggers: TriggerState,
+    ring: SnapshotRing,
+    symbolizer: symbols::Symbolizer,
+}
+
+impl Profiling {
+    pub fn new(settings: &ProfileSettings, ring_dir: PathBuf) -> Profiling {
+        Profiling {
+            triggers: TriggerState::new(settings.triggers.clone()),
+            ring: SnapshotRing::new(ring_dir, settings.keep),
+            symbolizer: symbols::Symbolizer::new(
+                profiles::snapshot::SnapshotOptions::default().debug_roots,
+            ),
         }
     }
-    if snapshots.is_empty() {
-        return Err(problems.join("; "));
+
+    /// See [`TriggerState::due`].
+    pub fn due(&mut self, t_s: f64, rss: u64) -> Option<Reason> {
+        self.triggers.due(t_s, rss)
     }
-    let profile = profiles::snapshot::to_pprof(
-        &mut snapshots,
-        &profiles::snapshot::SnapshotOptions::default(),
-    );
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(out)
-        .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    profiles::pprof::write_gzipped(&profile.profile, &mut file)
-        .and_then(|()| file.sync_data())
-        .map_err(|e| {
-            let _ = std::fs::remove_file(out);
-            format!("cannot write {}: {e}", out.display())
-        })
+
+    /// Writes the next snapshot of the ring from the tables of `pids` in `agent_dir` (their
+    /// latest images), read now, into one pprof file labelled by pid. Ok(false) when none of
+    /// them has a table.
+    pub fn snapshot(
+        &mut self,
+        reason: Reason,
+        unix_ms: u64,
+        agent_dir: &Path,
+        pids: &[u32],
+    ) -> Result<bool, String> {
+        let tables = tables_of(agent_dir, pids);
+        let mut snapshots = Vec::new();
+        let mut problems = Vec::new();
+        for table in &tables {
+            match profiles::snapshot::take(table) {
+                Ok(s) => snapshots.push(s),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if snapshots.is_empty() {
+            return if problems.is_empty() {
+                Ok(false)
+            } else {
+                Err(problems.join("; "))
+            };
+        }
+        let profile = profiles::snapshot::to_pprof_with(&mut snapshots, &mut self.symbolizer);
+        let out = self.ring.next_path(reason, unix_ms);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&out)
+            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        if let Err(e) = profiles::pprof::write_gzipped(&profile.profile, &mut file)
+            .and_then(|()| file.sync_data())
+        {
+            let _ = std::fs::remove_file(&out);
+            return Err(format!("cannot write {}: {e}", out.display()));
+        }
+        self.ring.written(out);
+        Ok(true)
+    }
+
+    /// The snapshots on disk, oldest first.
+    pub fn kept(&self) -> &[PathBuf] {
+        self.ring.kept()
+    }
 }
 
 /// The table of each process among `pids` in the agent directory: for a pid, the file of its

@@ -31,4 +31,5 @@ mod units;
 mod watch;
 mod watch_files;
 mod watch_pid_profile;
+mod watch_profile;
 mod workloads;

@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 
 pub use estimate::{sample_probability, Estimate};
 pub use find::{find, take_all, take_pid, Taken, Target};
-pub use to_pprof::{to_pprof, SnapshotOptions, SnapshotProfile, STDERR_LABELS};
+pub use to_pprof::{to_pprof, to_pprof_with, SnapshotOptions, SnapshotProfile, STDERR_LABELS};
 
 use crate::table::{Table, STATE_DETACHED, STATE_EXITED};
 use crate::ProfileError;

@@ -45,6 +45,16 @@ pub const STDERR_LABELS: [&str; 4] = [
 /// The pprof profile of `snapshots`, naming each stack's call site (`StackEstimate::site`) as
 /// it goes. Several processes give one profile, each sample labelled with its `pid`.
 pub fn to_pprof(snapshots: &mut [Snapshot], options: &SnapshotOptions) -> SnapshotProfile {
+    let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());
+    to_pprof_with(snapshots, &mut symbolizer)
+}
+
+/// [`to_pprof`] with a symboliser the caller keeps: a watch taking a snapshot at each trigger
+/// reads each file's symbols and DWARF once, not at every snapshot.
+pub fn to_pprof_with(
+    snapshots: &mut [Snapshot],
+    symbolizer: &mut symbols::Symbolizer,
+) -> SnapshotProfile {
     let mut builder = ProfileBuilder::heap();
     if let Some(first) = snapshots.first() {
         let start = snapshots.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
@@ -77,12 +87,11 @@ pub fn to_pprof(snapshots: &mut [Snapshot], options: &SnapshotOptions) -> Snapsh
             builder.mapping(&mapping_of(&symbol_mapping(m)));
         }
     }
-    let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());
     let mut totals = [0i64; 4];
     for snapshot in snapshots.iter_mut() {
         let space =
             symbols::AddressSpace::new(snapshot.modules.iter().map(symbol_mapping).collect());
-        let mut stacks = ImageStacks::new(&space, &mut symbolizer, &mut builder);
+        let mut stacks = ImageStacks::new(&space, symbolizer, &mut builder);
         for stack in &mut snapshot.stacks {
             let estimates = [
                 stack.alloc_objects,
