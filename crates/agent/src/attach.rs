@@ -71,36 +71,33 @@ pub fn attach_profiled(
     attach_waiting(pid, interval, SAFE_POINT_WAIT, Some(profile))
 }
 
-/// Why the process cannot write its table in `dir`, or None when it can.
-fn table_dir_refusal(target: &Target, dir: &Path) -> Option<String> {
-    let same_root = match (std::fs::metadata(&target.root), std::fs::metadata("/")) {
-        (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
-        _ => false,
-    };
-    if !same_root {
-        return Some(format!(
-            "process {} sees another file system (a container?): it cannot write its table in {}",
+/// The table directory as the process reaches it (absolute: the process has its own working
+/// directory), or why it cannot write its table there.
+fn table_dir_for(target: &Target, dir: &Path) -> Result<PathBuf, String> {
+    let dir =
+        std::fs::canonicalize(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let ours =
+        std::fs::metadata(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let theirs = std::fs::metadata(attach::seen_from_here(target, &dir));
+    if !theirs.is_ok_and(|t| t.dev() == ours.dev() && t.ino() == ours.ino()) {
+        return Err(format!(
+            "process {} does not see {} (a container, or a /tmp of its own?): its table cannot be written there",
             target.pid,
             dir.display()
         ));
     }
-    let meta = match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => m,
-        Ok(_) => return Some(format!("{} is not a directory", dir.display())),
-        Err(e) => return Some(format!("cannot read {}: {e}", dir.display())),
-    };
     // SAFETY: geteuid has no preconditions.
     let us = unsafe { libc::geteuid() };
-    if target.uid != us && meta.uid() == us {
-        if let Err(e) = std::os::unix::fs::chown(dir, Some(target.uid), Some(target.gid)) {
-            return Some(format!(
+    if target.uid != us && ours.uid() == us {
+        std::os::unix::fs::chown(&dir, Some(target.uid), Some(target.gid)).map_err(|e| {
+            format!(
                 "cannot give {} to the process's user {}: {e}",
                 dir.display(),
                 target.uid
-            ));
-        }
+            )
+        })?;
     }
-    None
+    Ok(dir)
 }
 
 /// [`attach`], waiting `safe_point_wait` for a thread at an allocator's entry before one blocked
@@ -118,10 +115,13 @@ pub fn attach_waiting(
     let dir = attach::scratch_directory(&target, "watch")?;
     let theirs = dir.theirs.display().to_string();
     let interval_ms = interval.as_millis().max(1) as u64;
-    let profile_refused = profile.and_then(|p| table_dir_refusal(&target, &p.table_dir));
-    let table_dir = profile.map(|p| p.table_dir.display().to_string());
+    let table_dir = profile.map(|p| table_dir_for(&target, &p.table_dir));
+    let profile_refused = table_dir.as_ref().and_then(|t| t.as_ref().err().cloned());
+    let table_dir = table_dir
+        .and_then(Result::ok)
+        .map(|t| t.display().to_string());
     let call = match (profile, &table_dir) {
-        (Some(p), Some(table_dir)) if profile_refused.is_none() => EntryCall {
+        (Some(p), Some(table_dir)) => EntryCall {
             function: ENTRY_PROFILE,
             arguments: vec![
                 Argument::Str(&theirs),

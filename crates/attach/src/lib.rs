@@ -18,7 +18,7 @@ mod process;
 mod stage;
 
 pub use error::AttachError;
-pub use process::{check, Target};
+pub use process::{check, seen_from_here, Target};
 pub use stage::{remove_scratch, scratch_directory, session_lock, stage, SessionLock, Staged};
 
 use std::path::Path;

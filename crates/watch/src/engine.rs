@@ -396,6 +396,7 @@ impl<'o> Watch<'o> {
                 }
             }
         }
+        self.attached_profile_warning();
         // Its directory removed, the attached agent's thread ends at its next interval.
         self.attached.take();
         let root = self.root;
@@ -425,6 +426,26 @@ impl<'o> Watch<'o> {
                 reason.name()
             ))),
         }
+    }
+
+    /// `--pid --profile`: why the attached process has no heap profile table, when it has none.
+    fn attached_profile_warning(&mut self) {
+        let (Some(agent), Some(tables)) = (&self.attached, &self.tables_dir) else {
+            return;
+        };
+        if self.options.profile.is_none()
+            || !crate::profiling::tables_of(tables, &[self.root]).is_empty()
+        {
+            return;
+        }
+        let why = agent.profile_refused.clone().unwrap_or_else(|| {
+            "the agent could not make its table or patch the process's GOT (a full disk? a \
+             statically linked allocator?)"
+                .into()
+        });
+        self.outcome
+            .warnings
+            .push(format!("no heap profile of process {}: {why}", self.root));
     }
 
     /// The final snapshots (written at exit) of the processes seen last, when they describe the

@@ -55,10 +55,11 @@ fn profile_while_watched(preload: Option<&Path>) {
     assert!(!code.is_empty());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("w");
+    // A relative DIR: the process has a working directory of its own.
     let watch = alloclens()
+        .current_dir(dir.path())
         .args(["watch", "--interval", "100ms", "--duration", "2s"])
-        .args(["--profile=4096", "--pid", &pid.to_string(), "-o"])
-        .arg(&out)
+        .args(["--profile=4096", "--pid", &pid.to_string(), "-o", "w"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -124,4 +125,58 @@ fn watch_pid_profile_samples_a_program_on_jemalloc() {
     testkit::require!(allocator "jemalloc");
     let jemalloc = testkit::allocator_library("jemalloc").unwrap();
     profile_while_watched(Some(&jemalloc));
+}
+
+/// A process with a /tmp of its own (another mount namespace) does not see the watch's directory
+/// under our /tmp: the watch goes on without the profile and says why, and the process finishes
+/// whole.
+#[test]
+fn a_process_that_cannot_see_the_watch_directory_is_watched_without_the_profile() {
+    testkit::require!(root);
+    let tmp = tempfile::tempdir().unwrap();
+    let busy = testkit::program("busy_threads");
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        // Opened before the mount and run through its descriptor: the program may live under
+        // /tmp, which the new tmpfs hides.
+        .arg(format!(
+            "exec 3<{} && mount -t tmpfs alloclens-test /tmp && exec /proc/self/fd/3 2",
+            busy.display()
+        ))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "running 2\n");
+    let pid = child.id();
+    let dir = tmp.path().join("w");
+    let watched = alloclens()
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--duration",
+            "1s",
+            "--profile",
+        ])
+        .args(["--pid", &pid.to_string(), "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&watched.stderr);
+    assert!(watched.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "no heap profile of process {pid}: process {pid} does not see"
+        )),
+        "{err}"
+    );
+    assert!(testkit::profile_tables(&dir.join("agent"), pid).is_empty());
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
 }
