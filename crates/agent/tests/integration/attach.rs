@@ -140,6 +140,51 @@ fn attaches_with_a_heap_profile_sample_a_busy_program_and_leave_it_whole() {
     assert_eq!(status.code(), Some(0), "{rest}");
 }
 
+/// A C++ program's new and delete in each form (through libstdc++'s operators, which the hooks
+/// pass on) are sampled too: stacks in its code; after the detach it runs on.
+#[test]
+fn a_cxx_program_is_sampled_through_its_operators() {
+    let tables = tempfile::tempdir().unwrap();
+    let program = testkit::program("newdelete");
+    // Rounds enough for minutes: killed once checked.
+    let mut child = Command::new(program)
+        .arg("1000000000000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    testkit::wait_until("the program's start", Duration::from_secs(10), || {
+        !testkit::code_ranges(pid, program).is_empty()
+    });
+    let code = testkit::code_ranges(pid, program);
+    let profile = agent::AttachProfile {
+        sample_bytes: 4096,
+        table_dir: tables.path().to_path_buf(),
+    };
+    let a = agent::attach_profiled(pid, Duration::from_millis(100), &profile).unwrap();
+    let read = || {
+        testkit::profile_tables(tables.path(), pid)
+            .first()
+            .and_then(|p| testkit::read_profile_table(p))
+    };
+    assert!(testkit::poll_until(Duration::from_secs(10), || read()
+        .is_some_and(|t| t.samples >= 100)));
+    a.detach();
+    assert!(testkit::poll_until(Duration::from_secs(10), || read()
+        .is_some_and(|t| t.state == testkit::TABLE_DETACHED)));
+    let in_program = read().unwrap().stacks.iter().any(|s| {
+        s.frames
+            .iter()
+            .any(|&f| code.iter().any(|&(lo, hi)| f >= lo && f < hi))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(in_program, "{:?}", read());
+    assert!(alive, "it died after the detach");
+}
+
 /// A program blocked in read() on a pipe never calls the allocator: the thread blocked in the
 /// system call is borrowed, and the read goes on afterwards as if nothing happened: the data
 /// written later arrives whole.
