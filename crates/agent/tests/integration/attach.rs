@@ -147,14 +147,41 @@ fn a_cxx_program_is_sampled_through_its_operators() {
     let tables = tempfile::tempdir().unwrap();
     let program = testkit::program("newdelete");
     // Rounds enough for minutes: killed once checked.
-    let mut child = Command::new(program)
-        .arg("1000000000000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    testkit::wait_until("the program's start", Duration::from_secs(10), || {
-        !testkit::code_ranges(pid, program).is_empty()
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(
+        Command::new(program)
+            .arg("1000000000000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    // It says nothing when it runs: past the loader once it has used 50 ms of CPU in all.
+    let cpu_ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // utime and stime, fields 14 and 15: the 12th and 13th after the command's name.
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let tick = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        tick(11) + tick(12)
+    };
+    testkit::wait_until("the program's start", Duration::from_secs(30), || {
+        cpu_ticks() >= 5
     });
     let code = testkit::code_ranges(pid, program);
     let profile = agent::AttachProfile {
@@ -167,22 +194,30 @@ fn a_cxx_program_is_sampled_through_its_operators() {
             .first()
             .and_then(|p| testkit::read_profile_table(p))
     };
-    assert!(testkit::poll_until(Duration::from_secs(10), || read()
-        .is_some_and(|t| t.samples >= 100)));
+    assert!(
+        testkit::poll_until(Duration::from_secs(10), || read()
+            .is_some_and(|t| t.samples >= 100)),
+        "no samples: {:?}",
+        read()
+    );
     a.detach();
-    assert!(testkit::poll_until(Duration::from_secs(10), || read()
-        .is_some_and(|t| t.state == testkit::TABLE_DETACHED)));
+    assert!(
+        testkit::poll_until(Duration::from_secs(10), || read()
+            .is_some_and(|t| t.state == testkit::TABLE_DETACHED)),
+        "not detached: {:?}",
+        read()
+    );
     let in_program = read().unwrap().stacks.iter().any(|s| {
         s.frames
             .iter()
             .any(|&f| code.iter().any(|&(lo, hi)| f >= lo && f < hi))
     });
     std::thread::sleep(Duration::from_millis(200));
-    let alive = child.try_wait().unwrap().is_none();
-    child.kill().unwrap();
-    child.wait().unwrap();
     assert!(in_program, "{:?}", read());
-    assert!(alive, "it died after the detach");
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "it died after the detach"
+    );
 }
 
 /// A program blocked in read() on a pipe never calls the allocator: the thread blocked in the
