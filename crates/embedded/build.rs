@@ -37,6 +37,7 @@ macro_rules! record_shim {
             &[
                 "internal.h",
                 "include/alloclens_shim.h",
+                "../common/sampling.h",
                 "../common/cxx_operators.inc",
                 "../common/cxx_next.inc",
                 $exports,
@@ -78,9 +79,12 @@ const LIBRARIES: [Preload; 4] = [
             "stats.c",
             "snapshot.c",
             "single_thread.c",
+            "profile.c",
         ],
         inputs: &[
             "agent.h",
+            "profile_table.h",
+            "../common/sampling.h",
             "exports.map",
             "../common/cxx_operators.inc",
             "../common/cxx_next.inc",

@@ -71,6 +71,11 @@ struct ag_tls {
     struct ag_slot *slot;
     int busy; /* the agent itself runs on this thread (or it is the agent thread): not counted */
     int dead; /* the thread's slot went back at thread exit: later calls use the shared slot */
+    /* The heap profile's sampler (profile.c): requested bytes left to the next sample point (0
+     * in a new thread: its first allocation draws one; INT64_MAX when the sampler is off) and the
+     * thread's generator. */
+    int64_t prof_left;
+    uint64_t prof_rng;
 };
 
 AG_HIDDEN extern __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
@@ -102,6 +107,42 @@ AG_HIDDEN void ag_counters_read(struct ag_counters *out);
 /* In a fork child: only the forking thread lives on; every other slot is free for reuse. */
 AG_HIDDEN void ag_slots_after_fork(void);
 AG_HIDDEN void ag_slots_init(void);
+
+/* ------------------------------------------------------------ profile.c: the heap profile */
+
+/* A counting filter of the sampled live blocks' addresses: a free whose byte is 0 holds no sample
+ * (one byte load; the table is looked up only otherwise). */
+#define AG_PROF_FILTER_SLOTS 65536u
+#define AG_PROF_FILTER_INDEX(a) (((uint64_t)(uintptr_t)(a) * 0x9E3779B97F4A7C15ull) >> 48)
+AG_HIDDEN extern uint8_t ag_prof_filter[AG_PROF_FILTER_SLOTS];
+
+/* The countdown ran out in the allocation p of `size` requested bytes (or the thread has none
+ * yet): samples it when the sampler is on. */
+AG_HIDDEN void ag_prof_sample(void *p, size_t size);
+/* p, whose filter byte is set, is freed: its entry goes, if it has one. */
+AG_HIDDEN void ag_prof_forget(void *p);
+
+/* Every counted allocation: one subtraction from the thread's countdown. */
+static inline void ag_prof_count(void *p, size_t size)
+{
+    if (AG_UNLIKELY((ag_tls.prof_left -= (int64_t)size) < 0))
+        ag_prof_sample(p, size);
+}
+
+/* Every free, before the block goes back to the allocator (after it, another thread may get the
+ * address and sample it). */
+static inline void ag_prof_free(void *p)
+{
+    if (AG_UNLIKELY(__atomic_load_n(&ag_prof_filter[AG_PROF_FILTER_INDEX(p)], __ATOMIC_RELAXED)))
+        ag_prof_forget(p);
+}
+
+struct ag_counters;
+/* The sampler's set-up (ALLOCLENS_PROFILE_BYTES), at the agent's start and in a fork child. */
+AG_HIDDEN void ag_prof_init(const char *dir, const char *exe);
+AG_HIDDEN void ag_prof_after_fork(const char *dir, const char *exe);
+/* The agent thread's renewal of the table's exact figures; `final` at exit. */
+AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final);
 
 /* ------------------------------------------------------------ stats.c: the allocator's own view */
 

@@ -288,6 +288,7 @@ static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t r
     COUNT(s, at, allocs, 1);
     COUNT(s, at, bytes_in, usable(p));
     COUNT(s, at, requested, requested);
+    ag_prof_count(p, requested);
 }
 
 static __attribute__((noinline, cold)) void counted_free_slow(void *p)
@@ -332,6 +333,7 @@ static inline __attribute__((always_inline)) void *counted_alloc(void *p, size_t
         add(&s->allocs, 1);
         add(&s->bytes_in, FAST_USABLE(head));
         add(&s->requested, requested);
+        ag_prof_count(p, requested);
         return p;
     }
     return counted_alloc_slow_p(p, requested);
@@ -344,6 +346,7 @@ AG_HIDDEN void ag_count_alloc(void *p, size_t requested)
 
 AG_HIDDEN void ag_count_free(void *p)
 {
+    ag_prof_free(p);
     size_t head;
     struct ag_slot *s = fast_slot(p, &head);
     if (AG_LIKELY(s != NULL)) {
@@ -388,6 +391,7 @@ static __attribute__((noinline, cold)) void free_slow(void *p)
     if (arena_owns(p) || !ready())
         return;
     counted_free_slow(p);
+    ag_prof_free(p);
     ag_real.free(p);
 }
 
@@ -401,6 +405,7 @@ AG_EXPORT __attribute__((hot)) void free(void *p)
     if (AG_LIKELY(s != NULL)) {
         add(&s->frees, 1);
         add(&s->bytes_out, FAST_USABLE(head));
+        ag_prof_free(p);
         ag_real.free(p);
         return;
     }
@@ -423,6 +428,10 @@ AG_EXPORT void *realloc(void *old, size_t size)
         return arena_realloc(old, size);
     if (AG_UNLIKELY(!ready()))
         return arena_alloc(size, 16);
+    /* A realloc that fails keeps `old`, whose sample is then lost: forgetting it after the call
+     * would race with another thread that got the address back. */
+    if (old)
+        ag_prof_free(old);
     int at;
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL))
@@ -436,6 +445,7 @@ AG_EXPORT void *realloc(void *old, size_t size)
         COUNT(s, at, bytes_out, old_usable);
         if (!old)
             COUNT(s, at, blocks_in, 1);
+        ag_prof_count(p, size);
     } else if (old && size == 0) {
         /* glibc's realloc(p, 0) frees p and returns NULL. A failed realloc keeps p. */
         COUNT(s, at, bytes_out, old_usable);

@@ -177,13 +177,15 @@ static void take(int final)
     ag_buf_kv(&out, "count.", "bytes_in", c.bytes_in);
     ag_buf_kv(&out, "count.", "bytes_out", c.bytes_out);
     ag_buf_kv(&out, "count.", "requested", c.requested);
-    ag_buf_kv(&out, "", "rss", rss_bytes());
+    uint64_t rss = rss_bytes();
+    ag_buf_kv(&out, "", "rss", rss);
     ag_stats_raw(&out, "raw.");
     if (trim_lines.len)
         ag_buf_put(&out, trim_lines.data, trim_lines.len);
     ag_stats_text(&out);
     ag_buf_str(&out, "end\n"); /* a reader that does not find it has a cut file */
     write_file();
+    ag_prof_tick(&c, rss, final);
 }
 
 static void trim_if_asked(void)
@@ -351,6 +353,7 @@ static void after_fork_child(void)
     seq = 0;
     stopped = 0;
     trim_lines.len = 0;
+    ag_prof_after_fork(dir, exe);
     start_thread();
 }
 
@@ -378,6 +381,7 @@ __attribute__((constructor)) static void agent_init(void)
     ppid = getppid();
     read_exe();
     seq = previous_seq();
+    ag_prof_init(dir, exe);
     active = 1;
     pthread_atfork(NULL, NULL, after_fork_child);
     start_thread();

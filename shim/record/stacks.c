@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sampling.h"
 
 AL_HIDDEN struct al_stacks al_stacks = {.fd = -1};
 
@@ -427,28 +428,9 @@ AL_HIDDEN void al_stacks_fork_child(void)
 
 /* ------------------------------------------------------------------------------ capture */
 
-/* Four independent lanes (the multiplications of one lane wait for each other: a single chain
- * cost about 5 cycles a frame), then a full 64-bit mix: the per-thread cache trusts the hash. */
 static inline uint64_t hash_frames(void *const *f, int n)
 {
-    uint64_t a = 0x9E3779B97F4A7C15ull ^ (uint64_t)n, b = 0xC2B2AE3D27D4EB4Full, c = 0x165667B19E3779F9ull,
-             d = 0x27D4EB2F165667C5ull;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a = (a ^ (uint64_t)(uintptr_t)f[i]) * 0xff51afd7ed558ccdull;
-        b = (b ^ (uint64_t)(uintptr_t)f[i + 1]) * 0xc4ceb9fe1a85ec53ull;
-        c = (c ^ (uint64_t)(uintptr_t)f[i + 2]) * 0xff51afd7ed558ccdull;
-        d = (d ^ (uint64_t)(uintptr_t)f[i + 3]) * 0xc4ceb9fe1a85ec53ull;
-    }
-    for (; i < n; i++)
-        a = (a ^ (uint64_t)(uintptr_t)f[i]) * 0xff51afd7ed558ccdull;
-    uint64_t h = a ^ (b >> 7 | b << 57) ^ (c >> 19 | c << 45) ^ (d >> 31 | d << 33);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h | 1; /* never 0: 0 marks an empty slot */
+    return sampling_hash_frames(f, n);
 }
 
 /* Per-thread cache in front of the shared table: the table is 8 MiB probed at random, so a
@@ -553,52 +535,9 @@ AL_HIDDEN __attribute__((noinline)) uint32_t al_stack_capture(void)
 
 /* ----------------------------------------------------------------------------- sampling */
 
-/* splitmix64: seeds from a few weak sources spread over all 64 bits; then a xorshift64* step. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t next_random(struct al_tls *t)
-{
-    uint64_t x = t->sample_rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    t->sample_rng = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-/* -ln(u) for u in (0, 1], without libm (the shim links none): u = m * 2^e with m in
- * [sqrt(1/2), sqrt(2)), ln m = 2 atanh(z), z = (m - 1) / (m + 1), |z| < 0.172; the series to z^13
- * is exact to about 1e-11, far below what a sample count can tell. */
-static double neg_log(double u)
-{
-    union {
-        double d;
-        uint64_t b;
-    } v = {.d = u};
-    int e = (int)((v.b >> 52) & 0x7ff) - 1023;
-    v.b = (v.b & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
-    double m = v.d;
-    if (m > 1.4142135623730951) {
-        m *= 0.5;
-        e += 1;
-    }
-    double z = (m - 1) / (m + 1), z2 = z * z;
-    double series =
-        z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
-    return -(e * 0.6931471805599453 + 2 * series);
-}
-
-/* Bytes to the next sample point: exponentially distributed with mean sample_bytes, at least 1. */
 static uint64_t draw_countdown(struct al_tls *t)
 {
-    double u = (double)((next_random(t) >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
-    double bytes = neg_log(u) * (double)al_stacks.sample_bytes;
-    return bytes < 1 ? 1 : bytes > 9.2e18 ? (uint64_t)9.2e18 : (uint64_t)bytes + 1;
+    return sampling_countdown(&t->sample_rng, al_stacks.sample_bytes);
 }
 
 AL_HIDDEN __attribute__((noinline)) int al_sample_slow(struct al_tls *t, uint64_t size)
@@ -606,9 +545,9 @@ AL_HIDDEN __attribute__((noinline)) int al_sample_slow(struct al_tls *t, uint64_
     if (t->sample_rng == 0) {
         /* A new thread, or the child of a fork: its own stream, whatever its neighbours draw. */
         static _Atomic uint64_t seeds;
-        uint64_t seed = mix64(((uint64_t)al_gettid() << 32 ^ (uint64_t)getpid()) ^
-                              mix64(al_clock_ns(CLOCK_MONOTONIC)) ^
-                              mix64((uint64_t)(uintptr_t)t + atomic_fetch_add(&seeds, 1)));
+        uint64_t seed = sampling_mix64(((uint64_t)al_gettid() << 32 ^ (uint64_t)getpid()) ^
+                              sampling_mix64(al_clock_ns(CLOCK_MONOTONIC)) ^
+                              sampling_mix64((uint64_t)(uintptr_t)t + atomic_fetch_add(&seeds, 1)));
         t->sample_rng = seed != 0 ? seed : 0x9E3779B97F4A7C15ull;
         t->sample_left = draw_countdown(t);
         if (size < t->sample_left) {
