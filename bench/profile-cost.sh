@@ -12,8 +12,8 @@
 # `du --apparent-size` and `du` say: the file is sparse, made at its full size), and the
 # largest RSS of the table's mapping in the program (/proc/PID/smaps, polled every 50 ms).
 # Targets (issue 37): agent+sampler <= 1.03x native on python3, sqlite3 and cc1, <= 1.10x on
-# alloc-micro; the table <= 6.25 MiB (AG_PROF_FILE_BYTES, shim/agent/profile_table.h) whatever the
-# program.
+# alloc-micro; each table file no larger than AG_PROF_FILE_BYTES (shim/agent/profile_table.h:
+# 6.25 MiB and its 4 KiB header) whatever the program.
 # Usage: bench/profile-cost.sh [ROUNDS] [MICRO_ITERATIONS]   (defaults 5, 40000000; ~2.5 min)
 #   ONLY="python3 cc1"   only these programs
 #   ALLOCLENS_AGENT=PATH another agent build (as alloclens itself takes it); default: the one cargo
@@ -33,6 +33,10 @@ AGENT=${ALLOCLENS_AGENT:-$(ls -t "$PWD"/target/release/build/embedded-*/out/liba
 [ -f "$AGENT" ] || { echo "no agent library at $AGENT" >&2; exit 1; }
 cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
 python3 bench/programs/big_c.py 300 "$WORK/big.c"
+# The table's fixed size, from the agent's header.
+printf '#include <stdio.h>\n#include "profile_table.h"\nint main(void) { printf("%%u\\n", AG_PROF_FILE_BYTES); }\n' > "$WORK/table_bytes.c"
+cc -Ishim/agent -o "$WORK/table_bytes" "$WORK/table_bytes.c"
+TABLE_BYTES=$("$WORK/table_bytes")
 # The interpreter itself, not a wrapper script (pyenv's python3 is one).
 PY=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
 CC1=$(gcc -print-prog-name=cc1)
@@ -51,18 +55,17 @@ done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "agent: $AGENT; rounds: $ROUNDS, interleaved; compare the columns of one run only"
-python3 - "$WORK" "$AGENT" "$ROUNDS" "${SELECTED[@]}" <<'PY'
+python3 - "$WORK" "$AGENT" "$ROUNDS" "$TABLE_BYTES" "${SELECTED[@]}" <<'PY'
 import glob, os, shlex, statistics, subprocess, sys, time
 
-WORK, AGENT, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+WORK, AGENT, ROUNDS, TABLE_BYTES = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 PROGRAMS = []
-for entry in sys.argv[4:]:
+for entry in sys.argv[5:]:
     name, env, command = entry.split("|", 2)
     PROGRAMS.append((name, dict(kv.split("=", 1) for kv in env.split()), shlex.split(command)))
 VARIANTS = ("native", "agent", "sampler")
 SAMPLE_BYTES = "524288"
 TARGETS = {"alloc-micro": 1.10}  # the others: 1.03
-TABLE_BYTES = 6.25 * 2**20
 
 
 def environment(variant, program_env, agent_dir):
@@ -160,8 +163,8 @@ for name, env, command in PROGRAMS:
 print("(medians of the rounds; a ratio's spread between rounds on a loaded machine is several %:"
       " read wall and CPU together)")
 print()
-print("sampler's table: one run each with the sampler; files, their apparent size and disk blocks (du),")
-print("and the largest RSS and PSS of their mappings in the program while it ran")
+print(f"the sampler's table files (PID-N.prof, at most {TABLE_BYTES:,} bytes each), one more run with the sampler:")
+print("their apparent size and disk blocks (du --apparent-size, du), the largest RSS and PSS of their mappings")
 print(f"{'program':<12} {'files':>5} {'apparent MiB':>13} {'du MiB':>8} {'mapped RSS MiB':>15} {'PSS MiB':>8}")
 no_table = []
 for name, env, command in PROGRAMS:
@@ -171,7 +174,7 @@ for name, env, command in PROGRAMS:
     print(f"{name:<12} {n:5d} {apparent / 2**20:13.2f} {blocks / 2**20:8.2f} {peak_rss / 1024:15.2f}"
           f" {peak_pss / 1024:8.2f}")
     if n and apparent / n > TABLE_BYTES:
-        print(f"  {name}: a table file is over its bound of {TABLE_BYTES / 2**20:.2f} MiB")
+        print(f"  {name}: a table file is over its bound of {TABLE_BYTES:,} bytes")
 print()
 if no_table:
     print(f"note: no table file (*.prof) for {', '.join(no_table)}: this agent has no sampler"
