@@ -32,8 +32,10 @@ Every option that writes a file follows symbolic links as `open` does and never 
 but a regular file: a file is written beside its name (the link's target) and renamed over it once
 whole, so a full disk leaves the earlier version; a device or a pipe (`-o /dev/stdout`) is written
 into directly (`record -o` refuses one); a directory given where a file is expected is refused in
-one line. A results or watch directory is locked while a session writes into it: a second session
-into it stops with `alloclens: error: another alloclens (pid N) is writing into 'DIR'`. Details in
+one line. A name alloclens chooses itself (`snapshot`'s `alloclens.COMM.PID.snapshot.pb.gz`) is
+numbered (`.1.pb.gz`, ...) rather than written over an existing file. A results or watch directory
+is locked while a session writes into it: a second session into it stops with
+`alloclens: error: another alloclens (pid N) is writing into 'DIR'`. Details in
 [reliability.md](reliability.md#nothing-left-behind).
 
 ## Units
@@ -88,6 +90,8 @@ alloclens analyze F.alt [--json] [-o DIR] [--phase P] [--process PID] [--top N |
 alloclens analyze F.alt --sites [--functions N] [--sort calls|bytes|peak|leaked]  # where: call sites (record --stacks)
 alloclens report PATH [-o page.html] [--compare OTHER] [--png DIR] [--svg DIR] [--parquet DIR]
 alloclens diff A B [--json] [--sites]              # two runs or two traces, every headline figure (or by call site)
+alloclens snapshot PID|DIR|F.prof [-o F.pb.gz]     # in-use bytes by call site now, of a program watched with --profile (docs/profile.md)
+alloclens diff A.pb.gz B.pb.gz [-o F.pb.gz]        # growth by call site between two snapshots
 alloclens replay F.alt [-a SPEC,...] [-r N] [--process PID] [--phase P] [-o DIR]  # the trace's calls under every allocator
 alloclens export F.alt --parquet DIR               # one row per allocator call, for DuckDB/pandas/polars
 alloclens export F.alt --pprof F.pb.gz             # call sites as a pprof heap profile (record --stacks; docs/profile.md)
@@ -183,6 +187,6 @@ and time, size histograms (16 B, 32 KiB, powers of two), lifetimes in allocator 
 process, thread and phase ([docs/metrics.md](metrics.md)). `report` makes one self-contained HTML page
 (charts inlined, works offline) of a run or a trace ([docs/reports.md](reports.md)).
 EOF
-for c in run tune watch allocators workload demo record analyze report diff replay export merge completions man; do
+for c in run tune watch allocators workload demo record analyze report diff replay snapshot export merge completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'
 done

@@ -35,7 +35,7 @@
 #define AG_PROF_BUCKET_KEYS 8u
 #define AG_PROF_BUCKETS 8192u                                       /* 65536 live entries */
 #define AG_PROF_ENTRIES (AG_PROF_BUCKETS * AG_PROF_BUCKET_KEYS)
-#define AG_PROF_INDEX_SLOTS 32768u                                  /* filled to 3/4 at most */
+#define AG_PROF_INDEX_SLOTS 32768u /* linear probing, 64 probes at most */
 #define AG_PROF_STACKS_BYTES (3u << 20)
 #define AG_PROF_MODULES_BYTES (512u << 10)
 #define AG_PROF_MAX_DEPTH 64u

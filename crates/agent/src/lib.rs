@@ -19,7 +19,7 @@ mod normalise;
 mod snapshot;
 
 pub use attach::{attach, attach_waiting, AttachedAgent};
-pub use config::{AgentConfig, ENV_DIR, ENV_INTERVAL_MS};
+pub use config::{AgentConfig, DEFAULT_PROFILE_BYTES, ENV_DIR, ENV_INTERVAL_MS, ENV_PROFILE_BYTES};
 pub use error::AgentError;
 pub use glibc::{glibc_stats, parse_malloc_info, ArenaStats, FreeSizes, GlibcHeap, Mallinfo2};
 pub use library::{library_path, ENV_AGENT_OVERRIDE};

@@ -47,6 +47,9 @@ pub enum Command {
     /// The replay process `replay` starts (internal)
     #[command(hide = true, name = "replay-driver")]
     ReplayDriver(cmd::replay::DriverArgs),
+    /// Read the heap profile a program's agent keeps (`watch --profile`), live or after it died:
+    /// in-use and allocated bytes by call site with their standard errors, and a pprof file
+    Snapshot(cmd::snapshot::Args),
     /// Export a trace: its raw events as Parquet (pandas, polars, DuckDB, Spark), its call sites as a pprof profile
     Export(cmd::export::Args),
     /// Merge results directories and traces of many hosts into one Parquet dataset for DuckDB or

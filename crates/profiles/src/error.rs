@@ -11,4 +11,10 @@ pub enum ProfileError {
         path.display()
     )]
     NoStacks { path: PathBuf },
+    /// A profile table that cannot be read: damaged, truncated, of another version, or no table.
+    #[error("'{}': {problem}", path.display())]
+    Table { path: PathBuf, problem: String },
+    /// No profile table where one was looked for, and how to get one.
+    #[error("{0}")]
+    NoTable(String),
 }

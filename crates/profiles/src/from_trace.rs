@@ -2,15 +2,15 @@
 //! `analyze`'s per-site figures (`analyze::sites::SiteAnalyzer`) as its values: calls and
 //! requested bytes as allocated, the blocks still live at the end of the image's stream as in
 //! use. Sampled stacks give `analyze --sites`'s estimates (the same estimator, unsampled values).
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use analyze::call_sites::{address_space, is_allocator_function};
+use analyze::call_sites::address_space;
 use analyze::sampling::Sampling;
 use analyze::sites::{ProcessSites, SiteAnalyzer, SiteStats};
 use trace::{Losses, ProcessInfo, Record, TraceReader};
 
-use crate::pprof::{self, Label, Line, LocationId, Mapping, ProfileBuilder};
+use crate::locations::{mapping_of, ImageStacks};
+use crate::pprof::{self, Label, ProfileBuilder};
 use crate::ProfileError;
 
 /// How a trace's profile is made.
@@ -101,12 +101,7 @@ pub fn from_trace(
     let mut totals = [0i64; 4];
     for image in &images {
         let space = address_space(&image.info, &infos, reader.modules());
-        let mut stacks = ImageStacks {
-            space: &space,
-            symbolizer: &mut symbolizer,
-            builder: &mut builder,
-            addresses: HashMap::new(),
-        };
+        let mut stacks = ImageStacks::new(&space, &mut symbolizer, &mut builder);
         let labels = labels(&image.info);
         for site in &image.sites {
             // Sampled: the calls without a stack are the unsampled ones, whose share the sampled
@@ -126,7 +121,7 @@ pub fn from_trace(
             for (t, v) in totals.iter_mut().zip(values) {
                 *t += v;
             }
-            stacks.builder.sample(&stack, &values, &labels);
+            stacks.sample(&stack, &values, &labels);
         }
     }
     let mut warnings = losses.warnings("profiled");
@@ -208,74 +203,4 @@ fn labels(info: &ProcessInfo) -> Vec<Label> {
         });
     }
     labels
-}
-
-fn mapping_of(m: &symbols::Mapping) -> Mapping {
-    Mapping {
-        start: m.start,
-        limit: m.end,
-        file_offset: m.file_offset,
-        file: m.path.clone(),
-        build_id: m
-            .build_id
-            .as_ref()
-            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
-    }
-}
-
-/// Turns one image's stacks into locations, each return address resolved once.
-struct ImageStacks<'a> {
-    space: &'a symbols::AddressSpace,
-    symbolizer: &'a mut symbols::Symbolizer,
-    builder: &'a mut ProfileBuilder,
-    /// Return address -> its location, and whether it is in the allocator's own code.
-    addresses: HashMap<u64, (LocationId, bool)>,
-}
-
-impl ImageStacks<'_> {
-    fn named(&mut self, name: &str) -> LocationId {
-        self.builder.named_location(name)
-    }
-
-    /// The locations of `addresses` (innermost first), one per return address, without the
-    /// allocator's own frames at the leaf (`operator new`, Rust's global allocator: as `analyze
-    /// --sites` drops them; one frame is always kept).
-    fn locations(&mut self, addresses: &[u64]) -> Vec<LocationId> {
-        let resolved: Vec<(LocationId, bool)> =
-            addresses.iter().map(|&a| self.location(a)).collect();
-        let allocator = resolved.iter().take_while(|(_, alloc)| *alloc).count();
-        resolved[allocator.min(resolved.len() - 1)..]
-            .iter()
-            .map(|(id, _)| *id)
-            .collect()
-    }
-
-    fn location(&mut self, address: u64) -> (LocationId, bool) {
-        if let Some(&known) = self.addresses.get(&address) {
-            return known;
-        }
-        let mapping = self.space.find(address);
-        let frames = self.symbolizer.resolve(mapping, address);
-        let lines: Vec<Line> = frames
-            .iter()
-            .filter_map(|f| {
-                Some(Line {
-                    function: f.function.clone()?,
-                    file: f.file.clone(),
-                    line: f.line,
-                })
-            })
-            .collect();
-        let allocator = lines
-            .last()
-            .is_some_and(|l| is_allocator_function(&l.function));
-        let mapping = mapping.map(|m| self.builder.mapping(&mapping_of(m)));
-        // A return address is the instruction after the call: one byte back is inside the call,
-        // where pprof's own symbolisation finds the caller's line.
-        let id = self
-            .builder
-            .location(mapping, address.saturating_sub(1), &lines);
-        self.addresses.insert(address, (id, allocator));
-        (id, allocator)
-    }
 }

@@ -412,6 +412,7 @@ fn environment(
         let config = agent::AgentConfig {
             dir: work.to_path_buf(),
             interval: Duration::from_secs(24 * 3600),
+            profile_bytes: None,
         };
         let allocator_preload = env
             .iter()

@@ -7,9 +7,14 @@
  *   churn  CHURN_N blocks of CHURN_SIZE bytes, each freed at once
  *   big    BIG_N (at most 64) blocks of BIG_SIZE bytes, all live together, then all but BIG_LEAKED freed
  *   keep   KEEP_N blocks of KEEP_SIZE bytes, never freed: the process's peak is at the end
+ *
+ * With an eighth argument `wait`, it then prints "ready" and waits for the end of its standard
+ * input before it exits (a process to take snapshots of, crates/alloclens/tests/cli/snapshot.rs).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static void *volatile sink;
 
@@ -42,12 +47,19 @@ __attribute__((noinline)) void keep(long n, size_t size)
 
 int main(int argc, char **argv)
 {
-    if (argc != 8) {
-        fprintf(stderr, "usage: sampled_sites CHURN_N CHURN_SIZE BIG_N BIG_SIZE BIG_LEAKED KEEP_N KEEP_SIZE\n");
+    if (argc != 8 && !(argc == 9 && strcmp(argv[8], "wait") == 0)) {
+        fprintf(stderr, "usage: sampled_sites CHURN_N CHURN_SIZE BIG_N BIG_SIZE BIG_LEAKED KEEP_N KEEP_SIZE [wait]\n");
         return 2;
     }
     churn(atol(argv[1]), atol(argv[2]));
     big(atol(argv[3]), atol(argv[4]), atol(argv[5]));
     keep(atol(argv[6]), atol(argv[7]));
+    if (argc == 9) {
+        char buf[64];
+        printf("ready\n");
+        fflush(stdout);
+        while (read(0, buf, sizeof buf) > 0)
+            ;
+    }
     return 0;
 }

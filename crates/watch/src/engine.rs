@@ -13,6 +13,7 @@ use crate::agents::{exe_of, preloaded_agent, same_image, AgentTracker};
 use crate::history::{History, WatchSample};
 use crate::probes::{attach_agent, trim_probe};
 pub use crate::probes::{trim_call, AttachReading, GdbReading, TrimProbe};
+use crate::profiling::{ProfileSettings, Profiling, Reason};
 
 /// What is watched.
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ pub struct WatchOptions {
     pub trim_probe: bool,
     /// `--pid`: load the agent into the running process (crates/attach; no debugger).
     pub attach: bool,
+    /// `--profile`: the agent samples the heap; snapshots by these triggers go to this ring.
+    pub profile: Option<(ProfileSettings, PathBuf)>,
 }
 
 /// Why the watch ended.
@@ -102,6 +105,9 @@ pub struct WatchOutcome {
     /// Ticks of the interval passed without a sample (alloclens stopped, or a sample that took
     /// longer than the interval): skipped, not made up in a burst.
     pub ticks_skipped: u64,
+    /// `--profile`: the heap profile snapshots kept on disk, oldest first, and how many were taken.
+    pub snapshots: Vec<PathBuf>,
+    pub snapshots_taken: u64,
     /// Why live bytes are missing for processes of the tree (one sentence each), when known.
     pub live_missing: Vec<String>,
 }
@@ -188,6 +194,8 @@ struct Watch<'o> {
     agents: AgentTracker,
     /// The agent loaded into a `--pid` process: its directory goes when the watch ends.
     attached: Option<agent::AttachedAgent>,
+    /// `--profile`: the triggers and the ring of snapshots.
+    profiling: Option<Profiling>,
     /// Time 0 of the samples and of `--duration`.
     start: Instant,
     /// The next tick of the interval.
@@ -249,6 +257,10 @@ impl<'o> Watch<'o> {
             attached,
             sampler,
             history,
+            profiling: options
+                .profile
+                .as_ref()
+                .map(|(settings, dir)| Profiling::new(settings, dir.clone())),
             start,
             next: start,
             cpu_start,
@@ -268,6 +280,8 @@ impl<'o> Watch<'o> {
                 cpu_s: 0.0,
                 ticks_skipped: 0,
                 live_missing: Vec::new(),
+                snapshots: Vec::new(),
+                snapshots_taken: 0,
             },
         };
         Ok(watch)
@@ -280,9 +294,17 @@ impl<'o> Watch<'o> {
             take_sample(&mut self.sampler, self.root, self.start, &mut self.agents)
         {
             on_event(WatchEvent::Sample(&sample));
+            let due = self
+                .profiling
+                .as_mut()
+                .and_then(|p| p.due(sample.t_s, sample.rss));
+            let unix_ms = sample.unix_ms;
             self.history.push(sample);
             self.outcome.samples_taken += 1;
             self.outcome.processes = processes;
+            if let Some(reason) = due {
+                self.snapshot(reason, unix_ms, on_event);
+            }
         }
         let (next, skipped) = next_tick(self.next, Instant::now(), self.options.interval);
         self.next = next;
@@ -345,6 +367,9 @@ impl<'o> Watch<'o> {
     /// What is read once the watch ended: the agent's final snapshots and what it could not
     /// measure, the trim probe; then an attached agent is let go.
     fn end_probes(&mut self, on_event: &mut dyn FnMut(WatchEvent)) {
+        if self.profiling.is_some() {
+            self.snapshot(Reason::End, unix_ms(), on_event);
+        }
         if let Some(dir) = self.agent_dir.clone() {
             self.final_snapshots(&dir);
             self.agent_warnings(&dir);
@@ -366,6 +391,26 @@ impl<'o> Watch<'o> {
             self.outcome.warnings.push(format!(
                 "process {root} exited during the watch: the figures up to then are kept"
             ));
+        }
+    }
+
+    /// A heap profile snapshot of the processes of the last sample (the tables of their current
+    /// images) into the ring. A failure is a note: the watch goes on.
+    fn snapshot(&mut self, reason: Reason, unix_ms: u64, on_event: &mut dyn FnMut(WatchEvent)) {
+        let (Some(profiling), Some(agent_dir)) = (self.profiling.as_mut(), &self.agent_dir) else {
+            return;
+        };
+        let pids: Vec<u32> = self.outcome.processes.iter().map(|p| p.pid).collect();
+        match profiling.snapshot(reason, unix_ms, agent_dir, &pids) {
+            Ok(true) => {
+                self.outcome.snapshots = profiling.kept().to_vec();
+                self.outcome.snapshots_taken += 1;
+            }
+            Ok(false) => {}
+            Err(e) => on_event(WatchEvent::Note(format!(
+                "heap profile snapshot ({}) not written: {e}",
+                reason.name()
+            ))),
         }
     }
 
@@ -661,6 +706,7 @@ mod tests {
             capacity: 100,
             trim_probe: false,
             attach: false,
+            profile: None,
         }
     }
 

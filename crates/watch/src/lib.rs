@@ -18,6 +18,7 @@ pub mod engine;
 mod explain;
 pub mod history;
 mod probes;
+pub mod profiling;
 pub mod results;
 pub mod samples_file;
 pub mod slope;

@@ -377,6 +377,8 @@ mod tests {
             trim: Vec::new(),
             warnings: Vec::new(),
             write_problems: Vec::new(),
+            snapshots: Vec::new(),
+            snapshots_taken: 0,
             cpu_s: 0.0,
             ticks_skipped: 0,
             live_missing: Vec::new(),

@@ -1,4 +1,5 @@
-//! `alloclens diff A B`: glue between the command line and `report::diff`.
+//! `alloclens diff A B`: glue between the command line and `report::diff` (runs, traces) or
+//! `profiles::diff` (two pprof snapshots).
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,7 +10,8 @@ use report::{diff, Headline, Headlines};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// First results directory of `alloclens run`, or first trace
+    /// First results directory of `alloclens run`, first trace, or first pprof snapshot
+    /// (`alloclens snapshot`)
     pub a: PathBuf,
     /// Second one, of the same kind
     pub b: PathBuf,
@@ -21,9 +23,13 @@ pub struct Args {
     /// bytes of each allocating function (the top N of either trace, by calls)
     #[arg(long)]
     pub sites: bool,
-    /// With --sites: how many functions of each trace are compared
-    #[arg(long, value_name = "N", default_value_t = 10, requires = "sites")]
+    /// With --sites: how many functions of each trace are compared; with two snapshots: how many
+    /// call stacks are printed, by in-use growth
+    #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// With two snapshots: write FILE, a pprof profile whose values are B - A (docs/profile.md)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// One side of the comparison.
@@ -89,6 +95,17 @@ fn call_sites(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match (is_pprof(&args.a), is_pprof(&args.b)) {
+        (true, true) if args.sites => {
+            bail!("--sites compares two traces; two pprof snapshots are compared by call site without it")
+        }
+        (true, true) => return super::profile_diff::run(&args),
+        (false, false) => {}
+        _ => bail!("cannot compare a pprof profile with a run or a trace: give two snapshots"),
+    }
+    if args.output.is_some() {
+        bail!("-o writes the difference of two pprof snapshots (`alloclens snapshot`); A and B are not");
+    }
     let (mut result, commands) = if args.sites {
         let (a, a_warnings, a_command) = call_sites(&args.a)?;
         let (b, b_warnings, b_command) = call_sites(&args.b)?;
@@ -143,4 +160,12 @@ fn headline_diff(args: &Args) -> anyhow::Result<(report::Diff, Commands)> {
     result.warnings = [a.warnings, b.warnings].concat();
     let kind = if a.is_run { "runs" } else { "traces" };
     Ok((result, Some((kind, a.command, b.command))))
+}
+
+/// A gzip-compressed file: a pprof profile (traces and results are not).
+fn is_pprof(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|_| magic == [0x1f, 0x8b])
 }

@@ -9,12 +9,14 @@ pub mod export;
 mod ksm_library;
 pub mod man;
 pub mod merge;
+mod profile_diff;
 pub mod progress;
 pub mod record;
 pub mod replay;
 pub mod report;
 mod results_observer;
 pub mod run;
+pub mod snapshot;
 pub mod tune;
 pub mod watch;
 pub mod workload;
@@ -58,6 +60,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(*args),
         Command::ReplayDriver(args) => replay::driver(args),
+        Command::Snapshot(args) => snapshot::run(args),
         Command::Export(args) => export::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Completions(args) => completions::run(args),

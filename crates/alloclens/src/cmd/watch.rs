@@ -43,6 +43,33 @@ pub struct Args {
     /// are then not read: /proc figures only)
     #[arg(long, requires = "pid", alias = "no-gdb")]
     no_attach: bool,
+    /// Sample the heap by call site as the program runs (an allocation of n bytes is sampled with
+    /// probability 1-exp(-n/SIZE)): a table of the live sampled blocks that `alloclens snapshot`
+    /// reads at any moment, even after the program died. SIZE is the mean bytes between samples
+    /// [default: 512KiB, as jemalloc and Go]
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "512KiB",
+          conflicts_with = "pid")]
+    profile: Option<String>,
+    /// With --profile: a snapshot (pprof file in DIR/snapshots) every DURATION (e.g. 10m, 1h)
+    #[arg(long, value_name = "DURATION", requires = "profile")]
+    snapshot_every: Option<String>,
+    /// With --profile: a snapshot at each new high-water mark of the RSS (5 % above the last one
+    /// that made a snapshot)
+    #[arg(long, requires = "profile")]
+    snapshot_at_peak: bool,
+    /// With --profile: a snapshot when the RSS rises past SIZE (e.g. 2GiB; again after it fell
+    /// below)
+    #[arg(long, value_name = "SIZE", requires = "profile")]
+    snapshot_above: Option<String>,
+    /// With --profile: a snapshot when alloclens receives this signal (USR1, USR2, HUP, ...: `kill
+    /// -USR2 <alloclens's pid>`; the program's own signals are left alone)
+    #[arg(long, value_name = "SIGNAL", requires = "profile")]
+    snapshot_on_signal: Option<String>,
+    /// With --profile: the snapshots kept in DIR/snapshots (the oldest goes first); one is always
+    /// taken at the end of the watch
+    #[arg(long, value_name = "N", default_value_t = watch::profiling::DEFAULT_KEEP,
+          requires = "profile")]
+    snapshots_kept: usize,
     /// Output directory [default: alloclens-watch-YYYYmmdd-HHMMSS]
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
@@ -77,6 +104,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let outcome = watch::watch(&options, &interrupted, &mut progress())?;
     // The watch ran: from here on, its directory stays whatever happens.
     prepared.keep();
+    let profiled = options.profile.is_some().then_some((
+        outcome.snapshots_taken,
+        outcome.snapshots.len(),
+        outcome.root_pid,
+    ));
     let results = watch::assemble(
         base,
         outcome,
@@ -84,7 +116,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         settings.variant.as_ref().map(|v| v.allocator.as_str()),
     );
     let written = watch::write_results(&dir, &results);
-    print(&results, written, &dir)
+    let code = print(&results, written, &dir)?;
+    if let Some((taken, kept, pid)) = profiled {
+        eprintln!(
+            "alloclens: heap profile: {taken} snapshots taken, the last {kept} in {} (go tool pprof -top FILE); `alloclens snapshot {}` reads the profile now{}",
+            dir.join(watch::profiling::SNAPSHOTS_DIR).display(),
+            dir.display(),
+            if results.still_running { format!(" while pid {pid} runs") } else { String::new() }
+        );
+    }
+    Ok(code)
 }
 
 /// The command line, checked: what to watch, how, and where the files go.
@@ -96,6 +137,7 @@ struct Settings {
     command: Vec<String>,
     trim_probe: bool,
     attach: bool,
+    profile: Option<watch::profiling::ProfileSettings>,
     dir: PathBuf,
     force: bool,
 }
@@ -117,6 +159,11 @@ impl Settings {
             args::check_command_exists(&a.command[0])?;
         }
         let variant = a.allocator.as_deref().map(one_variant).transpose()?;
+        let profile = a
+            .profile
+            .as_deref()
+            .map(|size| profile_settings(size, &a))
+            .transpose()?;
         Ok(Settings {
             interval,
             duration,
@@ -125,6 +172,7 @@ impl Settings {
             command: a.command,
             trim_probe: a.trim_probe,
             attach: a.pid.is_some() && !a.no_attach,
+            profile,
             dir: a
                 .output
                 .unwrap_or_else(|| args::dated_dir("alloclens-watch")),
@@ -152,7 +200,13 @@ impl Settings {
                 let agent_dir = dir.join(watch::AGENT_DIR);
                 std::fs::create_dir_all(&agent_dir)
                     .with_context(|| format!("cannot create {}", agent_dir.display()))?;
-                let (env, agent) = environment(self.variant.as_ref(), &agent_dir, self.interval);
+                let profile_bytes = self.profile.as_ref().map(|p| p.sample_bytes);
+                let (env, agent) = environment(
+                    self.variant.as_ref(),
+                    &agent_dir,
+                    self.interval,
+                    profile_bytes,
+                );
                 if let Err(e) = &agent {
                     base.warnings.push(format!(
                         "the agent cannot be preloaded ({e}): live bytes and allocator statistics are not measured, /proc figures only"
@@ -173,7 +227,16 @@ impl Settings {
             capacity: watch::DEFAULT_CAPACITY,
             trim_probe: self.trim_probe,
             attach: self.attach,
+            profile: self
+                .profile
+                .clone()
+                .map(|p| (p, dir.join(watch::profiling::SNAPSHOTS_DIR))),
         };
+        if options.profile.is_some() {
+            let ring = dir.join(watch::profiling::SNAPSHOTS_DIR);
+            std::fs::create_dir_all(&ring)
+                .with_context(|| format!("cannot create {}", ring.display()))?;
+        }
         Ok((options, base))
     }
 }
@@ -279,6 +342,7 @@ fn environment(
     variant: Option<&allocators::Variant>,
     agent_dir: &Path,
     interval: Duration,
+    profile_bytes: Option<u64>,
 ) -> (Vec<(OsString, OsString)>, Result<(), agent::AgentError>) {
     let inherited = std::env::var_os("LD_PRELOAD");
     let mut env = variant
@@ -289,6 +353,7 @@ fn environment(
         // Reading the allocator's statistics takes its locks (glibc's malloc_info walks every
         // arena): never more often than 10 times a second, whatever --interval says.
         interval: interval.max(AGENT_MIN_INTERVAL),
+        profile_bytes,
     };
     let allocator_preload = env
         .iter()
@@ -304,4 +369,69 @@ fn environment(
         }
         Err(e) => (env, Err(e)),
     }
+}
+
+/// `--profile[=SIZE]` and its triggers. The signal's handler only sets a flag the watch reads at
+/// its next sample.
+fn profile_settings(size: &str, a: &Args) -> anyhow::Result<watch::profiling::ProfileSettings> {
+    let sample_bytes = allocators::settings::parse_size(size.trim())
+        .filter(|b| *b > 0)
+        .ok_or_else(|| {
+            anyhow::anyhow!("--profile: '{size}' is not a size (e.g. 512KiB, 1MiB, 65536)")
+        })?;
+    let every = a
+        .snapshot_every
+        .as_deref()
+        .map(|d| args::duration(d, "--snapshot-every", MAX_DURATION))
+        .transpose()?;
+    let above = a
+        .snapshot_above
+        .as_deref()
+        .map(|s| {
+            allocators::settings::parse_size(s.trim()).ok_or_else(|| {
+                anyhow::anyhow!("--snapshot-above: '{s}' is not a size (e.g. 2GiB, 512MiB)")
+            })
+        })
+        .transpose()?;
+    let signal = match a.snapshot_on_signal.as_deref() {
+        None => None,
+        Some(name) => {
+            let number = snapshot_signal(name)?;
+            let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            signal_hook::flag::register(number, std::sync::Arc::clone(&flag))
+                .with_context(|| format!("cannot catch SIG{name}"))?;
+            Some(flag)
+        }
+    };
+    if a.snapshots_kept == 0 {
+        bail!("--snapshots-kept must be at least 1");
+    }
+    Ok(watch::profiling::ProfileSettings {
+        sample_bytes,
+        triggers: watch::profiling::Triggers {
+            every,
+            at_peak: a.snapshot_at_peak,
+            above,
+            signal,
+        },
+        keep: a.snapshots_kept,
+    })
+}
+
+/// The signal `--snapshot-on-signal` names: one alloclens may catch without changing what the
+/// watch does with the others (INT and TERM end it; CHLD, KILL and STOP are not the user's).
+fn snapshot_signal(name: &str) -> anyhow::Result<i32> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let number = match bare {
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "HUP" => libc::SIGHUP,
+        "WINCH" => libc::SIGWINCH,
+        "URG" => libc::SIGURG,
+        _ => bail!(
+            "--snapshot-on-signal: '{name}' cannot be used (USR1, USR2, HUP, WINCH or URG: INT and TERM end the watch)"
+        ),
+    };
+    Ok(number)
 }

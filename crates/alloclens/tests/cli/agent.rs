@@ -36,6 +36,7 @@ fn agent_command(
     let cfg = AgentConfig {
         dir: dir.to_path_buf(),
         interval: Duration::from_millis(interval_ms),
+        profile_bytes: None,
     };
     let mut cmd = Command::new(program[0]);
     cmd.args(&program[1..]);

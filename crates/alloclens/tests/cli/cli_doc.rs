@@ -39,6 +39,7 @@ fn every_command_option_is_in_docs_cli_md() {
         "report",
         "diff",
         "replay",
+        "snapshot",
         "export",
         "merge",
         "completions",
