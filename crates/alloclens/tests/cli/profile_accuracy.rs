@@ -31,8 +31,8 @@ use std::sync::Mutex;
 use profiles::snapshot::{take_pid, Estimate, Snapshot, SnapshotOptions, StackEstimate};
 use serde_json::Value;
 
-/// The agent's default mean interval between samples (jemalloc's and Go's).
-const SAMPLE_BYTES: u64 = 524_288;
+/// The agent's default mean interval between samples (512 KiB, jemalloc's and Go's).
+const SAMPLE_BYTES: u64 = agent::DEFAULT_PROFILE_BYTES;
 const SEEDS: u64 = 40;
 const TOTAL_MIB: &str = "256";
 const SITES: [&str; 4] = ["site_half", "site_thirty", "site_fifteen", "site_five"];
@@ -142,7 +142,7 @@ fn run(seed: u64) -> (Snapshot, Value) {
         .args([&seed.to_string(), TOTAL_MIB])
         .env("LD_PRELOAD", agent::library_path().unwrap())
         .env(agent::ENV_DIR, dir.path())
-        .env("ALLOCLENS_PROFILE_BYTES", SAMPLE_BYTES.to_string())
+        .env(agent::ENV_PROFILE_BYTES, SAMPLE_BYTES.to_string())
         .stdin(Stdio::piped())
         .stderr(Stdio::piped());
     let (mut child, _) = testkit::spawn_ready(&mut command, "ready\n");
