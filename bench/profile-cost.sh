@@ -33,10 +33,20 @@ AGENT=${ALLOCLENS_AGENT:-$(ls -t "$PWD"/target/release/build/embedded-*/out/liba
 [ -f "$AGENT" ] || { echo "no agent library at $AGENT" >&2; exit 1; }
 cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
 python3 bench/programs/big_c.py 300 "$WORK/big.c"
-# The table's fixed size, from the agent's header.
-printf '#include <stdio.h>\n#include "profile_table.h"\nint main(void) { printf("%%u\\n", AG_PROF_FILE_BYTES); }\n' > "$WORK/table_bytes.c"
-cc -Ishim/agent -o "$WORK/table_bytes" "$WORK/table_bytes.c"
-TABLE_BYTES=$("$WORK/table_bytes")
+# The table's fixed size and where its header keeps the counts of samples and of allocation
+# calls, from the agent's header file.
+cat > "$WORK/table_layout.c" <<'C'
+#include <stddef.h>
+#include <stdio.h>
+#include "profile_table.h"
+int main(void)
+{
+    printf("%u %zu %zu\n", AG_PROF_FILE_BYTES, offsetof(struct ag_prof_header, samples),
+           offsetof(struct ag_prof_header, allocs));
+}
+C
+cc -Ishim/agent -o "$WORK/table_layout" "$WORK/table_layout.c"
+TABLE_LAYOUT=$("$WORK/table_layout")
 # The interpreter itself, not a wrapper script (pyenv's python3 is one).
 PY=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
 CC1=$(gcc -print-prog-name=cc1)
@@ -55,10 +65,11 @@ done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "agent: $AGENT; rounds: $ROUNDS, interleaved; compare the columns of one run only"
-python3 - "$WORK" "$AGENT" "$ROUNDS" "$TABLE_BYTES" "${SELECTED[@]}" <<'PY'
-import glob, os, shlex, statistics, subprocess, sys, time
+python3 - "$WORK" "$AGENT" "$ROUNDS" "$TABLE_LAYOUT" "${SELECTED[@]}" <<'PY'
+import glob, os, shlex, statistics, struct, subprocess, sys, time
 
-WORK, AGENT, ROUNDS, TABLE_BYTES = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+WORK, AGENT, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+TABLE_BYTES, SAMPLES_AT, ALLOCS_AT = map(int, sys.argv[4].split())
 PROGRAMS = []
 for entry in sys.argv[5:]:
     name, env, command = entry.split("|", 2)
@@ -119,7 +130,8 @@ for r in range(ROUNDS):
 
 
 def table(name, env, command):
-    """One more run with the sampler: its table files and the RSS of their mappings."""
+    """One more run with the sampler: its table files (how many, apparent size, disk blocks,
+    samples and allocation calls at the program's exit) and the RSS and PSS of their mappings."""
     peak = {"rss": 0, "pss": 0}
 
     def watch(pid):
@@ -143,7 +155,13 @@ def table(name, env, command):
     files = sorted(glob.glob(os.path.join(agent_dir, "*.prof")))
     du = lambda *o: sum(int(subprocess.run(["du", "-B1", *o, f], capture_output=True, text=True,
                                            check=True).stdout.split()[0]) for f in files)
-    return len(files), du("--apparent-size"), du(), peak["rss"], peak["pss"]
+    def counts(f):
+        with open(f, "rb") as t:
+            header = t.read(4096)
+        return struct.unpack_from("<Q", header, SAMPLES_AT)[0], struct.unpack_from("<Q", header, ALLOCS_AT)[0]
+    samples = sum(counts(f)[0] for f in files)
+    allocs = sum(counts(f)[1] for f in files)
+    return len(files), du("--apparent-size"), du(), peak["rss"], peak["pss"], samples, allocs
 
 
 med = lambda xs: statistics.median(xs)
@@ -160,19 +178,30 @@ for name, env, command in PROGRAMS:
           f" {cpu['native']:8.3f} {cpu['agent']:8.3f} {cpu['sampler']:8.3f}"
           f" {cpu['agent'] / cpu['native']:7.3f} {cpu['sampler'] / cpu['native']:7.3f} {target:6.2f}x")
     verdicts.append((name, wall["sampler"] / wall["native"], cpu["sampler"] / cpu["native"], target))
-print("(medians of the rounds; a ratio's spread between rounds on a loaded machine is several %:"
-      " read wall and CPU together)")
+print("(medians of the rounds) the same ratios per round, a variant against the native run of its round:"
+      " median (min-max)")
+for name, env, command in PROGRAMS:
+    def spread(i, v):
+        r = [t[i] / n[i] for t, n in zip(times[name, v], times[name, "native"])]
+        return f"{med(r):.3f} ({min(r):.3f}-{max(r):.3f})"
+    print(f"{name:<12} wall: agent {spread(0, 'agent')}, sampler {spread(0, 'sampler')};"
+          f" CPU: agent {spread(1, 'agent')}, sampler {spread(1, 'sampler')}")
 print()
 print(f"the sampler's table files (PID-N.prof, at most {TABLE_BYTES:,} bytes each), one more run with the sampler:")
-print("their apparent size and disk blocks (du --apparent-size, du), the largest RSS and PSS of their mappings")
-print(f"{'program':<12} {'files':>5} {'apparent MiB':>13} {'du MiB':>8} {'mapped RSS MiB':>15} {'PSS MiB':>8}")
+print("their apparent size and disk blocks (du --apparent-size, du), the largest RSS and PSS of their mappings;")
+print("the allocations sampled and the allocation calls made (the agent's exact count), and the CPU time the")
+print("sampler added per sample (the medians' difference, sampler - agent, over that run's samples)")
+print(f"{'program':<12} {'files':>5} {'apparent MiB':>13} {'du MiB':>8} {'mapped RSS MiB':>15} {'PSS MiB':>8}"
+      f" {'samples':>9} {'calls':>12} {'us/sample':>10}")
 no_table = []
 for name, env, command in PROGRAMS:
-    n, apparent, blocks, peak_rss, peak_pss = table(name, env, command)
+    n, apparent, blocks, peak_rss, peak_pss, samples, allocs = table(name, env, command)
     if n == 0:
         no_table.append(name)
+    added = med([t[1] for t in times[name, "sampler"]]) - med([t[1] for t in times[name, "agent"]])
+    per_sample = f"{added / samples * 1e6:10.1f}" if samples else f"{'n/a':>10}"
     print(f"{name:<12} {n:5d} {apparent / 2**20:13.2f} {blocks / 2**20:8.2f} {peak_rss / 1024:15.2f}"
-          f" {peak_pss / 1024:8.2f}")
+          f" {peak_pss / 1024:8.2f} {samples:9d} {allocs:12d} {per_sample}")
     if n and apparent / n > TABLE_BYTES:
         print(f"  {name}: a table file is over its bound of {TABLE_BYTES:,} bytes")
 print()
