@@ -14,7 +14,11 @@
 # Targets (issue 37): agent+sampler <= 1.03x native on python3, sqlite3 and cc1, <= 1.10x on
 # alloc-micro; each table file no larger than AG_PROF_FILE_BYTES (shim/agent/profile_table.h:
 # 6.25 MiB and its 4 KiB header) whatever the program.
-# Usage: bench/profile-cost.sh [ROUNDS] [MICRO_ITERATIONS]   (defaults 5, 40000000; ~2.5 min)
+# Last, snapshots taken 100 times a second (the profiles crate's snapshot_storm example: the table
+# read and its estimates made, as `alloclens snapshot` does before it writes pprof) all through a
+# run of alloc-micro with the sampler (8 times its iterations: about 10 s here): the program pinned to one core, the reader to
+# the other, interleaved with runs without the reader. Target: no measurable slowdown.
+# Usage: bench/profile-cost.sh [ROUNDS] [MICRO_ITERATIONS]   (defaults 5, 40000000; ~4 min)
 #   ONLY="python3 cc1"   only these programs
 #   ALLOCLENS_AGENT=PATH another agent build (as alloclens itself takes it); default: the one cargo
 #                        built into the release alloclens
@@ -27,6 +31,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/alloclens-profile-cost.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 cargo build --release -q -p alloclens
+cargo build --release -q -p profiles --example snapshot_storm
+STORM=$PWD/target/release/examples/snapshot_storm
 # The agent alloclens embeds, as crates/embedded's build script made it (alloclens writes the
 # same bytes to its cache before a watch).
 AGENT=${ALLOCLENS_AGENT:-$(ls -t "$PWD"/target/release/build/embedded-*/out/liballoclens_agent.so | head -1)}
@@ -65,13 +71,14 @@ done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "agent: $AGENT; rounds: $ROUNDS, interleaved; compare the columns of one run only"
-python3 - "$WORK" "$AGENT" "$ROUNDS" "$TABLE_LAYOUT" "${SELECTED[@]}" <<'PY'
+python3 - "$WORK" "$AGENT" "$ROUNDS" "$TABLE_LAYOUT" "$STORM" "$ITER" "${SELECTED[@]}" <<'PY'
 import glob, os, shlex, statistics, struct, subprocess, sys, time
 
 WORK, AGENT, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 TABLE_BYTES, SAMPLES_AT, ALLOCS_AT = map(int, sys.argv[4].split())
+STORM, ITER = sys.argv[5], int(sys.argv[6])
 PROGRAMS = []
-for entry in sys.argv[5:]:
+for entry in sys.argv[7:]:
     name, env, command = entry.split("|", 2)
     PROGRAMS.append((name, dict(kv.split("=", 1) for kv in env.split()), shlex.split(command)))
 VARIANTS = ("native", "agent", "sampler")
@@ -211,5 +218,53 @@ if no_table:
 for name, w, c, target in verdicts:
     met = "met" if w <= target else "NOT met"
     print(f"{name}: agent+sampler {w:.3f}x native by wall time, {c:.3f}x by CPU time; target <= {target:.2f}x: {met} (wall)")
+
+
+def storm_run(with_reader):
+    """alloc-micro with the sampler on CPU 0, about 10 s; with_reader: snapshot_storm at 100 Hz on
+    CPU 1 for as long as it runs. Returns (program wall s, the reader's report or None)."""
+    agent_dir = os.path.join(WORK, "agent-storm")
+    subprocess.run(["rm", "-rf", agent_dir], check=True)
+    os.makedirs(agent_dir)
+    env = environment("sampler", {}, agent_dir)
+    start = time.monotonic()
+    p = subprocess.Popen([os.path.join(WORK, "alloc-micro"), "1", str(ITER * 8)], env=env,
+                         stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+    reader = None
+    if with_reader:
+        # The table exists once the agent set up: the reader starts when it can find it.
+        while not glob.glob(os.path.join(agent_dir, "*.prof")) and p.poll() is None:
+            time.sleep(0.005)
+        reader = subprocess.Popen([STORM, str(p.pid), "100", "3600"], stdout=subprocess.PIPE,
+                                  text=True, preexec_fn=lambda: os.sched_setaffinity(0, {1}))
+    p.wait()
+    wall = time.monotonic() - start
+    report = None
+    if reader is not None:
+        out, _ = reader.communicate()  # it ends when the program has
+        report = out.strip() or None
+    return wall, report
+
+
+print()
+if os.cpu_count() < 2:
+    print("snapshots at 100 Hz: skipped (one core: the reader would take the program's)")
+else:
+    walls = {False: [], True: []}
+    reports = []
+    for r in range(ROUNDS):
+        for with_reader in ((False, True) if r % 2 == 0 else (True, False)):
+            wall, report = storm_run(with_reader)
+            walls[with_reader].append(wall)
+            if report:
+                reports.append(report)
+    quiet, stormed = med(walls[False]), med(walls[True])
+    print(f"snapshots at 100 Hz through alloc-micro 1 {ITER * 8} with the sampler (program on CPU 0,"
+          f" reader on CPU 1, {ROUNDS} interleaved rounds):")
+    print(f"  program wall: {quiet:.3f} s without snapshots, {stormed:.3f} s with them:"
+          f" {stormed / quiet:.3f}x (rounds: {', '.join(f'{w:.2f}' for w in walls[True])} with,"
+          f" {', '.join(f'{w:.2f}' for w in walls[False])} without)")
+    for rep in reports[:1]:
+        print(f"  the reader, one run: {rep}")
 PY
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

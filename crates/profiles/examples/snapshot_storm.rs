@@ -1,7 +1,8 @@
 //! Reads a running process's heap profile table as often as asked, for bench/profile-cost.sh's
 //! claim that snapshots do not stop or slow the program: `snapshot_storm PID HZ SECONDS` takes a
 //! snapshot (`profiles::snapshot::take_pid`: the table read, the estimates made; no pprof file)
-//! HZ times a second for SECONDS, then prints `snapshots N failed F mean_ms M max_ms X`.
+//! HZ times a second for SECONDS or until the process ended, then prints `snapshots N failed F
+//! mean_ms M max_ms X`.
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -26,6 +27,8 @@ fn main() {
         let start = Instant::now();
         match profiles::snapshot::take_pid(pid) {
             Ok(_) => done += 1,
+            // A process that ended (a zombie has no exe) ends the storm.
+            Err(_) if std::fs::read_link(format!("/proc/{pid}/exe")).is_err() => break,
             Err(_) => failed += 1,
         }
         let took = start.elapsed();
