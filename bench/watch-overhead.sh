@@ -18,7 +18,8 @@ trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/alloc-micro" bench/alloc-micro.c
 cargo build --release -q -p alloclens -p agent
 AL=$PWD/target/release/alloclens
-AGENT=$PWD/$(ls -t target/release/build/agent-*/out/liballoclens_agent.so | head -1)
+# The agent alloclens embeds, as crates/embedded's build script made it.
+AGENT=$PWD/$(ls -t target/release/build/embedded-*/out/liballoclens_agent.so | head -1)
 mkdir -p "$WORK/agent"
 
 

@@ -116,6 +116,12 @@ pub const PROGRAMS: &[Program] = &[
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),
     p("sampled_sites", "sampled_sites.c", STACKS),
     p("mixed_lifetimes", "mixed_lifetimes.c", STACKS),
+    // The heap profile's estimates: four sites holding 50/30/15/5 % of the live bytes, the truth
+    // printed; waits to be read.
+    Program {
+        libs: &["-lm"],
+        ..p("profile_sites", "profile_sites.c", STACKS)
+    },
     // Allocators that misbehave, for the error paths of tune and replay.
     p("libcrash.so", "crash.c", &["-shared", "-fPIC"]),
     p("libbroken.so", "broken.c", &["-shared", "-fPIC"]),

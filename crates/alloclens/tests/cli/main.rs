@@ -12,6 +12,7 @@ mod ksm;
 mod merge;
 mod options;
 mod pprof;
+mod profile_accuracy;
 mod progress;
 mod record;
 mod record_pid;
