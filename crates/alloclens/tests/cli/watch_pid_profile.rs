@@ -108,6 +108,8 @@ fn profile_while_watched(preload: Option<&Path>) {
         .ok();
     let text = String::from_utf8_lossy(&json.stdout);
     assert!(text.contains("\"work"), "{text}");
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["snapshots"][0]["state"], "detached", "{text}");
     // It allocates on a moment unhooked, then finishes whole.
     std::thread::sleep(Duration::from_millis(300));
     target.finish();
