@@ -14,11 +14,15 @@
 # Targets (issue 37): agent+sampler <= 1.03x native on python3, sqlite3 and cc1, <= 1.10x on
 # alloc-micro; each table file no larger than AG_PROF_FILE_BYTES (shim/agent/profile_table.h:
 # 6.25 MiB and its 4 KiB header) whatever the program.
+# On a shared machine the rounds of one variant differ by more than the sampler costs; so the
+# rounds also run the sampler at 16 KiB (32 times the samples), and its cost is split into what
+# every call pays (the countdown, the free's filter byte) and what each sample pays (the stack,
+# the table), fitted on the two intervals.
 # Last, snapshots taken 100 times a second (the profiles crate's snapshot_storm example: the table
 # read and its estimates made, as `alloclens snapshot` does before it writes pprof) all through a
 # run of alloc-micro with the sampler (8 times its iterations: about 10 s here): the program pinned to one core, the reader to
 # the other, interleaved with runs without the reader. Target: no measurable slowdown.
-# Usage: bench/profile-cost.sh [ROUNDS] [MICRO_ITERATIONS]   (defaults 5, 40000000; ~4 min)
+# Usage: bench/profile-cost.sh [ROUNDS] [MICRO_ITERATIONS]   (defaults 5, 40000000; ~7 min)
 #   ONLY="python3 cc1"   only these programs
 #   ALLOCLENS_AGENT=PATH another agent build (as alloclens itself takes it); default: the one cargo
 #                        built into the release alloclens
@@ -81,8 +85,11 @@ PROGRAMS = []
 for entry in sys.argv[7:]:
     name, env, command = entry.split("|", 2)
     PROGRAMS.append((name, dict(kv.split("=", 1) for kv in env.split()), shlex.split(command)))
-VARIANTS = ("native", "agent", "sampler")
+VARIANTS = ("native", "agent", "sampler", "dense")
 SAMPLE_BYTES = "524288"
+# The amplified measurement's interval: 32 times the samples, so that their cost stands out of the
+# run-to-run noise of a shared machine (which is larger than the sampler's cost at the default).
+DENSE_BYTES = "16384"
 TARGETS = {"alloc-micro": 1.10}  # the others: 1.03
 
 
@@ -94,6 +101,8 @@ def environment(variant, program_env, agent_dir):
         env.update(LD_PRELOAD=AGENT, ALLOCLENS_AGENT_DIR=agent_dir)
     if variant == "sampler":
         env["ALLOCLENS_PROFILE_BYTES"] = SAMPLE_BYTES
+    if variant == "dense":
+        env["ALLOCLENS_PROFILE_BYTES"] = DENSE_BYTES
     return env
 
 
@@ -124,6 +133,15 @@ def run(name, variant, program_env, command, watch=None):
     return wall, usage.ru_utime + usage.ru_stime, agent_dir
 
 
+def samples_of(agent_dir):
+    """The allocations sampled in a run (every table's header)."""
+    total = 0
+    for f in glob.glob(os.path.join(agent_dir, "*.prof")):
+        with open(f, "rb") as t:
+            total += struct.unpack_from("<Q", t.read(4096), SAMPLES_AT)[0]
+    return total
+
+
 times = {(name, v): [] for name, _, _ in PROGRAMS for v in VARIANTS}
 for name, env, command in PROGRAMS:  # once each first: a failure stops here, with its message
     for v in VARIANTS:
@@ -132,7 +150,8 @@ for r in range(ROUNDS):
     for name, env, command in PROGRAMS:
         for k in range(len(VARIANTS)):
             v = VARIANTS[(k + r) % len(VARIANTS)]
-            times[name, v].append(run(name, v, env, command)[:2])
+            wall, cpu, agent_dir = run(name, v, env, command)
+            times[name, v].append((wall, cpu, samples_of(agent_dir)))
     print(f"  round {r + 1} of {ROUNDS} done", file=sys.stderr)
 
 
@@ -193,6 +212,22 @@ for name, env, command in PROGRAMS:
         return f"{med(r):.3f} ({min(r):.3f}-{max(r):.3f})"
     print(f"{name:<12} wall: agent {spread(0, 'agent')}, sampler {spread(0, 'sampler')};"
           f" CPU: agent {spread(1, 'agent')}, sampler {spread(1, 'sampler')}")
+
+
+print()
+print(f"the sampler's cost split, from the same rounds: cost = per call + samples x per sample, fitted on the"
+      f" sampler at {SAMPLE_BYTES} and at {DENSE_BYTES} bytes ({int(SAMPLE_BYTES) // int(DENSE_BYTES)} times the samples);"
+      " medians of the rounds' CPU seconds; each round's noise is in both")
+print(f"{'program':<12} {'agent CPU s':>11} {'sampler':>8} {'dense':>8} {'samples':>8} {'dense samples':>13}"
+      f" {'us/sample':>10} {'per-call share':>15} {'sample share':>13}")
+for name, env, command in PROGRAMS:
+    cpu = {v: med([t[1] for t in times[name, v]]) for v in VARIANTS}
+    n = {v: med([t[2] for t in times[name, v]]) for v in ("sampler", "dense")}
+    per_sample = (cpu["dense"] - cpu["sampler"]) / max(n["dense"] - n["sampler"], 1)
+    per_call = cpu["sampler"] - cpu["agent"] - per_sample * n["sampler"]
+    print(f"{name:<12} {cpu['agent']:11.3f} {cpu['sampler']:8.3f} {cpu['dense']:8.3f} {n['sampler']:8.0f}"
+          f" {n['dense']:13.0f} {per_sample * 1e6:10.2f} {per_call / cpu['native'] * 100:14.2f}%"
+          f" {per_sample * n['sampler'] / cpu['native'] * 100:12.2f}%")
 print()
 print(f"the sampler's table files (PID-N.prof, at most {TABLE_BYTES:,} bytes each), one more run with the sampler:")
 print("their apparent size and disk blocks (du --apparent-size, du), the largest RSS and PSS of their mappings;")
