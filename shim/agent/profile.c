@@ -33,6 +33,7 @@
 
 #include "agent.h"
 #include "profile_table.h"
+#include "elf_build_id.h"
 #include "sampling.h"
 
 AG_HIDDEN _Alignas(64) uint8_t ag_prof_filter[AG_PROF_FILTER_SLOTS];
@@ -94,31 +95,6 @@ static void double_add(uint64_t *bits, double v)
 
 /* ------------------------------------------------------------------------------- modules */
 
-static size_t build_id(const struct dl_phdr_info *info, const unsigned char **out)
-{
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
-            continue;
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            const unsigned char *name = p + sizeof *n;
-            const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
-            const unsigned char *next = desc + ((n->n_descsz + 3) & ~3u);
-            if (next > end)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-                *out = desc;
-                return n->n_descsz;
-            }
-            p = next;
-        }
-    }
-    return 0;
-}
-
 /* Whether a module of that range is in the table already (one writer: no race). */
 static int module_known(uint64_t start, uint64_t end)
 {
@@ -167,7 +143,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
     if (path[0] != '/')
         return 0; /* the vdso, and names that are no file */
     const unsigned char *id = NULL;
-    size_t id_len = build_id(info, &id);
+    size_t id_len = elf_build_id(info, &id);
     if (id_len > 64)
         id_len = 0;
     size_t path_len = strnlen(path, 4095);

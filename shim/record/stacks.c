@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "elf_build_id.h"
 #include "sampling.h"
 
 AL_HIDDEN struct al_stacks al_stacks = {.fd = -1};
@@ -92,32 +93,6 @@ static uint64_t now_real_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The NT_GNU_BUILD_ID note of a loaded object, read from its PT_NOTE segments in memory. */
-static size_t build_id(const struct dl_phdr_info *info, const unsigned char **out)
-{
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
-            continue;
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            const unsigned char *name = p + sizeof *n;
-            const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
-            const unsigned char *next = desc + ((n->n_descsz + 3) & ~3u);
-            if (next > end)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-                *out = desc;
-                return n->n_descsz;
-            }
-            p = next;
-        }
-    }
-    return 0;
-}
-
 struct scan {
     int all;  /* report every module (image start, fork child) */
     int seen; /* callbacks so far */
@@ -165,7 +140,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
         path = exe;
     }
     const unsigned char *id = NULL;
-    size_t id_len = build_id(info, &id);
+    size_t id_len = elf_build_id(info, &id);
     if (id_len > 64)
         id_len = 0;
     size_t path_len = strnlen(path, 4095);
