@@ -33,7 +33,7 @@
 
 #include "agent.h"
 #include "profile_table.h"
-#include "elf_build_id.h"
+#include "elf_module.h"
 #include "sampling.h"
 
 AG_HIDDEN _Alignas(64) uint8_t ag_prof_filter[AG_PROF_FILTER_SLOTS];
@@ -120,22 +120,9 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
             return 1; /* nothing loaded since the last scan */
         modules_adds = info->dlpi_adds;
     }
-    uint64_t lo = UINT64_MAX, hi = 0, off = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        /* Return addresses are in code: the executable segments are the module's range. */
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uint64_t a = info->dlpi_addr + ph->p_vaddr;
-        if (a < lo) {
-            uint64_t pad = a & 4095;
-            lo = a - pad;
-            off = ph->p_offset - pad;
-        }
-        if (a + ph->p_memsz > hi)
-            hi = a + ph->p_memsz;
-    }
-    if (hi == 0 || module_known(lo, hi))
+    uint64_t lo, hi, off;
+    int code = elf_code_range(info, &lo, &hi, &off);
+    if (!code || module_known(lo, hi))
         return 0;
     const char *path = info->dlpi_name;
     if (path == NULL || path[0] == 0)

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "elf_build_id.h"
+#include "elf_module.h"
 #include "sampling.h"
 
 AL_HIDDEN struct al_stacks al_stacks = {.fd = -1};
@@ -105,23 +105,9 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
     if (s->seen++ == 0 && !s->all && info->dlpi_adds == known_adds)
         return 1; /* nothing loaded since the last scan */
     known_adds = info->dlpi_adds;
-    uint64_t lo = UINT64_MAX, hi = 0, off = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        /* Return addresses are in code: the executable segments are the module's range (the
-         * loader may map another library in a hole between one object's segments). */
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uint64_t a = info->dlpi_addr + ph->p_vaddr;
-        if (a < lo) {
-            uint64_t pad = a & 4095;
-            lo = a - pad;
-            off = ph->p_offset - pad;
-        }
-        if (a + ph->p_memsz > hi)
-            hi = a + ph->p_memsz;
-    }
-    if (hi == 0)
+    uint64_t lo, hi, off;
+    int code = elf_code_range(info, &lo, &hi, &off);
+    if (!code)
         return 0;
     uint32_t n = atomic_load(&known_count);
     for (uint32_t i = 0; i < n; i++)

@@ -204,6 +204,27 @@ pub fn spawn_ready(
     (child, out)
 }
 
+/// `busy_threads 2` in a mount namespace of its own with a /tmp only it sees (a tmpfs): started,
+/// its first line ("running 2") read. The attach tests' process that cannot see our /tmp. Its
+/// stdin is a pipe: closing it ends the program.
+pub fn spawn_with_private_tmp() -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let busy = program("busy_threads");
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        // Opened before the mount and run through its descriptor: the program may live under
+        // /tmp (a clone's target directory), which the new tmpfs hides.
+        .arg(format!(
+            "exec 3<{} && mount -t tmpfs alloclens-test /tmp && exec /proc/self/fd/3 2",
+            busy.display()
+        ))
+        .stdin(std::process::Stdio::piped());
+    spawn_ready(&mut command, "running 2\n")
+}
+
 pub fn wait_until(what: &str, limit: Duration, done: impl FnMut() -> bool) {
     assert!(
         poll_until(limit, done),

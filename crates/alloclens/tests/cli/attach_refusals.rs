@@ -6,7 +6,6 @@
 //! (`a_process_that_exits_during_the_attach_is_said_and_nothing_is_left`); musl is a unit test of
 //! attach's process.rs (no musl program can be built here).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -219,23 +218,7 @@ fn another_pid_namespace_is_refused_naming_its_pid_in_there() {
 fn another_mount_namespace_is_attached_through_its_root_and_left_clean() {
     testkit::require!(root);
     let tmp = tempfile::tempdir().unwrap();
-    let busy = testkit::program("busy_threads");
-    let mut child = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        // Opened before the mount and run through its descriptor: the program may live under
-        // /tmp (a clone's target directory), which the new tmpfs hides.
-        .arg(format!(
-            "exec 3<{} && mount -t tmpfs alloclens-test /tmp && exec /proc/self/fd/3 2",
-            busy.display()
-        ))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "running 2\n");
+    let (mut child, mut out) = testkit::spawn_with_private_tmp();
     let pid = child.id();
     let root = std::path::PathBuf::from(format!("/proc/{pid}/root"));
     assert!(!root

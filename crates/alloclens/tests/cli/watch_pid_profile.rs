@@ -136,23 +136,7 @@ fn watch_pid_profile_samples_a_program_on_jemalloc() {
 fn a_process_that_cannot_see_the_watch_directory_is_watched_without_the_profile() {
     testkit::require!(root);
     let tmp = tempfile::tempdir().unwrap();
-    let busy = testkit::program("busy_threads");
-    let mut child = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        // Opened before the mount and run through its descriptor: the program may live under
-        // /tmp, which the new tmpfs hides.
-        .arg(format!(
-            "exec 3<{} && mount -t tmpfs alloclens-test /tmp && exec /proc/self/fd/3 2",
-            busy.display()
-        ))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "running 2\n");
+    let (mut child, mut out) = testkit::spawn_with_private_tmp();
     let pid = child.id();
     let dir = tmp.path().join("w");
     let watched = alloclens()
