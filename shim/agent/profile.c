@@ -457,8 +457,13 @@ static void load_unwinder(void)
         unwind = (int (*)(void **, int))dlsym(h, "unw_backtrace");
         void **space = (void **)dlsym(h, "_ULx86_64_local_addr_space");
         int (*policy)(void *, int) = (int (*)(void *, int))dlsym(h, "_ULx86_64_set_caching_policy");
+        int (*cache_size)(void *, size_t, int) =
+            (int (*)(void *, size_t, int))dlsym(h, "_ULx86_64_set_cache_size");
         if (space != NULL && policy != NULL)
             policy(*space, 2 /* UNW_CACHE_PER_THREAD */);
+        /* Large enough for a big program's return addresses, as record --stacks sets it. */
+        if (space != NULL && cache_size != NULL)
+            cache_size(*space, 1024, 0);
     }
     if (unwind == NULL)
         unwind = backtrace;
