@@ -35,6 +35,7 @@
 #include "profile_table.h"
 #include "elf_module.h"
 #include "sampling.h"
+#include "unwinder.h"
 
 AG_HIDDEN _Alignas(64) uint8_t ag_prof_filter[AG_PROF_FILTER_SLOTS];
 
@@ -455,15 +456,7 @@ static void load_unwinder(void)
     void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (h != NULL) {
         unwind = (int (*)(void **, int))dlsym(h, "unw_backtrace");
-        void **space = (void **)dlsym(h, "_ULx86_64_local_addr_space");
-        int (*policy)(void *, int) = (int (*)(void *, int))dlsym(h, "_ULx86_64_set_caching_policy");
-        int (*cache_size)(void *, size_t, int) =
-            (int (*)(void *, size_t, int))dlsym(h, "_ULx86_64_set_cache_size");
-        if (space != NULL && policy != NULL)
-            policy(*space, 2 /* UNW_CACHE_PER_THREAD */);
-        /* Large enough for a big program's return addresses, as record --stacks sets it. */
-        if (space != NULL && cache_size != NULL)
-            cache_size(*space, 1024, 0);
+        unwinder_cache_per_thread(h);
     }
     if (unwind == NULL)
         unwind = backtrace;

@@ -36,6 +36,7 @@
 #include "internal.h"
 #include "elf_module.h"
 #include "sampling.h"
+#include "unwinder.h"
 
 AL_HIDDEN struct al_stacks al_stacks = {.fd = -1};
 
@@ -236,16 +237,7 @@ static int stacks_setup(const char **why)
         *why = "--stacks: libunwind.so.8 has no unw_backtrace";
         return -1;
     }
-    /* As heaptrack does: a per-thread cache of unwind information (no lock; the default global
-     * cache takes one), large enough for a big program's return addresses. */
-    void **space = (void **)dlsym(h, "_ULx86_64_local_addr_space");
-    int (*policy)(void *, int) = (int (*)(void *, int))dlsym(h, "_ULx86_64_set_caching_policy");
-    int (*cache_size)(void *, size_t, int) =
-        (int (*)(void *, size_t, int))dlsym(h, "_ULx86_64_set_cache_size");
-    if (space != NULL && policy != NULL)
-        policy(*space, 2 /* UNW_CACHE_PER_THREAD */);
-    if (space != NULL && cache_size != NULL)
-        cache_size(*space, 1024, 0);
+    unwinder_cache_per_thread(h);
     table = mmap(NULL, (size_t)TABLE_SLOTS * 8, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (table == MAP_FAILED) {
