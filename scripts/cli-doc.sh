@@ -95,6 +95,7 @@ alloclens diff A.pb.gz B.pb.gz [-o F.pb.gz]        # growth by call site between
 alloclens replay F.alt [-a SPEC,...] [-r N] [--process PID] [--phase P] [-o DIR]  # the trace's calls under every allocator
 alloclens export F.alt --parquet DIR               # one row per allocator call, for DuckDB/pandas/polars
 alloclens export F.alt --pprof F.pb.gz             # call sites as a pprof heap profile (record --stacks; docs/profile.md)
+alloclens gate --limits L.toml [--baseline B.json] RESULTS|F.alt...  # fail a CI job on memory (docs/gate.md)
 alloclens merge PATH... -o DATASET                 # many hosts' results and traces as one Parquet dataset (DuckDB, Spark; docs/dataset.md)
 alloclens completions bash|zsh|fish                # the shell's completion script
 alloclens man [-o DIR]                             # the manual page (roff), or one per command into DIR
@@ -187,6 +188,6 @@ and time, size histograms (16 B, 32 KiB, powers of two), lifetimes in allocator 
 process, thread and phase ([docs/metrics.md](metrics.md)). `report` makes one self-contained HTML page
 (charts inlined, works offline) of a run or a trace ([docs/reports.md](reports.md)).
 EOF
-for c in run tune watch allocators workload demo record analyze report diff replay snapshot export merge completions man; do
+for c in run tune watch allocators workload demo record analyze report diff replay snapshot export gate merge completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'
 done

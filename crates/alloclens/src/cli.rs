@@ -50,6 +50,9 @@ pub enum Command {
     /// Read the heap profile a program's agent keeps (`watch --profile`), live or after it died:
     /// in-use and allocated bytes by call site with their standard errors, and a pprof file
     Snapshot(cmd::snapshot::Args),
+    /// Fail a CI job on memory: limits on RSS, PSS, allocations, memory not freed, growth per
+    /// iteration and call sites, hard or relative to a baseline; text, Markdown, JUnit, annotations
+    Gate(cmd::gate::Args),
     /// Export a trace: its raw events as Parquet (pandas, polars, DuckDB, Spark), its call sites as a pprof profile
     Export(cmd::export::Args),
     /// Merge results directories and traces of many hosts into one Parquet dataset for DuckDB or

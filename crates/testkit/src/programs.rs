@@ -69,6 +69,8 @@ pub const PROGRAMS: &[Program] = &[
     p("captured_sites", "captured_sites.c", DEBUG_O2),
     p("widget", "widget.cpp", DEBUG_O2),
     p("known_sites", "known_sites.c", DEBUG_O2),
+    // alloclens gate: iterations with a cache kept and a leak per iteration.
+    p("iterations", "iterations.c", STACKS),
     // The command-line tests' programs (crates/alloclens/tests).
     p("forker", "forker.c", &["-O1", "-pthread"]),
     p("usable", "usable.c", &["-O0"]),

@@ -6,6 +6,7 @@ pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod export;
+pub mod gate;
 mod ksm_library;
 pub mod man;
 pub mod merge;
@@ -62,6 +63,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::ReplayDriver(args) => replay::driver(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Export(args) => export::run(args),
+        Command::Gate(args) => gate::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),

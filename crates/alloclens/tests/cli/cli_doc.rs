@@ -41,6 +41,7 @@ fn every_command_option_is_in_docs_cli_md() {
         "replay",
         "snapshot",
         "export",
+        "gate",
         "merge",
         "completions",
         "man",

@@ -7,6 +7,7 @@ mod call_sites;
 mod cli_doc;
 mod damaged;
 mod exit_status;
+mod gate;
 mod install;
 mod ksm;
 mod merge;
