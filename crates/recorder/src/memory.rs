@@ -286,17 +286,24 @@ fn read(
         sample.file = Some(r.split.file);
         sample.stack = Some(r.split.stack);
     }
-    let residency = pages.and_then(|reader| read_residency(reader, t.pid, seq0));
+    let residency = pages.and_then(|reader| read_residency(reader, t.pid, seq0, t_ns));
     sample.seq_end = seq.load(std::sync::atomic::Ordering::Acquire).max(seq0);
     Some((sample, residency))
 }
 
-/// Which pages of process `pid`'s heap are resident, as the reading of the sample at `seq`.
+/// Which pages of process `pid`'s heap are resident, as the reading of the sample at `seq` and
+/// `t_ns`.
 /// `None` when the process is gone.
-fn read_residency(reader: &mut procmem::ResidencyReader, pid: u32, seq: u64) -> Option<Residency> {
+fn read_residency(
+    reader: &mut procmem::ResidencyReader,
+    pid: u32,
+    seq: u64,
+    t_ns: u64,
+) -> Option<Residency> {
     let heap = reader.read(pid).ok()?;
     Some(Residency {
         seq,
+        t_ns,
         page_size: heap.page_size,
         mappings: heap
             .mappings

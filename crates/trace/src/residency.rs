@@ -9,6 +9,8 @@ pub struct Residency {
     /// The `seq` of the memory sample read with it (`MemorySample::seq`): every call below it had
     /// happened.
     pub seq: u64,
+    /// The `t_ns` of that memory sample (several samples of an idle program share a seq).
+    pub t_ns: u64,
     /// Bytes per page (a power of two).
     pub page_size: u64,
     /// The heap mappings (the smaps split's heap), in address order.
@@ -49,6 +51,7 @@ pub fn residency_payload(readings: &[Residency]) -> Vec<u8> {
     for r in readings {
         let page = r.page_size.max(1);
         put(&mut raw, r.seq);
+        put(&mut raw, r.t_ns);
         put(&mut raw, u64::from(page.trailing_zeros()));
         put(&mut raw, r.mappings.len() as u64);
         let mut at = 0u64;
@@ -91,6 +94,7 @@ pub(crate) fn read_residency_payload(p: &[u8], out: &mut Vec<Residency>) -> Resu
     let n = next()?;
     for _ in 0..n {
         let seq = next()?;
+        let t_ns = next()?;
         let shift = next()?;
         if !(9..=30).contains(&shift) {
             return Err(format!("residency chunk with pages of 2^{shift} bytes"));
@@ -126,6 +130,7 @@ pub(crate) fn read_residency_payload(p: &[u8], out: &mut Vec<Residency>) -> Resu
         }
         out.push(Residency {
             seq,
+            t_ns,
             page_size: page,
             mappings,
         });
@@ -150,6 +155,7 @@ mod tests {
         let readings = vec![
             Residency {
                 seq: 42,
+                t_ns: 7,
                 page_size: 4096,
                 mappings: vec![
                     ResidentMapping {
@@ -169,6 +175,7 @@ mod tests {
             },
             Residency {
                 seq: 99,
+                t_ns: 8,
                 page_size: 16384,
                 mappings: vec![],
             },
@@ -183,6 +190,7 @@ mod tests {
     fn damage_is_an_error_not_a_panic() {
         let good = residency_payload(&[Residency {
             seq: 1,
+            t_ns: 2,
             page_size: 4096,
             mappings: vec![ResidentMapping {
                 start: 0x1000,
@@ -195,7 +203,7 @@ mod tests {
         }
         // A run past its mapping.
         let mut raw = Vec::new();
-        for v in [1, 1, 12, 1, 1, 2, 1, 0, 5] {
+        for v in [1, 1, 0, 12, 1, 1, 2, 1, 0, 5] {
             put(&mut raw, v);
         }
         let mut p = (raw.len() as u32).to_le_bytes().to_vec();

@@ -722,6 +722,7 @@ fn residency_reading(seq: u64) -> trace::Residency {
     let base = 0x7f00_0000_0000 + (seq << 20);
     trace::Residency {
         seq,
+        t_ns: seq * 1000,
         page_size: 4096,
         mappings: vec![trace::ResidentMapping {
             start: base,
