@@ -17,6 +17,10 @@ pub struct Block {
     pub stack: u32,
 }
 
+/// The most pages a free marks: 16 GiB of 4 KiB pages. The pages of a larger block past it count
+/// as metadata once freed.
+const MAX_PAGES_PER_FREE: u64 = 1 << 22;
+
 pub struct HeapBlocks {
     page_size: u64,
     live: BTreeMap<u64, Block>,
@@ -57,11 +61,16 @@ impl HeapBlocks {
         let Some(block) = self.live.remove(&address) else {
             return; // free(NULL), or a block allocated before tracing began
         };
-        let end = address + block.size.max(1);
-        let mut page = address - address % self.page_size;
-        while page < end {
-            self.last_freed.insert(page, block.stack);
-            page += self.page_size;
+        // At most MAX_PAGES_PER_FREE pages: a size read from a damaged trace cannot make this
+        // loop for ever.
+        let end = address.saturating_add(block.size.max(1));
+        let first = address - address % self.page_size;
+        let pages = (end - first)
+            .div_ceil(self.page_size)
+            .min(MAX_PAGES_PER_FREE);
+        for i in 0..pages {
+            self.last_freed
+                .insert(first + i * self.page_size, block.stack);
         }
     }
 

@@ -59,7 +59,7 @@ pub fn split(blocks: &HeapBlocks, pages: &HeapPages) -> Split {
     // Live bytes on each resident page.
     let mut live_on: FastMap<u64, u64> = FastMap::default();
     for (address, block) in blocks.live() {
-        let end = address + block.size;
+        let end = address.saturating_add(block.size);
         let mut resident = 0;
         pages.for_resident_pages(address, end, |page, bytes| {
             *live_on.entry(page).or_default() += bytes;
@@ -78,9 +78,13 @@ pub fn split(blocks: &HeapBlocks, pages: &HeapPages) -> Split {
     }
     for (address, block) in blocks.live() {
         let site = out.sites.entry(block.stack).or_default();
-        pages.for_resident_pages(address, address + block.size, |page, bytes| {
-            site.resident += page_size as f64 * bytes as f64 / live_on[&page] as f64;
-        });
+        pages.for_resident_pages(
+            address,
+            address.saturating_add(block.size),
+            |page, bytes| {
+                site.resident += page_size as f64 * bytes as f64 / live_on[&page] as f64;
+            },
+        );
     }
     for page in blocks.freed_pages() {
         if let Some(m) = pages.mapping_of(page) {
