@@ -177,3 +177,61 @@ fn a_trace_without_addresses_is_refused_with_the_fix() {
     assert!(err.contains("record --addresses"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `export --pprof` of such a trace has `resident_space` and `free_left_space` at the image's last
+/// reading: keep_block's 64 pages held, temp_block's 64 pages left free.
+#[test]
+fn pprof_has_the_resident_and_free_left_space_of_each_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let exe = testkit::program("residency_every_other");
+    record(
+        &trace,
+        &["--addresses", "--stacks=all", "--memory-interval", "20"],
+        &[exe.as_os_str(), HOLD_MS.as_ref()],
+    );
+    let file = dir.path().join("heap.pb.gz");
+    alloclens()
+        .args(["export", "--pprof"])
+        .arg(&file)
+        .arg(&trace)
+        .ok();
+    let profile = profiles::pprof::read(&std::fs::read(&file).unwrap()).unwrap();
+    let name = |i: i64| profile.string_table[i as usize].as_str();
+    let types: Vec<&str> = profile.sample_type.iter().map(|t| name(t.r#type)).collect();
+    assert_eq!(
+        types,
+        [
+            "alloc_objects",
+            "alloc_space",
+            "inuse_objects",
+            "inuse_space",
+            "resident_space",
+            "free_left_space"
+        ]
+    );
+    // The leaf function of each sample -> (resident_space, free_left_space).
+    let leaf = |s: &profiles::pprof::proto::Sample| -> String {
+        let location = profile
+            .location
+            .iter()
+            .find(|l| l.id == s.location_id[0])
+            .unwrap();
+        let function = profile
+            .function
+            .iter()
+            .find(|f| f.id == location.line[0].function_id)
+            .unwrap();
+        name(function.name).to_string()
+    };
+    let of = |function: &str| -> [i64; 2] {
+        profile
+            .sample
+            .iter()
+            .filter(|s| leaf(s) == function)
+            .fold([0, 0], |t, s| [t[0] + s.value[4], t[1] + s.value[5]])
+    };
+    let page = PAGE as i64;
+    assert_eq!(of("keep_block"), [64 * page, 0]);
+    assert_eq!(of("temp_block"), [0, 64 * page]);
+}

@@ -8,11 +8,13 @@
 //! `MADV_DONTNEED` of the free-only pages would return. Definitions in docs/memory-metrics.md,
 //! "Heap residency".
 //!
-//! A pass of its own over each stream that has readings: the events below a reading's seq place
-//! the blocks (`blocks`), the reading says which pages are resident (`heap_pages`), `split`
-//! puts the two together.
+//! A pass of its own over each stream that has readings ([`ResidencyPass`]): the events below a
+//! reading's seq place the blocks (`blocks`), the reading says which pages are resident
+//! (`heap_pages`), `split` puts the two together. The pprof export runs the same pass beside its
+//! own for `resident_space`.
 mod blocks;
 mod heap_pages;
+mod pass;
 mod split;
 
 use std::path::{Path, PathBuf};
@@ -22,9 +24,9 @@ use trace::{ProcessInfo, Record, TraceReader};
 
 use crate::call_sites::{address_space, resolve_stack};
 use crate::error::AnalyzeError;
-use blocks::HeapBlocks;
 use heap_pages::HeapPages;
-pub use split::Parts;
+pub use pass::ResidencyPass;
+pub use split::{Parts, SiteParts, Split};
 
 /// The split at every reading of every selected process image that has readings.
 #[derive(Debug, Clone, Serialize)]
@@ -114,38 +116,24 @@ pub fn analyze_residency(
         let info = infos[i].clone();
         let readings = reader.residency(i).to_vec();
         let samples = reader.memory_samples(i).to_vec();
-        let mut blocks = HeapBlocks::new(readings[0].page_size);
-        let mut splits = Vec::with_capacity(readings.len());
-        let mut next = 0;
+        let mut pass = ResidencyPass::new(&readings);
         let mut read = 0u64;
         let mut stopped = None;
         for record in reader.records(i)? {
-            let record = match record {
-                Ok(r) => r,
+            match record {
+                Ok(Record::Event(e)) => pass.on_event(&e),
+                Ok(_) => {}
                 Err(e) => {
                     stopped = Some(e);
                     break;
                 }
-            };
-            let Record::Event(e) = record else { continue };
-            while next < readings.len() && readings[next].seq <= e.seq {
-                splits.push((
-                    next,
-                    split::split(&blocks, &HeapPages::new(&readings[next])),
-                ));
-                next += 1;
             }
-            blocks.on_event(&e);
             read += 1;
         }
         if let Some(e) = &stopped {
             losses.stream_stopped(&info, e, read);
-        } else {
-            // Readings after the last event.
-            for (k, reading) in readings.iter().enumerate().skip(next) {
-                splits.push((k, split::split(&blocks, &HeapPages::new(reading))));
-            }
         }
+        let splits = pass.finish(stopped.is_none());
         let space = address_space(&info, &infos, reader.modules());
         let readings = splits
             .into_iter()
