@@ -235,3 +235,62 @@ fn pprof_has_the_resident_and_free_left_space_of_each_stack() {
     assert_eq!(of("keep_block"), [64 * page, 0]);
     assert_eq!(of("temp_block"), [0, 64 * page]);
 }
+
+/// `report` of such a trace draws the split against time on the process's page and lists the
+/// sites holding the pages; a trace without readings has neither.
+#[test]
+fn the_report_page_shows_the_split_and_its_sites() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let exe = testkit::program("residency_every_other");
+    record(
+        &trace,
+        &["--addresses", "--stacks=all", "--memory-interval", "20"],
+        &[exe.as_os_str(), HOLD_MS.as_ref()],
+    );
+    let (html, svg) = (dir.path().join("t.html"), dir.path().join("svg"));
+    alloclens()
+        .arg("report")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&html)
+        .arg("--svg")
+        .arg(&svg)
+        .ok();
+    assert!(svg.join("p0-residency-by-time.svg").exists());
+    let page = std::fs::read_to_string(&html).unwrap();
+    let table = &page[page
+        .find("Call sites holding the heap")
+        .expect("the sites table")..];
+    let row = |site: &str| {
+        let at = table
+            .find(&format!(">{site}<"))
+            .unwrap_or_else(|| panic!("{site}"));
+        table[at..table[at..].find("</tr>").unwrap() + at].to_string()
+    };
+    assert!(
+        row("keep_block").contains("256 KiB"),
+        "{}",
+        row("keep_block")
+    );
+    assert!(
+        row("temp_block").contains("256 KiB"),
+        "{}",
+        row("temp_block")
+    );
+
+    let bare = dir.path().join("bare.alt");
+    record(
+        &bare,
+        &["--stacks=all", "--memory-interval", "20"],
+        &[exe.as_os_str(), "0".as_ref()],
+    );
+    let bare_svg = dir.path().join("bare-svg");
+    alloclens()
+        .arg("report")
+        .arg(&bare)
+        .arg("--svg")
+        .arg(&bare_svg)
+        .ok();
+    assert!(!bare_svg.join("p0-residency-by-time.svg").exists());
+}
