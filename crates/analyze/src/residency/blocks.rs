@@ -38,8 +38,13 @@ impl HeapBlocks {
     }
 
     /// Applies one event: an allocation adds its block, a free removes it and marks its pages,
-    /// a realloc does both (its new block gets the realloc's stack).
+    /// a realloc does both (its new block gets the realloc's stack); a failed realloc (NULL for a
+    /// size above 0) leaves the old block live.
     pub fn on_event(&mut self, e: &Event) {
+        let failed_realloc = e.op.is_realloc() && e.addr == 0 && e.size > 0;
+        if failed_realloc {
+            return;
+        }
         if e.op.is_free() || e.op.is_realloc() {
             let old = if e.op.is_realloc() {
                 e.old_addr
@@ -120,6 +125,8 @@ mod tests {
         // A realloc frees the old block and makes a new one with its own stack.
         blocks.on_event(&ev(Op::Realloc, 0x30000, 64, 0x20000, 9));
         assert_eq!(blocks.last_freed_on(0x20000), Some(8));
+        // A failed realloc leaves its block as it was.
+        blocks.on_event(&ev(Op::Realloc, 0, 1 << 40, 0x30000, 10));
         let live: Vec<_> = blocks.live().collect();
         assert_eq!(live, vec![(0x30000, Block { size: 64, stack: 9 })]);
     }
