@@ -19,6 +19,7 @@ mod record;
 mod record_pid;
 mod replay;
 mod report;
+mod residency;
 mod run;
 mod run_figures;
 mod run_reliability;
