@@ -6,12 +6,13 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::results::{AGENT_DIR, SAMPLES_CSV, WATCH_JSON};
+use crate::results::{AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV, WATCH_JSON};
 
 /// Files a watch writes at the top of its directory (an earlier watch's are replaced with
 /// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
-const OURS: [&str; 5] = [
+const OURS: [&str; 6] = [
     "report.html",
+    PROGRAM_OUTPUT,
     WATCH_JSON,
     SAMPLES_CSV,
     "watch.json.tmp",

@@ -25,6 +25,9 @@ pub enum Target {
         env: Vec<(OsString, OsString)>,
         /// The agent's directory, when the agent is preloaded.
         agent_dir: Option<PathBuf>,
+        /// Where the program's stdout and stderr go (a file made here, its stdin /dev/null), for
+        /// a caller that owns the terminal (`alloclens live`); None: the terminal's, as they are.
+        output: Option<PathBuf>,
     },
     /// A process already running (and its descendants).
     Pid(u32),
@@ -142,6 +145,10 @@ pub enum WatchError {
 
 /// A progress report to the caller (the CLI prints it; this crate never prints).
 pub enum WatchEvent<'a> {
+    /// The program runs (started, or found and attached to): the root of its tree.
+    Started {
+        root_pid: u32,
+    },
     Sample(&'a WatchSample),
     Note(String),
 }
@@ -245,8 +252,14 @@ impl<'o> Watch<'o> {
                 argv,
                 env,
                 agent_dir,
-            } => (spawn(argv, env)?, true, agent_dir.clone()),
+                output,
+            } => (
+                spawn(argv, env, output.as_deref())?,
+                true,
+                agent_dir.clone(),
+            ),
         };
+        on_event(WatchEvent::Started { root_pid: root });
         let sampler = procmem::TreeSampler::new(
             root,
             procmem::SamplerOptions {
@@ -530,16 +543,37 @@ fn attach_profile(options: &WatchOptions) -> Option<agent::AttachProfile> {
 
 /// Starts the command with its added environment. Orphans of the command stay in the tree (and
 /// are reaped here) while we live; if we die, they go to init like any orphan.
-fn spawn(argv: &[String], env: &[(OsString, OsString)]) -> Result<u32, WatchError> {
+fn spawn(
+    argv: &[String],
+    env: &[(OsString, OsString)],
+    output: Option<&Path>,
+) -> Result<u32, WatchError> {
     let _ = procmem::become_child_subreaper();
+    // The terminal's stdin, stdout and stderr, or a file: never pipes of ours, so the program
+    // never blocks on us nor gets SIGPIPE when we are gone.
+    let (stdin, stdout, stderr) = match output {
+        None => (Stdio::inherit(), Stdio::inherit(), Stdio::inherit()),
+        Some(path) => {
+            let create = |source| WatchError::Create {
+                path: path.to_path_buf(),
+                source,
+            };
+            // Made here, never an existing file opened: alloclens writes only what it created.
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(path)
+                .map_err(create)?;
+            let again = file.try_clone().map_err(create)?;
+            (Stdio::null(), Stdio::from(file), Stdio::from(again))
+        }
+    };
     let child = Command::new(&argv[0])
         .args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
-        // The terminal's stdin, stdout and stderr, not pipes of ours: the program never blocks
-        // on us nor gets SIGPIPE when we are gone.
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
         .spawn()
         .map_err(|source| WatchError::Spawn {
             program: argv[0].clone(),
@@ -745,6 +779,7 @@ mod tests {
                 argv: argv.iter().map(|s| s.to_string()).collect(),
                 env: Vec::new(),
                 agent_dir: None,
+                output: None,
             },
             interval: Duration::from_millis(50),
             duration,

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 mod ksm_library;
+pub mod live;
 pub mod man;
 pub mod merge;
 mod profile_diff;
@@ -51,6 +52,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(*args),
         Command::Tune(args) => tune::run(*args),
         Command::Watch(args) => watch::run(args),
+        Command::Live(args) => live::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),

@@ -1,0 +1,330 @@
+//! `alloclens live` driven in a real terminal: tmux runs it in a pane of a given size, keys are
+//! sent, the screen is captured and polled (with a deadline, never a sleep) until it shows what
+//! is awaited. The figures on the screen are checked against the results directory the same run
+//! writes (watch.json), and the verdict against `alloclens watch` of the same program.
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use testkit::{alloclens, require};
+
+/// A tmux server of its own (its socket named after the test), one window of `width` x
+/// `height` running `command` in `sh`, the pane kept after the command ends so its last screen
+/// can be read. The server is killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+impl Tmux {
+    fn start(width: u16, height: u16, command: &str) -> Tmux {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let socket = format!(
+            "alloclens-live-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let tmux = Tmux { socket };
+        // The shell stays after alloclens ends, so its summary and status are on the screen.
+        let line = format!("{command}; echo \"live exit status $?\"; exec sleep 60");
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            "sh",
+            "-c",
+            &line,
+        ]);
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p"])
+    }
+
+    fn keys(&self, keys: &str) {
+        self.run(&["send-keys", keys]);
+    }
+
+    /// The screen once `done` holds for it; the last screen in the failure otherwise.
+    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let found = testkit::poll_until(DEADLINE, || {
+            last = self.screen();
+            done(&last)
+        });
+        assert!(found, "the screen never showed {what}:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn shell_quote(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| format!("'{}'", p.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `alloclens live ARGS -o DIR -- PROGRAM` as a shell line.
+fn live_line(dir: &Path, args: &[&str], program: &[&str]) -> String {
+    let exe = testkit::alloclens_exe();
+    let mut parts = vec![exe.as_str(), "live"];
+    parts.extend_from_slice(args);
+    let dir = dir.display().to_string();
+    parts.extend_from_slice(&["-o", &dir, "--"]);
+    parts.extend_from_slice(program);
+    shell_quote(&parts)
+}
+
+/// A figure of the "now" panel ("RSS  61.9 MiB"), in bytes, with the screen's rounding (half
+/// a step of its unit); Some(None) for "-" (not measured).
+fn figure(screen: &str, name: &str) -> Option<Option<(f64, f64)>> {
+    // The panel is in the first lines; the verdict's sentence below names figures too.
+    let line = screen.lines().skip(1).take(9).find_map(|l| {
+        let at = l.find(&format!(" {name} "))?;
+        Some(l[at + name.len() + 1..].trim_start().to_string())
+    })?;
+    let mut words = line.split_whitespace();
+    let value = words.next()?;
+    if value == "-" {
+        return Some(None);
+    }
+    let value: f64 = value.parse().ok()?;
+    let unit = match words.next()? {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1048576.0,
+        "GiB" => 1073741824.0,
+        _ => return None,
+    };
+    Some(Some((
+        value * unit,
+        if unit == 1.0 { 0.5 } else { 0.05 * unit },
+    )))
+}
+
+fn watch_json(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("watch.json")).unwrap()).unwrap()
+}
+
+/// Every panel of the view is on the screen.
+fn assert_every_panel(screen: &str) {
+    for panel in [
+        "alloclens live",
+        "memory over time",
+        "now, t",
+        "call sites by",
+        "verdict",
+        "s:sort",
+        "threads merged: no per-thread data",
+    ] {
+        assert!(
+            screen.contains(panel),
+            "no '{panel}' on the screen:\n{screen}"
+        );
+    }
+}
+
+/// The figures of the last sample on the screen equal watch.json's `last`, within the screen's
+/// rounding.
+fn assert_figures_match(screen: &str, json: &Value) {
+    for (name, key) in [
+        ("RSS", "rss"),
+        ("PSS", "pss"),
+        ("heap RSS", "heap"),
+        ("live", "live_bytes"),
+        ("free", "free_resident"),
+    ] {
+        let shown = figure(screen, name).unwrap_or_else(|| panic!("no {name}:\n{screen}"));
+        let written = json["last"][key].as_f64();
+        match (shown, written) {
+            (Some((shown, step)), Some(written)) => assert!(
+                (shown - written).abs() <= step,
+                "{name}: screen {shown} B, watch.json {written} B\n{screen}"
+            ),
+            (None, None) => {}
+            _ => panic!("{name}: screen {shown:?}, watch.json {written:?}\n{screen}"),
+        }
+    }
+}
+
+/// What `alloclens watch` says of the same program (another run): its verdict's class.
+fn watch_class(dir: &Path, program: &[&str]) -> String {
+    alloclens()
+        .args(["watch", "--interval", "100ms", "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(program)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    watch_json(dir)["verdict"]["class"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn program(name: &str) -> String {
+    testkit::program(name).display().to_string()
+}
+
+/// A leak at 80x24: every panel, the live figures, the site, the verdict of watch.json; quitting
+/// after the end leaves the summary, and the directory is one `report` draws.
+#[test]
+fn live_on_a_leak_shows_what_watch_writes() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("leak");
+    let matrix = program("matrix");
+    let leak = [matrix.as_str(), "leak", "2500", "50"];
+    let tmux = Tmux::start(80, 24, &live_line(&dir, &["--interval", "100ms"], &leak));
+    // While it runs: the site of matrix's mallocs, its growth, the verdict so far.
+    let running = tmux.wait_for("the call site and the verdict so far", |s| {
+        s.contains("main ") && s.contains("verdict so far: leak")
+    });
+    assert_every_panel(&running);
+    assert!(running.contains("q:quit+end program"), "{running}");
+    let over = tmux.wait_for("the end", |s| s.contains("verdict (watch.json)"));
+    assert_every_panel(&over);
+    let json = watch_json(&dir);
+    assert_eq!(json["verdict"]["class"], "leak");
+    assert!(over.contains("verdict (watch.json): leak"), "{over}");
+    assert!(over.contains("program exited with status 0"), "{over}");
+    assert_figures_match(&over, &json);
+    // The same program under `watch` gets the same verdict.
+    assert_eq!(watch_class(&tmp.path().join("watched"), &leak), "leak");
+    tmux.keys("q");
+    let summary = tmux.wait_for("the summary", |s| s.contains("live exit status"));
+    assert!(summary.contains("live exit status 0"), "{summary}");
+    assert!(dir.join("program.out").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("program.out")).unwrap(),
+        "done\n"
+    );
+    alloclens().arg("report").arg(&dir).ok();
+}
+
+/// Fragmentation at 80x24 with the output pane: every panel, the allocator's free bytes as
+/// watch.json has them, and the verdict of `watch` for the same program.
+#[test]
+fn live_on_fragmentation_shows_what_watch_writes() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("frag");
+    let matrix = program("matrix");
+    let frag = [matrix.as_str(), "frag", "3000", "100"];
+    let args = ["--interval", "100ms", "--output-pane"];
+    let tmux = Tmux::start(80, 24, &live_line(&dir, &args, &frag));
+    let over = tmux.wait_for("the end", |s| s.contains("verdict (watch.json)"));
+    assert_every_panel(&over);
+    let json = watch_json(&dir);
+    let class = json["verdict"]["class"].as_str().unwrap().to_string();
+    assert_eq!(class, "fragmentation", "{over}");
+    assert!(
+        over.contains("verdict (watch.json): fragmentation"),
+        "{over}"
+    );
+    assert_figures_match(&over, &json);
+    assert_eq!(watch_class(&tmp.path().join("watched"), &frag), class);
+    tmux.keys("q");
+    tmux.wait_for("the summary", |s| s.contains("live exit status 0"));
+}
+
+/// The rows of the call sites' table, in order (the names of profile_sites's functions).
+fn site_order(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.starts_with("site_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `s` sorts the call sites by growth, then by name.
+#[test]
+fn the_sort_key_reorders_the_sites() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites");
+    let sites = program("profile_sites");
+    // Its stdin is /dev/null: it builds its four sites and exits; the view stays.
+    let line = live_line(&dir, &["--interval", "100ms"], &[&sites, "1", "16"]);
+    let tmux = Tmux::start(100, 30, &line);
+    let by_inuse = tmux.wait_for("the four sites", |s| site_order(s).len() == 4);
+    assert_eq!(
+        site_order(&by_inuse),
+        ["site_half", "site_thirty", "site_fifteen", "site_five"],
+        "{by_inuse}"
+    );
+    tmux.keys("s");
+    tmux.wait_for("the sort by growth", |s| s.contains("growth▼"));
+    tmux.keys("s");
+    let by_name = tmux.wait_for("the sort by site", |s| {
+        s.contains("site▼") && site_order(s).len() == 4
+    });
+    assert_eq!(
+        site_order(&by_name),
+        ["site_fifteen", "site_five", "site_half", "site_thirty"],
+        "{by_name}"
+    );
+}
+
+/// Quitting while a program live started runs ends it (SIGTERM), and the watch's results say so.
+#[test]
+fn quitting_ends_a_program_live_started() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("quit");
+    let matrix = program("matrix");
+    let line = live_line(
+        &dir,
+        &["--interval", "100ms"],
+        &[&matrix, "leak", "60000", "100"],
+    );
+    let tmux = Tmux::start(80, 24, &line);
+    tmux.wait_for("a sample", |s| s.contains("running") && s.contains("pid "));
+    tmux.keys("q");
+    let summary = tmux.wait_for("the summary", |s| s.contains("live exit status"));
+    // matrix does not catch SIGTERM: killed by it, 128 + 15 as `watch` gives it.
+    assert!(summary.contains("live exit status 143"), "{summary}");
+    let json = watch_json(&dir);
+    let root = json["root_pid"].as_u64().unwrap() as u32;
+    assert!(!procmem::is_alive(root), "{summary}");
+    assert_eq!(json["still_running"], false, "{summary}");
+    // The engine sees the exit before or after the interrupt: either is the truth.
+    assert!(
+        json["ending"] == "exited" || json["ending"] == "interrupted",
+        "{summary}"
+    );
+    assert_eq!(json["exit"]["signal"], 15, "{summary}");
+}
