@@ -56,7 +56,15 @@ impl SiteReader {
 
     /// The sites now, `t_s` seconds after the reader started.
     pub fn read(&mut self, t_s: f64) -> Reading {
-        let mut snaps = match snapshot::take_all(&Target::Path(self.tables.clone())) {
+        let taken = snapshot::take_all(&Target::Path(self.tables.clone())).map(|mut taken| {
+            // An earlier viewer's attach left its table (the figures of its detach): this
+            // viewer's attach makes a new one.
+            taken
+                .snapshots
+                .retain(|s| s.state != snapshot::ProcessState::Detached);
+            taken
+        });
+        let mut snaps = match taken {
             Ok(taken) if !taken.snapshots.is_empty() => taken.snapshots,
             Ok(_) => return self.none(
                 "no heap profile table yet (the agent makes it at the program's first allocation)",

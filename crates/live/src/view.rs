@@ -217,8 +217,14 @@ fn draw_sites(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         duration(app.growth_window_s)
     };
+    // An attached agent samples what is allocated from its attach on.
+    let since = if app.started_here {
+        ""
+    } else {
+        " since attach"
+    };
     let title = format!(
-        "call sites by {} (s: sort), growth over {window}, ± std. error",
+        "call sites{since} by {} (s: sort), growth over {window}, ± std. error",
         app.sort.name()
     );
     if app.sites.is_empty() {

@@ -71,6 +71,18 @@ impl WatchDirectory {
         Ok(prepared)
     }
 
+    /// An earlier watch's directory to go on with (`live --pid` again): locked, and nothing in
+    /// it removed, now or on drop.
+    pub fn reopen(dir: &Path) -> Result<WatchDirectory, DirectoryError> {
+        let lock = safe_output::DirLock::acquire(dir)?;
+        Ok(WatchDirectory {
+            path: dir.to_path_buf(),
+            created: false,
+            kept: true,
+            _lock: lock,
+        })
+    }
+
     /// The watch ran: from here on, its directory stays whatever happens (still locked until
     /// dropped).
     pub fn keep(&mut self) {

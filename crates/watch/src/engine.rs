@@ -50,6 +50,16 @@ pub struct WatchOptions {
     /// `--pid --profile`: where the attached agent makes its heap profile tables (DIR/agent),
     /// which outlive the attach.
     pub attach_tables: Option<PathBuf>,
+    /// An earlier watch of the same process to go on with (`alloclens live --pid` again): its
+    /// samples come first in the history, and the clock is its clock.
+    pub resume: Option<Resume>,
+}
+
+/// The samples and the start of an earlier watch of the same process.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    pub samples: Vec<WatchSample>,
+    pub started_unix_ms: u64,
 }
 
 /// Why the watch ended.
@@ -224,14 +234,24 @@ impl<'o> Watch<'o> {
         on_event: &mut dyn FnMut(WatchEvent),
     ) -> Result<Watch<'o>, WatchError> {
         let cpu_start = procmem::own_cpu_time();
-        let started_unix_ms = unix_ms();
-        let history =
+        let mut started_unix_ms = unix_ms();
+        let mut history =
             History::new(options.samples_csv.as_deref(), options.capacity).map_err(|source| {
                 WatchError::Create {
                     path: options.samples_csv.clone().unwrap_or_default(),
                     source,
                 }
             })?;
+        // Time 0 of the samples: an earlier watch's start when going on with it.
+        let mut since_start = Duration::ZERO;
+        if let Some(resume) = &options.resume {
+            for sample in &resume.samples {
+                history.push(sample.clone());
+            }
+            since_start =
+                Duration::from_millis(started_unix_ms.saturating_sub(resume.started_unix_ms));
+            started_unix_ms = resume.started_unix_ms;
+        }
         let mut attached = None;
         let mut attach_reading = None;
         let (root, ours, agent_dir) = match &options.target {
@@ -268,7 +288,8 @@ impl<'o> Watch<'o> {
                 ..Default::default()
             },
         )?;
-        let start = Instant::now();
+        let now = Instant::now();
+        let start = now.checked_sub(since_start).unwrap_or(now);
         let watch = Watch {
             options,
             root,
@@ -287,7 +308,7 @@ impl<'o> Watch<'o> {
                 .as_ref()
                 .map(|(settings, dir)| Profiling::new(settings, dir.clone())),
             start,
-            next: start,
+            next: now,
             cpu_start,
             outcome: WatchOutcome {
                 root_pid: root,
@@ -296,7 +317,10 @@ impl<'o> Watch<'o> {
                 exit: None,
                 still_running: false,
                 samples: Vec::new(),
-                samples_taken: 0,
+                samples_taken: options
+                    .resume
+                    .as_ref()
+                    .map_or(0, |r| r.samples.len() as u64),
                 processes: Vec::new(),
                 attach: attach_reading,
                 trim: Vec::new(),
@@ -789,6 +813,7 @@ mod tests {
             attach: false,
             profile: None,
             attach_tables: None,
+            resume: None,
         }
     }
 

@@ -26,8 +26,8 @@ pub mod verdict;
 
 pub use directory::{DirectoryError, WatchDirectory};
 pub use engine::{
-    check_pid, watch, AttachReading, GdbReading, ProcessFigures, ProgramExit, Target, TrimProbe,
-    WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
+    check_pid, watch, AttachReading, GdbReading, ProcessFigures, ProgramExit, Resume, Target,
+    TrimProbe, WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
 };
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
 pub use results::{

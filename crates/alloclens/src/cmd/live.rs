@@ -1,6 +1,6 @@
 //! `alloclens live`: glue between the command line, the watch's session (its directory and
 //! results, shared with `watch`) and the `live` crate's view.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,8 +36,9 @@ pub struct Args {
     /// either way
     #[arg(long)]
     output_pane: bool,
-    /// Results directory, the same as `watch` writes (`alloclens report DIR` draws it) [default:
-    /// alloclens-live-YYYYmmdd-HHMMSS]
+    /// Results directory, the same as `watch` writes (`alloclens report DIR` draws it); with
+    /// --pid, the process's session: a later `live --pid` with the same DIR shows the history so
+    /// far [default: alloclens-live-YYYYmmdd-HHMMSS, with --pid alloclens-live-PID]
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
     /// Replace an earlier watch's files in the output directory
@@ -51,7 +52,12 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let settings = settings(a)?;
-    let mut session = Session::open(&settings)?;
+    let resume = match settings.pid {
+        Some(pid) => earlier_session(&settings.dir, pid, settings.force)?,
+        None => None,
+    };
+    let history = resume.as_ref().map_or(Vec::new(), |r| r.samples.clone());
+    let mut session = Session::open_resuming(&settings, resume)?;
     let dir = session.dir.clone();
     let tables = dir.join(watch::AGENT_DIR);
     let options = live::LiveOptions {
@@ -71,7 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         },
         started_here: settings.pid.is_none(),
         results_dir: dir.clone(),
-        history: Vec::new(),
+        history,
     };
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
@@ -90,6 +96,39 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(code)
 }
+
+/// `live --pid PID` again: the samples of the earlier viewers of this process kept in DIR, when
+/// DIR holds a watch of the same process (the pid, and a process that started before that watch:
+/// not a later one that reused the pid). Another process's watch there is refused unless
+/// `--force`.
+fn earlier_session(dir: &Path, pid: u32, force: bool) -> anyhow::Result<Option<watch::Resume>> {
+    if !dir.join(watch::WATCH_JSON).exists() {
+        return Ok(None);
+    }
+    let earlier = watch::WatchDir::load(dir)
+        .with_context(|| format!("cannot read the earlier session in {}", dir.display()))?;
+    let started = procmem::start_unix_ms(pid)
+        .with_context(|| format!("cannot read when process {pid} started"))?;
+    let same = earlier.results.pid == Some(pid)
+        && started <= earlier.results.started_unix_ms + PROCESS_START_SLACK_MS;
+    if same {
+        return Ok(Some(watch::Resume {
+            samples: earlier.samples,
+            started_unix_ms: earlier.results.started_unix_ms,
+        }));
+    }
+    if force {
+        return Ok(None);
+    }
+    bail!(
+        "{} holds the session of another process than {pid} (or of an earlier process with its pid): give another -o, or --force to replace it",
+        dir.display()
+    )
+}
+
+/// /proc's start time is in clock ticks and the earlier watch's in ms: a process that started
+/// within this of the earlier watch's start is taken for the one it watched.
+const PROCESS_START_SLACK_MS: u64 = 1000;
 
 /// The watch `live` runs: `watch --profile` with the program's output aside.
 fn settings(a: Args) -> anyhow::Result<LiveSettings> {
@@ -125,9 +164,11 @@ fn settings(a: Args) -> anyhow::Result<LiveSettings> {
                 triggers: Default::default(),
                 keep: watch::profiling::DEFAULT_KEEP,
             }),
-            dir: a
-                .output
-                .unwrap_or_else(|| args::dated_dir("alloclens-live")),
+            // A process's session has a name of its own, so the next viewer finds its history.
+            dir: a.output.unwrap_or_else(|| match a.pid {
+                Some(pid) => PathBuf::from(format!("alloclens-live-{pid}")),
+                None => args::dated_dir("alloclens-live"),
+            }),
             force: a.force,
             output_aside: a.pid.is_none(),
         },

@@ -124,12 +124,25 @@ pub(crate) struct Session {
 
 impl Session {
     pub(crate) fn open(settings: &Settings) -> anyhow::Result<Session> {
-        let prepared = watch::WatchDirectory::prepare(&settings.dir, settings.force)?;
+        Session::open_resuming(settings, None)
+    }
+
+    /// A session that goes on with an earlier watch of the same process in its directory
+    /// (`live --pid` again), or a new one.
+    pub(crate) fn open_resuming(
+        settings: &Settings,
+        resume: Option<watch::Resume>,
+    ) -> anyhow::Result<Session> {
+        let prepared = match resume {
+            Some(_) => watch::WatchDirectory::reopen(&settings.dir)?,
+            None => watch::WatchDirectory::prepare(&settings.dir, settings.force)?,
+        };
         let dir = settings
             .dir
             .canonicalize()
             .with_context(|| format!("cannot resolve {}", settings.dir.display()))?;
-        let (options, base) = settings.watch_options(&dir)?;
+        let (mut options, base) = settings.watch_options(&dir)?;
+        options.resume = resume;
         // Written first, so a watch killed later still says what it watched; replaced at the end.
         watch::write_results(&dir, &base)
             .with_context(|| format!("cannot write {}", dir.join(watch::WATCH_JSON).display()))?;
@@ -282,6 +295,7 @@ impl Settings {
                 .clone()
                 .map(|p| (p, dir.join(watch::profiling::SNAPSHOTS_DIR))),
             attach_tables,
+            resume: None,
         };
         if options.profile.is_some() {
             let ring = dir.join(watch::profiling::SNAPSHOTS_DIR);

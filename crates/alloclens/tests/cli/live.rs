@@ -142,7 +142,7 @@ fn assert_every_panel(screen: &str) {
         "alloclens live",
         "memory over time",
         "now, t",
-        "call sites by",
+        "call sites",
         "verdict",
         "s:sort",
         "threads merged: no per-thread data",
@@ -327,4 +327,64 @@ fn quitting_ends_a_program_live_started() {
         "{summary}"
     );
     assert_eq!(json["exit"]["signal"], 15, "{summary}");
+}
+
+/// `live --pid`: quitting leaves the process running; a second viewer of the same session shows
+/// the first one's samples before its own, and the directory keeps them all.
+#[test]
+fn quit_then_reattach_shows_the_history() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("session");
+    let mut program = Command::new(testkit::program("matrix"))
+        .args(["leak", "60000", "100"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = program.id();
+    let exe = testkit::alloclens_exe();
+    let dir_text = dir.display().to_string();
+    let line = shell_quote(&[
+        &exe,
+        "live",
+        "--interval",
+        "100ms",
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        &dir_text,
+    ]);
+    let first = Tmux::start(80, 24, &line);
+    first.wait_for("the attached view", |s| {
+        s.contains("q:quit, program runs on") && s.contains("verdict so far: leak")
+    });
+    first.keys("q");
+    first.wait_for("the summary", |s| s.contains("live exit status"));
+    assert!(
+        procmem::is_alive(pid),
+        "quitting the viewer ended the program"
+    );
+    let kept = watch_json(&dir)["samples_kept"].as_u64().unwrap();
+    let earlier_end = watch::read_samples(&dir.join("samples.csv"))
+        .unwrap()
+        .last()
+        .unwrap()
+        .t_s;
+    assert!(kept >= 8, "{kept} samples");
+
+    let second = Tmux::start(80, 24, &line);
+    let resumed = second.wait_for("the history", |s| s.contains("earlier viewers to"));
+    assert_every_panel(&resumed);
+    second.keys("q");
+    second.wait_for("the summary", |s| s.contains("live exit status"));
+    let json = watch_json(&dir);
+    let samples = watch::read_samples(&dir.join("samples.csv")).unwrap();
+    assert!(json["samples_kept"].as_u64().unwrap() > kept, "{json}");
+    // The first viewer's samples, then the second's, on one clock.
+    assert!(samples[kept as usize - 1].t_s == earlier_end);
+    assert!(samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
+    assert!(samples.last().unwrap().t_s > earlier_end);
+    assert!(procmem::is_alive(pid));
+    let _ = program.kill();
+    let _ = program.wait();
 }
