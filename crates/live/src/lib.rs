@@ -18,4 +18,4 @@ mod sites;
 mod view;
 
 pub use app::{Ending, SortKey};
-pub use run::{run, LiveError, LiveOptions, OutputShown};
+pub use run::{check_terminal, run, LiveError, LiveOptions, OutputShown};

@@ -69,13 +69,20 @@ pub fn run(
     stop: &AtomicBool,
     finish: &mut dyn FnMut(WatchOutcome) -> WatchResults,
 ) -> Result<WatchResults, LiveError> {
-    if !std::io::stdout().is_terminal() {
-        return Err(LiveError::NotATerminal);
-    }
+    check_terminal()?;
     let mut terminal = ratatui::try_init()?;
     let result = run_on(&mut terminal, options, stop, finish);
     ratatui::try_restore()?;
     result
+}
+
+/// The view needs a terminal on stdout: checked before anything is started or written.
+pub fn check_terminal() -> Result<(), LiveError> {
+    if std::io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        Err(LiveError::NotATerminal)
+    }
 }
 
 fn run_on(

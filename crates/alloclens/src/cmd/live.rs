@@ -52,6 +52,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let settings = settings(a)?;
+    // Before the directory is made: a refusal leaves nothing behind.
+    live::check_terminal()?;
     let resume = match settings.pid {
         Some(pid) => earlier_session(&settings.dir, pid, settings.force)?,
         None => None,

@@ -136,17 +136,24 @@ fn watch_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("watch.json")).unwrap()).unwrap()
 }
 
-/// Every panel of the view is on the screen.
+const PANELS: [&str; 7] = [
+    "alloclens live",
+    "memory over time",
+    "now, t",
+    "call sites",
+    "verdict",
+    "s:sort",
+    "threads merged: no per-thread data",
+];
+
+/// Every panel of the view is on the screen. A capture may catch the terminal while a frame is
+/// being written: the waits ask for every panel, so a screen checked is a whole one.
+fn shows_every_panel(screen: &str) -> bool {
+    PANELS.iter().all(|p| screen.contains(p))
+}
+
 fn assert_every_panel(screen: &str) {
-    for panel in [
-        "alloclens live",
-        "memory over time",
-        "now, t",
-        "call sites",
-        "verdict",
-        "s:sort",
-        "threads merged: no per-thread data",
-    ] {
+    for panel in PANELS {
         assert!(
             screen.contains(panel),
             "no '{panel}' on the screen:\n{screen}"
@@ -177,21 +184,38 @@ fn assert_figures_match(screen: &str, json: &Value) {
     }
 }
 
-/// What `alloclens watch` says of the same program (another run): its verdict's class.
-fn watch_class(dir: &Path, program: &[&str]) -> String {
-    alloclens()
-        .args(["watch", "--interval", "100ms", "-o"])
-        .arg(dir)
-        .arg("--")
-        .args(program)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    watch_json(dir)["verdict"]["class"]
-        .as_str()
-        .unwrap()
-        .to_string()
+/// `alloclens watch` of the same program (another run, beside the view's: the test waits for
+/// the longer of the two, not for both one after the other).
+struct Watched {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Watched {
+    fn start(dir: &Path, program: &[&str]) -> Watched {
+        let child = Command::new(testkit::alloclens_exe())
+            .args(["watch", "--interval", "100ms", "-o"])
+            .arg(dir)
+            .arg("--")
+            .args(program)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Watched {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Its verdict's class.
+    fn class(mut self) -> String {
+        self.child.wait().unwrap();
+        watch_json(&self.dir)["verdict"]["class"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
 }
 
 fn program(name: &str) -> String {
@@ -208,13 +232,16 @@ fn live_on_a_leak_shows_what_watch_writes() {
     let matrix = program("matrix");
     let leak = [matrix.as_str(), "leak", "2500", "50"];
     let tmux = Tmux::start(80, 24, &live_line(&dir, &["--interval", "100ms"], &leak));
+    let watched = Watched::start(&tmp.path().join("watched"), &leak);
     // While it runs: the site of matrix's mallocs, its growth, the verdict so far.
     let running = tmux.wait_for("the call site and the verdict so far", |s| {
-        s.contains("main ") && s.contains("verdict so far: leak")
+        s.contains("main ") && s.contains("verdict so far: leak") && shows_every_panel(s)
     });
     assert_every_panel(&running);
     assert!(running.contains("q:quit+end program"), "{running}");
-    let over = tmux.wait_for("the end", |s| s.contains("verdict (watch.json)"));
+    let over = tmux.wait_for("the end", |s| {
+        s.contains("verdict (watch.json)") && shows_every_panel(s)
+    });
     assert_every_panel(&over);
     let json = watch_json(&dir);
     assert_eq!(json["verdict"]["class"], "leak");
@@ -222,7 +249,7 @@ fn live_on_a_leak_shows_what_watch_writes() {
     assert!(over.contains("program exited with status 0"), "{over}");
     assert_figures_match(&over, &json);
     // The same program under `watch` gets the same verdict.
-    assert_eq!(watch_class(&tmp.path().join("watched"), &leak), "leak");
+    assert_eq!(watched.class(), "leak");
     tmux.keys("q");
     let summary = tmux.wait_for("the summary", |s| s.contains("live exit status"));
     assert!(summary.contains("live exit status 0"), "{summary}");
@@ -245,7 +272,10 @@ fn live_on_fragmentation_shows_what_watch_writes() {
     let frag = [matrix.as_str(), "frag", "3000", "100"];
     let args = ["--interval", "100ms", "--output-pane"];
     let tmux = Tmux::start(80, 24, &live_line(&dir, &args, &frag));
-    let over = tmux.wait_for("the end", |s| s.contains("verdict (watch.json)"));
+    let watched = Watched::start(&tmp.path().join("watched"), &frag);
+    let over = tmux.wait_for("the end", |s| {
+        s.contains("verdict (watch.json)") && shows_every_panel(s)
+    });
     assert_every_panel(&over);
     let json = watch_json(&dir);
     let class = json["verdict"]["class"].as_str().unwrap().to_string();
@@ -255,7 +285,7 @@ fn live_on_fragmentation_shows_what_watch_writes() {
         "{over}"
     );
     assert_figures_match(&over, &json);
-    assert_eq!(watch_class(&tmp.path().join("watched"), &frag), class);
+    assert_eq!(watched.class(), class);
     tmux.keys("q");
     tmux.wait_for("the summary", |s| s.contains("live exit status 0"));
 }
@@ -373,7 +403,9 @@ fn quit_then_reattach_shows_the_history() {
     assert!(kept >= 8, "{kept} samples");
 
     let second = Tmux::start(80, 24, &line);
-    let resumed = second.wait_for("the history", |s| s.contains("earlier viewers to"));
+    let resumed = second.wait_for("the history", |s| {
+        s.contains("earlier viewers to") && shows_every_panel(s)
+    });
     assert_every_panel(&resumed);
     second.keys("q");
     second.wait_for("the summary", |s| s.contains("live exit status"));
@@ -387,4 +419,21 @@ fn quit_then_reattach_shows_the_history() {
     assert!(procmem::is_alive(pid));
     let _ = program.kill();
     let _ = program.wait();
+}
+
+/// Without a terminal, one line says what to do, and nothing is started or written.
+#[test]
+fn live_without_a_terminal_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("none");
+    let stderr = alloclens()
+        .args(["live", "-o"])
+        .arg(&dir)
+        .args(["--", "true"])
+        .fails_with(1);
+    assert_eq!(
+        stderr.trim(),
+        "alloclens: error: alloclens live draws on a terminal and its standard output is not one: run it in a terminal, or use `alloclens watch` for a log"
+    );
+    assert!(!dir.exists());
 }
