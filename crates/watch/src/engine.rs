@@ -899,6 +899,57 @@ mod tests {
         }
     }
 
+    /// Going on with an earlier watch: its samples first, then the new ones on its clock.
+    #[test]
+    fn a_resumed_watch_keeps_the_earlier_samples_and_their_clock() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut options = options(&["sleep", "0.2"], None);
+        let earlier: Vec<WatchSample> = (0..3)
+            .map(|i| WatchSample {
+                t_s: f64::from(i),
+                rss: 1 << 20,
+                ..Default::default()
+            })
+            .collect();
+        options.resume = Some(Resume {
+            samples: earlier.clone(),
+            started_unix_ms: unix_ms() - 60_000,
+        });
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        run_to_end(&mut watch, &AtomicBool::new(false));
+        let outcome = watch.finish();
+        assert_eq!(outcome.samples[..3], earlier[..]);
+        let new = &outcome.samples[3..];
+        assert!(!new.is_empty());
+        // A minute after the earlier watch's start, not at 0.
+        assert!(new.iter().all(|s| s.t_s >= 59.0), "{new:?}");
+        assert_eq!(outcome.samples_taken, outcome.samples.len() as u64);
+        assert_eq!(
+            outcome.started_unix_ms,
+            options.resume.unwrap().started_unix_ms
+        );
+    }
+
+    /// `live`'s program output: stdout and stderr in a file the watch makes, never one that was
+    /// there (it is not replaced).
+    #[test]
+    fn the_output_goes_to_a_new_file_and_an_existing_one_is_left_alone() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("program.out");
+        let mut options = options(&["sh", "-c", "echo out; echo err >&2; cat"], None);
+        if let Target::Command { output, .. } = &mut options.target {
+            *output = Some(path.clone());
+        }
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        // `cat` reads /dev/null: it ends at once instead of waiting for a terminal.
+        run_to_end(&mut watch, &AtomicBool::new(false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "out\nerr\n");
+        let err = Watch::start(&options, &mut |_| {}).err().unwrap();
+        assert!(matches!(err, WatchError::Create { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "out\nerr\n");
+    }
+
     #[test]
     fn a_command_that_cannot_start_is_an_error() {
         let options = options(&["/nonexistent/program"], None);
