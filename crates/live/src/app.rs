@@ -84,6 +84,9 @@ pub struct App {
 impl App {
     pub fn on_sample(&mut self, sample: WatchSample) {
         self.samples.push(sample);
+        if self.samples.len() >= watch::DEFAULT_CAPACITY {
+            thin_older_half(&mut self.samples);
+        }
     }
 
     /// The verdict over the samples so far, as watch would make it at this moment (the final one
@@ -148,6 +151,24 @@ impl App {
     }
 }
 
+/// Bounded as the watch's own history is (docs/watch.md, "Downsampling"): every other sample of
+/// the older half goes, the one with the higher RSS of each pair staying, so a view left open for
+/// weeks keeps its memory and its redraws bounded and its peaks.
+fn thin_older_half(samples: &mut Vec<WatchSample>) {
+    let half = (samples.len() / 2) & !1;
+    let mut kept: Vec<WatchSample> = samples[..half]
+        .chunks(2)
+        .map(|pair| {
+            pair.iter()
+                .max_by_key(|s| s.rss)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
+    kept.extend_from_slice(&samples[half..]);
+    *samples = kept;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +204,24 @@ mod tests {
             ending: Ending::Running,
             results_dir: PathBuf::new(),
         }
+    }
+
+    #[test]
+    fn the_samples_shown_stay_bounded_and_keep_the_peaks() {
+        let mut app = app();
+        let n = watch::DEFAULT_CAPACITY as u64 * 3;
+        for i in 0..n {
+            app.on_sample(WatchSample {
+                t_s: i as f64,
+                // One peak early on.
+                rss: if i == 11 { 1 << 30 } else { i },
+                ..Default::default()
+            });
+        }
+        assert!(app.samples.len() < watch::DEFAULT_CAPACITY);
+        assert!(app.samples.iter().any(|s| s.rss == 1 << 30));
+        assert_eq!(app.samples.last().unwrap().t_s, (n - 1) as f64);
+        assert!(app.samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
     }
 
     #[test]

@@ -196,6 +196,15 @@ impl Loop<'_> {
                         let r = (self.finish)(outcome);
                         let what = ending_words(&r);
                         self.app.on_results(&r, what);
+                        // The program's last words, in the pane.
+                        if let Some(path) = self
+                            .app
+                            .output_path
+                            .as_ref()
+                            .filter(|_| self.app.output_pane)
+                        {
+                            self.app.output_tail = tail(path, 5);
+                        }
                         results = Some(r);
                         dirty = true;
                     }

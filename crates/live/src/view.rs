@@ -304,7 +304,17 @@ fn draw_output(frame: &mut Frame, app: &App, area: Rect) {
     if let Ending::Over(_) = app.ending {
         let dir = app.results_dir.display();
         let line = format!("results in {dir}: `alloclens report {dir}` draws them; q: leave");
-        frame.render_widget(Paragraph::new(line), area);
+        if !app.output_pane {
+            frame.render_widget(Paragraph::new(line), area);
+            return;
+        }
+        // The pane stays, under the line saying where the results are.
+        let lines: Vec<Line> = app
+            .output_tail
+            .iter()
+            .map(|l| Line::from(l.clone()))
+            .collect();
+        frame.render_widget(Paragraph::new(lines).block(titled(line)), area);
         return;
     }
     let Some(path) = &app.output_path else {

@@ -147,7 +147,8 @@ const PANELS: [&str; 7] = [
 ];
 
 /// Every panel of the view is on the screen. A capture may catch the terminal while a frame is
-/// being written: the waits ask for every panel, so a screen checked is a whole one.
+/// being written (in row order, the changed cells only): the waits ask for every panel, and for
+/// the end the key line's `q:leave` (its last row changes last), so a screen checked is whole.
 fn shows_every_panel(screen: &str) -> bool {
     PANELS.iter().all(|p| screen.contains(p))
 }
@@ -240,7 +241,7 @@ fn live_on_a_leak_shows_what_watch_writes() {
     assert_every_panel(&running);
     assert!(running.contains("q:quit+end program"), "{running}");
     let over = tmux.wait_for("the end", |s| {
-        s.contains("verdict (watch.json)") && shows_every_panel(s)
+        s.contains("verdict (watch.json)") && s.contains("q:leave") && shows_every_panel(s)
     });
     assert_every_panel(&over);
     let json = watch_json(&dir);
@@ -274,7 +275,7 @@ fn live_on_fragmentation_shows_what_watch_writes() {
     let tmux = Tmux::start(80, 24, &live_line(&dir, &args, &frag));
     let watched = Watched::start(&tmp.path().join("watched"), &frag);
     let over = tmux.wait_for("the end", |s| {
-        s.contains("verdict (watch.json)") && shows_every_panel(s)
+        s.contains("verdict (watch.json)") && s.contains("q:leave") && shows_every_panel(s)
     });
     assert_every_panel(&over);
     let json = watch_json(&dir);
@@ -285,6 +286,8 @@ fn live_on_fragmentation_shows_what_watch_writes() {
         "{over}"
     );
     assert_figures_match(&over, &json);
+    // The pane shows the program's output (matrix says "done" at its end).
+    assert!(over.lines().any(|l| l.trim() == "done"), "{over}");
     assert_eq!(watched.class(), class);
     tmux.keys("q");
     tmux.wait_for("the summary", |s| s.contains("live exit status 0"));
