@@ -62,8 +62,8 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 /// Runs the view until the user leaves it. `stop` ends the watch (the CLI's Ctrl-C/SIGTERM flag;
 /// the `q` key sets it too); `finish` turns the watch's outcome into the results it writes
-/// (watch.json), which the view then shows. The results, or None if the watch never ended
-/// normally.
+/// (watch.json), which the view then shows. When the terminal goes away (a hang-up), the watch
+/// still ends with its results written, and the terminal's error is returned.
 pub fn run(
     options: LiveOptions,
     stop: &AtomicBool,
@@ -72,8 +72,17 @@ pub fn run(
     check_terminal()?;
     let mut terminal = ratatui::try_init()?;
     let result = run_on(&mut terminal, options, stop, finish);
-    ratatui::try_restore()?;
-    result
+    if let Err(LiveError::Terminal(_)) = &result {
+        // The terminal is gone: nothing to give back, and ratatui's drop would write to it (and
+        // its message to a stderr that is gone too, which aborts).
+        std::mem::forget(terminal);
+        return result;
+    }
+    drop(terminal);
+    let restored = ratatui::try_restore();
+    let results = result?;
+    restored?;
+    Ok(results)
 }
 
 /// The view needs a terminal on stdout: checked before anything is started or written.
@@ -142,6 +151,7 @@ fn run_on(
             app: &mut app,
             base: &options.base,
             stop,
+            reader_stop: &reader_stop,
             finish,
             pending: Vec::new(),
         }
@@ -173,18 +183,46 @@ struct Loop<'a> {
     app: &'a mut App,
     base: &'a WatchResults,
     stop: &'a AtomicBool,
+    /// Ends the table reader: once the watch is over, the view is still (no reading, no redraw
+    /// but for a key or a resize).
+    reader_stop: &'a AtomicBool,
     finish: &'a mut dyn FnMut(WatchOutcome) -> WatchResults,
     /// Samples and readings received while paused, applied on resume.
     pending: Vec<News>,
 }
 
 impl Loop<'_> {
+    /// Runs the view; when the terminal goes away (a hang-up, an ssh session that dropped), the
+    /// watch is ended and its results written all the same, then the error is returned.
     fn run(
         mut self,
         terminal: &mut ratatui::DefaultTerminal,
         rx: &mpsc::Receiver<News>,
     ) -> Result<WatchResults, LiveError> {
         let mut results = None;
+        match self.show(terminal, rx, &mut results) {
+            Ok(()) => Ok(results.expect("the view leaves with the results")),
+            Err(LiveError::Terminal(e)) => {
+                self.stop.store(true, Ordering::Relaxed);
+                while results.is_none() {
+                    match rx.recv() {
+                        Ok(News::Ended(ended)) => results = Some((self.finish)(ended?)),
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                Err(LiveError::Terminal(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn show(
+        &mut self,
+        terminal: &mut ratatui::DefaultTerminal,
+        rx: &mpsc::Receiver<News>,
+        results: &mut Option<WatchResults>,
+    ) -> Result<(), LiveError> {
         let mut dirty = true;
         let mut last_refresh: Option<Instant> = None;
         loop {
@@ -192,10 +230,12 @@ impl Loop<'_> {
                 match news {
                     News::Ended(ended) => {
                         let outcome = ended?;
+                        self.reader_stop.store(true, Ordering::Relaxed);
                         self.apply_pending();
                         let r = (self.finish)(outcome);
                         let what = ending_words(&r);
                         self.app.on_results(&r, what);
+                        *results = Some(r);
                         // The program's last words, in the pane.
                         if let Some(path) = self
                             .app
@@ -205,7 +245,6 @@ impl Loop<'_> {
                         {
                             self.app.output_tail = tail(path, 5);
                         }
-                        results = Some(r);
                         dirty = true;
                     }
                     news => dirty |= self.on_news(news),
@@ -215,7 +254,8 @@ impl Loop<'_> {
             if results.is_some() && self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            let due = last_refresh.is_none_or(|t| t.elapsed() >= REFRESH);
+            let over = results.is_some();
+            let due = !over && last_refresh.is_none_or(|t| t.elapsed() >= REFRESH);
             if due && !self.app.paused {
                 last_refresh = Some(Instant::now());
                 self.app.update_verdict(self.base);
@@ -230,7 +270,9 @@ impl Loop<'_> {
                 terminal.draw(|frame| crate::view::draw(frame, self.app))?;
                 dirty = false;
             }
-            if event::poll(Duration::from_millis(100))? {
+            // crossterm loops for ever reading a terminal that hung up (EOF or EIO, never
+            // WouldBlock): it is asked only once poll(2) says the terminal is there and has input.
+            if terminal_input(Duration::from_millis(100))? && event::poll(Duration::ZERO)? {
                 match event::read()? {
                     Event::Key(k) if k.kind == KeyEventKind::Press => {
                         let c = match k.code {
@@ -259,7 +301,7 @@ impl Loop<'_> {
                 }
             }
         }
-        Ok(results.expect("the loop leaves with the results"))
+        Ok(())
     }
 
     /// News of the engine or the reader; true when the screen changes.
@@ -299,6 +341,32 @@ impl Loop<'_> {
         }
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Whether the terminal (stdin) has input within `timeout`; an error once it hung up (the ssh
+/// session dropped, the terminal closed).
+fn terminal_input(timeout: Duration) -> std::io::Result<bool> {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd that lives across the call.
+    let ready = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
+    if ready < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.kind() {
+            std::io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "the terminal hung up",
+        ));
+    }
+    Ok(fd.revents & libc::POLLIN != 0)
 }
 
 /// How the watch ended, for the header.

@@ -83,6 +83,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
+    // A hang-up (the ssh session dropped, the terminal closed) ends the watch as SIGTERM does:
+    // the results are written, an attached process runs on, and the next viewer has its history.
+    signal_hook::flag::register(
+        signal_hook::consts::SIGHUP,
+        std::sync::Arc::clone(&interrupted),
+    )
+    .context("cannot catch SIGHUP")?;
     let mut written = None;
     let results = live::run(options, &interrupted, &mut |outcome| {
         let (results, w) = session.close(outcome);

@@ -443,3 +443,57 @@ fn live_without_a_terminal_is_refused_in_one_line() {
     );
     assert!(!dir.exists());
 }
+
+/// The terminal of an attached viewer goes away (its ssh session dropped: tmux's server killed,
+/// SIGHUP): the watch ends with its results written, the process runs on, and the next viewer
+/// shows the history.
+#[test]
+fn a_dropped_terminal_keeps_the_session_for_the_next_viewer() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dropped");
+    let mut program = Command::new(testkit::program("matrix"))
+        .args(["leak", "60000", "100"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = program.id();
+    let exe = testkit::alloclens_exe();
+    let dir_text = dir.display().to_string();
+    let pid_text = pid.to_string();
+    let line = shell_quote(&[
+        &exe,
+        "live",
+        "--interval",
+        "100ms",
+        "--pid",
+        &pid_text,
+        "-o",
+        &dir_text,
+    ]);
+    let first = Tmux::start(80, 24, &line);
+    first.wait_for("a few samples", |s| s.contains("verdict so far: leak"));
+    drop(first);
+    testkit::wait_until("watch.json's ending", DEADLINE, || {
+        std::fs::read_to_string(dir.join("watch.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .is_some_and(|j| !j["ending"].is_null())
+    });
+    let json = watch_json(&dir);
+    assert_eq!(json["ending"], "interrupted", "{json}");
+    assert_eq!(json["still_running"], true, "{json}");
+    // The first viewer's alloclens ends (its lock on the directory goes with it).
+    testkit::wait_until("the first viewer's end", DEADLINE, || {
+        !dir.join(".alloclens.lock").exists()
+    });
+    assert!(procmem::is_alive(pid));
+    let second = Tmux::start(80, 24, &line);
+    second.wait_for("the history", |s| {
+        s.contains("earlier viewers to") && shows_every_panel(s)
+    });
+    second.keys("q");
+    second.wait_for("the summary", |s| s.contains("live exit status"));
+    let _ = program.kill();
+    let _ = program.wait();
+}
