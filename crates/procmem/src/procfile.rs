@@ -235,6 +235,26 @@ pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A child started now started after this process, and neither in the future.
+    #[test]
+    fn start_times_order_processes() {
+        let ours = start_unix_ms(std::process::id()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let theirs = start_unix_ms(child.id()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(ours <= theirs, "{ours} > {theirs}");
+        // btime is whole seconds: a start may read up to 1 s early, never later than now.
+        assert!(theirs <= now, "{theirs} > {now}");
+    }
     use super::*;
 
     /// The ticks this process took, read as watch reads the tree's: at least what the process
