@@ -231,7 +231,8 @@ fn live_on_a_leak_shows_what_watch_writes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("leak");
     let matrix = program("matrix");
-    let leak = [matrix.as_str(), "leak", "2500", "50"];
+    // Long enough for a reading of the table while it runs (one a second) on a loaded machine.
+    let leak = [matrix.as_str(), "leak", "3500", "50"];
     let tmux = Tmux::start(80, 24, &live_line(&dir, &["--interval", "100ms"], &leak));
     let watched = Watched::start(&tmp.path().join("watched"), &leak);
     // While it runs: the site of matrix's mallocs, its growth, the verdict so far.
