@@ -83,6 +83,7 @@ alloclens allocators [--json]                      # what is installed, where, w
 alloclens run [options] -- CMD ARGS...             # compare allocators on any command
 alloclens tune [--objective memory|peak|time|throughput] [--budget D] [-a LIST] [-o DIR] [TRACE] -- CMD  # which allocator and settings serve CMD best, how sure, how to deploy it
 alloclens watch [-a SPEC] [--duration D] -o DIR -- CMD  # why RSS grows: leak, fragmentation, retention, outside-heap, stable (or undetermined)
+alloclens live [-a SPEC] [--output-pane] -- CMD | --pid PID  # the same watch on one screen as it runs: memory, call sites, verdict so far (docs/live.md)
 alloclens workload NAME [options]                  # built-in workloads: twowave events xthread forkworkers churn realloc tree leak cache
 alloclens demo [-o DIR]                            # the workloads under every installed allocator
 alloclens record [-a SPEC] [--marker RE] [--addresses] [--stacks] [--force] [-o F.alt] -- CMD  # every malloc/free of CMD and its children
