@@ -27,6 +27,9 @@ pub enum Command {
     /// retention, outside the heap or stable (undetermined, with how to measure it, when the
     /// figures cannot tell), with the allocator's own statistics
     Watch(cmd::watch::Args),
+    /// A full-screen view of a program's memory as it runs: RSS, PSS, live and free bytes over
+    /// time, the call sites holding the heap, the verdict so far; the same results as `watch`
+    Live(cmd::live::Args),
     /// List the known allocators: installed or not, library, version, package to install
     Allocators(cmd::allocators::Args),
     /// Run a built-in workload that reproduces an allocation pattern from the field

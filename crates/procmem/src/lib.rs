@@ -42,7 +42,9 @@ pub use ksm::{
 pub use maps::{mapped_files, parse_file_mapping, FileMapping};
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
-pub use procfile::{cpu_seconds, is_alive, parse_stat, read_stat, stat_comm, ProcStat};
+pub use procfile::{
+    cpu_seconds, is_alive, parse_stat, read_stat, start_unix_ms, stat_comm, ProcStat,
+};
 pub use refresh::PssRefresh;
 pub use residency::{HeapResidency, MappingResidency, PagemapMethod, ResidencyReader};
 pub use resident::{ResidentSample, ResidentSampler};

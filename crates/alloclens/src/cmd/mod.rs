@@ -8,6 +8,7 @@ pub mod diff;
 pub mod export;
 pub mod gate;
 mod ksm_library;
+pub mod live;
 pub mod man;
 pub mod merge;
 mod profile_diff;
@@ -52,6 +53,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(*args),
         Command::Tune(args) => tune::run(*args),
         Command::Watch(args) => watch::run(args),
+        Command::Live(args) => live::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),

@@ -10,6 +10,7 @@ mod exit_status;
 mod gate;
 mod install;
 mod ksm;
+mod live;
 mod merge;
 mod options;
 mod pprof;
