@@ -163,13 +163,16 @@ fn run_on(
     })
 }
 
-/// The table reader's thread: a reading every REFRESH until told to stop.
+/// The table reader's thread: a reading every REFRESH until told to stop, and one more then: a
+/// program that ended between two readings (or before the first) leaves its table, which the
+/// still view shows.
 fn read_sites(tables: PathBuf, stop: &AtomicBool, tx: &mpsc::Sender<News>) {
     let mut reader = SiteReader::new(tables);
     let start = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
         let reading = reader.read(start.elapsed().as_secs_f64());
-        if tx.send(News::Sites(reading)).is_err() {
+        if tx.send(News::Sites(reading)).is_err() || stopping {
             return;
         }
         let next = Instant::now() + REFRESH;
