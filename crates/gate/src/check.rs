@@ -85,6 +85,8 @@ impl Outcome {
 fn needs(metric: Metric, site: bool) -> &'static str {
     if site {
         "a trace recorded with --stacks"
+    } else if metric == Metric::RetainedRss {
+        "a results directory of `alloclens run --marker` with [retained] marker = its label"
     } else if metric.of_runs() {
         "a results directory of `alloclens run`"
     } else if metric == Metric::LiveGrowthPerIteration {
@@ -211,9 +213,11 @@ fn judge(
 /// The per-site figure that explains a program figure.
 fn site_figure_for(metric: Metric) -> Metric {
     match metric {
-        Metric::PeakRss | Metric::PeakPss | Metric::MeanRss | Metric::MeanPss => {
-            Metric::PeakLiveBytes
-        }
+        Metric::PeakRss
+        | Metric::PeakPss
+        | Metric::MeanRss
+        | Metric::MeanPss
+        | Metric::RetainedRss => Metric::PeakLiveBytes,
         Metric::LiveGrowthPerIteration => Metric::NotFreedBytes,
         m => m,
     }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub use baseline::Baseline;
 pub use check::{exit_status, Outcome, Status};
 pub use error::GateError;
-pub use limits::{Bound, Growth, Limits, Rule, Suppression};
+pub use limits::{Bound, Growth, Limits, Retained, Rule, Suppression};
 pub use measure::{Figure, Measurements, Site};
 pub use metric::{Class, Metric};
 
@@ -43,7 +43,12 @@ pub struct Verdict {
 
 pub fn gate(request: &Request) -> Result<Verdict, GateError> {
     let limits = Limits::read(&request.limits)?;
-    let measured = measure::measure(&request.inputs, &limits.growth, &limits.suppressions)?;
+    let measured = measure::measure(
+        &request.inputs,
+        &limits.growth,
+        &limits.retained,
+        &limits.suppressions,
+    )?;
     let mut baseline_written = None;
     let baseline = match (&request.baseline, request.update_baseline) {
         (Some(path), true) => {

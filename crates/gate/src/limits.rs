@@ -53,6 +53,13 @@ pub struct Growth {
     pub warmup: usize,
 }
 
+/// The marker after which `retained_rss` is read.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Retained {
+    /// The label of run's marker (`run --marker`'s capture); its last one in each run counts.
+    pub marker: Option<String>,
+}
+
 /// Stacks whose memory not freed at exit is expected.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suppression {
@@ -64,6 +71,7 @@ pub struct Suppression {
 pub struct Limits {
     pub rules: Vec<Rule>,
     pub growth: Growth,
+    pub retained: Retained,
     pub suppressions: Vec<Suppression>,
 }
 
@@ -101,6 +109,7 @@ impl Limits {
                     }
                 }
                 "growth" => limits.growth = growth(value)?,
+                "retained" => limits.retained = retained(value)?,
                 "site" => {
                     for site in array_of_tables(value, "[[site]]")? {
                         limits.rules.extend(site_rules(site)?);
@@ -113,7 +122,7 @@ impl Limits {
                 }
                 other => {
                     return Err(format!(
-                    "unknown section '{other}' (known: [limits], [growth], [[site]], [[suppress]])"
+                    "unknown section '{other}' (known: [limits], [growth], [retained], [[site]], [[suppress]])"
                 ))
                 }
             }
@@ -215,6 +224,24 @@ fn growth(value: &Value) -> Result<Growth, String> {
         }
     }
     Ok(growth)
+}
+
+fn retained(value: &Value) -> Result<Retained, String> {
+    let table = value.as_table().ok_or("[retained] must be a table")?;
+    let mut retained = Retained::default();
+    for (key, v) in table {
+        match key.as_str() {
+            "marker" => {
+                retained.marker = Some(
+                    v.as_str()
+                        .ok_or("[retained] marker must be a string (a marker label)")?
+                        .to_string(),
+                )
+            }
+            other => return Err(format!("[retained]: unknown key '{other}' (known: marker)")),
+        }
+    }
+    Ok(retained)
 }
 
 fn string_field(table: &toml::Table, key: &str, what: &str) -> Result<String, String> {

@@ -7,7 +7,7 @@ use analyze::call_sites::{CallSiteOptions, StackSite};
 use runner::results_dir::ResultsDirContents;
 
 use crate::error::GateError;
-use crate::limits::{Growth, Suppression};
+use crate::limits::{Growth, Retained, Suppression};
 use crate::metric::Metric;
 
 /// One measured figure: of a trace (`subject` empty) or of one variant of a run.
@@ -88,6 +88,7 @@ impl Measurements {
 pub fn measure(
     inputs: &[PathBuf],
     growth: &Growth,
+    retained: &Retained,
     suppressions: &[Suppression],
 ) -> Result<Measurements, GateError> {
     let mut out = Measurements::default();
@@ -99,7 +100,7 @@ pub fn measure(
                     what: "is a directory without results.json: give a directory `alloclens run -o` wrote, or a trace".into(),
                 });
             }
-            measure_run(input, &mut out)?;
+            measure_run(input, retained, &mut out)?;
         } else if input.is_file() {
             measure_trace(input, growth, &mut out)?;
         } else {
@@ -115,7 +116,7 @@ pub fn measure(
     Ok(out)
 }
 
-fn measure_run(dir: &Path, out: &mut Measurements) -> Result<(), GateError> {
+fn measure_run(dir: &Path, retained: &Retained, out: &mut Measurements) -> Result<(), GateError> {
     let contents = ResultsDirContents::load(dir).map_err(|e| GateError::Input {
         path: dir.to_path_buf(),
         what: e.to_string(),
@@ -127,7 +128,21 @@ fn measure_run(dir: &Path, out: &mut Measurements) -> Result<(), GateError> {
     variants.dedup();
     for variant in variants {
         let of_variant: Vec<_> = runs.iter().filter(|r| r.variant == variant).collect();
-        let figures: [(Metric, Vec<f64>); 4] = [
+        let sampled = || of_variant.iter().filter(|r| r.memory.samples > 0);
+        // The RSS read at the run's last marker of the label, if it has one with a reading.
+        let at_marker = |label: &str| {
+            of_variant
+                .iter()
+                .filter_map(|r| {
+                    let rows = contents
+                        .markers
+                        .iter()
+                        .filter(|m| m.run == r.index && m.label == label);
+                    rows.last()?.rss.map(|v| v as f64)
+                })
+                .collect::<Vec<f64>>()
+        };
+        let figures: [(Metric, Vec<f64>); 5] = [
             (
                 Metric::PeakRss,
                 of_variant
@@ -138,27 +153,23 @@ fn measure_run(dir: &Path, out: &mut Measurements) -> Result<(), GateError> {
             ),
             (
                 Metric::PeakPss,
-                of_variant
-                    .iter()
-                    .filter(|r| r.memory.samples > 0)
-                    .map(|r| r.memory.pss.peak as f64)
-                    .collect(),
+                sampled().map(|r| r.memory.pss.peak as f64).collect(),
             ),
             (
                 Metric::MeanRss,
-                of_variant
-                    .iter()
-                    .filter(|r| r.memory.samples > 0)
-                    .map(|r| r.memory.rss.mean)
-                    .collect(),
+                sampled().map(|r| r.memory.rss.mean).collect(),
             ),
             (
                 Metric::MeanPss,
-                of_variant
-                    .iter()
-                    .filter(|r| r.memory.samples > 0)
-                    .map(|r| r.memory.pss.mean)
-                    .collect(),
+                sampled().map(|r| r.memory.pss.mean).collect(),
+            ),
+            (
+                Metric::RetainedRss,
+                retained
+                    .marker
+                    .as_deref()
+                    .map(at_marker)
+                    .unwrap_or_default(),
             ),
         ];
         for (metric, values) in figures {

@@ -12,6 +12,9 @@ pub enum Metric {
     MeanRss,
     /// A run's mean PSS over its samples, median over the repeats.
     MeanPss,
+    /// The tree's RSS read at a run's last marker of the `[retained]` label (memory kept once the
+    /// work is done), median over the repeats.
+    RetainedRss,
     /// A trace's peak live bytes (requested), summed over its process images.
     PeakLiveBytes,
     /// A trace's allocating calls.
@@ -69,11 +72,12 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 11] = [
         Metric::PeakRss,
         Metric::PeakPss,
         Metric::MeanRss,
         Metric::MeanPss,
+        Metric::RetainedRss,
         Metric::PeakLiveBytes,
         Metric::Allocations,
         Metric::RequestedBytes,
@@ -97,6 +101,7 @@ impl Metric {
             Metric::PeakPss => "peak_pss",
             Metric::MeanRss => "mean_rss",
             Metric::MeanPss => "mean_pss",
+            Metric::RetainedRss => "retained_rss",
             Metric::PeakLiveBytes => "peak_live_bytes",
             Metric::Allocations => "allocations",
             Metric::RequestedBytes => "requested_bytes",
@@ -120,6 +125,7 @@ impl Metric {
             | Metric::PeakPss
             | Metric::MeanRss
             | Metric::MeanPss
+            | Metric::RetainedRss
             | Metric::PeakLiveBytes => Class::Memory,
             Metric::NotFreedBytes | Metric::NotFreedBlocks | Metric::LiveGrowthPerIteration => {
                 Class::Leaks
@@ -140,7 +146,11 @@ impl Metric {
     pub fn of_runs(self) -> bool {
         matches!(
             self,
-            Metric::PeakRss | Metric::PeakPss | Metric::MeanRss | Metric::MeanPss
+            Metric::PeakRss
+                | Metric::PeakPss
+                | Metric::MeanRss
+                | Metric::MeanPss
+                | Metric::RetainedRss
         )
     }
 }

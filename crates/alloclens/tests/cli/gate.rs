@@ -24,7 +24,7 @@ struct Fixtures {
     tidy: PathBuf,
     /// The tidy program with twice the iterations: twice the allocations.
     longer: PathBuf,
-    /// `run -a glibc` of a program whose cache is 8 MB.
+    /// `run -a glibc --marker` of a program whose cache is 8 MB from its second iteration on.
     run: PathBuf,
 }
 
@@ -52,11 +52,20 @@ fn fixtures() -> &'static Fixtures {
         record(&longer, "12", "0");
         let run = dir.join("run");
         alloclens()
-            .args(["run", "-a", "glibc", "-r", "1", "-o"])
+            .args([
+                "run",
+                "-a",
+                "glibc",
+                "-r",
+                "1",
+                "--marker",
+                "^(iteration)",
+                "-o",
+            ])
             .arg(&run)
             .arg("--")
             .arg(testkit::program("iterations"))
-            .args(["3", "0", "8000000"])
+            .args(["3", "0", "8000000", PAUSE_MS])
             .ok();
         Fixtures {
             _dir: tmp,
@@ -114,6 +123,16 @@ fn each_class_of_limit_passes_when_met_and_sets_its_bit_when_not() {
         stdout(&out).contains("FAIL  peak_rss[glibc]"),
         "{}",
         stdout(&out)
+    );
+    // Retained: the RSS read at the last `iteration` line, the cache filled before it.
+    let retained = "[retained]\nmarker = \"iteration\"\n[limits]\nretained_rss = ";
+    assert_status(
+        &gate("kept_ok", &format!("{retained}\"1 GiB\"\n"), &[run]),
+        0,
+    );
+    assert_status(
+        &gate("kept_over", &format!("{retained}\"4 MiB\"\n"), &[run]),
+        16 | 1,
     );
     // Allocations: 6 x (64 churn + 1 leak) + the cache + stdio's buffer.
     assert_status(
