@@ -1,0 +1,73 @@
+//! Reading another process's memory: `process_vm_readv`, one call per range.
+use std::io;
+
+/// Memory the scan reads: a stopped process, or a buffer in tests.
+pub trait Memory {
+    /// Fills `buf` from `addr` as far as the memory is readable; returns the bytes read.
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+}
+
+/// The memory of process `pid` (the caller holds it stopped: the scan must see one moment).
+pub struct ProcessMemory {
+    pid: libc::pid_t,
+}
+
+impl ProcessMemory {
+    pub fn new(pid: u32) -> Self {
+        ProcessMemory {
+            pid: pid as libc::pid_t,
+        }
+    }
+
+    fn read_once(&self, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: `local` describes `buf`, which we own mutably; the remote range is only read.
+        let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+impl Memory for ProcessMemory {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        // A partial read stops at the first page that is not mapped: a range that starts
+        // readable reads in one call; one that starts in a hole is skipped page by page.
+        let mut done = 0;
+        while done < buf.len() {
+            match self.read_once(addr + done as u64, &mut buf[done..]) {
+                Ok(0) | Err(_) => return done,
+                Ok(n) => done += n,
+            }
+        }
+        done
+    }
+}
+
+/// A buffer standing for memory at `base` (tests).
+#[cfg(test)]
+pub struct BufferMemory {
+    pub base: u64,
+    pub bytes: Vec<u8>,
+}
+
+#[cfg(test)]
+impl Memory for BufferMemory {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let Some(start) = addr.checked_sub(self.base).map(|s| s as usize) else {
+            return 0;
+        };
+        let avail = self.bytes.len().saturating_sub(start).min(buf.len());
+        buf[..avail].copy_from_slice(&self.bytes[start..start + avail]);
+        avail
+    }
+}

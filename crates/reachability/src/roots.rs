@@ -1,0 +1,244 @@
+//! The root set of a stopped process, as LeakSanitizer takes it (`lsan_common.cpp`): the
+//! writable data of every module (`.data`, `.bss`), each thread's stack from its stack pointer
+//! up, its static TLS, and its registers. Anonymous mappings the program made itself (and the
+//! allocator's own) are not roots: a block held only from there counts as lost, as under LSan
+//! (memcheck would scan them).
+use std::io;
+
+use crate::threads::Thread;
+
+/// What holds a reachable block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Root {
+    /// Writable data of a module: its path, the global's symbol when the module's symbol table
+    /// names one, and the ELF virtual address the pointer is at (`offset`).
+    Global {
+        module: String,
+        symbol: Option<String>,
+        offset: u64,
+    },
+    /// A thread's stack, between its stack pointer and the stack's top.
+    Stack { tid: u32 },
+    /// A thread's static TLS.
+    Tls { tid: u32 },
+    /// A thread's general registers.
+    Registers { tid: u32 },
+}
+
+impl std::fmt::Display for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Root::Global {
+                module,
+                symbol: Some(s),
+                ..
+            } => write!(f, "global {s} in {module}"),
+            Root::Global { module, offset, .. } => write!(f, "global at {offset:#x} in {module}"),
+            Root::Stack { tid } => write!(f, "stack of thread {tid}"),
+            Root::Tls { tid } => write!(f, "TLS of thread {tid}"),
+            Root::Registers { tid } => write!(f, "registers of thread {tid}"),
+        }
+    }
+}
+
+/// A range of root memory; `root` indexes `Roots::names`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootRegion {
+    pub start: u64,
+    pub end: u64,
+    pub root: usize,
+    /// For a module's data: the file offset `start` stands for (past the file's end for
+    /// `.bss`), so that a root word's global can be named (`Roots::file_offset`).
+    pub file_offset: Option<u64>,
+}
+
+/// The roots of a process: memory ranges and register values, each with its name. A module's
+/// data is one region per mapping, named for the module; `name_globals` later names the
+/// global each reachable block hangs from.
+#[derive(Debug, Default)]
+pub struct Roots {
+    pub names: Vec<Root>,
+    pub regions: Vec<RootRegion>,
+    pub values: Vec<(u64, usize)>,
+}
+
+impl Roots {
+    /// The module file offset of root word `at` of root `root` (a global), for its symbol.
+    pub fn file_offset(&self, root: usize, at: u64) -> Option<u64> {
+        self.regions
+            .iter()
+            .find(|r| r.root == root && r.start <= at && at < r.end)
+            .and_then(|r| Some(r.file_offset? + (at - r.start)))
+    }
+}
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    writable: bool,
+    file_offset: u64,
+    /// The file, `[stack]`, `[heap]`, ... or empty for anonymous memory.
+    path: String,
+}
+
+fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            let path = f.collect::<Vec<_>>().join(" ");
+            let (s, e) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(s, 16).ok()?,
+                end: u64::from_str_radix(e, 16).ok()?,
+                writable: perms.as_bytes().get(1) == Some(&b'w'),
+                file_offset: u64::from_str_radix(offset, 16).ok()?,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// Most static TLS of a thread read below its thread pointer (x86-64 keeps the TLS blocks
+/// below the thread control block, which the pointer addresses).
+const STATIC_TLS_BELOW: u64 = 64 << 10;
+/// The thread control block above the thread pointer (glibc's `struct pthread`, about 2.3 KiB).
+const TCB_ABOVE: u64 = 4 << 10;
+/// The red zone below the stack pointer that leaf functions may use without moving it.
+const RED_ZONE: u64 = 128;
+
+/// The roots of process `pid`, stopped, whose threads are `threads`.
+pub fn find_roots(pid: u32, threads: &[Thread]) -> io::Result<Roots> {
+    let maps = parse_maps(&std::fs::read_to_string(format!("/proc/{pid}/maps"))?);
+    Ok(roots_of(&maps, threads))
+}
+
+fn roots_of(maps: &[Mapping], threads: &[Thread]) -> Roots {
+    let mut roots = Roots::default();
+    let containing = |addr: u64| maps.iter().find(|m| m.start <= addr && addr < m.end);
+    for t in threads {
+        let regs = roots.names.len();
+        roots.names.push(Root::Registers { tid: t.tid });
+        roots.values.extend(t.registers.iter().map(|&r| (r, regs)));
+        if let Some(stack) = containing(t.stack_pointer) {
+            roots.names.push(Root::Stack { tid: t.tid });
+            roots.regions.push(RootRegion {
+                start: t.stack_pointer.saturating_sub(RED_ZONE).max(stack.start),
+                end: stack.end,
+                root: roots.names.len() - 1,
+                file_offset: None,
+            });
+        }
+        if let Some(tls) = t
+            .thread_pointer
+            .and_then(|tp| containing(tp).map(|m| (tp, m)))
+        {
+            let (tp, m) = tls;
+            // Never below the stack pointer when the TLS shares the thread's stack mapping:
+            // what lies below is dead stack.
+            let floor = if m.start <= t.stack_pointer && t.stack_pointer < m.end {
+                t.stack_pointer
+            } else {
+                m.start
+            };
+            roots.names.push(Root::Tls { tid: t.tid });
+            roots.regions.push(RootRegion {
+                start: tp.saturating_sub(STATIC_TLS_BELOW).max(floor),
+                end: (tp + TCB_ABOVE).min(m.end),
+                root: roots.names.len() - 1,
+                file_offset: None,
+            });
+        }
+    }
+    for (i, m) in maps.iter().enumerate() {
+        if !m.writable {
+            continue;
+        }
+        // A module's writable segment, or the anonymous `.bss` right after it.
+        let module = if m.path.starts_with('/') {
+            Some(m)
+        } else if m.path.is_empty() && i > 0 {
+            let prev = &maps[i - 1];
+            (prev.end == m.start && prev.writable && prev.path.starts_with('/')).then_some(prev)
+        } else {
+            None
+        };
+        let Some(module) = module else { continue };
+        if module.path.starts_with("/dev/") || module.path.starts_with("/memfd:") {
+            continue; // shared memory (the recorder's rings among them), not a module
+        }
+        roots.names.push(Root::Global {
+            module: module.path.clone(),
+            symbol: None,
+            offset: 0,
+        });
+        roots.regions.push(RootRegion {
+            start: m.start,
+            end: m.end,
+            root: roots.names.len() - 1,
+            file_offset: Some(module.file_offset + (m.start - module.start)),
+        });
+    }
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAPS: &str = "\
+55d0c0000000-55d0c0001000 r--p 00000000 08:01 100 /usr/bin/prog
+55d0c0003000-55d0c0004000 rw-p 00002000 08:01 100 /usr/bin/prog
+55d0c0004000-55d0c0005000 rw-p 00000000 00:00 0
+55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0 [heap]
+7f0000000000-7f0000001000 rw-s 00000000 00:01 7 /memfd:alloclens-ring (deleted)
+7f0000100000-7f0000200000 rw-p 00000000 00:00 0
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]
+";
+
+    #[test]
+    fn roots_are_modules_data_and_bss_stacks_from_sp_tls_and_registers() {
+        let maps = parse_maps(MAPS);
+        let main = Thread {
+            tid: 7,
+            registers: vec![1, 2],
+            stack_pointer: 0x7ffc00010000,
+            thread_pointer: Some(0x7f0000180000),
+        };
+        let roots = roots_of(&maps, &[main]);
+        let regions: Vec<(u64, u64, &Root)> = roots
+            .regions
+            .iter()
+            .map(|r| (r.start, r.end, &roots.names[r.root]))
+            .collect();
+        let prog = Root::Global {
+            module: "/usr/bin/prog".into(),
+            symbol: None,
+            offset: 0,
+        };
+        assert_eq!(
+            regions,
+            vec![
+                (
+                    0x7ffc00010000 - 128,
+                    0x7ffc00021000,
+                    &Root::Stack { tid: 7 }
+                ),
+                (
+                    0x7f0000180000 - (64 << 10),
+                    0x7f0000181000,
+                    &Root::Tls { tid: 7 }
+                ),
+                (0x55d0c0003000, 0x55d0c0004000, &prog),
+                (0x55d0c0004000, 0x55d0c0005000, &prog),
+            ]
+        );
+        assert_eq!(roots.values, vec![(1, 0), (2, 0)]);
+        // The .bss continues the data segment's file offsets.
+        let bss = roots.regions[3];
+        assert_eq!(roots.file_offset(bss.root, 0x55d0c0004010), Some(0x3010));
+    }
+}
