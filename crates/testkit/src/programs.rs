@@ -111,6 +111,8 @@ pub const PROGRAMS: &[Program] = &[
     // that may not use ptrace (a seccomp filter), for the refusals.
     p("spin_until", "spin_until.c", &["-O1", "-pthread"]),
     p("no_ptrace", "no_ptrace.c", &["-O1"]),
+    // record --leaks against memcheck: its nine cases of pointer chains.
+    p("leak_cases", "leak_cases.c", &["-O0", "-g"]),
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),

@@ -1,0 +1,265 @@
+//! `record --leaks`: holds the command at its exit, before its memory is gone, with ptrace.
+//!
+//! The command asks to be traced (`PTRACE_TRACEME`, in the child before exec: a tracee of its
+//! parent, which Yama's default scope allows), so it stops once after the exec, before any of its
+//! code runs; we set `PTRACE_O_TRACEEXIT` (a stop in each thread's exit, the address space still
+//! whole) and `PTRACE_O_TRACECLONE` (its threads are traced too, so their registers can be read
+//! at the exit). Forks are not followed. Every other stop is passed on at once: a signal is
+//! delivered as it would have been. When the recorder dies, the kernel detaches the command,
+//! which runs on (no `PTRACE_O_EXITKILL`).
+//!
+//! Only the thread that spawned the command may make these calls: the recorder's main loop.
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// What `poll` saw.
+pub enum ExitEvent {
+    /// The command's main thread is held in its exit: scan now, then `release`.
+    AtExit,
+    /// The command ended (a wait status), without a stop at its exit if none came before.
+    Ended(i32),
+}
+
+/// The tracer of the command's threads.
+pub struct ExitStop {
+    leader: libc::pid_t,
+    /// Threads we trace (the leader among them).
+    threads: BTreeSet<libc::pid_t>,
+    /// Threads whose first stop (the SIGSTOP a traced clone starts with) is still to come.
+    fresh: BTreeSet<libc::pid_t>,
+    /// Threads held in their exit stop, to let go in `release`.
+    held: Vec<libc::pid_t>,
+}
+
+/// How long the scan waits for each other thread to reach its exit stop (they were killed by the
+/// exit and stop at once, unless blocked in an uninterruptible wait).
+const THREAD_EXIT_WAIT: Duration = Duration::from_millis(200);
+
+/// A pipe whose write end the child inherits until its exec: the child writes whether
+/// `PTRACE_TRACEME` worked.
+pub struct TraceMeReport {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl TraceMeReport {
+    pub fn new() -> io::Result<TraceMeReport> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both were just opened and are ours alone.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(TraceMeReport { read, write })
+    }
+
+    /// For the child, between fork and exec: ask to be traced, say whether it worked. Only
+    /// async-signal-safe calls.
+    pub fn child_side(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
+        let fd = self.write.as_raw_fd();
+        move || {
+            let null = std::ptr::null_mut::<libc::c_void>();
+            // SAFETY: plain system calls on our own process and an open descriptor.
+            unsafe {
+                let ok: u8 = u8::from(libc::ptrace(libc::PTRACE_TRACEME, 0, null, null) == 0);
+                libc::write(fd, (&ok as *const u8).cast(), 1);
+            }
+            Ok(())
+        }
+    }
+
+    /// After the spawn: whether the child is traced (`Err` says why not).
+    pub fn outcome(self) -> Result<(), String> {
+        drop(self.write);
+        let mut byte = [0u8; 1];
+        let mut file = std::fs::File::from(self.read);
+        match io::Read::read(&mut file, &mut byte) {
+            Ok(1) if byte[0] == 1 => Ok(()),
+            _ => Err(
+                "the kernel refused ptrace (PTRACE_TRACEME: a Yama ptrace_scope of 3, a \
+                      seccomp filter or a container's policy)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+fn ptrace(request: libc::c_uint, tid: libc::pid_t, data: usize) -> io::Result<libc::c_long> {
+    // SAFETY: requests that take an integer `data` (or none) and write nowhere of ours.
+    let r = unsafe {
+        libc::ptrace(
+            request,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            data as *mut libc::c_void,
+        )
+    };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn event_message(tid: libc::pid_t) -> u64 {
+    let mut msg: libc::c_ulong = 0;
+    // SAFETY: PTRACE_GETEVENTMSG writes one unsigned long at `data`.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut msg as *mut libc::c_ulong,
+        );
+    }
+    msg as u64
+}
+
+/// A stop that is not a signal to deliver: group-stops have no siginfo.
+fn is_group_stop(tid: libc::pid_t) -> bool {
+    // SAFETY: PTRACE_GETSIGINFO writes one siginfo_t at `data`.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETSIGINFO,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut info as *mut libc::siginfo_t,
+        )
+    };
+    r == -1
+}
+
+fn wait_nohang(tid: libc::pid_t) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status it is given.
+    let r = unsafe { libc::waitpid(tid, &mut status, libc::WNOHANG | libc::__WALL) };
+    (r == tid).then_some(status)
+}
+
+impl ExitStop {
+    /// Takes over the command `pid`, which asked to be traced: waits for its stop after the
+    /// exec, sets the options and lets it run.
+    pub fn begin(pid: u32) -> io::Result<ExitStop> {
+        let leader = pid as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: waitpid writes the status it is given.
+        if unsafe { libc::waitpid(leader, &mut status, libc::__WALL) } != leader {
+            return Err(io::Error::last_os_error());
+        }
+        if !libc::WIFSTOPPED(status) {
+            return Err(io::Error::other("the command ended before it started"));
+        }
+        let options =
+            libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXEC;
+        ptrace(libc::PTRACE_SETOPTIONS, leader, options as usize)?;
+        ptrace(libc::PTRACE_CONT, leader, 0)?;
+        Ok(ExitStop {
+            leader,
+            threads: BTreeSet::from([leader]),
+            fresh: BTreeSet::new(),
+            held: Vec::new(),
+        })
+    }
+
+    /// Serves every pending stop without blocking; says when the command reached its exit or
+    /// ended.
+    pub fn poll(&mut self) -> Option<ExitEvent> {
+        let tids: Vec<_> = self.threads.iter().copied().collect();
+        for tid in tids {
+            while let Some(status) = wait_nohang(tid) {
+                if let Some(event) = self.on_status(tid, status) {
+                    return Some(event);
+                }
+                if !self.threads.contains(&tid) {
+                    break;
+                }
+            }
+        }
+        None
+    }
+
+    fn on_status(&mut self, tid: libc::pid_t, status: i32) -> Option<ExitEvent> {
+        if !libc::WIFSTOPPED(status) {
+            self.threads.remove(&tid);
+            return (tid == self.leader).then_some(ExitEvent::Ended(status));
+        }
+        match status >> 16 {
+            libc::PTRACE_EVENT_EXIT if tid == self.leader => {
+                self.held.push(tid);
+                return Some(ExitEvent::AtExit);
+            }
+            libc::PTRACE_EVENT_CLONE => {
+                let new = event_message(tid) as libc::pid_t;
+                if self.threads.insert(new) {
+                    self.fresh.insert(new);
+                }
+            }
+            libc::PTRACE_EVENT_EXEC => {
+                // The other threads are gone; the exec'ing one now has the leader's id.
+                self.threads = BTreeSet::from([self.leader]);
+                self.fresh.clear();
+            }
+            0 => {
+                let signal = libc::WSTOPSIG(status);
+                let first = signal == libc::SIGSTOP && self.fresh.remove(&tid);
+                if !first && !is_group_stop(tid) {
+                    let _ = ptrace(libc::PTRACE_CONT, tid, signal as usize);
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        let _ = ptrace(libc::PTRACE_CONT, tid, 0);
+        None
+    }
+
+    /// At the exit: the registers of the main thread and of the other threads that reach their
+    /// exit stop shortly, all held until `release`; and the threads that did not (still running,
+    /// not scanned).
+    pub fn hold_threads(&mut self) -> (Vec<reachability::Thread>, usize) {
+        let mut threads: Vec<_> = reachability::read_thread(self.leader as u32)
+            .into_iter()
+            .collect();
+        let others: Vec<_> = self
+            .threads
+            .iter()
+            .copied()
+            .filter(|&t| t != self.leader)
+            .collect();
+        let mut missed = 0;
+        for tid in others {
+            let deadline = Instant::now() + THREAD_EXIT_WAIT;
+            let mut at_exit = false;
+            while Instant::now() < deadline && self.threads.contains(&tid) {
+                match wait_nohang(tid) {
+                    Some(s) if libc::WIFSTOPPED(s) && s >> 16 == libc::PTRACE_EVENT_EXIT => {
+                        at_exit = true;
+                        break;
+                    }
+                    Some(s) => {
+                        let _ = self.on_status(tid, s);
+                    }
+                    None => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+            if at_exit {
+                self.held.push(tid);
+                threads.extend(reachability::read_thread(tid as u32));
+            } else if self.threads.contains(&tid) {
+                missed += 1;
+            }
+        }
+        (threads, missed)
+    }
+
+    /// Lets the held threads finish their exit.
+    pub fn release(&mut self) {
+        for tid in self.held.drain(..) {
+            let _ = ptrace(libc::PTRACE_CONT, tid, 0);
+        }
+    }
+}
