@@ -9,7 +9,7 @@ level=${1:-runtime}
 packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libunwind8 ca-certificates)
 case "$level" in
   runtime) ;;
-  test) packages+=(gcc g++ libc6-dev make python3 python3-pip smem chromium binutils heaptrack) ;;
+  test) packages+=(gcc g++ libc6-dev make python3 python3-pip smem chromium binutils heaptrack valgrind) ;;
   bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack time valgrind sqlite3) ;;
   *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
 esac

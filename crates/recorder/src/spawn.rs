@@ -271,7 +271,7 @@ impl Recording {
         let leaks = leak_check::not_freed(l.pid, exec_index, &blocks, reason.clone());
         self.server.write_leaks(leaks.clone());
         self.server.warnings.push(format!(
-            "--leaks: memory not scanned: {reason}; blocks still allocated are only reported              as \"{}\"",
+            "--leaks: memory not scanned: {reason}; blocks still allocated are only reported as \"{}\"",
             leak_check::NOT_FREED
         ));
         l.done = Some(leaks);

@@ -9,6 +9,7 @@ mod damaged;
 mod exit_status;
 mod install;
 mod ksm;
+mod leaks;
 mod merge;
 mod options;
 mod pprof;
