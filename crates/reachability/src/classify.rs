@@ -5,6 +5,10 @@
 //!    pointers makes it *reachable*; an interior pointer, or any pointer from a block reached
 //!    only *possibly*, makes an unreached block *possibly* reached. A block first reached
 //!    possibly and later by a chain of start pointers becomes reachable (and is scanned again).
+//!    An interior pointer that one of memcheck's heuristics explains (its default,
+//!    `--leak-check-heuristics=all`: `heuristics.rs`) counts as a start pointer.
+//!    A pointer of glibc's malloc to the chunk after a block (its arena's `top`, its bins),
+//!    which falls inside the block's last 8 bytes, is not the program's and is skipped.
 //! 2. Every block still unreached, in address order, is a leader of lost memory: the unreached
 //!    blocks it points to (start or interior), transitively, are *indirectly lost*; what remains
 //!    unreached is *definitely lost*. In a cycle of lost blocks the lowest address is the
@@ -63,15 +67,17 @@ const SCAN_CHUNK: usize = 1 << 16;
 
 const WORD: usize = std::mem::size_of::<u64>();
 
-struct Marker<'a> {
+pub(crate) struct Marker<'a> {
     /// (address, size), sorted by address.
     blocks: Vec<(u64, u64)>,
     state: Vec<State>,
     root: Vec<Option<(usize, u64)>>,
     /// Blocks to scan: (index, its state when pushed).
     todo: Vec<usize>,
-    mem: &'a mut dyn Memory,
+    pub(crate) mem: &'a mut dyn Memory,
     buf: Vec<u8>,
+    /// `Roots::file_mappings`, for the heuristics.
+    pub(crate) file_mappings: &'a [(u64, u64, bool)],
 }
 
 /// Classifies `blocks` (address, requested size; any order, no two overlapping) of a stopped
@@ -87,6 +93,7 @@ pub fn classify(blocks: &[(u64, u64)], roots: &Roots, mem: &mut dyn Memory) -> V
         todo: Vec::new(),
         mem,
         buf: vec![0; SCAN_CHUNK],
+        file_mappings: &roots.file_mappings,
     };
     m.from_roots(roots);
     m.lost_cliques();
@@ -145,9 +152,15 @@ impl Marker<'_> {
         let Some((i, at_start)) = self.find(ptr) else {
             return;
         };
+        if self.state[i] == State::Reachable
+            || (!at_start && self.is_chunk_header(self.blocks[i], ptr))
+        {
+            return;
+        }
+        let as_start = at_start || (prior_definite && self.heuristic_explains(self.blocks[i], ptr));
         match self.state[i] {
             State::Reachable => {}
-            _ if at_start && prior_definite => {
+            _ if as_start && prior_definite => {
                 self.state[i] = State::Reachable;
                 self.root[i] = Some(root);
                 self.todo.push(i);
@@ -268,6 +281,7 @@ mod tests {
                     file_offset: None,
                 }],
                 values: Vec::new(),
+                file_mappings: Vec::new(),
             };
             classify(&self.blocks, &roots, &mut self.mem)
                 .into_iter()
@@ -337,6 +351,41 @@ mod tests {
         s.put(ROOT + 8, Space::block(0));
         s.put(Space::block(0), Space::block(1));
         assert_eq!(s.kinds(), vec![StillReachable, StillReachable]);
+    }
+
+    #[test]
+    fn interior_pointers_memchecks_heuristics_explain_reach_as_start_pointers() {
+        let mut s = Space::new(4);
+        let b = Space::block;
+        // new[] of 2 elements of 28 bytes (64 = 8 + 2 x 28): the count, then the elements.
+        s.put(b(0), 2);
+        s.put(ROOT, b(0) + 8);
+        // length64: the first word is the size of the rest.
+        s.put(b(1), 64 - 8);
+        s.put(ROOT + 8, b(1) + 8);
+        // A COW std::string: length 10, capacity 64 - 24 - 1, refcount, its characters.
+        s.put(b(2), 10);
+        s.put(b(2) + 8, 64 - 24 - 1);
+        s.put(ROOT + 16, b(2) + 24);
+        // The same pointer 24 bytes in, the words not matching: possibly lost.
+        s.put(ROOT + 24, b(3) + 24);
+        assert_eq!(
+            s.kinds(),
+            vec![StillReachable, StillReachable, StillReachable, PossiblyLost]
+        );
+    }
+
+    #[test]
+    fn glibcs_pointer_to_the_next_chunk_inside_a_block_is_not_the_programs() {
+        // Block 1 of 56 bytes in a 64-byte chunk (size field 0x41 before it): the next chunk's
+        // header is 48 bytes in, where the arena's `top` points.
+        let mut s = Space::new(2);
+        s.blocks[1].1 = 56;
+        s.put(Space::block(1) - 8, 0x41);
+        s.put(ROOT, Space::block(1) + 48);
+        // The same pointer with no size field before the block is the program's.
+        s.put(ROOT + 8, Space::block(0) + 48);
+        assert_eq!(s.kinds(), vec![PossiblyLost, DefinitelyLost]);
     }
 
     #[test]

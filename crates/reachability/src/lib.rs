@@ -10,6 +10,7 @@
 //! only from lost blocks) and definitely lost (no pointer at all). Each reachable block keeps the
 //! root that first reached it. docs/leaks.md explains the choices.
 mod classify;
+mod heuristics;
 mod memory;
 mod roots;
 mod threads;

@@ -60,6 +60,9 @@ pub struct Roots {
     pub names: Vec<Root>,
     pub regions: Vec<RootRegion>,
     pub values: Vec<(u64, usize)>,
+    /// The readable mappings of files (start, end, executable), sorted: where memcheck's
+    /// multiple-inheritance heuristic looks for vtables and the code they point to.
+    pub file_mappings: Vec<(u64, u64, bool)>,
 }
 
 impl Roots {
@@ -77,7 +80,9 @@ impl Roots {
 struct Mapping {
     start: u64,
     end: u64,
+    readable: bool,
     writable: bool,
+    executable: bool,
     file_offset: u64,
     /// The file, `[stack]`, `[heap]`, ... or empty for anonymous memory.
     path: String,
@@ -94,7 +99,9 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
             Some(Mapping {
                 start: u64::from_str_radix(s, 16).ok()?,
                 end: u64::from_str_radix(e, 16).ok()?,
+                readable: perms.as_bytes().first() == Some(&b'r'),
                 writable: perms.as_bytes().get(1) == Some(&b'w'),
+                executable: perms.as_bytes().get(2) == Some(&b'x'),
                 file_offset: u64::from_str_radix(offset, 16).ok()?,
                 path,
             })
@@ -117,7 +124,14 @@ pub fn find_roots(pid: u32, threads: &[Thread]) -> io::Result<Roots> {
 }
 
 fn roots_of(maps: &[Mapping], threads: &[Thread]) -> Roots {
-    let mut roots = Roots::default();
+    let mut roots = Roots {
+        file_mappings: maps
+            .iter()
+            .filter(|m| m.readable && m.path.starts_with('/'))
+            .map(|m| (m.start, m.end, m.executable))
+            .collect(),
+        ..Roots::default()
+    };
     let containing = |addr: u64| maps.iter().find(|m| m.start <= addr && addr < m.end);
     for t in threads {
         let regs = roots.names.len();

@@ -168,6 +168,9 @@ struct Recording {
     leaks: Option<LeakCheck>,
 }
 
+/// How long the leak check waits at the exit for the command's hello still in the socket.
+const HELLO_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// `record --leaks`: the tracer holding the command at its exit, or why there is none.
 struct LeakCheck {
     pid: u32,
@@ -244,7 +247,16 @@ impl Recording {
             return;
         };
         let (threads, missed) = tracer.hold_threads();
-        if let Some((exec_index, blocks)) = self.server.exit_blocks(l.pid) {
+        // A short command may reach its exit before its hello was read: it is in the socket.
+        let deadline = Instant::now() + HELLO_WAIT;
+        let mut found = self.server.exit_blocks(l.pid);
+        while found.is_none() && Instant::now() < deadline {
+            self.server
+                .round(&self.outputs, &mut self.output_open, true);
+            self.server.wait(1);
+            found = self.server.exit_blocks(l.pid);
+        }
+        if let Some((exec_index, blocks)) = found {
             let leaks = leak_check::scan(l.pid, exec_index, &threads, missed, &blocks);
             self.server.write_leaks(leaks.clone());
             l.done = Some(leaks);

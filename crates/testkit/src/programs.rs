@@ -113,6 +113,11 @@ pub const PROGRAMS: &[Program] = &[
     p("no_ptrace", "no_ptrace.c", &["-O1"]),
     // record --leaks against memcheck: its nine cases of pointer chains.
     p("leak_cases", "leak_cases.c", &["-O0", "-g"]),
+    p(
+        "leak_cases_cxx",
+        "leak_cases_cxx.cpp",
+        &["-O0", "-g", "-D_GLIBCXX_USE_CXX11_ABI=0"],
+    ),
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),
