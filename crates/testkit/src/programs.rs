@@ -113,6 +113,7 @@ pub const PROGRAMS: &[Program] = &[
     p("no_ptrace", "no_ptrace.c", &["-O1"]),
     // record --leaks against memcheck: its nine cases of pointer chains.
     p("leak_cases", "leak_cases.c", &["-O0", "-g"]),
+    p("leak_threads", "leak_threads.c", &["-O0", "-pthread"]),
     p(
         "leak_cases_cxx",
         "leak_cases_cxx.cpp",

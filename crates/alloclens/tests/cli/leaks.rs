@@ -157,6 +157,43 @@ fn record_leaks_applies_memchecks_heuristics_to_cxx_interior_pointers() {
     assert_eq!(ours, memcheck_kinds(cases), "ours, then memcheck's");
 }
 
+/// Threads' stacks and TLS are roots: a worker still running at the exit (killed by it, held in
+/// its own exit stop) keeps a block on its stack, the main thread one in its TLS. memcheck
+/// counts the same blocks per kind (its bytes differ only by the worker's DTV, whose size
+/// depends on the modules loaded: valgrind preloads its own).
+#[test]
+fn record_leaks_scans_every_threads_stack_and_tls() {
+    require!(program "valgrind");
+    let threads = program("leak_threads");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    record_leaks(threads, &trace);
+    let leaks = leaks_of(&trace);
+    assert_eq!(leaks.threads, 2, "{leaks:#?}");
+    let held = |bytes: u64| {
+        leaks
+            .sites
+            .iter()
+            .find(|s| s.bytes == bytes && s.kind == "still reachable")
+            .and_then(|s| s.root.clone())
+            .unwrap_or_default()
+    };
+    let pid = leaks.pid;
+    assert_eq!(held(1234), format!("TLS of thread {pid}"));
+    let worker = held(4321);
+    assert!(
+        worker.starts_with("stack of thread ") && worker != format!("stack of thread {pid}"),
+        "{worker}"
+    );
+    let ours = kinds_in(&leaks);
+    assert_eq!(ours["definitely lost"], (1, 777));
+    assert_eq!(ours["still reachable"], (2, 4321 + 1234));
+    let blocks = |k: &BTreeMap<String, (u64, u64)>| -> Vec<(String, u64)> {
+        k.iter().map(|(kind, (n, _))| (kind.clone(), *n)).collect()
+    };
+    assert_eq!(blocks(&ours), blocks(&memcheck_kinds(threads)));
+}
+
 /// Where ptrace is refused (a seccomp filter on alloclens, as a container's profile may set),
 /// the recording goes on and every block still allocated is "not freed at exit", said plainly.
 #[test]
