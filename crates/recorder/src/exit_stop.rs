@@ -31,7 +31,17 @@ pub struct ExitStop {
     fresh: BTreeSet<libc::pid_t>,
     /// Threads held in their exit stop, to let go in `release`.
     held: Vec<libc::pid_t>,
+    /// When a stop was last served (`busy`).
+    last_stop: Instant,
+    /// Execs seen since the start: the image at the exit is the command's image of this index.
+    pub execs: u32,
 }
+
+/// After a stop, how long the loop polls for the next without sleeping: a thread's creation
+/// makes three stops in a row (the clone, the new thread's first stop, its exit), each waiting
+/// for the loop otherwise (2,000 threads created and joined: 0.67 s plain, 5.6 s with --leaks
+/// sleeping 1 ms between polls).
+const BUSY_AFTER_STOP: Duration = Duration::from_millis(10);
 
 /// How long the scan waits for each other thread to reach its exit stop (they were killed by the
 /// exit and stop at once, unless blocked in an uninterruptible wait).
@@ -162,6 +172,8 @@ impl ExitStop {
             threads: BTreeSet::from([leader]),
             fresh: BTreeSet::new(),
             held: Vec::new(),
+            last_stop: Instant::now(),
+            execs: 0,
         })
     }
 
@@ -182,7 +194,13 @@ impl ExitStop {
         None
     }
 
+    /// A stop was served lately: more may follow at once (`BUSY_AFTER_STOP`).
+    pub fn busy(&self) -> bool {
+        self.last_stop.elapsed() < BUSY_AFTER_STOP
+    }
+
     fn on_status(&mut self, tid: libc::pid_t, status: i32) -> Option<ExitEvent> {
+        self.last_stop = Instant::now();
         if !libc::WIFSTOPPED(status) {
             self.threads.remove(&tid);
             return (tid == self.leader).then_some(ExitEvent::Ended(status));
@@ -202,6 +220,7 @@ impl ExitStop {
                 // The other threads are gone; the exec'ing one now has the leader's id.
                 self.threads = BTreeSet::from([self.leader]);
                 self.fresh.clear();
+                self.execs += 1;
             }
             0 => {
                 let signal = libc::WSTOPSIG(status);

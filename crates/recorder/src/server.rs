@@ -252,20 +252,24 @@ impl Server {
         self.leaks_pid = Some(pid);
     }
 
-    /// The blocks live in the last image of `pid` (`keep_exit_blocks_of`), after draining what
-    /// its rings still hold: (exec index, blocks). `None` when it never said hello.
-    pub fn exit_blocks(&mut self, pid: u32) -> Option<(u32, Vec<LiveAtExit>)> {
-        let running = ImageIndex::all(self.images.len())
-            .find(|&i| !self.finished[i] && self.images[i].pid == pid);
+    /// The blocks live in image `exec_index` of `pid` (`keep_exit_blocks_of`), after draining
+    /// what its rings still hold; `None` when that image has not said hello (yet).
+    pub fn exit_blocks(&mut self, pid: u32, exec_index: u32) -> Option<Vec<LiveAtExit>> {
+        let running = ImageIndex::all(self.images.len()).find(|&i| {
+            !self.finished[i]
+                && self.images[i].pid == pid
+                && self.summaries[i].exec_index == exec_index
+        });
         let collect = |t: &crate::batch::ExitBlocks| t.iter().map(|(a, b)| (a, *b)).collect();
         if let Some(i) = running {
             self.images[i].start_round(sys::monotonic_ns());
             self.drain(i, true);
-            let exec_index = self.summaries[i].exec_index;
-            return Some((exec_index, self.images[i].exit_blocks().map(collect)?));
+            return self.images[i].exit_blocks().map(collect);
         }
-        let (exec_index, blocks) = self.ended_blocks.as_ref()?;
-        Some((*exec_index, collect(blocks)))
+        match &self.ended_blocks {
+            Some((index, blocks)) if *index == exec_index => Some(collect(blocks)),
+            _ => None,
+        }
     }
 
     /// Writes the leak check's result into the trace (a LEAKS chunk).

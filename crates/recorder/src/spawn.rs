@@ -198,7 +198,11 @@ fn follow(o: &RecordOptions, mut rec: Recording) -> Result<RecordSummary, Record
             }
         }
         if moved == 0 {
-            rec.server.wait(1);
+            if rec.tracer_busy() {
+                std::thread::yield_now();
+            } else {
+                rec.server.wait(1);
+            }
         }
     }
     rec.finish()
@@ -239,6 +243,12 @@ impl Recording {
         Ok(())
     }
 
+    /// `record --leaks`: the command's threads made stops lately; more may follow at once.
+    fn tracer_busy(&self) -> bool {
+        let tracer = self.leaks.as_ref().and_then(|l| l.tracer.as_ref());
+        tracer.is_some_and(ExitStop::busy)
+    }
+
     /// The command is held in its exit: its blocks as the rings last left them, classified
     /// against its memory, into the trace; then it may end.
     fn check_leaks(&mut self) {
@@ -247,19 +257,29 @@ impl Recording {
             return;
         };
         let (threads, missed) = tracer.hold_threads();
+        let exec_index = tracer.execs;
         // A short command may reach its exit before its hello was read: it is in the socket.
         let deadline = Instant::now() + HELLO_WAIT;
-        let mut found = self.server.exit_blocks(l.pid);
+        let mut found = self.server.exit_blocks(l.pid, exec_index);
         while found.is_none() && Instant::now() < deadline {
             self.server
                 .round(&self.outputs, &mut self.output_open, true);
             self.server.wait(1);
-            found = self.server.exit_blocks(l.pid);
+            found = self.server.exit_blocks(l.pid, exec_index);
         }
-        if let Some((exec_index, blocks)) = found {
-            let leaks = leak_check::scan(l.pid, exec_index, &threads, missed, &blocks);
-            self.server.write_leaks(leaks.clone());
-            l.done = Some(leaks);
+        match found {
+            Some(blocks) => {
+                let leaks = leak_check::scan(l.pid, exec_index, &threads, missed, &blocks);
+                self.server.write_leaks(leaks.clone());
+                l.done = Some(leaks);
+            }
+            None => {
+                l.cannot_stop = Some(format!(
+                    "the program running at the exit (image {exec_index} of pid {}) was not \
+                     traced",
+                    l.pid
+                ));
+            }
         }
         tracer.release();
     }
@@ -277,7 +297,13 @@ impl Recording {
                 describe_status(status)
             )
         });
-        let Some((exec_index, blocks)) = self.server.exit_blocks(l.pid) else {
+        // The last image that said hello, as far as the tracer (if any) saw execs.
+        let last = self.server.summaries.iter().filter(|p| p.pid == l.pid);
+        let exec_index = last.map(|p| p.exec_index).max().unwrap_or(0);
+        let Some(blocks) = self.server.exit_blocks(l.pid, exec_index) else {
+            self.server
+                .warnings
+                .push(format!("--leaks: no leak check: {reason}"));
             return;
         };
         let leaks = leak_check::not_freed(l.pid, exec_index, &blocks, reason.clone());

@@ -194,6 +194,32 @@ fn record_leaks_scans_every_threads_stack_and_tls() {
     assert_eq!(blocks(&ours), blocks(&memcheck_kinds(threads)));
 }
 
+/// The check is of the image running at the exit: a shell that execs the program is checked as
+/// the program (before, the shell's blocks were classified against the program's memory).
+#[test]
+fn record_leaks_checks_the_program_the_command_execs() {
+    let cases = program("leak_cases");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let script = format!("exec '{}'", cases.display());
+    let out = Command::new(alloclens_exe())
+        .args(["record", "--leaks", "-q", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let leaks = leaks_of(&trace);
+    assert_eq!(leaks.exec_index, 1);
+    let kinds = kinds_in(&leaks);
+    assert_eq!(kinds["definitely lost"], (3, 216), "{kinds:?}");
+    assert_eq!(kinds["still reachable"], (4, 216), "{kinds:?}");
+}
+
 /// Where ptrace is refused (a seccomp filter on alloclens, as a container's profile may set),
 /// the recording goes on and every block still allocated is "not freed at exit", said plainly.
 #[test]
