@@ -6,8 +6,9 @@ use crate::call_sites::{address_space, is_allocator_function};
 pub struct LeakReport {
     #[serde(flatten)]
     pub leaks: trace::Leaks,
-    /// Per entry of `leaks.sites`: the allocating function and its location, the first frame
-    /// of the stack outside the allocator ("" without stacks).
+    /// Per entry of `leaks.sites`: the allocating function and its caller, with their
+    /// locations, the first frames of the stack outside the allocator, innermost first and
+    /// joined by " < " ("" without stacks).
     pub site_labels: Vec<String>,
 }
 
@@ -52,7 +53,11 @@ pub fn totals_line(leaks: &trace::Leaks) -> String {
     }
 }
 
-/// Names each site of `leaks` by its stack's first frame outside the allocator.
+/// Frames of a site's name: the allocating function and its caller (a helper such as
+/// `xmalloc` or `new_node` alone would name many sites).
+const SITE_FRAMES: usize = 2;
+
+/// Names each site of `leaks` by its stack's first frames outside the allocator.
 pub fn name_sites(
     leaks: &trace::Leaks,
     images: &[trace::ProcessInfo],
@@ -74,18 +79,20 @@ pub fn name_sites(
             let Some(frames) = stacks.get(s.stack) else {
                 return String::new();
             };
-            frames
+            let named: Vec<String> = frames
                 .iter()
                 .flat_map(|&pc| {
                     let mapping = space.find(pc.saturating_sub(1));
                     symbolizer.resolve(mapping, pc.saturating_sub(1)).to_vec()
                 })
-                .find(|f| !is_allocator_function(&f.function.clone().unwrap_or_default()))
+                .skip_while(|f| is_allocator_function(f.function.as_deref().unwrap_or("")))
+                .take(SITE_FRAMES)
                 .map(|f| match f.location() {
                     Some(at) => format!("{} ({at})", f.label()),
                     None => f.label(),
                 })
-                .unwrap_or_default()
+                .collect();
+            named.join(" < ")
         })
         .collect();
     LeakReport {
