@@ -95,7 +95,7 @@ pub fn classify(blocks: &[(u64, u64)], roots: &Roots, mem: &mut dyn Memory) -> V
         buf: vec![0; SCAN_CHUNK],
         file_mappings: &roots.file_mappings,
     };
-    m.from_roots(roots);
+    m.flood_from_roots(roots);
     m.lost_cliques();
     let mut verdicts = vec![
         Verdict {
@@ -134,7 +134,7 @@ impl Marker<'_> {
     }
 
     /// Phase 1: the flood fill from the roots.
-    fn from_roots(&mut self, roots: &Roots) {
+    fn flood_from_roots(&mut self, roots: &Roots) {
         for &(value, root) in &roots.values {
             self.reach(value, true, (root, value));
         }

@@ -43,25 +43,28 @@ impl Marker<'_> {
         ptr == data + WORD
             && self
                 .word(data)
-                .is_some_and(|n| n > 0 && (size - WORD) % n == 0)
+                .is_some_and(|n| n > 0 && (size - WORD).is_multiple_of(n))
     }
 
     /// A pointer to a secondary base of an object: both it and the object's start hold a
     /// vtable pointer.
     fn multiple_inheritance(&mut self, data: u64, ptr: u64) -> bool {
-        if ptr % WORD != 0 {
+        if !ptr.is_multiple_of(WORD) {
             return false;
         }
         let Some(inner) = self.word(ptr) else {
             return false;
         };
-        if inner % WORD != 0 || inner < PAGE {
+        if !inner.is_multiple_of(WORD) || inner < PAGE {
             return false;
         }
         let Some(first) = self.word(data) else {
             return false;
         };
-        first % WORD == 0 && first >= PAGE && self.is_vtable(inner) && self.is_vtable(first)
+        first.is_multiple_of(WORD)
+            && first >= PAGE
+            && self.is_vtable(inner)
+            && self.is_vtable(first)
     }
 
     /// Whether `ptr`, inside block `(data, size)`, is glibc malloc's pointer to the next chunk's
@@ -70,7 +73,7 @@ impl Marker<'_> {
     /// within the block's requested bytes when the block uses the next chunk's `prev_size` word.
     /// memcheck and LSan never see these: their own allocators replace the program's.
     pub(crate) fn is_chunk_header(&mut self, (data, size): (u64, u64), ptr: u64) -> bool {
-        if ptr % 16 != 0 || data < 2 * WORD {
+        if !ptr.is_multiple_of(16) || data < 2 * WORD {
             return false;
         }
         let Some(field) = self.word(data - WORD) else {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 /// What `poll` saw.
 pub enum ExitEvent {
-    /// The command's main thread is held in its exit: scan now, then `release`.
+    /// A thread of the command (its main thread, or any once the main thread ended alone) is
+    /// held in its exit: `hold_threads`, scan if the process is exiting, then `release`.
     AtExit,
     /// The command ended (a wait status), without a stop at its exit if none came before.
     Ended(i32),
@@ -35,6 +36,10 @@ pub struct ExitStop {
     last_stop: Instant,
     /// Execs seen since the start: the image at the exit is the command's image of this index.
     pub execs: u32,
+    /// The main thread ended alone (`pthread_exit`); any thread's exit stop may be the process's.
+    leader_left: bool,
+    /// The thread whose exit stop made `poll` say `AtExit`.
+    exiting: Option<libc::pid_t>,
 }
 
 /// After a stop, how long the loop polls for the next without sleeping: a thread's creation
@@ -43,9 +48,13 @@ pub struct ExitStop {
 /// sleeping 1 ms between polls).
 const BUSY_AFTER_STOP: Duration = Duration::from_millis(10);
 
-/// How long the scan waits for each other thread to reach its exit stop (they were killed by the
-/// exit and stop at once, unless blocked in an uninterruptible wait).
-const THREAD_EXIT_WAIT: Duration = Duration::from_millis(200);
+/// How long the scan waits for another thread to stop in its exit: a thread the exit killed
+/// stops at once (`EXIT_STOP_SOON`), or keeps SIGKILL pending until it does, when the machine is
+/// loaded or the thread is in an uninterruptible wait (`EXIT_STOP_WAIT`, then it is not scanned).
+/// A thread that neither stopped soon nor is being killed runs on: the exit was its main
+/// thread's alone.
+const EXIT_STOP_SOON: Duration = Duration::from_millis(20);
+const EXIT_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// A pipe whose write end the child inherits until its exec: the child writes whether
 /// `PTRACE_TRACEME` worked.
@@ -174,6 +183,8 @@ impl ExitStop {
             held: Vec::new(),
             last_stop: Instant::now(),
             execs: 0,
+            leader_left: false,
+            exiting: None,
         })
     }
 
@@ -206,8 +217,9 @@ impl ExitStop {
             return (tid == self.leader).then_some(ExitEvent::Ended(status));
         }
         match status >> 16 {
-            libc::PTRACE_EVENT_EXIT if tid == self.leader => {
+            libc::PTRACE_EVENT_EXIT if tid == self.leader || self.leader_left => {
                 self.held.push(tid);
+                self.exiting = Some(tid);
                 return Some(ExitEvent::AtExit);
             }
             libc::PTRACE_EVENT_CLONE => {
@@ -236,43 +248,78 @@ impl ExitStop {
         None
     }
 
-    /// At the exit: the registers of the main thread and of the other threads that reach their
-    /// exit stop shortly, all held until `release`; and the threads that did not (still running,
-    /// not scanned).
-    pub fn hold_threads(&mut self) -> (Vec<reachability::Thread>, usize) {
-        let mut threads: Vec<_> = reachability::read_thread(self.leader as u32)
+    /// At an exit stop: when the whole process is exiting (every other thread stops in its exit
+    /// shortly, or is being killed), the registers of every thread held, and how many were
+    /// being killed but did not stop in time (not scanned). `None` when another thread runs on:
+    /// only the main thread ended (`pthread_exit`); the check waits for the next exit stop, and
+    /// the threads held are let go.
+    pub fn hold_threads(&mut self) -> Option<(Vec<reachability::Thread>, usize)> {
+        let first = self.exiting.take().unwrap_or(self.leader);
+        let mut threads: Vec<_> = reachability::read_thread(first as u32)
             .into_iter()
             .collect();
         let others: Vec<_> = self
             .threads
             .iter()
             .copied()
-            .filter(|&t| t != self.leader)
+            .filter(|&t| t != first && !(self.leader_left && t == self.leader))
             .collect();
-        let mut missed = 0;
+        let (mut missed, mut runs_on) = (0, false);
         for tid in others {
-            let deadline = Instant::now() + THREAD_EXIT_WAIT;
-            let mut at_exit = false;
-            while Instant::now() < deadline && self.threads.contains(&tid) {
-                match wait_nohang(tid) {
-                    Some(s) if libc::WIFSTOPPED(s) && s >> 16 == libc::PTRACE_EVENT_EXIT => {
-                        at_exit = true;
-                        break;
-                    }
-                    Some(s) => {
-                        let _ = self.on_status(tid, s);
-                    }
-                    None => std::thread::sleep(Duration::from_millis(1)),
-                }
-            }
+            // A thread the exit kills stops at once, or has SIGKILL pending until it does.
+            let at_exit = self.wait_for_exit_stop(tid, EXIT_STOP_SOON)
+                || (self.being_killed(tid) && self.wait_for_exit_stop(tid, EXIT_STOP_WAIT));
             if at_exit {
                 self.held.push(tid);
                 threads.extend(reachability::read_thread(tid as u32));
             } else if self.threads.contains(&tid) {
-                missed += 1;
+                if self.being_killed(tid) {
+                    missed += 1;
+                } else {
+                    runs_on = true;
+                }
             }
         }
-        (threads, missed)
+        if runs_on {
+            if first == self.leader {
+                self.leader_left = true;
+            }
+            self.release();
+            return None;
+        }
+        Some((threads, missed))
+    }
+
+    /// Serves `tid`'s stops until it stops in its exit (true) or `wait` passed.
+    fn wait_for_exit_stop(&mut self, tid: libc::pid_t, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline && self.threads.contains(&tid) {
+            match wait_nohang(tid) {
+                Some(s) if libc::WIFSTOPPED(s) && s >> 16 == libc::PTRACE_EVENT_EXIT => {
+                    return true
+                }
+                Some(s) => {
+                    let _ = self.on_status(tid, s);
+                }
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        false
+    }
+
+    /// Whether thread `tid` has SIGKILL pending: the exit of its thread group kills it so.
+    fn being_killed(&self, tid: libc::pid_t) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", self.leader));
+        let pending = status.ok().and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigPnd:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        });
+        // Gone already, or its pending set says so.
+        pending.is_none_or(|p| p & (1 << (libc::SIGKILL - 1)) != 0)
     }
 
     /// Lets the held threads finish their exit.

@@ -18,7 +18,10 @@ pub fn scan(
     missed: usize,
     blocks: &[LiveAtExit],
 ) -> trace::Leaks {
-    let roots = match reachability::find_roots(pid, threads) {
+    // Through the first thread held: once the main thread ended alone (`pthread_exit`), the
+    // process's own /proc entry has no maps and its pid no memory to read.
+    let live = threads.first().map_or(pid, |t| t.tid);
+    let roots = match reachability::find_roots(live, threads) {
         Ok(r) => r,
         Err(e) => {
             return not_freed(
@@ -30,7 +33,7 @@ pub fn scan(
         }
     };
     let ranges: Vec<(u64, u64)> = blocks.iter().map(|(a, b)| (*a, b.size)).collect();
-    let verdicts = reachability::classify(&ranges, &roots, &mut ProcessMemory::new(pid));
+    let verdicts = reachability::classify(&ranges, &roots, &mut ProcessMemory::new(live));
     // (stack, kind) -> blocks, bytes, and bytes per (root, root word).
     type Roots = HashMap<(usize, u64), u64>;
     let mut sites: HashMap<(u32, Kind), (u64, u64, Roots)> = HashMap::new();

@@ -256,7 +256,9 @@ impl Recording {
         let Some(tracer) = l.tracer.as_mut() else {
             return;
         };
-        let (threads, missed) = tracer.hold_threads();
+        let Some((threads, missed)) = tracer.hold_threads() else {
+            return; // only the main thread ended: the process runs on
+        };
         let exec_index = tracer.execs;
         // A short command may reach its exit before its hello was read: it is in the socket.
         let deadline = Instant::now() + HELLO_WAIT;

@@ -220,6 +220,34 @@ fn record_leaks_checks_the_program_the_command_execs() {
     assert_eq!(kinds["still reachable"], (4, 216), "{kinds:?}");
 }
 
+/// A main thread that ends alone (`pthread_exit`) is not the process's exit: the check waits for
+/// the worker's `exit`, and reads the process through it (its own /proc entry is a zombie's).
+#[test]
+fn record_leaks_waits_for_the_process_exit_when_the_main_thread_ends_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let out = Command::new(alloclens_exe())
+        .args(["record", "--leaks", "-q", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(program("leader_exit"))
+        .args(["1", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let leaks = leaks_of(&trace);
+    assert!(leaks.scanned && leaks.degraded.is_none(), "{leaks:#?}");
+    assert!(leaks.root_bytes > 0, "{leaks:#?}");
+    // The worker freed its 1 MiB before its exit; stdout's buffer is held by libc.
+    let kinds = kinds_in(&leaks);
+    assert!(!kinds.contains_key("definitely lost"), "{leaks:#?}");
+    assert!(leaks.sites.iter().all(|s| s.bytes < 1 << 20), "{leaks:#?}");
+}
+
 /// Where ptrace is refused (a seccomp filter on alloclens, as a container's profile may set),
 /// the recording goes on and every block still allocated is "not freed at exit", said plainly.
 #[test]
