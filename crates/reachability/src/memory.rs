@@ -66,7 +66,10 @@ impl Memory for BufferMemory {
         let Some(start) = addr.checked_sub(self.base).map(|s| s as usize) else {
             return 0;
         };
-        let avail = self.bytes.len().saturating_sub(start).min(buf.len());
+        if start >= self.bytes.len() {
+            return 0;
+        }
+        let avail = (self.bytes.len() - start).min(buf.len());
         buf[..avail].copy_from_slice(&self.bytes[start..start + avail]);
         avail
     }

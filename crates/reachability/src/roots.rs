@@ -1,8 +1,8 @@
 //! The root set of a stopped process, as LeakSanitizer takes it (`lsan_common.cpp`): the
 //! writable data of every module (`.data`, `.bss`), each thread's stack from its stack pointer
-//! up, its static TLS, and its registers. Anonymous mappings the program made itself (and the
-//! allocator's own) are not roots: a block held only from there counts as lost, as under LSan
-//! (memcheck would scan them).
+//! up, its static TLS, and its registers; and, as memcheck scans them, the anonymous private
+//! mappings that hold no heap block (a runtime's arenas, the dynamic loader's early memory), which
+//! LSan leaves out.
 use std::io;
 
 use crate::threads::Thread;
@@ -23,6 +23,9 @@ pub enum Root {
     Tls { tid: u32 },
     /// A thread's general registers.
     Registers { tid: u32 },
+    /// Anonymous private memory holding no heap block: a runtime's own arenas (pymalloc), the
+    /// dynamic loader's early allocations, a program's `mmap`.
+    Anonymous { start: u64 },
 }
 
 impl std::fmt::Display for Root {
@@ -37,6 +40,7 @@ impl std::fmt::Display for Root {
             Root::Stack { tid } => write!(f, "stack of thread {tid}"),
             Root::Tls { tid } => write!(f, "TLS of thread {tid}"),
             Root::Registers { tid } => write!(f, "registers of thread {tid}"),
+            Root::Anonymous { start } => write!(f, "anonymous memory at {start:#x}"),
         }
     }
 }
@@ -50,6 +54,30 @@ pub struct RootRegion {
     /// For a module's data: the file offset `start` stands for (past the file's end for
     /// `.bss`), so that a root word's global can be named (`Roots::file_offset`).
     pub file_offset: Option<u64>,
+}
+
+impl RootRegion {
+    fn with_start(self, start: u64) -> RootRegion {
+        RootRegion { start, ..self }
+    }
+}
+
+/// glibc's chunk of a block it mapped on its own: `(start, end)` of the mapping.
+fn mapped_chunk(addr: u64, size: u64, mem: &mut dyn crate::Memory) -> Option<(u64, u64)> {
+    const PAGE: u64 = 4096;
+    const IS_MMAPPED: u64 = 2;
+    let start = addr.checked_sub(16)?;
+    let mut word = [0u8; 8];
+    if mem.read(addr - 8, &mut word) != 8 {
+        return None;
+    }
+    let field = u64::from_ne_bytes(word);
+    let chunk = field & !7;
+    let ours = field & IS_MMAPPED != 0
+        && start.is_multiple_of(PAGE)
+        && chunk.is_multiple_of(PAGE)
+        && chunk >= size + 16;
+    ours.then_some((start, start + chunk))
 }
 
 /// The roots of a process: memory ranges and register values, each with its name. A module's
@@ -66,6 +94,51 @@ pub struct Roots {
 }
 
 impl Roots {
+    /// Removes the heaps from the anonymous regions: a region holding a block of the allocator's
+    /// heaps is dropped (its free chunks keep stale pointers); a block glibc mapped on its own
+    /// (`IS_MMAPPED` in its chunk's size field, the chunk a whole number of pages from a page
+    /// start) is cut out, as the kernel may have merged its mapping with its neighbours' (a
+    /// pymalloc arena). `blocks`: (address, size), sorted by address.
+    pub fn without_heaps(&mut self, blocks: &[(u64, u64)], mem: &mut dyn crate::Memory) {
+        let mut kept = Vec::with_capacity(self.regions.len());
+        for r in std::mem::take(&mut self.regions) {
+            if !matches!(self.names[r.root], Root::Anonymous { .. }) {
+                kept.push(r);
+                continue;
+            }
+            let first = blocks.partition_point(|&(a, _)| a < r.start);
+            let inside = blocks[first..].iter().take_while(|&&(a, _)| a < r.end);
+            let mut cuts = Vec::new();
+            let mut heap = false;
+            for &(addr, size) in inside {
+                match mapped_chunk(addr, size, mem) {
+                    Some(range) => cuts.push(range),
+                    None => {
+                        heap = true;
+                        break;
+                    }
+                }
+            }
+            if heap {
+                continue;
+            }
+            let mut at = r.start;
+            for (start, end) in cuts {
+                if start > at {
+                    kept.push(RootRegion {
+                        end: start,
+                        ..r.with_start(at)
+                    });
+                }
+                at = at.max(end);
+            }
+            if at < r.end {
+                kept.push(r.with_start(at));
+            }
+        }
+        self.regions = kept;
+    }
+
     /// The module file offset of root word `at` of root `root` (a global), for its symbol.
     pub fn file_offset(&self, root: usize, at: u64) -> Option<u64> {
         self.regions
@@ -83,6 +156,7 @@ struct Mapping {
     readable: bool,
     writable: bool,
     executable: bool,
+    private: bool,
     file_offset: u64,
     /// The file, `[stack]`, `[heap]`, ... or empty for anonymous memory.
     path: String,
@@ -102,6 +176,7 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
                 readable: perms.as_bytes().first() == Some(&b'r'),
                 writable: perms.as_bytes().get(1) == Some(&b'w'),
                 executable: perms.as_bytes().get(2) == Some(&b'x'),
+                private: perms.as_bytes().get(3) == Some(&b'p'),
                 file_offset: u64::from_str_radix(offset, 16).ok()?,
                 path,
             })
@@ -169,6 +244,23 @@ fn roots_of(maps: &[Mapping], threads: &[Thread]) -> Roots {
     }
     for (i, m) in maps.iter().enumerate() {
         if !m.writable {
+            continue;
+        }
+        let holds_a_stack = threads
+            .iter()
+            .any(|t| m.start <= t.stack_pointer && t.stack_pointer < m.end);
+        let after_a_module = i > 0 && {
+            let prev = &maps[i - 1];
+            prev.end == m.start && prev.writable && prev.path.starts_with('/')
+        };
+        if m.private && m.path.is_empty() && !holds_a_stack && !after_a_module {
+            roots.names.push(Root::Anonymous { start: m.start });
+            roots.regions.push(RootRegion {
+                start: m.start,
+                end: m.end,
+                root: roots.names.len() - 1,
+                file_offset: None,
+            });
             continue;
         }
         // A module's writable segment, or the anonymous `.bss` right after it.
@@ -248,9 +340,25 @@ mod tests {
                 ),
                 (0x55d0c0003000, 0x55d0c0004000, &prog),
                 (0x55d0c0004000, 0x55d0c0005000, &prog),
+                (
+                    0x7f0000100000,
+                    0x7f0000200000,
+                    &Root::Anonymous {
+                        start: 0x7f0000100000
+                    }
+                ),
             ]
         );
         assert_eq!(roots.values, vec![(1, 0), (2, 0)]);
+        // An anonymous mapping that holds a heap block is a heap, not a root.
+        let mut without = roots_of(&maps, &[]);
+        let before = without.regions.len();
+        let mut nothing = crate::memory::BufferMemory {
+            base: 0,
+            bytes: Vec::new(),
+        };
+        without.without_heaps(&[(0x7f0000100040, 16)], &mut nothing);
+        assert_eq!(without.regions.len(), before - 1);
         // The .bss continues the data segment's file offsets.
         let bss = roots.regions[3];
         assert_eq!(roots.file_offset(bss.root, 0x55d0c0004010), Some(0x3010));

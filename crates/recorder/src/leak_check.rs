@@ -21,7 +21,8 @@ pub fn scan(
     // Through the first thread held: once the main thread ended alone (`pthread_exit`), the
     // process's own /proc entry has no maps and its pid no memory to read.
     let live = threads.first().map_or(pid, |t| t.tid);
-    let roots = match reachability::find_roots(live, threads) {
+    let mut memory = ProcessMemory::new(live);
+    let mut roots = match reachability::find_roots(live, threads) {
         Ok(r) => r,
         Err(e) => {
             return not_freed(
@@ -33,7 +34,10 @@ pub fn scan(
         }
     };
     let ranges: Vec<(u64, u64)> = blocks.iter().map(|(a, b)| (*a, b.size)).collect();
-    let verdicts = reachability::classify(&ranges, &roots, &mut ProcessMemory::new(live));
+    let mut sorted = ranges.clone();
+    sorted.sort_unstable();
+    roots.without_heaps(&sorted, &mut memory);
+    let verdicts = reachability::classify(&ranges, &roots, &mut memory);
     // (stack, kind) -> blocks, bytes, and bytes per (root, root word).
     type Roots = HashMap<(usize, u64), u64>;
     let mut sites: HashMap<(u32, Kind), (u64, u64, Roots)> = HashMap::new();
