@@ -62,8 +62,12 @@ enum State {
     Indirect,
 }
 
-/// Words read per call while scanning a region.
+/// Bytes read per call while scanning a region, and the most a batch of small blocks reads.
 const SCAN_CHUNK: usize = 1 << 16;
+/// Blocks read in one call (at most the kernel's `IOV_MAX`, 1024).
+const BATCH: usize = 256;
+/// Blocks up to this size are read in batches: `BATCH` of them fit in `SCAN_CHUNK`.
+const SMALL_BLOCK: usize = SCAN_CHUNK / BATCH;
 
 const WORD: usize = std::mem::size_of::<u64>();
 
@@ -175,11 +179,56 @@ impl Marker<'_> {
     }
 
     fn drain_reached(&mut self) {
-        while let Some(i) = self.todo.pop() {
+        while !self.todo.is_empty() {
+            self.scan_blocks(|m, i, ptr| {
+                // As the block is now: reached possibly when pushed, it may be reachable since.
+                let definite = m.state[i] == State::Reachable;
+                let root = m.root[i].unwrap_or((0, 0));
+                m.reach(ptr, definite, root);
+            });
+        }
+    }
+
+    /// Pops up to `BATCH` blocks off `todo` and calls `on_word` with each aligned word of each
+    /// that could point into a block, the small ones read in one call (`Memory::read_batch`:
+    /// per call, the kernel's access checks cost more than the copy of a small block).
+    fn scan_blocks(&mut self, mut on_word: impl FnMut(&mut Self, usize, u64)) {
+        let mut small = Vec::with_capacity(BATCH);
+        while small.len() < BATCH {
+            let Some(i) = self.todo.pop() else { break };
             let (addr, size) = self.blocks[i];
-            let definite = self.state[i] == State::Reachable;
-            let root = self.root[i].unwrap_or((0, 0));
-            self.scan(addr, addr + size, |m, _, ptr| m.reach(ptr, definite, root));
+            if size as usize > SMALL_BLOCK {
+                self.scan(addr, addr + size, |m, _, ptr| on_word(m, i, ptr));
+            } else {
+                small.push(i);
+            }
+        }
+        let requests: Vec<(u64, usize)> = small
+            .iter()
+            .map(|&i| (self.blocks[i].0, self.blocks[i].1 as usize / WORD * WORD))
+            .collect();
+        let mut buf = std::mem::take(&mut self.buf);
+        let got = self.mem.read_batch(&requests, &mut buf);
+        let (lowest, highest) = self.bounds();
+        let mut at = 0;
+        for (k, &i) in small.iter().enumerate() {
+            let words = &buf[at..at + got[k] / WORD * WORD];
+            at += requests[k].1;
+            for word in words.chunks_exact(WORD) {
+                let ptr = u64::from_ne_bytes(word.try_into().unwrap_or_default());
+                if ptr >= lowest && ptr < highest {
+                    on_word(self, i, ptr);
+                }
+            }
+        }
+        self.buf = buf;
+    }
+
+    /// The lowest block address and the end of the highest block.
+    fn bounds(&self) -> (u64, u64) {
+        match (self.blocks.first(), self.blocks.last()) {
+            (Some(&(lowest, _)), Some(&(top, size))) => (lowest, top + size.max(1)),
+            _ => (0, 0),
         }
     }
 
@@ -190,9 +239,8 @@ impl Marker<'_> {
                 continue;
             }
             self.todo.push(leader);
-            while let Some(i) = self.todo.pop() {
-                let (addr, size) = self.blocks[i];
-                self.scan(addr, addr + size, |m, _, ptr| {
+            while !self.todo.is_empty() {
+                self.scan_blocks(|m, _, ptr| {
                     if let Some((j, _)) = m.find(ptr) {
                         if j != leader && m.state[j] == State::Unreached {
                             m.state[j] = State::Indirect;

@@ -5,6 +5,20 @@ use std::io;
 pub trait Memory {
     /// Fills `buf` from `addr` as far as the memory is readable; returns the bytes read.
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+
+    /// Reads each `(addr, len)` of `requests` into `buf`, one after the other (the lengths add
+    /// up to at most `buf.len()`); returns the bytes read of each.
+    fn read_batch(&mut self, requests: &[(u64, usize)], buf: &mut [u8]) -> Vec<usize> {
+        let mut at = 0;
+        requests
+            .iter()
+            .map(|&(addr, len)| {
+                let n = self.read(addr, &mut buf[at..at + len]);
+                at += len;
+                n
+            })
+            .collect()
+    }
 }
 
 /// The memory of process `pid` (the caller holds it stopped: the scan must see one moment).
@@ -39,6 +53,53 @@ impl ProcessMemory {
 }
 
 impl Memory for ProcessMemory {
+    /// One `process_vm_readv` for the whole batch; the kernel stops at the first request it
+    /// cannot read, and those from there on are read one by one.
+    fn read_batch(&mut self, requests: &[(u64, usize)], buf: &mut [u8]) -> Vec<usize> {
+        let mut local = Vec::with_capacity(requests.len());
+        let mut remote = Vec::with_capacity(requests.len());
+        let mut at = 0;
+        for &(addr, len) in requests {
+            local.push(libc::iovec {
+                iov_base: buf[at..].as_mut_ptr().cast(),
+                iov_len: len,
+            });
+            remote.push(libc::iovec {
+                iov_base: addr as *mut libc::c_void,
+                iov_len: len,
+            });
+            at += len;
+        }
+        // SAFETY: each local iovec is a distinct part of `buf` (the lengths fit in it, the
+        // caller's contract), which we hold mutably; the remote ranges are only read.
+        let n = unsafe {
+            libc::process_vm_readv(
+                self.pid,
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        let mut left = n.max(0) as usize;
+        let mut at = 0;
+        requests
+            .iter()
+            .map(|&(addr, len)| {
+                let got = if left >= len {
+                    left -= len;
+                    len
+                } else {
+                    left = 0;
+                    self.read(addr, &mut buf[at..at + len])
+                };
+                at += len;
+                got
+            })
+            .collect()
+    }
+
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
         // A partial read stops at the first page that is not mapped: a range that starts
         // readable reads in one call; one that starts in a hole is skipped page by page.
