@@ -16,6 +16,6 @@ mod roots;
 mod threads;
 
 pub use classify::{classify, Kind, Verdict};
-pub use memory::{Memory, ProcessMemory};
+pub use memory::{CachedMemory, Memory, ProcessMemory};
 pub use roots::{find_roots, Root, RootRegion, Roots};
 pub use threads::{read_thread, Thread};

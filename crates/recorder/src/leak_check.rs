@@ -2,7 +2,7 @@
 //! and kind for the trace's LEAKS chunk (docs/leaks.md).
 use std::collections::HashMap;
 
-use reachability::{Kind, ProcessMemory, Root};
+use reachability::{CachedMemory, Kind, ProcessMemory, Root};
 
 use crate::server::LiveAtExit;
 
@@ -21,7 +21,7 @@ pub fn scan(
     // Through the first thread held: once the main thread ended alone (`pthread_exit`), the
     // process's own /proc entry has no maps and its pid no memory to read.
     let live = threads.first().map_or(pid, |t| t.tid);
-    let mut memory = ProcessMemory::new(live);
+    let mut memory = CachedMemory::new(ProcessMemory::new(live));
     let mut roots = match reachability::find_roots(live, threads) {
         Ok(r) => r,
         Err(e) => {
