@@ -16,8 +16,9 @@ cat <<'EOF'
 | 0 | success |
 | 1 | a failure: one `alloclens: error:` line says what and how to fix it. This includes values that clap accepts but alloclens refuses after reading them (an unknown allocator, `--param a=1 --param a=2`, a `--timeout` over 365 days), a file that cannot be read or written, a results file left incomplete by a full disk (`run`), a run whose command failed, timed out or could not start (`run`, `demo`) and a replay that crashed or timed out (`replay`). A damaged or unfinished trace (or a results directory with damaged CSV lines) is not a failure: every command that reads one (`analyze`, `report`, `diff`, `export`, `replay`, `merge`) uses what comes before the damage, says what was lost in `alloclens: warning:` lines and ends with 0 |
 | 2 | a usage error found by the command-line parser (an unknown option or command, a missing or malformed argument): clap's message with the usage line |
+| 17-31 | `gate`: limits failed, 16 plus one bit per class (1 memory, 2 leaks, 4 allocations, 8 a call site's limit; [docs/gate.md](gate.md)) |
 | 130 | `run`, `demo`, `replay` or `tune` interrupted by Ctrl-C (the results gathered so far are kept; `tune` still prints its answer from them) |
-| the command's | `record` ends with the recorded command's own status, or 128 + N when signal N killed it, so it can stand in for the command in a script; a failure of `record` itself is 1 with its error line. `watch` does the same when the command exits during the watch (or within 2 s of an interrupt); it ends with 0 when `--duration` ends the watch (the program runs on) and 130 after Ctrl-C or SIGTERM if the program still runs |
+| the command's | `record` ends with the recorded command's own status, or 128 + N when signal N killed it, so it can stand in for the command in a script; a failure of `record` itself is 1 with its error line. `watch` (and `live`) does the same when the command exits during the watch (or within 2 s of an interrupt); it ends with 0 when `--duration` ends the watch (the program runs on) and 130 after Ctrl-C or SIGTERM if the program still runs |
 
 When the reader of alloclens's stdout goes away (`alloclens allocators --json | head -1`), alloclens
 stops writing to it and ends quietly with status 0; `run` still writes its results and ends with the
@@ -83,6 +84,7 @@ alloclens allocators [--json]                      # what is installed, where, w
 alloclens run [options] -- CMD ARGS...             # compare allocators on any command
 alloclens tune [--objective memory|peak|time|throughput] [--budget D] [-a LIST] [-o DIR] [TRACE] -- CMD  # which allocator and settings serve CMD best, how sure, how to deploy it
 alloclens watch [-a SPEC] [--duration D] -o DIR -- CMD  # why RSS grows: leak, fragmentation, retention, outside-heap, stable (or undetermined)
+alloclens live [-a SPEC] [--output-pane] -- CMD | --pid PID  # the same watch on one screen as it runs: memory, call sites, verdict so far (docs/live.md)
 alloclens workload NAME [options]                  # built-in workloads: twowave events xthread forkworkers churn realloc tree leak cache
 alloclens demo [-o DIR]                            # the workloads under every installed allocator
 alloclens record [-a SPEC] [--marker RE] [--addresses] [--stacks] [--force] [-o F.alt] -- CMD  # every malloc/free of CMD and its children
@@ -95,6 +97,7 @@ alloclens diff A.pb.gz B.pb.gz [-o F.pb.gz]        # growth by call site between
 alloclens replay F.alt [-a SPEC,...] [-r N] [--process PID] [--phase P] [-o DIR]  # the trace's calls under every allocator
 alloclens export F.alt --parquet DIR               # one row per allocator call, for DuckDB/pandas/polars
 alloclens export F.alt --pprof F.pb.gz             # call sites as a pprof heap profile (record --stacks; docs/profile.md)
+alloclens gate --limits L.toml [--baseline B.json] RESULTS|F.alt...  # fail a CI job on memory (docs/gate.md)
 alloclens merge PATH... -o DATASET                 # many hosts' results and traces as one Parquet dataset (DuckDB, Spark; docs/dataset.md)
 alloclens completions bash|zsh|fish                # the shell's completion script
 alloclens man [-o DIR]                             # the manual page (roff), or one per command into DIR
@@ -187,6 +190,6 @@ and time, size histograms (16 B, 32 KiB, powers of two), lifetimes in allocator 
 process, thread and phase ([docs/metrics.md](metrics.md)). `report` makes one self-contained HTML page
 (charts inlined, works offline) of a run or a trace ([docs/reports.md](reports.md)).
 EOF
-for c in run tune watch allocators workload demo record analyze report diff replay snapshot export merge completions man; do
+for c in run tune watch live allocators workload demo record analyze report diff replay snapshot export gate merge completions man; do
   echo; echo "## alloclens $c"; echo; echo '```text'; "$bin" "$c" --help; echo '```'
 done

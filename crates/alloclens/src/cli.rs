@@ -27,6 +27,9 @@ pub enum Command {
     /// retention, outside the heap or stable (undetermined, with how to measure it, when the
     /// figures cannot tell), with the allocator's own statistics
     Watch(cmd::watch::Args),
+    /// A full-screen view of a program's memory as it runs: RSS, PSS, live and free bytes over
+    /// time, the call sites holding the heap, the verdict so far; the same results as `watch`
+    Live(cmd::live::Args),
     /// List the known allocators: installed or not, library, version, package to install
     Allocators(cmd::allocators::Args),
     /// Run a built-in workload that reproduces an allocation pattern from the field
@@ -50,6 +53,9 @@ pub enum Command {
     /// Read the heap profile a program's agent keeps (`watch --profile`), live or after it died:
     /// in-use and allocated bytes by call site with their standard errors, and a pprof file
     Snapshot(cmd::snapshot::Args),
+    /// Fail a CI job on memory: limits on RSS, PSS, allocations, memory not freed, growth per
+    /// iteration and call sites, hard or relative to a baseline; text, Markdown, JUnit, annotations
+    Gate(cmd::gate::Args),
     /// Export a trace: its raw events as Parquet (pandas, polars, DuckDB, Spark), its call sites as a pprof profile
     Export(cmd::export::Args),
     /// Merge results directories and traces of many hosts into one Parquet dataset for DuckDB or

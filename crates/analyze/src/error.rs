@@ -14,6 +14,11 @@ pub enum AnalyzeError {
     #[error("no phase named '{name}' in the selected processes (phases: {available})")]
     NoSuchPhase { name: String, available: String },
     #[error(
+        "'{path}' has no heap residency readings: record it with `alloclens record --addresses` \
+         (and memory samples, the default) to see which call sites hold the resident pages"
+    )]
+    NoResidency { path: PathBuf },
+    #[error(
         "out of memory analysing process {pid} after {records} of its records ({live} blocks live): \
          {why}; raise it, or analyse on a machine with more memory"
     )]

@@ -29,6 +29,7 @@ pub mod live_set;
 pub mod metrics;
 pub mod output;
 pub mod process;
+pub mod residency;
 pub mod sampling;
 pub mod scope;
 pub mod sites;

@@ -12,6 +12,7 @@
 //! ([`process_dir`]).
 //! [`mapped_files`] tells which files a process maps (to verify a preloaded allocator),
 //! [`smaps_split`] splits a process's RSS into heap, file-backed, stack and other (for `watch`),
+//! [`ResidencyReader`] tells which pages of the heap's mappings are resident (pagemap),
 //! [`read_ksm`] reads the kernel samepage merging counters, and [`own_cpu_time`] lets callers
 //! report what sampling cost them.
 //!
@@ -27,6 +28,7 @@ mod memory;
 mod process_control;
 mod procfile;
 mod refresh;
+mod residency;
 mod resident;
 mod sampler;
 mod smaps_split;
@@ -40,8 +42,11 @@ pub use ksm::{
 pub use maps::{mapped_files, parse_file_mapping, FileMapping};
 pub use memory::{MemoryTotals, ProcessMemory};
 pub use process_control::{become_child_subreaper, own_cpu_time, thread_cpu_time};
-pub use procfile::{cpu_seconds, is_alive, parse_stat, read_stat, stat_comm, ProcStat};
+pub use procfile::{
+    cpu_seconds, is_alive, parse_stat, read_stat, start_unix_ms, stat_comm, ProcStat,
+};
 pub use refresh::PssRefresh;
+pub use residency::{HeapResidency, MappingResidency, PagemapMethod, ResidencyReader};
 pub use resident::{ResidentSample, ResidentSampler};
 pub use sampler::{SamplerOptions, TreeSample, TreeSampler};
 pub use smaps_split::{

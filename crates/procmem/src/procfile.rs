@@ -128,6 +128,20 @@ pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
     })
 }
 
+/// When process `pid` started, in ms since the Unix epoch (its `starttime` after the boot time of
+/// /proc/stat's `btime`): with the pid, it tells a process from a later one that reused the pid.
+pub fn start_unix_ms(pid: u32) -> io::Result<u64> {
+    let starttime = read_stat(pid)?.starttime;
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let btime: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no btime in /proc/stat"))?;
+    // SAFETY: sysconf only reads a system constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(btime * 1000 + starttime * 1000 / ticks)
+}
+
 /// The CPU time processes `pids` have taken (user and kernel, /proc/PID/stat's utime + stime), in
 /// seconds; a process gone meanwhile counts nothing. None when none could be read. The ticks a
 /// program actually took, unlike wall time, do not stretch when other programs starve it of CPU
@@ -221,6 +235,26 @@ pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A child started now started after this process, and neither in the future.
+    #[test]
+    fn start_times_order_processes() {
+        let ours = start_unix_ms(std::process::id()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let theirs = start_unix_ms(child.id()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(ours <= theirs, "{ours} > {theirs}");
+        // btime is whole seconds: a start may read up to 1 s early, never later than now.
+        assert!(theirs <= now, "{theirs} > {now}");
+    }
     use super::*;
 
     /// The ticks this process took, read as watch reads the tree's: at least what the process

@@ -99,29 +99,14 @@ pub fn parse_smaps(text: &str) -> SmapsReading {
     let mut split = SmapsSplit::default();
     let mut pss: Option<u64> = None;
     let mut anonymous = 0;
-    // (end address, whether a small private inaccessible anonymous mapping) of the previous mapping.
-    let mut previous: Option<(u64, bool)> = None;
+    let mut classifier = Classifier::default();
     let mut current: Option<Kind> = None;
     for line in text.lines() {
         if let Some(header) = mapping_header(line) {
-            // The kernel lists mappings in address order, but a process that changes its
-            // mappings while the file is read (brk growing `[heap]`) can have one listed again
-            // when the kernel resumes after the changed one: a python3 growing its heap read as
-            // twice its size. A mapping that starts below the previous one's end is such a
-            // repeat, and its fields are skipped.
-            if previous.is_some_and(|(end, _)| header.start < end) {
-                current = None;
-                continue;
-            }
-            let guard_below = matches!(previous, Some((end, true)) if end == header.start);
-            let kind = header.kind(guard_below);
-            if kind == Kind::Heap && !header.perms.starts_with("---") {
+            current = classifier.kind_of(&header);
+            if current == Some(Kind::Heap) && !header.perms.starts_with("---") {
                 split.heap_mappings += 1;
             }
-            current = Some(kind);
-            let size = header.end.saturating_sub(header.start);
-            let is_guard = header.anonymous_private() && header.perms.starts_with("---");
-            previous = Some((header.end, is_guard && size <= MAX_GUARD));
         } else if current.is_none() {
             // Fields of a repeated mapping (or before the first one).
         } else if let Some(rest) = line.strip_prefix("Pss:") {
@@ -144,6 +129,43 @@ pub fn parse_smaps(text: &str) -> SmapsReading {
         pss,
         anonymous,
     }
+}
+
+/// Classifies the mappings of a maps or smaps text, in the order listed: a thread stack is known
+/// by the guard mapping just below it, so each mapping's kind depends on the previous one.
+#[derive(Default)]
+struct Classifier {
+    /// (end address, whether a small private inaccessible anonymous mapping) of the previous mapping.
+    previous: Option<(u64, bool)>,
+}
+
+impl Classifier {
+    /// The kind of the next mapping, `None` for a repeat. The kernel lists mappings in address
+    /// order, but a process that changes its mappings while the file is read (brk growing
+    /// `[heap]`) can have one listed again when the kernel resumes after the changed one: a
+    /// python3 growing its heap read as twice its size. A mapping that starts below the previous
+    /// one's end is such a repeat.
+    fn kind_of(&mut self, header: &Header) -> Option<Kind> {
+        if self.previous.is_some_and(|(end, _)| header.start < end) {
+            return None;
+        }
+        let guard_below = matches!(self.previous, Some((end, true)) if end == header.start);
+        let size = header.end.saturating_sub(header.start);
+        let is_guard = header.anonymous_private() && header.perms.starts_with("---");
+        self.previous = Some((header.end, is_guard && size <= MAX_GUARD));
+        Some(header.kind(guard_below))
+    }
+}
+
+/// The accessible heap mappings (start, end) of a maps or smaps text, in address order: the
+/// mappings whose `Rss` makes [`SmapsSplit::heap`].
+pub(crate) fn heap_ranges(text: &str) -> Vec<(u64, u64)> {
+    let mut classifier = Classifier::default();
+    text.lines()
+        .filter_map(mapping_header)
+        .filter(|h| classifier.kind_of(h) == Some(Kind::Heap) && !h.perms.starts_with("---"))
+        .map(|h| (h.start, h.end))
+        .collect()
 }
 
 struct Header<'a> {

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use analyze::call_sites::address_space;
+use analyze::residency::ResidencyPass;
 use analyze::sampling::Sampling;
 use analyze::sites::{ProcessSites, SiteAnalyzer, SiteStats};
 use trace::{Losses, ProcessInfo, Record, TraceReader};
@@ -36,6 +37,9 @@ pub struct TraceProfile {
     pub images: usize,
     /// The sum of each value over the samples, in `pprof::HEAP_SAMPLE_TYPES` order.
     pub totals: [i64; 4],
+    /// `resident_space` and `free_left_space` summed, when the profile has them
+    /// (`pprof::RESIDENCY_SAMPLE_TYPES`).
+    pub residency_totals: Option<[i64; 2]>,
     /// Mean bytes between sampled stacks, when the stacks were sampled (the values are estimates).
     pub sample_bytes: Option<u64>,
     /// What was lost (damage, an unfinished recording) and what could not be symbolised.
@@ -64,8 +68,17 @@ pub fn from_trace(
     let sampling = Sampling::of(reader.stack_sampling());
     let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
     let images = site_figures(&mut reader, &mut losses, sampling, progress)?;
+    let with_residency = images.iter().any(|i| i.residency.is_some());
 
-    let mut builder = ProfileBuilder::heap();
+    let mut builder = if with_residency {
+        let types: Vec<(&str, &str)> = pprof::HEAP_SAMPLE_TYPES
+            .into_iter()
+            .chain(pprof::RESIDENCY_SAMPLE_TYPES)
+            .collect();
+        ProfileBuilder::new(&types, pprof::HEAP_DEFAULT_SAMPLE_TYPE)
+    } else {
+        ProfileBuilder::heap()
+    };
     if let Some(first) = infos.first() {
         builder.time(first.start_unix_ns, 0);
     }
@@ -77,12 +90,12 @@ pub fn from_trace(
     let main = images
         .iter()
         .rev() // max_by_key keeps the last of equals: the first image wins ties.
-        .max_by_key(|i| i.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
+        .max_by_key(|i| i.sites.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
     if let Some(main) = main {
         let mut modules: Vec<&trace::Module> = reader
             .modules()
             .iter()
-            .filter(|m| m.pid == main.info.pid && m.exec_index == main.info.exec_index)
+            .filter(|m| m.pid == main.sites.info.pid && m.exec_index == main.sites.info.exec_index)
             .collect();
         modules.sort_by_key(|m| m.start);
         for m in modules {
@@ -99,17 +112,24 @@ pub fn from_trace(
     }
     let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());
     let mut totals = [0i64; 4];
+    let mut residency_totals = [0i64; 2];
     for image in &images {
-        let space = address_space(&image.info, &infos, reader.modules());
+        let space = address_space(&image.sites.info, &infos, reader.modules());
         let mut stacks = ImageStacks::new(&space, &mut symbolizer, &mut builder);
-        let labels = labels(&image.info);
-        for site in &image.sites {
+        let labels = labels(&image.sites.info);
+        for site in &image.sites.sites {
             // Sampled: the calls without a stack are the unsampled ones, whose share the sampled
             // sites' estimates already hold.
             if site.stack == 0 && sampling.is_some() {
                 continue;
             }
-            let values = values(site);
+            let mut values = values(site).to_vec();
+            if with_residency {
+                let [resident, free_left] = image.resident(site.stack);
+                residency_totals[0] += resident;
+                residency_totals[1] += free_left;
+                values.extend([resident, free_left]);
+            }
             if values.iter().all(|&v| v == 0) {
                 continue;
             }
@@ -118,7 +138,7 @@ pub fn from_trace(
                 Some([]) => vec![stacks.named(STACK_NOT_TAKEN)],
                 Some(addresses) => stacks.locations(addresses),
             };
-            for (t, v) in totals.iter_mut().zip(values) {
+            for (t, v) in totals.iter_mut().zip(&values) {
                 *t += v;
             }
             stacks.sample(&stack, &values, &labels);
@@ -130,33 +150,64 @@ pub fn from_trace(
         profile: builder.build(),
         images: images.len(),
         totals,
+        residency_totals: with_residency.then_some(residency_totals),
         sample_bytes: sampling.map(Sampling::mean_bytes),
         warnings,
     })
 }
 
+/// An image's per-stack figures and, with residency readings and every stack recorded, the split
+/// at its last reading.
+struct ImageFigures {
+    sites: ProcessSites,
+    residency: Option<analyze::residency::Split>,
+}
+
+impl ImageFigures {
+    /// `resident_space` and `free_left_space` of `stack` (0 without readings).
+    fn resident(&self, stack: u32) -> [i64; 2] {
+        self.residency
+            .as_ref()
+            .and_then(|s| s.sites.get(&stack))
+            .map_or([0, 0], |p| [p.resident.round() as i64, p.free_left as i64])
+    }
+}
+
 /// The per-stack figures of every image (`analyze`'s per-site pass), the blocks live where an
-/// image's stream stops counted as in use. A damaged stream is read up to the damage.
+/// image's stream stops counted as in use; in the same pass, the residency split at its last
+/// reading when the trace has readings and every stack (sampled stacks leave most blocks without
+/// a site, and an estimate of resident pages by site is not made). A damaged stream is read up to
+/// the damage.
 fn site_figures<R: std::io::Read + std::io::Seek>(
     reader: &mut TraceReader<R>,
     losses: &mut Losses,
     sampling: Option<Sampling>,
     progress: &dyn trace::Progress,
-) -> Result<Vec<ProcessSites>, ProfileError> {
+) -> Result<Vec<ImageFigures>, ProfileError> {
     const STEP: u64 = 1 << 16;
     progress.start(reader.streams().iter().map(|s| s.records).sum());
     let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
     let mut images = Vec::with_capacity(infos.len());
     for (s, info) in infos.iter().enumerate() {
         let mut sites = SiteAnalyzer::with_sampling(info.clone(), sampling).live_at_cut_is_leaked();
+        let readings = reader.residency(s).to_vec();
+        let mut pass =
+            (sampling.is_none() && !readings.is_empty()).then(|| ResidencyPass::new(&readings));
         let mut read = 0u64;
+        let mut complete = true;
         for record in reader.records(s)? {
             match record {
-                Ok(Record::Event(e)) => sites.push(&e),
+                Ok(Record::Event(e)) => {
+                    sites.push(&e);
+                    if let Some(p) = pass.as_mut() {
+                        p.on_event(&e);
+                    }
+                }
                 Ok(_) => {}
                 Err(e) => {
                     losses.stream_stopped(info, &e, read);
                     sites.mark_truncated();
+                    complete = false;
                     break;
                 }
             }
@@ -166,7 +217,10 @@ fn site_figures<R: std::io::Read + std::io::Seek>(
             }
         }
         progress.advance(read % STEP);
-        images.push(sites.finish());
+        images.push(ImageFigures {
+            sites: sites.finish(),
+            residency: pass.and_then(|p| p.finish(complete).pop().map(|(_, split)| split)),
+        });
     }
     Ok(images)
 }

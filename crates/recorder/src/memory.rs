@@ -9,12 +9,18 @@
 //! peak between two smaps reads is seen); smaps (the heap split and PSS) every `interval`. Each
 //! rate stretches so that its reads take at most 1/`COST_SHARE` of the thread's time: the
 //! recorder spends at most about 5 % of a core on this, whatever the program's size or count.
+//!
+//! For a trace with addresses, each smaps reading is followed by a reading of which pages of the
+//! heap's mappings are resident (`procmem::ResidencyReader`, RESIDENCY chunks): with the events'
+//! addresses, `analyze --residency` tells which blocks and sites hold the resident pages. Without
+//! addresses the blocks' places are unknown, so the reading would say nothing. Its cost is
+//! counted with smaps's, so the smaps rate stretches to keep both within their share.
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use trace::MemorySample;
+use trace::{MemorySample, Residency, ResidentMapping};
 
 use crate::sys::{self, Mapping};
 
@@ -39,8 +45,9 @@ struct Target {
 #[derive(Default)]
 struct State {
     targets: Vec<Target>,
-    /// Samples taken and not yet taken by the server, in the order taken.
-    samples: Vec<(u32, MemorySample)>,
+    /// Samples taken and not yet taken by the server, in the order taken, each with its heap
+    /// residency when it was read.
+    samples: Vec<(u32, MemorySample, Option<Residency>)>,
     stop: bool,
 }
 
@@ -60,8 +67,9 @@ pub struct MemorySampler {
 }
 
 impl MemorySampler {
-    /// Starts the thread: smaps every `interval`, statm five times as often.
-    pub fn start(interval: Duration) -> std::io::Result<MemorySampler> {
+    /// Starts the thread: smaps every `interval` (and heap residency with `residency`), statm
+    /// five times as often.
+    pub fn start(interval: Duration, residency: bool) -> std::io::Result<MemorySampler> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
@@ -69,7 +77,7 @@ impl MemorySampler {
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("alloclens-memory".into())
-            .spawn(move || sample_loop(&s, interval))?;
+            .spawn(move || sample_loop(&s, interval, residency))?;
         Ok(MemorySampler {
             shared,
             thread: Some(thread),
@@ -95,26 +103,35 @@ impl MemorySampler {
 
     /// The samples taken so far (of `stream` only, with `Some`), grouped by stream, each group
     /// in the order taken.
-    pub fn take(&self, stream: Option<u32>) -> Vec<(u32, Vec<MemorySample>)> {
-        let taken: Vec<(u32, MemorySample)> = {
+    pub fn take(&self, stream: Option<u32>) -> Vec<Taken> {
+        let taken: Vec<(u32, MemorySample, Option<Residency>)> = {
             let mut state = lock(&self.shared);
             match stream {
                 None => std::mem::take(&mut state.samples),
                 Some(s) => {
                     let (mine, rest) = std::mem::take(&mut state.samples)
                         .into_iter()
-                        .partition(|(t, _)| *t == s);
+                        .partition(|(t, _, _)| *t == s);
                     state.samples = rest;
                     mine
                 }
             }
         };
-        let mut groups: Vec<(u32, Vec<MemorySample>)> = Vec::new();
-        for (stream, sample) in taken {
-            match groups.iter_mut().find(|g| g.0 == stream) {
-                Some(g) => g.1.push(sample),
-                None => groups.push((stream, vec![sample])),
-            }
+        let mut groups: Vec<Taken> = Vec::new();
+        for (stream, sample, residency) in taken {
+            let i = match groups.iter().position(|g| g.stream == stream) {
+                Some(i) => i,
+                None => {
+                    groups.push(Taken {
+                        stream,
+                        samples: Vec::new(),
+                        residency: Vec::new(),
+                    });
+                    groups.len() - 1
+                }
+            };
+            groups[i].samples.push(sample);
+            groups[i].residency.extend(residency);
         }
         groups
     }
@@ -135,6 +152,13 @@ impl Drop for MemorySampler {
     }
 }
 
+/// One stream's samples and heap residency readings, in the order taken.
+pub struct Taken {
+    pub stream: u32,
+    pub samples: Vec<MemorySample>,
+    pub residency: Vec<Residency>,
+}
+
 /// What the thread remembers of one image between passes.
 #[derive(Default)]
 struct Progress {
@@ -145,7 +169,7 @@ struct Progress {
     kept: Option<(u64, u64)>,
 }
 
-fn sample_loop(shared: &Shared, interval: Duration) {
+fn sample_loop(shared: &Shared, interval: Duration, residency: bool) {
     // At the drain thread's priority, unlike the compressors: its cost is bounded by
     // `COST_SHARE`, and at nice 10 on a loaded machine (load 20 on 2 cores) it read a program
     // holding 24 MiB twice in a second, missing the top.
@@ -153,6 +177,7 @@ fn sample_loop(shared: &Shared, interval: Duration) {
     let tick_ns = interval_ns / 5;
     let page_size = sys::page_size();
     let mut progress: HashMap<u32, Progress> = HashMap::new();
+    let mut pages = residency.then(procmem::ResidencyReader::new);
     loop {
         let targets = {
             let state = lock(shared);
@@ -172,7 +197,8 @@ fn sample_loop(shared: &Shared, interval: Duration) {
             // The cost is this thread's CPU time: on a loaded machine the wall time of a read
             // also counts the waits for a core, which cost the program nothing.
             let cpu = cpu_ns();
-            let Some(sample) = read(t, smaps_due, page_size) else {
+            let heap_pages = pages.as_mut().filter(|_| smaps_due);
+            let Some((sample, heap_pages)) = read(t, smaps_due, heap_pages, page_size) else {
                 continue; // gone (or a zombie): the server will unwatch it
             };
             let took = cpu_ns().saturating_sub(cpu);
@@ -191,7 +217,7 @@ fn sample_loop(shared: &Shared, interval: Duration) {
             let mut state = lock(shared);
             // Not if the server stopped watching it meanwhile (its stream may have ended).
             if state.targets.iter().any(|w| w.stream == t.stream) {
-                state.samples.push((t.stream, sample));
+                state.samples.push((t.stream, sample, heap_pages));
             }
         }
         let pause = tick_ns.max(statm_cost * COST_SHARE);
@@ -222,9 +248,14 @@ fn moved(kept: u64, now: u64) -> bool {
     kept.abs_diff(now) >= (kept >> MOVE_SHIFT).max(MIN_MOVE)
 }
 
-/// One reading of image `t`: statm, and smaps too with `smaps`, between two reads of its
-/// counter. `None` when the process is gone or has exited.
-fn read(t: &Target, smaps: bool, page_size: u64) -> Option<MemorySample> {
+/// One reading of image `t`: statm, and smaps too with `smaps`, then its heap residency with
+/// `pages`, between two reads of its counter. `None` when the process is gone or has exited.
+fn read(
+    t: &Target,
+    smaps: bool,
+    pages: Option<&mut procmem::ResidencyReader>,
+    page_size: u64,
+) -> Option<(MemorySample, Option<Residency>)> {
     let seq = t.page.atomic_u64(crate::protocol::PAGE_COUNTER_OFFSET);
     let seq0 = seq.load(std::sync::atomic::Ordering::Acquire);
     let t_ns = sys::monotonic_ns().saturating_sub(t.mono0);
@@ -255,8 +286,35 @@ fn read(t: &Target, smaps: bool, page_size: u64) -> Option<MemorySample> {
         sample.file = Some(r.split.file);
         sample.stack = Some(r.split.stack);
     }
+    let residency = pages.and_then(|reader| read_residency(reader, t.pid, seq0, t_ns));
     sample.seq_end = seq.load(std::sync::atomic::Ordering::Acquire).max(seq0);
-    Some(sample)
+    Some((sample, residency))
+}
+
+/// Which pages of process `pid`'s heap are resident, as the reading of the sample at `seq` and
+/// `t_ns`.
+/// `None` when the process is gone.
+fn read_residency(
+    reader: &mut procmem::ResidencyReader,
+    pid: u32,
+    seq: u64,
+    t_ns: u64,
+) -> Option<Residency> {
+    let heap = reader.read(pid).ok()?;
+    Some(Residency {
+        seq,
+        t_ns,
+        page_size: heap.page_size,
+        mappings: heap
+            .mappings
+            .into_iter()
+            .map(|m| ResidentMapping {
+                start: m.start,
+                end: m.end,
+                runs: m.runs,
+            })
+            .collect(),
+    })
 }
 
 /// Resident and shared (file and shared-memory) pages from `/proc/PID/statm`.

@@ -61,6 +61,7 @@ enum Job {
     Modules(Vec<trace::Module>),
     /// A MEMORY chunk: a stream's memory samples.
     Memory(u32, Vec<trace::MemorySample>),
+    Residency(u32, Vec<trace::Residency>),
     Flush,
     Finish(Trailer),
 }
@@ -256,6 +257,10 @@ impl Pipeline {
 
     pub fn leaks(&mut self, l: trace::Leaks) {
         self.send(Job::Leaks(l));
+    }
+
+    pub fn residency(&mut self, stream: u32, readings: Vec<trace::Residency>) {
+        self.send(Job::Residency(stream, readings));
     }
 
     pub fn untraced(&mut self, u: &trace::Untraced) {
@@ -459,6 +464,7 @@ impl Output {
             Job::Stacks(payload) => w.write_stacks_payload(&payload),
             Job::Modules(m) => w.write_modules(&m),
             Job::Memory(stream, samples) => w.write_memory(stream, &samples),
+            Job::Residency(stream, readings) => w.write_residency(stream, &readings),
             Job::Flush => w.flush(),
             Job::Finish(trailer) => {
                 let Some(w) = self.writer.take() else { return };

@@ -235,8 +235,9 @@ impl Server {
     }
 
     /// Reads the memory of every image from now on (`RecordOptions::memory_interval`).
+    /// With `addresses`, also which pages of each image's heap are resident at its smaps samples.
     pub fn sample_memory(&mut self, interval: Duration) {
-        match MemorySampler::start(interval) {
+        match MemorySampler::start(interval, self.addresses) {
             Ok(m) => self.memory = Some(m),
             Err(e) => self.warn(format!(
                 "cannot start the memory sampler thread ({e}): the trace has no memory samples"
@@ -922,12 +923,16 @@ impl Server {
         self.check_writer();
     }
 
-    /// Queues the memory samples taken so far (of `stream` only, with `Some`) as MEMORY chunks.
+    /// Queues the memory samples taken so far (of `stream` only, with `Some`) as MEMORY chunks,
+    /// and their heap residency readings as RESIDENCY chunks.
     fn write_memory(&mut self, stream: Option<u32>) {
         let Some(m) = &self.memory else { return };
-        for (stream, samples) in m.take(stream) {
+        for taken in m.take(stream) {
             if let Some(w) = self.writer.as_mut() {
-                w.memory(stream, samples);
+                w.memory(taken.stream, taken.samples);
+                if !taken.residency.is_empty() {
+                    w.residency(taken.stream, taken.residency);
+                }
             }
         }
     }

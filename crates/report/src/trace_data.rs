@@ -11,6 +11,9 @@ pub struct TraceData {
     /// The recorder's readings of each image's memory (MEMORY chunks), for the images that have
     /// them.
     pub memory: Vec<ImageMemory>,
+    /// Which call sites hold the heap's resident pages (`analyze --residency`), when the trace has
+    /// heap residency readings (recorded with `--addresses`).
+    pub residency: Option<analyze::residency::ResidencyAnalysis>,
 }
 
 /// One process image's memory samples, and which image.
@@ -30,6 +33,18 @@ impl TraceData {
                 (m.pid, m.exec_index, m.start_unix_ns) == (p.pid, p.exec_index, p.start_unix_ns)
             })
             .map_or(&[], |m| m.samples.as_slice())
+    }
+
+    /// The residency readings of the image `p` reports on.
+    pub fn residency_of(
+        &self,
+        p: &analyze::ProcessReport,
+    ) -> Option<&analyze::residency::ProcessResidency> {
+        self.residency
+            .as_ref()?
+            .processes
+            .iter()
+            .find(|r| (r.pid, r.exec_index) == (p.pid, p.exec_index) && !r.readings.is_empty())
     }
 }
 
@@ -65,10 +80,17 @@ impl TraceData {
                 samples: reader.memory_samples(i).to_vec(),
             })
             .collect();
+        let has_residency = (0..reader.streams().len()).any(|i| !reader.residency(i).is_empty());
+        let residency = if has_residency {
+            Some(analyze::residency::analyze_residency(path, None)?)
+        } else {
+            None
+        };
         Ok(TraceData {
             path: path.to_path_buf(),
             file: analysis,
             memory,
+            residency,
         })
     }
 }

@@ -69,6 +69,8 @@ pub const PROGRAMS: &[Program] = &[
     p("captured_sites", "captured_sites.c", DEBUG_O2),
     p("widget", "widget.cpp", DEBUG_O2),
     p("known_sites", "known_sites.c", DEBUG_O2),
+    // alloclens gate: iterations with a cache kept and a leak per iteration.
+    p("iterations", "iterations.c", STACKS),
     // The command-line tests' programs (crates/alloclens/tests).
     p("forker", "forker.c", &["-O1", "-pthread"]),
     p("usable", "usable.c", &["-O0"]),
@@ -97,6 +99,10 @@ pub const PROGRAMS: &[Program] = &[
     p("bytes", "bytes.c", &[]),
     p("steady", "steady.c", &["-O1"]),
     p("twowaves", "twowaves.c", &["-O1"]),
+    // analyze --residency: heap layouts whose resident pages are known, by call site.
+    p("residency_every_other", "residency_every_other.c", STACKS),
+    p("residency_calloc", "residency_calloc.c", STACKS),
+    p("residency_waves", "residency_waves.c", STACKS),
     p("matrix", "matrix.c", &["-O1"]),
     p("matrix_static", "matrix.c", &["-O1", "-static"]),
     p("namespaces", "namespaces.c", &["-O1"]),

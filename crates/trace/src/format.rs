@@ -56,9 +56,12 @@ pub mod kind {
     /// The recorder's readings of one stream's memory (`memory::memory_payload`), on its seq
     /// axis. Added without a version bump: older readers skip it.
     pub const MEMORY: u8 = 9;
+    /// Which pages of one stream's heap mappings were resident at its memory samples
+    /// (`residency::residency_payload`). Added without a version bump: older readers skip it.
+    pub const RESIDENCY: u8 = 10;
     /// `record --leaks`: the blocks still live when the recorded command exited, by kind and
     /// call site (JSON `Leaks`); stream id 0xFFFFFFFF. Added without a version bump.
-    pub const LEAKS: u8 = 10;
+    pub const LEAKS: u8 = 11;
 }
 
 /// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).

@@ -14,7 +14,8 @@
 //!   [`StackTable`] (STACKS chunks), and MODULES chunks say which [`Module`]s each process had
 //!   mapped where, so the addresses can be symbolised offline;
 //! - MEMORY chunks hold the recorder's readings of each image's resident memory, placed on its
-//!   seq axis ([`TraceReader::memory_samples`], [`MemorySample`]).
+//!   seq axis ([`TraceReader::memory_samples`], [`MemorySample`]), and RESIDENCY chunks which
+//!   pages of its heap were resident at those samples ([`TraceReader::residency`], [`Residency`]).
 //!
 //! ```no_run
 //! let mut reader = trace::TraceReader::open("run.alt")?;
@@ -33,6 +34,7 @@ pub mod losses;
 pub mod memory;
 pub mod progress;
 pub mod reader;
+pub mod residency;
 pub mod stacks;
 mod varint;
 pub mod writer;
@@ -50,6 +52,7 @@ pub use losses::{Losses, StreamLoss};
 pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
 pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
+pub use residency::{residency_payload, Residency, ResidentMapping};
 pub use stacks::{
     compressed_modules_payload, modules_payload, stacks_payload, Module, StackEncoder,
     StackSampling, StackTable,

@@ -14,6 +14,7 @@ use crate::format::{
     FORMAT_VERSION, MAGIC, MAX_PAYLOAD, OLDEST_READ_VERSION,
 };
 use crate::memory::{read_memory_payload, MemorySample};
+use crate::residency::{read_residency_payload, Residency};
 use crate::stacks::{read_modules_payload, read_stacks_payload, Module, StackTable};
 
 /// Where one events chunk lies in the file.
@@ -97,6 +98,8 @@ pub struct TraceReader<R> {
     modules: Vec<Module>,
     /// MEMORY samples, per stream (same index as `streams`).
     memory: Vec<Vec<MemorySample>>,
+    /// RESIDENCY readings, per stream (same index as `streams`).
+    residency: Vec<Vec<Residency>>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -192,6 +195,7 @@ impl<R: Read + Seek> TraceReader<R> {
             stacks: StackTable::new(),
             modules: Vec::new(),
             memory: Vec::new(),
+            residency: Vec::new(),
         };
         reader.scan(FILE_PREFIX_LEN as u64 + u64::from(header_len), file_len)?;
         Ok(reader)
@@ -266,6 +270,7 @@ impl<R: Read + Seek> TraceReader<R> {
                 kind::STACKS,
                 kind::MODULES,
                 kind::MEMORY,
+                kind::RESIDENCY,
                 kind::LEAKS,
             ]
             .contains(&frame.kind)
@@ -286,6 +291,7 @@ impl<R: Read + Seek> TraceReader<R> {
                             chunks: Vec::new(),
                         });
                         self.memory.push(Vec::new());
+                        self.residency.push(Vec::new());
                     }),
                     kind::END => match (
                         payload.first().and_then(|&t| EndReason::from_tag(t)),
@@ -309,6 +315,10 @@ impl<R: Read + Seek> TraceReader<R> {
                     kind::MEMORY => match by_id.get(&frame.stream) {
                         Some(&s) => read_memory_payload(&payload, &mut self.memory[s]),
                         None => Err(format!("memory samples of unknown stream {}", frame.stream)),
+                    },
+                    kind::RESIDENCY => match by_id.get(&frame.stream) {
+                        Some(&s) => read_residency_payload(&payload, &mut self.residency[s]),
+                        None => Err(format!("residency of unknown stream {}", frame.stream)),
                     },
                     kind::UNTRACED => serde_json::from_slice(&payload)
                         .map(|u| self.untraced.push(u))
@@ -399,6 +409,13 @@ impl<R: Read + Seek> TraceReader<R> {
     /// memory, or with `record --memory-interval 0`), and for an unknown stream. Read at open.
     pub fn memory_samples(&self, stream: usize) -> &[MemorySample] {
         self.memory.get(stream).map_or(&[], Vec::as_slice)
+    }
+
+    /// Which pages of one stream's heap mappings were resident (RESIDENCY chunks), in the order
+    /// read; each reading's `seq` is that of the memory sample read with it. Empty for a trace
+    /// recorded without addresses or before alloclens read them. Read at open.
+    pub fn residency(&self, stream: usize) -> &[Residency] {
+        self.residency.get(stream).map_or(&[], Vec::as_slice)
     }
 
     /// True when any stream has memory samples.

@@ -7,6 +7,7 @@ use crate::format::{
     kind, EndReason, Frame, TraceHeader, Trailer, Untraced, FILE_PREFIX_LEN, MAGIC,
 };
 use crate::memory::{memory_payload, MemorySample};
+use crate::residency::{residency_payload, Residency};
 use crate::stacks::{compressed_modules_payload, modules_payload, Module, StackEncoder};
 
 /// Index of a process stream in a file (assigned in order of `begin_process`).
@@ -132,6 +133,12 @@ impl<W: Write> TraceWriter<W> {
             modules_payload(modules)?
         };
         self.chunk(kind::MODULES, u32::MAX, 0, &payload)
+    }
+
+    /// Heap residency readings of a stream (a RESIDENCY chunk; any number per stream, in the
+    /// order taken).
+    pub fn write_residency(&mut self, stream: StreamId, readings: &[Residency]) -> io::Result<()> {
+        self.chunk(kind::RESIDENCY, stream, 0, &residency_payload(readings))
     }
 
     /// Memory samples of a stream (a MEMORY chunk; any number per stream, in the order taken).

@@ -6,12 +6,13 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::results::{AGENT_DIR, SAMPLES_CSV, WATCH_JSON};
+use crate::results::{AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV, WATCH_JSON};
 
 /// Files a watch writes at the top of its directory (an earlier watch's are replaced with
 /// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
-const OURS: [&str; 5] = [
+const OURS: [&str; 6] = [
     "report.html",
+    PROGRAM_OUTPUT,
     WATCH_JSON,
     SAMPLES_CSV,
     "watch.json.tmp",
@@ -68,6 +69,18 @@ impl WatchDirectory {
         }
         prepared.kept = false;
         Ok(prepared)
+    }
+
+    /// An earlier watch's directory to go on with (`live --pid` again): locked, and nothing in
+    /// it removed, now or on drop.
+    pub fn reopen(dir: &Path) -> Result<WatchDirectory, DirectoryError> {
+        let lock = safe_output::DirLock::acquire(dir)?;
+        Ok(WatchDirectory {
+            path: dir.to_path_buf(),
+            created: false,
+            kept: true,
+            _lock: lock,
+        })
     }
 
     /// The watch ran: from here on, its directory stays whatever happens (still locked until

@@ -25,6 +25,9 @@ pub enum Target {
         env: Vec<(OsString, OsString)>,
         /// The agent's directory, when the agent is preloaded.
         agent_dir: Option<PathBuf>,
+        /// Where the program's stdout and stderr go (a file made here, its stdin /dev/null), for
+        /// a caller that owns the terminal (`alloclens live`); None: the terminal's, as they are.
+        output: Option<PathBuf>,
     },
     /// A process already running (and its descendants).
     Pid(u32),
@@ -47,6 +50,16 @@ pub struct WatchOptions {
     /// `--pid --profile`: where the attached agent makes its heap profile tables (DIR/agent),
     /// which outlive the attach.
     pub attach_tables: Option<PathBuf>,
+    /// An earlier watch of the same process to go on with (`alloclens live --pid` again): its
+    /// samples come first in the history, and the clock is its clock.
+    pub resume: Option<Resume>,
+}
+
+/// The samples and the start of an earlier watch of the same process.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    pub samples: Vec<WatchSample>,
+    pub started_unix_ms: u64,
 }
 
 /// Why the watch ended.
@@ -142,6 +155,10 @@ pub enum WatchError {
 
 /// A progress report to the caller (the CLI prints it; this crate never prints).
 pub enum WatchEvent<'a> {
+    /// The program runs (started, or found and attached to): the root of its tree.
+    Started {
+        root_pid: u32,
+    },
     Sample(&'a WatchSample),
     Note(String),
 }
@@ -217,14 +234,24 @@ impl<'o> Watch<'o> {
         on_event: &mut dyn FnMut(WatchEvent),
     ) -> Result<Watch<'o>, WatchError> {
         let cpu_start = procmem::own_cpu_time();
-        let started_unix_ms = unix_ms();
-        let history =
+        let mut started_unix_ms = unix_ms();
+        let mut history =
             History::new(options.samples_csv.as_deref(), options.capacity).map_err(|source| {
                 WatchError::Create {
                     path: options.samples_csv.clone().unwrap_or_default(),
                     source,
                 }
             })?;
+        // Time 0 of the samples: an earlier watch's start when going on with it.
+        let mut since_start = Duration::ZERO;
+        if let Some(resume) = &options.resume {
+            for sample in &resume.samples {
+                history.push(sample.clone());
+            }
+            since_start =
+                Duration::from_millis(started_unix_ms.saturating_sub(resume.started_unix_ms));
+            started_unix_ms = resume.started_unix_ms;
+        }
         let mut attached = None;
         let mut attach_reading = None;
         let (root, ours, agent_dir) = match &options.target {
@@ -245,8 +272,14 @@ impl<'o> Watch<'o> {
                 argv,
                 env,
                 agent_dir,
-            } => (spawn(argv, env)?, true, agent_dir.clone()),
+                output,
+            } => (
+                spawn(argv, env, output.as_deref())?,
+                true,
+                agent_dir.clone(),
+            ),
         };
+        on_event(WatchEvent::Started { root_pid: root });
         let sampler = procmem::TreeSampler::new(
             root,
             procmem::SamplerOptions {
@@ -255,7 +288,8 @@ impl<'o> Watch<'o> {
                 ..Default::default()
             },
         )?;
-        let start = Instant::now();
+        let now = Instant::now();
+        let start = now.checked_sub(since_start).unwrap_or(now);
         let watch = Watch {
             options,
             root,
@@ -274,7 +308,7 @@ impl<'o> Watch<'o> {
                 .as_ref()
                 .map(|(settings, dir)| Profiling::new(settings, dir.clone())),
             start,
-            next: start,
+            next: now,
             cpu_start,
             outcome: WatchOutcome {
                 root_pid: root,
@@ -283,7 +317,10 @@ impl<'o> Watch<'o> {
                 exit: None,
                 still_running: false,
                 samples: Vec::new(),
-                samples_taken: 0,
+                samples_taken: options
+                    .resume
+                    .as_ref()
+                    .map_or(0, |r| r.samples.len() as u64),
                 processes: Vec::new(),
                 attach: attach_reading,
                 trim: Vec::new(),
@@ -530,16 +567,37 @@ fn attach_profile(options: &WatchOptions) -> Option<agent::AttachProfile> {
 
 /// Starts the command with its added environment. Orphans of the command stay in the tree (and
 /// are reaped here) while we live; if we die, they go to init like any orphan.
-fn spawn(argv: &[String], env: &[(OsString, OsString)]) -> Result<u32, WatchError> {
+fn spawn(
+    argv: &[String],
+    env: &[(OsString, OsString)],
+    output: Option<&Path>,
+) -> Result<u32, WatchError> {
     let _ = procmem::become_child_subreaper();
+    // The terminal's stdin, stdout and stderr, or a file: never pipes of ours, so the program
+    // never blocks on us nor gets SIGPIPE when we are gone.
+    let (stdin, stdout, stderr) = match output {
+        None => (Stdio::inherit(), Stdio::inherit(), Stdio::inherit()),
+        Some(path) => {
+            let create = |source| WatchError::Create {
+                path: path.to_path_buf(),
+                source,
+            };
+            // Made here, never an existing file opened: alloclens writes only what it created.
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(path)
+                .map_err(create)?;
+            let again = file.try_clone().map_err(create)?;
+            (Stdio::null(), Stdio::from(file), Stdio::from(again))
+        }
+    };
     let child = Command::new(&argv[0])
         .args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
-        // The terminal's stdin, stdout and stderr, not pipes of ours: the program never blocks
-        // on us nor gets SIGPIPE when we are gone.
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
         .spawn()
         .map_err(|source| WatchError::Spawn {
             program: argv[0].clone(),
@@ -745,6 +803,7 @@ mod tests {
                 argv: argv.iter().map(|s| s.to_string()).collect(),
                 env: Vec::new(),
                 agent_dir: None,
+                output: None,
             },
             interval: Duration::from_millis(50),
             duration,
@@ -754,6 +813,7 @@ mod tests {
             attach: false,
             profile: None,
             attach_tables: None,
+            resume: None,
         }
     }
 
@@ -837,6 +897,57 @@ mod tests {
             libc::kill(root as i32, libc::SIGKILL);
             libc::waitpid(root as i32, std::ptr::null_mut(), 0);
         }
+    }
+
+    /// Going on with an earlier watch: its samples first, then the new ones on its clock.
+    #[test]
+    fn a_resumed_watch_keeps_the_earlier_samples_and_their_clock() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut options = options(&["sleep", "0.2"], None);
+        let earlier: Vec<WatchSample> = (0..3)
+            .map(|i| WatchSample {
+                t_s: f64::from(i),
+                rss: 1 << 20,
+                ..Default::default()
+            })
+            .collect();
+        options.resume = Some(Resume {
+            samples: earlier.clone(),
+            started_unix_ms: unix_ms() - 60_000,
+        });
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        run_to_end(&mut watch, &AtomicBool::new(false));
+        let outcome = watch.finish();
+        assert_eq!(outcome.samples[..3], earlier[..]);
+        let new = &outcome.samples[3..];
+        assert!(!new.is_empty());
+        // A minute after the earlier watch's start, not at 0.
+        assert!(new.iter().all(|s| s.t_s >= 59.0), "{new:?}");
+        assert_eq!(outcome.samples_taken, outcome.samples.len() as u64);
+        assert_eq!(
+            outcome.started_unix_ms,
+            options.resume.unwrap().started_unix_ms
+        );
+    }
+
+    /// `live`'s program output: stdout and stderr in a file the watch makes, never one that was
+    /// there (it is not replaced).
+    #[test]
+    fn the_output_goes_to_a_new_file_and_an_existing_one_is_left_alone() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("program.out");
+        let mut options = options(&["sh", "-c", "echo out; echo err >&2; cat"], None);
+        if let Target::Command { output, .. } = &mut options.target {
+            *output = Some(path.clone());
+        }
+        let mut watch = Watch::start(&options, &mut |_| {}).unwrap();
+        // `cat` reads /dev/null: it ends at once instead of waiting for a terminal.
+        run_to_end(&mut watch, &AtomicBool::new(false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "out\nerr\n");
+        let err = Watch::start(&options, &mut |_| {}).err().unwrap();
+        assert!(matches!(err, WatchError::Create { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "out\nerr\n");
     }
 
     #[test]

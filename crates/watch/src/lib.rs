@@ -26,11 +26,12 @@ pub mod verdict;
 
 pub use directory::{DirectoryError, WatchDirectory};
 pub use engine::{
-    check_pid, watch, AttachReading, GdbReading, ProcessFigures, ProgramExit, Target, TrimProbe,
-    WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
+    check_pid, watch, AttachReading, GdbReading, ProcessFigures, ProgramExit, Resume, Target,
+    TrimProbe, WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
 };
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
 pub use results::{
-    assemble, write_results, WatchDir, WatchResults, AGENT_DIR, SAMPLES_CSV, WATCH_JSON,
+    assemble, write_results, WatchDir, WatchResults, AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV,
+    WATCH_JSON,
 };
 pub use verdict::{Class, Verdict};

@@ -17,6 +17,10 @@ use crate::verdict::{
 pub const SCHEMA_VERSION: u32 = 1;
 pub const WATCH_JSON: &str = "watch.json";
 pub const SAMPLES_CSV: &str = "samples.csv";
+/// The program's stdout and stderr when `alloclens live` kept them aside (the terminal is the
+/// view's).
+pub const PROGRAM_OUTPUT: &str = "program.out";
+
 /// The agent's snapshot files (one per live process, replaced in place).
 pub const AGENT_DIR: &str = "agent";
 

@@ -31,6 +31,12 @@ pub struct Args {
     /// as JSON; with -o, also sites_by_function.csv and sites_by_stack.csv
     #[arg(long)]
     pub sites: bool,
+    /// Show which call sites hold the heap's resident pages instead of the summary (a trace
+    /// recorded with --addresses): at each memory sample, the heap's resident pages split into
+    /// held by live blocks, by free memory only, allocator metadata and outside; with --json, all
+    /// of it as JSON
+    #[arg(long, conflicts_with_all = ["sites", "output", "phase"])]
+    pub residency: bool,
     /// With --sites: the N top functions and stacks shown per process image
     #[arg(long, value_name = "N", default_value_t = 10, requires = "sites")]
     pub functions: usize,
@@ -101,6 +107,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::check_debug_dirs(&args.debug_dirs)?;
     // Library errors already name the file and what was recovered.
     super::refuse_watch_dir(&args.trace, "analyze reads a trace of `alloclens record`")?;
+    if args.residency {
+        return write_residency(&args);
+    }
     let result = {
         let bar = super::progress::RecordsBar::new("analysing");
         analyze::analyze_file_with(&args.trace, &args.options(), &bar)?
@@ -151,6 +160,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 dir.display()
             )?;
         }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--residency`: which call sites hold the heap's resident pages, as text or JSON.
+fn write_residency(args: &Args) -> anyhow::Result<ExitCode> {
+    let result = analyze::residency::analyze_residency(&args.trace, args.process)?;
+    super::warn(&result.warnings);
+    let mut out = std::io::BufWriter::new(super::stdout());
+    if args.json {
+        analyze::output::residency::write_residency_json(&result, &mut out)?;
+    } else {
+        analyze::output::residency::write_residency_text(&result, args.functions, &mut out)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

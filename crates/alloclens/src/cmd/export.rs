@@ -73,9 +73,16 @@ fn pprof(trace: &Path, file: &Path, options: &profiles::TraceOptions) -> anyhow:
         Some(r) => format!(" (estimated from stacks sampled once per {r} bytes)"),
         None => String::new(),
     };
+    let resident = match made.residency_totals {
+        Some([held, free]) => format!(
+            "; at the last heap residency reading, {held} resident bytes held by live blocks and \
+             {free} by free memory only (resident_space, free_left_space)"
+        ),
+        None => String::new(),
+    };
     eprintln!(
         "alloclens: pprof profile of {} process image(s), {} call stacks: {alloc_bytes} bytes \
-         allocated, {inuse_bytes} bytes in {inuse_objects} blocks in use at the end{estimated}, in {}",
+         allocated, {inuse_bytes} bytes in {inuse_objects} blocks in use at the end{estimated}{resident}, in {}",
         made.images,
         made.profile.sample.len(),
         file.display()

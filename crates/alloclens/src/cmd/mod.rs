@@ -6,7 +6,9 @@ pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod export;
+pub mod gate;
 mod ksm_library;
+pub mod live;
 pub mod man;
 pub mod merge;
 mod profile_diff;
@@ -51,6 +53,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(*args),
         Command::Tune(args) => tune::run(*args),
         Command::Watch(args) => watch::run(args),
+        Command::Live(args) => live::run(args),
         Command::Allocators(args) => allocators::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Demo(args) => demo::run(args),
@@ -62,6 +65,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::ReplayDriver(args) => replay::driver(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Export(args) => export::run(args),
+        Command::Gate(args) => gate::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),

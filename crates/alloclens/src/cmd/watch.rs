@@ -84,41 +84,23 @@ pub struct Args {
     command: Vec<String>,
 }
 
-const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 const AGENT_MIN_INTERVAL: Duration = Duration::from_millis(100);
-const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86_400);
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let settings = Settings::from_args(a)?;
-    let mut prepared = watch::WatchDirectory::prepare(&settings.dir, settings.force)?;
-    let dir = settings
-        .dir
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", settings.dir.display()))?;
-    let (options, base) = settings.watch_options(&dir)?;
-    // Written first, so a watch killed later still says what it watched; replaced at the end.
-    watch::write_results(&dir, &base)
-        .with_context(|| format!("cannot write {}", dir.join(watch::WATCH_JSON).display()))?;
-    for w in &base.warnings {
-        eprintln!("alloclens: warning: {w}");
-    }
+    let mut session = Session::open(&settings)?;
     let interrupted =
         runner::install_interrupt_flag().context("cannot install the Ctrl-C handler")?;
-    let outcome = watch::watch(&options, &interrupted, &mut progress())?;
-    // The watch ran: from here on, its directory stays whatever happens.
-    prepared.keep();
-    let profiled = options.profile.is_some().then_some((
+    let outcome = watch::watch(&session.options, &interrupted, &mut progress())?;
+    let profiled = session.options.profile.is_some().then_some((
         outcome.snapshots_taken,
         outcome.snapshots.len(),
         outcome.root_pid,
     ));
-    let results = watch::assemble(
-        base,
-        outcome,
-        &args::installed_allocators(),
-        settings.variant.as_ref().map(|v| v.allocator.as_str()),
-    );
-    let written = watch::write_results(&dir, &results);
-    let code = print(&results, written, &dir)?;
+    let (results, written) = session.close(outcome);
+    let dir = &session.dir;
+    let code = print(&results, written, dir)?;
     if let Some((taken, kept, pid)) = profiled {
         eprintln!(
             "alloclens: heap profile: {taken} snapshots taken, the last {kept} in {} (go tool pprof -top FILE); `alloclens snapshot {}` reads the profile now{}",
@@ -130,18 +112,85 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// A watch's directory and options, from its start (watch.json written, saying what is watched)
+/// to its end (the results assembled and written): shared by `watch` and `live`.
+pub(crate) struct Session {
+    prepared: watch::WatchDirectory,
+    pub dir: PathBuf,
+    pub options: WatchOptions,
+    pub base: WatchResults,
+    variant_allocator: Option<String>,
+}
+
+impl Session {
+    pub(crate) fn open(settings: &Settings) -> anyhow::Result<Session> {
+        Session::open_resuming(settings, None)
+    }
+
+    /// A session that goes on with an earlier watch of the same process in its directory
+    /// (`live --pid` again), or a new one.
+    pub(crate) fn open_resuming(
+        settings: &Settings,
+        resume: Option<watch::Resume>,
+    ) -> anyhow::Result<Session> {
+        let prepared = match resume {
+            Some(_) => watch::WatchDirectory::reopen(&settings.dir)?,
+            None => watch::WatchDirectory::prepare(&settings.dir, settings.force)?,
+        };
+        let dir = settings
+            .dir
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", settings.dir.display()))?;
+        let (mut options, base) = settings.watch_options(&dir)?;
+        options.resume = resume;
+        // Written first, so a watch killed later still says what it watched; replaced at the end.
+        watch::write_results(&dir, &base)
+            .with_context(|| format!("cannot write {}", dir.join(watch::WATCH_JSON).display()))?;
+        for w in &base.warnings {
+            eprintln!("alloclens: warning: {w}");
+        }
+        Ok(Session {
+            prepared,
+            dir,
+            options,
+            base,
+            variant_allocator: settings.variant.as_ref().map(|v| v.allocator.clone()),
+        })
+    }
+
+    /// The results of the watch that ran, written to watch.json (`written` says whether they
+    /// were).
+    pub(crate) fn close(
+        &mut self,
+        outcome: watch::WatchOutcome,
+    ) -> (WatchResults, std::io::Result<()>) {
+        // The watch ran: from here on, its directory stays whatever happens.
+        self.prepared.keep();
+        let results = watch::assemble(
+            self.base.clone(),
+            outcome,
+            &args::installed_allocators(),
+            self.variant_allocator.as_deref(),
+        );
+        let written = watch::write_results(&self.dir, &results);
+        (results, written)
+    }
+}
+
 /// The command line, checked: what to watch, how, and where the files go.
-struct Settings {
-    interval: Duration,
-    duration: Option<Duration>,
-    variant: Option<allocators::Variant>,
-    pid: Option<u32>,
-    command: Vec<String>,
-    trim_probe: bool,
-    attach: bool,
-    profile: Option<watch::profiling::ProfileSettings>,
-    dir: PathBuf,
-    force: bool,
+pub(crate) struct Settings {
+    pub interval: Duration,
+    pub duration: Option<Duration>,
+    pub variant: Option<allocators::Variant>,
+    pub pid: Option<u32>,
+    pub command: Vec<String>,
+    pub trim_probe: bool,
+    pub attach: bool,
+    pub profile: Option<watch::profiling::ProfileSettings>,
+    pub dir: PathBuf,
+    pub force: bool,
+    /// The program's stdout and stderr to DIR/program.out (`live`: the terminal is the view's).
+    pub output_aside: bool,
 }
 
 impl Settings {
@@ -179,6 +228,7 @@ impl Settings {
                 .output
                 .unwrap_or_else(|| args::dated_dir("alloclens-watch")),
             force: a.force,
+            output_aside: false,
         })
     }
 
@@ -228,6 +278,7 @@ impl Settings {
                     argv: self.command.clone(),
                     env,
                     agent_dir: agent.ok().map(|_| agent_dir),
+                    output: self.output_aside.then(|| dir.join(watch::PROGRAM_OUTPUT)),
                 }
             }
         };
@@ -244,6 +295,7 @@ impl Settings {
                 .clone()
                 .map(|p| (p, dir.join(watch::profiling::SNAPSHOTS_DIR))),
             attach_tables,
+            resume: None,
         };
         if options.profile.is_some() {
             let ring = dir.join(watch::profiling::SNAPSHOTS_DIR);
@@ -260,6 +312,7 @@ fn progress() -> impl FnMut(WatchEvent<'_>) {
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut last_line: Option<f64> = None;
     move |event| match event {
+        WatchEvent::Started { .. } => {}
         WatchEvent::Note(text) => eprintln!("alloclens: {text}"),
         WatchEvent::Sample(s) if tty && last_line.is_none_or(|t| s.t_s - t >= 60.0) => {
             last_line = Some(s.t_s);
@@ -282,7 +335,7 @@ fn progress() -> impl FnMut(WatchEvent<'_>) {
 
 /// The summary on stdout, then the warnings, what could not be written (watch.json at the end,
 /// `written`, among them) and where the results are, on stderr.
-fn print(
+pub(crate) fn print(
     results: &WatchResults,
     written: std::io::Result<()>,
     dir: &Path,
@@ -307,7 +360,7 @@ fn print(
 
 /// `-a SPEC`: one variant. A list (`glibc,jemalloc`, which `run` compares) is refused with the
 /// ways to get what was meant, rather than read as one unknown allocator's name.
-fn one_variant(spec: &str) -> anyhow::Result<allocators::Variant> {
+pub(crate) fn one_variant(spec: &str) -> anyhow::Result<allocators::Variant> {
     let list = allocators::split_variant_list(spec);
     if list.len() > 1 {
         bail!(

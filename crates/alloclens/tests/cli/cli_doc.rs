@@ -31,6 +31,7 @@ fn every_command_option_is_in_docs_cli_md() {
     for command in [
         "run",
         "tune",
+        "live",
         "allocators",
         "workload",
         "demo",
@@ -41,6 +42,7 @@ fn every_command_option_is_in_docs_cli_md() {
         "replay",
         "snapshot",
         "export",
+        "gate",
         "merge",
         "completions",
         "man",

@@ -12,6 +12,7 @@ mod address_space;
 mod fold;
 
 pub use address_space::{address_space, symbol_mapping};
+pub(crate) use fold::resolve_stack;
 pub use fold::{fold, is_allocator_frame, is_allocator_function, FoldInput};
 
 use serde::{Deserialize, Serialize};

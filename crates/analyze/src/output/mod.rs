@@ -1,6 +1,7 @@
 //! Writers of an `Analysis`: one file per format.
 pub mod csv;
 pub mod json;
+pub mod residency;
 pub mod sites;
 pub mod text;
 

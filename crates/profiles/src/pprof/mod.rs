@@ -20,6 +20,14 @@ pub const HEAP_SAMPLE_TYPES: [(&str, &str); 4] = [
     ("inuse_space", "bytes"),
 ];
 
+/// Added after the heap types for a trace with heap residency readings (`record --addresses`,
+/// every stack recorded), at each image's last reading: the resident bytes of the pages live
+/// blocks hold, apportioned to the blocks by their bytes there (tcmalloc's name), and the
+/// resident pages that hold only free memory, to the stack of the last block freed on them
+/// (docs/memory-metrics.md, "Heap residency").
+pub const RESIDENCY_SAMPLE_TYPES: [(&str, &str); 2] =
+    [("resident_space", "bytes"), ("free_left_space", "bytes")];
+
 /// What `go tool pprof` shows first in a heap profile (as Go's own).
 pub const HEAP_DEFAULT_SAMPLE_TYPE: &str = "inuse_space";
 

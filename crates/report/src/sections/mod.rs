@@ -9,6 +9,7 @@ pub(crate) mod run_replay;
 pub(crate) mod trace;
 pub(crate) mod trace_compare;
 pub(crate) mod trace_figures;
+mod trace_residency;
 pub(crate) mod trace_sites;
 pub(crate) mod tune;
 pub(crate) mod watch;

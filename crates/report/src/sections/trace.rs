@@ -32,7 +32,11 @@ impl Reportable for TraceData {
             .into_iter()
             .take(MAX_PROCESS_SECTIONS)
         {
-            sections.push(process_section(i, p, self.memory_of(p)));
+            let mut section = process_section(i, p, self.memory_of(p));
+            if let Some(r) = self.residency_of(p) {
+                crate::sections::trace_residency::push(&mut section, i, r);
+            }
+            sections.push(section);
         }
         if let Some(sites) = &a.call_sites {
             sections.extend(crate::sections::trace_sites::sections(sites));

@@ -718,6 +718,55 @@ fn a_cut_trace_keeps_the_memory_samples_before_the_cut() {
     assert_eq!(r.memory_samples(0), &samples_a[..3]);
 }
 
+fn residency_reading(seq: u64) -> trace::Residency {
+    let base = 0x7f00_0000_0000 + (seq << 20);
+    trace::Residency {
+        seq,
+        t_ns: seq * 1000,
+        page_size: 4096,
+        mappings: vec![trace::ResidentMapping {
+            start: base,
+            end: base + (64 << 12),
+            runs: vec![
+                (base, base + (3 << 12)),
+                (base + (10 << 12), base + (64 << 12)),
+            ],
+        }],
+    }
+}
+
+/// RESIDENCY chunks are read per stream, in the order written; a reader that predates them skips
+/// them like any unknown kind (`unknown_chunk_kinds_are_skipped`: the events and samples read the
+/// same without them).
+#[test]
+fn residency_readings_round_trip_per_stream() {
+    let a = random_records(25, 2_000);
+    let readings: Vec<_> = (1..4).map(|i| residency_reading(i * 500)).collect();
+    let mut w = TraceWriter::new(Vec::new(), &header()).unwrap();
+    let sa = w.begin_process(&info(1)).unwrap();
+    let sb = w.begin_process(&info(2)).unwrap();
+    w.write_records(sa, &a, 1000).unwrap();
+    w.write_memory(sa, &[memory_sample(1)]).unwrap();
+    w.write_residency(sa, &readings[..2]).unwrap();
+    w.write_residency(sa, &readings[2..]).unwrap();
+    w.end_process(sa, EndReason::Exit, a.len() as u64).unwrap();
+    w.end_process(sb, EndReason::Exit, 0).unwrap();
+    let bytes = w
+        .finish(&Trailer {
+            exit: "exit 0".into(),
+            events: 0,
+            end_unix_ns: 2,
+            attach: None,
+        })
+        .unwrap();
+    let (r, got) = read_all(&bytes);
+    assert!(r.damage().is_none(), "{:?}", r.damage());
+    assert_eq!(r.residency(0), &readings[..]);
+    assert!(r.residency(1).is_empty() && r.residency(2).is_empty());
+    assert_eq!(got[0], a);
+    assert_eq!(r.memory_samples(0), &[memory_sample(1)]);
+}
+
 /// Frames a chunk as the writer does (docs/trace-format.md, "Chunks").
 fn frame(kind: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
