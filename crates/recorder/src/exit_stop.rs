@@ -48,13 +48,24 @@ pub struct ExitStop {
 /// sleeping 1 ms between polls).
 const BUSY_AFTER_STOP: Duration = Duration::from_millis(10);
 
-/// How long the scan waits for another thread to stop in its exit: a thread the exit killed
-/// stops at once (`EXIT_STOP_SOON`), or keeps SIGKILL pending until it does, when the machine is
-/// loaded or the thread is in an uninterruptible wait (`EXIT_STOP_WAIT`, then it is not scanned).
-/// A thread that neither stopped soon nor is being killed runs on: the exit was its main
-/// thread's alone.
-const EXIT_STOP_SOON: Duration = Duration::from_millis(20);
+/// How long the scan waits for another thread to stop in its exit (`ExitStop::exit_of`): a
+/// thread the exit killed stops at once, or keeps SIGKILL pending until it does
+/// (`EXIT_STOP_WAIT`, then it is not scanned); one that does neither for `EXIT_STOP_SOON` runs on:
+/// the exit was its main thread's alone.
+const EXIT_STOP_SOON: Duration = Duration::from_millis(200);
 const EXIT_STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// What became of another thread at an exit stop (`ExitStop::exit_of`).
+enum ThreadExit {
+    /// Held in its exit stop.
+    Stopped,
+    /// Being killed by the exit, but not stopped in time: not scanned.
+    Slow,
+    /// Neither: the exit was not the process's.
+    RunsOn,
+    /// Ended already.
+    Gone,
+}
 
 /// A pipe whose write end the child inherits until its exec: the child writes whether
 /// `PTRACE_TRACEME` worked.
@@ -266,18 +277,14 @@ impl ExitStop {
             .collect();
         let (mut missed, mut runs_on) = (0, false);
         for tid in others {
-            // A thread the exit kills stops at once, or has SIGKILL pending until it does.
-            let at_exit = self.wait_for_exit_stop(tid, EXIT_STOP_SOON)
-                || (self.being_killed(tid) && self.wait_for_exit_stop(tid, EXIT_STOP_WAIT));
-            if at_exit {
-                self.held.push(tid);
-                threads.extend(reachability::read_thread(tid as u32));
-            } else if self.threads.contains(&tid) {
-                if self.being_killed(tid) {
-                    missed += 1;
-                } else {
-                    runs_on = true;
+            match self.exit_of(tid) {
+                ThreadExit::Stopped => {
+                    self.held.push(tid);
+                    threads.extend(reachability::read_thread(tid as u32));
                 }
+                ThreadExit::Slow => missed += 1,
+                ThreadExit::RunsOn => runs_on = true,
+                ThreadExit::Gone => {}
             }
         }
         if runs_on {
@@ -288,6 +295,33 @@ impl ExitStop {
             return None;
         }
         Some((threads, missed))
+    }
+
+    /// Whether thread `tid` is exiting with the process: a thread the exit kills stops at once,
+    /// or has SIGKILL pending until it does (for `EXIT_STOP_WAIT` at most); one that, for
+    /// `EXIT_STOP_SOON`, neither stops nor has SIGKILL pending runs on (a loaded machine may
+    /// leave a dying thread for a while between taking its SIGKILL and its stop: it is looked at
+    /// again each millisecond).
+    fn exit_of(&mut self, tid: libc::pid_t) -> ThreadExit {
+        let soon = Instant::now() + EXIT_STOP_SOON;
+        loop {
+            if self.wait_for_exit_stop(tid, Duration::from_millis(1)) {
+                return ThreadExit::Stopped;
+            }
+            if !self.threads.contains(&tid) {
+                return ThreadExit::Gone;
+            }
+            if self.being_killed(tid) {
+                return match self.wait_for_exit_stop(tid, EXIT_STOP_WAIT) {
+                    true => ThreadExit::Stopped,
+                    false if self.threads.contains(&tid) => ThreadExit::Slow,
+                    false => ThreadExit::Gone,
+                };
+            }
+            if Instant::now() >= soon {
+                return ThreadExit::RunsOn;
+            }
+        }
     }
 
     /// Serves `tid`'s stops until it stops in its exit (true) or `wait` passed.
