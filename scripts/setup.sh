@@ -10,8 +10,9 @@ packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libunwi
 case "$level" in
   runtime) ;;
   # tmux: tests/cli/live.rs drives `alloclens live` in a real terminal (send keys, capture the screen);
-  # libxml2-utils: xmllint checks `gate --junit` against a JUnit schema (tests/cli/gate.rs).
-  test) packages+=(gcc g++ libc6-dev make python3 python3-pip smem chromium binutils heaptrack tmux libxml2-utils) ;;
+  # libxml2-utils: xmllint checks `gate --junit` against a JUnit schema (tests/cli/gate.rs);
+  # valgrind: tests/cli/leaks.rs runs memcheck beside `record --leaks` on the same programs.
+  test) packages+=(gcc g++ libc6-dev make python3 python3-pip smem chromium binutils heaptrack tmux libxml2-utils valgrind) ;;
   bench) packages+=(gcc g++ libc6-dev make python3 smem heaptrack time valgrind sqlite3) ;;
   *) echo "setup.sh: unknown level '$level' (runtime, test or bench)" >&2; exit 2 ;;
 esac

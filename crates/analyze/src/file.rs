@@ -43,6 +43,8 @@ pub struct FileAnalysis {
     pub attached: Option<(u32, Option<trace::AttachFigures>)>,
     /// The call sites, when asked for (`Options::call_sites`) and the trace has stacks.
     pub call_sites: Option<crate::call_sites::CallSites>,
+    /// `record --leaks`: the leak check of each image that had one, its sites named.
+    pub leaks: Vec<crate::leaks::LeakReport>,
 }
 
 /// Analyse every (selected) process stream of the trace at `path`.
@@ -131,6 +133,21 @@ pub fn analyze_file_with(
         )),
         _ => None,
     };
+    let leaks = {
+        let images: Vec<trace::ProcessInfo> =
+            reader.streams().iter().map(|s| s.info.clone()).collect();
+        let roots = options.call_sites.clone().unwrap_or_default().debug_roots;
+        let mut symbolizer = symbols::Symbolizer::new(roots);
+        reader
+            .leaks()
+            .iter()
+            .filter(|l| options.process.is_none_or(|pid| pid == l.pid))
+            .map(|l| {
+                let (stacks, modules) = (reader.stacks(), reader.modules());
+                crate::leaks::name_sites(l, &images, stacks, modules, &mut symbolizer)
+            })
+            .collect()
+    };
     let header = reader.header().clone();
     let mut analysis = assemble(processes, options);
     analysis.warnings = losses.warnings("analysed");
@@ -152,6 +169,7 @@ pub fn analyze_file_with(
             .attached_pid
             .map(|pid| (pid, reader.trailer().and_then(|t| t.attach.clone()))),
         call_sites,
+        leaks,
     })
 }
 

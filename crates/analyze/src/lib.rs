@@ -23,6 +23,7 @@ pub mod error;
 pub mod file;
 pub mod hash;
 pub mod histogram;
+pub mod leaks;
 pub mod live_blocks;
 pub mod live_set;
 pub mod metrics;

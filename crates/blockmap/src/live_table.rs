@@ -211,6 +211,14 @@ impl<V: Copy + Default> LiveTable<V> {
         }
     }
 
+    /// Every (key, value), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.key != 0)
+            .map(|e| (e.key, &e.value))
+    }
+
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.entries.iter().filter(|e| e.key != 0).map(|e| &e.value)
     }

@@ -214,6 +214,7 @@ fn finish(mut server: Server) -> RecordSummary {
         bytes,
         warnings: std::mem::take(&mut server.warnings),
         untraced: std::mem::take(&mut server.untraced),
+        leaks: None,
     }
 }
 

@@ -67,7 +67,22 @@ pub struct ChunkBuilder {
     markers: u32,
     /// `record --stacks`: the recording's stack ids and this image's arena (once the shim sent it).
     stacks: Option<(Stacks, Arc<Arena>)>,
+    /// `record --leaks`, in the command's own process: its live blocks by real address.
+    exit_blocks: Option<ExitBlocks>,
 }
+
+/// What the leak check needs of a live block besides its real address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExitBlock {
+    /// Requested bytes.
+    pub size: u64,
+    /// Its allocation's stack id (0: none).
+    pub stack: u32,
+}
+
+/// The live blocks of an image by real address (`record --leaks`), kept whatever the trace
+/// stores (addresses or ids): the leak check at exit reads their memory.
+pub type ExitBlocks = blockmap::LiveTable<ExitBlock>;
 
 /// Once the id map outgrows a core's caches (`BlockIds::worth_prefetching`; python3: 1.8 M
 /// blocks), the slot of the record this many places ahead is fetched while the current one is
@@ -105,7 +120,23 @@ impl ChunkBuilder {
             refused: 0,
             markers: 0,
             stacks: None,
+            exit_blocks: None,
         }
+    }
+
+    /// Keeps the live blocks for the leak check at exit (`record --leaks`).
+    pub fn keep_exit_blocks(&mut self) {
+        self.exit_blocks = Some(ExitBlocks::with_capacity(1 << 12));
+    }
+
+    /// The live blocks kept for the leak check, taken (`keep_exit_blocks`).
+    pub fn take_exit_blocks(&mut self) -> Option<ExitBlocks> {
+        self.exit_blocks.take()
+    }
+
+    /// The live blocks kept for the leak check.
+    pub fn exit_blocks(&self) -> Option<&ExitBlocks> {
+        self.exit_blocks.as_ref()
     }
 
     /// The image's stack arena arrived: records name their stacks in it.
@@ -165,6 +196,17 @@ impl ChunkBuilder {
             }
         }
         let seq = seq_op & SEQ_MASK;
+        if let Some(live) = &mut self.exit_blocks {
+            // A realloc that failed (no new block, a size asked) left the old block live.
+            if op.is_free() {
+                live.remove(addr);
+            } else if op.is_realloc() && (addr != 0 || size == 0) {
+                live.remove(old_addr);
+            }
+            if !op.is_free() && addr != 0 {
+                live.insert(addr, ExitBlock { size, stack });
+            }
+        }
         if let Some(ids) = &mut self.block_ids {
             ids.rewrite(op, seq, &mut addr, &mut old_addr);
         }

@@ -272,6 +272,23 @@ impl Image {
         self.chunk.take().map(ChunkBuilder::into_encoder)
     }
 
+    /// `record --leaks`: keep this image's live blocks (`ChunkBuilder::keep_exit_blocks`).
+    pub fn keep_exit_blocks(&mut self) {
+        if let Some(c) = self.chunk.as_mut() {
+            c.keep_exit_blocks();
+        }
+    }
+
+    /// The live blocks kept for the leak check, taken (before `release`).
+    pub fn take_exit_blocks(&mut self) -> Option<crate::batch::ExitBlocks> {
+        self.chunk.as_mut()?.take_exit_blocks()
+    }
+
+    /// The live blocks kept for the leak check.
+    pub fn exit_blocks(&self) -> Option<&crate::batch::ExitBlocks> {
+        self.chunk.as_ref()?.exit_blocks()
+    }
+
     /// Blocks left without an id for want of memory (`ChunkBuilder::ids_lost`).
     pub fn ids_lost(&self) -> u64 {
         self.chunk.as_ref().map_or(0, ChunkBuilder::ids_lost)

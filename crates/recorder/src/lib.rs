@@ -12,7 +12,9 @@ mod anchors;
 mod attached;
 mod batch;
 mod block_ids;
+mod exit_stop;
 mod image;
+mod leak_check;
 mod memory;
 mod output;
 mod pipeline;
@@ -83,6 +85,9 @@ pub struct RecordOptions {
     /// and anonymous memory five times as often), into the trace's MEMORY chunks
     /// (docs/trace-format.md, "Memory samples"); `None` takes no samples. Default 100 ms.
     pub memory_interval: Option<Duration>,
+    /// `record --leaks`: hold the command at its exit and classify its live blocks as memcheck
+    /// does (docs/leaks.md), into a LEAKS chunk.
+    pub leaks: bool,
 }
 
 /// How far a recording has come: events and bytes in the file so far (updated by the writer
@@ -154,6 +159,7 @@ impl RecordOptions {
             progress: None,
             stacks: None,
             memory_interval: Some(DEFAULT_MEMORY_INTERVAL),
+            leaks: false,
         }
     }
 }
@@ -196,6 +202,8 @@ pub struct RecordSummary {
     /// Programs exec'd or spawned under the recording that did not load the shim: none of their
     /// calls are in the trace (also written into it).
     pub untraced: Vec<trace::Untraced>,
+    /// `record --leaks`: the leak check's result (also written into the trace).
+    pub leaks: Option<trace::Leaks>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -55,6 +55,7 @@ enum Job {
     End(u32, EndReason, u64),
     Note(String),
     Untraced(trace::Untraced),
+    Leaks(trace::Leaks),
     /// A STACKS chunk's payload.
     Stacks(Vec<u8>),
     Modules(Vec<trace::Module>),
@@ -252,6 +253,10 @@ impl Pipeline {
 
     pub fn memory(&mut self, stream: u32, samples: Vec<trace::MemorySample>) {
         self.send(Job::Memory(stream, samples));
+    }
+
+    pub fn leaks(&mut self, l: trace::Leaks) {
+        self.send(Job::Leaks(l));
     }
 
     pub fn residency(&mut self, stream: u32, readings: Vec<trace::Residency>) {
@@ -455,6 +460,7 @@ impl Output {
             Job::End(stream, reason, records) => w.end_process(stream, reason, records),
             Job::Note(text) => w.note(&text),
             Job::Untraced(u) => w.untraced(&u),
+            Job::Leaks(l) => w.leaks(&l),
             Job::Stacks(payload) => w.write_stacks_payload(&payload),
             Job::Modules(m) => w.write_modules(&m),
             Job::Memory(stream, samples) => w.write_memory(stream, &samples),

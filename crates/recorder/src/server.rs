@@ -154,7 +154,14 @@ pub struct Server {
     memory: Option<MemorySampler>,
     /// `record --pid`: what the attach shim said of the process at the attach.
     pub attach: Option<trace::AttachFigures>,
+    /// `record --leaks`: the process whose live blocks are kept for the leak check at exit.
+    leaks_pid: Option<u32>,
+    /// Its last image's live blocks, once that image ended (not by exec): (exec index, blocks).
+    ended_blocks: Option<(u32, crate::batch::ExitBlocks)>,
 }
+
+/// A block live at the exit: real address, and what the leak check needs of it.
+pub type LiveAtExit = (u64, crate::batch::ExitBlock);
 
 fn exe_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -222,6 +229,8 @@ impl Server {
             stacks: stacks.map(|ids| (crate::stacks::Stacks::new(), ids)),
             memory: None,
             attach: None,
+            leaks_pid: None,
+            ended_blocks: None,
         }
     }
 
@@ -238,6 +247,39 @@ impl Server {
 
     /// Follows execs and spawns: a program that does not get (or cannot use) `expected` is
     /// reported as not traced.
+    /// `record --leaks`: keep the live blocks of process `pid` (the command) for the leak
+    /// check at its exit. Call before it says hello.
+    pub fn keep_exit_blocks_of(&mut self, pid: u32) {
+        self.leaks_pid = Some(pid);
+    }
+
+    /// The blocks live in image `exec_index` of `pid` (`keep_exit_blocks_of`), after draining
+    /// what its rings still hold; `None` when that image has not said hello (yet).
+    pub fn exit_blocks(&mut self, pid: u32, exec_index: u32) -> Option<Vec<LiveAtExit>> {
+        let running = ImageIndex::all(self.images.len()).find(|&i| {
+            !self.finished[i]
+                && self.images[i].pid == pid
+                && self.summaries[i].exec_index == exec_index
+        });
+        let collect = |t: &crate::batch::ExitBlocks| t.iter().map(|(a, b)| (a, *b)).collect();
+        if let Some(i) = running {
+            self.images[i].start_round(sys::monotonic_ns());
+            self.drain(i, true);
+            return self.images[i].exit_blocks().map(collect);
+        }
+        match &self.ended_blocks {
+            Some((index, blocks)) if *index == exec_index => Some(collect(blocks)),
+            _ => None,
+        }
+    }
+
+    /// Writes the leak check's result into the trace (a LEAKS chunk).
+    pub fn write_leaks(&mut self, leaks: trace::Leaks) {
+        if let Some(w) = self.writer.as_mut() {
+            w.leaks(leaks);
+        }
+    }
+
     pub fn expect(&mut self, expected: Expected) {
         self.execs.expect(expected);
     }
@@ -698,7 +740,10 @@ impl Server {
         let chunk =
             ChunkBuilder::with_stacks(encoder, self.addresses, self.stacks.as_ref().map(|s| s.1));
         match Image::new(stream, pid, start_ticks, mono0, page_fd, chunk) {
-            Ok(img) => {
+            Ok(mut img) => {
+                if self.leaks_pid == Some(pid) {
+                    img.keep_exit_blocks();
+                }
                 if let (Some(m), Some(page)) = (&self.memory, img.counter_page()) {
                     m.watch(stream, pid, mono0, page);
                 }
@@ -840,6 +885,10 @@ impl Server {
         self.write_memory(Some(stream));
         if let Some(w) = self.writer.as_mut() {
             w.end_process(stream, reason, records);
+        }
+        if self.leaks_pid == Some(pid) && reason != EndReason::Exec {
+            let exec_index = self.summaries[i].exec_index;
+            self.ended_blocks = self.images[i].take_exit_blocks().map(|b| (exec_index, b));
         }
         // Unmap its rings now: a long recording with many short processes must not pile up.
         if let Some(encoder) = self.images[i].release() {

@@ -13,6 +13,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use trace::{TraceHeader, TraceWriter, Trailer};
 
+use crate::exit_stop::{ExitEvent, ExitStop, TraceMeReport};
+use crate::leak_check;
 use crate::protocol::{ENV_SOCKET, EXEC_ENV_PRELOAD, EXEC_ENV_SOCKET};
 use crate::server::{Input, OutputPipe, Server};
 use crate::untraced::{Announced, Expected};
@@ -162,6 +164,21 @@ struct Recording {
     output_open: usize,
     status: Option<std::process::ExitStatus>,
     exited_at: Option<Instant>,
+    /// `record --leaks`: the check at the command's exit.
+    leaks: Option<LeakCheck>,
+}
+
+/// How long the leak check waits at the exit for the command's hello still in the socket.
+const HELLO_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `record --leaks`: the tracer holding the command at its exit, or why there is none.
+struct LeakCheck {
+    pid: u32,
+    tracer: Option<ExitStop>,
+    /// Why the memory cannot be scanned (degraded to "not freed at exit").
+    cannot_stop: Option<String>,
+    /// The result, once written.
+    done: Option<trace::Leaks>,
 }
 
 /// Runs the server loop until the command and its descendants are done, then ends the trace.
@@ -181,7 +198,11 @@ fn follow(o: &RecordOptions, mut rec: Recording) -> Result<RecordSummary, Record
             }
         }
         if moved == 0 {
-            rec.server.wait(1);
+            if rec.tracer_busy() {
+                std::thread::yield_now();
+            } else {
+                rec.server.wait(1);
+            }
         }
     }
     rec.finish()
@@ -197,6 +218,22 @@ impl Recording {
     }
 
     fn poll_exit(&mut self) -> Result<(), RecordError> {
+        if let Some(tracer) = self.leaks.as_mut().and_then(|l| l.tracer.as_mut()) {
+            // The tracer reaps the command: `Child::try_wait` would see its ptrace stops.
+            match tracer.poll() {
+                Some(ExitEvent::AtExit) => self.check_leaks(),
+                Some(ExitEvent::Ended(status)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    self.status = Some(std::process::ExitStatus::from_raw(status));
+                    self.exited_at = Some(Instant::now());
+                    if let Some(l) = self.leaks.as_mut() {
+                        l.tracer = None;
+                    }
+                }
+                None => {}
+            }
+            return Ok(());
+        }
         if self.status.is_none() {
             if let Some(s) = self.child.try_wait().map_err(RecordError::Wait)? {
                 self.status = Some(s);
@@ -206,6 +243,80 @@ impl Recording {
         Ok(())
     }
 
+    /// `record --leaks`: the command's threads made stops lately; more may follow at once.
+    fn tracer_busy(&self) -> bool {
+        let tracer = self.leaks.as_ref().and_then(|l| l.tracer.as_ref());
+        tracer.is_some_and(ExitStop::busy)
+    }
+
+    /// The command is held in its exit: its blocks as the rings last left them, classified
+    /// against its memory, into the trace; then it may end.
+    fn check_leaks(&mut self) {
+        let Some(l) = self.leaks.as_mut() else { return };
+        let Some(tracer) = l.tracer.as_mut() else {
+            return;
+        };
+        let Some((threads, missed)) = tracer.hold_threads() else {
+            return; // only the main thread ended: the process runs on
+        };
+        let exec_index = tracer.execs;
+        // A short command may reach its exit before its hello was read: it is in the socket.
+        let deadline = Instant::now() + HELLO_WAIT;
+        let mut found = self.server.exit_blocks(l.pid, exec_index);
+        while found.is_none() && Instant::now() < deadline {
+            self.server
+                .round(&self.outputs, &mut self.output_open, true);
+            self.server.wait(1);
+            found = self.server.exit_blocks(l.pid, exec_index);
+        }
+        match found {
+            Some(blocks) => {
+                let leaks = leak_check::scan(l.pid, exec_index, &threads, missed, &blocks);
+                self.server.write_leaks(leaks.clone());
+                l.done = Some(leaks);
+            }
+            None => {
+                l.cannot_stop = Some(format!(
+                    "the program running at the exit (image {exec_index} of pid {}) was not \
+                     traced",
+                    l.pid
+                ));
+            }
+        }
+        tracer.release();
+    }
+
+    /// Degraded: the command ended without the check (never held, or killed first): its
+    /// blocks still live are written as "not freed at exit", and a warning says why.
+    fn leaks_not_checked(&mut self, status: &std::process::ExitStatus) {
+        let Some(l) = self.leaks.as_mut() else { return };
+        if l.done.is_some() {
+            return;
+        }
+        let reason = l.cannot_stop.clone().unwrap_or_else(|| {
+            format!(
+                "the command ended ({}) without stopping at its exit",
+                describe_status(status)
+            )
+        });
+        // The last image that said hello, as far as the tracer (if any) saw execs.
+        let last = self.server.summaries.iter().filter(|p| p.pid == l.pid);
+        let exec_index = last.map(|p| p.exec_index).max().unwrap_or(0);
+        let Some(blocks) = self.server.exit_blocks(l.pid, exec_index) else {
+            self.server
+                .warnings
+                .push(format!("--leaks: no leak check: {reason}"));
+            return;
+        };
+        let leaks = leak_check::not_freed(l.pid, exec_index, &blocks, reason.clone());
+        self.server.write_leaks(leaks.clone());
+        self.server.warnings.push(format!(
+            "--leaks: memory not scanned: {reason}; blocks still allocated are only reported as \"{}\"",
+            leak_check::NOT_FREED
+        ));
+        l.done = Some(leaks);
+    }
+
     /// No traced program runs any more and the output is all forwarded.
     fn is_quiet(&self) -> bool {
         self.server.live_images() == 0 && self.output_open == 0
@@ -213,13 +324,15 @@ impl Recording {
 
     /// Ends the trace with its trailer and sums up what the file holds.
     fn finish(mut self) -> Result<RecordSummary, RecordError> {
-        let server = &mut self.server;
         // Output lines that are still buffered in the channel.
-        server.round(&self.outputs, &mut self.output_open, true);
-        server.abandon_remaining();
+        self.server
+            .round(&self.outputs, &mut self.output_open, true);
+        self.server.abandon_remaining();
         let status = self
             .status
             .ok_or_else(|| RecordError::Wait(std::io::Error::other("no exit status")))?;
+        self.leaks_not_checked(&status);
+        let server = &mut self.server;
         let intercepted: u64 = server.summaries.iter().map(|p| p.events).sum();
         let trailer = Trailer {
             exit: describe_status(&status),
@@ -242,6 +355,7 @@ impl Recording {
             bytes,
             warnings: std::mem::take(&mut server.warnings),
             untraced: std::mem::take(&mut server.untraced),
+            leaks: self.leaks.and_then(|l| l.done),
         })
     }
 }
@@ -259,10 +373,41 @@ fn start(
     if o.marker.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
+    let report = if o.leaks {
+        let report = TraceMeReport::new().map_err(|e| RecordError::Spawn {
+            command: program.to_string_lossy().into_owned(),
+            source: e,
+        })?;
+        // SAFETY: the closure makes only async-signal-safe system calls (ptrace, write).
+        unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, report.child_side()) };
+        Some(report)
+    } else {
+        None
+    };
     let mut child: Child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
     if let Some(link) = &o.supervisor {
         link.announce(&child);
     }
+    let leaks = report.map(|report| {
+        server.keep_exit_blocks_of(child.id());
+        let traced = report.outcome().and_then(|()| {
+            ExitStop::begin(child.id()).map_err(|e| format!("cannot trace the command: {e}"))
+        });
+        match traced {
+            Ok(tracer) => LeakCheck {
+                pid: child.id(),
+                tracer: Some(tracer),
+                cannot_stop: None,
+                done: None,
+            },
+            Err(reason) => LeakCheck {
+                pid: child.id(),
+                tracer: None,
+                cannot_stop: Some(reason),
+                done: None,
+            },
+        }
+    });
     // The command itself may be a program the shim cannot enter (statically linked, set-user-ID):
     // followed like an exec the shim announced.
     server.expect(Expected {
@@ -296,6 +441,7 @@ fn start(
         output_open,
         status: None,
         exited_at: None,
+        leaks,
     })
 }
 

@@ -14,8 +14,10 @@
 mod demangle;
 mod elf_module;
 mod frame;
+mod globals;
 mod symbolizer;
 
 pub use demangle::demangle;
 pub use frame::Frame;
+pub use globals::global_at;
 pub use symbolizer::{AddressSpace, Mapping, Symbolizer, Warning};

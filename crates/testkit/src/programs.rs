@@ -117,6 +117,14 @@ pub const PROGRAMS: &[Program] = &[
     // that may not use ptrace (a seccomp filter), for the refusals.
     p("spin_until", "spin_until.c", &["-O1", "-pthread"]),
     p("no_ptrace", "no_ptrace.c", &["-O1"]),
+    // record --leaks against memcheck: its nine cases of pointer chains.
+    p("leak_cases", "leak_cases.c", &["-O0", "-g"]),
+    p("leak_threads", "leak_threads.c", &["-O0", "-pthread"]),
+    p(
+        "leak_cases_cxx",
+        "leak_cases_cxx.cpp",
+        &["-O0", "-g", "-D_GLIBCXX_USE_CXX11_ABI=0"],
+    ),
     // Sampled stacks: a thread pair and a fork child drawing their own sample points; sites whose
     // calls and sizes the test sets.
     p("sampled", "sampled.c", &["-O1", "-g", "-pthread"]),

@@ -59,6 +59,9 @@ pub mod kind {
     /// Which pages of one stream's heap mappings were resident at its memory samples
     /// (`residency::residency_payload`). Added without a version bump: older readers skip it.
     pub const RESIDENCY: u8 = 10;
+    /// `record --leaks`: the blocks still live when the recorded command exited, by kind and
+    /// call site (JSON `Leaks`); stream id 0xFFFFFFFF. Added without a version bump.
+    pub const LEAKS: u8 = 11;
 }
 
 /// Header of a trace file (JSON after the fixed prefix; unknown fields are ignored).
@@ -141,6 +144,44 @@ pub struct Untraced {
     pub reason: String,
     /// When the recorder learned of it, nanoseconds since the Unix epoch.
     pub unix_ns: u64,
+}
+
+/// `record --leaks`: what the blocks still allocated when the recorded command exited were,
+/// by call site (docs/trace-format.md, LEAKS; docs/leaks.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Leaks {
+    /// The process (the command alloclens started) and its image, as in its PROCESS chunk.
+    pub pid: u32,
+    pub exec_index: u32,
+    /// True when the process was stopped at its exit and its memory scanned: `sites` have
+    /// memcheck's four kinds. False: degraded, every block is "not freed at exit".
+    pub scanned: bool,
+    /// Why the memory was not scanned, one sentence (absent when it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+    /// Threads whose registers and stacks were roots.
+    pub threads: u32,
+    /// Bytes of root memory scanned (modules' data, stacks, TLS).
+    pub root_bytes: u64,
+    /// One entry per (call stack, kind).
+    pub sites: Vec<LeakSite>,
+}
+
+/// The blocks of one call stack and one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LeakSite {
+    /// Stack id (`Event::stack`) of the allocations; 0 without stacks or not sampled.
+    pub stack: u32,
+    /// "definitely lost", "indirectly lost", "possibly lost", "still reachable", or (degraded)
+    /// "not freed at exit".
+    pub kind: String,
+    pub blocks: u64,
+    /// Requested bytes.
+    pub bytes: u64,
+    /// For reachable and possibly lost blocks: the root that holds most of their bytes
+    /// ("global cache in /usr/bin/prog", "stack of thread 12").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
 }
 
 /// Written last by a recording that finished (its absence means the recorder itself died).

@@ -45,8 +45,8 @@ pub use codec::{
 pub use error::{human_bytes, human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};
 pub use format::{
-    AttachFigures, EndReason, TraceHeader, Trailer, Untraced, FORMAT_VERSION, MAGIC,
-    VERSION_WITHOUT_SAMPLED_STACKS, VERSION_WITHOUT_STACKS,
+    AttachFigures, EndReason, LeakSite, Leaks, TraceHeader, Trailer, Untraced, FORMAT_VERSION,
+    MAGIC, VERSION_WITHOUT_SAMPLED_STACKS, VERSION_WITHOUT_STACKS,
 };
 pub use losses::{Losses, StreamLoss};
 pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};

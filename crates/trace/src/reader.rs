@@ -90,6 +90,8 @@ pub struct TraceReader<R> {
     streams: Vec<Stream>,
     notes: Vec<String>,
     untraced: Vec<Untraced>,
+    /// `record --leaks`: the LEAKS chunks.
+    leaks: Vec<crate::format::Leaks>,
     trailer: Option<Trailer>,
     damage: Option<Damage>,
     stacks: StackTable,
@@ -187,6 +189,7 @@ impl<R: Read + Seek> TraceReader<R> {
             streams: Vec::new(),
             notes: Vec::new(),
             untraced: Vec::new(),
+            leaks: Vec::new(),
             trailer: None,
             damage: None,
             stacks: StackTable::new(),
@@ -268,6 +271,7 @@ impl<R: Read + Seek> TraceReader<R> {
                 kind::MODULES,
                 kind::MEMORY,
                 kind::RESIDENCY,
+                kind::LEAKS,
             ]
             .contains(&frame.kind)
             {
@@ -319,6 +323,9 @@ impl<R: Read + Seek> TraceReader<R> {
                     kind::UNTRACED => serde_json::from_slice(&payload)
                         .map(|u| self.untraced.push(u))
                         .map_err(|e| format!("invalid untraced chunk: {e}")),
+                    kind::LEAKS => serde_json::from_slice(&payload)
+                        .map(|l| self.leaks.push(l))
+                        .map_err(|e| format!("invalid leaks chunk: {e}")),
                     _ => serde_json::from_slice(&payload)
                         .map(|t| self.trailer = Some(t))
                         .map_err(|e| e.to_string()),
@@ -351,6 +358,11 @@ impl<R: Read + Seek> TraceReader<R> {
     /// Warnings the recorder wrote into the trace.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// `record --leaks`: what the blocks live at the command's exit were (LEAKS chunks).
+    pub fn leaks(&self) -> &[crate::format::Leaks] {
+        &self.leaks
     }
 
     /// Programs that ran during the recording without the shim (none of their calls are here).

@@ -157,6 +157,12 @@ impl<W: Write> TraceWriter<W> {
         self.chunk(kind::UNTRACED, u32::MAX, 0, &json)
     }
 
+    /// What the blocks live at the command's exit were (docs/trace-format.md, LEAKS).
+    pub fn leaks(&mut self, l: &crate::format::Leaks) -> io::Result<()> {
+        let json = serde_json::to_vec(l).map_err(io::Error::other)?;
+        self.chunk(kind::LEAKS, u32::MAX, 0, &json)
+    }
+
     /// Writes the trailer and flushes; the file is complete.
     pub fn finish(mut self, trailer: &Trailer) -> io::Result<W> {
         let json = serde_json::to_vec(trailer).map_err(io::Error::other)?;

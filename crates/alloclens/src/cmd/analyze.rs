@@ -150,6 +150,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             top: (!args.all).then_some(args.top.unwrap_or(5)),
         };
         analyze::output::text::write_text_with(analysis, options, &mut out)?;
+        for leaks in &result.leaks {
+            analyze::leaks::write_text(leaks, options.top, &mut out)?;
+        }
         if let Some(dir) = &args.output {
             writeln!(
                 out,

@@ -71,6 +71,12 @@ pub struct Args {
     /// Do not print the summary line, nor the progress line (drawn only when stderr is a terminal)
     #[arg(short, long)]
     quiet: bool,
+    /// At the command's exit, before its memory is gone, hold it (ptrace) and classify every
+    /// block still allocated as memcheck does: definitely, indirectly or possibly lost, or still
+    /// reachable, with the root holding it; `analyze` prints them by call site (docs/leaks.md).
+    /// Where ptrace is refused, blocks are only "not freed at exit", and a warning says so
+    #[arg(long, conflicts_with = "pid")]
+    leaks: bool,
     /// Record process PID, already running, from now until --duration, Ctrl-C or SIGTERM; it
     /// runs on after (no restart, no debugger; blocks allocated before the attach are not in the
     /// trace: docs/attach.md)
@@ -128,6 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     options.linger = linger(args.linger)?;
     options.addresses = args.addresses;
+    options.leaks = args.leaks;
     options.memory_interval =
         (args.memory_interval > 0).then(|| Duration::from_millis(args.memory_interval));
     if let Some(which) = args.stacks {
@@ -252,6 +259,9 @@ fn duration(seconds: f64) -> anyhow::Result<Duration> {
 fn print_summary(summary: &recorder::RecordSummary, output: &std::path::Path, quiet: bool) {
     for w in &summary.warnings {
         eprintln!("alloclens: warning: {w}");
+    }
+    if let Some(leaks) = &summary.leaks {
+        eprintln!("alloclens: {}", analyze::leaks::totals_line(leaks));
     }
     if !summary.untraced.is_empty() {
         let n = summary.untraced.len();

@@ -10,6 +10,7 @@ mod exit_status;
 mod gate;
 mod install;
 mod ksm;
+mod leaks;
 mod live;
 mod merge;
 mod options;
