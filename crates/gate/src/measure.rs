@@ -134,11 +134,11 @@ fn measure_run(dir: &Path, retained: &Retained, out: &mut Measurements) -> Resul
             of_variant
                 .iter()
                 .filter_map(|r| {
-                    let rows = contents
+                    let mut rows = contents
                         .markers
                         .iter()
                         .filter(|m| m.run == r.index && m.label == label);
-                    rows.last()?.rss.map(|v| v as f64)
+                    rows.next_back()?.rss.map(|v| v as f64)
                 })
                 .collect::<Vec<f64>>()
         };
