@@ -89,6 +89,8 @@ fn needs(metric: Metric, site: bool) -> &'static str {
         "a results directory of `alloclens run --marker` with [retained] marker = its label"
     } else if metric.of_runs() {
         "a results directory of `alloclens run`"
+    } else if metric.of_leak_check() {
+        "a trace recorded with --leaks whose check was not degraded"
     } else if metric == Metric::LiveGrowthPerIteration {
         "a trace recorded with --marker, 3 iterations or more after the warm-up"
     } else {

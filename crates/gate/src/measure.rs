@@ -1,6 +1,7 @@
 //! The figures of the inputs: a run's results directory (RSS and PSS per variant) and a trace
 //! (allocations, live and not-freed bytes, the growth per iteration, and per call site when it
 //! was recorded with stacks).
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use analyze::call_sites::{CallSiteOptions, StackSite};
@@ -43,7 +44,11 @@ pub struct Site {
     pub peak_live_bytes: f64,
     pub not_freed_bytes: f64,
     pub not_freed_blocks: f64,
-    /// Matched by a `[[suppress]]`: left out of the program's not-freed figures.
+    /// `record --leaks`: its blocks' bytes of each kind.
+    pub definitely_lost_bytes: f64,
+    pub indirectly_lost_bytes: f64,
+    pub possibly_lost_bytes: f64,
+    /// Matched by a `[[suppress]]`: left out of the program's not-freed and lost figures.
     pub suppressed: bool,
 }
 
@@ -59,6 +64,10 @@ impl Site {
             Metric::RequestedBytes => self.requested_bytes,
             Metric::NotFreedBytes => self.not_freed_bytes,
             Metric::NotFreedBlocks => self.not_freed_blocks,
+            Metric::DefinitelyLostBytes => self.definitely_lost_bytes,
+            Metric::IndirectlyLostBytes => self.indirectly_lost_bytes,
+            Metric::PossiblyLostBytes => self.possibly_lost_bytes,
+            Metric::LostBytes => self.definitely_lost_bytes + self.indirectly_lost_bytes,
             _ => self.peak_live_bytes,
         }
     }
@@ -233,18 +242,26 @@ fn measure_trace(path: &Path, growth: &Growth, out: &mut Measurements) -> Result
     );
     add(Metric::NotFreedBytes, sum(&|p| p.stats.leaks.bytes));
     add(Metric::NotFreedBlocks, sum(&|p| p.stats.leaks.count));
-    match growth_per_iteration(processes, growth) {
-        Ok(slope) => add(Metric::LiveGrowthPerIteration, slope),
-        Err(why) => out.notes.push(format!(
-            "{}: no growth per iteration: {why}",
-            path.display()
-        )),
+    // Without iterations the figure is absent; a limit on it says what would measure it.
+    if let Some(slope) = growth_per_iteration(processes, growth) {
+        add(Metric::LiveGrowthPerIteration, slope);
     }
+    // The sites of this trace, and which of them each recorded stack id folded into.
+    let mut trace_sites = Vec::new();
+    let mut site_of_stack: HashMap<(u32, u32), usize> = HashMap::new();
     if let Some(call_sites) = &file.call_sites {
-        let sites = out.sites.get_or_insert_with(Vec::new);
         for process in &call_sites.processes {
-            sites.extend(process.stacks.iter().map(site_of));
+            for stack in &process.stacks {
+                for &id in &stack.stack_ids {
+                    site_of_stack.insert((process.pid, id), trace_sites.len());
+                }
+                trace_sites.push(site_of(stack));
+            }
         }
+    }
+    leak_check(path, &file.leaks, &site_of_stack, &mut trace_sites, out);
+    if file.call_sites.is_some() {
+        out.sites.get_or_insert_with(Vec::new).extend(trace_sites);
     }
     out.notes.push(format!(
         "{}: {} process image(s){}",
@@ -257,6 +274,72 @@ fn measure_trace(path: &Path, growth: &Growth, out: &mut Measurements) -> Result
         }
     ));
     Ok(())
+}
+
+/// The figures of `record --leaks`: the kinds' bytes of the images it checked, each stack's to
+/// its site. Not measured when no image was checked (no `--leaks`, or the check was degraded).
+fn leak_check(
+    path: &Path,
+    reports: &[analyze::leaks::LeakReport],
+    site_of_stack: &HashMap<(u32, u32), usize>,
+    sites: &mut [Site],
+    out: &mut Measurements,
+) {
+    for report in reports.iter().filter(|r| !r.leaks.scanned) {
+        out.notes.push(format!(
+            "{}: the leak check of pid {} was degraded ({}): no lost bytes measured",
+            path.display(),
+            report.leaks.pid,
+            report.leaks.degraded.as_deref().unwrap_or("not scanned")
+        ));
+    }
+    let checked: Vec<&trace::Leaks> = reports
+        .iter()
+        .map(|r| &r.leaks)
+        .filter(|l| l.scanned)
+        .collect();
+    if checked.is_empty() {
+        return;
+    }
+    let mut totals = [0.0; 3];
+    for leaks in &checked {
+        for leak in &leaks.sites {
+            let Some(k) = Metric::LEAK_KINDS
+                .iter()
+                .position(|(kind, _)| *kind == leak.kind)
+            else {
+                continue; // still reachable
+            };
+            let bytes = leak.bytes as f64;
+            totals[k] += bytes;
+            if let Some(&i) = site_of_stack.get(&(leaks.pid, leak.stack)) {
+                let site = &mut sites[i];
+                match Metric::LEAK_KINDS[k].1 {
+                    Metric::DefinitelyLostBytes => site.definitely_lost_bytes += bytes,
+                    Metric::IndirectlyLostBytes => site.indirectly_lost_bytes += bytes,
+                    _ => site.possibly_lost_bytes += bytes,
+                }
+            }
+        }
+    }
+    for (k, (_, metric)) in Metric::LEAK_KINDS.iter().enumerate() {
+        add_to(
+            out,
+            Figure {
+                metric: *metric,
+                subject: String::new(),
+                value: totals[k],
+            },
+        );
+    }
+    add_to(
+        out,
+        Figure {
+            metric: Metric::LostBytes,
+            subject: String::new(),
+            value: totals[0] + totals[1],
+        },
+    );
 }
 
 /// Figures of the same key from two traces add up (two traces of one test are one program).
@@ -288,16 +371,16 @@ fn site_of(stack: &StackSite) -> Site {
         peak_live_bytes: f.peak_live_bytes as f64,
         not_freed_bytes: f.leaked_bytes as f64,
         not_freed_blocks: f.leaked_blocks as f64,
+        definitely_lost_bytes: 0.0,
+        indirectly_lost_bytes: 0.0,
+        possibly_lost_bytes: 0.0,
         suppressed: false,
     }
 }
 
 /// The least-squares slope of the iterations' peak live bytes after the warm-up, the largest
 /// over the process images: a leak grows every iteration's peak, a cache filled once does not.
-fn growth_per_iteration(
-    processes: &[analyze::ProcessReport],
-    growth: &Growth,
-) -> Result<f64, String> {
+fn growth_per_iteration(processes: &[analyze::ProcessReport], growth: &Growth) -> Option<f64> {
     let mut slopes = Vec::new();
     for process in processes {
         let label = match &growth.marker {
@@ -318,10 +401,7 @@ fn growth_per_iteration(
             slopes.push(slope(&peaks));
         }
     }
-    slopes
-        .into_iter()
-        .reduce(f64::max)
-        .ok_or_else(|| "fewer than 3 iterations after the warm-up (record with --marker, so that each iteration is a phase)".to_string())
+    slopes.into_iter().reduce(f64::max)
 }
 
 fn most_frequent_label(process: &analyze::ProcessReport) -> Option<String> {
@@ -352,33 +432,36 @@ fn slope(ys: &[f64]) -> f64 {
     sxy / sxx
 }
 
-/// Sites matched by a suppression leave the not-freed figures of the program.
+/// Sites matched by a suppression leave the program's not-freed and lost figures.
 fn suppress(out: &mut Measurements, suppressions: &[Suppression]) -> Result<(), GateError> {
     let Some(sites) = &mut out.sites else {
         return Err(GateError::NeedsStacks("[[suppress]]"));
     };
-    let (mut bytes, mut blocks) = (0.0, 0.0);
     for site in sites.iter_mut() {
-        if suppressions
+        site.suppressed = suppressions
             .iter()
-            .any(|s| site.passes_through(&s.function))
-        {
-            site.suppressed = true;
-            bytes += site.not_freed_bytes;
-            blocks += site.not_freed_blocks;
-        }
+            .any(|s| site.passes_through(&s.function));
     }
+    let suppressed = |metric: Metric| -> f64 {
+        sites
+            .iter()
+            .filter(|s| s.suppressed)
+            .map(|s| s.figure(metric))
+            .sum()
+    };
+    let (bytes, blocks) = (
+        suppressed(Metric::NotFreedBytes),
+        suppressed(Metric::NotFreedBlocks),
+    );
     for figure in &mut out.figures {
-        match figure.metric {
-            Metric::NotFreedBytes => figure.value = (figure.value - bytes).max(0.0),
-            Metric::NotFreedBlocks => figure.value = (figure.value - blocks).max(0.0),
-            _ => {}
+        if figure.metric.suppressible() {
+            figure.value = (figure.value - suppressed(figure.metric)).max(0.0);
         }
     }
     out.notes.push(format!(
         "suppressions: {} not freed in {} block(s) left out",
         trace::human_bytes(bytes.round() as u64),
-        blocks.round()
+        blocks.round() as u64
     ));
     Ok(())
 }

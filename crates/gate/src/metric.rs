@@ -27,6 +27,15 @@ pub enum Metric {
     NotFreedBlocks,
     /// Slope of the peak live bytes of the iterations after the warm-up, bytes per iteration.
     LiveGrowthPerIteration,
+    /// `record --leaks`: bytes no pointer reaches (memcheck's "definitely lost").
+    DefinitelyLostBytes,
+    /// `record --leaks`: bytes reached only from lost blocks.
+    IndirectlyLostBytes,
+    /// `record --leaks`: bytes reached only through interior pointers.
+    PossiblyLostBytes,
+    /// Definitely plus indirectly lost: what valgrind's `--errors-for-leak-kinds=definite,indirect`
+    /// fails on.
+    LostBytes,
 }
 
 /// What kind of regression a failed limit is: one bit of the exit status each.
@@ -72,7 +81,7 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 15] = [
         Metric::PeakRss,
         Metric::PeakPss,
         Metric::MeanRss,
@@ -84,6 +93,17 @@ impl Metric {
         Metric::NotFreedBytes,
         Metric::NotFreedBlocks,
         Metric::LiveGrowthPerIteration,
+        Metric::DefinitelyLostBytes,
+        Metric::IndirectlyLostBytes,
+        Metric::PossiblyLostBytes,
+        Metric::LostBytes,
+    ];
+
+    /// The kinds of `record --leaks` and the figure of each.
+    pub const LEAK_KINDS: [(&'static str, Metric); 3] = [
+        ("definitely lost", Metric::DefinitelyLostBytes),
+        ("indirectly lost", Metric::IndirectlyLostBytes),
+        ("possibly lost", Metric::PossiblyLostBytes),
     ];
 
     /// The figures a `[[site]]` limit can name: those that add up over a site's stacks.
@@ -108,6 +128,10 @@ impl Metric {
             Metric::NotFreedBytes => "not_freed_bytes",
             Metric::NotFreedBlocks => "not_freed_blocks",
             Metric::LiveGrowthPerIteration => "live_growth_per_iteration",
+            Metric::DefinitelyLostBytes => "definitely_lost_bytes",
+            Metric::IndirectlyLostBytes => "indirectly_lost_bytes",
+            Metric::PossiblyLostBytes => "possibly_lost_bytes",
+            Metric::LostBytes => "lost_bytes",
         }
     }
 
@@ -127,9 +151,13 @@ impl Metric {
             | Metric::MeanPss
             | Metric::RetainedRss
             | Metric::PeakLiveBytes => Class::Memory,
-            Metric::NotFreedBytes | Metric::NotFreedBlocks | Metric::LiveGrowthPerIteration => {
-                Class::Leaks
-            }
+            Metric::NotFreedBytes
+            | Metric::NotFreedBlocks
+            | Metric::LiveGrowthPerIteration
+            | Metric::DefinitelyLostBytes
+            | Metric::IndirectlyLostBytes
+            | Metric::PossiblyLostBytes
+            | Metric::LostBytes => Class::Leaks,
             Metric::Allocations | Metric::RequestedBytes => Class::Allocations,
         }
     }
@@ -140,6 +168,22 @@ impl Metric {
             Metric::LiveGrowthPerIteration => Unit::BytesPerIteration,
             _ => Unit::Bytes,
         }
+    }
+
+    /// Whether `record --leaks` measures it.
+    pub fn of_leak_check(self) -> bool {
+        matches!(
+            self,
+            Metric::DefinitelyLostBytes
+                | Metric::IndirectlyLostBytes
+                | Metric::PossiblyLostBytes
+                | Metric::LostBytes
+        )
+    }
+
+    /// What a `[[suppress]]` takes out of the program's figure.
+    pub fn suppressible(self) -> bool {
+        self.of_leak_check() || matches!(self, Metric::NotFreedBytes | Metric::NotFreedBlocks)
     }
 
     /// Whether a run (results directory) measures it; the others come from a trace.

@@ -341,3 +341,44 @@ fn what_cannot_be_judged_is_refused_in_one_line() {
     assert!(stdout(&out)
         .contains("not measured by the inputs (a results directory of `alloclens run`)"));
 }
+
+/// The kinds of `record --leaks` on memcheck's nine cases (leak_cases.c: 216 B definitely lost in
+/// 3 blocks, 184 B indirectly, 536 B possibly), with the allocating functions as top sites, a
+/// suppression by function, and a trace without the check: its kinds are not measured.
+#[test]
+fn lost_bytes_of_a_leak_check_are_limited_and_suppressed_by_site() {
+    let f = fixtures();
+    let trace = f.dir.join("cases.alt");
+    testkit::record(
+        &trace,
+        &["--leaks", "--stacks=all"],
+        &[testkit::program("leak_cases")],
+    );
+    let limits = "[limits]\ndefinitely_lost_bytes = 0\nlost_bytes = \"1 KiB\"\n";
+    let out = gate("lost", limits, &[&trace]);
+    assert_status(&out, 16 | 2);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "FAIL  definitely_lost_bytes  216 B > 0 B; top sites by definitely_lost_bytes: aaa 152 B, bbb 64 B"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("pass  lost_bytes  400 B ≤ 1.0 KiB"), "{text}");
+    // The AAA blocks of cases 4 and 9 suppressed: case 3's BBB stays.
+    let suppressed = format!("{limits}[[suppress]]\nfunction = \"aaa\"\n");
+    let text = stdout(&gate("lost_suppressed", &suppressed, &[&trace]));
+    assert!(
+        text.contains("FAIL  definitely_lost_bytes  64 B > 0 B"),
+        "{text}"
+    );
+    assert!(text.contains("pass  lost_bytes  248 B"), "{text}");
+    // A recording without --leaks does not measure them: the limit fails, saying why.
+    let out = gate("lost_unmeasured", limits, &[&f.tidy]);
+    assert_status(&out, 16 | 2);
+    assert!(
+        stdout(&out).contains("not measured by the inputs (a trace recorded with --leaks"),
+        "{}",
+        stdout(&out)
+    );
+}
