@@ -55,6 +55,24 @@ const BUSY_AFTER_STOP: Duration = Duration::from_millis(10);
 const EXIT_STOP_SOON: Duration = Duration::from_millis(200);
 const EXIT_STOP_WAIT: Duration = Duration::from_secs(2);
 
+/// Whether a thread held in its exit stop ends alone: it is in the `exit` system call (glibc's
+/// `pthread_exit`, a main thread that leaves the others running), not `exit_group` nor killed by
+/// a signal, which take every thread. Unknown (true: the others are watched) where the
+/// registers do not say it.
+fn ends_alone(thread: &reachability::Thread) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // user_regs_struct's orig_rax: the system call the thread is in, or -1.
+        const ORIG_RAX: usize = 15;
+        thread.registers.get(ORIG_RAX) == Some(&(libc::SYS_exit as u64))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = thread;
+        true
+    }
+}
+
 /// What became of another thread at an exit stop (`ExitStop::exit_of`).
 enum ThreadExit {
     /// Held in its exit stop.
@@ -269,6 +287,7 @@ impl ExitStop {
         let mut threads: Vec<_> = reachability::read_thread(first as u32)
             .into_iter()
             .collect();
+        let alone = threads.first().is_none_or(ends_alone);
         let others: Vec<_> = self
             .threads
             .iter()
@@ -277,7 +296,7 @@ impl ExitStop {
             .collect();
         let (mut missed, mut runs_on) = (0, false);
         for tid in others {
-            match self.exit_of(tid) {
+            match self.exit_of(tid, alone) {
                 ThreadExit::Stopped => {
                     self.held.push(tid);
                     threads.extend(reachability::read_thread(tid as u32));
@@ -302,7 +321,17 @@ impl ExitStop {
     /// `EXIT_STOP_SOON`, neither stops nor has SIGKILL pending runs on (a loaded machine may
     /// leave a dying thread for a while between taking its SIGKILL and its stop: it is looked at
     /// again each millisecond).
-    fn exit_of(&mut self, tid: libc::pid_t) -> ThreadExit {
+    /// `may_run_on` is false when the first thread's exit takes the whole process (exit_group, a
+    /// fatal signal): then every other thread is dying, however long the machine's load keeps it
+    /// between taking its SIGKILL and its stop.
+    fn exit_of(&mut self, tid: libc::pid_t, may_run_on: bool) -> ThreadExit {
+        if !may_run_on {
+            return match self.wait_for_exit_stop(tid, EXIT_STOP_WAIT) {
+                true => ThreadExit::Stopped,
+                false if self.threads.contains(&tid) => ThreadExit::Slow,
+                false => ThreadExit::Gone,
+            };
+        }
         let soon = Instant::now() + EXIT_STOP_SOON;
         loop {
             if self.wait_for_exit_stop(tid, Duration::from_millis(1)) {

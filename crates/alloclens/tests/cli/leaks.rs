@@ -19,18 +19,7 @@ fn kinds_in(leaks: &trace::Leaks) -> BTreeMap<String, (u64, u64)> {
 
 /// `record --leaks --stacks=all` of `program` into `trace`.
 fn record_leaks(program: &std::path::Path, trace: &std::path::Path) {
-    let out = Command::new(alloclens_exe())
-        .args(["record", "--leaks", "--stacks=all", "-q", "-o"])
-        .arg(trace)
-        .arg("--")
-        .arg(program)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::record(trace, &["--leaks", "--stacks=all"], &[program]);
 }
 
 fn leaks_of(trace: &std::path::Path) -> trace::Leaks {
@@ -81,18 +70,7 @@ fn record_leaks_classifies_memchecks_nine_cases_as_memcheck_does() {
     let cases = program("leak_cases");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.alt");
-    let out = Command::new(alloclens_exe())
-        .args(["record", "--leaks", "--stacks=all", "-q", "-o"])
-        .arg(&trace)
-        .arg("--")
-        .arg(cases)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    record_leaks(cases, &trace);
     let leaks = leaks_of(&trace);
     assert!(leaks.scanned && leaks.degraded.is_none(), "{leaks:?}");
     let ours = kinds_in(&leaks);
@@ -202,17 +180,7 @@ fn record_leaks_checks_the_program_the_command_execs() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.alt");
     let script = format!("exec '{}'", cases.display());
-    let out = Command::new(alloclens_exe())
-        .args(["record", "--leaks", "-q", "-o"])
-        .arg(&trace)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::record(&trace, &["--leaks"], &["sh", "-c", &script]);
     let leaks = leaks_of(&trace);
     assert_eq!(leaks.exec_index, 1);
     let kinds = kinds_in(&leaks);
@@ -226,18 +194,11 @@ fn record_leaks_checks_the_program_the_command_execs() {
 fn record_leaks_waits_for_the_process_exit_when_the_main_thread_ends_first() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.alt");
-    let out = Command::new(alloclens_exe())
-        .args(["record", "--leaks", "-q", "-o"])
-        .arg(&trace)
-        .arg("--")
-        .arg(program("leader_exit"))
-        .args(["1", "0"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let leader_exit = program("leader_exit").as_os_str();
+    testkit::record(
+        &trace,
+        &["--leaks"],
+        &[leader_exit, "1".as_ref(), "0".as_ref()],
     );
     let leaks = leaks_of(&trace);
     assert!(leaks.scanned && leaks.degraded.is_none(), "{leaks:#?}");

@@ -105,6 +105,31 @@ fn live_line(dir: &Path, args: &[&str], program: &[&str]) -> String {
     shell_quote(&parts)
 }
 
+/// `alloclens live --interval 100ms --pid PID -o DIR` as a shell line.
+fn live_pid_line(dir: &Path, pid: u32) -> String {
+    let exe = testkit::alloclens_exe();
+    let (pid, dir) = (pid.to_string(), dir.display().to_string());
+    shell_quote(&[
+        &exe,
+        "live",
+        "--interval",
+        "100ms",
+        "--pid",
+        &pid,
+        "-o",
+        &dir,
+    ])
+}
+
+/// `matrix leak`, leaking until killed, for a viewer to attach to.
+fn leaking_matrix() -> std::process::Child {
+    Command::new(testkit::program("matrix"))
+        .args(["leak", "60000", "100"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// A figure of the "now" panel ("RSS  61.9 MiB"), in bytes, with the screen's rounding (half
 /// a step of its unit); Some(None) for "-" (not measured).
 fn figure(screen: &str, name: &str) -> Option<Option<(f64, f64)>> {
@@ -373,24 +398,9 @@ fn quit_then_reattach_shows_the_history() {
     require!(program "tmux");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("session");
-    let mut program = Command::new(testkit::program("matrix"))
-        .args(["leak", "60000", "100"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut program = leaking_matrix();
     let pid = program.id();
-    let exe = testkit::alloclens_exe();
-    let dir_text = dir.display().to_string();
-    let line = shell_quote(&[
-        &exe,
-        "live",
-        "--interval",
-        "100ms",
-        "--pid",
-        &pid.to_string(),
-        "-o",
-        &dir_text,
-    ]);
+    let line = live_pid_line(&dir, pid);
     let first = Tmux::start(80, 24, &line);
     first.wait_for("the attached view", |s| {
         s.contains("q:quit, program runs on") && s.contains("verdict so far: leak")
@@ -453,25 +463,9 @@ fn a_dropped_terminal_keeps_the_session_for_the_next_viewer() {
     require!(program "tmux");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dropped");
-    let mut program = Command::new(testkit::program("matrix"))
-        .args(["leak", "60000", "100"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut program = leaking_matrix();
     let pid = program.id();
-    let exe = testkit::alloclens_exe();
-    let dir_text = dir.display().to_string();
-    let pid_text = pid.to_string();
-    let line = shell_quote(&[
-        &exe,
-        "live",
-        "--interval",
-        "100ms",
-        "--pid",
-        &pid_text,
-        "-o",
-        &dir_text,
-    ]);
+    let line = live_pid_line(&dir, pid);
     let first = Tmux::start(80, 24, &line);
     first.wait_for("a few samples", |s| s.contains("verdict so far: leak"));
     drop(first);

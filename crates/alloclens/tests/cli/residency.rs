@@ -11,9 +11,9 @@ use testkit::{alloclens, record};
 const HOLD_MS: &str = "400";
 const PAGE: u64 = 4096;
 
-/// Records `program` with addresses, every stack and a memory sample every 20 ms, and returns
-/// `analyze --residency --json` of its one process image.
-fn residency_of(dir: &Path, program: &str) -> Value {
+/// Records `program` (holding its layout HOLD_MS) with addresses, every stack and a memory sample
+/// every 20 ms into DIR/PROGRAM.alt.
+fn record_layout(dir: &Path, program: &str) -> std::path::PathBuf {
     let trace = dir.join(format!("{program}.alt"));
     let exe = testkit::program(program);
     record(
@@ -21,6 +21,12 @@ fn residency_of(dir: &Path, program: &str) -> Value {
         &["--addresses", "--stacks=all", "--memory-interval", "20"],
         &[exe.as_os_str(), HOLD_MS.as_ref()],
     );
+    trace
+}
+
+/// `analyze --residency --json` of [`record_layout`]'s trace of `program`: its one process image.
+fn residency_of(dir: &Path, program: &str) -> Value {
+    let trace = record_layout(dir, program);
     let v = alloclens()
         .args(["analyze", "--residency", "--json"])
         .arg(&trace)
@@ -183,13 +189,7 @@ fn a_trace_without_addresses_is_refused_with_the_fix() {
 #[test]
 fn pprof_has_the_resident_and_free_left_space_of_each_stack() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.alt");
-    let exe = testkit::program("residency_every_other");
-    record(
-        &trace,
-        &["--addresses", "--stacks=all", "--memory-interval", "20"],
-        &[exe.as_os_str(), HOLD_MS.as_ref()],
-    );
+    let trace = record_layout(dir.path(), "residency_every_other");
     let file = dir.path().join("heap.pb.gz");
     alloclens()
         .args(["export", "--pprof"])
@@ -241,13 +241,7 @@ fn pprof_has_the_resident_and_free_left_space_of_each_stack() {
 #[test]
 fn the_report_page_shows_the_split_and_its_sites() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.alt");
-    let exe = testkit::program("residency_every_other");
-    record(
-        &trace,
-        &["--addresses", "--stacks=all", "--memory-interval", "20"],
-        &[exe.as_os_str(), HOLD_MS.as_ref()],
-    );
+    let trace = record_layout(dir.path(), "residency_every_other");
     let (html, svg) = (dir.path().join("t.html"), dir.path().join("svg"));
     alloclens()
         .arg("report")
@@ -280,6 +274,7 @@ fn the_report_page_shows_the_split_and_its_sites() {
     );
 
     let bare = dir.path().join("bare.alt");
+    let exe = testkit::program("residency_every_other");
     record(
         &bare,
         &["--stacks=all", "--memory-interval", "20"],
