@@ -131,12 +131,19 @@ fn measure_run(dir: &Path, retained: &Retained, out: &mut Measurements) -> Resul
         what: e.to_string(),
     })?;
     let runs = &contents.results.runs;
-    let mut variants: Vec<&str> = runs.iter().map(|r| r.variant.as_str()).collect();
-    variants.dedup();
-    variants.sort_unstable();
-    variants.dedup();
-    for variant in variants {
-        let of_variant: Vec<_> = runs.iter().filter(|r| r.variant == variant).collect();
+    // A subject per variant and parameter point: `glibc`, `glibc,threads=4`.
+    let subject_of = |r: &runner::RunRecord| {
+        let mut subject = r.variant.clone();
+        for (name, value) in &r.params {
+            subject.push_str(&format!(",{name}={value}"));
+        }
+        subject
+    };
+    let mut subjects: Vec<String> = runs.iter().map(subject_of).collect();
+    subjects.sort_unstable();
+    subjects.dedup();
+    for variant in subjects {
+        let of_variant: Vec<_> = runs.iter().filter(|r| subject_of(r) == variant).collect();
         let sampled = || of_variant.iter().filter(|r| r.memory.samples > 0);
         // The RSS read at the run's last marker of the label, if it has one with a reading.
         let at_marker = |label: &str| {

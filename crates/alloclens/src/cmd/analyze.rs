@@ -123,8 +123,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         analyze::output::csv::write_csv_dir(analysis, dir)?;
     }
     let mut out = std::io::BufWriter::new(super::stdout());
-    if args.json {
+    if args.json && result.leaks.is_empty() {
         analyze::output::json::write_json(analysis, &mut out)?;
+    } else if args.json {
+        // `record --leaks`: the leak check of each image beside the figures.
+        let mut json = serde_json::to_value(analysis)?;
+        json["leaks"] = serde_json::to_value(&result.leaks)?;
+        serde_json::to_writer(&mut out, &json)?;
+        writeln!(out)?;
     } else {
         if !result.command.is_empty() {
             writeln!(

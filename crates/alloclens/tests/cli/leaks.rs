@@ -103,6 +103,29 @@ fn record_leaks_classifies_memchecks_nine_cases_as_memcheck_does() {
             && text.contains("held by global case2_root"),
         "{text}"
     );
+    // analyze --json: the same check beside the figures, each site named.
+    let json = testkit::alloclens()
+        .args(["analyze", "--json"])
+        .arg(&trace)
+        .json();
+    let check = &json["leaks"][0];
+    let bytes_of = |kind: &str| -> u64 {
+        let sites = check["sites"].as_array().expect("a leaks section");
+        sites
+            .iter()
+            .filter(|s| s["kind"] == kind)
+            .map(|s| s["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        (bytes_of("definitely lost"), bytes_of("indirectly lost")),
+        (216, 184),
+        "{check}"
+    );
+    assert_eq!(
+        check["sites"].as_array().unwrap().len(),
+        check["site_labels"].as_array().unwrap().len()
+    );
 }
 
 /// The interior pointers C++ keeps on purpose (new[] of objects with a destructor, a second
