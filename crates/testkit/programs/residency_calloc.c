@@ -17,7 +17,8 @@ int main(int argc, char **argv) {
     char *small = written();
     char *big = unwritten();
     usleep(atoi(argv[1]) * 1000);
-    free(small);
-    free(big);
+    /* Nothing freed after the hold (the test reads the readings after the last call). */
+    (void)small;
+    (void)big;
     return 0;
 }

@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N; i++) free(a[i]);
     usleep(atoi(argv[1]) * 1000);
-    for (int i = 0; i < N / 16 + 1; i++) free(b[i]);
+    /* Wave B is not freed after the hold: the test's readings of the hold are those after the
+     * last call (a reading after such frees, before the exit, showed an empty heap). */
     return 0;
 }
