@@ -103,6 +103,7 @@ pub const PROGRAMS: &[Program] = &[
     p("residency_every_other", "residency_every_other.c", STACKS),
     p("residency_calloc", "residency_calloc.c", STACKS),
     p("residency_waves", "residency_waves.c", STACKS),
+    p("heapwalk_layout", "heapwalk_layout.c", &["-O1", "-pthread"]),
     p("matrix", "matrix.c", &["-O1"]),
     p("matrix_static", "matrix.c", &["-O1", "-static"]),
     p("namespaces", "namespaces.c", &["-O1"]),
