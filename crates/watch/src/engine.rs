@@ -14,6 +14,7 @@ use crate::history::{History, WatchSample};
 use crate::probes::{attach_agent, trim_probe};
 pub use crate::probes::{trim_call, AttachReading, GdbReading, TrimProbe};
 use crate::profiling::{ProfileSettings, Profiling, Reason};
+use crate::residency::{HeapReadings, ResidencyQuote};
 
 /// What is watched.
 #[derive(Debug, Clone)]
@@ -126,6 +127,8 @@ pub struct WatchOutcome {
     pub snapshots_taken: u64,
     /// Why live bytes are missing for processes of the tree (one sentence each), when known.
     pub live_missing: Vec<String>,
+    /// The heap's resident pages that hold no live block, when known.
+    pub residency: Option<ResidencyQuote>,
 }
 
 /// Errors that stop a watch before it starts; after the start, problems become warnings.
@@ -219,6 +222,8 @@ struct Watch<'o> {
     attached: Option<agent::AttachedAgent>,
     /// `--profile`: the triggers and the ring of snapshots.
     profiling: Option<Profiling>,
+    /// Which of the heap's resident pages hold no live block (glibc: walked from outside).
+    heap_readings: HeapReadings,
     /// Time 0 of the samples and of `--duration`.
     start: Instant,
     /// The next tick of the interval.
@@ -307,6 +312,7 @@ impl<'o> Watch<'o> {
                 .profile
                 .as_ref()
                 .map(|(settings, dir)| Profiling::new(settings, dir.clone())),
+            heap_readings: HeapReadings::new(),
             start,
             next: now,
             cpu_start,
@@ -331,6 +337,7 @@ impl<'o> Watch<'o> {
                 live_missing: Vec::new(),
                 snapshots: Vec::new(),
                 snapshots_taken: 0,
+                residency: None,
             },
         };
         Ok(watch)
@@ -348,6 +355,7 @@ impl<'o> Watch<'o> {
                 .as_mut()
                 .and_then(|p| p.due(sample.t_s, sample.rss));
             let unix_ms = sample.unix_ms;
+            self.heap_readings.on_sample(sample.t_s, &processes, false);
             self.history.push(sample);
             self.outcome.samples_taken += 1;
             self.outcome.processes = processes;
@@ -416,6 +424,12 @@ impl<'o> Watch<'o> {
     /// What is read once the watch ended: the agent's final snapshots and what it could not
     /// measure, the trim probe; then an attached agent is let go.
     fn end_probes(&mut self, on_event: &mut dyn FnMut(WatchEvent)) {
+        // The heap as the watch leaves it, before a trim probe changes it.
+        if self.outcome.still_running {
+            let t_s = self.start.elapsed().as_secs_f64();
+            self.heap_readings
+                .on_sample(t_s, &self.outcome.processes, true);
+        }
         if self.profiling.is_some() {
             self.snapshot(Reason::End, unix_ms(), on_event);
         }
@@ -548,6 +562,7 @@ impl<'o> Watch<'o> {
     fn finish(mut self) -> WatchOutcome {
         self.outcome.write_problems = self.history.problems().to_vec();
         self.outcome.samples = self.history.rows().to_vec();
+        self.outcome.residency = self.heap_readings.quote();
         self.outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(self.cpu_start)).as_secs_f64();
         self.outcome
     }

@@ -62,6 +62,56 @@ pub(crate) fn explain(input: &VerdictInput, v: &mut Verdict, found: &Findings) {
         found.unknown.as_ref(),
     );
     remedy(input, v, found.unknown.is_some());
+    residency_sentence(input, v);
+}
+
+/// The share of the heap's resident pages that hold no live block, where the watch knows it:
+/// "fragmentation: 61 % of the heap's resident pages hold no live block (...)".
+fn residency_sentence(input: &VerdictInput, v: &mut Verdict) {
+    let prefix = match v.class {
+        Class::Fragmentation => "Fragmentation: ",
+        Class::Retention => "Retention: ",
+        Class::Undetermined | Class::Stable => "Heap residency: ",
+        _ => return,
+    };
+    let Some(q) = &input.residency else { return };
+    let cmd = if input.command.is_empty() {
+        "CMD".to_string()
+    } else {
+        shell_line(&input.command)
+    };
+    let sites = format!(
+        "the sites whose frees left them are in a trace with block addresses:          alloclens record --addresses -o heap.alt -- {cmd}, then alloclens analyze --residency heap.alt"
+    );
+    let sentence = match (&q.split, q.free_percent()) {
+        (Some(split), Some(pct)) => {
+            let at = match (q.pid, q.t_s) {
+                (Some(pid), Some(t)) => format!(", process {pid} at {}", human_duration(t)),
+                _ => String::new(),
+            };
+            format!(
+                "{prefix}{pct:.0} % of the heap's resident pages hold no live block ({} of {} in                  glibc's arenas{at}; tcache and fastbin chunks count as live); MADV_DONTNEED of                  them would return {}; {sites}.",
+                human_bytes(split.free_only),
+                human_bytes(split.arena_resident),
+                human_bytes(split.reclaimable)
+            )
+        }
+        (None, Some(pct)) => format!(
+            "{prefix}at least {pct:.0} % of the heap's resident pages hold no live block ({} of              free whole pages {} reports, of {} resident in the heap; pages partly used are not              counted); {sites}.",
+            human_bytes(q.free_pages.unwrap_or(0)),
+            q.allocator,
+            human_bytes(q.heap_resident.unwrap_or(0))
+        ),
+        (None, None) if q.not_read > 0 => format!(
+            "{prefix}the heap's resident pages were not read at this sample ({}): which hold no              live block is not known.",
+            q.problem.as_deref().unwrap_or("the heap changed under the walk")
+        ),
+        _ => format!(
+            "{prefix}which of the heap's resident pages hold no live block is not known for {}.",
+            q.allocator
+        ),
+    };
+    v.evidence.push(sentence);
 }
 
 /// "RSS +410.0 MiB in 2 h while live bytes +3.0 MiB: not a leak" (without the full stop).

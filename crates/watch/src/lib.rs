@@ -18,6 +18,7 @@ pub mod engine;
 mod explain;
 pub mod history;
 mod probes;
+pub mod residency;
 pub mod profiling;
 pub mod results;
 pub mod samples_file;
@@ -34,4 +35,5 @@ pub use results::{
     assemble, write_results, WatchDir, WatchResults, AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV,
     WATCH_JSON,
 };
+pub use residency::ResidencyQuote;
 pub use verdict::{Class, Verdict};

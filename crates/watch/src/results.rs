@@ -10,6 +10,7 @@ use crate::engine::{
     AttachReading, GdbReading, ProcessFigures, ProgramExit, TrimProbe, WatchEnding, WatchOutcome,
 };
 use crate::history::WatchSample;
+use crate::residency::ResidencyQuote;
 use crate::verdict::{
     classify, shell_line, HeldFree, LiveMissing, TrimResult, Verdict, VerdictInput,
 };
@@ -68,6 +69,10 @@ pub struct WatchResults {
     pub incomplete_files: Vec<String>,
     /// alloclens's own CPU time over the watch, s.
     pub cpu_s: f64,
+    /// Which share of the heap's resident pages hold no live block, when known
+    /// (docs/memory-metrics.md, "The verdict").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub residency: Option<ResidencyQuote>,
 }
 
 /// Writes `results` to DIR/watch.json, whole (`safe_output::write_whole`): a write that fails (a
@@ -156,6 +161,7 @@ pub fn verdict_input(
             .collect(),
         command: results.command.clone(),
         allocator: results.allocator.clone(),
+        residency: results.residency.clone(),
         ..Default::default()
     };
     // What the allocator held free at the window's last sample that has its figures (the
@@ -323,6 +329,16 @@ pub fn assemble(
     base.warnings.extend(outcome.warnings);
     base.incomplete_files = outcome.write_problems;
     base.cpu_s = outcome.cpu_s;
+    base.residency = outcome.residency;
+    // An allocator that is neither walked nor counts its free pages: said to be unknown.
+    if let (None, Some(name)) = (&base.residency, &base.allocator) {
+        if name != allocators::GLIBC {
+            base.residency = Some(ResidencyQuote {
+                allocator: name.clone(),
+                ..Default::default()
+            });
+        }
+    }
     if base.allocator.is_none() {
         base.allocator = base
             .processes
@@ -386,6 +402,7 @@ mod tests {
             cpu_s: 0.0,
             ticks_skipped: 0,
             live_missing: Vec::new(),
+            residency: None,
         }
     }
 

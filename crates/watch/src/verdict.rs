@@ -95,6 +95,8 @@ pub struct VerdictInput {
     pub rss_unmeasured: Vec<(f64, f64)>,
     /// Why live bytes are missing and how to measure them, when known.
     pub live_missing: Option<LiveMissing>,
+    /// Which share of the heap's resident pages hold no live block, when the watch read it.
+    pub residency: Option<crate::residency::ResidencyQuote>,
     /// The CPU seconds the watched tree had taken by each sample (`procmem::cpu_seconds`):
     /// the clock a start-up fill is told on, when known ([`warmup_end`]).
     pub cpu: Vec<(f64, f64)>,

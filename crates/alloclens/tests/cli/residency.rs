@@ -289,3 +289,44 @@ fn the_report_page_shows_the_split_and_its_sites() {
         .ok();
     assert!(!bare_svg.join("p0-residency-by-time.svg").exists());
 }
+
+/// Issue 38: `watch` quotes the share of the heap's resident pages that hold no live block, read
+/// from outside (glibc's heap walked, no block addresses), and it agrees with the exact split of
+/// `record --addresses` + `analyze --residency` on the same program within a few points.
+#[test]
+fn watch_quotes_the_free_share_of_the_heap_that_analyze_splits_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let exact = held(&residency_of(dir.path(), "residency_waves"));
+    let part = |r: &Value, k: &str| r[k].as_u64().unwrap() as f64;
+    let r = &exact[0];
+    let exact_pct = 100.0 * part(r, "free_only")
+        / (part(r, "live_blocks") + part(r, "free_only") + part(r, "metadata"));
+
+    let out = dir.path().join("w");
+    // Held 3 s: readings are at least 1 s apart, the last ones while the layout holds.
+    let text = alloclens()
+        .args(["watch", "--interval", "100ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(testkit::program("residency_waves"))
+        .arg("3000")
+        .ok();
+    let stdout = String::from_utf8_lossy(&text.stdout).to_string();
+    let json: Value = serde_json::from_slice(&std::fs::read(out.join("watch.json")).unwrap())
+        .unwrap();
+    let q = &json["residency"];
+    assert_eq!(q["allocator"], "glibc", "{json}");
+    assert!(q["readings"].as_u64().unwrap() >= 2, "{q}");
+    let split = &q["split"];
+    let quoted = 100.0 * split["free_only"].as_f64().unwrap()
+        / split["arena_resident"].as_f64().unwrap();
+    assert!(
+        (quoted - exact_pct).abs() <= 3.0,
+        "watch {quoted:.1} % against analyze --residency {exact_pct:.1} %: {q}\n{r}"
+    );
+    // About half the pages: wave B holds every other one.
+    assert!((25.0..=75.0).contains(&quoted), "{q}");
+    let sentence = format!("{quoted:.0} % of the heap's resident pages hold no live block");
+    assert!(stdout.contains(&sentence), "{sentence:?} not in {stdout}");
+    assert!(stdout.contains("alloclens analyze --residency"), "{stdout}");
+}
