@@ -1,7 +1,7 @@
 //! Finding glibc's heaps in a process's mappings, and walking each.
 
 use crate::chain::{Chain, ChainEnd, ChunkCounts};
-use crate::memory::Memory;
+use reachability::Memory;
 use crate::pages::{split, PageMarks, PageSplit};
 use crate::WalkError;
 
@@ -95,9 +95,9 @@ struct HeapInfo {
     writable: u64,
 }
 
-fn read_words<M: Memory, const N: usize>(memory: &M, at: u64) -> Option<[u64; N]> {
+fn read_words<M: Memory, const N: usize>(memory: &mut M, at: u64) -> Option<[u64; N]> {
     let mut bytes = vec![0u8; N * 8];
-    (memory.read_at(at, &mut bytes) == bytes.len()).then(|| {
+    (memory.read(at, &mut bytes) == bytes.len()).then(|| {
         std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
     })
 }
@@ -105,7 +105,7 @@ fn read_words<M: Memory, const N: usize>(memory: &M, at: u64) -> Option<[u64; N]
 /// The `heap_info` at `at`, when it looks like one that fits in `mapping`: its arena right after
 /// it (the arena's first heap, with no heap before it) or in another heap's start, sizes within
 /// the writable part.
-fn heap_info<M: Memory>(memory: &M, at: u64, mapping: &Mapping) -> Option<HeapInfo> {
+fn heap_info<M: Memory>(memory: &mut M, at: u64, mapping: &Mapping) -> Option<HeapInfo> {
     let [arena, prev, size, writable] = read_words::<M, 4>(memory, at)?;
     let arena_heap = arena & !(HEAP_MAX - 1);
     let first = arena_heap == at;
@@ -128,7 +128,7 @@ fn heap_info<M: Memory>(memory: &M, at: u64, mapping: &Mapping) -> Option<HeapIn
 
 /// Walks glibc's heaps found in `mappings` (the brk heap, and every 64 MiB-aligned heap whose
 /// `heap_info` holds up). Errs on the first heap whose chunks do not chain up.
-pub fn walk_heap<M: Memory>(memory: &M, mappings: &[Mapping]) -> Result<GlibcHeap, WalkError> {
+pub fn walk_heap<M: Memory>(memory: &mut M, mappings: &[Mapping]) -> Result<GlibcHeap, WalkError> {
     let bad = WalkError::Inconsistent;
     let mut heap = GlibcHeap {
         regions: Vec::new(),
@@ -154,16 +154,13 @@ pub fn walk_heap<M: Memory>(memory: &M, mappings: &[Mapping]) -> Result<GlibcHea
         });
         heap.marks.push(marks);
     }
-    let infos: Vec<HeapInfo> = mappings
-        .iter()
-        .filter(|m| !m.brk)
-        .flat_map(|m| {
-            let first = m.start.next_multiple_of(HEAP_MAX);
-            (first..m.end)
-                .step_by(HEAP_MAX as usize)
-                .filter_map(|at| heap_info(memory, at, m))
-        })
-        .collect();
+    let mut infos = Vec::new();
+    for m in mappings.iter().filter(|m| !m.brk) {
+        let first = m.start.next_multiple_of(HEAP_MAX);
+        for at in (first..m.end).step_by(HEAP_MAX as usize) {
+            infos.extend(heap_info(memory, at, m));
+        }
+    }
     for info in &infos {
         walk_arena_heap(memory, info, &infos, &mut heap)?;
     }
@@ -173,7 +170,7 @@ pub fn walk_heap<M: Memory>(memory: &M, mappings: &[Mapping]) -> Result<GlibcHea
 /// Walks one non-main heap: from after its `heap_info` (and, in the arena's first heap, after
 /// the `malloc_state`) to its used size, ending at the arena's top chunk or at a fencepost.
 fn walk_arena_heap<M: Memory>(
-    memory: &M,
+    memory: &mut M,
     info: &HeapInfo,
     infos: &[HeapInfo],
     heap: &mut GlibcHeap,
@@ -239,7 +236,7 @@ mod tests {
     }
 
     impl Memory for Image {
-        fn read_at(&self, addr: u64, buf: &mut [u8]) -> usize {
+        fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
             let Some(from) = addr.checked_sub(self.base).map(|o| o as usize) else {
                 return 0;
             };
@@ -298,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_consistent_image_is_split_page_by_page() {
-        let heap = walk_heap(&brk_heap(), &brk_mapping()).unwrap();
+        let heap = walk_heap(&mut brk_heap(), &brk_mapping()).unwrap();
         assert_eq!(heap.chunks.in_use, 2, "{:?}", heap.chunks);
         assert_eq!(heap.chunks.free, 2, "{:?}", heap.chunks);
         let split = heap.split(&resident_all());
@@ -325,7 +322,7 @@ mod tests {
         ] {
             let mut image = brk_heap();
             corrupt(&mut image);
-            let err = walk_heap(&image, &brk_mapping()).unwrap_err();
+            let err = walk_heap(&mut image, &brk_mapping()).unwrap_err();
             assert!(
                 matches!(&err, WalkError::Inconsistent(why) if why.starts_with("main arena: ")),
                 "{what}: {err:?}"

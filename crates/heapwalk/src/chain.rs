@@ -1,7 +1,7 @@
 //! One heap's chunks, end to end: each header validated, each chunk marked on the pages it lies
 //! on.
 
-use crate::memory::Memory;
+use reachability::Memory;
 use crate::pages::PageMarks;
 
 /// Bytes read at once: a window starts at the header it is needed for.
@@ -46,7 +46,7 @@ pub(crate) struct Chain {
 
 /// Reads headers through windows of [`WINDOW`] bytes.
 struct Window<'m, M: Memory> {
-    memory: &'m M,
+    memory: &'m mut M,
     base: u64,
     data: Vec<u8>,
 }
@@ -59,7 +59,7 @@ impl<M: Memory> Window<'_, M> {
         }
         if at < self.base || at + HEADER > self.base + self.data.len() as u64 {
             self.data.resize(WINDOW.min(end - at) as usize, 0);
-            let read = self.memory.read_at(at, &mut self.data);
+            let read = self.memory.read(at, &mut self.data);
             self.data.truncate(read);
             self.base = at;
             if (read as u64) < HEADER {
@@ -76,7 +76,7 @@ impl Chain {
     /// Walks the chunks from `first`, marking each on `marks` and counting it in `counts`.
     pub(crate) fn walk<M: Memory>(
         &self,
-        memory: &M,
+        memory: &mut M,
         marks: &mut PageMarks,
         counts: &mut ChunkCounts,
     ) -> Result<ChainEnd, String> {

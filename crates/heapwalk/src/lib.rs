@@ -27,11 +27,10 @@
 
 mod arenas;
 mod chain;
-mod memory;
 mod pages;
 
 pub use arenas::{anonymous_mappings, walk_heap, GlibcHeap, Mapping, Region, RegionKind};
-pub use memory::{Memory, ProcessMemory};
+pub use reachability::{Memory, ProcessMemory};
 pub use pages::PageSplit;
 
 /// Why the heap was not read at this sample.
@@ -61,11 +60,11 @@ pub fn read_process(
     pid: u32,
     residency: &mut procmem::ResidencyReader,
 ) -> Result<PageSplit, WalkError> {
-    let memory = ProcessMemory::new(pid);
+    let mut memory = ProcessMemory::new(pid);
     let mut last = None;
     for _ in 0..2 {
         let maps = anonymous_mappings(pid).map_err(WalkError::Gone)?;
-        match walk_heap(&memory, &maps) {
+        match walk_heap(&mut memory, &maps) {
             Ok(heap) => {
                 let resident = residency
                     .read(pid)

@@ -55,7 +55,8 @@ fn the_free_pages_of_both_arenas_are_the_freed_chunks_pages() {
     let chunks = layout(&lines);
     assert_eq!(chunks.len(), 128, "{lines:?}");
     let pid = child.id();
-    let heap = walk_heap(&ProcessMemory::new(pid), &anonymous_mappings(pid).unwrap()).unwrap();
+    let mut memory = ProcessMemory::new(pid);
+    let heap = walk_heap(&mut memory, &anonymous_mappings(pid).unwrap()).unwrap();
     let kinds: Vec<RegionKind> = heap.regions.iter().map(|r| r.kind).collect();
     assert!(kinds.contains(&RegionKind::MainArena), "{:?}", heap.regions);
     assert!(kinds.contains(&RegionKind::ArenaHeap), "{:?}", heap.regions);
