@@ -1,9 +1,9 @@
 //! Finding glibc's heaps in a process's mappings, and walking each.
 
 use crate::chain::{Chain, ChainEnd, ChunkCounts};
-use reachability::Memory;
 use crate::pages::{split, PageMarks, PageSplit};
 use crate::WalkError;
+use reachability::Memory;
 
 /// The alignment (and largest size) of a heap of an arena other than the main one: glibc's
 /// `HEAP_MAX_SIZE` on 64-bit targets.
@@ -180,7 +180,10 @@ fn walk_arena_heap<M: Memory>(
     let header = info.arena - arena_heap;
     let first_heap = arena_heap == info.at;
     if !first_heap && !infos.iter().any(|i| i.at == info.prev) {
-        return Err(bad(format!("the heap before it, {:#x}, is not one", info.prev)));
+        return Err(bad(format!(
+            "the heap before it, {:#x}, is not one",
+            info.prev
+        )));
     }
     let first = if first_heap {
         (info.arena + MALLOC_STATE + 16).next_multiple_of(16) - 16

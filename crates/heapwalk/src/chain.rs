@@ -1,8 +1,8 @@
 //! One heap's chunks, end to end: each header validated, each chunk marked on the pages it lies
 //! on.
 
-use reachability::Memory;
 use crate::pages::PageMarks;
+use reachability::Memory;
 
 /// Bytes read at once: a window starts at the header it is needed for.
 const WINDOW: u64 = 256 << 10;
@@ -55,7 +55,9 @@ impl<M: Memory> Window<'_, M> {
     /// `prev_size` and `size` of the chunk at `at`, below `end`.
     fn header(&mut self, at: u64, end: u64) -> Result<(u64, u64), String> {
         if at + HEADER > end {
-            return Err(format!("a header at {at:#x} would cross the heap's end {end:#x}"));
+            return Err(format!(
+                "a header at {at:#x} would cross the heap's end {end:#x}"
+            ));
         }
         if at < self.base || at + HEADER > self.base + self.data.len() as u64 {
             self.data.resize(WINDOW.min(end - at) as usize, 0);
@@ -96,7 +98,9 @@ impl Chain {
             if let Some((at, psize, praw)) = prev {
                 self.settle(at, psize, praw, raw, prev_size, marks, counts)?;
             } else if raw & PREV_INUSE == 0 {
-                return Err(format!("the first chunk at {pos:#x} says a chunk lies before it"));
+                return Err(format!(
+                    "the first chunk at {pos:#x} says a chunk lies before it"
+                ));
             }
             if size == HEADER && !self.main_arena {
                 // A fencepost: a 16-byte chunk, then a header of size 0, at the heap's end.
@@ -107,10 +111,15 @@ impl Chain {
                 return Ok(ChainEnd::Fencepost);
             }
             if size < MIN_CHUNK || size % ALIGN != 0 || pos + size > end {
-                return Err(format!("bad chunk size {size:#x} at {pos:#x} (heap ends at {end:#x})"));
+                return Err(format!(
+                    "bad chunk size {size:#x} at {pos:#x} (heap ends at {end:#x})"
+                ));
             }
             if raw & IS_MMAPPED != 0 || (self.main_arena && raw & NON_MAIN_ARENA != 0) {
-                return Err(format!("wrong flags {:#x} for the chunk at {pos:#x}", raw & 7));
+                return Err(format!(
+                    "wrong flags {:#x} for the chunk at {pos:#x}",
+                    raw & 7
+                ));
             }
             // The top chunk ends the heap (in the brk heap, at the break: glibc moves it by whole
             // pages, so the mapping ends there too).

@@ -30,8 +30,8 @@ mod chain;
 mod pages;
 
 pub use arenas::{anonymous_mappings, walk_heap, GlibcHeap, Mapping, Region, RegionKind};
-pub use reachability::{Memory, ProcessMemory};
 pub use pages::PageSplit;
+pub use reachability::{Memory, ProcessMemory};
 
 /// Why the heap was not read at this sample.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -88,7 +88,11 @@ impl PageSplit {
 pub(crate) fn split(marks: &[PageMarks], residency: &procmem::HeapResidency) -> PageSplit {
     let mut s = PageSplit::default();
     let page = residency.page_size.max(1);
-    for (from, to) in residency.mappings.iter().flat_map(|m| m.runs.iter().copied()) {
+    for (from, to) in residency
+        .mappings
+        .iter()
+        .flat_map(|m| m.runs.iter().copied())
+    {
         let mut at = from;
         while at < to {
             match marks.iter().find(|m| m.start <= at && at < m.end()) {

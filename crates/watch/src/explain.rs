@@ -81,7 +81,7 @@ fn residency_sentence(input: &VerdictInput, v: &mut Verdict) {
         shell_line(&input.command)
     };
     let sites = format!(
-        "the sites whose frees left them are in a trace with block addresses:          alloclens record --addresses -o heap.alt -- {cmd}, then alloclens analyze --residency heap.alt"
+        "the sites whose frees left them are in a trace with block addresses: alloclens record --addresses -o heap.alt -- {cmd}, then alloclens analyze --residency heap.alt"
     );
     let sentence = match (&q.split, q.free_percent()) {
         (Some(split), Some(pct)) => {
@@ -90,20 +90,20 @@ fn residency_sentence(input: &VerdictInput, v: &mut Verdict) {
                 _ => String::new(),
             };
             format!(
-                "{prefix}{pct:.0} % of the heap's resident pages hold no live block ({} of {} in                  glibc's arenas{at}; tcache and fastbin chunks count as live); MADV_DONTNEED of                  them would return {}; {sites}.",
+                "{prefix}{pct:.0} % of the heap's resident pages hold no live block ({} of {} in glibc's arenas{at}; tcache and fastbin chunks count as live); MADV_DONTNEED of them would return {}; {sites}.",
                 human_bytes(split.free_only),
                 human_bytes(split.arena_resident),
                 human_bytes(split.reclaimable)
             )
         }
         (None, Some(pct)) => format!(
-            "{prefix}at least {pct:.0} % of the heap's resident pages hold no live block ({} of              free whole pages {} reports, of {} resident in the heap; pages partly used are not              counted); {sites}.",
+            "{prefix}at least {pct:.0} % of the heap's resident pages hold no live block ({} of free whole pages {} reports, of {} resident in the heap; pages partly used are not counted); {sites}.",
             human_bytes(q.free_pages.unwrap_or(0)),
             q.allocator,
             human_bytes(q.heap_resident.unwrap_or(0))
         ),
         (None, None) if q.not_read > 0 => format!(
-            "{prefix}the heap's resident pages were not read at this sample ({}): which hold no              live block is not known.",
+            "{prefix}the heap's resident pages were not read at this sample ({}): which hold no live block is not known.",
             q.problem.as_deref().unwrap_or("the heap changed under the walk")
         ),
         _ => format!(

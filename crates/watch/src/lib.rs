@@ -18,8 +18,8 @@ pub mod engine;
 mod explain;
 pub mod history;
 mod probes;
-pub mod residency;
 pub mod profiling;
+pub mod residency;
 pub mod results;
 pub mod samples_file;
 pub mod slope;
@@ -31,9 +31,9 @@ pub use engine::{
     TrimProbe, WatchEnding, WatchError, WatchEvent, WatchOptions, WatchOutcome,
 };
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
+pub use residency::ResidencyQuote;
 pub use results::{
     assemble, write_results, WatchDir, WatchResults, AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV,
     WATCH_JSON,
 };
-pub use residency::ResidencyQuote;
 pub use verdict::{Class, Verdict};

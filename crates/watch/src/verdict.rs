@@ -513,6 +513,94 @@ pub(crate) mod tests {
         );
     }
 
+    /// Issue 38: the verdict quotes the share of the heap's resident pages that hold no live
+    /// block where it is known (glibc's heap walked, jemalloc's dirty pages), says when it was not
+    /// read or is not known, and leaves it out of a leak.
+    #[test]
+    fn the_verdict_quotes_the_heaps_free_pages_where_known() {
+        use crate::residency::ResidencyQuote;
+        let retention = || {
+            input(
+                series(60, |_| 320.0),
+                series(60, |i| if i < 30 { 300.0 } else { 60.0 }),
+                series(60, |i| if i < 30 { 10.0 } else { 250.0 }),
+            )
+        };
+        let quoted = |q: ResidencyQuote| {
+            let mut i = retention();
+            i.residency = Some(q);
+            let v = classify(&i);
+            assert_eq!(v.class, Class::Retention, "{:?}", v.evidence);
+            v.evidence.last().unwrap().clone()
+        };
+        let walked = ResidencyQuote {
+            allocator: "glibc".into(),
+            split: Some(heapwalk::PageSplit {
+                arena_resident: 100 << 20,
+                free_only: 61 << 20,
+                reclaimable: 50 << 20,
+                ..Default::default()
+            }),
+            pid: Some(42),
+            t_s: Some(3.0),
+            readings: 2,
+            not_read: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            quoted(walked.clone()),
+            "Retention: 61 % of the heap's resident pages hold no live block (61.0 MiB of \
+             100.0 MiB in glibc's arenas, process 42 at 3 s; tcache and fastbin chunks count as \
+             live); MADV_DONTNEED of them would return 50.0 MiB; the sites whose frees left them \
+             are in a trace with block addresses: alloclens record --addresses -o heap.alt -- \
+             ./server --port '80 80', then alloclens analyze --residency heap.alt."
+        );
+        let jemalloc = ResidencyQuote {
+            allocator: "jemalloc".into(),
+            free_pages: Some(30 << 20),
+            heap_resident: Some(100 << 20),
+            ..Default::default()
+        };
+        assert!(quoted(jemalloc).starts_with(
+            "Retention: at least 30 % of the heap's resident pages hold no live block \
+                 (30.0 MiB of free whole pages jemalloc reports, of 100.0 MiB resident"
+        ),);
+        let not_read = ResidencyQuote {
+            allocator: "glibc".into(),
+            not_read: 2,
+            problem: Some("the heap changed under the walk: main arena: bad chunk size".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            quoted(not_read),
+            "Retention: the heap's resident pages were not read at this sample (the heap changed \
+             under the walk: main arena: bad chunk size): which hold no live block is not known."
+        );
+        let mimalloc = ResidencyQuote {
+            allocator: "mimalloc".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            quoted(mimalloc),
+            "Retention: which of the heap's resident pages hold no live block is not known for \
+             mimalloc."
+        );
+        // A leak is told by its live bytes: no quote.
+        let mut leak = input(
+            series(121, |i| 100.0 + 2.0 * i as f64),
+            series(121, |i| 50.0 + 2.0 * i as f64),
+            series(121, |_| 10.0),
+        );
+        leak.residency = Some(walked);
+        let v = classify(&leak);
+        assert_eq!(v.class, Class::Leak);
+        assert!(
+            !v.evidence.iter().any(|e| e.contains("resident pages")),
+            "{:?}",
+            v.evidence
+        );
+    }
+
     #[test]
     fn a_large_trim_means_retention_a_small_one_stable() {
         let mut i = input(

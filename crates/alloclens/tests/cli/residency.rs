@@ -312,14 +312,14 @@ fn watch_quotes_the_free_share_of_the_heap_that_analyze_splits_exactly() {
         .arg("3000")
         .ok();
     let stdout = String::from_utf8_lossy(&text.stdout).to_string();
-    let json: Value = serde_json::from_slice(&std::fs::read(out.join("watch.json")).unwrap())
-        .unwrap();
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(out.join("watch.json")).unwrap()).unwrap();
     let q = &json["residency"];
     assert_eq!(q["allocator"], "glibc", "{json}");
     assert!(q["readings"].as_u64().unwrap() >= 2, "{q}");
     let split = &q["split"];
-    let quoted = 100.0 * split["free_only"].as_f64().unwrap()
-        / split["arena_resident"].as_f64().unwrap();
+    let quoted =
+        100.0 * split["free_only"].as_f64().unwrap() / split["arena_resident"].as_f64().unwrap();
     assert!(
         (quoted - exact_pct).abs() <= 3.0,
         "watch {quoted:.1} % against analyze --residency {exact_pct:.1} %: {q}\n{r}"
