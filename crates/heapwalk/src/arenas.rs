@@ -268,7 +268,7 @@ mod tests {
         };
         let (a, b, c) = (BASE, BASE + 2 * PAGE, BASE + 2 * PAGE + 6144);
         let top = c + 64;
-        image.put(a + 8, 2 * PAGE | 1);
+        image.put(a + 8, (2 * PAGE) | 1);
         image.put(b + 8, 6144 | 1);
         // b is free: c's PREV_INUSE clear, b's size in c's prev_size.
         image.put(c, 6144);
@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn an_inconsistent_image_is_not_read() {
         let bad_foot = |image: &mut Image| image.put(BASE + 2 * PAGE + 6144, 4096);
-        let past_the_end = |image: &mut Image| image.put(BASE + 2 * PAGE + 8, 9 * PAGE | 1);
+        let past_the_end = |image: &mut Image| image.put(BASE + 2 * PAGE + 8, (9 * PAGE) | 1);
         let misaligned = |image: &mut Image| image.put(BASE + 8, (2 * PAGE + 8) | 1);
         let no_top = |image: &mut Image| image.put(BASE + 2 * PAGE + 6144 + 64 + 8, 64 | 1);
         for (what, corrupt) in [

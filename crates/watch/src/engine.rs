@@ -127,8 +127,9 @@ pub struct WatchOutcome {
     pub snapshots_taken: u64,
     /// Why live bytes are missing for processes of the tree (one sentence each), when known.
     pub live_missing: Vec<String>,
-    /// The heap's resident pages that hold no live block, when known.
-    pub residency: Option<ResidencyQuote>,
+    /// The heap's resident pages that hold no live block, when known (boxed: the outcome travels
+    /// in enums).
+    pub residency: Option<Box<ResidencyQuote>>,
 }
 
 /// Errors that stop a watch before it starts; after the start, problems become warnings.
@@ -562,7 +563,7 @@ impl<'o> Watch<'o> {
     fn finish(mut self) -> WatchOutcome {
         self.outcome.write_problems = self.history.problems().to_vec();
         self.outcome.samples = self.history.rows().to_vec();
-        self.outcome.residency = self.heap_readings.quote();
+        self.outcome.residency = self.heap_readings.quote().map(Box::new);
         self.outcome.cpu_s = (procmem::own_cpu_time().saturating_sub(self.cpu_start)).as_secs_f64();
         self.outcome
     }

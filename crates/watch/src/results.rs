@@ -329,7 +329,7 @@ pub fn assemble(
     base.warnings.extend(outcome.warnings);
     base.incomplete_files = outcome.write_problems;
     base.cpu_s = outcome.cpu_s;
-    base.residency = outcome.residency;
+    base.residency = outcome.residency.map(|q| *q);
     // An allocator that is neither walked nor counts its free pages: said to be unknown.
     if let (None, Some(name)) = (&base.residency, &base.allocator) {
         if name != allocators::GLIBC {
