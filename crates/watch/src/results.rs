@@ -330,6 +330,13 @@ pub fn assemble(
     base.incomplete_files = outcome.write_problems;
     base.cpu_s = outcome.cpu_s;
     base.residency = outcome.residency.map(|q| *q);
+    if base.allocator.is_none() {
+        base.allocator = base
+            .processes
+            .iter()
+            .find_map(|p| p.snapshot.as_ref())
+            .map(|s| s.allocator.name.clone());
+    }
     // An allocator that is neither walked nor counts its free pages: said to be unknown.
     if let (None, Some(name)) = (&base.residency, &base.allocator) {
         if name != allocators::GLIBC {
@@ -338,13 +345,6 @@ pub fn assemble(
                 ..Default::default()
             });
         }
-    }
-    if base.allocator.is_none() {
-        base.allocator = base
-            .processes
-            .iter()
-            .find_map(|p| p.snapshot.as_ref())
-            .map(|s| s.allocator.name.clone());
     }
     // An allocator that does not report its free bytes (tbbmalloc, mimalloc's release build, an
     // unknown library): said once.
