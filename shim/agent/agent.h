@@ -72,10 +72,9 @@ struct ag_slot {
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t requested;   /* bytes asked for */
-    /* Reallocs that made a block live (returned one), that ended `old` (moved it or freed it):
-     * with allocs and frees, the number of AG_SIZE_FIELD in bytes_in and bytes_out. */
-    uint64_t realloc_in;
-    uint64_t realloc_out;
+    /* Reallocs of a block that returned one: its old block out, the new one in. With allocs
+     * and blocks_in (frees and blocks_out), the number of AG_SIZE_FIELD in bytes_in (bytes_out). */
+    uint64_t moved;
     struct ag_slot *next_all;
     struct ag_slot *next_free;
     int in_use;

@@ -270,13 +270,16 @@ AG_HIDDEN void ag_counters_read(struct ag_counters *out)
              * so the bytes read carry at least the size fields of the blocks read. */
             uint64_t allocs = __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
             uint64_t frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
-            sized_in += allocs + __atomic_load_n(&s->realloc_in, __ATOMIC_RELAXED);
-            sized_out += frees + __atomic_load_n(&s->realloc_out, __ATOMIC_RELAXED);
+            uint64_t moved = __atomic_load_n(&s->moved, __ATOMIC_RELAXED);
+            uint64_t blocks_in = __atomic_load_n(&s->blocks_in, __ATOMIC_RELAXED);
+            uint64_t blocks_out = __atomic_load_n(&s->blocks_out, __ATOMIC_RELAXED);
+            sized_in += allocs + blocks_in + moved;
+            sized_out += frees + blocks_out + moved;
             out->allocs += allocs;
             out->frees += frees;
             out->reallocs += __atomic_load_n(&s->reallocs, __ATOMIC_RELAXED);
-            out->blocks_in += __atomic_load_n(&s->blocks_in, __ATOMIC_RELAXED);
-            out->blocks_out += __atomic_load_n(&s->blocks_out, __ATOMIC_RELAXED);
+            out->blocks_in += blocks_in;
+            out->blocks_out += blocks_out;
             out->bytes_in += __atomic_load_n(&s->bytes_in, __ATOMIC_RELAXED);
             out->bytes_out += __atomic_load_n(&s->bytes_out, __ATOMIC_RELAXED);
             out->requested += __atomic_load_n(&s->requested, __ATOMIC_RELAXED);
@@ -483,9 +486,8 @@ static void *arena_realloc(void *old, size_t size)
     return p;
 }
 
-/* realloc's body, also reallocarray's (a call of realloc by name from here would be the
- * program's realloc in an attached agent). */
-static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_t size)
+/* Every realloc the fast path below does not take: counted with the general checks. */
+static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
 {
     if (AG_UNLIKELY(arena_owns(old)))
         return arena_realloc(old, size);
@@ -510,10 +512,9 @@ static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_
     COUNT(s, at, reallocs, 1);
     COUNT(s, at, requested, size);
     if (p) {
-        COUNT(s, at, realloc_in, 1);
         COUNT(s, at, bytes_in, usable(p) + AG_SIZE_FIELD);
         if (old) {
-            COUNT(s, at, realloc_out, 1);
+            COUNT(s, at, moved, 1);
             COUNT(s, at, bytes_out, old_usable + AG_SIZE_FIELD);
         } else {
             COUNT(s, at, blocks_in, 1);
@@ -521,11 +522,43 @@ static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_
         ag_prof_count(p, size);
     } else if (old && size == 0) {
         /* glibc's realloc(p, 0) frees p and returns NULL. A failed realloc keeps p. */
-        COUNT(s, at, realloc_out, 1);
         COUNT(s, at, bytes_out, old_usable + AG_SIZE_FIELD);
         COUNT(s, at, blocks_out, 1);
     }
     return p;
+}
+
+/* A glibc chunk's size plus AG_SIZE_FIELD less the mmapped chunk's extra 8 bytes: usable + 8
+ * with no branch (glibc_usable's arithmetic). */
+#define CHUNK_SIZED(head) (((head) & ~(size_t)7) - (((head) & 2) << 2))
+
+/* realloc's body, also reallocarray's (a call of realloc by name from here would be the
+ * program's realloc in an attached agent). The fast path is malloc's: the thread's own slot in
+ * `count` (glibc serves, not busy, preloaded), an old block not mmapped (nor an arena block,
+ * which looks mmapped), plain adds; the new block's size from its header. */
+static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_t size)
+{
+    struct ag_slot *s = ag_tls.count;
+    if (AG_UNLIKELY(s == NULL || old == NULL))
+        return realloc_slow(old, size);
+    size_t old_head = ((const size_t *)old)[-1];
+    if (AG_UNLIKELY(old_head & 2))
+        return realloc_slow(old, size);
+    ag_prof_free(old); /* before the call: see realloc_slow */
+    void *p = ag_real.realloc(old, size);
+    add(&s->reallocs, 1);
+    add(&s->requested, size);
+    if (AG_LIKELY(p != NULL)) {
+        add(&s->moved, 1);
+        add(&s->bytes_in, CHUNK_SIZED(((const size_t *)p)[-1]));
+        add(&s->bytes_out, FAST_CHUNK(old_head));
+        return ag_prof_count_p(p, size);
+    }
+    if (size == 0) { /* glibc's realloc(p, 0) freed p; a failed realloc keeps it */
+        add(&s->bytes_out, FAST_CHUNK(old_head));
+        add(&s->blocks_out, 1);
+    }
+    return NULL;
 }
 
 AG_EXPORT void *realloc(void *old, size_t size)
