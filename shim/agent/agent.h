@@ -33,8 +33,12 @@ struct ag_real {
     size_t (*usable)(void *); /* the serving allocator's malloc_usable_size */
 };
 
+/* malloc is never NULL (a bootstrap function until the chain is resolved); the others are NULL
+ * until then. */
 AG_HIDDEN extern struct ag_real ag_real;
 AG_HIDDEN int ag_bootstrap(void);
+/* ag_real holds the next allocator's functions. */
+AG_HIDDEN int ag_real_resolved(void);
 /* An attached agent's allocator: the program's global definitions (RTLD_DEFAULT). */
 AG_HIDDEN void ag_real_from_default(void);
 
@@ -63,13 +67,21 @@ struct ag_slot {
      * allocs + these in - frees - these out, so malloc and free add no block counter. */
     uint64_t blocks_in;
     uint64_t blocks_out;
-    uint64_t bytes_in;    /* usable size of the blocks that became live */
-    uint64_t bytes_out;   /* usable size of the blocks that stopped being live */
+    /* Usable size + AG_SIZE_FIELD of the blocks that became live, that stopped being live: a
+     * glibc chunk's size as its header has it, added with no arithmetic on the fast path. */
+    uint64_t bytes_in;
+    uint64_t bytes_out;
     uint64_t requested;   /* bytes asked for */
+    /* Reallocs of a block that returned one: its old block out, the new one in. With allocs
+     * and blocks_in (frees and blocks_out), the number of AG_SIZE_FIELD in bytes_in (bytes_out). */
+    uint64_t moved;
     struct ag_slot *next_all;
     struct ag_slot *next_free;
     int in_use;
-} __attribute__((aligned(64))); /* one cache line of counters per thread: no false sharing */
+} __attribute__((aligned(64))); /* no two threads' counters in one cache line */
+
+/* glibc's size field before each block: a slot's byte counts carry it once per block. */
+#define AG_SIZE_FIELD 8u
 
 struct ag_counters {
     uint64_t allocs, frees, reallocs, blocks_in, blocks_out, bytes_in, bytes_out, requested;
@@ -134,6 +146,9 @@ AG_HIDDEN void ag_prof_sample(void *p, size_t size);
 /* p, whose filter byte is set, is freed: its entry goes, if it has one. */
 AG_HIDDEN void ag_prof_forget(void *p);
 
+/* ag_prof_sample returning p, so that malloc's fast path ends in a tail call to it. */
+AG_HIDDEN void *ag_prof_sample_p(void *p, size_t size);
+
 /* Every counted allocation: one subtraction from the thread's countdown. */
 static inline void ag_prof_count(void *p, size_t size)
 {
@@ -141,11 +156,26 @@ static inline void ag_prof_count(void *p, size_t size)
         ag_prof_sample(p, size);
 }
 
+/* The same, returning p. */
+static inline void *ag_prof_count_p(void *p, size_t size)
+{
+    if (AG_UNLIKELY((ag_tls.prof_left -= (int64_t)size) < 0))
+        return ag_prof_sample_p(p, size);
+    return p;
+}
+
+/* Set, and never cleared, before the sampler's first sample in this image (ag_prof_init,
+ * ag_prof_attach): until then every filter byte is 0, so a free need not hash its address. */
+AG_HIDDEN extern int ag_prof_armed;
+
 /* Every free, before the block goes back to the allocator (after it, another thread may get the
- * address and sample it). */
+ * address and sample it). Without a sampler: one compare of a read-mostly flag. The thread that
+ * sampled a block read sample_bytes (acquire) after the flag was set, and the block reached the
+ * freeing thread after that, so a free of a sampled block sees the flag. */
 static inline void ag_prof_free(void *p)
 {
-    if (AG_UNLIKELY(__atomic_load_n(&ag_prof_filter[AG_PROF_FILTER_INDEX(p)], __ATOMIC_RELAXED)))
+    if (AG_UNLIKELY(__atomic_load_n(&ag_prof_armed, __ATOMIC_RELAXED)) &&
+        __atomic_load_n(&ag_prof_filter[AG_PROF_FILTER_INDEX(p)], __ATOMIC_RELAXED))
         ag_prof_forget(p);
 }
 

@@ -62,7 +62,7 @@ static inline void *new_plain(enum next_op op, size_t size)
     void *p;
     {
         GUARD_BLOCK;
-        p = f ? f(size) : or_abort(ag_real.malloc ? ag_real.malloc(size) : NULL);
+        p = f ? f(size) : or_abort(ag_real_resolved() ? ag_real.malloc(size) : NULL);
     }
     ag_count_alloc(p, size);
     return p;
@@ -76,7 +76,7 @@ static inline void *new_nothrow(enum next_op op, size_t size, const void *tag)
     void *p;
     {
         GUARD_BLOCK;
-        p = f ? f(size, tag) : ag_real.malloc ? ag_real.malloc(size) : NULL;
+        p = f ? f(size, tag) : ag_real_resolved() ? ag_real.malloc(size) : NULL;
     }
     ag_count_alloc(p, size);
     return p;

@@ -18,8 +18,12 @@
 #include "agent.h"
 #include "boot_heap.h"
 
-AG_HIDDEN struct ag_real ag_real;
-AG_HIDDEN int ag_glibc_serves; /* see usable(); set before ag_real.malloc */
+static void *malloc_unresolved(size_t size);
+/* malloc's next starts as a function that resolves the chain, so that malloc's fast path calls
+ * it without a test; `resolved` says when the whole table is filled. */
+AG_HIDDEN struct ag_real ag_real = {.malloc = malloc_unresolved};
+static int resolved;
+AG_HIDDEN int ag_glibc_serves; /* see usable(); set before `resolved` */
 AG_HIDDEN __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
 
 /* ---------------------------------------------------------------------- bootstrap */
@@ -45,9 +49,15 @@ static inline int arena_owns(const void *p)
 
 #define RESOLVE(field, name) ag_real.field = (__typeof__(ag_real.field))dlsym(RTLD_NEXT, name)
 
+static void mark_resolved(void *next_malloc)
+{
+    atomic_store_explicit((_Atomic(void *) *)&ag_real.malloc, next_malloc, memory_order_release);
+    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+}
+
 AG_HIDDEN int ag_bootstrap(void)
 {
-    if (AG_LIKELY(ag_real.malloc != NULL))
+    if (AG_LIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)))
         return 0;
     if (bootstrapping)
         return -1;
@@ -68,11 +78,10 @@ AG_HIDDEN int ag_bootstrap(void)
         base = base ? base + 1 : info.dli_fname;
         ag_glibc_serves = strncmp(base, "libc.so", 7) == 0;
     }
-    /* malloc last: the fast path tests it. */
-    atomic_store_explicit((_Atomic(void *) *)&ag_real.malloc, next_malloc, memory_order_release);
     bootstrapping = 0;
-    if (!(ag_real.malloc && ag_real.free && ag_real.usable))
+    if (!(next_malloc && ag_real.free && ag_real.usable))
         return -1;
+    mark_resolved(next_malloc); /* last: ready() tests it */
     /* One usable-size call before any is counted: tcmalloc's first one makes its
      * MallocExtension with operator new, which would count a block, which would ask its usable
      * size, ... */
@@ -109,8 +118,9 @@ AG_HIDDEN void ag_real_from_default(void)
     RESOLVE_DEFAULT(pvalloc, "pvalloc");
     RESOLVE_DEFAULT(usable, "malloc_usable_size");
     RESOLVE_DEFAULT(free, "free");
-    atomic_store_explicit((_Atomic(void *) *)&ag_real.malloc, dlsym(RTLD_DEFAULT, "malloc"),
-                          memory_order_release);
+    void *next_malloc = dlsym(RTLD_DEFAULT, "malloc");
+    if (next_malloc)
+        mark_resolved(next_malloc);
 }
 
 static inline size_t glibc_usable(const void *p)
@@ -127,9 +137,14 @@ static inline size_t usable(void *p)
     return ag_real.usable(p);
 }
 
+AG_HIDDEN int ag_real_resolved(void)
+{
+    return __atomic_load_n(&resolved, __ATOMIC_ACQUIRE);
+}
+
 static inline int ready(void)
 {
-    return AG_LIKELY(ag_real.malloc != NULL) || ag_bootstrap() == 0;
+    return AG_LIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) || ag_bootstrap() == 0;
 }
 
 /* ---------------------------------------------------------------------- slots */
@@ -237,25 +252,42 @@ static __attribute__((noinline)) struct ag_slot *slot_attach(void)
     return s ? s : &shared;
 }
 
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
 AG_HIDDEN void ag_counters_read(struct ag_counters *out)
 {
     memset(out, 0, sizeof *out);
+    uint64_t sized_in = 0, sized_out = 0; /* blocks whose AG_SIZE_FIELD the byte counts carry */
     struct ag_slot *s = atomic_load_explicit((_Atomic(struct ag_slot *) *)&all_slots,
                                              memory_order_acquire);
     struct ag_slot *sh = &shared;
     for (int pass = 0; pass < 2; pass++) {
         for (; s; s = pass ? NULL : s->next_all) {
-            out->allocs += __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
-            out->frees += __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
+            /* The block counts before the byte counts: a thread adds them in the other order,
+             * so the bytes read carry at least the size fields of the blocks read. */
+            uint64_t allocs = __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
+            uint64_t frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
+            uint64_t moved = __atomic_load_n(&s->moved, __ATOMIC_RELAXED);
+            uint64_t blocks_in = __atomic_load_n(&s->blocks_in, __ATOMIC_RELAXED);
+            uint64_t blocks_out = __atomic_load_n(&s->blocks_out, __ATOMIC_RELAXED);
+            sized_in += allocs + blocks_in + moved;
+            sized_out += frees + blocks_out + moved;
+            out->allocs += allocs;
+            out->frees += frees;
             out->reallocs += __atomic_load_n(&s->reallocs, __ATOMIC_RELAXED);
-            out->blocks_in += __atomic_load_n(&s->blocks_in, __ATOMIC_RELAXED);
-            out->blocks_out += __atomic_load_n(&s->blocks_out, __ATOMIC_RELAXED);
+            out->blocks_in += blocks_in;
+            out->blocks_out += blocks_out;
             out->bytes_in += __atomic_load_n(&s->bytes_in, __ATOMIC_RELAXED);
             out->bytes_out += __atomic_load_n(&s->bytes_out, __ATOMIC_RELAXED);
             out->requested += __atomic_load_n(&s->requested, __ATOMIC_RELAXED);
         }
         s = sh;
     }
+    out->bytes_in = minus(out->bytes_in, sized_in * AG_SIZE_FIELD);
+    out->bytes_out = minus(out->bytes_out, sized_out * AG_SIZE_FIELD);
 }
 
 AG_HIDDEN void ag_slots_after_fork(void)
@@ -305,6 +337,8 @@ AG_HIDDEN int ag_sample_only;
 
 static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t requested)
 {
+    if (arena_owns(p)) /* malloc before the bootstrap (malloc_unresolved) */
+        return;
     if (ag_sample_only) {
         if (p != NULL && !ag_tls.busy)
             ag_prof_count(p, requested);
@@ -315,7 +349,7 @@ static __attribute__((noinline, cold)) void counted_alloc_slow(void *p, size_t r
     if (AG_UNLIKELY(s == NULL || p == NULL))
         return;
     COUNT(s, at, allocs, 1);
-    COUNT(s, at, bytes_in, usable(p));
+    COUNT(s, at, bytes_in, usable(p) + AG_SIZE_FIELD);
     COUNT(s, at, requested, requested);
     ag_prof_count(p, requested);
 }
@@ -329,12 +363,12 @@ static __attribute__((noinline, cold)) void counted_free_slow(void *p)
     if (AG_UNLIKELY(s == NULL || p == NULL))
         return;
     COUNT(s, at, frees, 1);
-    COUNT(s, at, bytes_out, usable(p));
+    COUNT(s, at, bytes_out, usable(p) + AG_SIZE_FIELD);
 }
 
 /* The fast path: the thread's own slot in `count` (busy is 0 and glibc serves, see
- * ag_busy_leave), a block not mmapped (its usable size is the chunk size less the 8-byte size
- * field; the arena's blocks look mmapped), plain adds. Everything else goes through the slow paths
+ * ag_busy_leave), a block not mmapped (its chunk size, in the header, is its usable size plus
+ * AG_SIZE_FIELD; the arena's blocks look mmapped), plain adds. Everything else goes through the slow paths
  * above, which check each case. Returns the slot, or NULL for the slow path; *head is the block's
  * glibc chunk header. */
 static inline __attribute__((always_inline)) struct ag_slot *fast_slot(const void *p,
@@ -347,7 +381,8 @@ static inline __attribute__((always_inline)) struct ag_slot *fast_slot(const voi
     return AG_LIKELY((*head & 2) == 0) ? s : NULL;
 }
 
-#define FAST_USABLE(head) (((head) & ~(size_t)7) - sizeof(size_t))
+/* The chunk size: the header less glibc's three flag bits. */
+#define FAST_CHUNK(head) ((head) & ~(size_t)7)
 
 static __attribute__((noinline, cold)) void *counted_alloc_slow_p(void *p, size_t requested)
 {
@@ -355,17 +390,17 @@ static __attribute__((noinline, cold)) void *counted_alloc_slow_p(void *p, size_
     return p;
 }
 
-/* Counts the block p and returns it (the slow path as a tail call: no stack frame for it). */
+/* Counts the block p and returns it (the slow path and the sampler as tail calls: no stack frame
+ * for them). */
 static inline __attribute__((always_inline)) void *counted_alloc(void *p, size_t requested)
 {
     size_t head;
     struct ag_slot *s = fast_slot(p, &head);
     if (AG_LIKELY(s != NULL)) {
         add(&s->allocs, 1);
-        add(&s->bytes_in, FAST_USABLE(head));
+        add(&s->bytes_in, FAST_CHUNK(head));
         add(&s->requested, requested);
-        ag_prof_count(p, requested);
-        return p;
+        return ag_prof_count_p(p, requested);
     }
     return counted_alloc_slow_p(p, requested);
 }
@@ -382,7 +417,7 @@ AG_HIDDEN void ag_count_free(void *p)
     struct ag_slot *s = fast_slot(p, &head);
     if (AG_LIKELY(s != NULL)) {
         add(&s->frees, 1);
-        add(&s->bytes_out, FAST_USABLE(head));
+        add(&s->bytes_out, FAST_CHUNK(head));
     } else {
         counted_free_slow(p);
     }
@@ -390,20 +425,18 @@ AG_HIDDEN void ag_count_free(void *p)
 
 /* ---------------------------------------------------------------------- hooks */
 
-static __attribute__((noinline, cold)) void *malloc_bootstrap(size_t size)
+/* ag_real.malloc until the bootstrap: malloc counts what this returns (an arena block goes to
+ * the slow path by its header, which leaves it out). */
+static __attribute__((noinline, cold)) void *malloc_unresolved(size_t size)
 {
     if (!ready())
         return arena_alloc(size, 16);
-    void *p = ag_real.malloc(size);
-    return counted_alloc(p, size);
+    return ag_real.malloc(size);
 }
 
 AG_EXPORT __attribute__((hot)) void *malloc(size_t size)
 {
-    void *(*real)(size_t) = ag_real.malloc; /* set once, at bootstrap */
-    if (AG_UNLIKELY(real == NULL))
-        return malloc_bootstrap(size);
-    return counted_alloc(real(size), size);
+    return counted_alloc(ag_real.malloc(size), size);
 }
 
 AG_EXPORT void *calloc(size_t n, size_t size)
@@ -435,7 +468,7 @@ AG_EXPORT __attribute__((hot)) void free(void *p)
     struct ag_slot *s = fast_slot(p, &head);
     if (AG_LIKELY(s != NULL)) {
         add(&s->frees, 1);
-        add(&s->bytes_out, FAST_USABLE(head));
+        add(&s->bytes_out, FAST_CHUNK(head));
         ag_prof_free(p);
         ag_real.free(p);
         return;
@@ -453,9 +486,8 @@ static void *arena_realloc(void *old, size_t size)
     return p;
 }
 
-/* realloc's body, also reallocarray's (a call of realloc by name from here would be the
- * program's realloc in an attached agent). */
-static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_t size)
+/* Every realloc the fast path below does not take: counted with the general checks. */
+static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
 {
     if (AG_UNLIKELY(arena_owns(old)))
         return arena_realloc(old, size);
@@ -480,17 +512,53 @@ static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_
     COUNT(s, at, reallocs, 1);
     COUNT(s, at, requested, size);
     if (p) {
-        COUNT(s, at, bytes_in, usable(p));
-        COUNT(s, at, bytes_out, old_usable);
-        if (!old)
+        COUNT(s, at, bytes_in, usable(p) + AG_SIZE_FIELD);
+        if (old) {
+            COUNT(s, at, moved, 1);
+            COUNT(s, at, bytes_out, old_usable + AG_SIZE_FIELD);
+        } else {
             COUNT(s, at, blocks_in, 1);
+        }
         ag_prof_count(p, size);
     } else if (old && size == 0) {
         /* glibc's realloc(p, 0) frees p and returns NULL. A failed realloc keeps p. */
-        COUNT(s, at, bytes_out, old_usable);
+        COUNT(s, at, bytes_out, old_usable + AG_SIZE_FIELD);
         COUNT(s, at, blocks_out, 1);
     }
     return p;
+}
+
+/* A glibc chunk's size plus AG_SIZE_FIELD less the mmapped chunk's extra 8 bytes: usable + 8
+ * with no branch (glibc_usable's arithmetic). */
+#define CHUNK_SIZED(head) (((head) & ~(size_t)7) - (((head) & 2) << 2))
+
+/* realloc's body, also reallocarray's (a call of realloc by name from here would be the
+ * program's realloc in an attached agent). The fast path is malloc's: the thread's own slot in
+ * `count` (glibc serves, not busy, preloaded), an old block not mmapped (nor an arena block,
+ * which looks mmapped), plain adds; the new block's size from its header. */
+static inline __attribute__((always_inline)) void *realloc_hook(void *old, size_t size)
+{
+    struct ag_slot *s = ag_tls.count;
+    if (AG_UNLIKELY(s == NULL || old == NULL))
+        return realloc_slow(old, size);
+    size_t old_head = ((const size_t *)old)[-1];
+    if (AG_UNLIKELY(old_head & 2))
+        return realloc_slow(old, size);
+    ag_prof_free(old); /* before the call: see realloc_slow */
+    void *p = ag_real.realloc(old, size);
+    add(&s->reallocs, 1);
+    add(&s->requested, size);
+    if (AG_LIKELY(p != NULL)) {
+        add(&s->moved, 1);
+        add(&s->bytes_in, CHUNK_SIZED(((const size_t *)p)[-1]));
+        add(&s->bytes_out, FAST_CHUNK(old_head));
+        return ag_prof_count_p(p, size);
+    }
+    if (size == 0) { /* glibc's realloc(p, 0) freed p; a failed realloc keeps it */
+        add(&s->bytes_out, FAST_CHUNK(old_head));
+        add(&s->blocks_out, 1);
+    }
+    return NULL;
 }
 
 AG_EXPORT void *realloc(void *old, size_t size)

@@ -8,7 +8,8 @@
  * 1 - exp(-n / sample_bytes), independently of the others. The hooks' cost when nothing is
  * sampled: one subtraction from a thread-local countdown per allocation, and per free one byte
  * of a 64 KiB counting filter of the sampled addresses (ag_prof_filter): a free looks the table
- * up only when its byte is not 0.
+ * up only when its byte is not 0, and reads no byte at all when no sampler ever started
+ * (ag_prof_armed).
  *
  * No lock anywhere: a sampled block takes a key in one of two buckets by compare-and-swap (a block
  * is owned by one thread from its allocation to its free, so its insert and its removal never
@@ -40,6 +41,7 @@
 AG_HIDDEN _Alignas(64) uint8_t ag_prof_filter[AG_PROF_FILTER_SLOTS];
 
 static uint64_t sample_bytes; /* 0: the sampler is off */
+AG_HIDDEN int ag_prof_armed;
 static int decided;           /* ag_prof_init ran: before, no thread is told the sampler is off */
 static unsigned char *base;   /* the table's mapping */
 static int (*unwind)(void **, int);
@@ -422,6 +424,12 @@ AG_HIDDEN __attribute__((noinline, cold)) void ag_prof_sample(void *p, size_t si
     errno = saved_errno;
 }
 
+AG_HIDDEN __attribute__((noinline, cold)) void *ag_prof_sample_p(void *p, size_t size)
+{
+    ag_prof_sample(p, size);
+    return p;
+}
+
 AG_HIDDEN __attribute__((noinline, cold)) void ag_prof_forget(void *p)
 {
     if (base == NULL)
@@ -482,6 +490,7 @@ AG_HIDDEN void ag_prof_init(const char *dir, const char *exe)
     ag_busy_enter();
     load_unwinder();
     dl_iterate_phdr(self_cb, NULL);
+    __atomic_store_n(&ag_prof_armed, 1, __ATOMIC_RELEASE);
     sample_bytes = bytes;
     if (map_table(dir, exe) != 0)
         sample_bytes = 0; /* no table (a full disk, a read-only directory): no sampler */
@@ -529,6 +538,7 @@ AG_HIDDEN int ag_prof_attach(const char *dir, const char *exe, uint64_t bytes)
     table_flags = AG_PROF_FLAG_ATTACHED;
     /* A thread's countdown left from an earlier attach runs on (the hooks were out of its way
      * meanwhile): its first point only was drawn with that attach's mean. */
+    __atomic_store_n(&ag_prof_armed, 1, __ATOMIC_RELEASE);
     sample_bytes = bytes;
     int rc = map_table(dir, exe);
     if (rc != 0)

@@ -52,7 +52,7 @@ static void *lookup(void *handle, const char *name)
 AG_HIDDEN void ag_stats_init(void)
 {
     Dl_info info;
-    if (!ag_real.malloc || !dladdr((void *)ag_real.malloc, &info) || !info.dli_fname)
+    if (!ag_real_resolved() || !dladdr((void *)ag_real.malloc, &info) || !info.dli_fname)
         return;
     const char *base = strrchr(info.dli_fname, '/');
     base = base ? base + 1 : info.dli_fname;

@@ -493,7 +493,9 @@ fn full_disk_does_not_harm_the_program() {
 }
 
 /// Live bytes are the blocks' usable sizes exactly, as the program's own malloc_usable_size
-/// gives them: heap chunks and mmapped ones (under glibc the agent reads the chunk header itself).
+/// gives them: heap chunks and mmapped ones (under glibc the agent reads the chunk header itself),
+/// made by malloc and by reallocs of every kind (new, in place, moved, into and out of mmapped
+/// chunks, realloc(p, 0)).
 #[test]
 fn live_bytes_are_the_usable_sizes() {
     let dir = tempfile::tempdir().unwrap();
@@ -503,9 +505,16 @@ fn live_bytes_are_the_usable_sizes() {
         .unwrap();
     assert!(out.status.success());
     let usable = field(&out.stdout, "live:", "usable");
+    let blocks = field(&out.stdout, "live:", "blocks");
     let snaps = agent::read_snapshots(dir.path()).unwrap();
     let c = &only(&snaps).counters;
-    assert_eq!((c.live_bytes, c.live_blocks), (usable, 8), "{c:?}");
+    assert_eq!(blocks, 10);
+    assert_eq!((c.live_bytes, c.live_blocks), (usable, blocks), "{c:?}");
+    // The cumulative count too: the usable bytes of every block that became live.
+    let file = dir.path().join(format!("{}.snap", only(&snaps).pid));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let made = field(text.as_bytes(), "count.bytes_in=", "count.bytes_in");
+    assert_eq!(made, field(&out.stdout, "live:", "made"), "{text}");
 }
 
 /// Signal handlers that allocate while the interrupted thread is inside a hook: every count
