@@ -12,10 +12,14 @@
 //! Keys and the re-attach model: docs/live.md.
 
 mod app;
+pub mod collector;
+mod follow;
 mod format;
 mod run;
 mod sites;
 mod view;
 
-pub use app::{Ending, SortKey};
-pub use run::{check_terminal, run, LiveError, LiveOptions, OutputShown};
+pub use app::{Ending, OnQuit, SortKey};
+pub use collector::Collector;
+pub use follow::{base_results, final_results};
+pub use run::{check_terminal, run, Left, LiveError, LiveOptions, OutputShown, Source};
