@@ -83,8 +83,6 @@ pub struct App {
     pub root_pid: Option<u32>,
     /// Samples of earlier viewers of the session (re-attach), then this one's.
     pub samples: Vec<WatchSample>,
-    /// Where earlier viewers' samples end (a gap in the history follows), if any.
-    pub resumed_at: Option<f64>,
     pub verdict: Option<Verdict>,
     /// Why there is no site table (no profile table yet, none possible), when there is none.
     pub sites_note: String,
@@ -241,7 +239,6 @@ mod tests {
             collector: None,
             root_pid: None,
             samples: Vec::new(),
-            resumed_at: None,
             verdict: None,
             sites_note: String::new(),
             sites: Vec::new(),

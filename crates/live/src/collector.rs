@@ -125,6 +125,11 @@ impl Collector {
         read_pid(&self.dir) == Some(self.pid) && is_collector(self.pid)
     }
 
+    /// Whether it is gone: its results written (its pid file removed) and its process exited.
+    pub fn has_ended(&mut self) -> bool {
+        !self.is_running() && !procmem::is_alive(self.pid)
+    }
+
     /// Asks it to end its watch (SIGTERM): it writes its results, then removes its pid file.
     pub fn stop(&self) -> std::io::Result<()> {
         // SAFETY: kill(2) on a pid that was checked to be this session's collector just before.

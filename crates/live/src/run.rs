@@ -26,7 +26,7 @@ pub enum OutputShown {
 /// Who takes the samples.
 pub enum Source {
     /// The watch engine, run here (`live -- CMD`; with `--profile` on, so the tables exist).
-    Engine(WatchOptions),
+    Engine(Box<WatchOptions>),
     /// A collector in the background (`live --pid`): the view reads its directory.
     Collector {
         collector: Collector,
@@ -37,7 +37,7 @@ pub enum Source {
 /// How the view was left.
 pub enum Left {
     /// The watch is over: its results, as written.
-    Results(WatchResults),
+    Results(Box<WatchResults>),
     /// The collector (this pid) collects on, with no viewer.
     Collecting(u32),
 }
@@ -54,8 +54,6 @@ pub struct LiveOptions {
     /// The program was started by `live`: quitting ends it (SIGTERM, then the watch's grace).
     pub started_here: bool,
     pub results_dir: PathBuf,
-    /// Samples of earlier viewers of the same session (re-attach), on this watch's clock.
-    pub history: Vec<WatchSample>,
     /// Said at the start (the collector's warnings), shown with the engine's notes.
     pub notes: Vec<String>,
 }
@@ -80,7 +78,7 @@ enum News {
     Sites(Reading),
     Ended(Result<WatchOutcome, WatchError>),
     /// The collector ended: its results, or why there are none.
-    Over(Result<WatchResults, String>),
+    Over(Result<Box<WatchResults>, String>),
 }
 
 /// How often the screen is redrawn at most, the tables read and the verdict made.
@@ -135,7 +133,6 @@ fn run_on(
         output,
         started_here,
         results_dir,
-        history,
         notes,
     } = options;
     let (tx, rx) = mpsc::channel::<News>();
@@ -149,8 +146,7 @@ fn run_on(
         started_here,
         collector,
         root_pid: collector.and(base.pid),
-        resumed_at: history.last().map(|s| s.t_s),
-        samples: history,
+        samples: Vec::new(),
         verdict: None,
         sites_note: match tables {
             Some(_) => "reading the heap profile table...".into(),
@@ -226,7 +222,7 @@ fn follow_collector(mut collector: Collector, stop: &AtomicBool, tx: &mpsc::Send
             }
         }
         if !running {
-            let over = crate::follow::final_results(&collector.dir).ok_or_else(|| {
+            let over = crate::follow::final_results(&collector.dir).map(Box::new).ok_or_else(|| {
                 format!(
                     "the background collector (pid {}) ended without writing its results: {} says why: {}",
                     collector.pid,
@@ -331,7 +327,7 @@ impl Loop<'_> {
                                 (self.finish)(outcome)
                             }
                             News::Over(over) => {
-                                let r = over.map_err(LiveError::Collector)?;
+                                let r = *over.map_err(LiveError::Collector)?;
                                 self.reader_stop.store(true, Ordering::Relaxed);
                                 self.apply_pending();
                                 r
@@ -419,9 +415,11 @@ impl Loop<'_> {
     fn left(&self, results: &Option<WatchResults>) -> Option<Left> {
         let signalled = self.stop.load(Ordering::Relaxed);
         match (self.app.collector, results) {
-            (None, Some(r)) if signalled => Some(Left::Results(r.clone())),
+            (None, Some(r)) if signalled => Some(Left::Results(Box::new(r.clone()))),
             (None, _) => None,
-            (Some(_), Some(r)) if signalled || self.leaving => Some(Left::Results(r.clone())),
+            (Some(_), Some(r)) if signalled || self.leaving => {
+                Some(Left::Results(Box::new(r.clone())))
+            }
             (Some((pid, _)), None) if signalled => Some(Left::Collecting(pid)),
             (Some(_), _) => None,
         }

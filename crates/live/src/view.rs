@@ -141,16 +141,14 @@ fn draw_chart(frame: &mut Frame, app: &App, area: Rect) {
                 .data(data)
         })
         .collect();
-    let gap = app.resumed_at.map_or(String::new(), |t| {
-        format!(", earlier viewers to {}", duration(t))
-    });
+    // A collector's view shows its whole history: the count says how much was read.
     let count = if app.collector.is_some() {
         format!(", {} samples", app.samples.len())
     } else {
         String::new()
     };
     let chart = Chart::new(datasets)
-        .block(titled(format!("memory over time{count}{gap}")))
+        .block(titled(format!("memory over time{count}")))
         .x_axis(
             Axis::default()
                 .bounds([first, last])

@@ -109,7 +109,7 @@ fn view_command(settings: &LiveSettings) -> anyhow::Result<ExitCode> {
     let mut session = Session::open(settings)?;
     let dir = session.dir.clone();
     let options = live::LiveOptions {
-        source: live::Source::Engine(session.options.clone()),
+        source: live::Source::Engine(Box::new(session.options.clone())),
         base: session.base.clone(),
         title: settings.command.join(" "),
         tables: Some(dir.join(watch::AGENT_DIR)),
@@ -119,7 +119,6 @@ fn view_command(settings: &LiveSettings) -> anyhow::Result<ExitCode> {
         },
         started_here: true,
         results_dir: dir.clone(),
-        history: Vec::new(),
         notes: Vec::new(),
     };
     let interrupted = interrupt_flag()?;
@@ -174,7 +173,6 @@ fn view_collector(
         output: live::OutputShown::NotOurs,
         started_here: false,
         results_dir: dir.clone(),
-        history: Vec::new(),
         notes,
     };
     let interrupted = interrupt_flag()?;
@@ -208,7 +206,7 @@ fn stop_collector(settings: &LiveSettings, pid: u32) -> anyhow::Result<ExitCode>
     collector
         .stop()
         .with_context(|| format!("cannot stop the collector (pid {})", collector.pid))?;
-    let ended = wait_until(STOP_GRACE, || !collector.is_running());
+    let ended = wait_until(STOP_GRACE, || collector.has_ended());
     if !ended {
         bail!(
             "the collector (pid {}) did not end within {} s: see {}",
