@@ -40,6 +40,8 @@ impl SortKey {
 pub enum Ending {
     /// Still watching.
     Running,
+    /// The user quit the view of a collector: keep it collecting, or stop it? (one key)
+    Asking,
     /// The user quit: the view is ending the watch (and the program when it started it).
     Quitting,
     /// The watch is over and its results are written; the view stays until a key.
@@ -51,7 +53,23 @@ pub enum Ending {
 pub enum Action {
     None,
     Redraw,
+    /// Leave the view (ending the watch this process runs, if it still runs).
     Quit,
+    /// Leave the view, the collector collecting on.
+    Detach,
+    /// Stop the collector, then leave once its results are written.
+    StopCollector,
+}
+
+/// What quitting the view of a collector does (`--on-quit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnQuit {
+    /// Ask, one key; Enter (or `q` again) stops it: nothing is left running unasked.
+    Ask,
+    /// Leave it collecting in the background.
+    Keep,
+    /// Stop it: the watch ends as `watch --pid` ends.
+    Stop,
 }
 
 /// Everything the screen shows.
@@ -59,11 +77,12 @@ pub struct App {
     pub title: String,
     /// The program was started by `live`: quitting ends it.
     pub started_here: bool,
+    /// A collector in the background takes the samples (`live --pid`): its pid, and what
+    /// quitting does to it.
+    pub collector: Option<(u32, OnQuit)>,
     pub root_pid: Option<u32>,
     /// Samples of earlier viewers of the session (re-attach), then this one's.
     pub samples: Vec<WatchSample>,
-    /// Where earlier viewers' samples end (a gap in the history follows), if any.
-    pub resumed_at: Option<f64>,
     pub verdict: Option<Verdict>,
     /// Why there is no site table (no profile table yet, none possible), when there is none.
     pub sites_note: String,
@@ -129,10 +148,21 @@ impl App {
         }
     }
 
-    /// A key pressed (its character; Ctrl-C arrives as 'q').
+    /// A key pressed (its character; Ctrl-C arrives as 'q', Esc as '\x1b', Enter as '\n').
     pub fn on_key(&mut self, key: char) -> Action {
+        if self.ending == Ending::Asking {
+            return match key {
+                'k' => Action::Detach,
+                's' | 'q' | '\n' => Action::StopCollector,
+                '\x1b' => {
+                    self.ending = Ending::Running;
+                    Action::Redraw
+                }
+                _ => Action::None,
+            };
+        }
         match key {
-            'q' => Action::Quit,
+            'q' | '\x1b' => self.quit(),
             's' => {
                 self.sort = self.sort.next();
                 self.sort_sites();
@@ -147,6 +177,24 @@ impl App {
                 Action::Redraw
             }
             _ => Action::None,
+        }
+    }
+
+    /// `q`: what it does depends on who collects.
+    fn quit(&mut self) -> Action {
+        let Some((_, on_quit)) = self.collector else {
+            return Action::Quit;
+        };
+        if self.ending != Ending::Running {
+            return Action::Quit;
+        }
+        match on_quit {
+            OnQuit::Ask => {
+                self.ending = Ending::Asking;
+                Action::Redraw
+            }
+            OnQuit::Keep => Action::Detach,
+            OnQuit::Stop => Action::StopCollector,
         }
     }
 }
@@ -188,9 +236,9 @@ mod tests {
         App {
             title: String::new(),
             started_here: true,
+            collector: None,
             root_pid: None,
             samples: Vec::new(),
-            resumed_at: None,
             verdict: None,
             sites_note: String::new(),
             sites: Vec::new(),
@@ -247,5 +295,27 @@ mod tests {
         // Without an output file there is no pane to show.
         assert_eq!(app.on_key('o'), Action::None);
         assert_eq!(app.on_key('q'), Action::Quit);
+    }
+
+    #[test]
+    fn quitting_the_view_of_a_collector_asks_and_defaults_to_stop() {
+        let mut app = app();
+        app.collector = Some((7, OnQuit::Ask));
+        assert_eq!(app.on_key('q'), Action::Redraw);
+        assert_eq!(app.ending, Ending::Asking);
+        // Esc goes back to the view; 's' here is the answer, not the sort.
+        assert_eq!(app.on_key('\x1b'), Action::Redraw);
+        assert_eq!(app.ending, Ending::Running);
+        app.on_key('q');
+        assert_eq!(app.on_key('k'), Action::Detach);
+        app.on_key('q');
+        assert_eq!(app.on_key('\n'), Action::StopCollector);
+        app.on_key('q');
+        assert_eq!(app.on_key('q'), Action::StopCollector);
+        app.ending = Ending::Running;
+        app.collector = Some((7, OnQuit::Keep));
+        assert_eq!(app.on_key('q'), Action::Detach);
+        app.collector = Some((7, OnQuit::Stop));
+        assert_eq!(app.on_key('q'), Action::StopCollector);
     }
 }

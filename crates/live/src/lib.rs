@@ -4,18 +4,23 @@
 //! growth over the last minute and their standard errors; the verdict so far.
 //!
 //! Three threads, so that nothing waits for the screen and the program never waits for anyone:
-//! the watch engine (`watch::watch`, the one collector, its samples sent here by its event
-//! callback), the reader of the profile tables (`sites`, symbolising off the drawing thread),
-//! and this one, which draws (`view`) and reads keys. Everything runs in alloclens: the program
-//! has its agent and nothing more. Nothing here prints; the caller assembles and writes the
-//! results (the same directory as `watch`) from the outcome handed to `finish`.
-//! Keys and the re-attach model: docs/live.md.
+//! the source of the samples (the watch engine, `watch::watch`, the one collector, its samples
+//! sent here by its event callback; or, with `--pid`, the follower of a background collector's
+//! directory, `follow`, the engine running in that `collector`), the reader of the profile tables
+//! (`sites`, symbolising off the drawing thread), and this one, which draws (`view`) and reads
+//! keys. Everything runs in alloclens: the program has its agent and nothing more. Nothing here
+//! prints; the caller assembles and writes the results (the same directory as `watch`) from the
+//! outcome handed to `finish`, or the collector does. Keys and the collector: docs/live.md.
 
 mod app;
+pub mod collector;
+mod follow;
 mod format;
 mod run;
 mod sites;
 mod view;
 
-pub use app::{Ending, SortKey};
-pub use run::{check_terminal, run, LiveError, LiveOptions, OutputShown};
+pub use app::{Ending, OnQuit, SortKey};
+pub use collector::Collector;
+pub use follow::{base_results, final_results};
+pub use run::{check_terminal, run, Left, LiveError, LiveOptions, OutputShown, Source};

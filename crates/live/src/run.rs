@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use watch::{WatchError, WatchEvent, WatchOptions, WatchOutcome, WatchResults, WatchSample};
 
-use crate::app::{Action, App, Ending, SortKey};
+use crate::app::{Action, App, Ending, OnQuit, SortKey};
+use crate::collector::Collector;
+use crate::follow::SamplesTail;
 use crate::sites::{Reading, SiteReader};
 
 /// Where the program's output is, and whether the pane shows it at the start.
@@ -21,9 +23,27 @@ pub enum OutputShown {
     File { path: PathBuf, pane: bool },
 }
 
+/// Who takes the samples.
+pub enum Source {
+    /// The watch engine, run here (`live -- CMD`; with `--profile` on, so the tables exist).
+    Engine(Box<WatchOptions>),
+    /// A collector in the background (`live --pid`): the view reads its directory.
+    Collector {
+        collector: Collector,
+        on_quit: OnQuit,
+    },
+}
+
+/// How the view was left.
+pub enum Left {
+    /// The watch is over: its results, as written.
+    Results(Box<WatchResults>),
+    /// The collector (this pid) collects on, with no viewer.
+    Collecting(u32),
+}
+
 pub struct LiveOptions {
-    /// The watch to run (with `--profile` on, so the tables exist).
-    pub watch: WatchOptions,
+    pub source: Source,
     /// watch.json as known at the start: the verdict so far is made with it.
     pub base: WatchResults,
     /// The command or the process, for the header.
@@ -34,8 +54,8 @@ pub struct LiveOptions {
     /// The program was started by `live`: quitting ends it (SIGTERM, then the watch's grace).
     pub started_here: bool,
     pub results_dir: PathBuf,
-    /// Samples of earlier viewers of the same session (re-attach), on this watch's clock.
-    pub history: Vec<WatchSample>,
+    /// Said at the start (the collector's warnings), shown with the engine's notes.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +66,8 @@ pub enum LiveError {
     Terminal(#[from] std::io::Error),
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error("{0}")]
+    Collector(String),
 }
 
 /// News for the drawing thread.
@@ -55,20 +77,23 @@ enum News {
     Note(String),
     Sites(Reading),
     Ended(Result<WatchOutcome, WatchError>),
+    /// The collector ended: its results, or why there are none.
+    Over(Result<Box<WatchResults>, String>),
 }
 
 /// How often the screen is redrawn at most, the tables read and the verdict made.
 const REFRESH: Duration = Duration::from_secs(1);
 
-/// Runs the view until the user leaves it. `stop` ends the watch (the CLI's Ctrl-C/SIGTERM flag;
-/// the `q` key sets it too); `finish` turns the watch's outcome into the results it writes
-/// (watch.json), which the view then shows. When the terminal goes away (a hang-up), the watch
-/// still ends with its results written, and the terminal's error is returned.
+/// Runs the view until the user leaves it. `stop` ends the watch run here (the CLI's
+/// Ctrl-C/SIGTERM/SIGHUP flag; the `q` key sets it too), or only the view of a collector (which
+/// collects on); `finish` turns the watch's outcome into the results it writes (watch.json),
+/// which the view then shows. When the terminal goes away (a hang-up), a watch run here still
+/// ends with its results written, and the terminal's error is returned.
 pub fn run(
     options: LiveOptions,
     stop: &AtomicBool,
     finish: &mut dyn FnMut(WatchOutcome) -> WatchResults,
-) -> Result<WatchResults, LiveError> {
+) -> Result<Left, LiveError> {
     check_terminal()?;
     let mut terminal = ratatui::try_init()?;
     let result = run_on(&mut terminal, options, stop, finish);
@@ -99,17 +124,31 @@ fn run_on(
     options: LiveOptions,
     stop: &AtomicBool,
     finish: &mut dyn FnMut(WatchOutcome) -> WatchResults,
-) -> Result<WatchResults, LiveError> {
+) -> Result<Left, LiveError> {
+    let LiveOptions {
+        source,
+        base,
+        title,
+        tables,
+        output,
+        started_here,
+        results_dir,
+        notes,
+    } = options;
     let (tx, rx) = mpsc::channel::<News>();
     let reader_stop = AtomicBool::new(false);
+    let collector = match &source {
+        Source::Collector { collector, on_quit } => Some((collector.pid, *on_quit)),
+        Source::Engine(_) => None,
+    };
     let mut app = App {
-        title: options.title.clone(),
-        started_here: options.started_here,
-        root_pid: None,
-        resumed_at: options.history.last().map(|s| s.t_s),
-        samples: options.history.clone(),
+        title,
+        started_here,
+        collector,
+        root_pid: collector.and(base.pid),
+        samples: Vec::new(),
         verdict: None,
-        sites_note: match options.tables {
+        sites_note: match tables {
             Some(_) => "reading the heap profile table...".into(),
             None => "no heap profile of this process (see the notes of the watch)".into(),
         },
@@ -117,43 +156,50 @@ fn run_on(
         growth_window_s: 0.0,
         sort: SortKey::InUse,
         paused: false,
-        output_pane: matches!(options.output, OutputShown::File { pane: true, .. }),
-        output_path: match &options.output {
+        output_pane: matches!(output, OutputShown::File { pane: true, .. }),
+        output_path: match &output {
             OutputShown::File { path, .. } => Some(path.clone()),
             OutputShown::NotOurs => None,
         },
         output_tail: Vec::new(),
-        notes: Vec::new(),
+        notes,
         ending: Ending::Running,
-        results_dir: options.results_dir.clone(),
+        results_dir,
     };
     std::thread::scope(|scope| {
-        let engine_tx = tx.clone();
-        let watch_options = &options.watch;
-        scope.spawn(move || {
-            let ended = watch::watch(watch_options, stop, &mut |event| {
-                let news = match event {
-                    WatchEvent::Started { root_pid } => News::Started(root_pid),
-                    WatchEvent::Sample(s) => News::Sample(s.clone()),
-                    WatchEvent::Note(n) => News::Note(n),
-                };
-                let _ = engine_tx.send(news);
-            });
-            let _ = engine_tx.send(News::Ended(ended));
-        });
-        if let Some(tables) = options.tables.clone() {
+        let source_tx = tx.clone();
+        let reader_stop = &reader_stop;
+        match source {
+            Source::Engine(watch_options) => {
+                scope.spawn(move || {
+                    let ended = watch::watch(&watch_options, stop, &mut |event| {
+                        let news = match event {
+                            WatchEvent::Started { root_pid } => News::Started(root_pid),
+                            WatchEvent::Sample(s) => News::Sample(s.clone()),
+                            WatchEvent::Note(n) => News::Note(n),
+                        };
+                        let _ = source_tx.send(news);
+                    });
+                    let _ = source_tx.send(News::Ended(ended));
+                });
+            }
+            Source::Collector { collector, .. } => {
+                scope.spawn(move || follow_collector(collector, reader_stop, &source_tx));
+            }
+        }
+        if let Some(tables) = tables {
             let reader_tx = tx.clone();
-            let reader_stop = &reader_stop;
             scope.spawn(move || read_sites(tables, reader_stop, &reader_tx));
         }
         drop(tx);
         let result = Loop {
             app: &mut app,
-            base: &options.base,
+            base: &base,
             stop,
-            reader_stop: &reader_stop,
+            reader_stop,
             finish,
             pending: Vec::new(),
+            leaving: false,
         }
         .run(terminal, &rx);
         reader_stop.store(true, Ordering::Relaxed);
@@ -161,6 +207,40 @@ fn run_on(
         stop.store(true, Ordering::Relaxed);
         result
     })
+}
+
+/// The follower of a collector's session: the samples it writes, every 200 ms, until it ends
+/// (then its results) or the view is left.
+fn follow_collector(mut collector: Collector, stop: &AtomicBool, tx: &mpsc::Sender<News>) {
+    let mut samples = SamplesTail::new(collector.dir.join(watch::SAMPLES_CSV));
+    loop {
+        // Checked before the rows are read: the last rows of a collector that ended are read.
+        let running = collector.is_running();
+        for sample in samples.read_new() {
+            if tx.send(News::Sample(sample)).is_err() {
+                return;
+            }
+        }
+        if !running {
+            let over = crate::follow::final_results(&collector.dir).map(Box::new).ok_or_else(|| {
+                format!(
+                    "the background collector (pid {}) ended without writing its results: {} says why: {}",
+                    collector.pid,
+                    collector.dir.join(crate::collector::LOG_FILE).display(),
+                    collector.last_words()
+                )
+            });
+            let _ = tx.send(News::Over(over));
+            return;
+        }
+        let next = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < next {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// The table reader's thread: a reading every REFRESH until told to stop, and one more then: a
@@ -192,6 +272,9 @@ struct Loop<'a> {
     finish: &'a mut dyn FnMut(WatchOutcome) -> WatchResults,
     /// Samples and readings received while paused, applied on resume.
     pending: Vec<News>,
+    /// The collector was asked to stop (or its watch is over and `q` was pressed): the view is
+    /// left once its results are in.
+    leaving: bool,
 }
 
 impl Loop<'_> {
@@ -201,10 +284,14 @@ impl Loop<'_> {
         mut self,
         terminal: &mut ratatui::DefaultTerminal,
         rx: &mpsc::Receiver<News>,
-    ) -> Result<WatchResults, LiveError> {
+    ) -> Result<Left, LiveError> {
         let mut results = None;
         match self.show(terminal, rx, &mut results) {
-            Ok(()) => Ok(results.expect("the view leaves with the results")),
+            Ok(left) => Ok(left),
+            // A collector collects on: nothing to wait for.
+            Err(LiveError::Terminal(e)) if self.app.collector.is_some() => {
+                Err(LiveError::Terminal(e))
+            }
             Err(LiveError::Terminal(e)) => {
                 self.stop.store(true, Ordering::Relaxed);
                 while results.is_none() {
@@ -225,17 +312,28 @@ impl Loop<'_> {
         terminal: &mut ratatui::DefaultTerminal,
         rx: &mpsc::Receiver<News>,
         results: &mut Option<WatchResults>,
-    ) -> Result<(), LiveError> {
+    ) -> Result<Left, LiveError> {
         let mut dirty = true;
         let mut last_refresh: Option<Instant> = None;
         loop {
             while let Ok(news) = rx.try_recv() {
                 match news {
-                    News::Ended(ended) => {
-                        let outcome = ended?;
-                        self.reader_stop.store(true, Ordering::Relaxed);
-                        self.apply_pending();
-                        let r = (self.finish)(outcome);
+                    News::Ended(_) | News::Over(_) => {
+                        let r = match news {
+                            News::Ended(ended) => {
+                                let outcome = ended?;
+                                self.reader_stop.store(true, Ordering::Relaxed);
+                                self.apply_pending();
+                                (self.finish)(outcome)
+                            }
+                            News::Over(over) => {
+                                let r = *over.map_err(LiveError::Collector)?;
+                                self.reader_stop.store(true, Ordering::Relaxed);
+                                self.apply_pending();
+                                r
+                            }
+                            _ => unreachable!("matched above"),
+                        };
                         let what = ending_words(&r);
                         self.app.on_results(&r, what);
                         *results = Some(r);
@@ -253,9 +351,8 @@ impl Loop<'_> {
                     news => dirty |= self.on_news(news),
                 }
             }
-            // The user quit (or a signal ended the watch) and the results are written: leave.
-            if results.is_some() && self.stop.load(Ordering::Relaxed) {
-                break;
+            if let Some(left) = self.left(results) {
+                return Ok(left);
             }
             let over = results.is_some();
             let due = !over && last_refresh.is_none_or(|t| t.elapsed() >= REFRESH);
@@ -283,11 +380,17 @@ impl Loop<'_> {
                                 'q'
                             }
                             KeyCode::Char(c) => c.to_ascii_lowercase(),
-                            KeyCode::Esc => 'q',
+                            KeyCode::Esc => '\x1b',
+                            KeyCode::Enter => '\n',
                             _ => continue,
                         };
                         match self.app.on_key(c) {
                             Action::Quit => self.quit(results.is_some()),
+                            Action::Detach => {
+                                let pid = self.app.collector.map_or(0, |(pid, _)| pid);
+                                return Ok(Left::Collecting(pid));
+                            }
+                            Action::StopCollector => self.stop_collector(),
                             Action::Redraw => {
                                 if !self.app.paused {
                                     self.apply_pending();
@@ -304,7 +407,39 @@ impl Loop<'_> {
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Whether to leave the view now, and how. A watch run here: once the user quit (or a signal
+    /// ended it) and its results are written. A collector's view: on a signal at once (the
+    /// collector collects on), or once its results are in after the user stopped it.
+    fn left(&self, results: &Option<WatchResults>) -> Option<Left> {
+        let signalled = self.stop.load(Ordering::Relaxed);
+        match (self.app.collector, results) {
+            (None, Some(r)) if signalled => Some(Left::Results(Box::new(r.clone()))),
+            (None, _) => None,
+            (Some(_), Some(r)) if signalled || self.leaving => {
+                Some(Left::Results(Box::new(r.clone())))
+            }
+            (Some((pid, _)), None) if signalled => Some(Left::Collecting(pid)),
+            (Some(_), _) => None,
+        }
+    }
+
+    /// The collector is asked to end its watch; the view stays until its results are in.
+    fn stop_collector(&mut self) {
+        if let Some((pid, _)) = self.app.collector {
+            self.app.ending = Ending::Quitting;
+            self.leaving = true;
+            let dir = self.app.results_dir.clone();
+            // Still this session's collector (it may have ended meanwhile: its results follow).
+            if let Some(collector) = Collector::find(&dir).filter(|c| c.pid == pid) {
+                if let Err(e) = collector.stop() {
+                    self.app
+                        .notes
+                        .push(format!("cannot stop the collector: {e}"));
+                }
+            }
+        }
     }
 
     /// News of the engine or the reader; true when the screen changes.
@@ -318,7 +453,7 @@ impl Loop<'_> {
             }
             News::Sample(s) => self.app.on_sample(s),
             News::Sites(r) => self.app.on_sites(r.rows, r.window_s, r.note),
-            News::Ended(_) => unreachable!("handled by the loop"),
+            News::Ended(_) | News::Over(_) => unreachable!("handled by the loop"),
         }
         true
     }
@@ -332,8 +467,12 @@ impl Loop<'_> {
     }
 
     /// `q`: the watch ends; a program `live` started gets SIGTERM (its exit status is kept if it
-    /// exits within the watch's grace), an attached one runs on.
+    /// exits within the watch's grace), an attached one runs on. After a collector's end: leave.
     fn quit(&mut self, over: bool) {
+        if self.app.collector.is_some() {
+            self.leaving = true;
+            return;
+        }
         if !over {
             self.app.ending = Ending::Quitting;
             if let (true, Some(pid)) = (self.app.started_here, self.app.root_pid) {

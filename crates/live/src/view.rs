@@ -11,7 +11,7 @@ use ratatui::Frame;
 
 use watch::WatchSample;
 
-use crate::app::{App, Ending, SortKey};
+use crate::app::{App, Ending, OnQuit, SortKey};
 use crate::format::{bytes, duration, signed_bytes};
 
 /// One series of the chart: its name, its mark, its colour, its value in a sample.
@@ -102,6 +102,8 @@ fn header(app: &App) -> Line<'static> {
     let state = match (&app.ending, app.paused) {
         (Ending::Running, true) => "PAUSED (still collecting)".to_string(),
         (Ending::Running, false) => "running".to_string(),
+        (Ending::Asking, _) => "quit: keep collecting?".to_string(),
+        (Ending::Quitting, _) if app.collector.is_some() => "stopping the collector...".into(),
         (Ending::Quitting, _) => "ending the watch...".to_string(),
         (Ending::Over(what), _) => what.clone(),
     };
@@ -139,11 +141,14 @@ fn draw_chart(frame: &mut Frame, app: &App, area: Rect) {
                 .data(data)
         })
         .collect();
-    let gap = app.resumed_at.map_or(String::new(), |t| {
-        format!(", earlier viewers to {}", duration(t))
-    });
+    // A collector's view shows its whole history: the count says how much was read.
+    let count = if app.collector.is_some() {
+        format!(", {} samples", app.samples.len())
+    } else {
+        String::new()
+    };
     let chart = Chart::new(datasets)
-        .block(titled(format!("memory over time{gap}")))
+        .block(titled(format!("memory over time{count}")))
         .x_axis(
             Axis::default()
                 .bounds([first, last])
@@ -337,10 +342,18 @@ fn draw_output(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn keys(app: &App) -> Line<'static> {
-    let quit = match (&app.ending, app.started_here) {
-        (Ending::Over(_), _) => "q:leave",
-        (_, true) => "q:quit+end program",
-        (_, false) => "q:quit, program runs on",
+    let reversed = Style::default().add_modifier(Modifier::REVERSED);
+    if app.ending == Ending::Asking {
+        return Line::from("keep collecting with no viewer? k:keep  s/Enter:stop  Esc:back")
+            .style(reversed);
+    }
+    let quit = match (&app.ending, app.started_here, app.collector) {
+        (Ending::Over(_), _, _) => "q:leave",
+        (_, _, Some((_, OnQuit::Ask))) => "q:quit (keep or stop?)",
+        (_, _, Some((_, OnQuit::Keep))) => "q:quit, collecting goes on",
+        (_, _, Some((_, OnQuit::Stop))) => "q:quit+stop collecting",
+        (_, true, None) => "q:quit+end program",
+        (_, false, None) => "q:quit, program runs on",
     };
     let output = if app.output_path.is_some() {
         " o:output"
@@ -351,5 +364,5 @@ fn keys(app: &App) -> Line<'static> {
     Line::from(format!(
         "{quit}  s:sort  {pause}{output}  threads merged: no per-thread data"
     ))
-    .style(Style::default().add_modifier(Modifier::REVERSED))
+    .style(reversed)
 }

@@ -6,13 +6,17 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::results::{AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV, WATCH_JSON};
+use crate::results::{
+    AGENT_DIR, COLLECTOR_LOG, COLLECTOR_PID, PROGRAM_OUTPUT, SAMPLES_CSV, WATCH_JSON,
+};
 
 /// Files a watch writes at the top of its directory (an earlier watch's are replaced with
 /// --force), beside its `agent/` directory; the `.tmp` ones are left by a kill while replacing.
-const OURS: [&str; 6] = [
+const OURS: [&str; 8] = [
     "report.html",
     PROGRAM_OUTPUT,
+    COLLECTOR_PID,
+    COLLECTOR_LOG,
     WATCH_JSON,
     SAMPLES_CSV,
     "watch.json.tmp",

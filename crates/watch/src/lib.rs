@@ -33,7 +33,7 @@ pub use engine::{
 pub use history::{read_samples, WatchSample, DEFAULT_CAPACITY};
 pub use residency::ResidencyQuote;
 pub use results::{
-    assemble, write_results, WatchDir, WatchResults, AGENT_DIR, PROGRAM_OUTPUT, SAMPLES_CSV,
-    WATCH_JSON,
+    assemble, write_results, WatchDir, WatchResults, AGENT_DIR, COLLECTOR_LOG, COLLECTOR_PID,
+    PROGRAM_OUTPUT, SAMPLES_CSV, WATCH_JSON,
 };
 pub use verdict::{Class, Verdict};

@@ -21,6 +21,10 @@ pub const SAMPLES_CSV: &str = "samples.csv";
 /// The program's stdout and stderr when `alloclens live` kept them aside (the terminal is the
 /// view's).
 pub const PROGRAM_OUTPUT: &str = "program.out";
+/// The pid of `alloclens live --pid`'s background collector while it runs (docs/live.md).
+pub const COLLECTOR_PID: &str = "collector.pid";
+/// That collector's standard output and error.
+pub const COLLECTOR_LOG: &str = "collector.log";
 
 /// The agent's snapshot files (one per live process, replaced in place).
 pub const AGENT_DIR: &str = "agent";

@@ -9,6 +9,7 @@ pub mod export;
 pub mod gate;
 mod ksm_library;
 pub mod live;
+mod live_collector;
 pub mod man;
 pub mod merge;
 mod profile_diff;

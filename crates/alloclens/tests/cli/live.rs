@@ -391,10 +391,29 @@ fn quitting_ends_a_program_live_started() {
     assert_eq!(json["exit"]["signal"], 15, "{summary}");
 }
 
-/// `live --pid`: quitting leaves the process running; a second viewer of the same session shows
-/// the first one's samples before its own, and the directory keeps them all.
+/// The rows of DIR/samples.csv (the collector appends each sample as it takes it).
+fn rows(dir: &Path) -> usize {
+    watch::read_samples(&dir.join("samples.csv")).map_or(0, |s| s.len())
+}
+
+/// The number of samples the chart's title says it holds ("memory over time, 57 samples").
+fn samples_shown(screen: &str) -> Option<usize> {
+    let at = screen.find("memory over time, ")? + "memory over time, ".len();
+    screen[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// The pid of the session's background collector, while it runs.
+fn collector_pid(dir: &Path) -> Option<u32> {
+    let pid = std::fs::read_to_string(dir.join("collector.pid")).ok()?;
+    let pid: u32 = pid.trim().parse().ok()?;
+    procmem::is_alive(pid).then_some(pid)
+}
+
+/// `live --pid`, quit with "keep": the collector goes on with no viewer (samples.csv grows), a
+/// second viewer shows the whole history (every sample since the first attach, none missing
+/// between the viewers), and its stop key ends the collector, which writes watch's results.
 #[test]
-fn quit_then_reattach_shows_the_history() {
+fn a_collector_kept_on_quit_collects_with_no_viewer_until_stopped() {
     require!(program "tmux");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("session");
@@ -403,39 +422,96 @@ fn quit_then_reattach_shows_the_history() {
     let line = live_pid_line(&dir, pid);
     let first = Tmux::start(80, 24, &line);
     first.wait_for("the attached view", |s| {
-        s.contains("q:quit, program runs on") && s.contains("verdict so far: leak")
+        s.contains("q:quit (keep or stop?)") && s.contains("verdict so far: leak")
     });
     first.keys("q");
-    first.wait_for("the summary", |s| s.contains("live exit status"));
-    assert!(
-        procmem::is_alive(pid),
-        "quitting the viewer ended the program"
-    );
-    let kept = watch_json(&dir)["samples_kept"].as_u64().unwrap();
-    let earlier_end = watch::read_samples(&dir.join("samples.csv"))
-        .unwrap()
-        .last()
-        .unwrap()
-        .t_s;
-    assert!(kept >= 8, "{kept} samples");
+    first.wait_for("the question", |s| {
+        s.contains("keep collecting with no viewer?")
+    });
+    first.keys("k");
+    let left = first.wait_for("the viewer's end", |s| s.contains("live exit status"));
+    assert!(left.contains("live exit status 0"), "{left}");
+    let collector = collector_pid(&dir).expect("the collector runs on");
+    // With no viewer, the samples go on.
+    let at_quit = rows(&dir);
+    testkit::wait_until("samples with no viewer", DEADLINE, || {
+        rows(&dir) >= at_quit + 5
+    });
+    assert!(procmem::is_alive(pid));
 
+    let at_second = rows(&dir);
     let second = Tmux::start(80, 24, &line);
-    let resumed = second.wait_for("the history", |s| {
-        s.contains("earlier viewers to") && shows_every_panel(s)
+    let resumed = second.wait_for("the whole history", |s| {
+        samples_shown(s).is_some_and(|n| n >= at_second) && shows_every_panel(s)
     });
     assert_every_panel(&resumed);
+    // One collector all along: no earlier viewer's history, no gap.
+    assert!(!resumed.contains("earlier viewers to"), "{resumed}");
+    assert!(
+        resumed.contains(&format!("collector {collector}")),
+        "{resumed}"
+    );
     second.keys("q");
-    second.wait_for("the summary", |s| s.contains("live exit status"));
+    second.wait_for("the question", |s| {
+        s.contains("keep collecting with no viewer?")
+    });
+    second.keys("s");
+    let summary = second.wait_for("the summary", |s| s.contains("live exit status"));
+    assert!(summary.contains("results in"), "{summary}");
+    // The collector wrote watch's results and is gone; the process runs on.
+    assert_eq!(collector_pid(&dir), None);
+    // The view leaves once the results are in (the pid file removed after them); the process
+    // exits right after.
+    testkit::wait_until("the collector's exit", DEADLINE, || {
+        !procmem::is_alive(collector)
+    });
     let json = watch_json(&dir);
+    assert_eq!(json["ending"], "interrupted", "{json}");
+    assert_eq!(json["still_running"], true, "{json}");
+    assert_eq!(json["samples_kept"].as_u64().unwrap() as usize, rows(&dir));
     let samples = watch::read_samples(&dir.join("samples.csv")).unwrap();
-    assert!(json["samples_kept"].as_u64().unwrap() > kept, "{json}");
-    // The first viewer's samples, then the second's, on one clock.
-    assert!(samples[kept as usize - 1].t_s == earlier_end);
     assert!(samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
-    assert!(samples.last().unwrap().t_s > earlier_end);
+    alloclens().arg("report").arg(&dir).ok();
     assert!(procmem::is_alive(pid));
     let _ = program.kill();
     let _ = program.wait();
+}
+
+/// The watched process exits while no viewer looks: the collector ends by itself, its results
+/// written (the process's exit), and `--stop` then says nothing runs, in one line.
+#[test]
+fn the_process_exiting_ends_the_collector() {
+    require!(program "tmux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("exits");
+    let mut program = leaking_matrix();
+    let pid = program.id();
+    let line = format!("{} --on-quit keep", live_pid_line(&dir, pid));
+    let viewer = Tmux::start(80, 24, &line);
+    viewer.wait_for("the attached view", |s| {
+        s.contains("q:quit, collecting goes on") && s.contains("verdict so far")
+    });
+    viewer.keys("q");
+    viewer.wait_for("the viewer's end", |s| s.contains("live exit status 0"));
+    let collector = collector_pid(&dir).expect("the collector runs on");
+    program.kill().unwrap();
+    program.wait().unwrap();
+    testkit::wait_until("the collector's end", DEADLINE, || {
+        !procmem::is_alive(collector)
+    });
+    assert!(!dir.join("collector.pid").exists());
+    let json = watch_json(&dir);
+    assert_eq!(json["ending"], "exited", "{json}");
+    assert_eq!(json["still_running"], false, "{json}");
+    let stderr = alloclens()
+        .args(["live", "--stop", "--pid", &pid.to_string(), "-o"])
+        .arg(&dir)
+        .fails_with(1);
+    assert!(
+        stderr.starts_with("alloclens: error: no background collector runs in")
+            && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
 }
 
 /// Without a terminal, one line says what to do, and nothing is started or written.
@@ -456,10 +532,10 @@ fn live_without_a_terminal_is_refused_in_one_line() {
 }
 
 /// The terminal of an attached viewer goes away (its ssh session dropped: tmux's server killed,
-/// SIGHUP): the watch ends with its results written, the process runs on, and the next viewer
-/// shows the history.
+/// SIGHUP): the viewer ends, the collector collects on (samples.csv grows, no results yet), and
+/// `live --pid PID --stop` ends it with watch's results and summary.
 #[test]
-fn a_dropped_terminal_keeps_the_session_for_the_next_viewer() {
+fn a_dropped_terminal_leaves_the_collector_running() {
     require!(program "tmux");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dropped");
@@ -468,27 +544,28 @@ fn a_dropped_terminal_keeps_the_session_for_the_next_viewer() {
     let line = live_pid_line(&dir, pid);
     let first = Tmux::start(80, 24, &line);
     first.wait_for("a few samples", |s| s.contains("verdict so far: leak"));
+    let collector = collector_pid(&dir).expect("a collector");
     drop(first);
-    testkit::wait_until("watch.json's ending", DEADLINE, || {
-        std::fs::read_to_string(dir.join("watch.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .is_some_and(|j| !j["ending"].is_null())
+    let at_drop = rows(&dir);
+    testkit::wait_until("samples after the hang-up", DEADLINE, || {
+        rows(&dir) >= at_drop + 5
     });
+    assert_eq!(collector_pid(&dir), Some(collector));
+    assert!(watch_json(&dir)["ending"].is_null());
+    let out = alloclens()
+        .args(["live", "--stop", "--pid", &pid.to_string(), "-o"])
+        .arg(&dir)
+        .ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("results in"), "{stderr}");
+    assert!(!procmem::is_alive(collector));
     let json = watch_json(&dir);
     assert_eq!(json["ending"], "interrupted", "{json}");
-    assert_eq!(json["still_running"], true, "{json}");
-    // The first viewer's alloclens ends (its lock on the directory goes with it).
-    testkit::wait_until("the first viewer's end", DEADLINE, || {
-        !dir.join(".alloclens.lock").exists()
-    });
+    assert!(
+        json["samples_kept"].as_u64().unwrap() as usize > at_drop,
+        "{json}"
+    );
     assert!(procmem::is_alive(pid));
-    let second = Tmux::start(80, 24, &line);
-    second.wait_for("the history", |s| {
-        s.contains("earlier viewers to") && shows_every_panel(s)
-    });
-    second.keys("q");
-    second.wait_for("the summary", |s| s.contains("live exit status"));
     let _ = program.kill();
     let _ = program.wait();
 }

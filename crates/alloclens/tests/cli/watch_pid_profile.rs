@@ -166,3 +166,69 @@ fn a_process_that_cannot_see_the_watch_directory_is_watched_without_the_profile(
     out.read_to_string(&mut rest).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
 }
+
+/// `live --pid`'s background collector (run here as its viewer starts it, `live --collector`):
+/// `live --pid PID --stop` ends it with the GOT put back and its results written; a collector
+/// started again for the stopped session ends by itself after `--duration`, leaving nothing.
+#[test]
+fn a_live_collector_stopped_or_at_its_duration_puts_the_got_back() {
+    let mut target = Target::start(None);
+    let pid = target.child.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("session");
+    let collector = |extra: &[&str]| {
+        Command::new(testkit::alloclens_exe())
+            .args([
+                "live",
+                "--collector",
+                "--interval",
+                "100ms",
+                "--profile=4096",
+            ])
+            .args(["--pid", &pid, "-o"])
+            .arg(&out)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let tables = out.join("agent");
+    let hooked = |target: &mut Target| target.command("got") == "malloc slot: hook\n";
+    let mut first = collector(&[]);
+    let sampling = testkit::poll_until(Duration::from_secs(10), || {
+        testkit::profile_tables(&tables, target.child.id())
+            .first()
+            .and_then(|p| testkit::read_profile_table(p))
+            .is_some_and(|t| t.samples > 0)
+    });
+    assert!(sampling, "no samples under the collector");
+    assert!(hooked(&mut target));
+    assert!(out.join("collector.pid").exists());
+    alloclens()
+        .args(["live", "--stop", "--pid", &pid, "-o"])
+        .arg(&out)
+        .ok();
+    // Ended as `watch` ends on SIGTERM with the program still running.
+    assert_eq!(first.wait().unwrap().code(), Some(130));
+    assert!(!out.join("collector.pid").exists());
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("watch.json")).unwrap()).unwrap();
+    assert_eq!(json["ending"], "interrupted", "{json}");
+    let put_back = testkit::poll_until(Duration::from_secs(10), || !hooked(&mut target));
+    assert!(put_back, "the GOT still holds the hook after --stop");
+    let kept = json["samples_kept"].as_u64().unwrap();
+
+    // Again, for 1 s: the session goes on and the collector ends by itself.
+    let mut second = collector(&["--duration", "1s"]);
+    assert!(second.wait().unwrap().success());
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("watch.json")).unwrap()).unwrap();
+    assert_eq!(json["ending"], "duration", "{json}");
+    assert!(json["samples_kept"].as_u64().unwrap() > kept, "{json}");
+    assert!(!out.join("collector.pid").exists());
+    let put_back = testkit::poll_until(Duration::from_secs(10), || !hooked(&mut target));
+    assert!(put_back, "the GOT still holds the hook after --duration");
+    target.finish();
+}
