@@ -312,7 +312,7 @@ fn the_report_page_shows_the_split_and_its_sites() {
 }
 
 /// `analyze --sites` of such a trace gives each site's resident and free-left bytes beside its
-/// requested bytes, at the reading it names (text and JSON): keep_block holds its 64 pages,
+/// requested bytes, at the reading it names (text, JSON, CSV): keep_block holds its 64 pages,
 /// temp_block's frees left 64; a trace without readings has neither column.
 #[test]
 fn sites_have_their_resident_and_free_left_pages() {
@@ -340,10 +340,15 @@ fn sites_have_their_resident_and_free_left_pages() {
     assert_eq!(figures("keep_block"), [64 * PAGE, 0]);
     assert_eq!(figures("temp_block"), [0, 64 * PAGE]);
 
+    let csv = dir.path().join("csv");
     let text = alloclens()
-        .args(["analyze", "--sites"])
+        .args(["analyze", "--sites", "-o"])
+        .arg(&csv)
         .arg(&trace)
         .ok_stdout();
+    let rows = testkit::csv_rows(csv.join("sites_by_function.csv"));
+    let keep = rows.iter().find(|r| r["site"] == "keep_block").unwrap();
+    assert_eq!(keep["resident_bytes"], (64 * PAGE).to_string(), "{keep:?}");
     assert!(
         text.contains("heap residency at the reading of the peak heap RSS"),
         "{text}"

@@ -419,8 +419,15 @@ struct Row<'a> {
     leaked_blocks_se: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     share_lifetime_zero_se: Option<f64>,
+    /// Traces with residency readings only (absent otherwise; empty for an image without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resident_bytes: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    free_left_bytes: Option<Option<u64>>,
 }
 
+/// `resident`: the trace has residency readings (the columns are the file's, not the image's).
+#[allow(clippy::too_many_arguments)]
 fn row<'a>(
     pid: u32,
     exec: u32,
@@ -429,6 +436,7 @@ fn row<'a>(
     location: &'a str,
     module: &'a str,
     f: &SiteFigures,
+    resident: bool,
 ) -> Row<'a> {
     Row {
         pid,
@@ -463,6 +471,8 @@ fn row<'a>(
         leaked_bytes_se: f.estimate.map(|e| e.leaked_bytes_se),
         leaked_blocks_se: f.estimate.map(|e| e.leaked_blocks_se),
         share_lifetime_zero_se: f.estimate.map(|e| e.share_lifetime_zero_se),
+        resident_bytes: resident.then_some(f.resident_bytes),
+        free_left_bytes: resident.then_some(f.free_left_bytes),
     }
 }
 
@@ -477,6 +487,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
         let path = path.to_path_buf();
         move |source| OutputError::Csv { path, source }
     };
+    let resident = sites.processes.iter().any(|p| p.residency.is_some());
     let mut w = csv::Writer::from_path(&path).map_err(fail(&path))?;
     for p in &sites.processes {
         for (i, f) in p.functions.iter().enumerate() {
@@ -488,6 +499,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
                 f.location.as_deref().unwrap_or(""),
                 &f.module,
                 &f.figures,
+                resident,
             );
             r.calls_inclusive = Some(f.calls_inclusive);
             r.bytes_inclusive = Some(f.bytes_inclusive);
@@ -522,6 +534,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
                 &location,
                 module,
                 &s.figures,
+                resident,
             ))
             .map_err(fail(&path))?;
         }
