@@ -390,3 +390,24 @@ fn sites_have_their_resident_and_free_left_pages() {
         "{text}"
     );
 }
+
+/// python3 recorded with addresses and every stack: its readings (the shim's own mappings among
+/// them) are written whole and read back without damage. PAGEMAP_SCAN returned runs there that
+/// overlapped, were written past their mapping's end, and the reader refused the rest of the file.
+#[test]
+fn a_python3_trace_with_readings_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("py.alt");
+    let script = "import json\nd=[{'a': str(i)} for i in range(20000)]\nfor _ in range(3): d=json.loads(json.dumps(d))";
+    record(
+        &trace,
+        &["--addresses", "--stacks=all", "--memory-interval", "20"],
+        &["python3", "-c", script],
+    );
+    let out = alloclens()
+        .args(["analyze", "--residency"])
+        .arg(&trace)
+        .ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning"), "{err}");
+}
