@@ -92,8 +92,16 @@ pub fn analyze_file_with(
         let info = reader.streams()[i].info.clone();
         let mut analyzer = ProcessAnalyzer::new(info.clone(), &options.config);
         // Per-stack figures in the same pass, when call sites are asked for and recorded.
-        let mut sites = (options.call_sites.is_some() && reader.has_stacks())
-            .then(|| SiteAnalyzer::with_sampling(info.clone(), sampling));
+        // With every stack, each site's resident pages too (sampled stacks leave most blocks
+        // without a site: no estimate of them is made).
+        let readings = reader.residency(i);
+        let mut sites = (options.call_sites.is_some() && reader.has_stacks()).then(|| {
+            let sites = SiteAnalyzer::with_sampling(info.clone(), sampling);
+            match sampling {
+                None => sites.with_residency(readings),
+                Some(_) => sites,
+            }
+        });
         match feed_stream(&mut reader, i, &mut analyzer, sites.as_mut(), progress) {
             None => {}
             Some((Stop::Damaged(e), done)) => {
@@ -113,7 +121,7 @@ pub fn analyze_file_with(
             }
         }
         if let Some(sites) = sites {
-            site_images.push((info.clone(), sites.finish().sites));
+            site_images.push(sites.finish());
         }
         let mut report = analyzer.finish();
         report.memory = original_memory(

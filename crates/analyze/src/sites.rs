@@ -14,6 +14,7 @@ use trace::{Event, Op, ProcessInfo, Record, TraceError, TraceReader};
 use crate::calibration::{self, Calibration, Estimator};
 use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
+use crate::residency::{SitesReading, SitesResidency};
 use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
 
 /// What one stack did in one process image.
@@ -47,6 +48,11 @@ pub struct SiteStats {
     /// allocations (the counts and histograms above are those of the sampled allocations only,
     /// unweighted). None for stack 0.
     pub estimates: Option<SiteEstimates>,
+    /// At the image's residency reading (`ProcessSites::residency`, 0 without one): its live
+    /// blocks' share of the resident heap pages, and the pages only free memory holds whose last
+    /// freed block it allocated (`crate::residency`).
+    pub resident_bytes: f64,
+    pub free_left_bytes: u64,
 }
 
 impl SiteStats {
@@ -68,6 +74,8 @@ pub struct ProcessSites {
     pub peak_live_bytes: u64,
     /// Its sites, by stack id (only stacks the image used).
     pub sites: Vec<SiteStats>,
+    /// With `SiteAnalyzer::with_residency`: the reading the sites' resident figures are taken at.
+    pub residency: Option<SitesReading>,
 }
 
 #[derive(Clone)]
@@ -108,6 +116,10 @@ pub struct SiteAnalyzer {
     estimator: Estimator,
     /// Blocks live where a truncated stream stops count as leaked (`live_at_cut_is_leaked`).
     cut_is_end: bool,
+    /// The split at the image's site reading (`with_residency`), and whether the stream was cut
+    /// by damage before its end.
+    residency: Option<SitesResidency>,
+    stream_cut: bool,
 }
 
 impl SiteAnalyzer {
@@ -123,6 +135,8 @@ impl SiteAnalyzer {
             calibration: None,
             estimator: Estimator::default(),
             cut_is_end: false,
+            residency: None,
+            stream_cut: false,
         }
     }
 
@@ -149,6 +163,14 @@ impl SiteAnalyzer {
     /// default a cut says nothing of whether they would have been freed, and none is leaked.
     pub fn live_at_cut_is_leaked(mut self) -> Self {
         self.cut_is_end = true;
+        self
+    }
+
+    /// Takes each site's resident and free-left bytes at the reading of `readings` (the image's,
+    /// from a trace recorded with `--addresses`) that `crate::residency::site_reading` picks.
+    /// For every stack only: with sampled stacks, most blocks have no site.
+    pub fn with_residency(mut self, readings: &[trace::Residency]) -> Self {
+        self.residency = SitesResidency::new(readings);
         self
     }
 
@@ -256,6 +278,9 @@ impl SiteAnalyzer {
     }
 
     pub fn push(&mut self, e: &Event) {
+        if let Some(r) = &mut self.residency {
+            r.on_event(e);
+        }
         match e.op {
             op if op.is_free() => {
                 if e.addr != 0 {
@@ -287,6 +312,7 @@ impl SiteAnalyzer {
     /// The stream was cut short (damage): its blocks still live at the cut are not leaks.
     pub fn mark_truncated(&mut self) {
         self.info.truncated = true;
+        self.stream_cut = true;
     }
 
     pub fn finish(mut self) -> ProcessSites {
@@ -313,6 +339,10 @@ impl SiteAnalyzer {
             s.leaked_blocks += 1;
             s.leaked_bytes += b.size;
         }
+        let residency = self
+            .residency
+            .take()
+            .and_then(|r| r.finish(!self.stream_cut));
         let (pid, peaks, sampling) = (self.info.pid, self.peaks, self.sampling);
         let calibrated = self
             .calibration
@@ -339,11 +369,18 @@ impl SiteAnalyzer {
                     e.lifetimes = f[calibration::LIFETIMES];
                     e.lifetime_zero = f[calibration::LIFETIME_ZERO];
                 }
+                let held = residency
+                    .as_ref()
+                    .and_then(|(_, split)| split.sites.get(&(id as u32)))
+                    .copied()
+                    .unwrap_or_default();
                 SiteStats {
                     stack: id as u32,
                     pid,
                     peak_live_bytes: if at_peak { a.saved } else { a.live },
                     estimates,
+                    resident_bytes: held.resident,
+                    free_left_bytes: held.free_left,
                     ..a.stats
                 }
             })
@@ -352,6 +389,7 @@ impl SiteAnalyzer {
             info: self.info,
             peak_live_bytes: self.peak_bytes,
             sites,
+            residency: residency.map(|(reading, _)| reading),
         }
     }
 }

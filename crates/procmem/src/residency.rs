@@ -173,7 +173,8 @@ impl ResidencyReader {
                 return Err(std::io::Error::last_os_error());
             }
             for r in &self.regions[..filled as usize] {
-                push_run(runs, r.start, r.end);
+                // Only what was asked about: a region past `end` would be another mapping's.
+                push_run(runs, r.start.max(start), r.end.min(end));
             }
             if arg.walk_end <= from {
                 break; // no progress: nothing more to learn
@@ -246,10 +247,17 @@ fn zero_page_frame() -> Option<u64> {
     (entry & PM_PRESENT != 0 && pfn != 0).then_some(pfn)
 }
 
-/// Appends `[start, end)`, merged with the last run when they touch.
+/// Appends `[start, end)`, merged with the last run when they touch or overlap: successive
+/// `PAGEMAP_SCAN` calls may return a region again from where the previous call's walk stopped,
+/// inside its last region. Runs stay ascending and disjoint, as the trace format encodes them
+/// (an overlapping run was written shifted past its mapping's end, and the reader refused the
+/// rest of the file).
 fn push_run(runs: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    if end <= start {
+        return;
+    }
     match runs.last_mut() {
-        Some(last) if last.1 == start => last.1 = end,
+        Some(last) if start <= last.1 => last.1 = last.1.max(end),
         _ => runs.push((start, end)),
     }
 }
@@ -328,6 +336,18 @@ mod tests {
         push_run(&mut runs, 0x2000, 0x3000);
         push_run(&mut runs, 0x5000, 0x6000);
         assert_eq!(runs, vec![(0x1000, 0x3000), (0x5000, 0x6000)]);
+    }
+
+    /// A region returned again by the next PAGEMAP_SCAN call, from inside the last run, merges:
+    /// an overlapping run was written shifted past its mapping's end.
+    #[test]
+    fn overlapping_runs_merge_and_empty_ones_are_dropped() {
+        let mut runs = Vec::new();
+        push_run(&mut runs, 0x1000, 0x4000);
+        push_run(&mut runs, 0x3000, 0x5000);
+        push_run(&mut runs, 0x3000, 0x4000);
+        push_run(&mut runs, 0x8000, 0x8000);
+        assert_eq!(runs, vec![(0x1000, 0x5000)]);
     }
 
     #[test]

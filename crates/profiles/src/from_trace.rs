@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use analyze::call_sites::address_space;
-use analyze::residency::ResidencyPass;
 use analyze::sampling::Sampling;
 use analyze::sites::{ProcessSites, SiteAnalyzer, SiteStats};
 use trace::{Losses, ProcessInfo, Record, TraceReader};
@@ -90,12 +89,12 @@ pub fn from_trace(
     let main = images
         .iter()
         .rev() // max_by_key keeps the last of equals: the first image wins ties.
-        .max_by_key(|i| i.sites.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
+        .max_by_key(|i| i.sites.iter().map(|s| s.requested_bytes).sum::<u64>());
     if let Some(main) = main {
         let mut modules: Vec<&trace::Module> = reader
             .modules()
             .iter()
-            .filter(|m| m.pid == main.sites.info.pid && m.exec_index == main.sites.info.exec_index)
+            .filter(|m| m.pid == main.info.pid && m.exec_index == main.info.exec_index)
             .collect();
         modules.sort_by_key(|m| m.start);
         for m in modules {
@@ -114,10 +113,10 @@ pub fn from_trace(
     let mut totals = [0i64; 4];
     let mut residency_totals = [0i64; 2];
     for image in &images {
-        let space = address_space(&image.sites.info, &infos, reader.modules());
+        let space = address_space(&image.info, &infos, reader.modules());
         let mut stacks = ImageStacks::new(&space, &mut symbolizer, &mut builder);
-        let labels = labels(&image.sites.info);
-        for site in &image.sites.sites {
+        let labels = labels(&image.info);
+        for site in &image.sites {
             // Sampled: the calls without a stack are the unsampled ones, whose share the sampled
             // sites' estimates already hold.
             if site.stack == 0 && sampling.is_some() {
@@ -125,7 +124,10 @@ pub fn from_trace(
             }
             let mut values = values(site).to_vec();
             if with_residency {
-                let [resident, free_left] = image.resident(site.stack);
+                let [resident, free_left] = [
+                    site.resident_bytes.round() as i64,
+                    site.free_left_bytes as i64,
+                ];
                 residency_totals[0] += resident;
                 residency_totals[1] += free_left;
                 values.extend([resident, free_left]);
@@ -156,58 +158,34 @@ pub fn from_trace(
     })
 }
 
-/// An image's per-stack figures and, with residency readings and every stack recorded, the split
-/// at its last reading.
-struct ImageFigures {
-    sites: ProcessSites,
-    residency: Option<analyze::residency::Split>,
-}
-
-impl ImageFigures {
-    /// `resident_space` and `free_left_space` of `stack` (0 without readings).
-    fn resident(&self, stack: u32) -> [i64; 2] {
-        self.residency
-            .as_ref()
-            .and_then(|s| s.sites.get(&stack))
-            .map_or([0, 0], |p| [p.resident.round() as i64, p.free_left as i64])
-    }
-}
-
 /// The per-stack figures of every image (`analyze`'s per-site pass), the blocks live where an
-/// image's stream stops counted as in use; in the same pass, the residency split at its last
-/// reading when the trace has readings and every stack (sampled stacks leave most blocks without
-/// a site, and an estimate of resident pages by site is not made). A damaged stream is read up to
-/// the damage.
+/// image's stream stops counted as in use; with residency readings and every stack, each stack's
+/// resident and free-left bytes at the reading `analyze --sites` takes them at (sampled stacks
+/// leave most blocks without a site, and an estimate of resident pages by site is not made). A
+/// damaged stream is read up to the damage.
 fn site_figures<R: std::io::Read + std::io::Seek>(
     reader: &mut TraceReader<R>,
     losses: &mut Losses,
     sampling: Option<Sampling>,
     progress: &dyn trace::Progress,
-) -> Result<Vec<ImageFigures>, ProfileError> {
+) -> Result<Vec<ProcessSites>, ProfileError> {
     const STEP: u64 = 1 << 16;
     progress.start(reader.streams().iter().map(|s| s.records).sum());
     let infos: Vec<ProcessInfo> = reader.streams().iter().map(|s| s.info.clone()).collect();
     let mut images = Vec::with_capacity(infos.len());
     for (s, info) in infos.iter().enumerate() {
         let mut sites = SiteAnalyzer::with_sampling(info.clone(), sampling).live_at_cut_is_leaked();
-        let readings = reader.residency(s).to_vec();
-        let mut pass =
-            (sampling.is_none() && !readings.is_empty()).then(|| ResidencyPass::new(&readings));
+        if sampling.is_none() {
+            sites = sites.with_residency(reader.residency(s));
+        }
         let mut read = 0u64;
-        let mut complete = true;
         for record in reader.records(s)? {
             match record {
-                Ok(Record::Event(e)) => {
-                    sites.push(&e);
-                    if let Some(p) = pass.as_mut() {
-                        p.on_event(&e);
-                    }
-                }
+                Ok(Record::Event(e)) => sites.push(&e),
                 Ok(_) => {}
                 Err(e) => {
                     losses.stream_stopped(info, &e, read);
                     sites.mark_truncated();
-                    complete = false;
                     break;
                 }
             }
@@ -217,10 +195,7 @@ fn site_figures<R: std::io::Read + std::io::Seek>(
             }
         }
         progress.advance(read % STEP);
-        images.push(ImageFigures {
-            sites: sites.finish(),
-            residency: pass.and_then(|p| p.finish(complete).pop().map(|(_, split)| split)),
-        });
+        images.push(sites.finish());
     }
     Ok(images)
 }

@@ -27,8 +27,9 @@ pub struct Args {
     #[arg(long, conflicts_with = "top")]
     pub all: bool,
     /// Show the call sites instead of the summary (a trace recorded with --stacks): the top functions
-    /// and stacks of each process, resolved offline from the recorded modules; with --json, all of them
-    /// as JSON; with -o, also sites_by_function.csv and sites_by_stack.csv
+    /// and stacks of each process, resolved offline from the recorded modules, with each site's resident
+    /// and free-left heap bytes when recorded with --addresses; with --json, all of them as JSON; with
+    /// -o, also sites_by_function.csv and sites_by_stack.csv
     #[arg(long)]
     pub sites: bool,
     /// Show which call sites hold the heap's resident pages instead of the summary (a trace

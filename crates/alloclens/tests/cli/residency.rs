@@ -272,6 +272,27 @@ fn the_report_page_shows_the_split_and_its_sites() {
         "{}",
         row("temp_block")
     );
+    // The call sites' flame graphs of resident and free-left bytes carry the same figures.
+    let marker = "id=\"report-data\">";
+    let data = &page[page.find(marker).unwrap() + marker.len()..];
+    let data: Value = serde_json::from_str(&data[..data.find("</script>").unwrap()]).unwrap();
+    let flame_value = |suffix: &str, frame: &str| -> u64 {
+        let flame = data["flames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"].as_str().unwrap().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no flame graph {suffix}"));
+        let names = flame["names"].as_array().unwrap();
+        let nodes = flame["name"].as_array().unwrap();
+        (0..nodes.len())
+            .filter(|&i| names[nodes[i].as_u64().unwrap() as usize] == frame)
+            .map(|i| flame["value"][i].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(flame_value("-resident", "keep_block"), 64 * PAGE);
+    assert_eq!(flame_value("-resident", "temp_block"), 0);
+    assert_eq!(flame_value("-free-left", "temp_block"), 64 * PAGE);
 
     let bare = dir.path().join("bare.alt");
     let exe = testkit::program("residency_every_other");
@@ -368,4 +389,105 @@ fn watch_quotes_jemallocs_dirty_pages_and_says_mimalloc_is_not_known() {
             assert!(stdout.contains("at least "), "{stdout}");
         }
     }
+}
+
+/// `analyze --sites` of such a trace gives each site's resident and free-left bytes beside its
+/// requested bytes, at the reading it names (text, JSON, CSV): keep_block holds its 64 pages,
+/// temp_block's frees left 64; a trace without readings has neither column.
+#[test]
+fn sites_have_their_resident_and_free_left_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record_layout(dir.path(), "residency_every_other");
+    let v = alloclens()
+        .args(["analyze", "--sites", "--json"])
+        .arg(&trace)
+        .json();
+    let p = &v["processes"][0];
+    assert!(
+        p["residency"]["resident"].as_u64().unwrap() >= 128 * PAGE,
+        "{p}"
+    );
+    let figures = |name: &str| {
+        let f = p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .unwrap_or_else(|| panic!("{name}: {p}"));
+        let get = |k: &str| f["figures"][k].as_u64().unwrap();
+        [get("resident_bytes"), get("free_left_bytes")]
+    };
+    assert_eq!(figures("keep_block"), [64 * PAGE, 0]);
+    assert_eq!(figures("temp_block"), [0, 64 * PAGE]);
+
+    let csv = dir.path().join("csv");
+    let text = alloclens()
+        .args(["analyze", "--sites", "-o"])
+        .arg(&csv)
+        .arg(&trace)
+        .ok_stdout();
+    let rows = testkit::csv_rows(csv.join("sites_by_function.csv"));
+    let keep = rows.iter().find(|r| r["site"] == "keep_block").unwrap();
+    assert_eq!(keep["resident_bytes"], (64 * PAGE).to_string(), "{keep:?}");
+    assert!(
+        text.contains("heap residency at the reading of the peak heap RSS"),
+        "{text}"
+    );
+    let header = text
+        .lines()
+        .find(|l| l.ends_with("function (location, module)"))
+        .unwrap();
+    // Right-aligned columns: a value ends where its heading does.
+    let cell = |site: &str, heading: &str| {
+        let row = text
+            .lines()
+            .find(|l| l.contains(&format!(" {site} (")))
+            .unwrap();
+        let end = header.find(heading).unwrap() + heading.len();
+        row[end - 10..end].trim().to_string()
+    };
+    let pages = trace::human_bytes(64 * PAGE);
+    assert_eq!(cell("keep_block", "resident"), pages, "{text}");
+    assert_eq!(cell("temp_block", "free left"), pages, "{text}");
+
+    let bare = dir.path().join("bare.alt");
+    let exe = testkit::program("residency_every_other");
+    record(&bare, &["--stacks=all"], &[exe.as_os_str(), "0".as_ref()]);
+    let json = alloclens()
+        .args(["analyze", "--sites", "--json"])
+        .arg(&bare)
+        .ok_stdout();
+    assert!(
+        !json.contains("resident") && !json.contains("free_left"),
+        "{json}"
+    );
+    let text = alloclens()
+        .args(["analyze", "--sites"])
+        .arg(&bare)
+        .ok_stdout();
+    assert!(
+        !text.contains("resident") && !text.contains("free left"),
+        "{text}"
+    );
+}
+
+/// python3 recorded with addresses and every stack: its readings (the shim's own mappings among
+/// them) are written whole and read back without damage. PAGEMAP_SCAN returned runs there that
+/// overlapped, were written past their mapping's end, and the reader refused the rest of the file.
+#[test]
+fn a_python3_trace_with_readings_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("py.alt");
+    let script = "import json\nd=[{'a': str(i)} for i in range(20000)]\nfor _ in range(3): d=json.loads(json.dumps(d))";
+    record(
+        &trace,
+        &["--addresses", "--stacks=all", "--memory-interval", "20"],
+        &["python3", "-c", script],
+    );
+    let out = alloclens()
+        .args(["analyze", "--residency"])
+        .arg(&trace)
+        .ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning"), "{err}");
 }

@@ -17,6 +17,8 @@ pub struct FoldInput<'a> {
     pub info: &'a ProcessInfo,
     pub sites: &'a [SiteStats],
     pub space: symbols::AddressSpace,
+    /// The reading the sites' resident figures were taken at, when the image has one.
+    pub residency: Option<crate::residency::SitesReading>,
 }
 
 /// The entry points the shim records, and C++'s operators: frames of these are the allocator's,
@@ -125,6 +127,9 @@ struct Sum {
     /// With sampled stacks: the estimates added up (variances add: allocations are sampled
     /// independently).
     est: Option<SiteEstimates>,
+    /// Shares of pages add up as fractions, rounded once at the end.
+    resident_bytes: f64,
+    free_left_bytes: u64,
 }
 
 impl Sum {
@@ -147,6 +152,17 @@ impl Sum {
         self.lifetime_ns.merge(&s.lifetime_ns);
         self.sizes.merge(&s.sizes);
         self.stacks += 1;
+        self.resident_bytes += s.resident_bytes;
+        self.free_left_bytes += s.free_left_bytes;
+    }
+
+    /// `figures` with the resident figures when the image has a residency reading.
+    fn with_residency(&self, mut figures: SiteFigures, has_reading: bool) -> SiteFigures {
+        if has_reading {
+            figures.resident_bytes = Some(self.resident_bytes.round() as u64);
+            figures.free_left_bytes = Some(self.free_left_bytes);
+        }
+        figures
     }
 
     fn figures(&self) -> SiteFigures {
@@ -185,6 +201,8 @@ impl Sum {
                     leaked_blocks_se: e.leaked_blocks.standard_error(),
                     share_lifetime_zero_se: share_standard_error(&e.lifetime_zero, &e.lifetimes),
                 }),
+                resident_bytes: None,
+                free_left_bytes: None,
             };
         }
         SiteFigures {
@@ -205,6 +223,8 @@ impl Sum {
             sizes: spread(&self.sizes),
             stacks: self.stacks,
             estimate: None,
+            resident_bytes: None,
+            free_left_bytes: None,
         }
     }
 }
@@ -318,6 +338,7 @@ pub fn fold(
     let mut out = CallSites::default();
     for input in inputs {
         let image = Image::of(input.sites);
+        let has_reading = input.residency.is_some();
         let mut without_stack = Sum::default();
         let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
         let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
@@ -371,7 +392,7 @@ pub fn fold(
                     function,
                     module,
                     location: f.location,
-                    figures: image.figures(&f.sum),
+                    figures: f.sum.with_residency(image.figures(&f.sum), has_reading),
                     calls_inclusive: f.calls_inclusive.max(0.0).round() as u64,
                     bytes_inclusive: f.bytes_inclusive.max(0.0).round() as u64,
                 })
@@ -383,12 +404,13 @@ pub fn fold(
                     ids.dedup();
                     StackSite {
                         frames,
-                        figures: image.figures(&sum),
+                        figures: sum.with_residency(image.figures(&sum), has_reading),
                         stack_ids: ids,
                     }
                 })
                 .collect(),
-            without_stack: without_stack.figures(),
+            without_stack: without_stack.with_residency(without_stack.figures(), has_reading),
+            residency: input.residency,
         };
         process.sort_by(sort);
         out.processes.push(process);

@@ -40,6 +40,11 @@ pub struct ProcessSites {
     pub stacks: Vec<StackSite>,
     /// Allocations without a stack (taken before the shim could unwind, or unwinding failed).
     pub without_stack: SiteFigures,
+    /// With residency readings (a trace recorded with `--addresses`, every stack): the reading the
+    /// sites' `resident_bytes` and `free_left_bytes` are taken at
+    /// (`crate::residency::site_reading`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residency: Option<crate::residency::SitesReading>,
 }
 
 /// One frame of a resolved stack (`symbols::Frame`, serialisable).
@@ -105,6 +110,14 @@ pub struct SiteFigures {
     /// and the medians and p90s of the spreads weighted the same way, and this says how good (docs/metrics.md, "Sampled stacks"). Absent when every allocation has a stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimation>,
+    /// At the process's residency reading (`ProcessSites::residency`; absent without one): the
+    /// site's share of the resident heap pages its live blocks lie on (each page apportioned to
+    /// the live blocks on it by their bytes there), and the resident pages only free memory holds
+    /// whose last freed block the site allocated (docs/memory-metrics.md, "Heap residency").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_left_bytes: Option<u64>,
 }
 
 /// The precision of a sampled site's estimated figures.
@@ -187,22 +200,23 @@ impl Default for CallSiteOptions {
     }
 }
 
-/// Resolves and folds the per-stack figures of `images` (each with its stacks' figures) of a trace
-/// whose stack table and modules are given.
+/// Resolves and folds the per-stack figures of `images` of a trace whose stack table and modules
+/// are given.
 pub fn resolve(
-    images: &[(trace::ProcessInfo, Vec<crate::sites::SiteStats>)],
+    images: &[crate::sites::ProcessSites],
     stacks: &trace::StackTable,
     modules: &[trace::Module],
     options: &CallSiteOptions,
     stack_sample_bytes: Option<u64>,
 ) -> CallSites {
-    let infos: Vec<trace::ProcessInfo> = images.iter().map(|(i, _)| i.clone()).collect();
+    let infos: Vec<trace::ProcessInfo> = images.iter().map(|i| i.info.clone()).collect();
     let inputs = images
         .iter()
-        .map(|(info, sites)| FoldInput {
-            info,
-            sites,
-            space: address_space(info, &infos, modules),
+        .map(|image| FoldInput {
+            info: &image.info,
+            sites: &image.sites,
+            space: address_space(&image.info, &infos, modules),
+            residency: image.residency,
         })
         .collect();
     let mut symbolizer = symbols::Symbolizer::new(options.debug_roots.clone());

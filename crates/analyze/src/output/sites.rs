@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use crate::call_sites::{
     CallSites, Estimation, FunctionSite, SiteFigures, SiteFrame, SortKey, StackSite,
 };
+use crate::residency::SitesReading;
 
 /// The CSV files `write_sites_csv` creates.
 pub const SITE_FILES: [&str; 2] = ["sites_by_function.csv", "sites_by_stack.csv"];
@@ -70,6 +71,10 @@ pub fn write_sites_text<W: Write>(
             p.exec_index,
             super::command_line(&p.cmdline)
         )?;
+        if let Some(r) = &p.residency {
+            writeln!(out, "{}", residency_note(r))?;
+        }
+        let resident = p.residency.is_some();
         let callers: Vec<&FunctionSite> =
             p.functions.iter().filter(|f| f.figures.calls > 0).collect();
         if p.without_stack.calls > 0 {
@@ -94,24 +99,24 @@ pub fn write_sites_text<W: Write>(
         if sampled {
             write!(out, "{:>7} ", "±")?;
         }
+        write!(
+            out,
+            "{:>9} {:>10} {:>10} ",
+            "calls", "requested", "peak live"
+        )?;
+        if resident {
+            write!(out, "{:>10} {:>10} ", "resident", "free left")?;
+        }
         writeln!(
             out,
-            "{:>9} {:>10} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9} {:>9}  function (location, module)",
-            "calls",
-            "requested",
-            "peak live",
-            "leaked",
-            "blocks",
-            "life0",
-            "med life",
-            "med time",
-            "incl."
+            "{:>10} {:>7} {:>6} {:>9} {:>9} {:>9}  function (location, module)",
+            "leaked", "blocks", "life0", "med life", "med time", "incl."
         )?;
         for f in callers.iter().take(top) {
             if sampled {
                 write!(out, "{:>7} ", relative_error(&f.figures, sort))?;
             }
-            figures_row(&mut out, &f.figures)?;
+            figures_row(&mut out, &f.figures, resident)?;
             let module = f.module.rsplit('/').next().unwrap_or(&f.module);
             let location = f
                 .location
@@ -145,13 +150,26 @@ pub fn write_sites_text<W: Write>(
     Ok(())
 }
 
-fn figures_row<W: Write>(out: &mut W, f: &SiteFigures) -> io::Result<()> {
+/// One function's figures; `resident`: with the resident and free-left columns.
+fn figures_row<W: Write>(out: &mut W, f: &SiteFigures, resident: bool) -> io::Result<()> {
     write!(
         out,
-        "{:>9} {:>10} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9}",
+        "{:>9} {:>10} {:>10} ",
         count(f.calls),
         bytes(f.requested_bytes),
         bytes(f.peak_live_bytes),
+    )?;
+    if resident {
+        write!(
+            out,
+            "{:>10} {:>10} ",
+            bytes(f.resident_bytes.unwrap_or(0)),
+            bytes(f.free_left_bytes.unwrap_or(0))
+        )?;
+    }
+    write!(
+        out,
+        "{:>10} {:>7} {:>6} {:>9} {:>9}",
         bytes(f.leaked_bytes),
         count(f.leaked_blocks),
         if f.lifetimes == 0 {
@@ -161,6 +179,20 @@ fn figures_row<W: Write>(out: &mut W, f: &SiteFigures) -> io::Result<()> {
         },
         f.lifetime_calls.median.map_or("-".to_string(), count),
         f.lifetime_ns.median.map_or("-".to_string(), duration),
+    )
+}
+
+/// The line under a process's heading when it has a residency reading: which reading the
+/// resident and free-left columns are taken at, and what they are.
+pub fn residency_note(r: &SitesReading) -> String {
+    format!(
+        "heap residency at the reading of the peak heap RSS (at {:.3} s): {} resident, {} on pages \
+         of live blocks, {} on pages only free memory holds; \"resident\" is a site's share of its \
+         live blocks' pages, \"free left\" the free-only pages whose last freed block it allocated",
+        r.t_ns as f64 / 1e9,
+        bytes(r.parts.resident),
+        bytes(r.parts.live_blocks),
+        bytes(r.parts.free_only),
     )
 }
 
@@ -237,6 +269,14 @@ fn write_stack<W: Write>(out: &mut W, rank: usize, s: &StackSite) -> io::Result<
         f.lifetime_calls.median.map_or("-".to_string(), count),
         f.lifetime_ns.median.map_or("-".to_string(), duration),
     )?;
+    if let (Some(resident), Some(free_left)) = (f.resident_bytes, f.free_left_bytes) {
+        writeln!(
+            out,
+            "    resident {}, free left {}",
+            bytes(resident),
+            bytes(free_left)
+        )?;
+    }
     for frame in s.frames.iter().take(STACK_FRAMES_SHOWN) {
         let module = frame.module.rsplit('/').next().unwrap_or(&frame.module);
         let at = frame
@@ -275,6 +315,9 @@ pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<(
         functions: &'a [FunctionSite],
         stacks: Vec<Stack<'a>>,
         without_stack: &'a SiteFigures,
+        /// The reading the resident figures are taken at, when the image has readings.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        residency: Option<&'a SitesReading>,
     }
     #[derive(Serialize)]
     struct Document<'a> {
@@ -316,6 +359,7 @@ pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<(
                 functions: &p.functions,
                 stacks,
                 without_stack: &p.without_stack,
+                residency: p.residency.as_ref(),
             }
         })
         .collect();
@@ -375,8 +419,15 @@ struct Row<'a> {
     leaked_blocks_se: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     share_lifetime_zero_se: Option<f64>,
+    /// Traces with residency readings only (absent otherwise; empty for an image without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resident_bytes: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    free_left_bytes: Option<Option<u64>>,
 }
 
+/// `resident`: the trace has residency readings (the columns are the file's, not the image's).
+#[allow(clippy::too_many_arguments)]
 fn row<'a>(
     pid: u32,
     exec: u32,
@@ -385,6 +436,7 @@ fn row<'a>(
     location: &'a str,
     module: &'a str,
     f: &SiteFigures,
+    resident: bool,
 ) -> Row<'a> {
     Row {
         pid,
@@ -419,6 +471,8 @@ fn row<'a>(
         leaked_bytes_se: f.estimate.map(|e| e.leaked_bytes_se),
         leaked_blocks_se: f.estimate.map(|e| e.leaked_blocks_se),
         share_lifetime_zero_se: f.estimate.map(|e| e.share_lifetime_zero_se),
+        resident_bytes: resident.then_some(f.resident_bytes),
+        free_left_bytes: resident.then_some(f.free_left_bytes),
     }
 }
 
@@ -433,6 +487,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
         let path = path.to_path_buf();
         move |source| OutputError::Csv { path, source }
     };
+    let resident = sites.processes.iter().any(|p| p.residency.is_some());
     let mut w = csv::Writer::from_path(&path).map_err(fail(&path))?;
     for p in &sites.processes {
         for (i, f) in p.functions.iter().enumerate() {
@@ -444,6 +499,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
                 f.location.as_deref().unwrap_or(""),
                 &f.module,
                 &f.figures,
+                resident,
             );
             r.calls_inclusive = Some(f.calls_inclusive);
             r.bytes_inclusive = Some(f.bytes_inclusive);
@@ -478,6 +534,7 @@ pub fn write_sites_csv(sites: &CallSites, dir: &Path) -> Result<(), OutputError>
                 &location,
                 module,
                 &s.figures,
+                resident,
             ))
             .map_err(fail(&path))?;
         }

@@ -21,6 +21,7 @@ pub struct Block {
 /// as metadata once freed.
 const MAX_PAGES_PER_FREE: u64 = 1 << 22;
 
+#[derive(Clone)]
 pub struct HeapBlocks {
     page_size: u64,
     live: BTreeMap<u64, Block>,

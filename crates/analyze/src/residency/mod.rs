@@ -11,7 +11,9 @@
 //! A pass of its own over each stream that has readings ([`ResidencyPass`]): the events below a
 //! reading's seq place the blocks (`blocks`), the reading says which pages are resident
 //! (`heap_pages`), `split` puts the two together. The pprof export runs the same pass beside its
-//! own for `resident_space`.
+//! own for `resident_space`; `analyze --sites` and pprof take each stack's figures at one reading
+//! (`at_sites`).
+mod at_sites;
 mod blocks;
 mod heap_pages;
 mod pass;
@@ -24,6 +26,7 @@ use trace::{ProcessInfo, Record, TraceReader};
 
 use crate::call_sites::{address_space, resolve_stack};
 use crate::error::AnalyzeError;
+pub use at_sites::{site_reading, SitesReading, SitesResidency};
 use heap_pages::HeapPages;
 pub use pass::ResidencyPass;
 pub use split::{Parts, SiteParts, Split};
@@ -116,7 +119,7 @@ pub fn analyze_residency(
         let info = infos[i].clone();
         let readings = reader.residency(i).to_vec();
         let samples = reader.memory_samples(i).to_vec();
-        let mut pass = ResidencyPass::new(&readings);
+        let mut pass = ResidencyPass::new(readings.clone());
         let mut read = 0u64;
         let mut stopped = None;
         for record in reader.records(i)? {

@@ -6,21 +6,22 @@ use super::heap_pages::HeapPages;
 use super::split::{split, Split};
 
 /// Feed it a stream's events in seq order (`on_event`), then `finish`: the split at each reading.
-pub struct ResidencyPass<'a> {
-    readings: &'a [Residency],
+#[derive(Clone)]
+pub struct ResidencyPass {
+    readings: Vec<Residency>,
     next: usize,
     blocks: HeapBlocks,
     splits: Vec<(usize, Split)>,
 }
 
-impl<'a> ResidencyPass<'a> {
+impl ResidencyPass {
     /// For `readings`, in the order read (seq ascending), which must not be empty.
-    pub fn new(readings: &'a [Residency]) -> ResidencyPass<'a> {
+    pub fn new(readings: Vec<Residency>) -> ResidencyPass {
         ResidencyPass {
-            readings,
             next: 0,
             blocks: HeapBlocks::new(readings.first().map_or(4096, |r| r.page_size)),
             splits: Vec::with_capacity(readings.len()),
+            readings,
         }
     }
 

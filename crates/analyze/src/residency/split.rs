@@ -7,7 +7,7 @@ use super::blocks::HeapBlocks;
 use super::heap_pages::HeapPages;
 
 /// Figures of one reading, before the sites are named.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Split {
     pub parts: Parts,
     /// Per allocation stack id.
@@ -17,7 +17,7 @@ pub struct Split {
 }
 
 /// The four parts of resident heap bytes, and the live bytes beside them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Parts {
     /// Resident bytes of the mappings (`live_blocks + free_only + metadata + outside`).
     pub resident: u64,

@@ -94,6 +94,7 @@ fn figures_fold_by_function_and_by_stack() {
         info: &info,
         sites: &sites,
         space,
+        residency: None,
     };
     let folded = fold(vec![input], &table, &mut symbolizer, SortKey::Calls);
     assert_eq!(folded.warnings, Vec::<String>::new());

@@ -432,6 +432,7 @@ fn a_site_that_made_every_sampled_allocation_has_exact_figures() {
         info: &infos[0],
         sites: &sites,
         space: analyze::call_sites::address_space(&infos[0], &infos, &[]),
+        residency: None,
     };
     let folded = analyze::call_sites::fold(
         vec![input],

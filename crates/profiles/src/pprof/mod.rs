@@ -21,7 +21,8 @@ pub const HEAP_SAMPLE_TYPES: [(&str, &str); 4] = [
 ];
 
 /// Added after the heap types for a trace with heap residency readings (`record --addresses`,
-/// every stack recorded), at each image's last reading: the resident bytes of the pages live
+/// every stack recorded), at the reading `analyze --sites` takes (`analyze::residency::site_reading`,
+/// the last at the peak of heap RSS): the resident bytes of the pages live
 /// blocks hold, apportioned to the blocks by their bytes there (tcmalloc's name), and the
 /// resident pages that hold only free memory, to the stack of the last block freed on them
 /// (docs/memory-metrics.md, "Heap residency").

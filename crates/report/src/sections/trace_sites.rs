@@ -29,6 +29,17 @@ const FLAMES: [(&str, &str, Unit, Figure); 4] = [
     ("leaks", "Leaked bytes", Unit::Bytes, |f| f.leaked_bytes),
 ];
 
+/// With residency readings (`record --addresses`), two more: the resident heap pages each site's
+/// live blocks hold, and the pages only free memory holds, by the site whose frees left them.
+const RESIDENCY_FLAMES: [(&str, &str, Unit, Figure); 2] = [
+    ("resident", "Resident heap bytes", Unit::Bytes, |f| {
+        f.resident_bytes.unwrap_or(0)
+    }),
+    ("free-left", "Free pages left resident", Unit::Bytes, |f| {
+        f.free_left_bytes.unwrap_or(0)
+    }),
+];
+
 /// One section per process with stacks, the busiest first.
 pub(crate) fn sections(sites: &CallSites) -> Vec<Section> {
     let mut ranked: Vec<&ProcessSites> = sites
@@ -86,7 +97,18 @@ fn process_section(p: &ProcessSites, stack_sample_bytes: Option<u64>) -> Section
         )));
     }
     let mut ids = Vec::new();
-    for (suffix, title, unit, figure) in FLAMES {
+    let residency = p.residency.map(|r| {
+        s.push(Block::Paragraph(format!(
+            "Resident heap bytes and free pages left resident are taken at the reading of the peak \
+             heap RSS ({} resident at {}): a site's share of the resident pages its live blocks lie \
+             on, and the resident pages only free memory holds whose last freed block it allocated \
+             (docs/memory-metrics.md, \"Heap residency\").",
+            crate::format::format_value(Unit::Bytes, r.parts.resident as f64),
+            crate::format::format_value(Unit::Seconds, r.t_ns as f64 / 1e9),
+        )));
+        RESIDENCY_FLAMES
+    });
+    for (suffix, title, unit, figure) in FLAMES.into_iter().chain(residency.into_iter().flatten()) {
         let id = format!("flame-{key}-{suffix}");
         let stacks = p
             .stacks
@@ -133,6 +155,17 @@ fn process_section(p: &ProcessSites, stack_sample_bytes: Option<u64>) -> Section
             f.calls_inclusive as f64
         }),
     ];
+    if p.residency.is_some() {
+        let resident: [FunctionColumn; 2] = [
+            ("resident", Unit::Bytes, None, |f| {
+                f.figures.resident_bytes.unwrap_or(0) as f64
+            }),
+            ("free left", Unit::Bytes, None, |f| {
+                f.figures.free_left_bytes.unwrap_or(0) as f64
+            }),
+        ];
+        columns.splice(3..3, resident);
+    }
     if stack_sample_bytes.is_some() {
         // 0 for an exact function.
         columns.insert(
@@ -239,6 +272,7 @@ mod tests {
                 stack(&["C", "main"], 5, 40),
             ],
             without_stack: SiteFigures::default(),
+            residency: None,
         };
         let sites = CallSites {
             processes: vec![p],
