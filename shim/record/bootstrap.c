@@ -20,19 +20,14 @@ static __thread volatile int bootstrapping __attribute__((tls_model(AL_TLS_MODEL
 
 /* ------------------------------------------------------------------------------- static arena */
 
-#define ARENA_BYTES (64 * 1024)
-static _Alignas(64) unsigned char arena[ARENA_BYTES];
+#define ARENA_BYTES AL_BOOT_ARENA_BYTES
+AL_HIDDEN _Alignas(64) unsigned char al_boot_arena[ARENA_BYTES];
 static _Atomic size_t arena_used;
 
 /* Each arena block is preceded by its size (so realloc can copy it). */
 AL_HIDDEN void *al_arena_alloc(size_t size, size_t align)
 {
-    return boot_heap_alloc(arena, ARENA_BYTES, &arena_used, size, align, size);
-}
-
-AL_HIDDEN int al_arena_owns(const void *p)
-{
-    return boot_heap_owns(arena, ARENA_BYTES, p);
+    return boot_heap_alloc(al_boot_arena, ARENA_BYTES, &arena_used, size, align, size);
 }
 
 AL_HIDDEN size_t al_arena_size(const void *p)

@@ -92,7 +92,7 @@ AL_HIDDEN int al_put_wait(struct al_tls *t, struct al_ring *r, uint64_t op, cons
     int was_waiting = t->waiting, was_done = t->wait_done;
     struct al_deferred was_for = t->wait_for;
     int ok = 1;
-    while (r->local_head - r->cached_tail >= AL_RING_RECORDS) {
+    while (atomic_load_explicit(&r->head, memory_order_relaxed) >= r->head_limit) {
         t->wait_for = (struct al_deferred){op, addr, size, old_addr};
         t->wait_done = 0;
         atomic_signal_fence(memory_order_seq_cst);
@@ -126,6 +126,54 @@ AL_HIDDEN __attribute__((noinline)) void al_flush_deferred(struct al_tls *t)
         if (t->def_tail == t->def_head)
             return;
     }
+}
+
+/* ------------------------------------------------------------------------- record --stacks */
+
+AL_HIDDEN __attribute__((noinline)) void al_record_stacks(struct al_tls *t, struct al_ring *r,
+                                                        uint64_t op, const void *addr,
+                                                        size_t size, const void *old_addr)
+{
+    /* Up from here, not just around al_put: a signal handler's call while the stack is walked is
+     * queued and recorded after this one, without a stack of its own (libunwind is not
+     * reentrant, and the handler's call must not be dropped). */
+    t->in_hook = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if ((al_stacks.frees || !al_op_is_free(op)) &&
+        (al_stacks.sample_bytes == 0 || al_sample(t, size))) {
+        uint32_t at = al_stack_capture();
+        if (at == 0)
+            at = al_stacks.unknown_at; /* sampled, no stack: the empty stack (0 when all) */
+        if (op == AL_OP_REALLOC || op == AL_OP_REALLOCARRAY) {
+            uintptr_t old = (uintptr_t)old_addr;
+            if (at != 0 && (old >> 48) == 0 && (size >> 48) == 0) {
+                old_addr = (const void *)(old | (uintptr_t)(at >> 16) << 48);
+                size |= (size_t)(at & 0xffff) << 48;
+                op |= AL_OP_HAS_STACK;
+            }
+        } else if (at != 0) {
+            old_addr = (const void *)(uintptr_t)at;
+            op |= AL_OP_HAS_STACK;
+        }
+    }
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
+}
+
+AL_HIDDEN __attribute__((noinline)) void al_record_rest(struct al_tls *t, struct al_ring *r,
+                                                      uint64_t op, const void *addr, size_t size,
+                                                      const void *old_addr)
+{
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
 }
 
 /* --------------------------------------------------------------------------- slow path */
