@@ -199,6 +199,9 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
             defer(t, op, addr, size, old_addr);
         return;
     }
+    /* free records without its own ready() test: nothing is recorded before the bootstrap. */
+    if (AL_UNLIKELY(al_real.malloc == NULL) && al_bootstrap() != 0)
+        return;
     /* The set-up below makes system calls; the program sees errno as the allocator left it. */
     int saved_errno = errno;
     int state = atomic_load(&al_proc.state);
@@ -301,8 +304,8 @@ AL_EXPORT void free(void *p)
 {
     if (AL_UNLIKELY(al_arena_owns(p)))
         return; /* bootstrap arena: never returned */
-    if (AL_UNLIKELY(!ready()))
-        return;
+    /* No ready() test: a thread has a ring only after the bootstrap (al_record_slow tests it),
+     * and al_real.free is resolve_free until then. */
     /* Attached: a block allocated before the attach is freed with the bytes it held. */
     al_record(AL_OP_FREE, p, AL_ATTACHED && p ? al_usable_size(p) : 0, NULL);
     al_real.free(p);
