@@ -183,6 +183,16 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
                                                       const void *old_addr, const void *caller)
 {
     struct al_tls *t = &al_tls;
+    struct al_ring *r = t->ring;
+    /* Tracing with stacks: al_record's one test of the state sends every call here. */
+    if (AL_LIKELY(r != NULL && t->guards == 0 &&
+                  atomic_load_explicit(&al_proc.state, memory_order_relaxed) == AL_ACTIVE &&
+                  atomic_load_explicit(&al_proc.stacks_on, memory_order_relaxed) &&
+                  (!AL_ATTACHED ||
+                   r->session == atomic_load_explicit(&al_proc.session, memory_order_relaxed)))) {
+        al_record_stacks(t, r, op, addr, size, old_addr);
+        return;
+    }
     if (t->busy)
         return;
     if (t->in_hook) {

@@ -160,7 +160,14 @@ static inline struct al_record *al_ring_records(struct al_ring *r)
 enum { AL_UNINIT = 0, AL_INITIALIZING = 1, AL_ACTIVE = 2, AL_OFF = 3 };
 
 struct al_proc {
-    _Atomic int state;
+    /* The hot path reads both with one load of `hot`: AL_ACTIVE when tracing without stacks. */
+    union {
+        struct {
+            _Atomic int state;
+            _Atomic int stacks_on; /* record --stacks, and set up (stacks.c) */
+        };
+        _Atomic uint64_t hot;
+    };
     int sock;
     _Atomic uint64_t *counter; /* in the shared process page */
     _Atomic uint64_t *lost;    /* ditto: calls that could not be recorded (hooks.c, defer) */
@@ -214,7 +221,7 @@ AL_HIDDEN size_t al_usable_size(const void *p);
 /* ---------------------------------------------------------------- stacks.c: call stacks */
 
 struct al_stacks {
-    _Atomic int on; /* record --stacks, and set up */
+    /* on: al_proc.stacks_on, read with the state on the hot path */
     int depth;
     int frees;      /* frees' stacks too */
     int fd;         /* the arena's memfd (kept for fork children) */
@@ -349,16 +356,13 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
+    /* --stacks goes the slow way too (al_record_slow calls al_record_stacks). */
     if (AL_UNLIKELY(r == NULL || t->guards != 0 ||
-                    atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE ||
+                    atomic_load_explicit(&al_proc.hot, memory_order_relaxed) != AL_ACTIVE ||
                     (AL_ATTACHED && r->session != atomic_load_explicit(&al_proc.session,
                                                                       memory_order_relaxed)))) {
         /* always_inline: the return address is the hook's, i.e. who called malloc. */
         al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
-        return;
-    }
-    if (AL_UNLIKELY(atomic_load_explicit(&al_stacks.on, memory_order_relaxed))) {
-        al_record_stacks(t, r, op, addr, size, old_addr);
         return;
     }
     t->in_hook = 1;
@@ -375,8 +379,10 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     struct al_ring *owner = atomic_load_explicit(&al_proc.owner, memory_order_acquire);
     uint64_t seq;
     if (AL_LIKELY(owner == r)) {
-        seq = atomic_load_explicit(al_proc.counter, memory_order_relaxed);
-        atomic_store_explicit(al_proc.counter, seq + 1, memory_order_relaxed);
+        /* Plain load and add (no lock: this thread owns the counter). */
+        _Atomic uint64_t *counter = al_proc.counter;
+        seq = atomic_load_explicit(counter, memory_order_relaxed);
+        *(uint64_t *)counter += 1;
         atomic_store_explicit(&r->busy, 0, memory_order_release);
     } else {
         atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -395,7 +401,9 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
     atomic_signal_fence(memory_order_seq_cst);
     t->in_hook = 0;
     atomic_signal_fence(memory_order_seq_cst);
-    if (AL_UNLIKELY(t->def_head != t->def_tail))
+    /* def_tail without volatile (only this thread moves it, and not in a handler): the compiler
+     * compares it from memory, one load fewer. */
+    if (AL_UNLIKELY(t->def_head != *(const uint32_t *)&t->def_tail))
         al_flush_deferred(t);
 }
 
