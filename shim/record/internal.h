@@ -221,7 +221,7 @@ AL_HIDDEN size_t al_usable_size(const void *p);
 /* ---------------------------------------------------------------- stacks.c: call stacks */
 
 struct al_stacks {
-    /* on: al_proc.stacks_on, read with the state on the hot path */
+    /* Whether stacks are on: al_proc.stacks_on, beside the state for the hot path's one load. */
     int depth;
     int frees;      /* frees' stacks too */
     int fd;         /* the arena's memfd (kept for fork children) */
