@@ -13,26 +13,33 @@
 #include "boot_heap.h"
 #include "internal.h"
 
-AL_HIDDEN struct al_real al_real;
+static void resolve_free(void *p);
+
+/* free is never NULL, so that the free hook calls it without a test: until the bootstrap it is
+ * resolve_free. */
+AL_HIDDEN struct al_real al_real = {.free = resolve_free};
+
+/* A free before the bootstrap resolves the next free first; during it (dlsym's own frees) the
+ * block is dropped, as the boot arena's blocks are. */
+static void resolve_free(void *p)
+{
+    if (al_bootstrap() == 0)
+        al_real.free(p);
+}
 
 /* volatile: the compiler must not drop the store around dlsym, which re-enters us through malloc. */
 static __thread volatile int bootstrapping __attribute__((tls_model(AL_TLS_MODEL)));
 
 /* ------------------------------------------------------------------------------- static arena */
 
-#define ARENA_BYTES (64 * 1024)
-static _Alignas(64) unsigned char arena[ARENA_BYTES];
+#define ARENA_BYTES AL_BOOT_ARENA_BYTES
+AL_HIDDEN _Alignas(64) unsigned char al_boot_arena[ARENA_BYTES];
 static _Atomic size_t arena_used;
 
 /* Each arena block is preceded by its size (so realloc can copy it). */
 AL_HIDDEN void *al_arena_alloc(size_t size, size_t align)
 {
-    return boot_heap_alloc(arena, ARENA_BYTES, &arena_used, size, align, size);
-}
-
-AL_HIDDEN int al_arena_owns(const void *p)
-{
-    return boot_heap_owns(arena, ARENA_BYTES, p);
+    return boot_heap_alloc(al_boot_arena, ARENA_BYTES, &arena_used, size, align, size);
 }
 
 AL_HIDDEN size_t al_arena_size(const void *p)
@@ -51,7 +58,7 @@ AL_HIDDEN int al_bootstrapping(void)
 
 AL_HIDDEN int al_bootstrap(void)
 {
-    if (AL_LIKELY(al_real.free != NULL && al_real.malloc != NULL))
+    if (AL_LIKELY(al_real.malloc != NULL)) /* stored last */
         return 0;
     if (bootstrapping)
         return -1;
@@ -76,8 +83,11 @@ AL_HIDDEN int al_bootstrap(void)
     RESOLVE(posix_spawnp, "posix_spawnp");
     RESOLVE(exit_, "_exit");
     RESOLVE(Exit_, "_Exit");
-    RESOLVE(free, "free");
-    RESOLVE(malloc, "malloc");
+    void (*next_free)(void *) = (void (*)(void *))dlsym(AL_NEXT_HANDLE, "free");
+    if (next_free != NULL)
+        al_real.free = next_free;
+    if (al_real.free != resolve_free) /* malloc only with free: the hooks test malloc */
+        RESOLVE(malloc, "malloc");
     bootstrapping = 0;
-    return (al_real.malloc && al_real.free) ? 0 : -1;
+    return al_real.malloc != NULL ? 0 : -1;
 }

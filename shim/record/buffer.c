@@ -170,6 +170,7 @@ static struct al_ring *ring_create(uint32_t tid)
         return NULL;
     }
     r->session = atomic_load(&al_proc.session);
+    r->head_limit = AL_RING_RECORDS; /* empty: the recorder has read nothing yet */
     al_rings_lock();
     r->next_all = all_rings;
     all_rings = r;
@@ -186,8 +187,8 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
     if (r == NULL && (r = ring_create(t->tid)) == NULL)
         return NULL;
     /* In-band owner record: everything after it in this ring belongs to this thread. */
-    uint64_t head = r->local_head;
-    if (head - r->cached_tail >= AL_RING_RECORDS && !al_ring_wait(r)) {
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (head >= r->head_limit && !al_ring_wait(r)) {
         al_rings_lock();
         r->next_free = free_rings;
         free_rings = r;
@@ -199,7 +200,6 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
     rec->addr = t->tid;
     rec->size = 0;
     rec->old_addr = 0;
-    r->local_head = head + 1;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
     t->ring = r;
     if (exit_key_ok) {
@@ -220,10 +220,10 @@ AL_HIDDEN struct al_ring *al_ring_attach(struct al_tls *t)
 AL_HIDDEN int al_ring_wait(struct al_ring *r)
 {
     for (unsigned i = 1;; i++) {
-        r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        r->head_limit = atomic_load_explicit(&r->tail, memory_order_acquire) + AL_RING_RECORDS;
         /* Read each time: a signal handler may write records while this thread waits. */
         atomic_signal_fence(memory_order_seq_cst);
-        if (r->local_head - r->cached_tail < AL_RING_RECORDS)
+        if (atomic_load_explicit(&r->head, memory_order_relaxed) < r->head_limit)
             return 1;
         if (atomic_load(&al_proc.state) != AL_ACTIVE)
             return 0;

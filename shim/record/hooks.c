@@ -92,7 +92,7 @@ AL_HIDDEN int al_put_wait(struct al_tls *t, struct al_ring *r, uint64_t op, cons
     int was_waiting = t->waiting, was_done = t->wait_done;
     struct al_deferred was_for = t->wait_for;
     int ok = 1;
-    while (r->local_head - r->cached_tail >= AL_RING_RECORDS) {
+    while (atomic_load_explicit(&r->head, memory_order_relaxed) >= r->head_limit) {
         t->wait_for = (struct al_deferred){op, addr, size, old_addr};
         t->wait_done = 0;
         atomic_signal_fence(memory_order_seq_cst);
@@ -128,6 +128,54 @@ AL_HIDDEN __attribute__((noinline)) void al_flush_deferred(struct al_tls *t)
     }
 }
 
+/* ------------------------------------------------------------------------- record --stacks */
+
+AL_HIDDEN __attribute__((noinline)) void al_record_stacks(struct al_tls *t, struct al_ring *r,
+                                                        uint64_t op, const void *addr,
+                                                        size_t size, const void *old_addr)
+{
+    /* Up from here, not just around al_put: a signal handler's call while the stack is walked is
+     * queued and recorded after this one, without a stack of its own (libunwind is not
+     * reentrant, and the handler's call must not be dropped). */
+    t->in_hook = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if ((al_stacks.frees || !al_op_is_free(op)) &&
+        (al_stacks.sample_bytes == 0 || al_sample(t, size))) {
+        uint32_t at = al_stack_capture();
+        if (at == 0)
+            at = al_stacks.unknown_at; /* sampled, no stack: the empty stack (0 when all) */
+        if (op == AL_OP_REALLOC || op == AL_OP_REALLOCARRAY) {
+            uintptr_t old = (uintptr_t)old_addr;
+            if (at != 0 && (old >> 48) == 0 && (size >> 48) == 0) {
+                old_addr = (const void *)(old | (uintptr_t)(at >> 16) << 48);
+                size |= (size_t)(at & 0xffff) << 48;
+                op |= AL_OP_HAS_STACK;
+            }
+        } else if (at != 0) {
+            old_addr = (const void *)(uintptr_t)at;
+            op |= AL_OP_HAS_STACK;
+        }
+    }
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
+}
+
+AL_HIDDEN __attribute__((noinline)) void al_record_rest(struct al_tls *t, struct al_ring *r,
+                                                      uint64_t op, const void *addr, size_t size,
+                                                      const void *old_addr)
+{
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
+}
+
 /* --------------------------------------------------------------------------- slow path */
 
 /* First event of a thread or of the image, or tracing off / re-entered. */
@@ -135,6 +183,16 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
                                                       const void *old_addr, const void *caller)
 {
     struct al_tls *t = &al_tls;
+    struct al_ring *r = t->ring;
+    /* Tracing with stacks: al_record's one test of the state sends every call here. */
+    if (AL_LIKELY(r != NULL && t->guards == 0 &&
+                  atomic_load_explicit(&al_proc.state, memory_order_relaxed) == AL_ACTIVE &&
+                  atomic_load_explicit(&al_proc.stacks_on, memory_order_relaxed) &&
+                  (!AL_ATTACHED ||
+                   r->session == atomic_load_explicit(&al_proc.session, memory_order_relaxed)))) {
+        al_record_stacks(t, r, op, addr, size, old_addr);
+        return;
+    }
     if (t->busy)
         return;
     if (t->in_hook) {
@@ -151,6 +209,9 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
             defer(t, op, addr, size, old_addr);
         return;
     }
+    /* free records without its own ready() test: nothing is recorded before the bootstrap. */
+    if (AL_UNLIKELY(al_real.malloc == NULL) && al_bootstrap() != 0)
+        return;
     /* The set-up below makes system calls; the program sees errno as the allocator left it. */
     int saved_errno = errno;
     int state = atomic_load(&al_proc.state);
@@ -253,8 +314,8 @@ AL_EXPORT void free(void *p)
 {
     if (AL_UNLIKELY(al_arena_owns(p)))
         return; /* bootstrap arena: never returned */
-    if (AL_UNLIKELY(!ready()))
-        return;
+    /* No ready() test: a thread has a ring only after the bootstrap (al_record_slow tests it),
+     * and al_real.free is resolve_free until then. */
     /* Attached: a block allocated before the attach is freed with the bytes it held. */
     al_record(AL_OP_FREE, p, AL_ATTACHED && p ? al_usable_size(p) : 0, NULL);
     al_real.free(p);

@@ -69,7 +69,13 @@ AL_HIDDEN int al_bootstrap(void);
 AL_HIDDEN int al_bootstrapping(void);
 /* Bump allocator for the calls dlsym makes before the real allocator is known. */
 AL_HIDDEN void *al_arena_alloc(size_t size, size_t align);
-AL_HIDDEN int al_arena_owns(const void *p);
+AL_HIDDEN extern unsigned char al_boot_arena[];
+#define AL_BOOT_ARENA_BYTES (64 * 1024)
+/* Inline: free tests it on every call. */
+static inline int al_arena_owns(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)al_boot_arena < AL_BOOT_ARENA_BYTES;
+}
 AL_HIDDEN size_t al_arena_size(const void *p);
 
 /* ---------------------------------------------------------------- buffer.c: per-thread rings */
@@ -81,8 +87,9 @@ struct al_ring {
     char pad0[56];
     _Atomic uint64_t tail; /* AL_RING_TAIL_OFFSET */
     char pad1[56];
-    uint64_t local_head;  /* == head, without the atomic load */
-    uint64_t cached_tail; /* last tail seen; refreshed only when the ring looks full */
+    /* Last tail seen plus the ring's size: the ring is full when head reaches it (one compare on
+     * the hot path); refreshed only then. Made AL_RING_RECORDS by ring_create. */
+    uint64_t head_limit;
     _Atomic int busy;     /* set around taking a seq (see al_next_seq) */
     uint32_t owner_tid;   /* the thread writing it (on the retiring list: until it is gone) */
     struct al_ring *next_free;
@@ -103,11 +110,17 @@ struct al_deferred {
 
 struct al_tls {
     struct al_ring *ring;
-    int busy;         /* reentrancy guard: set while the shim itself runs on this thread */
+    /* The hot path tests both guards with one load of `guards`. */
+    union {
+        struct {
+            int busy; /* reentrancy guard: set while the shim itself runs on this thread */
+            /* Signal safety (hooks.c). Written by this thread only, read by its signal handlers:
+             * plain volatile fields ordered with signal fences. */
+            volatile int in_hook; /* inside al_record: the stack, the ring, the seq mid-update */
+        };
+        uint64_t guards;
+    };
     uint32_t tid;
-    /* Signal safety (hooks.c). Written by this thread only, read by its signal handlers: plain
-     * volatile fields ordered with signal fences. */
-    volatile int in_hook;       /* inside al_record: the stack, the ring, the seq mid-update */
     volatile int def_writing;   /* a nested call is filling a deferred slot */
     volatile uint32_t def_head; /* deferred calls queued (by nested calls) */
     volatile uint32_t def_tail; /* deferred calls taken for recording */
@@ -147,7 +160,14 @@ static inline struct al_record *al_ring_records(struct al_ring *r)
 enum { AL_UNINIT = 0, AL_INITIALIZING = 1, AL_ACTIVE = 2, AL_OFF = 3 };
 
 struct al_proc {
-    _Atomic int state;
+    /* The hot path reads both with one load of `hot`: AL_ACTIVE when tracing without stacks. */
+    union {
+        struct {
+            _Atomic int state;
+            _Atomic int stacks_on; /* record --stacks, and set up (stacks.c) */
+        };
+        _Atomic uint64_t hot;
+    };
     int sock;
     _Atomic uint64_t *counter; /* in the shared process page */
     _Atomic uint64_t *lost;    /* ditto: calls that could not be recorded (hooks.c, defer) */
@@ -201,7 +221,7 @@ AL_HIDDEN size_t al_usable_size(const void *p);
 /* ---------------------------------------------------------------- stacks.c: call stacks */
 
 struct al_stacks {
-    _Atomic int on; /* record --stacks, and set up */
+    /* Whether stacks are on: al_proc.stacks_on, beside the state for the hot path's one load. */
     int depth;
     int frees;      /* frees' stacks too */
     int fd;         /* the arena's memfd (kept for fork children) */
@@ -301,11 +321,12 @@ static inline __attribute__((always_inline)) void al_put(struct al_tls *t, struc
                                                         uint64_t op, const void *addr,
                                                         size_t size, const void *old_addr)
 {
-    uint64_t head = r->local_head;
-    if (AL_UNLIKELY(head - r->cached_tail >= AL_RING_RECORDS)) {
+    /* Only this thread writes head: a plain load of it. */
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (AL_UNLIKELY(head >= r->head_limit)) {
         if (!al_put_wait(t, r, op, addr, size, old_addr))
             return;
-        head = r->local_head;
+        head = atomic_load_explicit(&r->head, memory_order_relaxed);
     }
     uint64_t seq = al_next_seq(r);
     struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
@@ -313,54 +334,76 @@ static inline __attribute__((always_inline)) void al_put(struct al_tls *t, struc
     rec->addr = (uint64_t)(uintptr_t)addr;
     rec->size = size;
     rec->old_addr = (uint64_t)(uintptr_t)old_addr;
-    r->local_head = head + 1;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
-/* The hot path: a TLS check, then the stack (record --stacks) and al_put between the `in_hook`
- * stores, then a look at the deferred queue (empty unless a signal handler allocated meanwhile). */
+/* record --stacks: the stack (sampled or not) and al_put, out of line (hooks.c). */
+AL_HIDDEN void al_record_stacks(struct al_tls *t, struct al_ring *r, uint64_t op,
+                                const void *addr, size_t size, const void *old_addr);
+/* The rest of a record whose fast path gave up (a full ring, a seq to claim): al_put, then what
+ * follows it in al_record, out of line (hooks.c). Called with `in_hook` set. */
+AL_HIDDEN void al_record_rest(struct al_tls *t, struct al_ring *r, uint64_t op, const void *addr,
+                              size_t size, const void *old_addr);
+
+/* The hot path: one TLS block, one test of the ring and of the two guards, one of the image's
+ * state, one of --stacks; then the record between the `in_hook` stores (al_put's work when the
+ * ring has room and the thread owns the seq counter or shares it), then a look at the deferred
+ * queue (empty unless a signal handler allocated meanwhile). Everything else is a call at the
+ * end, out of line, so that the hooks save few registers. */
 /* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
 static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
                                                            size_t size, const void *old_addr)
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
-    if (AL_UNLIKELY(r == NULL || t->busy || t->in_hook ||
-                    atomic_load_explicit(&al_proc.state, memory_order_relaxed) != AL_ACTIVE ||
+    /* --stacks goes the slow way too (al_record_slow calls al_record_stacks). */
+    if (AL_UNLIKELY(r == NULL || t->guards != 0 ||
+                    atomic_load_explicit(&al_proc.hot, memory_order_relaxed) != AL_ACTIVE ||
                     (AL_ATTACHED && r->session != atomic_load_explicit(&al_proc.session,
                                                                       memory_order_relaxed)))) {
         /* always_inline: the return address is the hook's, i.e. who called malloc. */
         al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
         return;
     }
-    /* Up from here, not just around al_put: a signal handler's call while the stack is walked is
-     * queued and recorded after this one, without a stack of its own (libunwind is not
-     * reentrant, and the handler's call must not be dropped). */
     t->in_hook = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    if (AL_UNLIKELY(atomic_load_explicit(&al_stacks.on, memory_order_relaxed)) &&
-        (al_stacks.frees || !al_op_is_free(op)) &&
-        (al_stacks.sample_bytes == 0 || al_sample(t, size))) {
-        uint32_t at = al_stack_capture();
-        if (at == 0)
-            at = al_stacks.unknown_at; /* sampled, no stack: the empty stack (0 when all) */
-        if (op == AL_OP_REALLOC || op == AL_OP_REALLOCARRAY) {
-            uintptr_t old = (uintptr_t)old_addr;
-            if (at != 0 && (old >> 48) == 0 && (size >> 48) == 0) {
-                old_addr = (const void *)(old | (uintptr_t)(at >> 16) << 48);
-                size |= (size_t)(at & 0xffff) << 48;
-                op |= AL_OP_HAS_STACK;
-            }
-        } else if (at != 0) {
-            old_addr = (const void *)(uintptr_t)at;
-            op |= AL_OP_HAS_STACK;
-        }
+    /* Read after `in_hook` is up: a signal handler's record before it moved the head. */
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (AL_UNLIKELY(head >= r->head_limit)) {
+        al_record_rest(t, r, op, addr, size, old_addr);
+        return;
     }
-    al_put(t, r, op, addr, size, old_addr);
+    /* al_next_seq, with the claim out of line (al_record_rest takes the seq anew). */
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    struct al_ring *owner = atomic_load_explicit(&al_proc.owner, memory_order_acquire);
+    uint64_t seq;
+    if (AL_LIKELY(owner == r)) {
+        /* Plain load and add (no lock: this thread owns the counter). */
+        _Atomic uint64_t *counter = al_proc.counter;
+        seq = atomic_load_explicit(counter, memory_order_relaxed);
+        *(uint64_t *)counter += 1;
+        atomic_store_explicit(&r->busy, 0, memory_order_release);
+    } else {
+        atomic_store_explicit(&r->busy, 0, memory_order_release);
+        if (AL_UNLIKELY(owner != AL_OWNER_SHARED)) {
+            al_record_rest(t, r, op, addr, size, old_addr);
+            return;
+        }
+        seq = atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
+    }
+    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
+    rec->seq_op = seq | (op << AL_OP_SHIFT);
+    rec->addr = (uint64_t)(uintptr_t)addr;
+    rec->size = size;
+    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
     atomic_signal_fence(memory_order_seq_cst);
     t->in_hook = 0;
     atomic_signal_fence(memory_order_seq_cst);
-    if (AL_UNLIKELY(t->def_head != t->def_tail))
+    /* def_tail without volatile (only this thread moves it, and not in a handler): the compiler
+     * compares it from memory, one load fewer. */
+    if (AL_UNLIKELY(t->def_head != *(const uint32_t *)&t->def_tail))
         al_flush_deferred(t);
 }
 

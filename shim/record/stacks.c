@@ -333,13 +333,13 @@ AL_HIDDEN int al_stacks_setup_with(int depth, int frees, uint64_t sample_bytes)
     known_reset();
     scan_modules(1);
     find_shim_range();
-    atomic_store(&al_stacks.on, 1);
+    atomic_store(&al_proc.stacks_on, 1);
     return 0;
 }
 
 AL_HIDDEN void al_stacks_discard(void)
 {
-    atomic_store(&al_stacks.on, 0);
+    atomic_store(&al_proc.stacks_on, 0);
     if (al_stacks.base != NULL)
         munmap(al_stacks.base, AL_ARENA_BYTES);
     al_stacks.base = NULL;
@@ -356,7 +356,7 @@ AL_HIDDEN void al_stacks_fork_child(void)
     /* The arena is shared with the parent (MAP_SHARED): entries keep their offsets and the
      * recorder's ids, so the child's table stays valid. Its modules are reported again under the
      * child's pid. Without the arena's descriptor (a program that closed it) a new arena starts. */
-    if (!atomic_load(&al_stacks.on))
+    if (!atomic_load(&al_proc.stacks_on))
         return;
     /* The forking thread, the child's only one, draws its own sample points: with the parent's
      * generator both would sample the same allocations of the code they share after fork. */
@@ -371,7 +371,7 @@ AL_HIDDEN void al_stacks_fork_child(void)
         atomic_store(&table_used, 0);
         if (table == MAP_FAILED || new_arena() != 0) {
             table = NULL;
-            atomic_store(&al_stacks.on, 0);
+            atomic_store(&al_proc.stacks_on, 0);
             return;
         }
     }

@@ -389,14 +389,14 @@ AL_HIDDEN void al_proc_init(void)
         atfork_registered = 1;
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     }
-    if (atomic_load(&al_stacks.on))
+    if (atomic_load(&al_proc.stacks_on))
         al_stacks_fork_child();
     else if (!AL_ATTACHED) /* the attach entry set stacks up from its arguments */
         al_stacks_setup();
     atomic_store(&al_proc.state, AL_ACTIVE); /* al_send reports failures through al_disable */
     if (send_hello(page_fd, mono, real) != 0)
         goto off_quiet;
-    if (atomic_load(&al_stacks.on)) {
+    if (atomic_load(&al_proc.stacks_on)) {
         struct {
             struct al_msg_hdr h;
             struct al_stacks_msg s;
