@@ -34,6 +34,8 @@ pub mod sampling;
 pub mod scope;
 pub mod sites;
 pub mod sizes;
+mod stream_pass;
+pub mod streams;
 pub mod timeline;
 
 pub use analysis::{
@@ -59,6 +61,10 @@ pub struct Options {
     pub config: Config,
     /// Resolve and fold call sites when the trace has stacks (`FileAnalysis::call_sites`).
     pub call_sites: Option<call_sites::CallSiteOptions>,
+    /// Threads analysing a file's streams (process images), each its own; 1 analyses them one
+    /// after another on the calling thread. `None`: `streams::default_threads()`. The results
+    /// are the same whatever the threads.
+    pub threads: Option<usize>,
 }
 
 impl Options {

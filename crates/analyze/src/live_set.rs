@@ -1,4 +1,4 @@
-//! The live set of the pass: the open-addressing `LiveTable`, with pages in front of it for the
+//! The live set of the pass: the open-addressing `LiveTable` (in shards, `ShardedTable`), with pages in front of it for the
 //! block ids of traces recorded without addresses.
 //!
 //! A real address comes back again and again (allocators reuse the block just freed), so its
@@ -23,7 +23,8 @@
 //! ahead of every page seen, so no id of it can be in the table.
 use std::collections::VecDeque;
 
-use blockmap::live_table::{prefetch_ptr, LiveTable};
+use blockmap::live_table::prefetch_ptr;
+use blockmap::ShardedTable;
 use trace::SYNTHETIC_BIT;
 
 /// Block ids per page (a power of two).
@@ -84,7 +85,7 @@ enum Place {
 }
 
 pub struct LiveSet<V> {
-    table: LiveTable<V>,
+    table: ShardedTable<V>,
     /// `pages[i]` holds the ids of page number `first_page + i`; `None`: closed (its ids, if live,
     /// are in the table), as is every page before `first_page`.
     pages: VecDeque<Option<Box<Page<V>>>>,
@@ -97,7 +98,7 @@ impl<V: Copy + Default> LiveSet<V> {
         LiveSet {
             // Three quarters full at most: 32-64 bytes per block in the table (48-96 half full),
             // for probes about twice as long on a miss.
-            table: LiveTable::with_max_load(capacity, (3, 4)),
+            table: ShardedTable::with_max_load(capacity, (3, 4)),
             pages: VecDeque::new(),
             first_page: 0,
             in_pages: 0,

@@ -4,6 +4,8 @@
 //!
 //! - [`live_table::LiveTable`]: an open-addressing table from address to a value, whose slot
 //!   can be prefetched ahead of the lookup;
+//! - [`sharded::ShardedTable`]: the same split in shards that double one at a time (the
+//!   analysis's live set, whose peak a whole table's doubling set);
 //! - [`hash`]: a one-multiply hash for keys chosen by the traced program, not an adversary;
 //! - [`huge_pages`]: large buffers the kernel is asked to back with huge pages, allocations that
 //!   fail softly, and the process's address-space limit that decides how large they may grow.
@@ -16,5 +18,7 @@
 pub mod hash;
 pub mod huge_pages;
 pub mod live_table;
+pub mod sharded;
 
 pub use live_table::LiveTable;
+pub use sharded::ShardedTable;

@@ -51,7 +51,7 @@ pub use format::{
 pub use losses::{Losses, StreamLoss};
 pub use memory::{memory_payload, MemoryFigures, MemorySample, MemorySummary};
 pub use progress::{NoProgress, Progress};
-pub use reader::{ChunkRef, RawChunk, Records, Stream, TraceReader};
+pub use reader::{ChunkFile, ChunkRef, RawChunk, Records, Stream, TraceReader};
 pub use residency::{residency_payload, Residency, ResidentMapping};
 pub use stacks::{
     compressed_modules_payload, modules_payload, stacks_payload, Module, StackEncoder,

@@ -444,30 +444,18 @@ impl<R: Read + Seek> TraceReader<R> {
 
     /// Reads (and checksums) one chunk of a stream.
     pub fn read_chunk(&mut self, stream: usize, chunk: &ChunkRef) -> Result<RawChunk, TraceError> {
-        let path = self.path.clone();
-        let io_err = |source: io::Error| TraceError::Io {
-            path: path.to_path_buf(),
+        read_chunk_at(&mut self.src, &self.path, stream, chunk)
+    }
+
+    /// A handle of its own on the file's chunks, so that another thread reads streams while this
+    /// reader reads others (`analyze` analyses several streams at once).
+    pub fn chunk_file(&self) -> Result<ChunkFile, TraceError> {
+        let file = File::open(&*self.path).map_err(|source| TraceError::Io {
+            path: self.path.to_path_buf(),
             source,
-        };
-        let mut fb = [0u8; CHUNK_FRAME_LEN];
-        self.src
-            .seek(SeekFrom::Start(chunk.offset))
-            .map_err(io_err)?;
-        self.src.read_exact(&mut fb).map_err(io_err)?;
-        let mut payload = vec![0u8; chunk.payload_len as usize];
-        self.src.read_exact(&mut payload).map_err(io_err)?;
-        if Frame::checksum(&fb, &payload) != chunk.crc {
-            return Err(TraceError::CorruptChunk {
-                path: self.path.to_path_buf(),
-                chunk: chunk.index,
-                offset: chunk.offset,
-                what: "checksum mismatch".into(),
-            });
-        }
-        Ok(RawChunk {
-            stream,
-            chunk: *chunk,
-            payload,
+        })?;
+        Ok(ChunkFile {
+            src: BufReader::with_capacity(1 << 16, file),
             path: self.path.clone(),
         })
     }
@@ -504,6 +492,51 @@ impl<R: Read + Seek> TraceReader<R> {
             })
         }
     }
+}
+
+/// The chunks of a trace file read through a file handle of its own ([`TraceReader::chunk_file`]).
+pub struct ChunkFile {
+    src: BufReader<File>,
+    path: Arc<Path>,
+}
+
+impl ChunkFile {
+    /// Reads (and checksums) one chunk of a stream, as [`TraceReader::read_chunk`].
+    pub fn read_chunk(&mut self, stream: usize, chunk: &ChunkRef) -> Result<RawChunk, TraceError> {
+        read_chunk_at(&mut self.src, &self.path, stream, chunk)
+    }
+}
+
+/// Reads the chunk at `chunk.offset` of `src` and checks its checksum.
+fn read_chunk_at(
+    src: &mut (impl Read + Seek),
+    path: &Arc<Path>,
+    stream: usize,
+    chunk: &ChunkRef,
+) -> Result<RawChunk, TraceError> {
+    let io_err = |source: io::Error| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut fb = [0u8; CHUNK_FRAME_LEN];
+    src.seek(SeekFrom::Start(chunk.offset)).map_err(io_err)?;
+    src.read_exact(&mut fb).map_err(io_err)?;
+    let mut payload = vec![0u8; chunk.payload_len as usize];
+    src.read_exact(&mut payload).map_err(io_err)?;
+    if Frame::checksum(&fb, &payload) != chunk.crc {
+        return Err(TraceError::CorruptChunk {
+            path: path.to_path_buf(),
+            chunk: chunk.index,
+            offset: chunk.offset,
+            what: "checksum mismatch".into(),
+        });
+    }
+    Ok(RawChunk {
+        stream,
+        chunk: *chunk,
+        payload,
+        path: path.clone(),
+    })
 }
 
 pub struct Chunks<'a, R> {

@@ -49,6 +49,10 @@ pub struct Args {
     /// debuglink) instead of /usr/lib/debug; repeatable
     #[arg(long = "debug-dir", value_name = "DIR", requires = "sites")]
     pub debug_dirs: Vec<PathBuf>,
+    /// Analyse up to N process images at once, each on a thread of its own (default: one per
+    /// core, at most 4); 1 analyses them one after another on one thread. Same results either way
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
 }
 
 /// `--sort`: which figure orders the call sites.
@@ -100,6 +104,7 @@ impl Args {
                 }
                 o
             }),
+            threads: self.threads.map(|n| n as usize),
         }
     }
 }

@@ -623,3 +623,73 @@ fn a_process_without_calls_shows_no_empty_breakdown() {
     assert!(text.contains("\ncalls: 0\n"), "{text}");
     assert!(!text.contains("()"), "{text}");
 }
+
+/// Issue 41: process images analysed on several threads print what the serial path
+/// (`--threads 1`) prints, byte for byte: the text of every image, the JSON, the call sites as
+/// text and JSON, and the warnings. On real traces with stacks: a program whose four threads
+/// allocate, which forks and execs a shell (three images of very different sizes), and two
+/// processes allocating side by side (two images of one size), whole and with two bytes flipped
+/// (damaged streams: the warnings must come in stream order whatever finished first).
+#[test]
+fn every_thread_count_prints_what_the_serial_path_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let forker = dir.path().join("forker.alt");
+    // The shell it execs exits with 3, which `record` passes on.
+    alloclens()
+        .args(["record", "-q", "--stacks=all", "-o"])
+        .arg(&forker)
+        .arg("--")
+        .arg(testkit::program("forker"))
+        .fails_with(3);
+    let noisy = dir.path().join("noisy.alt");
+    let program = testkit::program("noisy_forking").to_str().unwrap();
+    record(&noisy, &["--stacks=all"], &[program, "300000"]);
+    let mut bytes = std::fs::read(&noisy).unwrap();
+    for at in [bytes.len() * 2 / 5, bytes.len() * 7 / 10] {
+        bytes[at] ^= 0xff;
+    }
+    let flipped = dir.path().join("flipped.alt");
+    std::fs::write(&flipped, bytes).unwrap();
+
+    let views: [&[&str]; 4] = [
+        &["--all"],
+        &["--json"],
+        &["--sites", "--all"],
+        &["--sites", "--json"],
+    ];
+    for trace in [&forker, &noisy, &flipped] {
+        let images = json_stdout([Path::new("analyze"), trace, Path::new("--json")]);
+        assert!(
+            images["processes"].as_array().unwrap().len() >= 2,
+            "{}",
+            trace.display()
+        );
+        for view in views {
+            let analyse = |threads: &str| {
+                let out = alloclens()
+                    .arg("analyze")
+                    .arg(trace)
+                    .args(view)
+                    .args(["--threads", threads])
+                    .ok();
+                (
+                    out.stdout,
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            };
+            let serial = analyse("1");
+            for threads in ["2", "3", "8"] {
+                let parallel = analyse(threads);
+                assert!(
+                    parallel.0 == serial.0,
+                    "{} {view:?} --threads {threads}: stdout differs from --threads 1",
+                    trace.display()
+                );
+                assert_eq!(parallel.1, serial.1, "{} {view:?}", trace.display());
+            }
+            if trace == &flipped {
+                assert!(serial.1.contains("alloclens: warning"), "{}", serial.1);
+            }
+        }
+    }
+}

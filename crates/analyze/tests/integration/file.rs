@@ -90,7 +90,7 @@ fn filters_select_a_process_and_a_phase() {
             ..Config::default()
         },
         process: Some(42),
-        call_sites: None,
+        ..Default::default()
     };
     let r = analyze_file(&path, &phase).unwrap().analysis;
     let p = &r.processes[0];
@@ -115,8 +115,7 @@ fn filters_select_a_process_and_a_phase() {
             phase: Some("nope".into()),
             ..Config::default()
         },
-        process: None,
-        call_sites: None,
+        ..Default::default()
     };
     let err = analyze_file(&path, &missing).unwrap_err().to_string();
     assert!(err.contains("nope") && err.contains("second half"), "{err}");
