@@ -110,7 +110,7 @@ pub fn analyze_file_with(
             }
         };
         if let Some(sites) = sites {
-            site_images.push(sites);
+            site_images.push(*sites);
         }
         report.memory = original_memory(
             reader.memory_samples(input.stream),

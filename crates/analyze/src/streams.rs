@@ -47,7 +47,7 @@ pub(crate) enum StreamOutcome {
     /// analysed before it; the image is then marked truncated).
     Done {
         report: Box<ProcessReport>,
-        sites: Option<ProcessSites>,
+        sites: Option<Box<ProcessSites>>,
         damage: Option<(TraceError, u64)>,
     },
     /// A buffer could not be had after `records` records with `live` blocks live: a partial
@@ -176,7 +176,7 @@ impl StreamJob<'_> {
             }
         };
         StreamOutcome::Done {
-            sites: sites.map(SiteAnalyzer::finish),
+            sites: sites.map(|s| Box::new(s.finish())),
             report: Box::new(analyzer.finish()),
             damage,
         }
