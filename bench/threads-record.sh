@@ -40,7 +40,10 @@ def run(tool, args, tag):
     cmd = [PROGRAM] + args
     cwd = WORK
     if tool == "record":
-        cmd = [AL, "record", "-q", "-o", os.path.join(WORK, f"{tag}.alt"), "--"] + cmd
+        trace = os.path.join(WORK, f"{tag}.alt")
+        if os.path.exists(trace):
+            os.remove(trace)  # ours, from the round before: record never replaces a file
+        cmd = [AL, "record", "-q", "-o", trace, "--"] + cmd
     elif tool == "heaptrack":
         cwd = os.path.join(WORK, f"ht-{tag}")
         os.makedirs(cwd, exist_ok=True)
