@@ -156,7 +156,12 @@ AL_HIDDEN __attribute__((noinline)) void al_record_stacks(struct al_tls *t, stru
             op |= AL_OP_HAS_STACK;
         }
     }
-    al_record_rest(t, r, op, addr, size, old_addr); /* the record, as the rest's path */
+    al_put(t, r, op, addr, size, old_addr);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->in_hook = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (AL_UNLIKELY(t->def_head != t->def_tail))
+        al_flush_deferred(t);
 }
 
 AL_HIDDEN __attribute__((noinline)) void al_record_rest(struct al_tls *t, struct al_ring *r,

@@ -314,21 +314,6 @@ static inline uint64_t al_next_seq(struct al_ring *r)
     return al_next_seq_slow(r);
 }
 
-/* Writes one record into the ring's slot at `head` and publishes it (a release store of the head:
- * the recorder reads the slot after it sees the head move). */
-static inline __attribute__((always_inline)) void al_write_slot(struct al_ring *r, uint64_t head,
-                                                               uint64_t seq, uint64_t op,
-                                                               const void *addr, size_t size,
-                                                               const void *old_addr)
-{
-    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
-    rec->seq_op = seq | (op << AL_OP_SHIFT);
-    rec->addr = (uint64_t)(uintptr_t)addr;
-    rec->size = size;
-    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
-    atomic_store_explicit(&r->head, head + 1, memory_order_release);
-}
-
 /* Appends one record to the thread's ring: a slot, the next seq (al_next_seq), a release store of
  * the head. Runs with `in_hook` set: a signal handler's call meanwhile is deferred, since it
  * would write the same slot, or take the owner's seq between its load and its store. */
@@ -344,7 +329,12 @@ static inline __attribute__((always_inline)) void al_put(struct al_tls *t, struc
         head = atomic_load_explicit(&r->head, memory_order_relaxed);
     }
     uint64_t seq = al_next_seq(r);
-    al_write_slot(r, head, seq, op, addr, size, old_addr);
+    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
+    rec->seq_op = seq | (op << AL_OP_SHIFT);
+    rec->addr = (uint64_t)(uintptr_t)addr;
+    rec->size = size;
+    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
 /* record --stacks: the stack (sampled or not) and al_put, out of line (hooks.c). */
@@ -402,7 +392,12 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
         }
         seq = atomic_fetch_add_explicit(al_proc.counter, 1, memory_order_relaxed);
     }
-    al_write_slot(r, head, seq, op, addr, size, old_addr);
+    struct al_record *rec = &al_ring_records(r)[head & (AL_RING_RECORDS - 1)];
+    rec->seq_op = seq | (op << AL_OP_SHIFT);
+    rec->addr = (uint64_t)(uintptr_t)addr;
+    rec->size = size;
+    rec->old_addr = (uint64_t)(uintptr_t)old_addr;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
     atomic_signal_fence(memory_order_seq_cst);
     t->in_hook = 0;
     atomic_signal_fence(memory_order_seq_cst);
