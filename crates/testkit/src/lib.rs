@@ -166,21 +166,53 @@ pub fn program_on_path(name: &str) -> bool {
 /// not a timing assertion: give it ample time).
 /// What an attach left for process `pid` in our /tmp/alloclens-attach-UID: its lock and the
 /// scratch directories named for it (`root`: the process's root as seen from here, `/` for our
-/// own /tmp). Empty when the attach cleaned up.
+/// own /tmp). Empty when the attach cleaned up. What is older than this test process was left
+/// by an earlier run for a pid since reused (pid_max may be small), not by this attach.
 pub fn attach_leftovers(root: &std::path::Path, pid: u32) -> Vec<String> {
     // SAFETY: geteuid has no preconditions.
     let dir = root.join(format!("tmp/alloclens-attach-{}", unsafe {
         libc::geteuid()
     }));
+    let started = process_start();
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .flatten()
+                .filter(
+                    |e| match (e.metadata().and_then(|m| m.modified()), started) {
+                        (Ok(modified), Some(started)) => modified >= started,
+                        _ => true,
+                    },
+                )
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n == &format!("{pid}.lock") || n.contains(&format!("-{pid}-")))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// When this process started (its starttime in /proc/self/stat after the boot time in
+/// /proc/stat), to the second below; None if /proc does not say.
+fn process_start() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command's closing parenthesis; starttime is field 22, the 20th of them.
+    let ticks: u64 = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()?
+        .max(1);
+    let secs = (boot + ticks / hz).checked_sub(1)?; // btime is rounded down
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }
 
 /// Starts `command` with its stdout piped and waits for its first line, which must be `first`
@@ -303,6 +335,30 @@ mod tests {
     fn a_program_on_path_is_found_and_a_made_up_one_is_not() {
         assert!(program_on_path("sh"));
         assert!(!program_on_path("alloclens-no-such-program"));
+    }
+
+    #[test]
+    fn an_attach_leftover_older_than_this_process_is_an_earlier_runs() {
+        // A pid no process can have, in the real directory (created if missing, as an attach does).
+        let dir = std::path::PathBuf::from(format!("/tmp/alloclens-attach-{}", unsafe {
+            libc::geteuid()
+        }));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid = u32::MAX - 7;
+        let lock = dir.join(format!("{pid}.lock"));
+        let file = std::fs::File::create(&lock).unwrap();
+        assert_eq!(
+            attach_leftovers(std::path::Path::new("/"), pid),
+            [format!("{pid}.lock")]
+        );
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        file.set_modified(
+            hour_ago.min(process_start().unwrap() - std::time::Duration::from_secs(2)),
+        )
+        .unwrap();
+        let left = attach_leftovers(std::path::Path::new("/"), pid);
+        std::fs::remove_file(&lock).unwrap();
+        assert_eq!(left, Vec::<String>::new());
     }
 
     #[test]
