@@ -345,28 +345,59 @@ AL_HIDDEN void al_record_stacks(struct al_tls *t, struct al_ring *r, uint64_t op
 AL_HIDDEN void al_record_rest(struct al_tls *t, struct al_ring *r, uint64_t op, const void *addr,
                               size_t size, const void *old_addr);
 
+/* `hot` when tracing with --stacks set up (state AL_ACTIVE, stacks_on 1). */
+#define AL_ACTIVE_STACKS ((uint64_t)AL_ACTIVE | (uint64_t)1 << 32)
+
+/* Whether a call under --stacks takes its stack (then al_record_stacks records it): a free only
+ * with --stack-frees, an allocation always with --stacks=all, else when it reaches the thread's
+ * sampling countdown, which it moves on otherwise (al_sample's fast case, inline). With `in_hook`
+ * up, as al_record_stacks tests it: a signal handler's call meanwhile is queued, and does not
+ * move the countdown between this call's load and store. */
+static inline __attribute__((always_inline)) int al_wants_stack(struct al_tls *t, uint64_t op,
+                                                               size_t size)
+{
+    if (al_op_is_free(op))
+        return al_stacks.frees;
+    if (al_stacks.sample_bytes == 0 || size >= t->sample_left)
+        return 1;
+    t->sample_left -= size;
+    return 0;
+}
+
 /* The hot path: one TLS block, one test of the ring and of the two guards, one of the image's
- * state, one of --stacks; then the record between the `in_hook` stores (al_put's work when the
- * ring has room and the thread owns the seq counter or shares it), then a look at the deferred
- * queue (empty unless a signal handler allocated meanwhile). Everything else is a call at the
- * end, out of line, so that the hooks save few registers. */
+ * state and of --stacks together; then the record between the `in_hook` stores (al_put's work
+ * when the ring has room and the thread owns the seq counter or shares it), then a look at the
+ * deferred queue (empty unless a signal handler allocated meanwhile). Everything else is a call
+ * at the end, out of line, so that the hooks save few registers. Under sampled --stacks, a call
+ * that takes no stack joins the same path after its countdown (the branch out of the first test:
+ * nothing is added to the path without stacks). */
 /* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
 static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
                                                            size_t size, const void *old_addr)
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
-    /* --stacks goes the slow way too (al_record_slow calls al_record_stacks). */
-    if (AL_UNLIKELY(r == NULL || t->guards != 0 ||
-                    atomic_load_explicit(&al_proc.hot, memory_order_relaxed) != AL_ACTIVE ||
-                    (AL_ATTACHED && r->session != atomic_load_explicit(&al_proc.session,
-                                                                      memory_order_relaxed)))) {
-        /* always_inline: the return address is the hook's, i.e. who called malloc. */
-        al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
-        return;
+    uint64_t hot = atomic_load_explicit(&al_proc.hot, memory_order_relaxed);
+    int ours = r != NULL && t->guards == 0 &&
+               (!AL_ATTACHED ||
+                r->session == atomic_load_explicit(&al_proc.session, memory_order_relaxed));
+    if (AL_UNLIKELY(!ours || hot != AL_ACTIVE)) {
+        if (!ours || hot != AL_ACTIVE_STACKS) {
+            /* always_inline: the return address is the hook's, i.e. who called malloc. */
+            al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
+            return;
+        }
+        t->in_hook = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        if (al_wants_stack(t, op, size)) {
+            al_record_stacks(t, r, op, addr, size, old_addr);
+            return;
+        }
+        goto in_hook;
     }
     t->in_hook = 1;
     atomic_signal_fence(memory_order_seq_cst);
+in_hook:;
     /* Read after `in_hook` is up: a signal handler's record before it moved the head. */
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (AL_UNLIKELY(head >= r->head_limit)) {
