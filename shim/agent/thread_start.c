@@ -16,8 +16,10 @@
 
 #include "agent.h"
 
-AG_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-                             void *arg);
+/* This library's pthread_create by a hidden name: the exported name, in a library dlopened
+ * RTLD_LOCAL (an attach), is the program's. */
+AG_HIDDEN int ag_hook_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                                     void *(*fn)(void *), void *arg);
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
@@ -29,9 +31,9 @@ AG_HIDDEN int ag_next_pthread_create(pthread_t *t, const pthread_attr_t *attr,
         ag_busy_enter(); /* what dlsym allocates is the agent's */
         create_fn f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
         /* An attached agent is not in the global scope: the program's definition. */
-        if (f == NULL || f == pthread_create)
+        if (f == NULL || f == ag_hook_pthread_create)
             f = (create_fn)dlsym(RTLD_DEFAULT, "pthread_create");
-        next = f != pthread_create ? f : NULL;
+        next = f != ag_hook_pthread_create ? f : NULL;
         ag_busy_leave();
     }
     return next != NULL ? next(t, attr, fn, arg) : EAGAIN;
@@ -43,3 +45,5 @@ AG_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
     ag_thread_wanted();
     return ag_next_pthread_create(t, attr, fn, arg);
 }
+
+AG_HOOK_ALIAS(pthread_create);
