@@ -498,13 +498,13 @@ AG_EXPORT void *calloc(size_t n, size_t size)
     return counted_alloc(p, total);
 }
 
-/* The end of a heap call on a slow path: every AG_INLINE_CALLS of them, the inline snapshot's
- * look at the clock (other allocators take the slow path on every call; glibc's frees of mmapped
- * chunks). */
+/* The end of a heap call on a slow path: the inline snapshot's look at the clock, every
+ * AG_INLINE_CALLS of them behind another allocator (it takes the slow path on every call), every
+ * one behind glibc (its slow frees and reallocs are of mmapped chunks: a system call each). */
 static inline void slow_path_tick(void)
 {
     if (AG_UNLIKELY(__atomic_load_n(&ag_inline, __ATOMIC_RELAXED)) && --ag_tls.inline_calls <= 0) {
-        ag_tls.inline_calls = AG_INLINE_CALLS;
+        ag_tls.inline_calls = ag_glibc_serves ? 1 : AG_INLINE_CALLS;
         ag_inline_tick();
     }
 }

@@ -88,7 +88,7 @@ impl AgentTracker {
         let s = snaps
             .iter()
             .find(|s| s.pid == pid && !s.is_final && same_image(s, exe));
-        let renewed = s.and_then(|s| self.renew_idle(s, now_ns));
+        let renewed = s.and_then(|s| self.current_inline(s, now_ns));
         match renewed.as_ref().or(s) {
             Some(s) if renewed.is_some() || Self::fresh(s, now_ns) => {
                 self.seen = true;
@@ -114,20 +114,20 @@ impl AgentTracker {
     }
 
     /// A snapshot taken on the program's one thread (the agent had no thread of its own), which
-    /// only the program's heap calls renew: when it is stale and the program made no heap call
-    /// since the last sample (its count file unchanged), the program is idle in the allocator and
-    /// the snapshot is as current as a periodic one: its counters from the count file, the
-    /// allocator's statistics from the snapshot. A program that goes on calling with its snapshot
-    /// stale (the agent cannot write) is stale as any.
-    fn renew_idle(&mut self, s: &agent::Snapshot, now_ns: u64) -> Option<agent::Snapshot> {
+    /// only the program's heap calls renew, with the counters of its count file: they are the
+    /// program's now (the snapshot's are those of its last renewal). Stale, it is current all the
+    /// same when the program made no heap call since the last sample (idle in the allocator: its
+    /// allocator's statistics have not changed since the snapshot's last call); a program that
+    /// goes on calling with its snapshot stale (the agent cannot write) is stale as any.
+    fn current_inline(&mut self, s: &agent::Snapshot, now_ns: u64) -> Option<agent::Snapshot> {
         let counters = agent::inline_counters(s, self.dir.as_deref()?)?;
         let before = self.inline_counts.insert(s.pid, counters.clone());
-        if Self::fresh(s, now_ns) || before.as_ref() != Some(&counters) {
+        if !Self::fresh(s, now_ns) && before.as_ref() != Some(&counters) {
             return None;
         }
-        let mut renewed = s.clone();
-        renewed.counters = counters;
-        Some(renewed)
+        let mut current = s.clone();
+        current.counters = counters;
+        Some(current)
     }
 
     /// Why process `pid` runs without the agent, found once per image from what does not change
