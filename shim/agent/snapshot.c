@@ -370,12 +370,17 @@ AG_HIDDEN void ag_thread_resume(void)
 }
 
 /* The snapshot on the program's thread, at the end of a heap call: never waits for the lock (the
- * final snapshot may hold it on another thread), never from a signal handler interrupting a
- * snapshot of this thread (in_snapshot) nor in the agent's own calls (busy). A vfork child shares
- * `pid` and this memory with its parent and takes none. */
+ * final snapshot may hold it on another thread), never in the agent's own calls (busy). Signals
+ * wait until it is written (a few hundred microseconds, once an interval): a handler that
+ * allocates would find the guard up and go uncounted, one that exits would find the lock held
+ * (in_snapshot, for a signal no mask holds back). A vfork child shares `pid` and this memory with
+ * its parent and takes none. */
 static void inline_take(uint64_t now)
 {
     int saved_errno = errno;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     ag_busy_enter();
     in_snapshot = 1;
     if (pthread_mutex_trylock(&snap_lock) == 0) {
@@ -388,6 +393,7 @@ static void inline_take(uint64_t now)
     }
     in_snapshot = 0;
     ag_busy_leave();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = saved_errno;
 }
 
