@@ -80,7 +80,10 @@ mod tests {
         let shared = [1, 0, 0, 0, 0, 32, 0, 20, 0];
         std::fs::write(dir.path().join("7.count"), page(99, [shared, thread])).unwrap();
         let c = read_counters(dir.path(), 7, 99).unwrap();
-        assert_eq!((c.allocs, c.frees, c.live_blocks, c.live_bytes), (3, 1, 2, 48));
+        assert_eq!(
+            (c.allocs, c.frees, c.live_blocks, c.live_bytes),
+            (3, 1, 2, 48)
+        );
         assert_eq!(c.requested_bytes, 80);
         // Another image's file (an exec since) is not this snapshot's.
         assert!(read_counters(dir.path(), 7, 98).is_none());

@@ -22,8 +22,8 @@ mod normalise;
 mod snapshot;
 
 pub use attach::{attach, attach_profiled, attach_waiting, AttachProfile, AttachedAgent};
-pub use count_file::inline_counters;
 pub use config::{AgentConfig, DEFAULT_PROFILE_BYTES, ENV_DIR, ENV_INTERVAL_MS, ENV_PROFILE_BYTES};
+pub use count_file::inline_counters;
 pub use error::AgentError;
 pub use glibc::{glibc_stats, parse_malloc_info, ArenaStats, FreeSizes, GlibcHeap, Mallinfo2};
 pub use library::{library_path, ENV_AGENT_OVERRIDE};

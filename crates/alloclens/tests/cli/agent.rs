@@ -606,7 +606,11 @@ fn a_single_threaded_program_has_no_agent_thread_and_its_snapshots() {
     assert!(snap.inline_image.is_some(), "{snap:#?}");
     // 600 ms after its last heap call: its counters as they are now, in its count file.
     let now = later_counts.expect("the count file of its image");
-    assert!(now.allocs >= snap.counters.allocs, "{now:?} {:?}", snap.counters);
+    assert!(
+        now.allocs >= snap.counters.allocs,
+        "{now:?} {:?}",
+        snap.counters
+    );
     assert!(now.live_blocks >= 1000, "the 1000 blocks it holds: {now:?}");
     let last = agent::read_snapshots(dir.path()).unwrap();
     let last = last.iter().find(|s| s.pid == pid).unwrap();

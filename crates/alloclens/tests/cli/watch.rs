@@ -1148,14 +1148,13 @@ fn a_program_on_one_thread_idle_in_the_allocator_keeps_its_figures() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
     let prog = testkit::program("one_thread");
-    let (_, text, json) = watch_verdict(
-        &dir,
-        &["--interval", "100ms"],
-        &[prog.to_str().unwrap()],
-    );
+    let (_, text, json) = watch_verdict(&dir, &["--interval", "100ms"], &[prog.to_str().unwrap()]);
     assert!(!text.contains("no longer renewed"), "{text}");
     let live = json_samples_live(&dir);
     // The 1000 blocks of 100 bytes it holds while idle (104 bytes usable each).
-    assert!(live.iter().filter(|b| **b >= 104_000).count() >= 5, "{live:?}\n{text}");
+    assert!(
+        live.iter().filter(|b| **b >= 104_000).count() >= 5,
+        "{live:?}\n{text}"
+    );
     assert_eq!(json["still_running"], false, "{text}");
 }

@@ -175,8 +175,14 @@ fn the_watched_program_can_enter_a_user_namespace() {
         );
         // The agent's thread: none in a program on one thread; with a thread started, there
         // before (the call means something) and back after.
-        assert!(stdout.contains(&format!("threads_before={threads} ")), "{stdout}");
-        assert!(stdout.contains(&format!("threads_after={threads}\n")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("threads_before={threads} ")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("threads_after={threads}\n")),
+            "{stdout}"
+        );
         assert_eq!(out.status.code(), Some(0));
         let json = read_json(&dir.join("watch.json"));
         let root = &json["root_pid"];
