@@ -1,7 +1,8 @@
 /*
  * Internal declarations of the alloclens watch agent (liballoclens_agent.so): a light preload
- * library that counts the program's heap calls per thread and, from its own thread, writes a
- * snapshot file of those counters and the allocator's own statistics every interval. Everything
+ * library that counts the program's heap calls per thread and writes a snapshot file of those
+ * counters and the allocator's own statistics every interval: on the program's thread while it
+ * has one (snapshot.c, count_file.c), from a thread of its own once it starts another. Everything
  * here is hidden: the only exported symbols are the heap entry points, _exit/_Exit and
  * unshare/setns (exports.map).
  */
