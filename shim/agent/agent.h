@@ -135,7 +135,7 @@ static inline void ag_busy_leave(void)
 AG_HIDDEN void ag_count_alloc(void *p, size_t requested);
 AG_HIDDEN void ag_count_free(void *p);
 
-/* Sums every slot (the agent thread, at each snapshot). */
+/* Sums every slot (at each snapshot). */
 AG_HIDDEN void ag_counters_read(struct ag_counters *out);
 /* In a fork child: only the forking thread lives on; every other slot is free for reuse. */
 AG_HIDDEN void ag_slots_after_fork(void);
@@ -201,7 +201,7 @@ AG_HIDDEN void ag_prof_after_fork(const char *exe);
  * (the table stays, with the state at the detach). Called by the agent thread only. */
 AG_HIDDEN int ag_prof_attach(const char *dir, const char *exe, uint64_t sample_bytes);
 AG_HIDDEN void ag_prof_detach(void);
-/* The agent thread's renewal of the table's exact figures; `final` at exit. */
+/* Each snapshot's renewal of the table's exact figures; `final` at exit. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final);
 
 /* ------------------------------------------------------------ stats.c: the allocator's own view */

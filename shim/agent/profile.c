@@ -158,7 +158,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-/* Adds the objects loaded since the last scan (the agent thread, every interval). */
+/* Adds the objects loaded since the last scan (every snapshot). */
 static void scan_modules(void)
 {
     int first = 1;
@@ -575,7 +575,7 @@ AG_HIDDEN void ag_prof_detach(void)
     (void)m;
 }
 
-/* The agent thread, every interval (and the final snapshot): the exact counters, new modules. */
+/* Every snapshot (the final one too): the exact counters, new modules. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final)
 {
     if (base == NULL || sample_bytes == 0)
