@@ -533,3 +533,110 @@ fn allocations_in_signal_handlers_are_counted_exactly() {
     assert_eq!(c.live_blocks, 1001, "{c:?}");
     assert_eq!(c.allocs - c.frees, 1001);
 }
+
+/// Runs one_thread (`args`) under the agent (50 ms interval): its stdout lines as they come, and
+/// the snapshot of its pid read when it starts to hold its blocks and again 600 ms into its 1.5 s
+/// without a heap call (more than the 5 intervals after which alloclens takes one for stale).
+struct OneThread {
+    lines: Vec<String>,
+    pid: u32,
+    held: Snapshot,
+    later: Snapshot,
+    /// The count file's counters when `later` was read.
+    later_counts: Option<agent::Counters>,
+}
+
+fn one_thread(dir: &Path, args: &[&str]) -> OneThread {
+    let read = |pid: u32| {
+        agent::read_snapshots(dir)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.pid == pid)
+            .expect("a snapshot of the program")
+    };
+    let prog = testkit::program("one_thread");
+    let mut program = vec![prog.to_str().unwrap()];
+    program.extend_from_slice(args);
+    let mut child = agent_command(dir, 50, None, &program)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut lines = Vec::new();
+    for l in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let l = l.unwrap();
+        let held = l == "held";
+        lines.push(l);
+        if held {
+            break;
+        }
+    }
+    let held = read(pid);
+    std::thread::sleep(Duration::from_millis(600));
+    let later = read(pid);
+    let later_counts = agent::inline_counters(&later, dir);
+    assert!(child.wait().unwrap().success());
+    OneThread {
+        lines,
+        pid,
+        held,
+        later,
+        later_counts,
+    }
+}
+
+/// A program on one thread keeps one thread under the agent, so glibc keeps its single-thread
+/// path (issue 41): its snapshots are taken on its own thread at its heap calls, and while it
+/// makes none its count file has its counters.
+#[test]
+fn a_single_threaded_program_has_no_agent_thread_and_its_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let OneThread {
+        lines,
+        pid,
+        held,
+        later: snap,
+        later_counts,
+    } = one_thread(dir.path(), &[]);
+    assert_eq!(lines[0], "threads 1 single 1", "{lines:?}");
+    assert!(!snap.is_final);
+    assert_eq!(held, snap, "no heap call, no thread: no snapshot since");
+    // Periodic snapshots came while it allocated (400 ms at 50 ms), on its own thread.
+    assert!(snap.seq >= 3, "{snap:#?}");
+    assert!(snap.inline_image.is_some(), "{snap:#?}");
+    // 600 ms after its last heap call: its counters as they are now, in its count file.
+    let now = later_counts.expect("the count file of its image");
+    assert!(
+        now.allocs >= snap.counters.allocs,
+        "{now:?} {:?}",
+        snap.counters
+    );
+    assert!(now.live_blocks >= 1000, "the 1000 blocks it holds: {now:?}");
+    let last = agent::read_snapshots(dir.path()).unwrap();
+    let last = last.iter().find(|s| s.pid == pid).unwrap();
+    assert!(last.is_final && last.inline_image.is_none(), "{last:#?}");
+    // Its 1000 blocks freed before exit (stdout's buffer is left).
+    assert!(last.counters.live_blocks < 10, "{:?}", last.counters);
+}
+
+/// A program that starts a thread gets the agent's thread from then on: snapshots every interval
+/// while it makes no heap call, written by that thread (no count file needed).
+#[test]
+fn a_program_that_starts_a_thread_gets_the_agent_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let OneThread {
+        lines,
+        held,
+        later: snap,
+        later_counts,
+        ..
+    } = one_thread(dir.path(), &["start"]);
+    assert_eq!(lines[0], "threads 1 single 1", "{lines:?}");
+    // Its own thread ended: the one left besides the main thread is the agent's.
+    assert_eq!(lines[1], "threads 2 single 0", "{lines:?}");
+    assert!(snap.inline_image.is_none(), "{snap:#?}");
+    // Renewed by the agent's thread while the program makes no heap call.
+    assert!(snap.seq > held.seq, "{} then {}", held.seq, snap.seq);
+    assert!(snap.counters.live_blocks >= 1000, "{:?}", snap.counters);
+    assert!(later_counts.is_none(), "{later_counts:?}");
+}
