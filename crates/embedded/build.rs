@@ -82,8 +82,6 @@ const LIBRARIES: [Preload; 4] = [
             "stats.c",
             "snapshot.c",
             "single_thread.c",
-            "thread_start.c",
-            "count_file.c",
             "profile.c",
             "got_hooks.c",
             "../common/got.c",

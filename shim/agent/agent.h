@@ -1,15 +1,13 @@
 /*
  * Internal declarations of the alloclens watch agent (liballoclens_agent.so): a light preload
- * library that counts the program's heap calls per thread and writes a snapshot file of those
- * counters and the allocator's own statistics every interval: on the program's thread while it
- * has one (snapshot.c, count_file.c), from a thread of its own once it starts another. Everything
+ * library that counts the program's heap calls per thread and, from its own thread, writes a
+ * snapshot file of those counters and the allocator's own statistics every interval. Everything
  * here is hidden: the only exported symbols are the heap entry points, _exit/_Exit and
  * unshare/setns (exports.map).
  */
 #ifndef ALLOCLENS_AGENT_H
 #define ALLOCLENS_AGENT_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -82,12 +80,6 @@ struct ag_slot {
     int in_use;
 } __attribute__((aligned(64))); /* no two threads' counters in one cache line */
 
-/* The counters of a slot, allocs to moved: uint64_t in that order (the count file's layout). */
-#define AG_SLOT_COUNTERS 9
-_Static_assert(__builtin_offsetof(struct ag_slot, moved) == 8 * (AG_SLOT_COUNTERS - 1),
-               "the counters lead a slot, moved last");
-_Static_assert(sizeof(struct ag_slot) == 128, "the count file holds slots of 128 bytes");
-
 /* glibc's size field before each block: a slot's byte counts carry it once per block. */
 #define AG_SIZE_FIELD 8u
 
@@ -108,7 +100,6 @@ struct ag_tls {
      * thread's generator. */
     int64_t prof_left;
     uint64_t prof_rng;
-    int inline_calls; /* slow-path calls left before the next look at the clock (ag_inline) */
 };
 
 AG_HIDDEN extern __thread struct ag_tls ag_tls __attribute__((tls_model("initial-exec")));
@@ -135,14 +126,11 @@ static inline void ag_busy_leave(void)
 AG_HIDDEN void ag_count_alloc(void *p, size_t requested);
 AG_HIDDEN void ag_count_free(void *p);
 
-/* Sums every slot (at each snapshot). */
+/* Sums every slot (the agent thread, at each snapshot). */
 AG_HIDDEN void ag_counters_read(struct ag_counters *out);
 /* In a fork child: only the forking thread lives on; every other slot is free for reuse. */
 AG_HIDDEN void ag_slots_after_fork(void);
 AG_HIDDEN void ag_slots_init(void);
-/* The count file's page (count_file.c): page[0] becomes the shared slot and page[1] this
- * thread's (or, when it has counted nothing yet, the slot of its first counted call). */
-AG_HIDDEN void ag_slots_use_page(struct ag_slot *page);
 
 /* ------------------------------------------------------------ profile.c: the heap profile */
 
@@ -201,7 +189,7 @@ AG_HIDDEN void ag_prof_after_fork(const char *exe);
  * (the table stays, with the state at the detach). Called by the agent thread only. */
 AG_HIDDEN int ag_prof_attach(const char *dir, const char *exe, uint64_t sample_bytes);
 AG_HIDDEN void ag_prof_detach(void);
-/* Each snapshot's renewal of the table's exact figures; `final` at exit. */
+/* The agent thread's renewal of the table's exact figures; `final` at exit. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final);
 
 /* ------------------------------------------------------------ stats.c: the allocator's own view */
@@ -243,30 +231,7 @@ AG_HIDDEN void ag_attach_profile_stop(void);
 /* In a fork child of a process being profiled (its GOT is its parent's, still patched). */
 AG_HIDDEN void ag_attach_profile_after_fork(void);
 
-/* ------------------------------------------------------------ count_file.c */
-
-/* Makes <dir>/<pid>.count (path) for this image and moves the shared slot and this thread's
- * into it; 0, or -1 when it could not be made (the slots stay where they are). */
-AG_HIDDEN int ag_count_file_make(const char *path, uint64_t image);
-/* A fork child's first step: its page is private memory, no longer its parent's file. */
-AG_HIDDEN void ag_count_file_leave_parent(void);
-
 /* ------------------------------------------------------------ snapshot.c: the agent thread */
-
-/* Set while the preloaded agent has no thread of its own (the program has one thread): its
- * snapshots are taken on the program's thread, at a heap call once the interval has passed. */
-AG_HIDDEN extern int ag_inline;
-/* Requested bytes between two looks at the clock while ag_inline (the allocation countdown's
- * value when the sampler is off), and heap calls between two on the hooks' slow paths. */
-#define AG_INLINE_BYTES (64 * 1024)
-#define AG_INLINE_CALLS 64
-/* A heap call is done (the allocator no longer in use): the inline snapshot, if it is due. */
-AG_HIDDEN void ag_inline_tick(void);
-/* The program starts a thread (thread_start.c): the agent's thread starts, for good. */
-AG_HIDDEN void ag_thread_wanted(void);
-/* The next pthread_create (the agent's own thread must not go through the interposed one). */
-AG_HIDDEN int ag_next_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                                     void *(*fn)(void *), void *arg);
 
 /* Ends the agent thread (returns 1) until ag_thread_resume; returns 0 when none ran. */
 AG_HIDDEN int ag_thread_pause(void);

@@ -155,12 +155,8 @@ static struct ag_slot *all_slots;             /* every slot ever made (never unm
 static struct ag_slot *free_slots;            /* slots of exited threads, for reuse */
 static atomic_flag slots_lock = ATOMIC_FLAG_INIT; /* slot list changes only: once per thread */
 /* Calls that cannot use a thread slot (during a slot change, after the thread's slot went back,
- * or in a signal handler interrupting one): shared, with locked adds. It and the first thread's
- * slot move into the count file once it is made (ag_slots_use_page). */
-static struct ag_slot shared_static;
-static struct ag_slot *shared = &shared_static;
-/* The count file's slot for the next thread that needs one (the program's first), or NULL. */
-static struct ag_slot *page_slot;
+ * or in a signal handler interrupting one): shared, with locked adds. */
+static struct ag_slot shared;
 static pthread_key_t slot_key;
 static int slot_key_ok;
 
@@ -203,12 +199,7 @@ static struct ag_slot *slot_take(void)
 {
     slots_lock_take();
     struct ag_slot *s = free_slots;
-    if (page_slot) {
-        s = page_slot;
-        page_slot = NULL;
-        s->next_all = all_slots;
-        atomic_store_explicit((_Atomic(struct ag_slot *) *)&all_slots, s, memory_order_release);
-    } else if (s) {
+    if (s) {
         free_slots = s->next_free;
     } else {
         struct ag_slot *map = mmap(NULL, SLOTS_PER_MAP * sizeof *map, PROT_READ | PROT_WRITE,
@@ -245,7 +236,7 @@ static __attribute__((noinline)) struct ag_slot *slot_attach(void)
 {
     struct ag_tls *t = &ag_tls;
     if (t->dead || !slot_key_ok)
-        return shared;
+        return &shared;
     int saved_errno = errno;
     ag_busy_enter(); /* pthread_setspecific may allocate: that block is the agent's */
     struct ag_slot *s = slot_take();
@@ -258,7 +249,7 @@ static __attribute__((noinline)) struct ag_slot *slot_attach(void)
     }
     ag_busy_leave(); /* counts into the new slot from now on */
     errno = saved_errno;
-    return s ? s : shared;
+    return s ? s : &shared;
 }
 
 static uint64_t minus(uint64_t a, uint64_t b)
@@ -272,7 +263,7 @@ AG_HIDDEN void ag_counters_read(struct ag_counters *out)
     uint64_t sized_in = 0, sized_out = 0; /* blocks whose AG_SIZE_FIELD the byte counts carry */
     struct ag_slot *s = atomic_load_explicit((_Atomic(struct ag_slot *) *)&all_slots,
                                              memory_order_acquire);
-    struct ag_slot *sh = __atomic_load_n(&shared, __ATOMIC_ACQUIRE);
+    struct ag_slot *sh = &shared;
     for (int pass = 0; pass < 2; pass++) {
         for (; s; s = pass ? NULL : s->next_all) {
             /* The block counts before the byte counts: a thread adds them in the other order,
@@ -299,58 +290,19 @@ AG_HIDDEN void ag_counters_read(struct ag_counters *out)
     out->bytes_out = minus(out->bytes_out, sized_out * AG_SIZE_FIELD);
 }
 
-/* Adds every counter of `from` to `to` and clears `from` (a fork child's own memory). */
-static void slot_fold(struct ag_slot *to, struct ag_slot *from)
-{
-    uint64_t *t = &to->allocs, *f = &from->allocs;
-    for (int i = 0; i < AG_SLOT_COUNTERS; i++) {
-        __atomic_fetch_add(&t[i], f[i], __ATOMIC_RELAXED);
-        f[i] = 0;
-    }
-}
-
 AG_HIDDEN void ag_slots_after_fork(void)
 {
     /* The other threads are gone; their counts stay (their blocks are still in the child's
-     * heap), their slots become free. The lock may have been held by a thread that is gone.
-     * Their counts move to the shared slot, so that the count file (the shared slot and this
-     * thread's) holds every count of a child that runs on its one thread. */
+     * heap), their slots become free. The lock may have been held by a thread that is gone. */
     atomic_flag_clear(&slots_lock);
     free_slots = NULL;
     for (struct ag_slot *s = all_slots; s; s = s->next_all) {
         if (s == ag_tls.slot)
             continue;
-        slot_fold(shared, s);
         s->in_use = 0;
         s->next_free = free_slots;
         free_slots = s;
     }
-}
-
-AG_HIDDEN void ag_slots_use_page(struct ag_slot *page)
-{
-    /* Called with the agent's guard up while only this thread runs (the constructor, a fork
-     * child): what the shared slot and this thread's slot counted so far moves with them. */
-    slot_fold(&page[0], shared);
-    __atomic_store_n(&shared, &page[0], __ATOMIC_RELEASE);
-    struct ag_slot *old = ag_tls.slot;
-    if (old == NULL) {
-        page_slot = &page[1]; /* taken by this thread's first counted call */
-        return;
-    }
-    slots_lock_take();
-    page[1].in_use = 1;
-    page[1].next_all = all_slots;
-    atomic_store_explicit((_Atomic(struct ag_slot *) *)&all_slots, &page[1],
-                          memory_order_release);
-    slot_fold(&page[1], old);
-    old->in_use = 0;
-    old->next_free = free_slots;
-    free_slots = old;
-    slots_lock_give();
-    ag_tls.slot = &page[1]; /* ag_busy_leave points `count` at it */
-    if (slot_key_ok)
-        pthread_setspecific(slot_key, &page[1]);
 }
 
 /* ---------------------------------------------------------------------- counting */
@@ -365,7 +317,7 @@ static inline struct ag_slot *slot(int *shared_add)
         return NULL;
     if (AG_UNLIKELY(s == NULL)) {
         s = slot_attach();
-        *shared_add = s == shared;
+        *shared_add = s == &shared;
     }
     return s;
 }
@@ -498,17 +450,6 @@ AG_EXPORT void *calloc(size_t n, size_t size)
     return counted_alloc(p, total);
 }
 
-/* The end of a heap call on a slow path: the inline snapshot's look at the clock, every
- * AG_INLINE_CALLS of them behind another allocator (it takes the slow path on every call), every
- * one behind glibc (its slow frees and reallocs are of mmapped chunks: a system call each). */
-static inline void slow_path_tick(void)
-{
-    if (AG_UNLIKELY(__atomic_load_n(&ag_inline, __ATOMIC_RELAXED)) && --ag_tls.inline_calls <= 0) {
-        ag_tls.inline_calls = ag_glibc_serves ? 1 : AG_INLINE_CALLS;
-        ag_inline_tick();
-    }
-}
-
 static __attribute__((noinline, cold)) void free_slow(void *p)
 {
     if (arena_owns(p) || !ready())
@@ -516,7 +457,6 @@ static __attribute__((noinline, cold)) void free_slow(void *p)
     counted_free_slow(p);
     ag_prof_free(p);
     ag_real.free(p);
-    slow_path_tick();
 }
 
 /* The fast path has no call before the real free's: no stack frame, a tail call. A thread slot
@@ -546,8 +486,6 @@ static void *arena_realloc(void *old, size_t size)
     return p;
 }
 
-static void *realloc_counted(struct ag_slot *s, int at, void *old, size_t size);
-
 /* Every realloc the fast path below does not take: counted with the general checks. */
 static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
 {
@@ -569,13 +507,6 @@ static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
     struct ag_slot *s = slot(&at);
     if (AG_UNLIKELY(s == NULL))
         return ag_real.realloc(old, size);
-    void *p = realloc_counted(s, at, old, size);
-    slow_path_tick();
-    return p;
-}
-
-static void *realloc_counted(struct ag_slot *s, int at, void *old, size_t size)
-{
     size_t old_usable = old ? usable(old) : 0;
     void *p = ag_real.realloc(old, size);
     COUNT(s, at, reallocs, 1);

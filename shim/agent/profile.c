@@ -158,7 +158,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-/* Adds the objects loaded since the last scan (every snapshot). */
+/* Adds the objects loaded since the last scan (the agent thread, every interval). */
 static void scan_modules(void)
 {
     int first = 1;
@@ -380,15 +380,8 @@ AG_HIDDEN __attribute__((noinline, cold)) void ag_prof_sample(void *p, size_t si
 {
     struct ag_tls *t = &ag_tls;
     if (sample_bytes == 0 || base == NULL) {
-        /* Off: this thread never comes here again; before the set-up, at its next call again.
-         * While the agent has no thread, the countdown is the inline snapshot's clock look. */
-        if (!__atomic_load_n(&decided, __ATOMIC_RELAXED))
-            t->prof_left = 0;
-        else if (__atomic_load_n(&ag_inline, __ATOMIC_RELAXED))
-            t->prof_left = AG_INLINE_BYTES;
-        else
-            t->prof_left = INT64_MAX;
-        ag_inline_tick();
+        /* Off: this thread never comes here again; before the set-up, at its next call again. */
+        t->prof_left = __atomic_load_n(&decided, __ATOMIC_RELAXED) ? INT64_MAX : 0;
         return;
     }
     if (t->prof_rng == 0) {
@@ -429,7 +422,6 @@ AG_HIDDEN __attribute__((noinline, cold)) void ag_prof_sample(void *p, size_t si
     counter_add(&HDR->samples, 1);
     ag_busy_leave();
     errno = saved_errno;
-    ag_inline_tick();
 }
 
 AG_HIDDEN __attribute__((noinline, cold)) void *ag_prof_sample_p(void *p, size_t size)
@@ -575,7 +567,7 @@ AG_HIDDEN void ag_prof_detach(void)
     (void)m;
 }
 
-/* Every snapshot (the final one too): the exact counters, new modules. */
+/* The agent thread, every interval (and the final snapshot): the exact counters, new modules. */
 AG_HIDDEN void ag_prof_tick(const struct ag_counters *c, uint64_t rss, int final)
 {
     if (base == NULL || sample_bytes == 0)

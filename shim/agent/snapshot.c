@@ -1,15 +1,8 @@
 /*
- * The snapshots: every ALLOCLENS_AGENT_INTERVAL_MS the per-thread counters are merged, the
- * allocator's statistics read and <ALLOCLENS_AGENT_DIR>/<pid>.snap replaced atomically (write
+ * The agent thread: every ALLOCLENS_AGENT_INTERVAL_MS it merges the per-thread counters, reads the
+ * allocator's statistics and replaces <ALLOCLENS_AGENT_DIR>/<pid>.snap atomically (write
  * <pid>.snap.tmp, rename). A file <pid>.trim dropped into the directory asks for a trim, whose
  * outcome every later snapshot carries. The last snapshot, marked final, is written at exit.
- *
- * Who takes them: while the program runs on one thread, the program's thread itself, at the end
- * of a heap call once the interval has passed (ag_inline_tick: the hooks look at the clock only on
- * their slow paths and when the allocation countdown runs out, never on the fast path), with the
- * agent's guard up and errno kept; its counters are in the count file (count_file.c) for a
- * program that stops calling the allocator. From the program's second thread on (thread_start.c)
- * and in an attached agent, the agent thread, as follows.
  *
  * The program must never notice: the thread blocks every signal (the program's handlers run on
  * its own threads), its allocations are not counted (ag_tls.busy), a failed write (directory
@@ -45,13 +38,6 @@ static int attach_setup; /* the agent thread has still to do the attach's set-up
 /* The directory went away (the attached alloclens ended): the thread ends, nothing is written. */
 static int orphaned;
 static int thread_done; /* agent_main returned: join before starting another */
-AG_HIDDEN int ag_inline;
-static uint64_t next_due; /* CLOCK_MONOTONIC of the next snapshot taken inline */
-static uint64_t image;    /* CLOCK_REALTIME at the image's start (a fork child's): its count file */
-static int count_file;    /* this image's count file is made */
-/* The thread is taking a snapshot (inline, or the final one): a signal handler on it that
- * allocates or exits takes none (it would wait for the lock its own thread holds). */
-static __thread int in_snapshot;
 /* The heap profile an attach asked for (alloclens_agent_attach_profile): applied by the agent
  * thread at its next interval (profile_pending), ended when the attach ends. */
 static uint64_t profile_bytes;
@@ -188,9 +174,6 @@ static void take(int final)
     ag_buf_kv(&out, "", "final", (uint64_t)final);
     if (attached)
         ag_buf_kv(&out, "", "attached", 1);
-    /* Taken on the program's one thread, whose counts the count file holds. */
-    if (ag_inline && count_file && !final)
-        ag_buf_kv(&out, "", "inline_image", image);
     ag_buf_kv(&out, "", "interval_ms", interval_ns / 1000000);
     ag_buf_kv(&out, "count.", "allocs", c.allocs);
     ag_buf_kv(&out, "count.", "frees", c.frees);
@@ -315,7 +298,7 @@ static void start_thread(void)
     ag_busy_enter(); /* the thread's stack and TLS are the agent's */
     pausing = 0;
     thread_done = 0;
-    running = ag_next_pthread_create(&thread, &attr, agent_main, NULL) == 0;
+    running = pthread_create(&thread, &attr, agent_main, NULL) == 0;
     ag_busy_leave();
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -369,77 +352,6 @@ AG_HIDDEN void ag_thread_resume(void)
     pthread_mutex_unlock(&pause_lock);
 }
 
-/* The snapshot on the program's thread, at the end of a heap call: never waits for the lock (the
- * final snapshot may hold it on another thread), never in the agent's own calls (busy). Signals
- * wait until it is written (a few hundred microseconds, once an interval): a handler that
- * allocates would find the guard up and go uncounted, one that exits would find the lock held
- * (in_snapshot, for a signal no mask holds back). A vfork child shares `pid` and this memory with
- * its parent and takes none. */
-static void inline_take(uint64_t now)
-{
-    int saved_errno = errno;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    ag_busy_enter();
-    in_snapshot = 1;
-    if (pthread_mutex_trylock(&snap_lock) == 0) {
-        if (ag_inline && !stopped && pid == getpid()) {
-            __atomic_store_n(&next_due, now + interval_ns, __ATOMIC_RELAXED);
-            trim_if_asked();
-            take(0);
-        }
-        pthread_mutex_unlock(&snap_lock);
-    }
-    in_snapshot = 0;
-    ag_busy_leave();
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    errno = saved_errno;
-}
-
-AG_HIDDEN void ag_inline_tick(void)
-{
-    if (!__atomic_load_n(&ag_inline, __ATOMIC_RELAXED) || ag_tls.busy || in_snapshot)
-        return;
-    uint64_t now = now_ns(CLOCK_MONOTONIC); /* the vDSO: no system call */
-    if (now >= __atomic_load_n(&next_due, __ATOMIC_RELAXED))
-        inline_take(now);
-}
-
-AG_HIDDEN void ag_thread_wanted(void)
-{
-    if (!__atomic_load_n(&ag_inline, __ATOMIC_ACQUIRE))
-        return;
-    pthread_mutex_lock(&pause_lock);
-    pthread_mutex_lock(&snap_lock);
-    int start = ag_inline && !stopped && pid == getpid();
-    if (start)
-        __atomic_store_n(&ag_inline, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&snap_lock);
-    if (start)
-        start_thread();
-    pthread_mutex_unlock(&pause_lock);
-}
-
-/* The count file of this image (or fork child), and the first snapshot, taken now; or the agent
- * thread when the process has more threads already (started before the agent's constructor). */
-static void start_snapshots(void)
-{
-    extern char __libc_single_threaded __attribute__((weak));
-    char path[PATH_BYTES];
-    image = now_ns(CLOCK_REALTIME);
-    path_join(path, ".count");
-    ag_busy_enter();
-    count_file = ag_count_file_make(path, image) == 0;
-    ag_busy_leave();
-    if (&__libc_single_threaded == NULL || !__libc_single_threaded) {
-        start_thread();
-        return;
-    }
-    __atomic_store_n(&ag_inline, 1, __ATOMIC_RELEASE);
-    inline_take(now_ns(CLOCK_MONOTONIC));
-}
-
 static void read_exe(void)
 {
     /* thread-self, as in rss_bytes: the zombie leader of an exited main thread has no exe. */
@@ -454,13 +366,10 @@ static void read_exe(void)
 
 static void after_fork_child(void)
 {
-    ag_count_file_leave_parent(); /* before anything counts into the parent's file */
     pthread_mutex_init(&snap_lock, NULL);
     pthread_mutex_init(&pause_lock, NULL);
     init_wake();
     running = 0;
-    ag_inline = 0;
-    count_file = 0;
     ag_slots_after_fork();
     if (!active)
         return;
@@ -472,14 +381,7 @@ static void after_fork_child(void)
     ag_prof_after_fork(exe);
     if (profiling)
         ag_attach_profile_after_fork();
-    if (attached) {
-        start_thread();
-        return;
-    }
-    /* The child runs on the forking thread alone: snapshots on it, as at the start. */
-    if (ag_tls.prof_left == INT64_MAX)
-        ag_tls.prof_left = AG_INLINE_BYTES;
-    start_snapshots();
+    start_thread();
 }
 
 __attribute__((constructor)) static void agent_init(void)
@@ -509,7 +411,7 @@ __attribute__((constructor)) static void agent_init(void)
     ag_prof_init(dir, exe);
     active = 1;
     pthread_atfork(NULL, NULL, after_fork_child);
-    start_snapshots();
+    start_thread();
 }
 
 /* ------------------------------------------------------------ attach (crates/attach) */
@@ -571,6 +473,10 @@ AG_EXPORT int alloclens_agent_attach_profile(const char *directory, uint64_t int
     return attach(directory, interval_ms, sample_bytes, table_dir);
 }
 
+/* The thread is inside final_snapshot: a signal handler on it that calls _exit must not wait for
+ * the lock its own thread holds. */
+static __thread int in_final;
+
 /* How long _exit waits for a periodic snapshot in progress (a few ms) before giving up. */
 #define EXIT_WAIT_NS 500000000ull
 
@@ -581,7 +487,7 @@ AG_EXPORT int alloclens_agent_attach_profile(const char *directory, uint64_t int
  * and is not getpid(): it writes nothing and takes no lock. */
 static void final_snapshot(int wait)
 {
-    if (!active || in_snapshot || pid != getpid())
+    if (!active || in_final || pid != getpid())
         return;
     ag_busy_enter();
     int locked;
@@ -596,13 +502,13 @@ static void final_snapshot(int wait)
         locked = pthread_mutex_timedlock(&snap_lock, &until) == 0;
     }
     if (locked) {
-        in_snapshot = 1;
+        in_final = 1;
         if (!stopped && !orphaned) {
             trim_if_asked();
             take(1);
             stopped = 1;
         }
-        in_snapshot = 0;
+        in_final = 0;
         pthread_mutex_unlock(&snap_lock);
     }
     ag_busy_leave();

@@ -276,7 +276,7 @@ AG_HIDDEN void ag_stats_raw(struct ag_buf *b, const char *prefix)
 
 /* ---------------------------------------------------------------------- text reports */
 
-/* malloc_info writes to a FILE: one made once by the first snapshot, with a static buffer and a
+/* malloc_info writes to a FILE: one made once on the agent thread, with a static buffer and a
  * cookie that appends to the text buffer, so reading it allocates nothing (an allocation between
  * mallinfo2 and malloc_info would make the two disagree). */
 static struct ag_buf text;

@@ -39,10 +39,6 @@ pub struct Snapshot {
     /// stay 0), the allocator's statistics are the figures ([`Snapshot::live_bytes`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attached: bool,
-    /// Taken on the program's one thread (the agent had no thread of its own): the id of the
-    /// image whose count file holds its counters ([`crate::inline_counters`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inline_image: Option<u64>,
 }
 
 impl Snapshot {
@@ -239,9 +235,5 @@ fn parse(bytes: &[u8]) -> Result<Snapshot, String> {
         allocator: normalise(&allocator, &raw, &sections),
         trim,
         attached: fields.get("attached").is_some_and(|v| *v == "1"),
-        inline_image: match fields.get("inline_image") {
-            Some(_) => Some(num("inline_image")?),
-            None => None,
-        },
     })
 }

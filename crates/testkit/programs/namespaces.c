@@ -1,11 +1,8 @@
 /* Enters a user namespace (and, as root, joins its own mount namespace with setns), both of
- * which the kernel refuses to a process with more than one thread; then lives 500 ms more. With
- * the argument "thread", first starts a thread of its own and waits for its end (so that the
- * watch agent has started its thread). */
+ * which the kernel refuses to a process with more than one thread; then lives 500 ms more. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,16 +19,7 @@ static int threads(void) {
         fclose(f);
     return n;
 }
-static void *nothing(void *arg) {
-    return arg;
-}
-int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "thread") == 0) {
-        pthread_t t;
-        pthread_create(&t, NULL, nothing, NULL);
-        pthread_join(t, NULL);
-        usleep(100000); /* the kernel counts an ended thread a moment longer */
-    }
+int main(void) {
     int before = threads();
     int setns_r = 0, setns_e = 0;
     if (geteuid() == 0) {

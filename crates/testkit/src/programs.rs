@@ -106,9 +106,7 @@ pub const PROGRAMS: &[Program] = &[
     p("heapwalk_layout", "heapwalk_layout.c", &["-O1", "-pthread"]),
     p("matrix", "matrix.c", &["-O1"]),
     p("matrix_static", "matrix.c", &["-O1", "-static"]),
-    p("namespaces", "namespaces.c", &["-O1", "-pthread"]),
-    // The agent's thread: none while the program has one thread, then one.
-    p("one_thread", "one_thread.c", &["-O1", "-pthread"]),
+    p("namespaces", "namespaces.c", &["-O1"]),
     // Attach: threads allocating as fast as they can, checking every block.
     p("busy_threads", "busy_threads.c", &["-O1", "-pthread"]),
     // record --pid: threads whose block sizes number their calls, and a dlopen on command.

@@ -46,8 +46,6 @@ pub(crate) struct AgentTracker {
     pub(crate) diagnosed: std::collections::BTreeMap<u32, (Option<String>, Option<String>)>,
     /// Per pid: (comm, when its snapshots stopped being renewed, s since the start).
     pub(crate) stopped: std::collections::BTreeMap<u32, (String, f64)>,
-    /// Per pid: its count file's counters at the last sample (a process on one thread).
-    inline_counts: std::collections::BTreeMap<u32, agent::Counters>,
 }
 
 /// A snapshot older than this many agent intervals (and at least [`STALE_MIN`]) is not renewed:
@@ -65,7 +63,6 @@ impl AgentTracker {
             seen: false,
             diagnosed: Default::default(),
             stopped: Default::default(),
-            inline_counts: Default::default(),
         }
     }
 
@@ -88,9 +85,8 @@ impl AgentTracker {
         let s = snaps
             .iter()
             .find(|s| s.pid == pid && !s.is_final && same_image(s, exe));
-        let renewed = s.and_then(|s| self.current_inline(s, now_ns));
-        match renewed.as_ref().or(s) {
-            Some(s) if renewed.is_some() || Self::fresh(s, now_ns) => {
+        match s {
+            Some(s) if Self::fresh(s, now_ns) => {
                 self.seen = true;
                 // Renewed again (a late agent thread on a loaded machine): only the gap's figures
                 // were left out.
@@ -111,23 +107,6 @@ impl AgentTracker {
                 None
             }
         }
-    }
-
-    /// A snapshot taken on the program's one thread (the agent had no thread of its own), which
-    /// only the program's heap calls renew, with the counters of its count file: they are the
-    /// program's now (the snapshot's are those of its last renewal). Stale, it is current all the
-    /// same when the program made no heap call since the last sample (idle in the allocator: its
-    /// allocator's statistics have not changed since the snapshot's last call); a program that
-    /// goes on calling with its snapshot stale (the agent cannot write) is stale as any.
-    fn current_inline(&mut self, s: &agent::Snapshot, now_ns: u64) -> Option<agent::Snapshot> {
-        let counters = agent::inline_counters(s, self.dir.as_deref()?)?;
-        let before = self.inline_counts.insert(s.pid, counters.clone());
-        if !Self::fresh(s, now_ns) && before.as_ref() != Some(&counters) {
-            return None;
-        }
-        let mut current = s.clone();
-        current.counters = counters;
-        Some(current)
     }
 
     /// Why process `pid` runs without the agent, found once per image from what does not change
@@ -156,7 +135,6 @@ impl AgentTracker {
     pub(crate) fn prune(&mut self, alive: &[u32]) {
         self.diagnosed
             .retain(|pid, (_, why)| why.is_some() || alive.contains(pid));
-        self.inline_counts.retain(|pid, _| alive.contains(pid));
     }
 
     pub(crate) fn stopped_warnings(&self) -> Vec<String> {

@@ -170,16 +170,14 @@ fn our_files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
     Ok(ours)
 }
 
-/// What the agent writes in its directory: `PID.snap`, `PID.snap.tmp`, the count file
-/// `PID.count`, and the trim request `PID.trim` alloclens drops there.
+/// What the agent writes in its directory: `PID.snap`, `PID.snap.tmp`, and the trim request
+/// `PID.trim` alloclens drops there.
 fn is_agent_file(name: &OsStr) -> bool {
     let name = name.to_string_lossy();
-    [".snap", ".snap.tmp", ".count", ".trim"]
-        .iter()
-        .any(|suffix| {
-            name.strip_suffix(suffix)
-                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        })
+    [".snap", ".snap.tmp", ".trim"].iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// Removes `files` (relative to `dir`; a directory among them once emptied of the others).

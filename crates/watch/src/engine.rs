@@ -690,16 +690,15 @@ fn take_sample(
         .as_deref()
         .and_then(|d| agent::read_snapshots(d).ok())
         .unwrap_or_default();
-    // The agent leaves a snapshot (and a count file) per process; those of descendants that are
-    // gone are removed, so a program that forks short workers for weeks does not fill the
-    // directory (their figures are in the samples already).
+    // The agent leaves one file per process; those of descendants that are gone are removed, so
+    // a program that forks short workers for weeks does not fill the directory (their figures
+    // are in the samples already).
     if let Some(dir) = &agents.dir {
         for s in snaps
             .iter()
             .filter(|s| s.pid != root && !procmem::is_alive(s.pid))
         {
             let _ = std::fs::remove_file(dir.join(format!("{}.snap", s.pid)));
-            let _ = std::fs::remove_file(dir.join(format!("{}.count", s.pid)));
         }
     }
     let pids: Vec<u32> = tree.processes.iter().map(|p| p.pid).collect();

@@ -1138,23 +1138,3 @@ fn watch_pid_says_why_it_cannot_attach_and_watches_from_proc() {
     drop(busy.stdin.take());
     assert_eq!(busy.wait().unwrap().code(), Some(0));
 }
-
-/// A program on one thread (no agent thread: issue 41) that stops calling the allocator for
-/// 1.5 s, longer than the 1 s after which a snapshot counts as stale: its counters come from its
-/// count file, so every sample while it idles has its live bytes, those of the blocks it took
-/// after its last snapshot included, and no warning says its snapshots stopped.
-#[test]
-fn a_program_on_one_thread_idle_in_the_allocator_keeps_its_figures() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("w");
-    let prog = testkit::program("one_thread");
-    let (_, text, json) = watch_verdict(&dir, &["--interval", "100ms"], &[prog.to_str().unwrap()]);
-    assert!(!text.contains("no longer renewed"), "{text}");
-    let live = json_samples_live(&dir);
-    // The 1000 blocks of 100 bytes it holds while idle (104 bytes usable each).
-    assert!(
-        live.iter().filter(|b| **b >= 104_000).count() >= 5,
-        "{live:?}\n{text}"
-    );
-    assert_eq!(json["still_running"], false, "{text}");
-}
