@@ -404,8 +404,7 @@ impl Image {
                 (batches.chunk_records - chunk.len())
                     .min((stop - self.next_seq).min(FAST_BLOCK as u64) as usize),
             );
-            let k = in_order_prefix(records, self.next_seq);
-            chunk.push_records(&records[..k], ring.tid);
+            let k = chunk.push_run(records, self.next_seq, ring.tid);
             let stopped_at = records.get(k).copied();
             let ring = &mut self.rings[r];
             ring.tail += k as u64;
@@ -466,7 +465,7 @@ impl Image {
                     );
                     // The thread's run of consecutive seqs (12 events on average with two
                     // threads on alloc-micro), taken at once.
-                    let k = in_order_prefix(records, self.next_seq);
+                    let k = chunk.push_run(records, self.next_seq, ring.tid);
                     if k == 0 {
                         let [seq_op, addr, ..] = records[0];
                         if (seq_op >> OP_SHIFT) as u8 == OP_RING_OWNER {
@@ -476,7 +475,6 @@ impl Image {
                         }
                         break;
                     }
-                    chunk.push_records(&records[..k], ring.tid);
                     let k = k as u64;
                     ring.tail += k;
                     self.next_seq += k;
@@ -613,20 +611,6 @@ impl Image {
             });
         }
     }
-}
-
-/// How many of `records` continue the seq order from `next_seq` (dense, valid op tags): the
-/// per-record check of the fast path, a tight loop over memory just copied.
-#[inline]
-fn in_order_prefix(records: &[[u64; 4]], next_seq: u64) -> usize {
-    records
-        .iter()
-        .zip(next_seq..)
-        .take_while(|(r, want)| {
-            let tag = (r[0] >> OP_SHIFT) as u8;
-            r[0] & SEQ_MASK == *want && Op::from_tag(tag & !OP_HAS_STACK).is_some()
-        })
-        .count()
 }
 
 #[cfg(test)]
