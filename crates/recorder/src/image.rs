@@ -347,10 +347,9 @@ impl Image {
             let sane = ring.head.wrapping_sub(ring.tail) <= RING_RECORDS as u64;
             if sane && self.window.len == 0 {
                 drained.records += self.fast_path(r, c, batches, chunk);
-                // What is left is past the anchor cut, or waits for a writer: it stays in the
-                // ring for the next round (where the fast path takes it) instead of passing
-                // through the window.
-                if !last && (self.next_seq >= c || self.waits_for_a_writer()) {
+                // What is left is past the anchor cut: it stays in the ring for the next round
+                // (where the fast path takes it) instead of passing through the window.
+                if !last && self.next_seq >= c {
                     return drained;
                 }
             }
@@ -362,7 +361,7 @@ impl Image {
             .all(|r| r.head.wrapping_sub(r.tail) <= RING_RECORDS as u64);
         if busy >= 2 && sane && self.window.len == 0 {
             drained.records += self.merge_path(c, batches, chunk);
-            if !last && (self.next_seq >= c || self.waits_for_a_writer()) {
+            if !last && self.next_seq >= c {
                 return drained;
             }
         }
@@ -376,23 +375,6 @@ impl Image {
             self.seal_chunk(batches, chunk);
         }
         drained
-    }
-
-    /// After the direct paths stopped short of the anchor cut: true when the records left can
-    /// wait in the rings for the next round, where the direct paths take them, instead of
-    /// going through the window (a copy and a check per record, then the encoder's checked
-    /// path one record at a time). The next seq is most often one a thread has reserved and
-    /// not published yet, for a few instructions or until it is scheduled again. Not at a
-    /// marker's place (the window's path writes it), and only while every ring has room:
-    /// past half full (a thread that died between the two leaves a hole that only the window
-    /// passes), the records go to the window and the program never waits for this.
-    fn waits_for_a_writer(&self) -> bool {
-        let at_marker = self.markers.front().is_some_and(|m| m.seq <= self.next_seq);
-        let roomy = self
-            .rings
-            .iter()
-            .all(|r| r.head.wrapping_sub(r.tail) < RING_RECORDS as u64 / 2);
-        !at_marker && roomy
     }
 
     /// The common case of one busy ring and nothing pending: its records are already in seq
@@ -834,46 +816,6 @@ mod tests {
                 .load(Ordering::Acquire);
             assert_eq!(tail, head, "every published record consumed");
         }
-    }
-
-    /// A seq reserved but not published yet (its thread is between the two) holds the merge:
-    /// the records after it wait in their rings, not in the window, and the next round takes
-    /// them in order. A hole that stays (its thread died there) holds them only until a ring
-    /// is half full: then the window takes them, so that no writer waits for room.
-    #[test]
-    fn records_after_an_unpublished_seq_wait_in_the_rings_until_one_is_half_full() {
-        let (mut img, page, mut a, mut b) = image_with_two_rings();
-        for seq in [0, 1, 3, 4] {
-            a.event(seq);
-        }
-        b.event(5);
-        let mut out = Vec::new();
-        round(&mut img, &page, 6, false, &mut out);
-        assert_eq!(
-            (img.next_seq, img.window.len),
-            (2, 0),
-            "3, 4 and 5 wait in the rings"
-        );
-        b.event(2);
-        round(&mut img, &page, 6, false, &mut out);
-        round(&mut img, &page, 6, true, &mut out);
-        let tid = |s: u64| if [2, 5].contains(&s) { 88 } else { 77 };
-        assert_eq!(
-            seqs_and_tids(&out),
-            (0..6).map(|s| (s, tid(s))).collect::<Vec<_>>()
-        );
-        assert_eq!((img.events, img.holes, img.misplaced), (6, 0, 0));
-
-        let (mut img, page, mut a, _b) = image_with_two_rings();
-        a.event(0);
-        let half = RING_RECORDS as u64 / 2;
-        for seq in 2..2 + half {
-            a.event(seq);
-        }
-        round(&mut img, &page, 2 + half, false, &mut out);
-        let tail = a.map.atomic_u64(RING_TAIL_OFFSET).load(Ordering::Acquire);
-        assert_eq!(tail, a.head, "the ring emptied into the window");
-        assert_eq!((img.next_seq, img.window.len as u64), (1, 1 + half));
     }
 
     /// Runs of consecutive seqs are taken from a ring at once: a run stops at a marker's place,
