@@ -946,3 +946,127 @@ pub fn liveness(pid: u32, start_ticks: u64) -> Liveness {
 pub fn start_ticks(pid: u32) -> Option<u64> {
     procmem::read_stat(pid).ok().map(|stat| stat.starttime)
 }
+
+/// The drain's instructions per event, a figure the machine's load does not change (this VM has
+/// no hardware counters): not a test, a harness for bench/HISTORY.md. `THREADS=2
+/// EVENTS=1000000 valgrind --tool=callgrind --toggle-collect='*Image::drain*' RECORDER_TESTS
+/// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
+/// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
+/// over the events printed.
+#[cfg(test)]
+mod drain_cost {
+    use super::*;
+
+    struct Producer {
+        map: Mapping,
+        head: u64,
+    }
+
+    impl Producer {
+        fn push(&mut self, rec: [u64; 4]) {
+            let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
+            for (i, word) in rec.into_iter().enumerate() {
+                self.map
+                    .atomic_u64(at + 8 * i)
+                    .store(word, Ordering::Relaxed);
+            }
+            self.head += 1;
+            self.map
+                .atomic_u64(RING_HEAD_OFFSET)
+                .store(self.head, Ordering::Release);
+        }
+    }
+
+    /// THREADS threads churning (a free and a malloc in one of 64 slots each, blocks reused
+    /// LIFO as glibc's tcache does) in turns of 1 to 24 pairs, EVENTS events drained in rounds
+    /// of 2^15, everything published (the merge's direct path), without addresses.
+    #[test]
+    #[ignore]
+    fn drain_cost() {
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let events: u64 = std::env::var("EVENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000_000);
+        let page_fd = crate::sys::memfd(PAGE_BYTES);
+        let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
+        let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
+        let mut img = Image::new(3, 42, 0, 0, &page_fd, chunk).unwrap();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let mut producers = Vec::new();
+        for t in 0..threads {
+            let ring_fd = crate::sys::memfd(ring_len);
+            img.add_ring(&ring_fd).unwrap();
+            let mut p = Producer {
+                map: Mapping::map(&ring_fd, ring_len).unwrap(),
+                head: 0,
+            };
+            p.push([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
+            producers.push(p);
+        }
+        let mut slots = vec![[0u64; 64]; threads];
+        let mut free_lists: Vec<Vec<u64>> = (0..threads)
+            .map(|t| {
+                (0..128u64)
+                    .map(|i| 0x5500_0000_0000 + (t as u64) * 0x100_0000 + i * 528)
+                    .collect()
+            })
+            .collect();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut seq = 0u64;
+        let mut out = Vec::new();
+        let mut spare = Vec::new();
+        let mut t = 0;
+        while seq < events {
+            let round_end = (seq + (1 << 15)).min(events);
+            while seq < round_end {
+                t = (t + 1 + next() as usize % threads.max(2)) % threads;
+                let run = 1 + next() % 24;
+                for _ in 0..run {
+                    let r = next();
+                    let k = (r & 63) as usize;
+                    let old = slots[t][k];
+                    if old != 0 {
+                        producers[t].push([seq | (Op::Free as u64) << OP_SHIFT, old, 0, 0]);
+                        free_lists[t].push(old);
+                        seq += 1;
+                    }
+                    let addr = free_lists[t].pop().unwrap();
+                    slots[t][k] = addr;
+                    producers[t].push([
+                        seq | (Op::Malloc as u64) << OP_SHIFT,
+                        addr,
+                        16 + (r >> 8) % 497,
+                        0,
+                    ]);
+                    seq += 1;
+                }
+            }
+            page.atomic_u64(PAGE_COUNTER_OFFSET)
+                .store(seq, Ordering::Release);
+            img.start_round(seq * 10);
+            img.drain(
+                false,
+                &mut Batches {
+                    spare: &mut spare,
+                    out: &mut out,
+                    chunk_records: 1 << 16,
+                },
+            );
+            for b in out.drain(..) {
+                spare.push(b.into_buffer());
+            }
+        }
+        assert_eq!(img.events, seq);
+        eprintln!("drain_cost: {} events", seq);
+    }
+}
