@@ -157,10 +157,23 @@ impl ChunkBuilder {
     }
 
     /// Encodes ring records of thread `tid` one by one, each checked: a record with an unknown
-    /// tag or out of seq order is refused (counted in `refused`). The window's path.
+    /// tag or out of seq order is refused (counted in `refused`). The window's path, and the
+    /// runs of recordings with stacks or `--leaks`.
     #[inline]
     pub fn push_records(&mut self, records: &[[u64; 4]], tid: u32) {
-        records.iter().for_each(|&r| self.push_record(r, tid));
+        match &self.block_ids {
+            Some(ids) if ids.worth_prefetching() => {
+                for i in 0..records.len() {
+                    if let (Some(ids), Some(&[_, addr, _, old_addr])) =
+                        (&self.block_ids, records.get(i + PREFETCH_AHEAD))
+                    {
+                        ids.prefetch(if old_addr != 0 { old_addr } else { addr });
+                    }
+                    self.push_record(records[i], tid);
+                }
+            }
+            _ => records.iter().for_each(|&r| self.push_record(r, tid)),
+        }
     }
 
     /// Encodes the front of `records` (ring records of thread `tid`) that continues the seq
