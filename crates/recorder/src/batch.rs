@@ -156,7 +156,9 @@ impl ChunkBuilder {
         self.encoder.len()
     }
 
-    /// Encodes ring records (in seq order, tags checked) of thread `tid`.
+    /// Encodes ring records of thread `tid` one by one, each checked: a record with an unknown
+    /// tag or out of seq order is refused (counted in `refused`). The window's path, and the
+    /// runs of recordings with stacks or `--leaks`.
     #[inline]
     pub fn push_records(&mut self, records: &[[u64; 4]], tid: u32) {
         match &self.block_ids {
@@ -172,6 +174,42 @@ impl ChunkBuilder {
             }
             _ => records.iter().for_each(|&r| self.push_record(r, tid)),
         }
+    }
+
+    /// Encodes the front of `records` (ring records of thread `tid`) that continues the seq
+    /// order from `next_seq`: dense seqs, known tags (`in_order_prefix`). Returns how many were
+    /// taken; the record after them (if any) needs the general path. The drain's hot loop: the
+    /// checks are one tight pass, then the encoder takes the run as one (`ChunkEncoder::push_run`).
+    #[inline]
+    pub fn push_run(&mut self, records: &[[u64; 4]], next_seq: u64, tid: u32) -> usize {
+        let k = in_order_prefix(records, next_seq);
+        let run = &records[..k];
+        if self.stacks.is_some() || self.exit_blocks.is_some() {
+            // `record --stacks` and `--leaks`: the per-record path does their work.
+            self.push_records(run, tid);
+            return k;
+        }
+        let n = k as u32; // at most a chunk's records
+        let result = match &mut self.block_ids {
+            Some(ids) if ids.worth_prefetching() => self.encoder.push_run(
+                next_seq,
+                tid,
+                n,
+                &mut RingRun::<true>::new(run, next_seq, Some(ids)),
+            ),
+            ids => self.encoder.push_run(
+                next_seq,
+                tid,
+                n,
+                &mut RingRun::<false>::new(run, next_seq, ids.as_mut()),
+            ),
+        };
+        if result.is_err() {
+            // Behind the chunk's order (a recorder bug): refused before any event was taken,
+            // so each record goes through the checked path to be counted.
+            self.push_records(run, tid);
+        }
+        k
     }
 
     #[inline(always)]
@@ -250,6 +288,76 @@ impl ChunkBuilder {
     }
 }
 
+/// A run's ring records (`push_run`: known tags, seqs from `first`, no stacks kept) as events,
+/// their addresses rewritten to block ids when `ids` keeps them. With `PREFETCH` (a map larger
+/// than the caches), the id slot of the record `PREFETCH_AHEAD` places on is fetched meanwhile.
+struct RingRun<'a, const PREFETCH: bool> {
+    records: &'a [[u64; 4]],
+    first: u64,
+    ids: Option<&'a mut BlockIds>,
+}
+
+impl<'a, const PREFETCH: bool> RingRun<'a, PREFETCH> {
+    fn new(records: &'a [[u64; 4]], first: u64, ids: Option<&'a mut BlockIds>) -> Self {
+        RingRun {
+            records,
+            first,
+            ids,
+        }
+    }
+}
+
+impl<const PREFETCH: bool> trace::RunEvents for RingRun<'_, PREFETCH> {
+    #[inline(always)]
+    fn event(&mut self, seq: u64) -> trace::RunEvent {
+        let i = (seq - self.first) as usize;
+        if PREFETCH {
+            if let (Some(ids), Some(&[_, addr, _, old_addr])) =
+                (&self.ids, self.records.get(i + PREFETCH_AHEAD))
+            {
+                ids.prefetch(if old_addr != 0 { old_addr } else { addr });
+            }
+        }
+        let [seq_op, mut addr, mut size, mut old_addr] = self.records[i];
+        let tag = (seq_op >> OP_SHIFT) as u8;
+        // Known: `in_order_prefix` took only records with a known tag.
+        let op = Op::from_tag(tag & !OP_HAS_STACK).unwrap_or(Op::Malloc);
+        if tag & OP_HAS_STACK != 0 {
+            // A stack offset rides in the record; this recording keeps no stacks.
+            if op.is_realloc() {
+                old_addr &= LOW_48;
+                size &= LOW_48;
+            } else {
+                old_addr = 0;
+            }
+        }
+        if let Some(ids) = &mut self.ids {
+            ids.rewrite(op, seq, &mut addr, &mut old_addr);
+        }
+        trace::RunEvent {
+            op,
+            addr,
+            size,
+            old_addr,
+            stack: 0,
+        }
+    }
+}
+
+/// How many of `records` continue the seq order from `next_seq` (dense, known op tags): the
+/// per-record check of the drain's runs, a tight loop over the ring's memory.
+#[inline]
+fn in_order_prefix(records: &[[u64; 4]], next_seq: u64) -> usize {
+    records
+        .iter()
+        .zip(next_seq..)
+        .take_while(|(r, want)| {
+            let tag = (r[0] >> OP_SHIFT) as u8;
+            r[0] & SEQ_MASK == *want && Op::from_tag(tag & !OP_HAS_STACK).is_some()
+        })
+        .count()
+}
+
 impl AnchorSink for ChunkBuilder {
     fn push_anchor(&mut self, seq: u64, t_ns: u64) {
         self.encoder.push_anchor(seq, t_ns);
@@ -319,5 +427,100 @@ mod tests {
             reset.finish_raw(Vec::new()).is_none(),
             "nothing carried over"
         );
+    }
+
+    /// Ring records of threads taking turns: mallocs (some of them live for long, so that the
+    /// id map outgrows the caches and the prefetching loop runs), frees, reallocs (a stack
+    /// offset riding in some), a free of a block never allocated and, after `bad_at`, a record
+    /// with an unknown tag.
+    fn ring_records(n: u64, bad_at: u64) -> Vec<[u64; 4]> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut live: Vec<u64> = Vec::new();
+        let mut next = 0x5500_0000_0000u64;
+        (0..n)
+            .map(|seq| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let tag = |op: Op| {
+                    (op as u64
+                        | if x.is_multiple_of(5) {
+                            u64::from(OP_HAS_STACK)
+                        } else {
+                            0
+                        })
+                        << OP_SHIFT
+                };
+                if seq == bad_at {
+                    return [seq | 0x0f << OP_SHIFT, 0, 0, 0];
+                }
+                match x % 8 {
+                    0..=3 if live.len() < 40_000 || x.is_multiple_of(3) => {
+                        next += 16 * (1 + x % 40);
+                        live.push(next);
+                        [
+                            seq | tag(Op::Malloc),
+                            next,
+                            16 + (x >> 8) % 500,
+                            x >> 16 & 0xfff,
+                        ]
+                    }
+                    4 => {
+                        next += 16;
+                        let old = live.pop().unwrap_or(0x10);
+                        live.push(next);
+                        [seq | tag(Op::Realloc), next, 1 << 48 | 64, 3 << 48 | old]
+                    }
+                    5 => [seq | (Op::Free as u64) << OP_SHIFT, 0x30, 0, 0],
+                    _ => {
+                        let i = (x >> 20) as usize % live.len().max(1);
+                        let addr = if live.is_empty() {
+                            0
+                        } else {
+                            live.swap_remove(i)
+                        };
+                        [seq | tag(Op::Free), addr, 0, 7]
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// `push_run` takes the records up to the first one out of order or unknown, and encodes
+    /// them as `push_records` does one by one, with and without addresses; the id map of the
+    /// records taken is the same (the frees after it name the same blocks).
+    #[test]
+    fn runs_encode_as_the_records_one_by_one() {
+        let records = ring_records(200_000, 150_000);
+        for addresses in [false, true] {
+            let mut by_run = ChunkBuilder::new(ChunkEncoder::new(1), addresses);
+            let mut single = ChunkBuilder::new(ChunkEncoder::new(1), addresses);
+            let mut next_seq = 0;
+            for (turn, part) in records.chunks(777).enumerate() {
+                let tid = 10 + turn as u32 % 3;
+                let k = by_run.push_run(part, next_seq, tid);
+                single.push_records(&part[..k], tid);
+                next_seq += k as u64;
+                if k < part.len() {
+                    assert_eq!(next_seq, 150_000, "stops at the unknown tag only");
+                    break;
+                }
+            }
+            assert_eq!(next_seq, 150_000);
+            assert!(by_run
+                .block_ids
+                .as_ref()
+                .is_none_or(BlockIds::worth_prefetching));
+            assert_eq!((by_run.refused, single.refused), (0, 0));
+            let a = by_run.seal(Vec::new()).unwrap();
+            let b = single.seal(Vec::new()).unwrap();
+            assert_eq!(a.raw, b.raw, "addresses {addresses}");
+            assert_eq!(a.records, 150_000);
+            // Behind the chunk's order: refused and counted, as one by one.
+            by_run.push_run(&records[..10], 0, 1);
+            by_run.push_run(&records[10..], 10, 1);
+            assert_eq!(by_run.push_run(&records[5..6], 5, 1), 1);
+            assert_eq!(by_run.refused, 1);
+        }
     }
 }

@@ -404,8 +404,7 @@ impl Image {
                 (batches.chunk_records - chunk.len())
                     .min((stop - self.next_seq).min(FAST_BLOCK as u64) as usize),
             );
-            let k = in_order_prefix(records, self.next_seq);
-            chunk.push_records(&records[..k], ring.tid);
+            let k = chunk.push_run(records, self.next_seq, ring.tid);
             let stopped_at = records.get(k).copied();
             let ring = &mut self.rings[r];
             ring.tail += k as u64;
@@ -466,7 +465,7 @@ impl Image {
                     );
                     // The thread's run of consecutive seqs (12 events on average with two
                     // threads on alloc-micro), taken at once.
-                    let k = in_order_prefix(records, self.next_seq);
+                    let k = chunk.push_run(records, self.next_seq, ring.tid);
                     if k == 0 {
                         let [seq_op, addr, ..] = records[0];
                         if (seq_op >> OP_SHIFT) as u8 == OP_RING_OWNER {
@@ -476,7 +475,6 @@ impl Image {
                         }
                         break;
                     }
-                    chunk.push_records(&records[..k], ring.tid);
                     let k = k as u64;
                     ring.tail += k;
                     self.next_seq += k;
@@ -613,20 +611,6 @@ impl Image {
             });
         }
     }
-}
-
-/// How many of `records` continue the seq order from `next_seq` (dense, valid op tags): the
-/// per-record check of the fast path, a tight loop over memory just copied.
-#[inline]
-fn in_order_prefix(records: &[[u64; 4]], next_seq: u64) -> usize {
-    records
-        .iter()
-        .zip(next_seq..)
-        .take_while(|(r, want)| {
-            let tag = (r[0] >> OP_SHIFT) as u8;
-            r[0] & SEQ_MASK == *want && Op::from_tag(tag & !OP_HAS_STACK).is_some()
-        })
-        .count()
 }
 
 #[cfg(test)]
@@ -961,4 +945,128 @@ pub fn liveness(pid: u32, start_ticks: u64) -> Liveness {
 /// that reuses its pid.
 pub fn start_ticks(pid: u32) -> Option<u64> {
     procmem::read_stat(pid).ok().map(|stat| stat.starttime)
+}
+
+/// The drain's instructions per event, a figure the machine's load does not change (this VM has
+/// no hardware counters): not a test, a harness for bench/HISTORY.md. `THREADS=2
+/// EVENTS=1000000 valgrind --tool=callgrind --toggle-collect='*Image::drain*' RECORDER_TESTS
+/// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
+/// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
+/// over the events printed.
+#[cfg(test)]
+mod drain_cost {
+    use super::*;
+
+    struct Producer {
+        map: Mapping,
+        head: u64,
+    }
+
+    impl Producer {
+        fn push(&mut self, rec: [u64; 4]) {
+            let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
+            for (i, word) in rec.into_iter().enumerate() {
+                self.map
+                    .atomic_u64(at + 8 * i)
+                    .store(word, Ordering::Relaxed);
+            }
+            self.head += 1;
+            self.map
+                .atomic_u64(RING_HEAD_OFFSET)
+                .store(self.head, Ordering::Release);
+        }
+    }
+
+    /// THREADS threads churning (a free and a malloc in one of 64 slots each, blocks reused
+    /// LIFO as glibc's tcache does) in turns of 1 to 24 pairs, EVENTS events drained in rounds
+    /// of 2^15, everything published (the merge's direct path), without addresses.
+    #[test]
+    #[ignore]
+    fn drain_cost() {
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let events: u64 = std::env::var("EVENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000_000);
+        let page_fd = crate::sys::memfd(PAGE_BYTES);
+        let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
+        let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
+        let mut img = Image::new(3, 42, 0, 0, &page_fd, chunk).unwrap();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let mut producers = Vec::new();
+        for t in 0..threads {
+            let ring_fd = crate::sys::memfd(ring_len);
+            img.add_ring(&ring_fd).unwrap();
+            let mut p = Producer {
+                map: Mapping::map(&ring_fd, ring_len).unwrap(),
+                head: 0,
+            };
+            p.push([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
+            producers.push(p);
+        }
+        let mut slots = vec![[0u64; 64]; threads];
+        let mut free_lists: Vec<Vec<u64>> = (0..threads)
+            .map(|t| {
+                (0..128u64)
+                    .map(|i| 0x5500_0000_0000 + (t as u64) * 0x100_0000 + i * 528)
+                    .collect()
+            })
+            .collect();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut seq = 0u64;
+        let mut out = Vec::new();
+        let mut spare = Vec::new();
+        let mut t = 0;
+        while seq < events {
+            let round_end = (seq + (1 << 15)).min(events);
+            while seq < round_end {
+                t = (t + 1 + next() as usize % threads.max(2)) % threads;
+                let run = 1 + next() % 24;
+                for _ in 0..run {
+                    let r = next();
+                    let k = (r & 63) as usize;
+                    let old = slots[t][k];
+                    if old != 0 {
+                        producers[t].push([seq | (Op::Free as u64) << OP_SHIFT, old, 0, 0]);
+                        free_lists[t].push(old);
+                        seq += 1;
+                    }
+                    let addr = free_lists[t].pop().unwrap();
+                    slots[t][k] = addr;
+                    producers[t].push([
+                        seq | (Op::Malloc as u64) << OP_SHIFT,
+                        addr,
+                        16 + (r >> 8) % 497,
+                        0,
+                    ]);
+                    seq += 1;
+                }
+            }
+            page.atomic_u64(PAGE_COUNTER_OFFSET)
+                .store(seq, Ordering::Release);
+            img.start_round(seq * 10);
+            img.drain(
+                false,
+                &mut Batches {
+                    spare: &mut spare,
+                    out: &mut out,
+                    chunk_records: 1 << 16,
+                },
+            );
+            for b in out.drain(..) {
+                spare.push(b.into_buffer());
+            }
+        }
+        assert_eq!(img.events, seq);
+        eprintln!("drain_cost: {} events", seq);
+    }
 }

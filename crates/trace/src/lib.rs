@@ -40,7 +40,8 @@ mod varint;
 pub mod writer;
 
 pub use codec::{
-    synthetic_address, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk, SYNTHETIC_BIT,
+    synthetic_address, ChunkEncoder, EncodedChunk, OrderError, RunEvent, RunEvents,
+    UncompressedChunk, SYNTHETIC_BIT,
 };
 pub use error::{human_bytes, human_count, Damage, DamageKind, TraceError};
 pub use event::{Event, Marker, Op, ProcessInfo, Record};

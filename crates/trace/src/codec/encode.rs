@@ -5,7 +5,7 @@ use super::columns::{put_address, put_split, Columns};
 use super::layout::*;
 use super::predictor::{size_class, Predictor};
 use super::sampled::SampledStackEncoder;
-use crate::event::{Event, Marker};
+use crate::event::{Event, Marker, Op};
 use crate::varint;
 
 /// The table with addresses (`slot_of`): 2^15 `Slot`s of 16 bytes, 512 KiB.
@@ -100,6 +100,37 @@ impl UncompressedChunk {
             last_seq: self.last_seq,
         })
     }
+}
+
+/// An event of a run (`ChunkEncoder::push_run`): an `Event` but for its seq and thread, which
+/// the run gives (and its time, which comes from the anchors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEvent {
+    pub op: Op,
+    pub addr: u64,
+    pub size: u64,
+    pub old_addr: u64,
+    pub stack: u32,
+}
+
+impl RunEvent {
+    #[inline(always)]
+    pub fn of(e: &Event) -> RunEvent {
+        RunEvent {
+            op: e.op,
+            addr: e.addr,
+            size: e.size,
+            old_addr: e.old_addr,
+            stack: e.stack,
+        }
+    }
+}
+
+/// Where the events of a run come from (`ChunkEncoder::push_run`). Implementations mark
+/// `event` `#[inline(always)]`: it is the body of the run's loop.
+pub trait RunEvents {
+    /// The event with seq `seq`; asked once for each seq of the run, in order.
+    fn event(&mut self, seq: u64) -> RunEvent;
 }
 
 /// Error when records are pushed out of order.
@@ -343,19 +374,81 @@ impl ChunkEncoder {
     #[inline(always)]
     pub fn push_event(&mut self, e: &Event) -> Result<(), OrderError> {
         self.begin_record(e.seq, e.tid)?;
-        self.expected = e.seq + 1;
+        let (synthetic, stacks) = (self.synthetic, self.stack_flags != 0);
+        self.encode_body(e.seq, e.tid, &RunEvent::of(e), synthetic, stacks);
+        self.end_run(e.seq, 1);
+        Ok(())
+    }
+
+    /// Pushes the `n` events of thread `tid` with the seqs `first_seq..first_seq + n`, taken from
+    /// `events` in turn: the same chunk as `push_event` of each, with the order, gap and
+    /// thread-run bookkeeping done once for the run instead of per event, and the chunk's
+    /// options (block ids, stacks) decided once. For a drain's run of one thread's records.
+    #[inline(always)]
+    pub fn push_run(
+        &mut self,
+        first_seq: u64,
+        tid: u32,
+        n: u32,
+        events: &mut impl RunEvents,
+    ) -> Result<(), OrderError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.begin_record(first_seq, tid)?;
+        let seqs = first_seq..first_seq + u64::from(n);
+        // The options as constants in each loop, so that the compiler drops their tests.
+        match (self.synthetic, self.stack_flags != 0) {
+            (true, false) => {
+                for seq in seqs {
+                    self.encode_body(seq, tid, &events.event(seq), true, false);
+                }
+            }
+            (false, false) => {
+                for seq in seqs {
+                    self.encode_body(seq, tid, &events.event(seq), false, false);
+                }
+            }
+            (synthetic, true) => {
+                for seq in seqs {
+                    self.encode_body(seq, tid, &events.event(seq), synthetic, true);
+                }
+            }
+        }
+        self.end_run(first_seq, n);
+        Ok(())
+    }
+
+    /// After the `n` records from `first_seq` (`begin_record` counted the first one's thread).
+    #[inline(always)]
+    fn end_run(&mut self, first_seq: u64, n: u32) {
+        let last = first_seq + u64::from(n) - 1;
+        self.run.2 += n - 1;
+        self.records += n;
+        self.expected = last + 1;
+        self.last_seq = self.last_seq.max(last);
+    }
+
+    /// An event's columns and op byte: everything `push_event` does but the bookkeeping of the
+    /// record's place (`begin_record`, `end_run`). `synthetic` and `stacks` are the encoder's
+    /// options, passed in so that a run's loop has them as constants.
+    #[inline(always)]
+    fn encode_body(&mut self, seq: u64, tid: u32, e: &RunEvent, synthetic: bool, stacks: bool) {
+        debug_assert_eq!((synthetic, stacks), (self.synthetic, self.stack_flags != 0));
         let tag = e.op as u8;
         let byte = match shape(e.op) {
             Shape::Alloc => {
-                self.put_stack(e);
+                if stacks {
+                    self.put_stack(tid, e);
+                }
                 put_split(&mut self.cols.sizes, e.size);
-                tag | self.new_block(e, 0, true) << 4
+                tag | self.new_block(seq, e, 0, true, synthetic) << 4
             }
             Shape::Free => {
-                if self.stack_flags & FLAG_FREE_STACKS != 0 {
+                if stacks && self.stack_flags & FLAG_FREE_STACKS != 0 {
                     varint::put(&mut self.cols.stacks, u64::from(e.stack));
                 }
-                let mut b = tag | self.encode_old(e.addr) << 4;
+                let mut b = tag | self.encode_old(e.addr, synthetic) << 4;
                 if e.size != 0 {
                     b |= FREE_HAS_SIZE;
                     put_split(&mut self.cols.sizes, e.size);
@@ -363,27 +456,27 @@ impl ChunkEncoder {
                 b
             }
             Shape::Realloc => {
-                self.put_stack(e);
+                if stacks {
+                    self.put_stack(tid, e);
+                }
                 put_split(&mut self.cols.sizes, e.size);
-                let old_mode = self.encode_old(e.old_addr);
-                let new_mode = self.new_block(e, e.old_addr, false);
+                let old_mode = self.encode_old(e.old_addr, synthetic);
+                let new_mode = self.new_block(seq, e, e.old_addr, false, synthetic);
                 tag | new_mode << 4 | old_mode << 6
             }
         };
         self.cols.ops.push(byte);
-        self.records += 1;
-        Ok(())
     }
 
     /// The stack id of an allocation or realloc, in chunks with stacks.
     #[inline(always)]
-    fn put_stack(&mut self, e: &Event) {
+    fn put_stack(&mut self, tid: u32, e: &RunEvent) {
         if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
             let cols = &mut self.cols;
             self.sampled.push(
                 &mut cols.sample_gaps,
                 &mut cols.stacks,
-                e.tid,
+                tid,
                 e.size,
                 e.stack,
             );
@@ -392,17 +485,18 @@ impl ChunkEncoder {
         }
     }
 
-    /// A new block (allocation, realloc result): its address mode; a non-null block becomes a
-    /// producer. Without addresses it is known by its event's seq and costs nothing more.
+    /// A new block (allocation, realloc result) of the event `seq`: its address mode; a
+    /// non-null block becomes a producer. Without addresses (`synthetic`) it is known by its
+    /// event's seq and costs nothing more.
     #[inline(always)]
-    fn new_block(&mut self, e: &Event, old: u64, deeper: bool) -> u8 {
-        if self.synthetic {
+    fn new_block(&mut self, seq: u64, e: &RunEvent, old: u64, deeper: bool, synthetic: bool) -> u8 {
+        if synthetic {
             if e.addr == 0 {
                 return NEW_NULL;
             }
-            self.ids[slot_of_id(e.seq)] = IdSlot {
+            self.ids[slot_of_id(seq)] = IdSlot {
                 index: self.produced,
-                seq_high: (e.seq >> ID_TABLE_BITS) as u16,
+                seq_high: (seq >> ID_TABLE_BITS) as u16,
                 generation: self.generation as u16,
             };
             self.produced += 1;
@@ -417,11 +511,11 @@ impl ChunkEncoder {
     /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
     /// synthetic reference, and only explicit addresses move their base.
     #[inline(always)]
-    fn encode_old(&mut self, addr: u64) -> u8 {
+    fn encode_old(&mut self, addr: u64, synthetic: bool) -> u8 {
         if addr == 0 {
             return OLD_NULL;
         }
-        if self.synthetic {
+        if synthetic {
             if addr & SYNTHETIC_BIT != 0 {
                 return self.encode_old_id(addr & !SYNTHETIC_BIT);
             }

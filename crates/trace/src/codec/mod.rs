@@ -21,5 +21,7 @@ mod tests;
 
 pub use columns::{payload_columns, COLUMN_NAMES, SAMPLED_STACK_COLUMNS, STACKS_COLUMN};
 pub use decode::{decode_payload, ChunkDecoder, DecodeError};
-pub use encode::{append_anchor, ChunkEncoder, EncodedChunk, OrderError, UncompressedChunk};
+pub use encode::{
+    append_anchor, ChunkEncoder, EncodedChunk, OrderError, RunEvent, RunEvents, UncompressedChunk,
+};
 pub use layout::{synthetic_address, SYNTHETIC_BIT};

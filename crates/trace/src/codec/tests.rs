@@ -719,3 +719,96 @@ fn damaged_sampled_stack_columns_give_errors_not_panics() {
         "only {failures} of 300 damaged chunks were refused"
     );
 }
+
+/// Pushes `events` as runs (`push_run`: each stretch of one thread's consecutive seqs, cut at
+/// most `longest` long) and as single events (`push_event`), in chunks of `per_chunk`: the raw
+/// chunks must be the same bytes.
+fn runs_and_single_events_agree(enc: fn() -> ChunkEncoder, events: &[Event], longest: usize) {
+    struct Slice<'a>(&'a [Event]);
+    impl RunEvents for Slice<'_> {
+        fn event(&mut self, seq: u64) -> RunEvent {
+            let (first, rest) = self.0.split_first().expect("asked once per event");
+            assert_eq!(first.seq, seq);
+            self.0 = rest;
+            RunEvent::of(first)
+        }
+    }
+    let (mut by_run, mut single) = (enc(), enc());
+    for (chunk, part) in events.chunks(3_000).enumerate() {
+        let mut rest = part;
+        while let Some(first) = rest.first() {
+            let n = rest
+                .iter()
+                .zip(first.seq..)
+                .take_while(|(e, seq)| e.seq == *seq && e.tid == first.tid)
+                .count()
+                .min(longest);
+            let (run, after) = rest.split_at(n);
+            by_run
+                .push_run(first.seq, first.tid, n as u32, &mut Slice(run))
+                .unwrap();
+            run.iter().for_each(|e| single.push_event(e).unwrap());
+            rest = after;
+        }
+        let a = by_run.finish_raw(Vec::new()).unwrap();
+        let b = single.finish_raw(Vec::new()).unwrap();
+        assert_eq!(a.raw, b.raw, "chunk {chunk}");
+        assert_eq!(
+            (a.records, a.first_seq, a.last_seq),
+            (b.records, b.first_seq, b.last_seq)
+        );
+    }
+    // A run behind the order is refused whole, like its first event.
+    let last = events.last().unwrap();
+    let behind = by_run.push_run(
+        last.seq,
+        last.tid,
+        1,
+        &mut Slice(std::slice::from_ref(last)),
+    );
+    assert!(behind.is_ok(), "a new chunk starts anywhere");
+    let again = by_run.push_run(
+        last.seq,
+        last.tid,
+        1,
+        &mut Slice(std::slice::from_ref(last)),
+    );
+    assert!(again.is_err());
+}
+
+#[test]
+fn runs_encode_as_their_events_one_by_one() {
+    for seed in [1u64, 7, 0xc0ffee] {
+        let input = varied_events(12_000, seed);
+        let stacks = with_sampled_stacks(&input, seed);
+        let ids = with_block_ids(&input);
+        let ids_stacks = with_block_ids(&stacks);
+        for longest in [1, 5, usize::MAX] {
+            runs_and_single_events_agree(|| ChunkEncoder::new(1), &input, longest);
+            runs_and_single_events_agree(
+                || ChunkEncoder::new(1).without_addresses(),
+                &ids,
+                longest,
+            );
+            runs_and_single_events_agree(
+                || ChunkEncoder::new(1).with_stacks(true),
+                &stacks,
+                longest,
+            );
+            runs_and_single_events_agree(
+                || ChunkEncoder::new(1).with_sampled_stacks(),
+                &stacks,
+                longest,
+            );
+            runs_and_single_events_agree(
+                || {
+                    ChunkEncoder::new(1)
+                        .without_addresses()
+                        .with_sampled_stacks()
+                },
+                &ids_stacks,
+                longest,
+            );
+        }
+    }
+}
