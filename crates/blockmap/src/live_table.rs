@@ -8,6 +8,8 @@
 //! general-purpose map it can `prefetch` the slot of an address, which lets the pass hide the
 //! cache miss of an event behind the work of the events before it: with a live set larger than
 //! the caches (millions of blocks) that halves the time of the pass.
+//! The home slot scales the hash by a multiply, so a table may have any number of slots: the
+//! recorder's doubles, the analysis's grows by 1.5 and 4/3 (`Growth`).
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
@@ -26,7 +28,7 @@ pub struct LiveTable<V> {
     /// Grows past this many entries: `max_load` of the slots, or 7/8 once a larger table could
     /// not be had.
     grow_at: usize,
-    /// How full the table may get before it doubles: (numerator, denominator), a power of two.
+    /// How full the table may get before it grows: (numerator, denominator), a power of two.
     max_load: (usize, usize),
     /// Entries refused since the table could grow no more (see `lost`).
     lost: u64,
@@ -82,7 +84,7 @@ impl<V: Copy + Default> LiveTable<V> {
         Self::new(capacity, (1, 2), Growth::Double)
     }
 
-    /// A table that doubles once more than `num / den` of its slots are taken (`den` a power of
+    /// A table that grows once more than `num / den` of its slots are taken (`den` a power of
     /// two up to 16, the load at most 7/8). Half full, most lookups hit their home slot; fuller
     /// tables take less memory per entry (the analysis's live set, 3/4: 32-48 bytes per block
     /// with 24-byte entries) for longer probes. It grows by steps of 1.5 and 4/3 (`Growth`).

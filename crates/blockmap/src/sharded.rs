@@ -1,5 +1,5 @@
-//! A [`LiveTable`] split in shards by the hash's top bits, each doubling on its own: when a
-//! shard grows, it and its double are held at once, a sixteenth of the table, where a whole
+//! A [`LiveTable`] split in shards by the hash's top bits, each growing on its own: when a
+//! shard grows, it and its successor are held at once, a sixteenth of the table, where a whole
 //! table doubling held the old table and the new one (three times the old size) at its peak.
 //! The analysis's live set of a python3 trace with addresses (4.5 M blocks): the doubling from
 //! 4 Mi to 8 Mi slots of 24 bytes held 288 MiB at once (bench/HISTORY.md).
