@@ -61,6 +61,13 @@ impl<V: Copy + Default> Page<V> {
         self.bits[off / 64] & (1 << (off % 64)) != 0
     }
 
+    /// Empties the page for reuse. Its values stay as they are: none is read before it is
+    /// written again (`has` guards every read).
+    fn reset(&mut self) {
+        self.bits = [0; PAGE / 64];
+        self.count = 0;
+    }
+
     fn live(&self) -> impl Iterator<Item = (usize, &V)> + '_ {
         self.bits.iter().enumerate().flat_map(move |(w, &word)| {
             let mut word = word;
@@ -91,6 +98,10 @@ pub struct LiveSet<V> {
     pages: VecDeque<Option<Box<Page<V>>>>,
     first_page: u64,
     in_pages: usize,
+    /// The last page closed, emptied, for the next page opened: on a churn trace a page opens
+    /// and closes every 4096 ids, and allocating and filling a new one was 4.5 % of the
+    /// analysis's instructions (callgrind).
+    spare: Option<Box<Page<V>>>,
 }
 
 impl<V: Copy + Default> LiveSet<V> {
@@ -102,6 +113,7 @@ impl<V: Copy + Default> LiveSet<V> {
             pages: VecDeque::new(),
             first_page: 0,
             in_pages: 0,
+            spare: None,
         }
     }
 
@@ -246,7 +258,7 @@ impl<V: Copy + Default> LiveSet<V> {
         for _ in end..page {
             self.pages.push_back(None);
         }
-        let new = Page::new();
+        let new = self.spare.take().or_else(Page::new);
         let opened = new.is_some();
         self.pages.push_back(new);
         while self.pages.len() > MAX_PAGES_BEHIND {
@@ -263,12 +275,14 @@ impl<V: Copy + Default> LiveSet<V> {
     /// Moves the live blocks of page `i` to the table and frees it.
     #[cold]
     fn close(&mut self, i: usize) {
-        if let Some(page) = self.pages[i].take() {
+        if let Some(mut page) = self.pages[i].take() {
             let base = SYNTHETIC_BIT | ((self.first_page + i as u64) << PAGE_BITS);
             for (off, value) in page.live() {
                 self.table.insert(base | off as u64, *value);
             }
             self.in_pages -= page.count as usize;
+            page.reset();
+            self.spare = Some(page);
         }
         self.trim();
     }

@@ -201,6 +201,11 @@ impl ProcessAnalyzer {
         }
     }
 
+    /// Markers fed so far (each opens a phase).
+    pub fn markers(&self) -> usize {
+        self.phases.len() - 1
+    }
+
     /// Blocks live now.
     pub fn live_blocks(&self) -> usize {
         self.state.live.len()

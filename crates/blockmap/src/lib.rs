@@ -4,7 +4,7 @@
 //!
 //! - [`live_table::LiveTable`]: an open-addressing table from address to a value, whose slot
 //!   can be prefetched ahead of the lookup;
-//! - [`sharded::ShardedTable`]: the same split in shards that double one at a time (the
+//! - [`sharded::ShardedTable`]: the same split in shards that grow one at a time (the
 //!   analysis's live set, whose peak a whole table's doubling set);
 //! - [`hash`]: a one-multiply hash for keys chosen by the traced program, not an adversary;
 //! - [`huge_pages`]: large buffers the kernel is asked to back with huge pages, allocations that

@@ -8,6 +8,8 @@
 //! general-purpose map it can `prefetch` the slot of an address, which lets the pass hide the
 //! cache miss of an event behind the work of the events before it: with a live set larger than
 //! the caches (millions of blocks) that halves the time of the pass.
+//! The home slot scales the hash by a multiply, so a table may have any number of slots: the
+//! recorder's doubles, the analysis's grows by 1.5 and 4/3 (`Growth`).
 //! Address 0 is never live (a NULL result is a failure), so 0 marks an empty slot.
 
 use crate::hash::fold;
@@ -20,18 +22,51 @@ struct Entry<V> {
 }
 
 pub struct LiveTable<V> {
+    /// Slots: any number (see `Growth`), at least 16 and below 2^32.
     entries: Vec<Entry<V>>,
-    mask: usize,
     len: usize,
     /// Grows past this many entries: `max_load` of the slots, or 7/8 once a larger table could
     /// not be had.
     grow_at: usize,
-    /// How full the table may get before it doubles: (numerator, denominator), a power of two.
+    /// How full the table may get before it grows: (numerator, denominator), a power of two.
     max_load: (usize, usize),
     /// Entries refused since the table could grow no more (see `lost`).
     lost: u64,
     /// Largest table tried (slots); lower only in tests, which cannot make an allocation fail.
     max_slots: usize,
+    growth: Growth,
+}
+
+/// How a table grows when it is too full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Growth {
+    /// Powers of two: the fewest rehashes (the recorder's table, on the traced program's path).
+    Double,
+    /// 2^k, 3 * 2^(k-1), 2^(k+1): steps of 1.5 and 4/3, so that a table is at most 1.5 times the
+    /// slots its load needs instead of 2 (the analysis's live set: with 4.5 M blocks, doubling
+    /// made 8 Mi slots where 6 Mi suffice, 192 MiB against 144 with 24-byte entries).
+    ByHalves,
+}
+
+impl Growth {
+    /// The smallest size of this growth's sequence that is at least `slots` (and 16).
+    fn at_least(self, slots: usize) -> usize {
+        let pow2 = slots.max(16).next_power_of_two();
+        let between = pow2 / 4 * 3;
+        match self {
+            Growth::ByHalves if between >= slots.max(16) => between,
+            _ => pow2,
+        }
+    }
+
+    /// The size after `slots`.
+    fn after(self, slots: usize) -> usize {
+        match self {
+            Growth::ByHalves if slots.is_power_of_two() => slots / 2 * 3,
+            Growth::ByHalves => slots / 3 * 4,
+            Growth::Double => slots * 2,
+        }
+    }
 }
 
 /// How full the table may get when memory for a larger one cannot be had: probes get longer, the
@@ -39,28 +74,41 @@ pub struct LiveTable<V> {
 const DENSE_NUM: usize = 7;
 const DENSE_DEN: usize = 8;
 
+/// Slots at most: `home` scales a 32-bit hash.
+const MAX_SLOTS: usize = (u32::MAX as usize).saturating_add(1);
+
 impl<V: Copy + Default> LiveTable<V> {
-    /// A table with room for about `capacity` entries before it grows, at most half full.
+    /// A table with room for about `capacity` entries before it grows, at most half full, that
+    /// doubles.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_max_load(capacity, (1, 2))
+        Self::new(capacity, (1, 2), Growth::Double)
     }
 
-    /// A table that doubles once more than `num / den` of its slots are taken (`den` a power of
+    /// A table that grows once more than `num / den` of its slots are taken (`den` a power of
     /// two up to 16, the load at most 7/8). Half full, most lookups hit their home slot; fuller
-    /// tables take less memory per entry (the analysis's live set, 3/4: 32-64 bytes per block
-    /// instead of 48-96 with 24-byte entries) for longer probes.
-    pub fn with_max_load(capacity: usize, (num, den): (usize, usize)) -> Self {
+    /// tables take less memory per entry (the analysis's live set, 3/4: 32-48 bytes per block
+    /// with 24-byte entries) for longer probes. It grows by steps of 1.5 and 4/3 (`Growth`).
+    pub fn with_max_load(capacity: usize, load: (usize, usize)) -> Self {
+        Self::new(capacity, load, Growth::ByHalves)
+    }
+
+    fn new(capacity: usize, (num, den): (usize, usize), growth: Growth) -> Self {
         assert!(den.is_power_of_two() && den <= 16 && num * DENSE_DEN <= den * DENSE_NUM);
-        let slots = (capacity * den / num + 1).next_power_of_two().max(16);
+        let slots = growth.at_least(capacity * den / num + 1);
         LiveTable {
             entries: vec_filled(Entry::default(), slots),
-            mask: slots - 1,
             len: 0,
-            grow_at: slots / den * num,
+            grow_at: slots * num / den,
             max_load: (num, den),
             lost: 0,
-            max_slots: usize::MAX,
+            max_slots: MAX_SLOTS,
+            growth,
         }
+    }
+
+    /// Slots of the table (its memory is that many entries).
+    pub fn slots(&self) -> usize {
+        self.entries.len()
     }
 
     /// Insertions refused because the table was full and no memory could be had for a larger
@@ -78,9 +126,32 @@ impl<V: Copy + Default> LiveTable<V> {
         self.len == 0
     }
 
+    /// The key's home slot: the low 32 bits of its hash scaled to the slots (a multiply, where a
+    /// mask would need a power of two; a sharded table picks shards with the top bits).
     #[inline(always)]
     fn home(&self, key: u64) -> usize {
-        fold(key) as usize & self.mask
+        ((u64::from(fold(key) as u32) * self.entries.len() as u64) >> 32) as usize
+    }
+
+    /// The slot after `i`, wrapping at the end.
+    #[inline(always)]
+    fn next(&self, i: usize) -> usize {
+        let i = i + 1;
+        if i == self.entries.len() {
+            0
+        } else {
+            i
+        }
+    }
+
+    /// How far slot `j` is after slot `from`, going round the end.
+    #[inline(always)]
+    fn distance(&self, from: usize, j: usize) -> usize {
+        if j >= from {
+            j - from
+        } else {
+            j + self.entries.len() - from
+        }
     }
 
     /// Hint that `key` will be looked up soon.
@@ -95,23 +166,22 @@ impl<V: Copy + Default> LiveTable<V> {
     }
 
     // The slot accessors below skip bounds checks on the probe path. SAFETY (all of them):
-    // `entries.len()` is a power of two (at least 16) and `mask == entries.len() - 1` (set
-    // together in `with_capacity` and `grow`), so `i & mask` is in bounds.
+    // every index comes from `home` (below `entries.len()`, which is below 2^32: the product
+    // with a 32-bit hash shifted by 32), from `next` (wraps at `entries.len()`) or from `find`
+    // (one of those), and `entries` only changes in `grow`, which recomputes them.
     // `behaves_like_a_map_through_growth_and_deletions` exercises every path.
 
-    /// The entry in slot `i & mask`.
+    /// The entry in slot `i`.
     #[inline(always)]
     fn at(&self, i: usize) -> &Entry<V> {
-        let i = i & self.mask;
         debug_assert!(i < self.entries.len());
         // SAFETY: see above.
         unsafe { self.entries.get_unchecked(i) }
     }
 
-    /// The entry in slot `i & mask`, to write.
+    /// The entry in slot `i`, to write.
     #[inline(always)]
     fn at_mut(&mut self, i: usize) -> &mut Entry<V> {
-        let i = i & self.mask;
         debug_assert!(i < self.entries.len());
         // SAFETY: see above.
         unsafe { self.entries.get_unchecked_mut(i) }
@@ -129,7 +199,7 @@ impl<V: Copy + Default> LiveTable<V> {
             if k == 0 {
                 return (i, false);
             }
-            i = (i + 1) & self.mask;
+            i = self.next(i);
         }
     }
 
@@ -163,13 +233,13 @@ impl<V: Copy + Default> LiveTable<V> {
         // Backward shift: move up each later entry of the run whose home is not in (hole, j].
         let mut j = hole;
         loop {
-            j = (j + 1) & self.mask;
+            j = self.next(j);
             let entry = *self.at(j);
             if entry.key == 0 {
                 break;
             }
             let home = self.home(entry.key);
-            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
+            if self.distance(home, j) >= self.distance(hole, j) {
                 *self.at_mut(hole) = entry;
                 hole = j;
             }
@@ -184,13 +254,13 @@ impl<V: Copy + Default> LiveTable<V> {
     /// its slot was empty before, so emptying it again undoes the insertion exactly.
     #[cold]
     fn grow(&mut self, just_placed: usize) {
-        let slots = self.entries.len() * 2;
+        let slots = self.growth.after(self.entries.len());
         // Once an entry was refused, no more tries: each costs a system call.
         let bigger = (self.lost == 0 && slots <= self.max_slots)
             .then(|| try_vec_filled(Entry::default(), slots))
             .flatten();
         let Some(bigger) = bigger else {
-            let dense = self.entries.len() / DENSE_DEN * DENSE_NUM;
+            let dense = self.entries.len() * DENSE_NUM / DENSE_DEN;
             if self.grow_at < dense {
                 self.grow_at = dense;
             } else {
@@ -200,9 +270,8 @@ impl<V: Copy + Default> LiveTable<V> {
             }
             return;
         };
-        self.grow_at = slots / self.max_load.1 * self.max_load.0;
+        self.grow_at = slots * self.max_load.0 / self.max_load.1;
         let old = std::mem::replace(&mut self.entries, bigger);
-        self.mask = slots - 1;
         for entry in old {
             if entry.key != 0 {
                 let (i, _) = self.find(entry.key);
