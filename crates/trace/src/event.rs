@@ -126,7 +126,7 @@ pub enum Record {
     Event(Event),
     /// Boxed: markers are rare, and a `Record` is then no larger than an `Event` (the enum's tag
     /// lives in a value `op` cannot take). The analysis writes and reads every decoded record;
-    /// 48 instead of 56 bytes each is that much less memory traffic.
+    /// 56 instead of 64 bytes each is that much less memory traffic.
     Marker(Box<Marker>),
 }
 
