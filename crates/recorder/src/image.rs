@@ -633,15 +633,16 @@ mod tests {
     }
 
     /// The producer side of a ring: writes records and publishes them like the shim.
-    struct Producer {
-        map: Mapping,
-        head: u64,
+    pub(super) struct Producer {
+        pub(super) map: Mapping,
+        pub(super) head: u64,
     }
 
     impl Producer {
-        fn push(&mut self, seq_op: u64, addr: u64) {
+        /// One ring record (seq and op, address, size, old address), published.
+        pub(super) fn push_record(&mut self, rec: [u64; 4]) {
             let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
-            for (i, word) in [seq_op, addr, 16, 0].into_iter().enumerate() {
+            for (i, word) in rec.into_iter().enumerate() {
                 self.map
                     .atomic_u64(at + 8 * i)
                     .store(word, Ordering::Relaxed);
@@ -650,6 +651,10 @@ mod tests {
             self.map
                 .atomic_u64(RING_HEAD_OFFSET)
                 .store(self.head, Ordering::Release);
+        }
+
+        fn push(&mut self, seq_op: u64, addr: u64) {
+            self.push_record([seq_op, addr, 16, 0]);
         }
 
         fn event(&mut self, seq: u64) {
@@ -955,27 +960,8 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// over the events printed.
 #[cfg(test)]
 mod drain_cost {
+    use super::tests::Producer;
     use super::*;
-
-    struct Producer {
-        map: Mapping,
-        head: u64,
-    }
-
-    impl Producer {
-        fn push(&mut self, rec: [u64; 4]) {
-            let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
-            for (i, word) in rec.into_iter().enumerate() {
-                self.map
-                    .atomic_u64(at + 8 * i)
-                    .store(word, Ordering::Relaxed);
-            }
-            self.head += 1;
-            self.map
-                .atomic_u64(RING_HEAD_OFFSET)
-                .store(self.head, Ordering::Release);
-        }
-    }
 
     /// THREADS threads churning (a free and a malloc in one of 64 slots each, blocks reused
     /// LIFO as glibc's tcache does) in turns of 1 to 24 pairs, EVENTS events drained in rounds
@@ -1004,7 +990,7 @@ mod drain_cost {
                 map: Mapping::map(&ring_fd, ring_len).unwrap(),
                 head: 0,
             };
-            p.push([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
+            p.push_record([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
             producers.push(p);
         }
         let mut slots = vec![[0u64; 64]; threads];
@@ -1036,13 +1022,13 @@ mod drain_cost {
                     let k = (r & 63) as usize;
                     let old = slots[t][k];
                     if old != 0 {
-                        producers[t].push([seq | (Op::Free as u64) << OP_SHIFT, old, 0, 0]);
+                        producers[t].push_record([seq | (Op::Free as u64) << OP_SHIFT, old, 0, 0]);
                         free_lists[t].push(old);
                         seq += 1;
                     }
                     let addr = free_lists[t].pop().unwrap();
                     slots[t][k] = addr;
-                    producers[t].push([
+                    producers[t].push_record([
                         seq | (Op::Malloc as u64) << OP_SHIFT,
                         addr,
                         16 + (r >> 8) % 497,
