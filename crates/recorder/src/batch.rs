@@ -221,14 +221,7 @@ impl ChunkBuilder {
         };
         let mut stack = 0;
         if tag & OP_HAS_STACK != 0 {
-            let offset = if op.is_realloc() {
-                let o = (old_addr >> 48) << 16 | size >> 48;
-                old_addr &= LOW_48;
-                size &= LOW_48;
-                o
-            } else {
-                std::mem::take(&mut old_addr)
-            };
+            let offset = take_stack_offset(op, &mut size, &mut old_addr);
             if let Some((stacks, arena)) = &self.stacks {
                 stack = stacks.id(arena, offset);
             }
@@ -324,12 +317,7 @@ impl<const PREFETCH: bool> trace::RunEvents for RingRun<'_, PREFETCH> {
         let op = Op::from_tag(tag & !OP_HAS_STACK).unwrap_or(Op::Malloc);
         if tag & OP_HAS_STACK != 0 {
             // A stack offset rides in the record; this recording keeps no stacks.
-            if op.is_realloc() {
-                old_addr &= LOW_48;
-                size &= LOW_48;
-            } else {
-                old_addr = 0;
-            }
+            take_stack_offset(op, &mut size, &mut old_addr);
         }
         if let Some(ids) = &mut self.ids {
             ids.rewrite(op, seq, &mut addr, &mut old_addr);
@@ -341,6 +329,21 @@ impl<const PREFETCH: bool> trace::RunEvents for RingRun<'_, PREFETCH> {
             old_addr,
             stack: 0,
         }
+    }
+}
+
+/// The stack arena offset a record tagged `OP_HAS_STACK` carries, taken out of its fields so
+/// that they are the call's again: a realloc's in the top 16 bits of its old address (high half)
+/// and of its size (low half), another call's in the old address (the shim's al_record_stacks).
+#[inline(always)]
+fn take_stack_offset(op: Op, size: &mut u64, old_addr: &mut u64) -> u64 {
+    if op.is_realloc() {
+        let offset = (*old_addr >> 48) << 16 | *size >> 48;
+        *old_addr &= LOW_48;
+        *size &= LOW_48;
+        offset
+    } else {
+        std::mem::take(old_addr)
     }
 }
 
