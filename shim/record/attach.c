@@ -111,7 +111,7 @@ static void detach(void)
     atomic_store(&al_proc.state, AL_ACTIVE);
     al_send(&m, sizeof m, -1);
     atomic_store(&al_proc.state, AL_OFF);
-    atomic_store(&al_proc.stacks_on, 0);
+    al_stacks_off();
     /* The hang-up tells the recorder the image ended; it drains the rings after it. Their
      * memory is given back once it has (the memfd is shared: a hole punched now would be zeroes
      * in its view too), or after RECORDER_DONE_MS. */

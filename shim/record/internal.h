@@ -158,14 +158,22 @@ static inline struct al_record *al_ring_records(struct al_ring *r)
 /* ---------------------------------------------------------------- transport.c: the recorder link */
 
 enum { AL_UNINIT = 0, AL_INITIALIZING = 1, AL_ACTIVE = 2, AL_OFF = 3 };
+enum { AL_STACKS_SAMPLED = 1, AL_STACKS_ALL = 2 };
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "al_proc's hot words assume little-endian: the state in their low bytes"
+#endif
 
 struct al_proc {
-    /* The hot path reads both with one load of `hot`: AL_ACTIVE when tracing without stacks. */
+    /* The hot path reads these with one load: an allocation all three (`hot`), a free the
+     * state and free_stacks (`free_hot`); AL_ACTIVE when the call takes no stack for sure. */
     union {
         struct {
-            _Atomic int state;
-            _Atomic int stacks_on; /* record --stacks, and set up (stacks.c) */
+            _Atomic uint16_t state;
+            _Atomic uint16_t free_stacks; /* --stack-frees, set while stacks_on is */
+            _Atomic int stacks_on;        /* record --stacks set up: AL_STACKS_SAMPLED or _ALL */
         };
+        _Atomic uint32_t free_hot;
         _Atomic uint64_t hot;
     };
     int sock;
@@ -247,6 +255,8 @@ AL_HIDDEN int al_stacks_setup_with(int depth, int frees, uint64_t sample_bytes);
 /* Attach shim, before a new attach with stacks: the stacks of an earlier one (their ids are
  * another recorder's) are dropped, so that al_stacks_setup_with starts a new arena. */
 AL_HIDDEN void al_stacks_discard(void);
+/* Calls take no stack from now on (free_stacks, then stacks_on: see al_stacks_setup_with). */
+AL_HIDDEN void al_stacks_off(void);
 /* In a fork child, before its hello: modules again under the child's pid. */
 AL_HIDDEN void al_stacks_fork_child(void);
 /* The calling code's stack, interned: its arena offset, or 0 when none could be taken. Called
@@ -345,54 +355,47 @@ AL_HIDDEN void al_record_stacks(struct al_tls *t, struct al_ring *r, uint64_t op
 AL_HIDDEN void al_record_rest(struct al_tls *t, struct al_ring *r, uint64_t op, const void *addr,
                               size_t size, const void *old_addr);
 
-/* `hot` when tracing with --stacks set up (state AL_ACTIVE, stacks_on 1). */
-#define AL_ACTIVE_STACKS ((uint64_t)AL_ACTIVE | (uint64_t)1 << 32)
-
-/* Whether a call under --stacks takes its stack (then al_record_stacks records it): a free only
- * with --stack-frees, an allocation always with --stacks=all, else when it reaches the thread's
- * sampling countdown, which it moves on otherwise (al_sample's fast case, inline). With `in_hook`
- * up, as al_record_stacks tests it: a signal handler's call meanwhile is queued, and does not
- * move the countdown between this call's load and store. */
-static inline __attribute__((always_inline)) int al_wants_stack(struct al_tls *t, uint64_t op,
-                                                               size_t size)
-{
-    if (al_op_is_free(op))
-        return al_stacks.frees;
-    if (al_stacks.sample_bytes == 0 || size >= t->sample_left)
-        return 1;
-    t->sample_left -= size;
-    return 0;
-}
+/* `hot` when tracing with sampled --stacks set up (state AL_ACTIVE, stacks_on SAMPLED). */
+#define AL_ACTIVE_SAMPLED ((uint64_t)AL_ACTIVE | (uint64_t)AL_STACKS_SAMPLED << 32)
 
 /* The hot path: one TLS block, one test of the ring and of the two guards, one of the image's
  * state and of --stacks together; then the record between the `in_hook` stores (al_put's work
  * when the ring has room and the thread owns the seq counter or shares it), then a look at the
  * deferred queue (empty unless a signal handler allocated meanwhile). Everything else is a call
- * at the end, out of line, so that the hooks save few registers. Under sampled --stacks, a call
- * that takes no stack joins the same path after its countdown (the branch out of the first test:
- * nothing is added to the path without stacks). */
+ * at the end, out of line, so that the hooks save few registers. Under sampled --stacks, an
+ * allocation that takes no stack joins the same path after its countdown (the branch out of the
+ * first test: nothing is added to the path without stacks), and a free without --stack-frees
+ * never leaves it. */
 /* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
 static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
                                                            size_t size, const void *old_addr)
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
-    uint64_t hot = atomic_load_explicit(&al_proc.hot, memory_order_relaxed);
+    /* `op` is a constant in each hook: a free without --stack-frees sees AL_ACTIVE under
+     * --stacks too, and stays on the path it has without stacks. */
+    uint64_t hot = al_op_is_free(op) ? atomic_load_explicit(&al_proc.free_hot, memory_order_relaxed)
+                                     : atomic_load_explicit(&al_proc.hot, memory_order_relaxed);
     int ours = r != NULL && t->guards == 0 &&
                (!AL_ATTACHED ||
                 r->session == atomic_load_explicit(&al_proc.session, memory_order_relaxed));
     if (AL_UNLIKELY(!ours || hot != AL_ACTIVE)) {
-        if (!ours || hot != AL_ACTIVE_STACKS) {
+        if (al_op_is_free(op) || !ours || hot != AL_ACTIVE_SAMPLED) {
             /* always_inline: the return address is the hook's, i.e. who called malloc. */
             al_record_slow(op, addr, size, old_addr, __builtin_return_address(0));
             return;
         }
+        /* Sampled --stacks: an allocation the thread's countdown does not reach moves it on
+         * (al_sample's fast case) and joins the path without stacks. With `in_hook` up, as
+         * al_record_stacks tests it: a signal handler's call meanwhile is queued, and does not
+         * move the countdown between this call's load and store. */
         t->in_hook = 1;
         atomic_signal_fence(memory_order_seq_cst);
-        if (al_wants_stack(t, op, size)) {
+        if (size >= t->sample_left) {
             al_record_stacks(t, r, op, addr, size, old_addr);
             return;
         }
+        t->sample_left -= size;
         goto in_hook;
     }
     t->in_hook = 1;

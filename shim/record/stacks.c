@@ -333,13 +333,22 @@ AL_HIDDEN int al_stacks_setup_with(int depth, int frees, uint64_t sample_bytes)
     known_reset();
     scan_modules(1);
     find_shim_range();
-    atomic_store(&al_proc.stacks_on, 1);
+    /* In this order, and the reverse when they go: a free that sees free_stacks finds stacks_on
+     * set (al_record_slow, which would send it back to al_record otherwise). */
+    atomic_store(&al_proc.stacks_on, sample_bytes != 0 ? AL_STACKS_SAMPLED : AL_STACKS_ALL);
+    atomic_store(&al_proc.free_stacks, frees ? 1 : 0);
     return 0;
+}
+
+AL_HIDDEN void al_stacks_off(void)
+{
+    atomic_store(&al_proc.free_stacks, 0);
+    atomic_store(&al_proc.stacks_on, 0);
 }
 
 AL_HIDDEN void al_stacks_discard(void)
 {
-    atomic_store(&al_proc.stacks_on, 0);
+    al_stacks_off();
     if (al_stacks.base != NULL)
         munmap(al_stacks.base, AL_ARENA_BYTES);
     al_stacks.base = NULL;
@@ -371,7 +380,7 @@ AL_HIDDEN void al_stacks_fork_child(void)
         atomic_store(&table_used, 0);
         if (table == MAP_FAILED || new_arena() != 0) {
             table = NULL;
-            atomic_store(&al_proc.stacks_on, 0);
+            al_stacks_off();
             return;
         }
     }

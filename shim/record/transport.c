@@ -175,7 +175,7 @@ AL_HIDDEN int al_recorder_gone(void)
 
 AL_HIDDEN void al_disable(const char *why)
 {
-    int expected = AL_ACTIVE;
+    uint16_t expected = AL_ACTIVE;
     if (!atomic_compare_exchange_strong(&al_proc.state, &expected, AL_OFF))
         return;
     /* The recorder too, so that the trace says why it ends there (when the link is what failed,
@@ -359,7 +359,7 @@ AL_HIDDEN void al_proc_init(void)
             return;
         }
     }
-    int expected = AL_UNINIT;
+    uint16_t expected = AL_UNINIT;
     if (!atomic_compare_exchange_strong(&al_proc.state, &expected, AL_INITIALIZING))
         return;
     al_tls.busy++;
