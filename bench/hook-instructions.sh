@@ -7,7 +7,9 @@
 #   `alloclens record`, `record --stacks` (sampled), the watch agent, the agent with its sampler;
 # - python3 (PYTHONMALLOC=malloc, service.py 3000 4 --no-index minus 3000 2 --no-index: the
 #   marginal instructions of about 0.55 M calls, start-up removed) untraced, under record, under
-#   `record --stacks` and under the agent, with the ratios to untraced.
+#   `record --stacks` and under the agent, with the ratios to untraced. PYTHONHASHSEED=0: with
+#   random string hashes python3's own count moves by about 0.5 % from run to run; the sampled
+#   stacks' points stay random (a few thousand captures, their count varies).
 # Under record, the shim's instructions are counted (valgrind runs the program, the recorder reads
 # its rings outside valgrind); the recorder's own CPU is not in these figures (threads-record.sh).
 # Usage: bench/hook-instructions.sh          NO_PYTHON=1 skips python3 (its eight runs take minutes)
@@ -66,8 +68,8 @@ printf '%-22s %14s %10s\n' "python3 (malloc)" "marginal" "/untraced"
 base=
 for variant in untraced record stacks agent; do
   declare -n prefix=$variant
-  a=$(PYTHONMALLOC=malloc collected "${prefix[@]}" -- "$PY" bench/programs/service.py 3000 2 --no-index)
-  b=$(PYTHONMALLOC=malloc collected "${prefix[@]}" -- "$PY" bench/programs/service.py 3000 4 --no-index)
+  a=$(PYTHONMALLOC=malloc PYTHONHASHSEED=0 collected "${prefix[@]}" -- "$PY" bench/programs/service.py 3000 2 --no-index)
+  b=$(PYTHONMALLOC=malloc PYTHONHASHSEED=0 collected "${prefix[@]}" -- "$PY" bench/programs/service.py 3000 4 --no-index)
   m=$(marginal "$a" "$b")
   base=${base:-$m}
   python3 -c "import sys; n, m = map(int, sys.argv[2:]); print(f'{sys.argv[1]:<22} {m/1e6:12.1f} M {m/n:9.3f}x')" "$variant" "$base" "$m"
