@@ -18,10 +18,11 @@
 use blockmap::LiveTable;
 use trace::{synthetic_address, Op};
 
-/// Front slots: 16 KiB of (address, seq), and 2 KiB of counts, in the L1 cache beside the
-/// encoder's columns; with 128 live blocks (two threads of churn), one in eight lands on a taken
-/// slot.
-const FRONT_BITS: u32 = 10;
+/// Front slots: 64 KiB of (address, seq) and 8 KiB of counts per image. With 1024 live blocks
+/// (bench/programs/thread-churn.c's realloc on 4 threads) a 1024-slot front pushed out so many
+/// that it cost more than the table alone (the drain harness: 236 instructions per event
+/// against 225); at 4096, 212. Churn's few live blocks keep a handful of its lines in the cache.
+const FRONT_BITS: u32 = 12;
 const FRONT_SLOTS: usize = 1 << FRONT_BITS;
 
 /// The front is set aside once the table holds more blocks than this (a core's caches' worth,
