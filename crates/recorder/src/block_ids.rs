@@ -227,8 +227,9 @@ impl BlockIds {
         self.lost_before + self.table.lost()
     }
 
-    /// True when the map has outgrown a core's caches (about 32 Ki blocks), so that prefetching
-    /// pays: below, a prefetch costs more than the lookup it prepares.
+    /// True while the front is set aside (the live set outgrew a core's caches, `LARGE`), so
+    /// that prefetching the table's slots pays: below, a prefetch costs more than the lookup it
+    /// prepares, and the front takes most lookups.
     pub fn worth_prefetching(&self) -> bool {
         !self.front_used
     }
