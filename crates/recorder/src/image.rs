@@ -957,50 +957,136 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// EVENTS=1000000 valgrind --tool=callgrind --toggle-collect='*Image::drain*' RECORDER_TESTS
 /// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
 /// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
-/// over the events printed.
+/// over the events printed. `PATTERN=realloc` for bench/programs/thread-churn.c's realloc mode
+/// instead of its churn.
 #[cfg(test)]
 mod drain_cost {
     use super::tests::Producer;
     use super::*;
 
-    /// THREADS threads churning (a free and a malloc in one of 64 slots each, blocks reused
-    /// LIFO as glibc's tcache does) in turns of 1 to 24 pairs, EVENTS events drained in rounds
-    /// of 2^15, everything published (the merge's direct path), without addresses.
+    /// The calls of one thread, on addresses an allocator model hands out: a free list per
+    /// size class of 128 bytes, last in first out as glibc's tcache, and fresh blocks when one
+    /// is empty (churn's 64 slots never empty theirs).
+    struct Calls {
+        producer: Producer,
+        slots: Vec<u64>,
+        free_lists: Vec<Vec<u64>>,
+        fresh: u64,
+    }
+
+    impl Calls {
+        fn allocate(&mut self, size: u64) -> u64 {
+            let class = (size / 128) as usize;
+            self.free_lists[class].pop().unwrap_or_else(|| {
+                self.fresh += 16 * (1 + size / 16);
+                self.fresh
+            })
+        }
+
+        fn release(&mut self, addr: u64, size: u64) {
+            self.free_lists[(size / 128) as usize].push(addr);
+        }
+
+        fn push(&mut self, seq: &mut u64, op: Op, addr: u64, size: u64, old: u64) {
+            self.producer
+                .push_record([*seq | (op as u64) << OP_SHIFT, addr, size, old]);
+            *seq += 1;
+        }
+
+        /// thread-churn's churn: a free and a malloc in one of 64 slots (one size class).
+        fn churn(&mut self, seq: &mut u64, r: u64) {
+            let k = (r & 63) as usize;
+            let old = self.slots[k];
+            if old != 0 {
+                self.push(seq, Op::Free, old, 0, 0);
+                self.release(old, 0);
+            }
+            let addr = self.allocate(0);
+            self.slots[k] = addr;
+            self.push(seq, Op::Malloc, addr, 16 + (r >> 8) % 497, 0);
+        }
+
+        /// thread-churn's realloc: one of 256 slots replaced, resized (in place or moved) or
+        /// freed. The slot keeps the block's size in its low bits' stead: `sizes`.
+        fn realloc(&mut self, seq: &mut u64, sizes: &mut [u64], r: u64) {
+            let k = (r & 255) as usize;
+            let n = 16 + (r >> 8) % 2033;
+            let (old, old_size) = (self.slots[k], sizes[k]);
+            match (r >> 20) & 3 {
+                0 => {
+                    if old != 0 {
+                        self.push(seq, Op::Free, old, 0, 0);
+                        self.release(old, old_size);
+                    }
+                    let addr = self.allocate(n);
+                    self.push(seq, Op::Malloc, addr, n, 0);
+                    (self.slots[k], sizes[k]) = (addr, n);
+                }
+                1 | 2 => {
+                    let addr = if old != 0 && n / 128 == old_size / 128 {
+                        old
+                    } else {
+                        if old != 0 {
+                            self.release(old, old_size);
+                        }
+                        self.allocate(n)
+                    };
+                    self.push(seq, Op::Realloc, addr, n, old);
+                    (self.slots[k], sizes[k]) = (addr, n);
+                }
+                _ => {
+                    if old != 0 {
+                        self.push(seq, Op::Free, old, 0, 0);
+                        self.release(old, old_size);
+                    }
+                    self.slots[k] = 0;
+                }
+            }
+        }
+    }
+
+    /// THREADS threads churning (a free and a malloc in one of 64 slots each) or, with
+    /// `PATTERN=realloc`, resizing blocks in 256 slots, in turns of 1 to 24 calls, EVENTS events
+    /// drained in rounds of 2^15, everything published (the merge's direct path), without
+    /// addresses.
     #[test]
     #[ignore]
     fn drain_cost() {
-        let threads: usize = std::env::var("THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
-        let events: u64 = std::env::var("EVENTS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2_000_000);
+        let env = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let threads = env("THREADS", 2) as usize;
+        let events = env("EVENTS", 2_000_000);
+        let realloc = std::env::var("PATTERN").is_ok_and(|p| p == "realloc");
         let page_fd = crate::sys::memfd(PAGE_BYTES);
         let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
         let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
         let mut img = Image::new(3, 42, 0, 0, &page_fd, chunk).unwrap();
         let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
-        let mut producers = Vec::new();
+        let mut calls = Vec::new();
         for t in 0..threads {
             let ring_fd = crate::sys::memfd(ring_len);
             img.add_ring(&ring_fd).unwrap();
-            let mut p = Producer {
+            let mut producer = Producer {
                 map: Mapping::map(&ring_fd, ring_len).unwrap(),
                 head: 0,
             };
-            p.push_record([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
-            producers.push(p);
+            producer.push_record([u64::from(OP_RING_OWNER) << OP_SHIFT, 100 + t as u64, 0, 0]);
+            let base = 0x5500_0000_0000 + (t as u64) * 0x100_0000;
+            let mut free_lists = vec![Vec::new(); 17];
+            // Churn's blocks: 128 of 528 bytes (its sizes are at most 512), in one class.
+            free_lists[0] = (0..128u64).map(|i| base + i * 528).collect();
+            calls.push(Calls {
+                producer,
+                slots: vec![0; 256],
+                free_lists,
+                fresh: base + 0x10_0000,
+            });
         }
-        let mut slots = vec![[0u64; 64]; threads];
-        let mut free_lists: Vec<Vec<u64>> = (0..threads)
-            .map(|t| {
-                (0..128u64)
-                    .map(|i| 0x5500_0000_0000 + (t as u64) * 0x100_0000 + i * 528)
-                    .collect()
-            })
-            .collect();
+        let mut sizes = vec![vec![0u64; 256]; threads];
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = || {
             rng ^= rng << 13;
@@ -1016,25 +1102,12 @@ mod drain_cost {
             let round_end = (seq + (1 << 15)).min(events);
             while seq < round_end {
                 t = (t + 1 + next() as usize % threads.max(2)) % threads;
-                let run = 1 + next() % 24;
-                for _ in 0..run {
-                    let r = next();
-                    let k = (r & 63) as usize;
-                    let old = slots[t][k];
-                    if old != 0 {
-                        producers[t].push_record([seq | (Op::Free as u64) << OP_SHIFT, old, 0, 0]);
-                        free_lists[t].push(old);
-                        seq += 1;
+                for _ in 0..1 + next() % 24 {
+                    if realloc {
+                        calls[t].realloc(&mut seq, &mut sizes[t], next());
+                    } else {
+                        calls[t].churn(&mut seq, next());
                     }
-                    let addr = free_lists[t].pop().unwrap();
-                    slots[t][k] = addr;
-                    producers[t].push_record([
-                        seq | (Op::Malloc as u64) << OP_SHIFT,
-                        addr,
-                        16 + (r >> 8) % 497,
-                        0,
-                    ]);
-                    seq += 1;
                 }
             }
             page.atomic_u64(PAGE_COUNTER_OFFSET)
