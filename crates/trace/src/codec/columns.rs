@@ -35,10 +35,13 @@ pub(super) struct Split {
     pub(super) big: Vec<u8>,
 }
 
-/// A value's entry in `Split::planes`.
+/// Values from here on have a rest in `big` (their nibble is 15).
+const BIG: u64 = 15 << 8;
+
+/// A value's entry in `Split::planes`: the value itself below `BIG` (its nibble is `v >> 8`).
 #[inline(always)]
 pub(super) fn split_planes(v: u64) -> u16 {
-    ((v >> 8).min(15) as u16) << 8 | u16::from(v as u8)
+    (if v < BIG { v } else { BIG | v & 0xff }) as u16
 }
 
 impl Split {
@@ -81,9 +84,8 @@ impl Split {
 /// A split value's rest when its high part does not fit below the nibble's 15.
 #[inline(always)]
 pub(super) fn put_big(big: &mut Vec<u8>, v: u64) {
-    let h = v >> 8;
-    if h >= 15 {
-        varint::put(big, h - 15);
+    if v >= BIG {
+        varint::put(big, (v >> 8) - 15);
     }
 }
 

@@ -29,21 +29,26 @@ pub(super) struct Slot {
 
 const GENERATION_LIMIT: u32 = 1 << 24;
 
-/// A producer of the current chunk without addresses, in the slot of its seq (`slot_of_id`): the
-/// slot tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
+/// The producers of a chunk without addresses, each in the slot of its seq (`slot_of_id`): one
+/// `u64` each, the producer's index in the low 32 bits under its `id_key` (0: empty). The key
+/// tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
 /// table's 1 MiB stays in a core's L2 cache next to the recorder's block-id map, where 16-byte
-/// slots took 2 MiB).
-#[derive(Clone, Copy, Default)]
-struct IdSlot {
-    index: u32,
-    /// `seq >> ID_TABLE_BITS`, truncated: seqs of one chunk that share a slot differ there.
-    seq_high: u16,
-    /// The chunk's generation, truncated (0 = empty; the table is cleared when it wraps).
-    generation: u16,
+/// slots took 2 MiB). A fixed size, so that a slot's index needs no bounds check.
+type IdTable = Box<[u64; 1 << ID_TABLE_BITS]>;
+
+fn empty_id_table() -> IdTable {
+    // Zeroed memory (calloc): untouched pages cost nothing in chunks with addresses.
+    let slots = vec![0u64; 1 << ID_TABLE_BITS].into_boxed_slice();
+    slots.try_into().expect("the table's size")
 }
 
-/// `IdSlot::index` of a producer already released in this chunk.
-const RELEASED: u32 = u32::MAX;
+/// The high 32 bits of an id slot: the chunk's generation (truncated to 16 bits, never 0; the
+/// table is cleared when it wraps) and `seq >> ID_TABLE_BITS` (truncated: seqs of one chunk
+/// that share a slot differ there).
+#[inline(always)]
+fn id_key(generation: u32, seq: u64) -> u64 {
+    u64::from(generation as u16) << 48 | u64::from((seq >> ID_TABLE_BITS) as u16) << 32
+}
 
 /// Appends the anchor `(seq, t_ns)` to a list in seq order: an anchor behind the last one, or a
 /// repeat of it, is dropped, and of a run with the same seq only the first and last are kept (so
@@ -173,7 +178,7 @@ struct EventCoder {
     /// Producers by address (chunks with addresses).
     table: Vec<Slot>,
     /// Producers by seq (chunks without addresses).
-    ids: Vec<IdSlot>,
+    ids: IdTable,
     generation: u32,
     /// Blocks produced (allocations and realloc results) in this chunk: back-references count
     /// in producers, not records, which keeps them about half as large.
@@ -230,7 +235,7 @@ impl ChunkEncoder {
             cols: Columns::default(),
             coder: EventCoder {
                 table: vec![Slot::default(); 1 << TABLE_BITS],
-                ids: Vec::new(),
+                ids: empty_id_table(),
                 generation: 1,
                 produced: 0,
                 predictor: Predictor::new(),
@@ -256,9 +261,6 @@ impl ChunkEncoder {
         let coder = &mut self.coder;
         coder.synthetic = true;
         coder.table = Vec::new();
-        if coder.ids.len() != 1 << ID_TABLE_BITS {
-            coder.ids = vec![IdSlot::default(); 1 << ID_TABLE_BITS];
-        }
         self
     }
 
@@ -579,7 +581,10 @@ impl EventCoder {
         if self.generation == limit {
             // Tags cannot tell this generation from an old one: start from empty tables.
             self.table.fill(Slot::default());
-            self.ids.fill(IdSlot::default());
+            if self.synthetic {
+                // (Chunks with addresses never touch it: its pages stay unmapped.)
+                self.ids.fill(0);
+            }
             self.generation = 1;
         }
         self.produced = 0;
@@ -669,11 +674,7 @@ impl EventCoder {
             if e.addr == 0 {
                 return NEW_NULL;
             }
-            self.ids[slot_of_id(seq)] = IdSlot {
-                index: self.produced,
-                seq_high: (seq >> ID_TABLE_BITS) as u16,
-                generation: self.generation as u16,
-            };
+            self.ids[slot_of_id(seq)] = id_key(self.generation, seq) | u64::from(self.produced);
             self.produced += 1;
             return NEW_EXPLICIT;
         }
@@ -726,13 +727,13 @@ impl EventCoder {
     #[inline(always)]
     unsafe fn encode_old_id(&mut self, cols: &mut impl ColumnSink, seq: u64) -> u8 {
         let slot = &mut self.ids[slot_of_id(seq)];
-        if slot.generation == self.generation as u16
-            && slot.seq_high == (seq >> ID_TABLE_BITS) as u16
-            && slot.index != RELEASED
-        {
+        // The key's bits equal (so the slot is not empty: generations are not 0): the index,
+        // below u32::MAX (the mark of a released producer before slots were packed).
+        let index = *slot ^ id_key(self.generation, seq);
+        if index < u64::from(u32::MAX) {
             // SAFETY: the caller's promise.
-            unsafe { cols.reference(u64::from(self.produced - slot.index)) };
-            slot.index = RELEASED; // a second free of it is not a back-reference
+            unsafe { cols.reference(u64::from(self.produced) - index) };
+            *slot = 0; // released: a second free of it is not a back-reference
             return OLD_BACKREF;
         }
         let delta = seq.wrapping_sub(self.last_synthetic) as i64;

@@ -7,12 +7,12 @@
 //! an increment of a counter held in a register, and each column's length is set once.
 use super::columns::{put_big, split_planes, ColumnSink, Columns};
 
-/// One column's space for a run: `reserved` entries past `len`, `written` of them written.
+/// One column's space for a run: `reserved` entries from `start`, those before `next` written.
 struct Reserved<'a, T> {
     vec: &'a mut Vec<T>,
-    /// The column's first free entry (`vec`'s length when the run began).
+    /// The column's first free entry when the run began.
+    start: *mut T,
     next: *mut T,
-    written: usize,
     reserved: usize,
 }
 
@@ -21,13 +21,20 @@ impl<'a, T: Copy> Reserved<'a, T> {
     fn new(vec: &'a mut Vec<T>, reserved: usize) -> Self {
         vec.reserve(reserved);
         // SAFETY: `len` is within the allocation (capacity >= len + reserved).
-        let next = unsafe { vec.as_mut_ptr().add(vec.len()) };
+        let start = unsafe { vec.as_mut_ptr().add(vec.len()) };
         Reserved {
             vec,
-            next,
-            written: 0,
+            start,
+            next: start,
             reserved,
         }
+    }
+
+    /// Entries written.
+    #[inline(always)]
+    fn written(&self) -> usize {
+        // SAFETY: `next` is `start` moved forward by `write`, in the same allocation.
+        unsafe { self.next.offset_from(self.start) as usize }
     }
 
     /// # Safety
@@ -35,12 +42,14 @@ impl<'a, T: Copy> Reserved<'a, T> {
     #[inline(always)]
     unsafe fn write(&mut self, v: T) {
         debug_assert!(
-            self.written < self.reserved,
+            self.written() < self.reserved,
             "a run wrote past its reservation"
         );
         // SAFETY: `written < reserved` (the caller's promise): within the reserved capacity.
-        unsafe { self.next.add(self.written).write(v) };
-        self.written += 1;
+        unsafe {
+            self.next.write(v);
+            self.next = self.next.add(1);
+        }
     }
 }
 
@@ -48,10 +57,11 @@ impl<T> Drop for Reserved<'_, T> {
     /// The column keeps what the run wrote (also when a panic ends the run).
     #[inline(always)]
     fn drop(&mut self) {
-        let len = self.vec.len() + self.written;
+        // SAFETY: `next` is `start` moved forward by `write`, in the same allocation.
+        let written = unsafe { self.next.offset_from(self.start) as usize };
         // SAFETY: the `written` entries after the old length were initialised by `write`, and
         // `written <= reserved`, within the capacity `new` reserved.
-        unsafe { self.vec.set_len(len) };
+        unsafe { self.vec.set_len(self.vec.len() + written) };
     }
 }
 
