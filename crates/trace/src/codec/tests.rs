@@ -876,3 +876,78 @@ fn chunks_are_the_bytes_they_were() {
     ];
     assert_eq!(digests, before);
 }
+
+/// A random stream for `run_writer_and_event_writer_agree`: each step an allocation (of a
+/// size around a planes boundary, or huge), a free (of a live block, an unknown one, or
+/// NULL), a sized free or a realloc, on one of three threads, some after a seq gap.
+fn random_stream() -> impl proptest::strategy::Strategy<Value = Vec<Event>> {
+    use proptest::prelude::*;
+    let size = prop_oneof![0u64..300, 0xE00u64..0x1100, any::<u64>(), Just(0u64),];
+    let step = (
+        0u8..6,
+        size,
+        0u32..3,
+        any::<u64>(),
+        prop::bool::weighted(0.05),
+    );
+    prop::collection::vec(step, 1..600).prop_map(|steps| {
+        let mut live: Vec<u64> = Vec::new();
+        let (mut seq, mut next_addr) = (1u64, 0x5000_0000u64);
+        let mut out = Vec::new();
+        for (kind, size, tid, r, gap) in steps {
+            seq += if gap { 2 + r % 100 } else { 1 };
+            let mut e = Event {
+                seq,
+                t_ns: 0,
+                tid: 100 + tid,
+                stack: 0,
+                op: Op::Malloc,
+                addr: 0,
+                size,
+                old_addr: 0,
+            };
+            let pick = (r >> 8) as usize % live.len().max(1);
+            match kind {
+                0 | 1 => {
+                    next_addr += 16 * (1 + r % 8);
+                    e.addr = if size > 1 << 40 { 0 } else { next_addr };
+                }
+                2 if !live.is_empty() => {
+                    (e.op, e.addr, e.size) = (Op::Free, live.swap_remove(pick), 0);
+                }
+                3 => (e.op, e.addr, e.size) = (Op::Free, r & 0xfff0, 0),
+                4 if !live.is_empty() => (e.op, e.addr) = (Op::FreeSized, live.swap_remove(pick)),
+                5 if !live.is_empty() => {
+                    next_addr += 32;
+                    e.op = Op::Realloc;
+                    e.old_addr = live.swap_remove(pick);
+                    e.addr = if r % 3 == 0 { e.old_addr } else { next_addr };
+                }
+                _ => (e.op, e.addr, e.size) = (Op::Free, 0, 0),
+            }
+            if e.addr != 0 && !e.op.is_free() {
+                live.push(e.addr);
+            }
+            out.push(e);
+        }
+        out
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The run writer (`push_run`: columns reserved per run, written without checks) and the
+    /// event writer (`push_event`: `Vec::push` per value) make the same bytes, which decode to
+    /// the events, with addresses and without.
+    #[test]
+    fn run_writer_and_event_writer_agree(events in random_stream(), longest in 1usize..40) {
+        let ids = with_block_ids(&events);
+        runs_and_single_events_agree(|| ChunkEncoder::new(1), &events, longest);
+        runs_and_single_events_agree(|| ChunkEncoder::new(1).without_addresses(), &ids, longest);
+        let (decoded, _) = through_chunks(&events, 250, false);
+        proptest::prop_assert_eq!(decoded, events);
+        let (decoded, _) = through_chunks(&ids, 250, true);
+        proptest::prop_assert_eq!(decoded, ids);
+    }
+}
