@@ -727,8 +727,8 @@ impl EventCoder {
     #[inline(always)]
     unsafe fn encode_old_id(&mut self, cols: &mut impl ColumnSink, seq: u64) -> u8 {
         let slot = &mut self.ids[slot_of_id(seq)];
-        // The key's bits equal (so the slot is not empty: generations are not 0): the index,
-        // below u32::MAX (the mark of a released producer before slots were packed).
+        // Equal keys (so the slot is not empty: generations are not 0) leave the index. The
+        // index u32::MAX never matches, as when it marked a released producer: same chunks.
         let index = *slot ^ id_key(self.generation, seq);
         if index < u64::from(u32::MAX) {
             // SAFETY: the caller's promise.
