@@ -958,7 +958,9 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
 /// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
 /// over the events printed. `PATTERN=realloc` for bench/programs/thread-churn.c's realloc mode
-/// instead of its churn.
+/// instead of its churn. With `ZSTD_LEVEL=L` each chunk is also compressed at level L (as
+/// the recorder's compressor threads do; `--toggle-collect='*UncompressedChunk::compress*'`
+/// counts that) and the bytes per event printed; `CHUNK_RECORDS` sets the chunk size (2^16).
 #[cfg(test)]
 mod drain_cost {
     use super::tests::Producer;
@@ -1094,6 +1096,11 @@ mod drain_cost {
             rng ^= rng << 17;
             rng
         };
+        let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<i64>().ok());
+        let mut compressor =
+            env("ZSTD_LEVEL").map(|l| zstd::bulk::Compressor::new(l as i32).unwrap());
+        let chunk_records = env("CHUNK_RECORDS").map_or(1 << 16, |n| n as usize);
+        let (mut raw_bytes, mut compressed_bytes) = (0, 0);
         let mut seq = 0u64;
         let mut out = Vec::new();
         let mut spare = Vec::new();
@@ -1118,14 +1125,22 @@ mod drain_cost {
                 &mut Batches {
                     spare: &mut spare,
                     out: &mut out,
-                    chunk_records: 1 << 16,
+                    chunk_records,
                 },
             );
             for b in out.drain(..) {
+                if let Some(c) = &mut compressor {
+                    raw_bytes += b.chunk.raw.len();
+                    compressed_bytes += b.chunk.compress(c).unwrap().payload.len();
+                }
                 spare.push(b.into_buffer());
             }
         }
         assert_eq!(img.events, seq);
         eprintln!("drain_cost: {} events", seq);
+        if compressor.is_some() {
+            // Chunks still in the encoder are not counted.
+            eprintln!("drain_cost: {raw_bytes} raw bytes, {compressed_bytes} compressed");
+        }
     }
 }

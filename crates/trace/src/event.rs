@@ -71,13 +71,13 @@ impl Op {
 
     /// True for the calls that release a block (and nothing else).
     #[inline]
-    pub fn is_free(self) -> bool {
+    pub const fn is_free(self) -> bool {
         matches!(self, Op::Free | Op::FreeSized | Op::FreeAlignedSized)
     }
 
     /// True for the calls that resize an existing block.
     #[inline]
-    pub fn is_realloc(self) -> bool {
+    pub const fn is_realloc(self) -> bool {
         matches!(self, Op::Realloc | Op::Reallocarray)
     }
 }

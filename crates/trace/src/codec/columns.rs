@@ -24,41 +24,68 @@ pub(super) fn read_address(addrs: &mut Cursor<'_>, base: u64) -> Result<u64, Dec
 /// a value's low bits with continuation bits. Planes keep each distribution clean, and packing
 /// the small high parts in pairs halves the Huffman floor (together about 15 % smaller on
 /// sizes and back-references).
+///
+/// While the chunk is built, a value's low byte and nibble are kept together (`planes`, one
+/// `u16` each: one store per value, no nibble pairing per value); the chunk's seal lays them
+/// out as the `lo` and `hi` planes.
 #[derive(Default)]
 pub(super) struct Split {
-    pub(super) lo: Vec<u8>,
-    pub(super) hi: Vec<u8>,
+    /// Per value: the low byte in bits 0-7, the nibble in bits 8-11.
+    pub(super) planes: Vec<u16>,
     pub(super) big: Vec<u8>,
-    /// The last byte of `hi` has its high nibble free.
-    pub(super) half: bool,
+}
+
+/// Values from here on have a rest in `big` (their nibble is 15).
+const BIG: u64 = 15 << 8;
+
+/// A value's entry in `Split::planes`: the value itself below `BIG` (its nibble is `v >> 8`).
+#[inline(always)]
+pub(super) fn split_planes(v: u64) -> u16 {
+    (if v < BIG { v } else { BIG | v & 0xff }) as u16
 }
 
 impl Split {
     pub(super) fn clear(&mut self) {
-        self.lo.clear();
-        self.hi.clear();
+        self.planes.clear();
         self.big.clear();
-        self.half = false;
+    }
+
+    #[inline(always)]
+    pub(super) fn push(&mut self, v: u64) {
+        self.planes.push(split_planes(v));
+        put_big(&mut self.big, v);
+    }
+
+    /// Bytes of the `lo`, `hi` and `big` columns.
+    fn lens(&self) -> [usize; 3] {
+        [
+            self.planes.len(),
+            self.planes.len().div_ceil(2),
+            self.big.len(),
+        ]
+    }
+
+    /// The `lo`, `hi` and `big` columns, each after its length.
+    fn write_to(&self, raw: &mut Vec<u8>) {
+        let [lo, hi, big] = self.lens();
+        varint::put(raw, lo as u64);
+        raw.extend(self.planes.iter().map(|&w| w as u8));
+        varint::put(raw, hi as u64);
+        // The first value of a pair in the low nibble; an odd last one alone.
+        let pairs = self.planes.chunks_exact(2);
+        let odd = pairs.remainder().first().map(|&w| (w >> 8) as u8);
+        raw.extend(pairs.map(|p| (p[0] >> 8 | p[1] >> 8 << 4) as u8));
+        raw.extend(odd);
+        varint::put(raw, big as u64);
+        raw.extend_from_slice(&self.big);
     }
 }
 
+/// A split value's rest when its high part does not fit below the nibble's 15.
 #[inline(always)]
-pub(super) fn put_split(col: &mut Split, v: u64) {
-    col.lo.push(v as u8);
-    let h = v >> 8;
-    let nibble = h.min(15) as u8;
-    match (col.half, col.hi.last_mut()) {
-        (true, Some(last)) => {
-            *last |= nibble << 4;
-            col.half = false;
-        }
-        _ => {
-            col.hi.push(nibble);
-            col.half = true;
-        }
-    }
-    if h >= 15 {
-        varint::put(&mut col.big, h - 15);
+pub(super) fn put_big(big: &mut Vec<u8>, v: u64) {
+    if v >= BIG {
+        varint::put(big, (v >> 8) - 15);
     }
 }
 
@@ -84,31 +111,39 @@ pub(super) struct Columns {
 }
 
 impl Columns {
-    pub(super) fn in_file_order(&self) -> [&[u8]; 13] {
-        [
+    /// An upper bound of the bytes `write_to` appends (the stack columns aside).
+    pub(super) fn len(&self) -> usize {
+        let plain = [
             &self.ops,
             &self.gaps,
             &self.tid_runs,
-            &self.sizes.lo,
-            &self.sizes.hi,
-            &self.sizes.big,
             &self.addrs,
-            &self.refs.lo,
-            &self.refs.hi,
-            &self.refs.big,
             &self.depths,
             &self.mark_times,
             &self.labels,
-        ]
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.in_file_order()
-            .iter()
-            .map(|c| c.len() + 10)
-            .sum::<usize>()
+        ];
+        let split = [self.sizes.lens(), self.refs.lens()];
+        plain.iter().map(|c| c.len() + 10).sum::<usize>()
+            + split.iter().flatten().map(|len| len + 10).sum::<usize>()
             + self.stacks.len()
             + self.sample_gaps.len()
+    }
+
+    /// The 13 columns of `COLUMN_NAMES`, each after its length.
+    pub(super) fn write_to(&self, raw: &mut Vec<u8>) {
+        let put = |raw: &mut Vec<u8>, col: &[u8]| {
+            varint::put(raw, col.len() as u64);
+            raw.extend_from_slice(col);
+        };
+        for col in [&self.ops, &self.gaps, &self.tid_runs] {
+            put(raw, col);
+        }
+        self.sizes.write_to(raw);
+        put(raw, &self.addrs);
+        self.refs.write_to(raw);
+        for col in [&self.depths, &self.mark_times, &self.labels] {
+            put(raw, col);
+        }
     }
 
     pub(super) fn clear(&mut self) {
@@ -127,6 +162,67 @@ impl Columns {
         ] {
             col.clear();
         }
+    }
+}
+
+/// Where an event's encoding writes its columns: the chunk's columns one value at a time
+/// (`Columns`, for single records), or a run's reserved space (`RunColumns`).
+///
+/// # Safety
+/// `op`, `size` and `reference` are called at most once each per event: `RunColumns` reserves
+/// one entry per event of its run for each and writes without a capacity check.
+pub(super) trait ColumnSink {
+    /// The event's op byte.
+    ///
+    /// # Safety
+    /// At most once per event (see the trait).
+    unsafe fn op(&mut self, byte: u8);
+    /// The event's size.
+    ///
+    /// # Safety
+    /// At most once per event (see the trait).
+    unsafe fn size(&mut self, v: u64);
+    /// The event's back-reference.
+    ///
+    /// # Safety
+    /// At most once per event (see the trait).
+    unsafe fn reference(&mut self, v: u64);
+    /// The explicit addresses and synthetic references (varints, any number per event).
+    fn addrs(&mut self) -> &mut Vec<u8>;
+    fn depths(&mut self) -> &mut Vec<u8>;
+    /// `(sample_gaps, stacks)`.
+    fn stack_columns(&mut self) -> (&mut Vec<u8>, &mut Vec<u8>);
+}
+
+impl ColumnSink for Columns {
+    #[inline(always)]
+    unsafe fn op(&mut self, byte: u8) {
+        self.ops.push(byte);
+    }
+
+    #[inline(always)]
+    unsafe fn size(&mut self, v: u64) {
+        self.sizes.push(v);
+    }
+
+    #[inline(always)]
+    unsafe fn reference(&mut self, v: u64) {
+        self.refs.push(v);
+    }
+
+    #[inline(always)]
+    fn addrs(&mut self) -> &mut Vec<u8> {
+        &mut self.addrs
+    }
+
+    #[inline(always)]
+    fn depths(&mut self) -> &mut Vec<u8> {
+        &mut self.depths
+    }
+
+    #[inline(always)]
+    fn stack_columns(&mut self) -> (&mut Vec<u8>, &mut Vec<u8>) {
+        (&mut self.sample_gaps, &mut self.stacks)
     }
 }
 

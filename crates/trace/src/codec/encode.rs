@@ -1,9 +1,10 @@
 //! The encoder: records in seq order into one stream's events chunks.
 use std::collections::HashMap;
 
-use super::columns::{put_address, put_split, Columns};
+use super::columns::{put_address, ColumnSink, Columns};
 use super::layout::*;
 use super::predictor::{size_class, Predictor};
+use super::run_columns::RunColumns;
 use super::sampled::SampledStackEncoder;
 use crate::event::{Event, Marker, Op};
 use crate::varint;
@@ -28,21 +29,26 @@ pub(super) struct Slot {
 
 const GENERATION_LIMIT: u32 = 1 << 24;
 
-/// A producer of the current chunk without addresses, in the slot of its seq (`slot_of_id`): the
-/// slot tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
+/// The producers of a chunk without addresses, each in the slot of its seq (`slot_of_id`): one
+/// `u64` each, the producer's index in the low 32 bits under its `id_key` (0: empty). The key
+/// tells the seq apart from others of the same slot by its high bits, so 8 bytes do (the
 /// table's 1 MiB stays in a core's L2 cache next to the recorder's block-id map, where 16-byte
-/// slots took 2 MiB).
-#[derive(Clone, Copy, Default)]
-struct IdSlot {
-    index: u32,
-    /// `seq >> ID_TABLE_BITS`, truncated: seqs of one chunk that share a slot differ there.
-    seq_high: u16,
-    /// The chunk's generation, truncated (0 = empty; the table is cleared when it wraps).
-    generation: u16,
+/// slots took 2 MiB). A fixed size, so that a slot's index needs no bounds check.
+type IdTable = Box<[u64; 1 << ID_TABLE_BITS]>;
+
+fn empty_id_table() -> IdTable {
+    // Zeroed memory (calloc): untouched pages cost nothing in chunks with addresses.
+    let slots = vec![0u64; 1 << ID_TABLE_BITS].into_boxed_slice();
+    slots.try_into().expect("the table's size")
 }
 
-/// `IdSlot::index` of a producer already released in this chunk.
-const RELEASED: u32 = u32::MAX;
+/// The high 32 bits of an id slot: the chunk's generation (truncated to 16 bits, never 0; the
+/// table is cleared when it wraps) and `seq >> ID_TABLE_BITS` (truncated: seqs of one chunk
+/// that share a slot differ there).
+#[inline(always)]
+fn id_key(generation: u32, seq: u64) -> u64 {
+    u64::from(generation as u16) << 48 | u64::from((seq >> ID_TABLE_BITS) as u16) << 32
+}
 
 /// Appends the anchor `(seq, t_ns)` to a list in seq order: an anchor behind the last one, or a
 /// repeat of it, is dropped, and of a run with the same seq only the first and last are kept (so
@@ -158,10 +164,21 @@ pub struct ChunkEncoder {
     last_gap_record: u32,
     /// Visible to the codec's tests, which check which columns an encoding used.
     pub(super) cols: Columns,
+    /// What the events' columns are coded against (producers, predictions, bases).
+    coder: EventCoder,
+    level: i32,
+    /// Created on the first `finish` (callers that compress elsewhere never need one).
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+}
+
+/// The events' coding state in a chunk: the producers back-references point to, the address
+/// predictor and bases, the encoder's options. Apart from the columns it writes to (a
+/// `ColumnSink`), so that a run can write into space reserved for it.
+struct EventCoder {
     /// Producers by address (chunks with addresses).
     table: Vec<Slot>,
     /// Producers by seq (chunks without addresses).
-    ids: Vec<IdSlot>,
+    ids: IdTable,
     generation: u32,
     /// Blocks produced (allocations and realloc results) in this chunk: back-references count
     /// in producers, not records, which keeps them about half as large.
@@ -181,9 +198,6 @@ pub struct ChunkEncoder {
     stack_flags: u64,
     /// The stack ids of a chunk with `FLAG_SAMPLED_STACKS`.
     sampled: SampledStackEncoder,
-    level: i32,
-    /// Created on the first `finish` (callers that compress elsewhere never need one).
-    compressor: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl Default for ChunkEncoder {
@@ -219,17 +233,19 @@ impl ChunkEncoder {
             run: (0, 0, 0),
             last_gap_record: 0,
             cols: Columns::default(),
-            table: vec![Slot::default(); 1 << TABLE_BITS],
-            ids: Vec::new(),
-            generation: 1,
-            produced: 0,
-            predictor: Predictor::new(),
-            base: 0,
-            base_old: 0,
-            synthetic: false,
-            last_synthetic: 0,
-            stack_flags: 0,
-            sampled: SampledStackEncoder::default(),
+            coder: EventCoder {
+                table: vec![Slot::default(); 1 << TABLE_BITS],
+                ids: empty_id_table(),
+                generation: 1,
+                produced: 0,
+                predictor: Predictor::new(),
+                base: 0,
+                base_old: 0,
+                synthetic: false,
+                last_synthetic: 0,
+                stack_flags: 0,
+                sampled: SampledStackEncoder::default(),
+            },
             level,
             compressor: None,
         }
@@ -242,11 +258,9 @@ impl ChunkEncoder {
     /// chunks; the encoder then needs neither predictions nor address deltas, and a free of a
     /// block from an earlier chunk costs about a bit when blocks die in allocation order.
     pub fn without_addresses(mut self) -> Self {
-        self.synthetic = true;
-        self.table = Vec::new();
-        if self.ids.len() != 1 << ID_TABLE_BITS {
-            self.ids = vec![IdSlot::default(); 1 << ID_TABLE_BITS];
-        }
+        let coder = &mut self.coder;
+        coder.synthetic = true;
+        coder.table = Vec::new();
         self
     }
 
@@ -254,7 +268,7 @@ impl ChunkEncoder {
     /// `frees`). Without it stack ids are not stored (they decode as 0) and the chunk is byte for
     /// byte what it was before stacks existed.
     pub fn with_stacks(mut self, frees: bool) -> Self {
-        self.stack_flags = FLAG_STACKS | if frees { FLAG_FREE_STACKS } else { 0 };
+        self.coder.stack_flags = FLAG_STACKS | if frees { FLAG_FREE_STACKS } else { 0 };
         self
     }
 
@@ -263,13 +277,13 @@ impl ChunkEncoder {
     /// predicted ids (`FLAG_SAMPLED_STACKS`) instead of an id per allocation. Decodes to the same
     /// events; smaller when most ids are 0 (larger when none is, hence not for `--stacks=all`).
     pub fn with_sampled_stacks(mut self) -> Self {
-        self.stack_flags = FLAG_STACKS | FLAG_SAMPLED_STACKS;
+        self.coder.stack_flags = FLAG_STACKS | FLAG_SAMPLED_STACKS;
         self
     }
 
     /// True when events keep their stack ids (`with_stacks`, `with_sampled_stacks`).
     pub fn stores_stacks(&self) -> bool {
-        self.stack_flags != 0
+        self.coder.stack_flags != 0
     }
 
     /// Forgets everything of the stream it encoded (records not sealed yet, anchors) so it can
@@ -299,7 +313,7 @@ impl ChunkEncoder {
         if self.first_seq.is_none() {
             self.first_seq = Some(seq);
             self.expected = seq;
-            self.last_synthetic = seq;
+            self.coder.last_synthetic = seq;
         }
         if seq < self.expected {
             return Err(OrderError {
@@ -361,7 +375,8 @@ impl ChunkEncoder {
     pub fn push_marker(&mut self, marker: &Marker) -> Result<(), OrderError> {
         self.begin_record(marker.seq, marker.tid)?;
         let cols = &mut self.cols;
-        cols.ops.push(TAG_MARKER);
+        // SAFETY: the Vec-backed columns take any number of op bytes.
+        unsafe { cols.op(TAG_MARKER) };
         varint::put(&mut cols.mark_times, marker.t_ns);
         varint::put(&mut cols.labels, marker.label.len() as u64);
         cols.labels.extend_from_slice(marker.label.as_bytes());
@@ -374,8 +389,19 @@ impl ChunkEncoder {
     #[inline(always)]
     pub fn push_event(&mut self, e: &Event) -> Result<(), OrderError> {
         self.begin_record(e.seq, e.tid)?;
-        let (synthetic, stacks) = (self.synthetic, self.stack_flags != 0);
-        self.encode_body(e.seq, e.tid, &RunEvent::of(e), synthetic, stacks);
+        let coder = &mut self.coder;
+        let (synthetic, stacks) = (coder.synthetic, coder.stack_flags != 0);
+        // SAFETY: one event.
+        unsafe {
+            coder.encode(
+                &mut self.cols,
+                e.seq,
+                e.tid,
+                &RunEvent::of(e),
+                synthetic,
+                stacks,
+            )
+        };
         self.end_run(e.seq, 1);
         Ok(())
     }
@@ -397,24 +423,31 @@ impl ChunkEncoder {
         }
         self.begin_record(first_seq, tid)?;
         let seqs = first_seq..first_seq + u64::from(n);
-        // The options as constants in each loop, so that the compiler drops their tests.
-        match (self.synthetic, self.stack_flags != 0) {
-            (true, false) => {
-                for seq in seqs {
-                    self.encode_body(seq, tid, &events.event(seq), true, false);
+        {
+            let coder = &mut self.coder;
+            let cols = &mut RunColumns::new(&mut self.cols, n as usize);
+            // The options as constants in each loop, so that the compiler drops their tests.
+            // SAFETY (each `encode`): one event each, `n` in all, what `cols` reserved.
+            match (coder.synthetic, coder.stack_flags != 0) {
+                (true, false) => {
+                    for seq in seqs {
+                        unsafe { coder.encode(cols, seq, tid, &events.event(seq), true, false) };
+                    }
+                }
+                (false, false) => {
+                    for seq in seqs {
+                        unsafe { coder.encode(cols, seq, tid, &events.event(seq), false, false) };
+                    }
+                }
+                (synthetic, true) => {
+                    for seq in seqs {
+                        unsafe {
+                            coder.encode(cols, seq, tid, &events.event(seq), synthetic, true)
+                        };
+                    }
                 }
             }
-            (false, false) => {
-                for seq in seqs {
-                    self.encode_body(seq, tid, &events.event(seq), false, false);
-                }
-            }
-            (synthetic, true) => {
-                for seq in seqs {
-                    self.encode_body(seq, tid, &events.event(seq), synthetic, true);
-                }
-            }
-        }
+        } // `cols` sets the columns' lengths.
         self.end_run(first_seq, n);
         Ok(())
     }
@@ -427,171 +460,6 @@ impl ChunkEncoder {
         self.records += n;
         self.expected = last + 1;
         self.last_seq = self.last_seq.max(last);
-    }
-
-    /// An event's columns and op byte: everything `push_event` does but the bookkeeping of the
-    /// record's place (`begin_record`, `end_run`). `synthetic` and `stacks` are the encoder's
-    /// options, passed in so that a run's loop has them as constants.
-    #[inline(always)]
-    fn encode_body(&mut self, seq: u64, tid: u32, e: &RunEvent, synthetic: bool, stacks: bool) {
-        debug_assert_eq!((synthetic, stacks), (self.synthetic, self.stack_flags != 0));
-        let tag = e.op as u8;
-        let byte = match shape(e.op) {
-            Shape::Alloc => {
-                if stacks {
-                    self.put_stack(tid, e);
-                }
-                put_split(&mut self.cols.sizes, e.size);
-                tag | self.new_block(seq, e, 0, true, synthetic) << 4
-            }
-            Shape::Free => {
-                if stacks && self.stack_flags & FLAG_FREE_STACKS != 0 {
-                    varint::put(&mut self.cols.stacks, u64::from(e.stack));
-                }
-                let mut b = tag | self.encode_old(e.addr, synthetic) << 4;
-                if e.size != 0 {
-                    b |= FREE_HAS_SIZE;
-                    put_split(&mut self.cols.sizes, e.size);
-                }
-                b
-            }
-            Shape::Realloc => {
-                if stacks {
-                    self.put_stack(tid, e);
-                }
-                put_split(&mut self.cols.sizes, e.size);
-                let old_mode = self.encode_old(e.old_addr, synthetic);
-                let new_mode = self.new_block(seq, e, e.old_addr, false, synthetic);
-                tag | new_mode << 4 | old_mode << 6
-            }
-        };
-        self.cols.ops.push(byte);
-    }
-
-    /// The stack id of an allocation or realloc, in chunks with stacks.
-    #[inline(always)]
-    fn put_stack(&mut self, tid: u32, e: &RunEvent) {
-        if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
-            let cols = &mut self.cols;
-            self.sampled.push(
-                &mut cols.sample_gaps,
-                &mut cols.stacks,
-                tid,
-                e.size,
-                e.stack,
-            );
-        } else if self.stack_flags != 0 {
-            varint::put(&mut self.cols.stacks, u64::from(e.stack));
-        }
-    }
-
-    /// A new block (allocation, realloc result) of the event `seq`: its address mode; a
-    /// non-null block becomes a producer. Without addresses (`synthetic`) it is known by its
-    /// event's seq and costs nothing more.
-    #[inline(always)]
-    fn new_block(&mut self, seq: u64, e: &RunEvent, old: u64, deeper: bool, synthetic: bool) -> u8 {
-        if synthetic {
-            if e.addr == 0 {
-                return NEW_NULL;
-            }
-            self.ids[slot_of_id(seq)] = IdSlot {
-                index: self.produced,
-                seq_high: (seq >> ID_TABLE_BITS) as u16,
-                generation: self.generation as u16,
-            };
-            self.produced += 1;
-            return NEW_EXPLICIT;
-        }
-        let mode = self.encode_new(e.addr, e.size, old, deeper);
-        self.produced(e.addr, e.size);
-        mode
-    }
-
-    /// Encodes a released address; updates the predictor like the decoder will. Without
-    /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
-    /// synthetic reference, and only explicit addresses move their base.
-    #[inline(always)]
-    fn encode_old(&mut self, addr: u64, synthetic: bool) -> u8 {
-        if addr == 0 {
-            return OLD_NULL;
-        }
-        if synthetic {
-            if addr & SYNTHETIC_BIT != 0 {
-                return self.encode_old_id(addr & !SYNTHETIC_BIT);
-            }
-            // A block allocated before tracing keeps its real address: no producer has it.
-            put_address(&mut self.cols.addrs, addr, self.base_old);
-            self.base_old = addr;
-            return OLD_EXPLICIT;
-        }
-        let slot = &mut self.table[slot_of(addr)];
-        if slot.tag >> 8 == self.generation && slot.addr == addr {
-            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
-            let class = (slot.tag & 0xff) as usize;
-            slot.tag = 0; // released: a second free of it is not a back-reference
-            self.predictor.freed_in_class(addr, class);
-            self.base_old = addr;
-            return OLD_BACKREF;
-        }
-        put_address(&mut self.cols.addrs, addr, self.base_old);
-        self.base_old = addr;
-        OLD_EXPLICIT
-    }
-
-    /// Encodes the release of the block allocated by the event `seq`: a back-reference when it
-    /// was produced in this chunk (and not released yet), else its seq.
-    #[inline(always)]
-    fn encode_old_id(&mut self, seq: u64) -> u8 {
-        let slot = &mut self.ids[slot_of_id(seq)];
-        if slot.generation == self.generation as u16
-            && slot.seq_high == (seq >> ID_TABLE_BITS) as u16
-            && slot.index != RELEASED
-        {
-            put_split(&mut self.cols.refs, u64::from(self.produced - slot.index));
-            slot.index = RELEASED; // a second free of it is not a back-reference
-            return OLD_BACKREF;
-        }
-        let delta = seq.wrapping_sub(self.last_synthetic) as i64;
-        varint::put(&mut self.cols.addrs, varint::zigzag(delta));
-        self.last_synthetic = seq;
-        OLD_SYNTHETIC
-    }
-
-    /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
-    /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
-    #[inline(always)]
-    fn encode_new(&mut self, addr: u64, size: u64, old: u64, deeper: bool) -> u8 {
-        if addr == 0 {
-            return NEW_NULL;
-        }
-        let found = self.predictor.allocated(addr, size_class(size));
-        let mode = match found {
-            _ if old != 0 && addr == old => NEW_SAME_AS_OLD,
-            Some(0) => NEW_PREDICTED,
-            Some(k) if deeper => {
-                varint::put(&mut self.cols.depths, k as u64 - 1);
-                NEW_PREDICTED | ALLOC_DEEPER >> 4
-            }
-            _ => {
-                put_address(&mut self.cols.addrs, addr, self.base);
-                NEW_EXPLICIT
-            }
-        };
-        self.base = addr;
-        mode
-    }
-
-    /// Every realloc and non-failed allocation is a producer, numbered in order.
-    #[inline(always)]
-    pub(super) fn produced(&mut self, addr: u64, size: u64) {
-        if addr != 0 {
-            self.table[slot_of(addr)] = Slot {
-                addr,
-                index: self.produced,
-                tag: self.generation << 8 | size_class(size) as u32,
-            };
-            self.produced += 1;
-        }
     }
 
     /// Seals the chunk (`None` when empty) and resets for the next one.
@@ -635,8 +503,13 @@ impl ChunkEncoder {
         raw.clear();
         raw.reserve(64 + 20 * (self.tids.len() + anchors.len()) + self.cols.len());
         varint::put(&mut raw, first_seq);
-        let synthetic = if self.synthetic { FLAG_SYNTHETIC } else { 0 };
-        varint::put(&mut raw, synthetic | self.stack_flags);
+        let synthetic = if self.coder.synthetic {
+            FLAG_SYNTHETIC
+        } else {
+            0
+        };
+        let stack_flags = self.coder.stack_flags;
+        varint::put(&mut raw, synthetic | stack_flags);
         varint::put(&mut raw, u64::from(self.records));
         varint::put(&mut raw, self.tids.len() as u64);
         for &t in &self.tids {
@@ -654,15 +527,12 @@ impl ChunkEncoder {
             }
             prev = (s, t);
         }
-        for col in self.cols.in_file_order() {
-            varint::put(&mut raw, col.len() as u64);
-            raw.extend_from_slice(col);
-        }
-        if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
+        self.cols.write_to(&mut raw);
+        if stack_flags & FLAG_SAMPLED_STACKS != 0 {
             varint::put(&mut raw, self.cols.sample_gaps.len() as u64);
             raw.extend_from_slice(&self.cols.sample_gaps);
         }
-        if self.stack_flags != 0 {
+        if stack_flags != 0 {
             varint::put(&mut raw, self.cols.stacks.len() as u64);
             raw.extend_from_slice(&self.cols.stacks);
         }
@@ -693,6 +563,13 @@ impl ChunkEncoder {
         self.run = (0, 0, 0);
         self.last_gap_record = 0;
         self.cols.clear();
+        self.coder.reset();
+    }
+}
+
+impl EventCoder {
+    /// For the next chunk.
+    fn reset(&mut self) {
         self.sampled.clear();
         self.generation += 1;
         // The id table keeps 16 bits of the generation.
@@ -704,12 +581,208 @@ impl ChunkEncoder {
         if self.generation == limit {
             // Tags cannot tell this generation from an old one: start from empty tables.
             self.table.fill(Slot::default());
-            self.ids.fill(IdSlot::default());
+            if self.synthetic {
+                // (Chunks with addresses never touch it: its pages stay unmapped.)
+                self.ids.fill(0);
+            }
             self.generation = 1;
         }
         self.produced = 0;
         self.predictor.reset();
         self.base = 0;
         self.base_old = 0;
+    }
+
+    /// An event's columns and op byte: everything `push_event` does but the bookkeeping of the
+    /// record's place (`begin_record`, `end_run`). `synthetic` and `stacks` are the encoder's
+    /// options, passed in so that a run's loop has them as constants.
+    ///
+    /// # Safety
+    /// One event of those `cols` has room for (`ColumnSink`'s contract: this writes at most one
+    /// op, size and reference).
+    #[inline(always)]
+    unsafe fn encode(
+        &mut self,
+        cols: &mut impl ColumnSink,
+        seq: u64,
+        tid: u32,
+        e: &RunEvent,
+        synthetic: bool,
+        stacks: bool,
+    ) {
+        debug_assert_eq!((synthetic, stacks), (self.synthetic, self.stack_flags != 0));
+        let tag = e.op as u8;
+        // SAFETY (each write to `cols` and `encode_old`, which writes a reference): the
+        // caller's promise, and each arm writes at most one op, size and reference.
+        let byte = match shape(e.op) {
+            Shape::Alloc => {
+                if stacks {
+                    self.put_stack(cols, tid, e);
+                }
+                unsafe { cols.size(e.size) };
+                tag | self.new_block(cols, seq, e, 0, true, synthetic) << 4
+            }
+            Shape::Free => {
+                if stacks && self.stack_flags & FLAG_FREE_STACKS != 0 {
+                    varint::put(cols.stack_columns().1, u64::from(e.stack));
+                }
+                let mut b = tag | unsafe { self.encode_old(cols, e.addr, synthetic) } << 4;
+                if e.size != 0 {
+                    b |= FREE_HAS_SIZE;
+                    unsafe { cols.size(e.size) };
+                }
+                b
+            }
+            Shape::Realloc => {
+                if stacks {
+                    self.put_stack(cols, tid, e);
+                }
+                unsafe { cols.size(e.size) };
+                let old_mode = unsafe { self.encode_old(cols, e.old_addr, synthetic) };
+                let new_mode = self.new_block(cols, seq, e, e.old_addr, false, synthetic);
+                tag | new_mode << 4 | old_mode << 6
+            }
+        };
+        unsafe { cols.op(byte) };
+    }
+
+    /// The stack id of an allocation or realloc, in chunks with stacks.
+    #[inline(always)]
+    fn put_stack(&mut self, cols: &mut impl ColumnSink, tid: u32, e: &RunEvent) {
+        let (sample_gaps, stacks) = cols.stack_columns();
+        if self.stack_flags & FLAG_SAMPLED_STACKS != 0 {
+            self.sampled.push(sample_gaps, stacks, tid, e.size, e.stack);
+        } else if self.stack_flags != 0 {
+            varint::put(stacks, u64::from(e.stack));
+        }
+    }
+
+    /// A new block (allocation, realloc result) of the event `seq`: its address mode; a
+    /// non-null block becomes a producer. Without addresses (`synthetic`) it is known by its
+    /// event's seq and costs nothing more.
+    #[inline(always)]
+    fn new_block(
+        &mut self,
+        cols: &mut impl ColumnSink,
+        seq: u64,
+        e: &RunEvent,
+        old: u64,
+        deeper: bool,
+        synthetic: bool,
+    ) -> u8 {
+        if synthetic {
+            if e.addr == 0 {
+                return NEW_NULL;
+            }
+            self.ids[slot_of_id(seq)] = id_key(self.generation, seq) | u64::from(self.produced);
+            self.produced += 1;
+            return NEW_EXPLICIT;
+        }
+        let mode = self.encode_new(cols, e.addr, e.size, old, deeper);
+        self.produced(e.addr, e.size);
+        mode
+    }
+
+    /// Encodes a released address; updates the predictor like the decoder will. Without
+    /// addresses (`without_addresses`) the predictor is unused, a block of an earlier chunk is a
+    /// synthetic reference, and only explicit addresses move their base.
+    ///
+    /// # Safety
+    /// The event's only call that may write a reference to `cols` (`ColumnSink`).
+    #[inline(always)]
+    unsafe fn encode_old(&mut self, cols: &mut impl ColumnSink, addr: u64, synthetic: bool) -> u8 {
+        if addr == 0 {
+            return OLD_NULL;
+        }
+        if synthetic {
+            if addr & SYNTHETIC_BIT != 0 {
+                // SAFETY: the caller's promise.
+                return unsafe { self.encode_old_id(cols, addr & !SYNTHETIC_BIT) };
+            }
+            // A block allocated before tracing keeps its real address: no producer has it.
+            put_address(cols.addrs(), addr, self.base_old);
+            self.base_old = addr;
+            return OLD_EXPLICIT;
+        }
+        let slot = &mut self.table[slot_of(addr)];
+        if slot.tag >> 8 == self.generation && slot.addr == addr {
+            // SAFETY: the caller's promise.
+            unsafe { cols.reference(u64::from(self.produced - slot.index)) };
+            let class = (slot.tag & 0xff) as usize;
+            slot.tag = 0; // released: a second free of it is not a back-reference
+            self.predictor.freed_in_class(addr, class);
+            self.base_old = addr;
+            return OLD_BACKREF;
+        }
+        put_address(cols.addrs(), addr, self.base_old);
+        self.base_old = addr;
+        OLD_EXPLICIT
+    }
+
+    /// Encodes the release of the block allocated by the event `seq`: a back-reference when it
+    /// was produced in this chunk (and not released yet), else its seq.
+    ///
+    /// # Safety
+    /// As `encode_old`.
+    #[inline(always)]
+    unsafe fn encode_old_id(&mut self, cols: &mut impl ColumnSink, seq: u64) -> u8 {
+        let slot = &mut self.ids[slot_of_id(seq)];
+        // Equal keys (so the slot is not empty: generations are not 0) leave the index. The
+        // index u32::MAX never matches, as when it marked a released producer: same chunks.
+        let index = *slot ^ id_key(self.generation, seq);
+        if index < u64::from(u32::MAX) {
+            // SAFETY: the caller's promise.
+            unsafe { cols.reference(u64::from(self.produced) - index) };
+            *slot = 0; // released: a second free of it is not a back-reference
+            return OLD_BACKREF;
+        }
+        let delta = seq.wrapping_sub(self.last_synthetic) as i64;
+        varint::put(cols.addrs(), varint::zigzag(delta));
+        self.last_synthetic = seq;
+        OLD_SYNTHETIC
+    }
+
+    /// Encodes a new block's address: the mode bits of the op byte (with `ALLOC_DEEPER` when
+    /// `deeper` allows it). `old` is realloc's argument (0 otherwise).
+    #[inline(always)]
+    fn encode_new(
+        &mut self,
+        cols: &mut impl ColumnSink,
+        addr: u64,
+        size: u64,
+        old: u64,
+        deeper: bool,
+    ) -> u8 {
+        if addr == 0 {
+            return NEW_NULL;
+        }
+        let found = self.predictor.allocated(addr, size_class(size));
+        let mode = match found {
+            _ if old != 0 && addr == old => NEW_SAME_AS_OLD,
+            Some(0) => NEW_PREDICTED,
+            Some(k) if deeper => {
+                varint::put(cols.depths(), k as u64 - 1);
+                NEW_PREDICTED | ALLOC_DEEPER >> 4
+            }
+            _ => {
+                put_address(cols.addrs(), addr, self.base);
+                NEW_EXPLICIT
+            }
+        };
+        self.base = addr;
+        mode
+    }
+
+    /// Every realloc and non-failed allocation is a producer, numbered in order.
+    #[inline(always)]
+    pub(super) fn produced(&mut self, addr: u64, size: u64) {
+        if addr != 0 {
+            self.table[slot_of(addr)] = Slot {
+                addr,
+                index: self.produced,
+                tag: self.generation << 8 | size_class(size) as u32,
+            };
+            self.produced += 1;
+        }
     }
 }

@@ -53,12 +53,26 @@ pub(super) enum Shape {
     Realloc,
 }
 
-pub(super) fn shape(op: Op) -> Shape {
-    if op.is_free() {
-        Shape::Free
-    } else if op.is_realloc() {
-        Shape::Realloc
-    } else {
-        Shape::Alloc
+/// The shape of each op, by tag: one load where `Op::is_free` and `Op::is_realloc` were two
+/// tests of the tag against a set.
+const SHAPES: [Shape; 16] = {
+    let mut shapes = [Shape::Alloc; 16];
+    let mut i = 0;
+    while i < Op::ALL.len() {
+        let op = Op::ALL[i];
+        shapes[op as usize] = if op.is_free() {
+            Shape::Free
+        } else if op.is_realloc() {
+            Shape::Realloc
+        } else {
+            Shape::Alloc
+        };
+        i += 1;
     }
+    shapes
+};
+
+#[inline(always)]
+pub(super) fn shape(op: Op) -> Shape {
+    SHAPES[op as usize & 15]
 }

@@ -6,8 +6,9 @@
 //!
 //! The modules follow the format: `layout` (the op byte's bits, chunk flags, synthetic
 //! addresses), `columns` (how values are laid into the columns and read back), `predictor` (the
-//! address guesses both sides make), `encode`, `decode` with `addresses` (an event's addresses
-//! from its mode bits) and `clock` (event times from the anchors).
+//! address guesses both sides make), `encode` with `run_columns` (a run's columns, reserved
+//! once), `decode` with `addresses` (an event's addresses from its mode bits) and `clock`
+//! (event times from the anchors).
 mod addresses;
 mod clock;
 mod columns;
@@ -15,6 +16,7 @@ mod decode;
 mod encode;
 mod layout;
 mod predictor;
+mod run_columns;
 mod sampled;
 #[cfg(test)]
 mod tests;
