@@ -184,12 +184,14 @@ fn an_image_whose_main_thread_exited_is_sampled() {
         "16".into(),
         "1".into(),
     ];
-    let o = recorder::RecordOptions::new(command, path.clone());
+    let mut o = recorder::RecordOptions::new(command, path.clone());
+    // About 1 s at 20 ms between smaps reads (at the default 100 ms, a loaded machine's recorder
+    // once took fewer than three); main exits within milliseconds of the start.
+    o.memory_interval = Some(std::time::Duration::from_millis(20));
     let summary = recorder::record(&o).unwrap();
     assert_eq!(summary.status.code(), Some(0));
     let reader = TraceReader::open(&path).unwrap();
     let samples = reader.memory_samples(0);
-    // About 1 s at 100 ms between smaps reads; main exits within milliseconds of the start.
     let held: Vec<&MemorySample> = samples
         .iter()
         .filter(|s| s.rss >= 16 * MIB && s.heap.is_some_and(|h| h >= 16 * MIB))
