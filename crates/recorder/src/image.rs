@@ -641,6 +641,13 @@ mod tests {
     impl Producer {
         /// One ring record (seq and op, address, size, old address), published.
         pub(super) fn push_record(&mut self, rec: [u64; 4]) {
+            self.write_record(rec);
+            self.publish();
+        }
+
+        /// One ring record written but not published yet (a thread between its write and
+        /// its head's store: `publish`).
+        pub(super) fn write_record(&mut self, rec: [u64; 4]) {
             let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
             for (i, word) in rec.into_iter().enumerate() {
                 self.map
@@ -648,6 +655,10 @@ mod tests {
                     .store(word, Ordering::Relaxed);
             }
             self.head += 1;
+        }
+
+        /// Publishes the records written so far.
+        pub(super) fn publish(&mut self) {
             self.map
                 .atomic_u64(RING_HEAD_OFFSET)
                 .store(self.head, Ordering::Release);
@@ -958,7 +969,9 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
 /// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
 /// over the events printed. `PATTERN=realloc` for bench/programs/thread-churn.c's realloc mode
-/// instead of its churn.
+/// instead of its churn; `HOLD=1` for a thread that holds its records back (written, not
+/// published) from the middle of each round to the next, which sends the rest of that round and
+/// all of the next through the window.
 #[cfg(test)]
 mod drain_cost {
     use super::tests::Producer;
@@ -972,6 +985,8 @@ mod drain_cost {
         slots: Vec<u64>,
         free_lists: Vec<Vec<u64>>,
         fresh: u64,
+        /// The thread's records are written but not published (`HOLD`).
+        held: bool,
     }
 
     impl Calls {
@@ -989,7 +1004,10 @@ mod drain_cost {
 
         fn push(&mut self, seq: &mut u64, op: Op, addr: u64, size: u64, old: u64) {
             self.producer
-                .push_record([*seq | (op as u64) << OP_SHIFT, addr, size, old]);
+                .write_record([*seq | (op as u64) << OP_SHIFT, addr, size, old]);
+            if !self.held {
+                self.producer.publish();
+            }
             *seq += 1;
         }
 
@@ -1047,8 +1065,8 @@ mod drain_cost {
 
     /// THREADS threads churning (a free and a malloc in one of 64 slots each) or, with
     /// `PATTERN=realloc`, resizing blocks in 256 slots, in turns of 1 to 24 calls, EVENTS events
-    /// drained in rounds of 2^15, everything published (the merge's direct path), without
-    /// addresses.
+    /// drained in rounds of 2^15, everything published (the merge's direct path; `HOLD=1`: the
+    /// window's), without addresses.
     #[test]
     #[ignore]
     fn drain_cost() {
@@ -1061,6 +1079,7 @@ mod drain_cost {
         let threads = env("THREADS", 2) as usize;
         let events = env("EVENTS", 2_000_000);
         let realloc = std::env::var("PATTERN").is_ok_and(|p| p == "realloc");
+        let hold = env("HOLD", 0) != 0;
         let page_fd = crate::sys::memfd(PAGE_BYTES);
         let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
         let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
@@ -1084,6 +1103,7 @@ mod drain_cost {
                 slots: vec![0; 256],
                 free_lists,
                 fresh: base + 0x10_0000,
+                held: false,
             });
         }
         let mut sizes = vec![vec![0u64; 256]; threads];
@@ -1100,8 +1120,13 @@ mod drain_cost {
         let mut t = 0;
         while seq < events {
             let round_end = (seq + (1 << 15)).min(events);
+            let hold_from = seq + (1 << 14);
             while seq < round_end {
                 t = (t + 1 + next() as usize % threads.max(2)) % threads;
+                if hold && seq >= hold_from && calls.iter().all(|c| !c.held) {
+                    // Preempted between reserving a seq and publishing it: the others go on.
+                    calls[t].held = true;
+                }
                 for _ in 0..1 + next() % 24 {
                     if realloc {
                         calls[t].realloc(&mut seq, &mut sizes[t], next());
@@ -1124,8 +1149,22 @@ mod drain_cost {
             for b in out.drain(..) {
                 spare.push(b.into_buffer());
             }
+            for c in calls.iter_mut().filter(|c| c.held) {
+                c.held = false;
+                c.producer.publish();
+            }
         }
-        assert_eq!(img.events, seq);
+        // What the last round held back.
+        img.start_round(seq * 10);
+        img.drain(
+            true,
+            &mut Batches {
+                spare: &mut spare,
+                out: &mut out,
+                chunk_records: 1 << 16,
+            },
+        );
+        assert_eq!((img.events, img.holes), (seq, 0));
         eprintln!("drain_cost: {} events", seq);
     }
 }
