@@ -48,17 +48,20 @@ impl Ring {
     }
 }
 
-/// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address)
-/// and the thread id. An empty slot has a zero first word (op tags start at 1).
-type Pending = [u64; 5];
+/// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address).
+/// An empty slot has a zero first word (op tags start at 1).
+type Pending = [u64; 4];
 
-const EMPTY: Pending = [0; 5];
+const EMPTY: Pending = [0; 4];
 
 /// The reorder window: slot `i` holds seq `next_seq + i`. A power-of-two ring reused across
 /// rounds (it grows by doubling only when a slow thread holds it open), so placing a record is
-/// one store and taking the front one load; records stay in their raw form until encoded.
+/// one store and taking the front one load; records stay in their raw form until encoded, laid
+/// out as in a ring, so that a thread's run at the front is encoded as one (`front_run`).
 struct Window {
     slots: Vec<Pending>,
+    /// The thread of each slot's record.
+    tids: Vec<u32>,
     /// Ring index of the front (seq `next_seq`).
     head: usize,
     /// Slots from the front up to and including the furthest record placed.
@@ -71,6 +74,7 @@ impl Window {
     fn new() -> Window {
         Window {
             slots: Vec::new(),
+            tids: Vec::new(),
             head: 0,
             len: 0,
         }
@@ -81,24 +85,27 @@ impl Window {
         self.slots.len() - 1
     }
 
-    /// Places a record `idx` slots after the front.
+    /// Places a record of thread `tid` `idx` slots after the front.
     #[inline]
-    fn put(&mut self, idx: usize, record: Pending) {
+    fn put(&mut self, idx: usize, record: Pending, tid: u32) {
         if idx >= self.slots.len() {
             self.grow(idx + 1);
         }
         let at = (self.head + idx) & self.mask();
         self.slots[at] = record;
+        self.tids[at] = tid;
         self.len = self.len.max(idx + 1);
     }
 
     fn grow(&mut self, need: usize) {
         let cap = need.next_power_of_two().max(Self::INITIAL);
         let mut slots = vec![EMPTY; cap];
-        for (i, slot) in slots.iter_mut().enumerate().take(self.len) {
-            *slot = self.slots[(self.head + i) & self.mask()];
+        let mut tids = vec![0; cap];
+        for i in 0..self.len {
+            let from = (self.head + i) & self.mask();
+            (slots[i], tids[i]) = (self.slots[from], self.tids[from]);
         }
-        self.slots = slots;
+        (self.slots, self.tids) = (slots, tids);
         self.head = 0;
     }
 
@@ -114,9 +121,31 @@ impl Window {
 
     #[inline]
     fn pop_front(&mut self) {
-        self.slots[self.head][0] = 0;
-        self.head = (self.head + 1) & self.mask();
-        self.len -= 1;
+        self.pop_front_run(1);
+    }
+
+    /// The front record (present) and those after it of the same thread, at most `limit`
+    /// (at least 1), up to the end of the slots' memory: the run `take_front` encodes at once.
+    /// It may hold holes; the run's check (`ChunkBuilder::push_run`) stops at the first.
+    #[inline]
+    fn front_run(&self, limit: usize) -> (&[Pending], u32) {
+        let end = self.len.min(limit).min(self.slots.len() - self.head);
+        let tid = self.tids[self.head];
+        let same = self.tids[self.head + 1..self.head + end.max(1)]
+            .iter()
+            .take_while(|&&t| t == tid)
+            .count();
+        (&self.slots[self.head..self.head + 1 + same], tid)
+    }
+
+    /// Empties the `n` slots at the front, which do not wrap (`front_run`).
+    #[inline]
+    fn pop_front_run(&mut self, n: usize) {
+        for slot in &mut self.slots[self.head..self.head + n] {
+            slot[0] = 0;
+        }
+        self.head = (self.head + n) & self.mask();
+        self.len -= n;
     }
 }
 
@@ -529,7 +558,7 @@ impl Image {
                 continue;
             }
             self.window
-                .put(idx as usize, [seq_op, addr, size, old, u64::from(ring.tid)]);
+                .put(idx as usize, [seq_op, addr, size, old], ring.tid);
         }
         ring.map
             .atomic_u64(RING_TAIL_OFFSET)
@@ -537,8 +566,10 @@ impl Image {
         records
     }
 
-    /// Encodes the window's front run of records below the anchor `c`. With `skip_holes` (the
-    /// image is gone and its rings are empty) holes are skipped and everything is taken.
+    /// Encodes the window's front run of records below the anchor `c`, each thread's run of
+    /// consecutive seqs as one (`ChunkBuilder::push_run`, as the direct paths). With
+    /// `skip_holes` (the image is gone and its rings are empty) holes are skipped and
+    /// everything is taken.
     fn take_front(
         &mut self,
         c: u64,
@@ -547,7 +578,7 @@ impl Image {
         chunk: &mut ChunkBuilder,
     ) {
         while let Some(front) = self.window.front() {
-            let Some(&[seq_op, addr, size, old_addr, tid]) = front else {
+            let Some(&[seq_op, ..]) = front else {
                 if !skip_holes {
                     break;
                 }
@@ -560,14 +591,28 @@ impl Image {
             if seq >= c && !skip_holes {
                 break;
             }
-            self.window.pop_front();
             if self.markers.front().is_some_and(|m| m.seq <= seq) {
                 self.flush_markers_before(seq, chunk);
             }
-            chunk.push_records(&[[seq_op, addr, size, old_addr]], tid as u32);
-            self.next_seq = seq + 1;
-            self.records += 1;
-            self.events += 1;
+            // The run stops before the cut, the next marker's place and a full chunk.
+            let cut = if skip_holes { u64::MAX } else { c };
+            let stop = self.markers.front().map_or(cut, |m| m.seq.min(cut));
+            let room = batches.chunk_records.saturating_sub(chunk.len()).max(1);
+            let limit = (stop - seq).min(room as u64) as usize;
+            let (run, tid) = self.window.front_run(limit);
+            let k = match chunk.push_run(run, seq, tid) {
+                // Not possible (the front is `next_seq`, its tag checked by `ring_to_window`):
+                // the checked path counts it.
+                0 => {
+                    chunk.push_records(&run[..1], tid);
+                    1
+                }
+                k => k,
+            };
+            self.window.pop_front_run(k);
+            self.next_seq = seq + k as u64;
+            self.records += k as u64;
+            self.events += k as u64;
             if chunk.len() >= batches.chunk_records {
                 self.seal_chunk(batches, chunk);
             }
@@ -619,7 +664,7 @@ mod tests {
     use trace::Record;
 
     fn record(seq: u64) -> Pending {
-        [seq | 1 << OP_SHIFT, seq, 0, 0, 0]
+        [seq | 1 << OP_SHIFT, seq, 0, 0]
     }
 
     /// Pops the front run of present records, returning their seqs.
@@ -880,6 +925,61 @@ mod tests {
         assert_eq!((tail(&a), tail(&b)), (a.head, b.head));
     }
 
+    /// A thread that holds its records back (seq 2 reserved, written later) sends the others'
+    /// to the window; its front is encoded a thread's run at a time, each run stopping at a
+    /// change of thread, a marker's place, the anchor cut and a full chunk.
+    #[test]
+    fn window_runs_keep_threads_markers_cuts_and_chunk_bounds() {
+        let (mut img, page, mut a, mut b) = image_with_two_rings();
+        let a_seqs = [0, 1, 3, 4, 5, 9, 10, 11, 12, 13];
+        for seq in a_seqs {
+            a.event(seq);
+        }
+        for seq in [2, 6, 7, 8].into_iter().chain(14..20) {
+            b.write_record([
+                seq | u64::from(Op::Malloc as u8) << OP_SHIFT,
+                0x1000 + seq,
+                16,
+                0,
+            ]);
+        }
+        img.add_marker(Marker {
+            seq: 5,
+            t_ns: 5,
+            tid: 77,
+            label: "m".into(),
+        });
+        let mut out = Vec::new();
+        round(&mut img, &page, 20, false, &mut out);
+        assert_eq!(img.events, 2, "seq 2 not published: the window waits");
+        b.publish();
+        // The counter was read at 12: 12 and 13 (in the middle of thread 77's run) wait.
+        round(&mut img, &page, 12, false, &mut out);
+        assert_eq!((img.events, img.markers_written), (12, 1));
+        round(&mut img, &page, 20, true, &mut out);
+        for batch in &out {
+            let events = decoded(batch)
+                .iter()
+                .filter(|r| matches!(r, Record::Event(_)))
+                .count();
+            assert!(events <= 4, "a chunk holds at most chunk_records events");
+        }
+        let tid = |s: u64| if a_seqs.contains(&s) { 77 } else { 88 };
+        let mut want: Vec<(u64, u32)> = (0..20).map(|s| (s, tid(s))).collect();
+        want.insert(5, (5, 0));
+        assert_eq!(seqs_and_tids(&out), want);
+        let addrs: Vec<u64> = out
+            .iter()
+            .flat_map(decoded)
+            .filter_map(|r| match r {
+                Record::Event(e) => Some(e.addr),
+                Record::Marker(_) => None,
+            })
+            .collect();
+        assert_eq!(addrs, (0..20).map(|s| 0x1000 + s).collect::<Vec<_>>());
+        assert_eq!((img.events, img.holes, img.misplaced), (20, 0, 0));
+    }
+
     #[test]
     fn one_busy_ring_leaves_records_past_the_cut_in_the_ring() {
         let (mut img, page, mut producer) = image_with_ring();
@@ -917,16 +1017,17 @@ mod tests {
         for round in 0..10u64 {
             let n = 3000 + round * 100;
             for i in (0..n).rev() {
-                w.put(i as usize, record(next + i));
+                w.put(i as usize, record(next + i), 7);
             }
             let run = take_run(&mut w);
             assert_eq!(run, (next..next + n).collect::<Vec<_>>());
             next += n;
         }
-        w.put(1, record(next + 1));
+        w.put(1, record(next + 1), 7);
         w.put(
             Window::INITIAL * 3,
             record(next + Window::INITIAL as u64 * 3),
+            7,
         );
         assert_eq!(
             w.front(),
@@ -936,6 +1037,37 @@ mod tests {
         w.pop_front(); // the hole skipped
         assert_eq!(take_run(&mut w), vec![next + 1]);
         assert_eq!(w.len, Window::INITIAL * 3 - 1);
+    }
+
+    /// A front run is one thread's, at most the limit, and ends where the slots' memory does
+    /// (the rest follows from the start); a hole in it is left to the run's check.
+    #[test]
+    fn front_runs_stop_at_a_thread_change_the_limit_and_the_wrap() {
+        let mut w = Window::new();
+        let near_end = Window::INITIAL as u64 - 3;
+        for i in 0..near_end {
+            w.put(i as usize, record(i), 1);
+        }
+        assert_eq!(w.front_run(usize::MAX).0.len(), near_end as usize);
+        w.pop_front_run(near_end as usize);
+        // Seqs near_end.. of threads 5, 5, 5 | 5, 6, and a hole after them.
+        for (i, tid) in [5, 5, 5, 5, 6].into_iter().enumerate() {
+            w.put(i, record(near_end + i as u64), tid);
+        }
+        w.put(6, record(near_end + 6), 6);
+        let seqs = |run: &[Pending]| run.iter().map(|r| r[0] & SEQ_MASK).collect::<Vec<_>>();
+        let (run, tid) = w.front_run(2);
+        assert_eq!((seqs(run), tid), (vec![near_end, near_end + 1], 5));
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!(run.len(), 3, "up to the end of the slots");
+        assert_eq!(tid, 5);
+        w.pop_front_run(3);
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!((seqs(run), tid), (vec![near_end + 3], 5));
+        w.pop_front_run(1);
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!((seqs(run)[0], tid), (near_end + 4, 6));
+        assert!(run.len() <= 3, "a hole's slot ends the run or is in it");
     }
 }
 
