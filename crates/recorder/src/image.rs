@@ -532,34 +532,33 @@ impl Image {
             ring.tail = head; // impossible unless the shim is broken: resynchronise
             return 0;
         }
-        let mut records = 0;
+        let (mut records, mut tid) = (0, ring.tid);
         while ring.tail < head {
-            let slot = (ring.tail as usize) & (RING_RECORDS - 1);
-            let [seq_op, addr, size, old] =
-                ring.map.read_record(RING_HEADER_BYTES + slot * RECORD_SIZE);
-            ring.tail += 1;
-            let tag = (seq_op >> OP_SHIFT) as u8;
-            if tag == OP_RING_OWNER {
-                ring.tid = addr as u32;
-                continue;
+            // The records up to the head or the end of the ring's memory, read in place.
+            let published = ring.published(RING_RECORDS);
+            for &[seq_op, addr, size, old] in published {
+                let tag = (seq_op >> OP_SHIFT) as u8;
+                if tag == OP_RING_OWNER {
+                    tid = addr as u32;
+                    continue;
+                }
+                if Op::from_tag(tag & !OP_HAS_STACK).is_none() {
+                    self.misplaced += 1;
+                    continue;
+                }
+                records += 1;
+                // A seq behind the window wraps to a huge index.
+                let idx = (seq_op & SEQ_MASK).wrapping_sub(self.next_seq);
+                if idx > MAX_WINDOW {
+                    self.misplaced += 1;
+                    continue;
+                }
+                self.window
+                    .put(idx as usize, [seq_op, addr, size, old], tid);
             }
-            if Op::from_tag(tag & !OP_HAS_STACK).is_none() {
-                self.misplaced += 1;
-                continue;
-            }
-            let seq = seq_op & SEQ_MASK;
-            records += 1;
-            let Some(idx) = seq.checked_sub(self.next_seq) else {
-                self.misplaced += 1;
-                continue;
-            };
-            if idx > MAX_WINDOW {
-                self.misplaced += 1;
-                continue;
-            }
-            self.window
-                .put(idx as usize, [seq_op, addr, size, old], ring.tid);
+            ring.tail += published.len() as u64;
         }
+        ring.tid = tid;
         ring.map
             .atomic_u64(RING_TAIL_OFFSET)
             .store(ring.tail, Ordering::Release);
