@@ -929,12 +929,21 @@ mod tests {
     /// change of thread, a marker's place, the anchor cut and a full chunk.
     #[test]
     fn window_runs_keep_threads_markers_cuts_and_chunk_bounds() {
-        let (mut img, page, mut a, mut b) = image_with_two_rings();
+        let (mut img, page, mut a) = image_with_ring();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let ring_fd = crate::sys::memfd(ring_len);
+        img.add_ring(&ring_fd).unwrap();
+        let mut b = Producer {
+            map: Mapping::map(&ring_fd, ring_len).unwrap(),
+            head: 0,
+        };
         let a_seqs = [0, 1, 3, 4, 5, 9, 10, 11, 12, 13];
         for seq in a_seqs {
             a.event(seq);
         }
-        for seq in [2, 6, 7, 8].into_iter().chain(14..20) {
+        // Thread 88 announces itself with its held records: the window's path reads it.
+        b.write_record([u64::from(OP_RING_OWNER) << OP_SHIFT, 88, 0, 0]);
+        for seq in [2, 6, 7, 8] {
             b.write_record([
                 seq | u64::from(Op::Malloc as u8) << OP_SHIFT,
                 0x1000 + seq,
@@ -955,6 +964,10 @@ mod tests {
         // The counter was read at 12: 12 and 13 (in the middle of thread 77's run) wait.
         round(&mut img, &page, 12, false, &mut out);
         assert_eq!((img.events, img.markers_written), (12, 1));
+        // Taken by the one busy ring's path, with the thread the window's path read.
+        for seq in 14..20 {
+            b.event(seq);
+        }
         round(&mut img, &page, 20, true, &mut out);
         for batch in &out {
             let events = decoded(batch)
