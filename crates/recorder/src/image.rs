@@ -48,17 +48,20 @@ impl Ring {
     }
 }
 
-/// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address)
-/// and the thread id. An empty slot has a zero first word (op tags start at 1).
-type Pending = [u64; 5];
+/// A record waiting in the window: the ring's 32 bytes (seq and op, addr, size, old address).
+/// An empty slot has a zero first word (op tags start at 1).
+type Pending = [u64; 4];
 
-const EMPTY: Pending = [0; 5];
+const EMPTY: Pending = [0; 4];
 
 /// The reorder window: slot `i` holds seq `next_seq + i`. A power-of-two ring reused across
 /// rounds (it grows by doubling only when a slow thread holds it open), so placing a record is
-/// one store and taking the front one load; records stay in their raw form until encoded.
+/// one store and taking the front one load; records stay in their raw form until encoded, laid
+/// out as in a ring, so that a thread's run at the front is encoded as one (`front_run`).
 struct Window {
     slots: Vec<Pending>,
+    /// The thread of each slot's record.
+    tids: Vec<u32>,
     /// Ring index of the front (seq `next_seq`).
     head: usize,
     /// Slots from the front up to and including the furthest record placed.
@@ -71,6 +74,7 @@ impl Window {
     fn new() -> Window {
         Window {
             slots: Vec::new(),
+            tids: Vec::new(),
             head: 0,
             len: 0,
         }
@@ -81,24 +85,27 @@ impl Window {
         self.slots.len() - 1
     }
 
-    /// Places a record `idx` slots after the front.
+    /// Places a record of thread `tid` `idx` slots after the front.
     #[inline]
-    fn put(&mut self, idx: usize, record: Pending) {
+    fn put(&mut self, idx: usize, record: Pending, tid: u32) {
         if idx >= self.slots.len() {
             self.grow(idx + 1);
         }
         let at = (self.head + idx) & self.mask();
         self.slots[at] = record;
+        self.tids[at] = tid;
         self.len = self.len.max(idx + 1);
     }
 
     fn grow(&mut self, need: usize) {
         let cap = need.next_power_of_two().max(Self::INITIAL);
         let mut slots = vec![EMPTY; cap];
-        for (i, slot) in slots.iter_mut().enumerate().take(self.len) {
-            *slot = self.slots[(self.head + i) & self.mask()];
+        let mut tids = vec![0; cap];
+        for i in 0..self.len {
+            let from = (self.head + i) & self.mask();
+            (slots[i], tids[i]) = (self.slots[from], self.tids[from]);
         }
-        self.slots = slots;
+        (self.slots, self.tids) = (slots, tids);
         self.head = 0;
     }
 
@@ -114,9 +121,31 @@ impl Window {
 
     #[inline]
     fn pop_front(&mut self) {
-        self.slots[self.head][0] = 0;
-        self.head = (self.head + 1) & self.mask();
-        self.len -= 1;
+        self.pop_front_run(1);
+    }
+
+    /// The front record (present) and those after it of the same thread, at most `limit`
+    /// (at least 1), up to the end of the slots' memory: the run `take_front` encodes at once.
+    /// It may hold holes; the run's check (`ChunkBuilder::push_run`) stops at the first.
+    #[inline]
+    fn front_run(&self, limit: usize) -> (&[Pending], u32) {
+        let end = self.len.min(limit).min(self.slots.len() - self.head);
+        let tid = self.tids[self.head];
+        let same = self.tids[self.head + 1..self.head + end.max(1)]
+            .iter()
+            .take_while(|&&t| t == tid)
+            .count();
+        (&self.slots[self.head..self.head + 1 + same], tid)
+    }
+
+    /// Empties the `n` slots at the front, which do not wrap (`front_run`).
+    #[inline]
+    fn pop_front_run(&mut self, n: usize) {
+        for slot in &mut self.slots[self.head..self.head + n] {
+            slot[0] = 0;
+        }
+        self.head = (self.head + n) & self.mask();
+        self.len -= n;
     }
 }
 
@@ -503,42 +532,43 @@ impl Image {
             ring.tail = head; // impossible unless the shim is broken: resynchronise
             return 0;
         }
-        let mut records = 0;
+        let (mut records, mut tid) = (0, ring.tid);
         while ring.tail < head {
-            let slot = (ring.tail as usize) & (RING_RECORDS - 1);
-            let [seq_op, addr, size, old] =
-                ring.map.read_record(RING_HEADER_BYTES + slot * RECORD_SIZE);
-            ring.tail += 1;
-            let tag = (seq_op >> OP_SHIFT) as u8;
-            if tag == OP_RING_OWNER {
-                ring.tid = addr as u32;
-                continue;
+            // The records up to the head or the end of the ring's memory, read in place.
+            let published = ring.published(RING_RECORDS);
+            for &[seq_op, addr, size, old] in published {
+                let tag = (seq_op >> OP_SHIFT) as u8;
+                if tag == OP_RING_OWNER {
+                    tid = addr as u32;
+                    continue;
+                }
+                if Op::from_tag(tag & !OP_HAS_STACK).is_none() {
+                    self.misplaced += 1;
+                    continue;
+                }
+                records += 1;
+                // A seq behind the window wraps to a huge index.
+                let idx = (seq_op & SEQ_MASK).wrapping_sub(self.next_seq);
+                if idx > MAX_WINDOW {
+                    self.misplaced += 1;
+                    continue;
+                }
+                self.window
+                    .put(idx as usize, [seq_op, addr, size, old], tid);
             }
-            if Op::from_tag(tag & !OP_HAS_STACK).is_none() {
-                self.misplaced += 1;
-                continue;
-            }
-            let seq = seq_op & SEQ_MASK;
-            records += 1;
-            let Some(idx) = seq.checked_sub(self.next_seq) else {
-                self.misplaced += 1;
-                continue;
-            };
-            if idx > MAX_WINDOW {
-                self.misplaced += 1;
-                continue;
-            }
-            self.window
-                .put(idx as usize, [seq_op, addr, size, old, u64::from(ring.tid)]);
+            ring.tail += published.len() as u64;
         }
+        ring.tid = tid;
         ring.map
             .atomic_u64(RING_TAIL_OFFSET)
             .store(ring.tail, Ordering::Release);
         records
     }
 
-    /// Encodes the window's front run of records below the anchor `c`. With `skip_holes` (the
-    /// image is gone and its rings are empty) holes are skipped and everything is taken.
+    /// Encodes the window's front run of records below the anchor `c`, each thread's run of
+    /// consecutive seqs as one (`ChunkBuilder::push_run`, as the direct paths). With
+    /// `skip_holes` (the image is gone and its rings are empty) holes are skipped and
+    /// everything is taken.
     fn take_front(
         &mut self,
         c: u64,
@@ -547,7 +577,7 @@ impl Image {
         chunk: &mut ChunkBuilder,
     ) {
         while let Some(front) = self.window.front() {
-            let Some(&[seq_op, addr, size, old_addr, tid]) = front else {
+            let Some(&[seq_op, ..]) = front else {
                 if !skip_holes {
                     break;
                 }
@@ -560,14 +590,28 @@ impl Image {
             if seq >= c && !skip_holes {
                 break;
             }
-            self.window.pop_front();
             if self.markers.front().is_some_and(|m| m.seq <= seq) {
                 self.flush_markers_before(seq, chunk);
             }
-            chunk.push_records(&[[seq_op, addr, size, old_addr]], tid as u32);
-            self.next_seq = seq + 1;
-            self.records += 1;
-            self.events += 1;
+            // The run stops before the cut, the next marker's place and a full chunk.
+            let cut = if skip_holes { u64::MAX } else { c };
+            let stop = self.markers.front().map_or(cut, |m| m.seq.min(cut));
+            let room = batches.chunk_records.saturating_sub(chunk.len()).max(1);
+            let limit = (stop - seq).min(room as u64) as usize;
+            let (run, tid) = self.window.front_run(limit);
+            let k = match chunk.push_run(run, seq, tid) {
+                // Not possible (the front is `next_seq`, its tag checked by `ring_to_window`):
+                // the checked path counts it.
+                0 => {
+                    chunk.push_records(&run[..1], tid);
+                    1
+                }
+                k => k,
+            };
+            self.window.pop_front_run(k);
+            self.next_seq = seq + k as u64;
+            self.records += k as u64;
+            self.events += k as u64;
             if chunk.len() >= batches.chunk_records {
                 self.seal_chunk(batches, chunk);
             }
@@ -619,7 +663,7 @@ mod tests {
     use trace::Record;
 
     fn record(seq: u64) -> Pending {
-        [seq | 1 << OP_SHIFT, seq, 0, 0, 0]
+        [seq | 1 << OP_SHIFT, seq, 0, 0]
     }
 
     /// Pops the front run of present records, returning their seqs.
@@ -641,6 +685,13 @@ mod tests {
     impl Producer {
         /// One ring record (seq and op, address, size, old address), published.
         pub(super) fn push_record(&mut self, rec: [u64; 4]) {
+            self.write_record(rec);
+            self.publish();
+        }
+
+        /// One ring record written but not published yet (a thread between its write and
+        /// its head's store: `publish`).
+        pub(super) fn write_record(&mut self, rec: [u64; 4]) {
             let at = RING_HEADER_BYTES + (self.head as usize & (RING_RECORDS - 1)) * RECORD_SIZE;
             for (i, word) in rec.into_iter().enumerate() {
                 self.map
@@ -648,6 +699,10 @@ mod tests {
                     .store(word, Ordering::Relaxed);
             }
             self.head += 1;
+        }
+
+        /// Publishes the records written so far.
+        pub(super) fn publish(&mut self) {
             self.map
                 .atomic_u64(RING_HEAD_OFFSET)
                 .store(self.head, Ordering::Release);
@@ -869,6 +924,74 @@ mod tests {
         assert_eq!((tail(&a), tail(&b)), (a.head, b.head));
     }
 
+    /// A thread that holds its records back (seq 2 reserved, written later) sends the others'
+    /// to the window; its front is encoded a thread's run at a time, each run stopping at a
+    /// change of thread, a marker's place, the anchor cut and a full chunk.
+    #[test]
+    fn window_runs_keep_threads_markers_cuts_and_chunk_bounds() {
+        let (mut img, page, mut a) = image_with_ring();
+        let ring_len = RING_HEADER_BYTES + RING_RECORDS * RECORD_SIZE;
+        let ring_fd = crate::sys::memfd(ring_len);
+        img.add_ring(&ring_fd).unwrap();
+        let mut b = Producer {
+            map: Mapping::map(&ring_fd, ring_len).unwrap(),
+            head: 0,
+        };
+        let a_seqs = [0, 1, 3, 4, 5, 9, 10, 11, 12, 13];
+        for seq in a_seqs {
+            a.event(seq);
+        }
+        // Thread 88 announces itself with its held records: the window's path reads it.
+        b.write_record([u64::from(OP_RING_OWNER) << OP_SHIFT, 88, 0, 0]);
+        for seq in [2, 6, 7, 8] {
+            b.write_record([
+                seq | u64::from(Op::Malloc as u8) << OP_SHIFT,
+                0x1000 + seq,
+                16,
+                0,
+            ]);
+        }
+        img.add_marker(Marker {
+            seq: 5,
+            t_ns: 5,
+            tid: 77,
+            label: "m".into(),
+        });
+        let mut out = Vec::new();
+        round(&mut img, &page, 20, false, &mut out);
+        assert_eq!(img.events, 2, "seq 2 not published: the window waits");
+        b.publish();
+        // The counter was read at 12: 12 and 13 (in the middle of thread 77's run) wait.
+        round(&mut img, &page, 12, false, &mut out);
+        assert_eq!((img.events, img.markers_written), (12, 1));
+        // Taken by the one busy ring's path, with the thread the window's path read.
+        for seq in 14..20 {
+            b.event(seq);
+        }
+        round(&mut img, &page, 20, true, &mut out);
+        for batch in &out {
+            let events = decoded(batch)
+                .iter()
+                .filter(|r| matches!(r, Record::Event(_)))
+                .count();
+            assert!(events <= 4, "a chunk holds at most chunk_records events");
+        }
+        let tid = |s: u64| if a_seqs.contains(&s) { 77 } else { 88 };
+        let mut want: Vec<(u64, u32)> = (0..20).map(|s| (s, tid(s))).collect();
+        want.insert(5, (5, 0));
+        assert_eq!(seqs_and_tids(&out), want);
+        let addrs: Vec<u64> = out
+            .iter()
+            .flat_map(decoded)
+            .filter_map(|r| match r {
+                Record::Event(e) => Some(e.addr),
+                Record::Marker(_) => None,
+            })
+            .collect();
+        assert_eq!(addrs, (0..20).map(|s| 0x1000 + s).collect::<Vec<_>>());
+        assert_eq!((img.events, img.holes, img.misplaced), (20, 0, 0));
+    }
+
     #[test]
     fn one_busy_ring_leaves_records_past_the_cut_in_the_ring() {
         let (mut img, page, mut producer) = image_with_ring();
@@ -906,16 +1029,17 @@ mod tests {
         for round in 0..10u64 {
             let n = 3000 + round * 100;
             for i in (0..n).rev() {
-                w.put(i as usize, record(next + i));
+                w.put(i as usize, record(next + i), 7);
             }
             let run = take_run(&mut w);
             assert_eq!(run, (next..next + n).collect::<Vec<_>>());
             next += n;
         }
-        w.put(1, record(next + 1));
+        w.put(1, record(next + 1), 7);
         w.put(
             Window::INITIAL * 3,
             record(next + Window::INITIAL as u64 * 3),
+            7,
         );
         assert_eq!(
             w.front(),
@@ -925,6 +1049,37 @@ mod tests {
         w.pop_front(); // the hole skipped
         assert_eq!(take_run(&mut w), vec![next + 1]);
         assert_eq!(w.len, Window::INITIAL * 3 - 1);
+    }
+
+    /// A front run is one thread's, at most the limit, and ends where the slots' memory does
+    /// (the rest follows from the start); a hole in it is left to the run's check.
+    #[test]
+    fn front_runs_stop_at_a_thread_change_the_limit_and_the_wrap() {
+        let mut w = Window::new();
+        let near_end = Window::INITIAL as u64 - 3;
+        for i in 0..near_end {
+            w.put(i as usize, record(i), 1);
+        }
+        assert_eq!(w.front_run(usize::MAX).0.len(), near_end as usize);
+        w.pop_front_run(near_end as usize);
+        // Seqs near_end.. of threads 5, 5, 5 | 5, 6, and a hole after them.
+        for (i, tid) in [5, 5, 5, 5, 6].into_iter().enumerate() {
+            w.put(i, record(near_end + i as u64), tid);
+        }
+        w.put(6, record(near_end + 6), 6);
+        let seqs = |run: &[Pending]| run.iter().map(|r| r[0] & SEQ_MASK).collect::<Vec<_>>();
+        let (run, tid) = w.front_run(2);
+        assert_eq!((seqs(run), tid), (vec![near_end, near_end + 1], 5));
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!(run.len(), 3, "up to the end of the slots");
+        assert_eq!(tid, 5);
+        w.pop_front_run(3);
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!((seqs(run), tid), (vec![near_end + 3], 5));
+        w.pop_front_run(1);
+        let (run, tid) = w.front_run(usize::MAX);
+        assert_eq!((seqs(run)[0], tid), (near_end + 4, 6));
+        assert!(run.len() <= 3, "a hole's slot ends the run or is in it");
     }
 }
 
@@ -958,9 +1113,12 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// --ignored --exact image::drain_cost::drain_cost --nocapture`, RECORDER_TESTS being the
 /// binary of `cargo test --release -p recorder --lib --no-run`; the figure is callgrind's total
 /// over the events printed. `PATTERN=realloc` for bench/programs/thread-churn.c's realloc mode
-/// instead of its churn. With `ZSTD_LEVEL=L` each chunk is also compressed at level L (as
-/// the recorder's compressor threads do; `--toggle-collect='*UncompressedChunk::compress*'`
-/// counts that) and the bytes per event printed; `CHUNK_RECORDS` sets the chunk size (2^16).
+/// instead of its churn; `HOLD=1` for a thread that holds its records back (written, not
+/// published) from the middle of each round to the next, which sends the rest of that round and
+/// all of the next through the window. With `ZSTD_LEVEL=L` each chunk is also compressed at
+/// level L (as the recorder's compressor threads do;
+/// `--toggle-collect='*UncompressedChunk::compress*'` counts that) and the bytes per event
+/// printed; `CHUNK_RECORDS` sets the chunk size (2^16).
 #[cfg(test)]
 mod drain_cost {
     use super::tests::Producer;
@@ -974,6 +1132,8 @@ mod drain_cost {
         slots: Vec<u64>,
         free_lists: Vec<Vec<u64>>,
         fresh: u64,
+        /// The thread's records are written but not published (`HOLD`).
+        held: bool,
     }
 
     impl Calls {
@@ -991,7 +1151,10 @@ mod drain_cost {
 
         fn push(&mut self, seq: &mut u64, op: Op, addr: u64, size: u64, old: u64) {
             self.producer
-                .push_record([*seq | (op as u64) << OP_SHIFT, addr, size, old]);
+                .write_record([*seq | (op as u64) << OP_SHIFT, addr, size, old]);
+            if !self.held {
+                self.producer.publish();
+            }
             *seq += 1;
         }
 
@@ -1049,8 +1212,8 @@ mod drain_cost {
 
     /// THREADS threads churning (a free and a malloc in one of 64 slots each) or, with
     /// `PATTERN=realloc`, resizing blocks in 256 slots, in turns of 1 to 24 calls, EVENTS events
-    /// drained in rounds of 2^15, everything published (the merge's direct path), without
-    /// addresses.
+    /// drained in rounds of 2^15, everything published (the merge's direct path; `HOLD=1`: the
+    /// window's), without addresses.
     #[test]
     #[ignore]
     fn drain_cost() {
@@ -1063,6 +1226,7 @@ mod drain_cost {
         let threads = env("THREADS", 2) as usize;
         let events = env("EVENTS", 2_000_000);
         let realloc = std::env::var("PATTERN").is_ok_and(|p| p == "realloc");
+        let hold = env("HOLD", 0) != 0;
         let page_fd = crate::sys::memfd(PAGE_BYTES);
         let page = Mapping::map(&page_fd, PAGE_BYTES).unwrap();
         let chunk = ChunkBuilder::new(trace::ChunkEncoder::new(1), false);
@@ -1086,6 +1250,7 @@ mod drain_cost {
                 slots: vec![0; 256],
                 free_lists,
                 fresh: base + 0x10_0000,
+                held: false,
             });
         }
         let mut sizes = vec![vec![0u64; 256]; threads];
@@ -1107,8 +1272,13 @@ mod drain_cost {
         let mut t = 0;
         while seq < events {
             let round_end = (seq + (1 << 15)).min(events);
+            let hold_from = seq + (1 << 14);
             while seq < round_end {
                 t = (t + 1 + next() as usize % threads.max(2)) % threads;
+                if hold && seq >= hold_from && calls.iter().all(|c| !c.held) {
+                    // Preempted between reserving a seq and publishing it: the others go on.
+                    calls[t].held = true;
+                }
                 for _ in 0..1 + next() % 24 {
                     if realloc {
                         calls[t].realloc(&mut seq, &mut sizes[t], next());
@@ -1135,8 +1305,22 @@ mod drain_cost {
                 }
                 spare.push(b.into_buffer());
             }
+            for c in calls.iter_mut().filter(|c| c.held) {
+                c.held = false;
+                c.producer.publish();
+            }
         }
-        assert_eq!(img.events, seq);
+        // What the last round held back.
+        img.start_round(seq * 10);
+        img.drain(
+            true,
+            &mut Batches {
+                spare: &mut spare,
+                out: &mut out,
+                chunk_records,
+            },
+        );
+        assert_eq!((img.events, img.holes), (seq, 0));
         eprintln!("drain_cost: {} events", seq);
         if compressor.is_some() {
             // Chunks still in the encoder are not counted.
