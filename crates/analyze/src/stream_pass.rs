@@ -62,9 +62,15 @@ fn empty_if_no_marker(records: &mut Vec<Record>) {
     unsafe { records.set_len(0) }
 }
 
-/// Read, decode and analyse `chunks` one after another on this thread, into one record buffer:
-/// what a thread analysing a stream beside others does, and the serial path (`--threads 1`).
-/// Stops where the pipelined pass stops, with the same records analysed.
+/// Records decoded at a time on the serial path: 4096 records of 56 bytes (224 KiB) are read
+/// by the pass from the caches the decoder wrote them to, where a whole chunk's (28 MiB for
+/// 2^19 records) went to memory and back.
+const SLICE: usize = 1 << 12;
+
+/// Read, decode and analyse `chunks` one after another on this thread, a slice of each at a
+/// time, into one small record buffer: what a thread analysing a stream beside others does, and
+/// the serial path (`--threads 1`). Stops where the pipelined pass stops, with the same records
+/// analysed (those of a damaged chunk before its damage included).
 pub(crate) fn inline(
     chunks: impl Iterator<Item = Result<RawChunk, TraceError>>,
     analyzer: &mut ProcessAnalyzer,
@@ -73,34 +79,41 @@ pub(crate) fn inline(
 ) -> Option<(Stop, u64)> {
     let mut decoder = ChunkDecoder::new();
     let mut records: Vec<Record> = Vec::new();
+    if records.try_reserve_exact(SLICE).is_err() {
+        return Some((Stop::OutOfMemory, 0));
+    }
     let mut done = 0u64;
     for chunk in chunks {
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => return Some((Stop::Damaged(e), done)),
         };
-        let n = chunk.chunk.records as usize;
-        records.clear();
-        let room = if records.capacity() == 0 {
-            blockmap::huge_pages::try_vec_with_capacity(n).map(|r| records = r)
-        } else {
-            records.try_reserve_exact(n).ok()
-        };
-        if room.is_none() {
-            return Some((Stop::OutOfMemory, done));
-        }
-        if let Err(e) = chunk.decode_into(&mut decoder, &mut records) {
-            return Some((Stop::Damaged(e), done));
-        }
-        let n = records.len() as u64;
+        let mut fed = 0u64;
+        let decoded = chunk.decode_in_slices(&mut decoder, &mut records, SLICE, |slice| {
+            fed += slice.len() as u64;
+            feed(analyzer, sites.as_deref_mut(), slice);
+            slice.clear();
+        });
+        fed += records.len() as u64;
         feed(analyzer, sites.as_deref_mut(), &mut records);
-        done += n;
-        progress.advance(n);
+        records.clear();
+        done += fed;
+        progress.advance(fed);
         if analyzer.lost_blocks() > 0 {
             return Some((Stop::OutOfMemory, done));
         }
+        if let Err(e) = decoded {
+            return Some((Stop::Damaged(e), done));
+        }
     }
     None
+}
+
+
+/// A chunk decoded by a helper: its records (up to the damage, if any) and what stopped it.
+struct Decoded {
+    records: Vec<Record>,
+    stopped: Option<Stop>,
 }
 
 /// Why the analysis of a stream stopped before its end.
@@ -138,7 +151,8 @@ pub(crate) fn pipelined(
         let _ = pool_tx.send(Vec::new());
     }
     let pool_rx = Mutex::new(pool_rx);
-    let (dec_tx, dec_rx) = sync_channel::<(u64, Result<Vec<Record>, Stop>)>(buffers);
+    // Each chunk's records (those before the damage, for a damaged one) and what stopped it.
+    let (dec_tx, dec_rx) = sync_channel::<(u64, Decoded)>(buffers);
     // Set when the pass stops early: the reader stops reading, decoders stop decoding, and the
     // channels are drained so that no helper stays blocked on a full channel.
     let stop = AtomicBool::new(false);
@@ -183,14 +197,15 @@ pub(crate) fn pipelined(
                     } else {
                         records.try_reserve_exact(n).ok()
                     };
-                    let decoded = match room {
-                        None => Err(Stop::OutOfMemory),
-                        Some(()) if stop.load(Ordering::Relaxed) => Ok(records),
+                    let stopped = match room {
+                        None => Some(Stop::OutOfMemory),
+                        Some(()) if stop.load(Ordering::Relaxed) => None,
                         Some(()) => chunk
                             .and_then(|c| c.decode_into(&mut decoder, &mut records))
                             .map_err(Stop::Damaged)
-                            .map(|()| records),
+                            .err(),
                     };
+                    let decoded = Decoded { records, stopped };
                     if dec_tx.send((i, decoded)).is_err() {
                         return;
                     }
@@ -199,30 +214,30 @@ pub(crate) fn pipelined(
         }
         drop(dec_tx);
         // Chunks finish decoding out of order: hold the early ones (at most the chunks in flight).
-        let mut pending: BTreeMap<u64, Result<Vec<Record>, Stop>> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, Decoded> = BTreeMap::new();
         let mut next = 0u64;
         'receive: for (i, batch) in dec_rx.iter() {
             pending.insert(i, batch);
-            while let Some(batch) = pending.remove(&next) {
+            while let Some(Decoded {
+                mut records,
+                stopped,
+            }) = pending.remove(&next)
+            {
                 next += 1;
-                match batch {
-                    Ok(mut records) => {
-                        let n = records.len() as u64;
-                        feed(analyzer, sites.as_deref_mut(), &mut records);
-                        done += n;
-                        progress.advance(n);
-                        let _ = pool_tx.send(records);
-                        if analyzer.lost_blocks() > 0 {
-                            failure = Some((Stop::OutOfMemory, done));
-                            break 'receive;
-                        }
-                    }
-                    Err(e) => {
-                        // The failed chunk's buffer is gone: a new one takes its place.
-                        let _ = pool_tx.send(Vec::new());
-                        failure = Some((e, done));
-                        break 'receive;
-                    }
+                // As on the serial path: the records before a damage are analysed, and a
+                // want of memory is said before the damage.
+                let n = records.len() as u64;
+                feed(analyzer, sites.as_deref_mut(), &mut records);
+                done += n;
+                progress.advance(n);
+                let _ = pool_tx.send(records);
+                if analyzer.lost_blocks() > 0 {
+                    failure = Some((Stop::OutOfMemory, done));
+                    break 'receive;
+                }
+                if let Some(e) = stopped {
+                    failure = Some((e, done));
+                    break 'receive;
                 }
             }
         }
@@ -230,9 +245,8 @@ pub(crate) fn pipelined(
         // the decoded channel closes when the last decoder returns. Every buffer goes back to
         // the pool, so that no decoder waits for one for ever.
         stop.store(true, Ordering::Relaxed);
-        // (A failed chunk's buffer is gone: a new one takes its place.)
-        let give_back = |batch: Result<Vec<Record>, Stop>| {
-            let _ = pool_tx.send(batch.unwrap_or_default());
+        let give_back = |batch: Decoded| {
+            let _ = pool_tx.send(batch.records);
         };
         pending.into_values().for_each(give_back);
         for (_, batch) in dec_rx.iter() {

@@ -71,14 +71,31 @@ impl RawChunk {
         decoder: &mut ChunkDecoder,
         out: &mut Vec<Record>,
     ) -> Result<(), TraceError> {
-        decoder
-            .decode(&self.payload, out)
-            .map_err(|e| TraceError::CorruptChunk {
-                path: self.path.to_path_buf(),
-                chunk: self.chunk.index,
-                offset: self.chunk.offset,
-                what: e.0,
-            })
+        let result = decoder.decode(&self.payload, out);
+        result.map_err(|e| self.corrupt(e))
+    }
+
+    /// The chunk's records in seq order, `slice` at a time through `each`, the last ones left in
+    /// `out` (see [`ChunkDecoder::decode_in_slices`]): on error, the records before the damage
+    /// have been handed to `each` or are in `out`.
+    pub fn decode_in_slices(
+        &self,
+        decoder: &mut ChunkDecoder,
+        out: &mut Vec<Record>,
+        slice: usize,
+        each: impl FnMut(&mut Vec<Record>),
+    ) -> Result<(), TraceError> {
+        let result = decoder.decode_in_slices(&self.payload, out, slice, each);
+        result.map_err(|e| self.corrupt(e))
+    }
+
+    fn corrupt(&self, e: crate::codec::DecodeError) -> TraceError {
+        TraceError::CorruptChunk {
+            path: self.path.to_path_buf(),
+            chunk: self.chunk.index,
+            offset: self.chunk.offset,
+            what: e.0,
+        }
     }
 }
 

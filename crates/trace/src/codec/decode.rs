@@ -62,8 +62,24 @@ impl ChunkDecoder {
     }
 
     /// Decodes one events chunk payload into `out` (cleared first; its capacity is reused).
-    /// On error `out` holds an unspecified prefix of the records.
+    /// On error `out` holds the records before the damage.
     pub fn decode(&mut self, payload: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
+        self.decode_in_slices(payload, out, usize::MAX, |_| {})
+    }
+
+    /// Decodes one events chunk payload `slice` records at a time: `each` is handed `out` every
+    /// time it holds `slice` records, and must leave it empty; the last records of the chunk
+    /// (up to `slice`) are left in `out`. A consumer that reads each slice as it comes reads
+    /// records still in the caches, where a whole chunk's (28 MiB for 2^19 records) went to
+    /// memory and back. On error, the slices before the damage have been handed over and `out`
+    /// holds the records after them, up to the damage.
+    pub fn decode_in_slices(
+        &mut self,
+        payload: &[u8],
+        out: &mut Vec<Record>,
+        slice: usize,
+        each: impl FnMut(&mut Vec<Record>),
+    ) -> Result<(), DecodeError> {
         out.clear();
         if payload.len() < 4 {
             return Err(bad("events payload too short"));
@@ -89,7 +105,7 @@ impl ChunkDecoder {
                 .map_err(|e| DecodeError(format!("zstd: {e}")))
                 .and_then(|n| {
                     if n == raw_len as usize && raw.len() == n {
-                        self.decode_raw(&raw, out)
+                        self.decode_raw(&raw, out, slice.max(1), each)
                     } else {
                         Err(bad("decompressed size differs from the declared size"))
                     }
@@ -101,20 +117,29 @@ impl ChunkDecoder {
     }
 
     /// Decodes a decompressed chunk: its header, its columns, then its records.
-    fn decode_raw(&mut self, raw: &[u8], out: &mut Vec<Record>) -> Result<(), DecodeError> {
+    fn decode_raw(
+        &mut self,
+        raw: &[u8],
+        out: &mut Vec<Record>,
+        slice: usize,
+        each: impl FnMut(&mut Vec<Record>),
+    ) -> Result<(), DecodeError> {
         let mut c = Cursor::new(raw);
         let header = read_header(&mut c, raw.len(), &mut self.tids, &mut self.anchors)?;
         let columns = ChunkColumns::read(&mut c, &header)?;
-        self.decode_records(&header, columns, out)
+        self.decode_records(&header, columns, out, slice, each)
     }
 
     /// The record loop: each record's op byte, seq and thread, then a marker's time and label,
-    /// or an event's size and addresses and its time.
+    /// or an event's size and addresses and its time. `out` goes to `each` whenever it holds
+    /// `slice` records (at least 1).
     fn decode_records(
         &mut self,
         header: &ChunkHeader,
         columns: ChunkColumns<'_>,
         out: &mut Vec<Record>,
+        slice: usize,
+        mut each: impl FnMut(&mut Vec<Record>),
     ) -> Result<(), DecodeError> {
         let ChunkColumns {
             mut ops,
@@ -136,7 +161,7 @@ impl ChunkDecoder {
         stack_predictor.clear();
         // Every record takes at least its op byte: a count beyond that is a lie, not a reason
         // to reserve memory.
-        out.reserve((n as usize).min(ops.remaining()));
+        out.reserve((n as usize).min(ops.remaining()).min(slice));
         let predictor = &mut self.predictor;
         predictor.reset();
         let producers = &mut self.producers;
@@ -152,6 +177,10 @@ impl ChunkDecoder {
         let mut threads = ThreadRuns::new(&self.tids, tid_runs);
 
         for i in 0..n {
+            if out.len() >= slice {
+                each(out);
+                out.clear();
+            }
             let byte = ops.byte().ok_or_else(|| ends_early("op"))?;
             let seq = gap.seq(i, expected)?;
             let tid = threads.next()?;
