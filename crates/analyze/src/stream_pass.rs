@@ -109,7 +109,6 @@ pub(crate) fn inline(
     None
 }
 
-
 /// A chunk decoded by a helper: its records (up to the damage, if any) and what stopped it.
 struct Decoded {
     records: Vec<Record>,

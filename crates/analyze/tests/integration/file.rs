@@ -177,6 +177,73 @@ fn a_corrupt_chunk_stops_its_stream_with_a_warning() {
     assert!(p.life_calls < 10_001, "{}", p.life_calls);
 }
 
+/// A chunk whose checksum is right that decodes partway (its header claims 120 records, its
+/// columns hold 100): the records before the damage are analysed, the same on the serial path
+/// (which decodes a chunk in slices, feeding each as it comes) and the pipelined one (which
+/// decodes it whole on a helper thread).
+#[test]
+fn a_chunk_that_fails_partway_is_analysed_up_to_its_damage_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.alt");
+    let (info, seq) = two_processes().remove(0);
+    let (before, rest) = seq.records.split_at(1000);
+    let (middle, after) = rest.split_at(100);
+    let mut encoder = trace::codec::ChunkEncoder::new(1);
+    for r in middle {
+        let trace::Record::Event(e) = r else {
+            panic!("no marker among these records")
+        };
+        encoder.push_event(e).unwrap();
+    }
+    let mut chunk = encoder.finish_raw(Vec::new()).unwrap();
+    // The header: first seq, flags, then the record count (varints).
+    let count_at = varint_ends(&chunk.raw, 2);
+    assert_eq!(chunk.raw[count_at], 100);
+    chunk.raw[count_at] = 120;
+    let damaged = chunk
+        .compress(&mut zstd::bulk::Compressor::new(1).unwrap())
+        .unwrap();
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w =
+            TraceWriter::new(std::io::BufWriter::new(file), &TraceHeader::default()).unwrap();
+        let id = w.begin_process(&info).unwrap();
+        w.write_records(id, before, 100).unwrap();
+        w.write_events(id, &damaged).unwrap();
+        w.write_records(id, after, 100).unwrap();
+        w.end_process(id, EndReason::Exit, seq.records.len() as u64)
+            .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+    }
+    for threads in [1, 2] {
+        let options = Options {
+            threads: Some(threads),
+            ..Options::default()
+        };
+        let r = analyze_file(&path, &options).unwrap().analysis;
+        let p = &r.processes[0];
+        assert_eq!(p.life_calls, 1100, "threads {threads}: up to the damage");
+        assert!(p.truncated);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("ends early")),
+            "{:?}",
+            r.warnings
+        );
+    }
+}
+
+/// Where the varint after the first `n` of `bytes` starts.
+fn varint_ends(bytes: &[u8], n: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        while bytes[at] & 0x80 != 0 {
+            at += 1;
+        }
+        at += 1;
+    }
+    at
+}
+
 /// A chunk whose checksum is right but whose content does not decode, followed by many good
 /// chunks: the stream stops at it (no hang while helpers still hold chunks), the rest is analysed.
 #[test]

@@ -480,12 +480,54 @@ fn damaged_columns_give_errors(synthetic: bool) {
             .compress(&mut zstd::bulk::Compressor::new(1).unwrap())
             .unwrap()
             .payload;
-        failures += usize::from(decoder.decode(&payload, &mut out).is_err());
+        let whole = decoder.decode(&payload, &mut out);
+        failures += usize::from(whole.is_err());
+        same_in_slices(&mut decoder, &payload, &out, whole.is_err());
     }
     assert!(
         failures > 100,
         "only {failures} of 400 damaged chunks were refused"
     );
+}
+
+/// Decoding `payload` in slices of 7 hands over `whole` (what `decode` gave), then leaves the
+/// rest, up to the same damage.
+fn same_in_slices(decoder: &mut ChunkDecoder, payload: &[u8], whole: &[Record], failed: bool) {
+    let mut sliced = Vec::new();
+    let mut left = Vec::new();
+    let result = decoder.decode_in_slices(payload, &mut left, 7, |slice| {
+        assert_eq!(slice.len(), 7);
+        sliced.append(slice);
+    });
+    sliced.append(&mut left);
+    assert_eq!(sliced, whole);
+    assert_eq!(result.is_err(), failed);
+}
+
+/// A chunk decoded in slices of every size hands over the records `decode` gives, in order,
+/// in slices of exactly that size, the last ones (at most a slice) left in the buffer.
+#[test]
+fn slices_hand_over_the_records_of_a_whole_decode() {
+    let mut enc = ChunkEncoder::new(1);
+    for e in varied_events(3000, 11) {
+        enc.push_event(&e).unwrap();
+    }
+    let payload = enc.finish().unwrap().unwrap().payload;
+    let whole = decode_payload(&payload).unwrap();
+    let mut decoder = ChunkDecoder::new();
+    for slice in [0, 1, 2, 999, 1000, 2999, 3000, 3001, usize::MAX] {
+        let mut sliced = Vec::new();
+        let mut left = Vec::new();
+        decoder
+            .decode_in_slices(&payload, &mut left, slice, |s| {
+                assert_eq!(s.len(), slice.max(1));
+                sliced.append(s);
+            })
+            .unwrap();
+        assert!(!left.is_empty() && left.len() <= slice.max(1), "{slice}");
+        sliced.append(&mut left);
+        assert_eq!(sliced, whole, "slices of {slice}");
+    }
 }
 
 #[test]
@@ -712,7 +754,9 @@ fn damaged_sampled_stack_columns_give_errors_not_panics() {
         .compress(&mut zstd::bulk::Compressor::new(1).unwrap())
         .unwrap()
         .payload;
-        failures += usize::from(decoder.decode(&payload, &mut out).is_err());
+        let whole = decoder.decode(&payload, &mut out);
+        failures += usize::from(whole.is_err());
+        same_in_slices(&mut decoder, &payload, &out, whole.is_err());
     }
     assert!(
         failures > 100,
