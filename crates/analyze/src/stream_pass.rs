@@ -14,7 +14,7 @@ use crate::sites::SiteAnalyzer;
 /// Raw (compressed) chunks read ahead of the decoders.
 const CHUNKS_AHEAD: usize = 2;
 
-/// Decoder threads at most. Decoded records take 48 bytes each (24 MiB per chunk of 2^19), and
+/// Decoder threads at most. Decoded records take 56 bytes each (28 MiB per chunk of 2^19), and
 /// each decoder needs a buffer of its own: the buffers, one per decoder plus the pass's, are
 /// most of the analysis's memory after the live set. One decoder keeps up with the pass on most
 /// traces (see `decoders_beside`); a second covers the rest.
