@@ -278,7 +278,11 @@ impl SitePass {
             .calibration
             .as_ref()
             .and_then(|c| c.estimates(self.estimator, peaks));
-        let sites = self
+        // Collected into a vector of its own size: collected in place, the result kept the
+        // accumulators' vector (a slot per stack id of the trace, used or not): 18 MiB for each
+        // of the 77 images of a python3 trace with every stack, 1.4 GB held until the output.
+        let mut sites = Vec::with_capacity(self.sites.iter().filter(|a| a.used).count());
+        let used = self
             .sites
             .into_iter()
             .enumerate()
@@ -313,8 +317,8 @@ impl SitePass {
                     free_left_bytes: held.free_left,
                     ..a.stats
                 }
-            })
-            .collect();
+            });
+        sites.extend(used);
         ProcessSites {
             info: self.info,
             peak_live_bytes: self.peak_bytes,
@@ -729,7 +733,17 @@ mod tests {
             let fed = sites_of(&events, sampling, true);
             let alone = sites_of(&events, sampling, false);
             assert!(fed.sites.iter().any(|s| s.ended > 0 && s.leaked_blocks > 0));
-            assert_eq!(format!("{fed:?}"), format!("{alone:?}"));
+            assert_eq!(fed.peak_live_bytes, alone.peak_live_bytes);
+            assert_eq!(fed.sites.len(), alone.sites.len());
+            for (a, b) in fed.sites.iter().zip(&alone.sites) {
+                let sampled = sampling.is_some();
+                // Compared whole (their Debug form), reported by site: a site is long to print.
+                assert!(
+                    format!("{a:?}") == format!("{b:?}"),
+                    "site {} differs (sampled: {sampled})",
+                    a.stack
+                );
+            }
         }
     }
 }
