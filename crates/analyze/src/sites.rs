@@ -17,8 +17,9 @@ use trace::{Event, Op, ProcessInfo, Record, TraceError, TraceReader};
 
 use crate::block_observer::BlockObserver;
 use crate::calibration::{self, Calibration, Estimator};
+use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
-use crate::live_blocks::{Live, LiveBlocks};
+use crate::live_blocks::Live;
 use crate::residency::{SitesReading, SitesResidency};
 use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
 
@@ -425,9 +426,12 @@ impl BlockObserver for SitePass {
 /// The sites of one image on their own: `push` its events in seq order, then `finish`. It
 /// matches frees to blocks itself; `analyze` instead feeds a `SitePass` from the process
 /// pass's live set.
+#[derive(Clone)]
 pub struct SiteAnalyzer {
     pass: SitePass,
-    live: LiveBlocks<SiteTag>,
+    /// Its live blocks by address: a map that can be cloned (`examples/estimator_error.rs`
+    /// finishes one analysis with several estimators).
+    live: FastMap<u64, (Live, SiteTag)>,
 }
 
 impl SiteAnalyzer {
@@ -438,7 +442,7 @@ impl SiteAnalyzer {
     fn from_pass(pass: SitePass) -> Self {
         SiteAnalyzer {
             pass,
-            live: LiveBlocks::with_capacity(0),
+            live: FastMap::default(),
         }
     }
 
@@ -479,7 +483,7 @@ impl SiteAnalyzer {
             cell: 0,
         };
         let tag = self.pass.tag(e, false);
-        if let Some((old, old_tag)) = self.live.insert(e.addr, live, tag) {
+        if let Some((old, old_tag)) = self.live.insert(e.addr, (live, tag)) {
             self.pass.replaced(old_tag, &old);
         }
         self.pass.begin(e);
@@ -487,7 +491,7 @@ impl SiteAnalyzer {
 
     fn end(&mut self, addr: u64, e: &Event) {
         // None: allocated before tracing began.
-        if let Some((live, tag)) = self.live.remove(addr) {
+        if let Some((live, tag)) = self.live.remove(&addr) {
             self.pass.end(tag, &live, e);
         }
     }
@@ -526,7 +530,7 @@ impl SiteAnalyzer {
     }
 
     pub fn finish(mut self) -> ProcessSites {
-        for (live, tag) in self.live.values() {
+        for (live, tag) in std::mem::take(&mut self.live).into_values() {
             self.pass.live_at_end(tag, &live);
         }
         self.pass.finish()
@@ -554,7 +558,6 @@ pub fn trace_sites<R: Read + Seek>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::FastMap;
 
     fn info() -> ProcessInfo {
         ProcessInfo {
