@@ -21,7 +21,7 @@ use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
 use crate::live_blocks::Live;
 use crate::residency::{SitesReading, SitesResidency};
-use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
+use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight, WeightCache};
 
 /// What one stack did in one process image.
 #[derive(Debug, Clone, Default)]
@@ -154,6 +154,7 @@ pub struct SitePass {
     /// Peaks reached so far: a site saves its live bytes the first time it changes after one.
     peaks: u64,
     sampling: Option<Sampling>,
+    weights: Option<WeightCache>,
     /// With sampling: the sample and the exact totals per site and size, for `estimator`.
     calibration: Option<Calibration>,
     estimator: Estimator,
@@ -175,6 +176,7 @@ impl SitePass {
             peak_bytes: 0,
             peaks: 0,
             sampling: None,
+            weights: None,
             calibration: None,
             estimator: Estimator::default(),
             cut_is_end: false,
@@ -187,6 +189,7 @@ impl SitePass {
     pub fn with_sampling(info: ProcessInfo, sampling: Option<Sampling>) -> Self {
         SitePass {
             sampling,
+            weights: sampling.map(WeightCache::new),
             calibration: sampling.map(Calibration::new),
             ..Self::new(info)
         }
@@ -211,8 +214,9 @@ impl SitePass {
     }
 
     /// How an allocation of `size` from `stack` counts in the estimates (None: no estimates).
-    fn weight(&self, stack: u32, size: u64) -> Option<Weight> {
-        self.sampling.filter(|_| stack != 0).map(|s| s.weight(size))
+    fn weight(&mut self, stack: u32, size: u64) -> Option<Weight> {
+        let weights = self.weights.as_mut().filter(|_| stack != 0)?;
+        Some(weights.weight(size))
     }
 
     fn site(&mut self, stack: u32) -> &mut Acc {
