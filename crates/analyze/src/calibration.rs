@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use crate::hash::FastMap;
-use crate::sampling::{Estimate, Sampling, Weight};
+use crate::sampling::{Estimate, Sampling, Weight, WeightCache};
 
 /// The estimated figures, in this order in the arrays below.
 pub const CALLS: usize = 0;
@@ -177,7 +177,7 @@ struct Stratum {
 /// The sampled allocations per site and size, and the exact totals per size, of one image.
 #[derive(Debug, Clone)]
 pub struct Calibration {
-    sampling: Sampling,
+    weights: WeightCache,
     cells: FastMap<(u32, u64), Cell>,
     strata: FastMap<u64, Stratum>,
 }
@@ -185,14 +185,14 @@ pub struct Calibration {
 impl Calibration {
     pub fn new(sampling: Sampling) -> Self {
         Calibration {
-            sampling,
+            weights: WeightCache::new(sampling),
             cells: FastMap::default(),
             strata: FastMap::default(),
         }
     }
 
-    fn key(&self, size: u64) -> (u64, Weight) {
-        let w = self.sampling.weight(size);
+    fn key(&mut self, size: u64) -> (u64, Weight) {
+        let w = self.weights.weight(size);
         let key = if w.certain || size == 0 {
             UNCALIBRATED
         } else {

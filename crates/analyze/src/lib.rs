@@ -17,6 +17,7 @@
 //! assert_eq!(report.stats.lifetimes.median_calls, Some(0));
 //! ```
 pub mod analysis;
+pub mod block_observer;
 pub mod calibration;
 pub mod call_sites;
 pub mod error;

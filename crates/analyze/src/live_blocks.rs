@@ -5,6 +5,10 @@
 //! A block whose figures do not fit the packed form (a size of 16 MiB or more, a start past
 //! 78 hours or 2^40 calls, a (thread, phase) cell past 65,534) is kept whole in a side map, its
 //! packed slot saying so: rare blocks, the same figures.
+//!
+//! Beside each block, a tag of the pass that follows the blocks the live set matched
+//! (`crate::block_observer`): the call sites' pass keeps the block's stack there, so that its
+//! frees are matched once, by this set. Without such a pass the tag is `()` and takes no room.
 
 use crate::hash::FastMap;
 use crate::live_set::LiveSet;
@@ -66,13 +70,21 @@ impl Packed {
     }
 }
 
-/// The live blocks by address (or block id): a map from key to `Live`.
-pub struct LiveBlocks {
-    set: LiveSet<Packed>,
-    wide: FastMap<u64, Live>,
+/// A block in the set: its packed figures and its tag.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot<T> {
+    packed: Packed,
+    tag: T,
 }
 
-impl LiveBlocks {
+/// The live blocks by address (or block id): a map from key to `Live` and a tag `T`.
+pub struct LiveBlocks<T: Copy + Default = ()> {
+    set: LiveSet<Slot<T>>,
+    /// The wide blocks, with their tags (their slots hold `Packed::WIDE`).
+    wide: FastMap<u64, (Live, T)>,
+}
+
+impl<T: Copy + Default> LiveBlocks<T> {
     pub fn with_capacity(capacity: usize) -> Self {
         LiveBlocks {
             set: LiveSet::with_capacity(capacity),
@@ -99,25 +111,29 @@ impl LiveBlocks {
     }
 
     #[inline(always)]
-    fn open(&mut self, key: u64, old: Option<Packed>) -> Option<Live> {
+    fn open(&mut self, key: u64, old: Option<Slot<T>>) -> Option<(Live, T)> {
         let old = old?;
-        if old.is_wide() {
+        if old.packed.is_wide() {
             self.wide.remove(&key)
         } else {
-            Some(old.unpack())
+            Some((old.packed.unpack(), old.tag))
         }
     }
 
-    /// Insert or replace; returns the block that was there. `key` must not be 0.
+    /// Insert or replace; returns the block that was there, with its tag. `key` must not be 0.
     #[inline(always)]
-    pub fn insert(&mut self, key: u64, live: Live) -> Option<Live> {
+    pub fn insert(&mut self, key: u64, live: Live, tag: T) -> Option<(Live, T)> {
         let old = match Packed::pack(&live) {
-            Some(p) => self.set.insert(key, p),
+            Some(packed) => self.set.insert(key, Slot { packed, tag }),
             None => {
-                let old = self.set.insert(key, Packed::WIDE);
+                let wide = Slot {
+                    packed: Packed::WIDE,
+                    tag,
+                };
+                let old = self.set.insert(key, wide);
                 // The side map's entry for `key`, if any, is the old block: taken first.
                 let old = self.open(key, old);
-                self.wide.insert(key, live);
+                self.wide.insert(key, (live, tag));
                 return old;
             }
         };
@@ -125,18 +141,18 @@ impl LiveBlocks {
     }
 
     #[inline(always)]
-    pub fn remove(&mut self, key: u64) -> Option<Live> {
+    pub fn remove(&mut self, key: u64) -> Option<(Live, T)> {
         let old = self.set.remove(key);
         self.open(key, old)
     }
 
-    /// Every live block, in no particular order.
-    pub fn values(&self) -> impl Iterator<Item = Live> + '_ {
+    /// Every live block with its tag, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = (Live, T)> + '_ {
         let packed = self
             .set
             .values()
-            .filter(|p| !p.is_wide())
-            .map(Packed::unpack);
+            .filter(|slot| !slot.packed.is_wide())
+            .map(|slot| (slot.packed.unpack(), slot.tag));
         packed.chain(self.wide.values().copied())
     }
 }
@@ -152,7 +168,7 @@ mod tests {
     #[test]
     fn wide_and_packed_blocks_answer_like_a_map() {
         let mut s = LiveBlocks::with_capacity(4);
-        let mut m: HashMap<u64, Live> = HashMap::new();
+        let mut m: HashMap<u64, (Live, u32)> = HashMap::new();
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         for i in 0..200_000u64 {
             rng ^= rng << 13;
@@ -178,19 +194,26 @@ mod tests {
                     i as u32 % 0xFFFF
                 },
             };
+            // The tag follows its block, packed or wide.
+            let tag = i as u32;
             if !(rng >> 20).is_multiple_of(3) {
-                assert_eq!(s.insert(key, live), m.insert(key, live));
+                assert_eq!(s.insert(key, live, tag), m.insert(key, (live, tag)));
             } else {
                 assert_eq!(s.remove(key), m.remove(&key));
             }
             assert_eq!(s.len(), m.len());
         }
-        let mut a: Vec<(u64, u64)> = s.values().map(|l| (l.start_seq, l.size)).collect();
-        let mut b: Vec<(u64, u64)> = m.values().map(|l| (l.start_seq, l.size)).collect();
+        let mut a: Vec<(u64, u64, u32)> =
+            s.values().map(|(l, t)| (l.start_seq, l.size, t)).collect();
+        let mut b: Vec<(u64, u64, u32)> =
+            m.values().map(|(l, t)| (l.start_seq, l.size, *t)).collect();
         a.sort_unstable();
         b.sort_unstable();
         assert_eq!(a, b);
-        let wide = m.values().filter(|l| Packed::pack(l).is_none()).count();
+        let wide = m
+            .values()
+            .filter(|(l, _)| Packed::pack(l).is_none())
+            .count();
         assert!(wide > 0);
         assert_eq!(
             s.wide.len(),

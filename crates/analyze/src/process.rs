@@ -6,6 +6,7 @@
 use trace::{Event, Marker, Op, ProcessInfo, Record};
 
 use crate::analysis::{PhaseReport, ProcessReport, ThreadReport};
+use crate::block_observer::{BlockObserver, NoObserver};
 use crate::hash::FastMap;
 use crate::histogram::SizeCounts;
 use crate::live_blocks::{Live, LiveBlocks};
@@ -88,8 +89,10 @@ struct Cell {
 /// What every event reads and updates besides its cell: the live set and the live figures of the
 /// process and of each thread. Kept apart from the cells so that an event borrows its cell once
 /// (one bounds check) while these are updated.
-struct LiveState {
-    live: LiveBlocks,
+struct LiveState<O: BlockObserver> {
+    live: LiveBlocks<O::Tag>,
+    /// Told which block each event begins and ends (the call sites' pass, or nothing).
+    observer: O,
     /// The thread of each cell (`Cell::thread`), apart from the cells' figures: read on every
     /// end and realloc.
     cell_threads: Vec<u32>,
@@ -107,10 +110,11 @@ struct LiveState {
 ///
 /// Each event updates exactly one (thread, phase) cell; process, thread and phase figures are merged
 /// from the cells at the end, and with a phase filter only the cells of selected phases are merged.
-pub struct ProcessAnalyzer {
+/// `O` follows the blocks the pass matches (`with_observer`).
+pub struct ProcessAnalyzer<O: BlockObserver = NoObserver> {
     info: ProcessInfo,
     config: Config,
-    state: LiveState,
+    state: LiveState<O>,
     /// Peaks of the current phase; the process peaks are merged from the selected phases' peaks.
     phase_peaks: Peaks,
     thread_index: FastMap<u32, u32>,
@@ -155,6 +159,13 @@ const LIVE_CAPACITY: usize = 1 << 12;
 
 impl ProcessAnalyzer {
     pub fn new(info: ProcessInfo, config: &Config) -> Self {
+        Self::with_observer(info, config, NoObserver)
+    }
+}
+
+impl<O: BlockObserver> ProcessAnalyzer<O> {
+    /// The pass, telling `observer` which block each event begins and ends.
+    pub fn with_observer(info: ProcessInfo, config: &Config, observer: O) -> Self {
         let config = config.clone();
         let selected = matches(&config.phase, "start");
         let start = Phase {
@@ -169,6 +180,7 @@ impl ProcessAnalyzer {
             info,
             state: LiveState {
                 live: LiveBlocks::with_capacity(LIVE_CAPACITY),
+                observer,
                 cell_threads: Vec::new(),
                 live_bytes: 0,
                 live_allocations: 0,
@@ -379,6 +391,7 @@ impl ProcessAnalyzer {
         self.last_seq = e.seq;
         self.last_ns = e.t_ns;
         let state = &mut self.state;
+        state.observer.event(e);
         // The one bounds check of the event's cell: its figures are updated through `cell`.
         let cell = &mut self.cells[c as usize];
         cell.stats.calls[e.op as usize] += 1;
@@ -387,7 +400,8 @@ impl ProcessAnalyzer {
                 if e.addr == 0 {
                     cell.stats.null_frees += 1;
                     Moved::Not
-                } else if let Some(l) = state.live.remove(e.addr) {
+                } else if let Some((l, tag)) = state.live.remove(e.addr) {
+                    state.observer.end(tag, &l, e);
                     state.end(&l, e, &mut self.cells)
                 } else {
                     cell.stats.unmatched_frees += 1;
@@ -440,6 +454,7 @@ impl ProcessAnalyzer {
     /// The stream was cut short (damaged chunk): the report says truncated.
     pub fn mark_truncated(&mut self) {
         self.info.truncated = true;
+        self.state.observer.mark_truncated();
     }
 
     /// Current process-wide live figures: (bytes, allocations).
@@ -448,12 +463,18 @@ impl ProcessAnalyzer {
     }
 
     /// Close the stream: what is still live is leaked; build the report.
-    pub fn finish(mut self) -> ProcessReport {
+    pub fn finish(self) -> ProcessReport {
+        self.finish_with_observer().0
+    }
+
+    /// `finish`, and the observer, told of the blocks still live.
+    pub fn finish_with_observer(mut self) -> (ProcessReport, O) {
         self.close_phase();
         self.timelines
             .shrink_to(timeline_points_for(self.calls, self.config.timeline_points));
-        for l in self.state.live.values() {
+        for (l, tag) in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
+            self.state.observer.live_at_end(tag, &l);
         }
         self.state.live = LiveBlocks::with_capacity(0);
         let life = self.calls;
@@ -516,7 +537,7 @@ impl ProcessAnalyzer {
             })
             .collect();
         thread_reports.sort_by_key(|t| t.tid);
-        ProcessReport {
+        let report = ProcessReport {
             pid: self.info.pid,
             ppid: self.info.ppid,
             exec_index: self.info.exec_index,
@@ -533,11 +554,12 @@ impl ProcessAnalyzer {
             threads: thread_reports,
             phases: phase_reports,
             memory: None,
-        }
+        };
+        (report, self.state.observer)
     }
 }
 
-impl LiveState {
+impl<O: BlockObserver> LiveState<O> {
     /// A new allocation (or a realloc of an unknown pointer, which starts a chain we can follow)
     /// in cell `c`, which is `cell`.
     #[inline(always)]
@@ -551,13 +573,16 @@ impl LiveState {
             size,
             cell: c,
         };
-        if let Some(old) = self.live.insert(e.addr, l) {
+        let tag = self.observer.tag(e, false);
+        if let Some((old, old_tag)) = self.live.insert(e.addr, l, tag) {
             // The allocator handed out an address we think is live: its free was not traced
             // (e.g. made through an entry point we do not see). Count it as unmatched and drop it.
+            self.observer.replaced(old_tag, &old);
             self.drop_live(&old);
             cell.stats.unmatched_frees += 1;
             moved = Moved::Any;
         }
+        self.observer.begin(e);
         let (bytes, wrapped) = self.live_bytes.overflowing_add(size);
         if wrapped {
             moved = Moved::Any;
@@ -615,7 +640,8 @@ impl LiveState {
         if e.addr == 0 {
             if e.size == 0 {
                 // realloc(p, 0) returning NULL freed p.
-                if let Some(l) = self.live.remove(e.old_addr) {
+                if let Some((l, tag)) = self.live.remove(e.old_addr) {
+                    self.observer.end(tag, &l, e);
                     return self.end(&l, e, cells);
                 }
                 cells[c as usize].stats.unmatched_frees += 1;
@@ -625,18 +651,23 @@ impl LiveState {
             }
             return Moved::Not;
         }
-        let Some(mut l) = self.live.remove(e.old_addr) else {
+        let Some((mut l, tag)) = self.live.remove(e.old_addr) else {
             // Resizing a block allocated before tracing began: follow it from here.
             let cell = &mut cells[c as usize];
             cell.stats.unmatched_reallocs += 1;
             return self.start(e, c, cell);
         };
+        // For the observer, the old block ends and a new one begins; the chain goes on here.
+        self.observer.end(tag, &l, e);
+        let tag = self.observer.tag(e, true);
         let (old, new) = (l.size, e.size);
         l.size = new;
-        if let Some(other) = self.live.insert(e.addr, l) {
+        if let Some((other, other_tag)) = self.live.insert(e.addr, l, tag) {
+            self.observer.replaced(other_tag, &other);
             self.drop_live(&other);
             cells[c as usize].stats.unmatched_frees += 1;
         }
+        self.observer.begin(e);
         self.live_bytes = self.live_bytes.wrapping_sub(old).wrapping_add(new);
         self.cumulated_upper = self.cumulated_upper.wrapping_add(new);
         self.cumulated_lower = self.cumulated_lower.wrapping_sub(old).wrapping_add(new);

@@ -7,15 +7,21 @@
 //! recorded at the old block's site) and starts the new one at the realloc's stack, as a free
 //! and an allocation would; a failed realloc counts as a call and leaves the block as it was.
 //! Memory is bounded by the live set plus one accumulator per stack id.
+//!
+//! `SitePass` counts; which block an event begins or ends it is told (`BlockObserver`), its
+//! per-block state (`SiteTag`) kept in the live set of the pass that matched the block: the
+//! process pass's in `analyze`, `SiteAnalyzer`'s own when the sites are read alone.
 use std::io::{Read, Seek};
 
 use trace::{Event, Op, ProcessInfo, Record, TraceError, TraceReader};
 
+use crate::block_observer::BlockObserver;
 use crate::calibration::{self, Calibration, Estimator};
 use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
+use crate::live_blocks::Live;
 use crate::residency::{SitesReading, SitesResidency};
-use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight};
+use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight, WeightCache};
 
 /// What one stack did in one process image.
 #[derive(Debug, Clone, Default)]
@@ -78,12 +84,48 @@ pub struct ProcessSites {
     pub residency: Option<SitesReading>,
 }
 
-#[derive(Clone)]
-struct Block {
+/// What the pass keeps of a live block, in the live set's value beside the block's figures
+/// (`BlockObserver::Tag`): its stack, and where it started when a realloc moved it (the set's
+/// `Live` keeps the start of the realloc chain; a site counts the moved block from the realloc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SiteTag {
     stack: u32,
-    size: u64,
-    seq: u64,
-    t_ns: u64,
+    /// 0: the block started where its `Live` starts; else its start in `MovedStarts`.
+    moved: u32,
+}
+
+/// The starts (seq, ns) of the live blocks a realloc moved, by `SiteTag::moved`: a slab whose
+/// slots are reused once their block ends.
+#[derive(Clone, Default)]
+struct MovedStarts {
+    starts: Vec<(u64, u64)>,
+    free: Vec<u32>,
+}
+
+impl MovedStarts {
+    fn put(&mut self, start: (u64, u64)) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.starts[i as usize - 1] = start;
+            return i;
+        }
+        self.starts.push(start);
+        u32::try_from(self.starts.len()).expect("fewer than 2^32 live blocks")
+    }
+
+    /// Where the block of `tag` (whose figures are `live`) started: (seq, ns).
+    fn start(&self, tag: SiteTag, live: &Live) -> (u64, u64) {
+        match tag.moved {
+            0 => (live.start_seq, live.start_ns),
+            i => self.starts[i as usize - 1],
+        }
+    }
+
+    /// The block of `tag` ended: its slot, if any, is free again.
+    fn release(&mut self, tag: SiteTag) {
+        if tag.moved != 0 {
+            self.free.push(tag.moved);
+        }
+    }
 }
 
 #[derive(Default, Clone)]
@@ -100,17 +142,19 @@ struct Acc {
     saved_est: Estimate,
 }
 
-/// The streaming pass of one image: `push` its events in seq order, then `finish`.
+/// The per-site figures of one image, told which block each event begins and ends by the pass
+/// that matches them (`crate::process::ProcessAnalyzer::with_observer`, or `SiteAnalyzer`).
 #[derive(Clone)]
-pub struct SiteAnalyzer {
+pub struct SitePass {
     info: ProcessInfo,
     sites: Vec<Acc>,
-    live: FastMap<u64, Block>,
+    moved: MovedStarts,
     live_bytes: u64,
     peak_bytes: u64,
     /// Peaks reached so far: a site saves its live bytes the first time it changes after one.
     peaks: u64,
     sampling: Option<Sampling>,
+    weights: Option<WeightCache>,
     /// With sampling: the sample and the exact totals per site and size, for `estimator`.
     calibration: Option<Calibration>,
     estimator: Estimator,
@@ -122,16 +166,17 @@ pub struct SiteAnalyzer {
     stream_cut: bool,
 }
 
-impl SiteAnalyzer {
+impl SitePass {
     pub fn new(info: ProcessInfo) -> Self {
-        SiteAnalyzer {
+        SitePass {
             info,
             sites: Vec::new(),
-            live: FastMap::default(),
+            moved: MovedStarts::default(),
             live_bytes: 0,
             peak_bytes: 0,
             peaks: 0,
             sampling: None,
+            weights: None,
             calibration: None,
             estimator: Estimator::default(),
             cut_is_end: false,
@@ -140,43 +185,38 @@ impl SiteAnalyzer {
         }
     }
 
-    /// For a trace whose stacks were sampled: the sites' figures are also estimated
-    /// (`SiteStats::estimates`).
+    /// See `SiteAnalyzer::with_sampling`.
     pub fn with_sampling(info: ProcessInfo, sampling: Option<Sampling>) -> Self {
-        SiteAnalyzer {
+        SitePass {
             sampling,
+            weights: sampling.map(WeightCache::new),
             calibration: sampling.map(Calibration::new),
             ..Self::new(info)
         }
     }
 
-    /// Estimates the sampled sites' figures with `estimator` instead of the default (to measure
-    /// one against another: `examples/estimator_error.rs`).
+    /// See `SiteAnalyzer::with_estimator`.
     pub fn with_estimator(mut self, estimator: Estimator) -> Self {
         self.estimator = estimator;
         self
     }
 
-    /// Counts the blocks live where a truncated image's stream stops (killed, still running when the
-    /// recording ended, damage) as leaked, as if the cut were its end: the leaked figures are then
-    /// the blocks in use at the end of the trace, what an in-use profile shows (`profiles`). By
-    /// default a cut says nothing of whether they would have been freed, and none is leaked.
+    /// See `SiteAnalyzer::live_at_cut_is_leaked`.
     pub fn live_at_cut_is_leaked(mut self) -> Self {
         self.cut_is_end = true;
         self
     }
 
-    /// Takes each site's resident and free-left bytes at the reading of `readings` (the image's,
-    /// from a trace recorded with `--addresses`) that `crate::residency::site_reading` picks.
-    /// For every stack only: with sampled stacks, most blocks have no site.
+    /// See `SiteAnalyzer::with_residency`.
     pub fn with_residency(mut self, readings: &[trace::Residency]) -> Self {
         self.residency = SitesResidency::new(readings);
         self
     }
 
     /// How an allocation of `size` from `stack` counts in the estimates (None: no estimates).
-    fn weight(&self, stack: u32, size: u64) -> Option<Weight> {
-        self.sampling.filter(|_| stack != 0).map(|s| s.weight(size))
+    fn weight(&mut self, stack: u32, size: u64) -> Option<Weight> {
+        let weights = self.weights.as_mut().filter(|_| stack != 0)?;
+        Some(weights.weight(size))
     }
 
     fn site(&mut self, stack: u32) -> &mut Acc {
@@ -214,51 +254,7 @@ impl SiteAnalyzer {
         }
     }
 
-    fn begin(&mut self, e: &Event) {
-        if let Some(old) = self.live.insert(
-            e.addr,
-            Block {
-                stack: e.stack,
-                size: e.size,
-                seq: e.seq,
-                t_ns: e.t_ns,
-            },
-        ) {
-            // The address was live already (a free we did not see): it ended unobserved.
-            self.change_live(old.stack, 0, old.size);
-        }
-        self.change_live(e.stack, e.size, 0);
-    }
-
-    fn end(&mut self, addr: u64, e: &Event) {
-        let Some(b) = self.live.remove(&addr) else {
-            return; // allocated before tracing began
-        };
-        self.change_live(b.stack, 0, b.size);
-        let calls = e.seq.saturating_sub(b.seq).saturating_sub(1);
-        let weight = self.weight(b.stack, b.size);
-        if let Some(c) = &mut self.calibration {
-            c.ended(b.stack, b.size, calls == 0);
-        }
-        let acc = self.site(b.stack);
-        let lifetime_ns = e.t_ns.saturating_sub(b.t_ns);
-        if let Some(w) = weight {
-            acc.est.lifetimes.add(w, 1.0);
-            if calls == 0 {
-                acc.est.lifetime_zero.add(w, 1.0);
-            }
-            acc.est.lifetime_calls.add(calls, w.weight);
-            acc.est.lifetime_ns.add(lifetime_ns, w.weight);
-        }
-        let s = &mut acc.stats;
-        s.ended += 1;
-        if calls == 0 {
-            s.lifetime_zero += 1;
-        }
-        s.lifetime_calls.record(calls);
-        s.lifetime_ns.record(lifetime_ns);
-    }
-
+    /// An allocating call (failed ones included).
     fn call(&mut self, e: &Event) {
         let weight = self.weight(e.stack, e.size);
         if let Some(c) = &mut self.calibration {
@@ -277,68 +273,7 @@ impl SiteAnalyzer {
         s.sizes.record(e.size);
     }
 
-    pub fn push(&mut self, e: &Event) {
-        if let Some(r) = &mut self.residency {
-            r.on_event(e);
-        }
-        match e.op {
-            op if op.is_free() => {
-                if e.addr != 0 {
-                    self.end(e.addr, e);
-                }
-            }
-            Op::Realloc | Op::Reallocarray => {
-                self.call(e);
-                if e.addr == 0 {
-                    if e.size == 0 && e.old_addr != 0 {
-                        self.end(e.old_addr, e); // realloc(p, 0) freed p
-                    }
-                    return;
-                }
-                if e.old_addr != 0 {
-                    self.end(e.old_addr, e);
-                }
-                self.begin(e);
-            }
-            _ => {
-                self.call(e);
-                if e.addr != 0 {
-                    self.begin(e);
-                }
-            }
-        }
-    }
-
-    /// The stream was cut short (damage): its blocks still live at the cut are not leaks.
-    pub fn mark_truncated(&mut self) {
-        self.info.truncated = true;
-        self.stream_cut = true;
-    }
-
     pub fn finish(mut self) -> ProcessSites {
-        let live = std::mem::take(&mut self.live);
-        // A truncated image (cut by damage, killed, or still running at the end of the recording)
-        // says nothing of whether its blocks live at the cut would have been freed: none is
-        // counted as leaked, by site or in the estimates.
-        let never_freed = if self.info.truncated && !self.cut_is_end {
-            Default::default()
-        } else {
-            live
-        };
-        for b in never_freed.into_values() {
-            let weight = self.weight(b.stack, b.size);
-            if let Some(c) = &mut self.calibration {
-                c.leaked(b.stack, b.size);
-            }
-            let acc = self.site(b.stack);
-            if let Some(w) = weight {
-                acc.est.leaked_blocks.add(w, 1.0);
-                acc.est.leaked_bytes.add(w, b.size as f64);
-            }
-            let s = &mut acc.stats;
-            s.leaked_blocks += 1;
-            s.leaked_bytes += b.size;
-        }
         let residency = self
             .residency
             .take()
@@ -348,7 +283,11 @@ impl SiteAnalyzer {
             .calibration
             .as_ref()
             .and_then(|c| c.estimates(self.estimator, peaks));
-        let sites = self
+        // Collected into a vector of its own size: collected in place, the result kept the
+        // accumulators' vector (a slot per stack id of the trace, used or not): 18 MiB for each
+        // of the 77 images of a python3 trace with every stack, 1.4 GB held until the output.
+        let mut sites = Vec::with_capacity(self.sites.iter().filter(|a| a.used).count());
+        let used = self
             .sites
             .into_iter()
             .enumerate()
@@ -383,14 +322,222 @@ impl SiteAnalyzer {
                     free_left_bytes: held.free_left,
                     ..a.stats
                 }
-            })
-            .collect();
+            });
+        sites.extend(used);
         ProcessSites {
             info: self.info,
             peak_live_bytes: self.peak_bytes,
             sites,
             residency: residency.map(|(reading, _)| reading),
         }
+    }
+}
+
+impl BlockObserver for SitePass {
+    type Tag = SiteTag;
+
+    #[inline]
+    fn event(&mut self, e: &Event) {
+        if let Some(r) = &mut self.residency {
+            r.on_event(e);
+        }
+        if !e.op.is_free() {
+            self.call(e);
+        }
+    }
+
+    #[inline]
+    fn tag(&mut self, e: &Event, moved: bool) -> SiteTag {
+        SiteTag {
+            stack: e.stack,
+            moved: if moved {
+                self.moved.put((e.seq, e.t_ns))
+            } else {
+                0
+            },
+        }
+    }
+
+    #[inline]
+    fn begin(&mut self, e: &Event) {
+        self.change_live(e.stack, e.size, 0);
+    }
+
+    #[inline]
+    fn end(&mut self, tag: SiteTag, live: &Live, e: &Event) {
+        let (start_seq, start_ns) = self.moved.start(tag, live);
+        self.moved.release(tag);
+        let (stack, size) = (tag.stack, live.size);
+        self.change_live(stack, 0, size);
+        let calls = e.seq.saturating_sub(start_seq).saturating_sub(1);
+        let weight = self.weight(stack, size);
+        if let Some(c) = &mut self.calibration {
+            c.ended(stack, size, calls == 0);
+        }
+        let acc = self.site(stack);
+        let lifetime_ns = e.t_ns.saturating_sub(start_ns);
+        if let Some(w) = weight {
+            acc.est.lifetimes.add(w, 1.0);
+            if calls == 0 {
+                acc.est.lifetime_zero.add(w, 1.0);
+            }
+            acc.est.lifetime_calls.add(calls, w.weight);
+            acc.est.lifetime_ns.add(lifetime_ns, w.weight);
+        }
+        let s = &mut acc.stats;
+        s.ended += 1;
+        if calls == 0 {
+            s.lifetime_zero += 1;
+        }
+        s.lifetime_calls.record(calls);
+        s.lifetime_ns.record(lifetime_ns);
+    }
+
+    #[inline]
+    fn replaced(&mut self, tag: SiteTag, live: &Live) {
+        self.moved.release(tag);
+        self.change_live(tag.stack, 0, live.size);
+    }
+
+    fn live_at_end(&mut self, tag: SiteTag, live: &Live) {
+        // A truncated image (cut by damage, killed, or still running at the end of the
+        // recording) says nothing of whether its blocks live at the cut would have been freed:
+        // none is counted as leaked, by site or in the estimates.
+        if self.info.truncated && !self.cut_is_end {
+            return;
+        }
+        let (stack, size) = (tag.stack, live.size);
+        let weight = self.weight(stack, size);
+        if let Some(c) = &mut self.calibration {
+            c.leaked(stack, size);
+        }
+        let acc = self.site(stack);
+        if let Some(w) = weight {
+            acc.est.leaked_blocks.add(w, 1.0);
+            acc.est.leaked_bytes.add(w, size as f64);
+        }
+        let s = &mut acc.stats;
+        s.leaked_blocks += 1;
+        s.leaked_bytes += size;
+    }
+
+    fn mark_truncated(&mut self) {
+        self.info.truncated = true;
+        self.stream_cut = true;
+    }
+}
+
+/// The sites of one image on their own: `push` its events in seq order, then `finish`. It
+/// matches frees to blocks itself; `analyze` instead feeds a `SitePass` from the process
+/// pass's live set.
+#[derive(Clone)]
+pub struct SiteAnalyzer {
+    pass: SitePass,
+    /// Its live blocks by address: a map that can be cloned (`examples/estimator_error.rs`
+    /// finishes one analysis with several estimators).
+    live: FastMap<u64, (Live, SiteTag)>,
+}
+
+impl SiteAnalyzer {
+    pub fn new(info: ProcessInfo) -> Self {
+        Self::from_pass(SitePass::new(info))
+    }
+
+    fn from_pass(pass: SitePass) -> Self {
+        SiteAnalyzer {
+            pass,
+            live: FastMap::default(),
+        }
+    }
+
+    /// For a trace whose stacks were sampled: the sites' figures are also estimated
+    /// (`SiteStats::estimates`).
+    pub fn with_sampling(info: ProcessInfo, sampling: Option<Sampling>) -> Self {
+        Self::from_pass(SitePass::with_sampling(info, sampling))
+    }
+
+    /// Estimates the sampled sites' figures with `estimator` instead of the default (to measure
+    /// one against another: `examples/estimator_error.rs`).
+    pub fn with_estimator(self, estimator: Estimator) -> Self {
+        Self::from_pass(self.pass.with_estimator(estimator))
+    }
+
+    /// Counts the blocks live where a truncated image's stream stops (killed, still running when the
+    /// recording ended, damage) as leaked, as if the cut were its end: the leaked figures are then
+    /// the blocks in use at the end of the trace, what an in-use profile shows (`profiles`). By
+    /// default a cut says nothing of whether they would have been freed, and none is leaked.
+    pub fn live_at_cut_is_leaked(self) -> Self {
+        Self::from_pass(self.pass.live_at_cut_is_leaked())
+    }
+
+    /// Takes each site's resident and free-left bytes at the reading of `readings` (the image's,
+    /// from a trace recorded with `--addresses`) that `crate::residency::site_reading` picks.
+    /// For every stack only: with sampled stacks, most blocks have no site.
+    pub fn with_residency(self, readings: &[trace::Residency]) -> Self {
+        Self::from_pass(self.pass.with_residency(readings))
+    }
+
+    /// A new block at `e.addr` (the address was live already: a free we did not see, it ended
+    /// unobserved).
+    fn begin(&mut self, e: &Event) {
+        let live = Live {
+            start_seq: e.seq,
+            start_ns: e.t_ns,
+            size: e.size,
+            cell: 0,
+        };
+        let tag = self.pass.tag(e, false);
+        if let Some((old, old_tag)) = self.live.insert(e.addr, (live, tag)) {
+            self.pass.replaced(old_tag, &old);
+        }
+        self.pass.begin(e);
+    }
+
+    fn end(&mut self, addr: u64, e: &Event) {
+        // None: allocated before tracing began.
+        if let Some((live, tag)) = self.live.remove(&addr) {
+            self.pass.end(tag, &live, e);
+        }
+    }
+
+    pub fn push(&mut self, e: &Event) {
+        self.pass.event(e);
+        match e.op {
+            op if op.is_free() => {
+                if e.addr != 0 {
+                    self.end(e.addr, e);
+                }
+            }
+            Op::Realloc | Op::Reallocarray => {
+                if e.addr == 0 {
+                    if e.size == 0 && e.old_addr != 0 {
+                        self.end(e.old_addr, e); // realloc(p, 0) freed p
+                    }
+                    return;
+                }
+                if e.old_addr != 0 {
+                    self.end(e.old_addr, e);
+                }
+                self.begin(e);
+            }
+            _ => {
+                if e.addr != 0 {
+                    self.begin(e);
+                }
+            }
+        }
+    }
+
+    /// The stream was cut short (damage): its blocks still live at the cut are not leaks.
+    pub fn mark_truncated(&mut self) {
+        self.pass.mark_truncated();
+    }
+
+    pub fn finish(mut self) -> ProcessSites {
+        for (live, tag) in std::mem::take(&mut self.live).into_values() {
+            self.pass.live_at_end(tag, &live);
+        }
+        self.pass.finish()
     }
 }
 
@@ -498,5 +645,112 @@ mod tests {
         assert_eq!(s1.leaked_blocks + s2.leaked_blocks, 0);
         assert_eq!(s2.lifetime_ns.max(), 20);
         assert!(!by.contains_key(&0), "frees do not make stack 0 a site");
+    }
+
+    /// The sites of `events`, fed from the process pass's live set (in one chunk) or matched by
+    /// `SiteAnalyzer` itself.
+    fn sites_of(events: &[Event], sampling: Option<Sampling>, from_process: bool) -> ProcessSites {
+        if from_process {
+            let pass = SitePass::with_sampling(info(), sampling);
+            let config = crate::process::Config::default();
+            let mut a = crate::ProcessAnalyzer::with_observer(info(), &config, pass);
+            let records: Vec<Record> = events.iter().map(|e| Record::Event(*e)).collect();
+            a.feed_chunk(&records);
+            a.finish_with_observer().1.finish()
+        } else {
+            let mut a = SiteAnalyzer::with_sampling(info(), sampling);
+            for e in events {
+                a.push(e);
+            }
+            a.finish()
+        }
+    }
+
+    /// In one chunk: an address freed and handed out again to another stack, then freed; a
+    /// realloc that moves a block, its old address handed out again; a realloc in place. Each
+    /// free ends the block the live set holds at its address, at that block's stack, and a
+    /// moved block's lifetime counts from the realloc (the live set's figures keep the
+    /// chain's start).
+    #[test]
+    fn a_free_ends_the_block_the_live_set_matched() {
+        let events = [
+            ev(0, Op::Malloc, 0x10, 100, 0, 1),
+            ev(1, Op::Free, 0x10, 0, 0, 0),
+            ev(2, Op::Malloc, 0x10, 40, 0, 2), // the address again, another stack
+            ev(3, Op::Malloc, 0x50, 7, 0, 6),
+            ev(4, Op::Free, 0x10, 0, 0, 0), // stack 2's block: lifetime 1
+            ev(5, Op::Malloc, 0x20, 8, 0, 3),
+            ev(6, Op::Realloc, 0x30, 64, 0x20, 4), // stack 3's ends (0), stack 4's begins
+            ev(7, Op::Malloc, 0x20, 16, 0, 5),     // the old address again
+            ev(8, Op::Malloc, 0x60, 1, 0, 6),
+            ev(9, Op::Free, 0x30, 0, 0, 0), // stack 4's block: lifetime 2 (not 3)
+            ev(10, Op::Free, 0x20, 0, 0, 0), // stack 5's block: lifetime 2
+            ev(11, Op::Realloc, 0x50, 9, 0x50, 7), // in place: stack 6's ends (7)
+        ];
+        for from_process in [true, false] {
+            let r = sites_of(&events, None, from_process);
+            let by: FastMap<u32, &SiteStats> = r.sites.iter().map(|s| (s.stack, s)).collect();
+            let ended = |stack: u32| {
+                let s = by[&stack];
+                (
+                    s.ended,
+                    s.lifetime_calls.max(),
+                    s.lifetime_ns.max(),
+                    s.leaked_blocks,
+                    s.leaked_bytes,
+                )
+            };
+            let how = if from_process { "process" } else { "alone" };
+            assert_eq!(ended(1), (1, 0, 10, 0, 0), "{how}");
+            assert_eq!(ended(2), (1, 1, 20, 0, 0), "{how}");
+            assert_eq!(ended(3), (1, 0, 10, 0, 0), "{how}");
+            assert_eq!(ended(4), (1, 2, 30, 0, 0), "{how}");
+            assert_eq!(ended(5), (1, 2, 30, 0, 0), "{how}");
+            assert_eq!(ended(6), (1, 7, 80, 1, 1), "{how}");
+            assert_eq!(ended(7), (0, 0, 0, 1, 9), "{how}");
+            assert_eq!(r.peak_live_bytes, 100, "{how}");
+        }
+    }
+
+    /// Random allocations, frees and reallocs (moving, in place, to 0, failed, of unknown
+    /// blocks, onto live addresses) over few addresses: the sites fed from the process pass are
+    /// those `SiteAnalyzer` finds matching the frees itself, with every stack and sampled.
+    #[test]
+    fn sites_fed_by_the_process_pass_are_the_sites_found_alone() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut events = Vec::new();
+        for seq in 0..30_000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let addr = 16 * (1 + (rng >> 8) % 200);
+            let other = 16 * (1 + (rng >> 24) % 200);
+            let size = 1 + (rng >> 40) % 3000;
+            let stack = ((rng >> 50) % 12) as u32;
+            let e = match rng % 10 {
+                0..=3 => ev(seq, Op::Malloc, addr, size, 0, stack),
+                4..=6 => ev(seq, Op::Free, addr, 0, 0, 0),
+                7 => ev(seq, Op::Realloc, addr, size, other, stack),
+                8 => ev(seq, Op::Realloc, 0, (rng >> 60) % 2, other, stack),
+                _ => ev(seq, Op::Calloc, addr, size, 0, stack),
+            };
+            events.push(e);
+        }
+        for sampling in [None, Sampling::new(512)] {
+            let fed = sites_of(&events, sampling, true);
+            let alone = sites_of(&events, sampling, false);
+            assert!(fed.sites.iter().any(|s| s.ended > 0 && s.leaked_blocks > 0));
+            assert_eq!(fed.peak_live_bytes, alone.peak_live_bytes);
+            assert_eq!(fed.sites.len(), alone.sites.len());
+            for (a, b) in fed.sites.iter().zip(&alone.sites) {
+                let sampled = sampling.is_some();
+                // Compared whole (their Debug form), reported by site: a site is long to print.
+                assert!(
+                    format!("{a:?}") == format!("{b:?}"),
+                    "site {} differs (sampled: {sampled})",
+                    a.stack
+                );
+            }
+        }
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use trace::codec::ChunkDecoder;
 use trace::{RawChunk, Record, TraceError};
 
+use crate::block_observer::BlockObserver;
 use crate::process::ProcessAnalyzer;
-use crate::sites::SiteAnalyzer;
 
 /// Raw (compressed) chunks read ahead of the decoders.
 const CHUNKS_AHEAD: usize = 2;
@@ -30,22 +30,11 @@ pub(crate) fn decoders_beside(threads: usize) -> usize {
     threads.saturating_sub(1).clamp(1, MAX_DECODERS)
 }
 
-/// One decoded chunk through the pass (and the call sites' pass, when asked for). The buffer
-/// comes back empty when that costs nothing (see `empty_if_no_marker`).
-fn feed(
-    analyzer: &mut ProcessAnalyzer,
-    sites: Option<&mut SiteAnalyzer>,
-    records: &mut Vec<Record>,
-) {
+/// One decoded chunk through the pass (and its observer: the call sites' pass, when asked for).
+/// The buffer comes back empty when that costs nothing (see `empty_if_no_marker`).
+fn feed<O: BlockObserver>(analyzer: &mut ProcessAnalyzer<O>, records: &mut Vec<Record>) {
     let markers = analyzer.markers();
     analyzer.feed_chunk(records);
-    if let Some(sites) = sites {
-        for r in records.iter() {
-            if let Record::Event(e) = r {
-                sites.push(e);
-            }
-        }
-    }
     if analyzer.markers() == markers {
         empty_if_no_marker(records);
     }
@@ -71,10 +60,9 @@ const SLICE: usize = 1 << 12;
 /// time, into one small record buffer: what a thread analysing a stream beside others does, and
 /// the serial path (`--threads 1`). Stops where the pipelined pass stops, with the same records
 /// analysed (those of a damaged chunk before its damage included).
-pub(crate) fn inline(
+pub(crate) fn inline<O: BlockObserver>(
     chunks: impl Iterator<Item = Result<RawChunk, TraceError>>,
-    analyzer: &mut ProcessAnalyzer,
-    mut sites: Option<&mut SiteAnalyzer>,
+    analyzer: &mut ProcessAnalyzer<O>,
     progress: &dyn trace::Progress,
 ) -> Option<(Stop, u64)> {
     let mut decoder = ChunkDecoder::new();
@@ -91,11 +79,11 @@ pub(crate) fn inline(
         let mut fed = 0u64;
         let decoded = chunk.decode_in_slices(&mut decoder, &mut records, SLICE, |slice| {
             fed += slice.len() as u64;
-            feed(analyzer, sites.as_deref_mut(), slice);
+            feed(analyzer, slice);
             slice.clear();
         });
         fed += records.len() as u64;
-        feed(analyzer, sites.as_deref_mut(), &mut records);
+        feed(analyzer, &mut records);
         records.clear();
         done += fed;
         progress.advance(fed);
@@ -125,11 +113,10 @@ pub(crate) enum Stop {
 
 /// Read `chunks` on one helper thread, decode them on `decoders` others, analyse here, in order.
 /// Returns what stopped the stream, if anything, with the number of records analysed before it.
-pub(crate) fn pipelined(
+pub(crate) fn pipelined<O: BlockObserver>(
     chunks: impl Iterator<Item = Result<RawChunk, TraceError>> + Send,
     decoders: usize,
-    analyzer: &mut ProcessAnalyzer,
-    mut sites: Option<&mut SiteAnalyzer>,
+    analyzer: &mut ProcessAnalyzer<O>,
     progress: &dyn trace::Progress,
 ) -> Option<(Stop, u64)> {
     let decoders = decoders.clamp(1, MAX_DECODERS);
@@ -226,7 +213,7 @@ pub(crate) fn pipelined(
                 // As on the serial path: the records before a damage are analysed, and a
                 // want of memory is said before the damage.
                 let n = records.len() as u64;
-                feed(analyzer, sites.as_deref_mut(), &mut records);
+                feed(analyzer, &mut records);
                 done += n;
                 progress.advance(n);
                 let _ = pool_tx.send(records);

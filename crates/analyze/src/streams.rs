@@ -9,9 +9,10 @@ use std::sync::Mutex;
 use trace::{ChunkFile, ChunkRef, ProcessInfo, RawChunk, TraceError};
 
 use crate::analysis::ProcessReport;
+use crate::block_observer::BlockObserver;
 use crate::process::{Config, ProcessAnalyzer};
 use crate::sampling::Sampling;
-use crate::sites::{ProcessSites, SiteAnalyzer};
+use crate::sites::{ProcessSites, SitePass};
 use crate::stream_pass::{self, Stop};
 
 /// Streams analysed at once at most by default: each holds a record buffer (24 MiB for a
@@ -68,20 +69,13 @@ pub(crate) fn analyze_streams(
         // The serial path: every stream in order, everything on this thread.
         let outcomes = inputs
             .iter()
-            .map(|input| {
-                job.run(input, |a, s| {
-                    stream_pass::inline(read(&mut file, input), a, s, job.progress)
-                })
-            })
+            .map(|input| job.run(input, Feed::Inline(&mut file)))
             .collect();
         return Ok(outcomes);
     }
     let decoders = stream_pass::decoders_beside(threads);
-    let pipelined = |file: &mut ChunkFile, input: &StreamInput| {
-        job.run(input, |a, s| {
-            stream_pass::pipelined(read(file, input), decoders, a, s, job.progress)
-        })
-    };
+    let pipelined =
+        |file: &mut ChunkFile, input: &StreamInput| job.run(input, Feed::Pipelined(file, decoders));
     if inputs.len() <= 1 {
         // One stream at a time, each over every thread.
         return Ok(inputs.iter().map(|i| pipelined(&mut file, i)).collect());
@@ -110,9 +104,7 @@ pub(crate) fn analyze_streams(
     let take_inline = |file: &mut ChunkFile| {
         while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
             let input = &inputs[k];
-            let outcome = job.run(input, |a, s| {
-                stream_pass::inline(read(file, input), a, s, job.progress)
-            });
+            let outcome = job.run(input, Feed::Inline(file));
             store(k, outcome);
         }
     };
@@ -142,32 +134,55 @@ fn read<'a>(
         .map(move |c| file.read_chunk(input.stream, c))
 }
 
+/// How a stream's chunks are fed to its pass: read, decoded and analysed on this thread, or
+/// pipelined over this many decoder threads.
+enum Feed<'f> {
+    Inline(&'f mut ChunkFile),
+    Pipelined(&'f mut ChunkFile, usize),
+}
+
 impl StreamJob<'_> {
-    /// Analyse one image, its chunks fed by `feed`.
-    fn run(
+    /// Analyse one image, its chunks fed as `feed` says.
+    fn run(&self, input: &StreamInput, feed: Feed) -> StreamOutcome {
+        let info = &input.info;
+        if !self.sites {
+            let analyzer = ProcessAnalyzer::new(info.clone(), self.config);
+            return self.run_pass(input, feed, analyzer, |_| None);
+        }
+        // Per-stack figures in the same pass, when call sites are asked for and recorded,
+        // fed by the pass's own matching of frees to blocks. With every stack, each site's
+        // resident pages too (sampled stacks leave most blocks without a site: no estimate of
+        // them is made).
+        let sites = SitePass::with_sampling(info.clone(), self.sampling);
+        let sites = match self.sampling {
+            None => sites.with_residency(&input.readings),
+            Some(_) => sites,
+        };
+        let analyzer = ProcessAnalyzer::with_observer(info.clone(), self.config, sites);
+        self.run_pass(input, feed, analyzer, |s| Some(Box::new(s.finish())))
+    }
+
+    /// Feed `analyzer` the chunks of `input`, then finish it, its observer by `sites`.
+    fn run_pass<O: BlockObserver>(
         &self,
         input: &StreamInput,
-        feed: impl FnOnce(&mut ProcessAnalyzer, Option<&mut SiteAnalyzer>) -> Option<(Stop, u64)>,
+        feed: Feed,
+        mut analyzer: ProcessAnalyzer<O>,
+        sites: impl FnOnce(O) -> Option<Box<ProcessSites>>,
     ) -> StreamOutcome {
-        let info = &input.info;
-        let mut analyzer = ProcessAnalyzer::new(info.clone(), self.config);
-        // Per-stack figures in the same pass, when call sites are asked for and recorded.
-        // With every stack, each site's resident pages too (sampled stacks leave most blocks
-        // without a site: no estimate of them is made).
-        let mut sites = self.sites.then(|| {
-            let sites = SiteAnalyzer::with_sampling(info.clone(), self.sampling);
-            match self.sampling {
-                None => sites.with_residency(&input.readings),
-                Some(_) => sites,
+        let stop = match feed {
+            Feed::Inline(file) => {
+                stream_pass::inline(read(file, input), &mut analyzer, self.progress)
             }
-        });
-        let damage = match feed(&mut analyzer, sites.as_mut()) {
+            Feed::Pipelined(file, decoders) => {
+                stream_pass::pipelined(read(file, input), decoders, &mut analyzer, self.progress)
+            }
+        };
+        let damage = match stop {
             None => None,
             Some((Stop::Damaged(e), done)) => {
+                // The observer is told too: its blocks live at the cut are not leaks.
                 analyzer.mark_truncated();
-                if let Some(sites) = sites.as_mut() {
-                    sites.mark_truncated();
-                }
                 Some((e, done))
             }
             Some((Stop::OutOfMemory, records)) => {
@@ -175,9 +190,10 @@ impl StreamJob<'_> {
                 return StreamOutcome::OutOfMemory { records, live };
             }
         };
+        let (report, observer) = analyzer.finish_with_observer();
         StreamOutcome::Done {
-            sites: sites.map(|s| Box::new(s.finish())),
-            report: Box::new(analyzer.finish()),
+            sites: sites(observer),
+            report: Box::new(report),
             damage,
         }
     }
