@@ -21,6 +21,31 @@ fn malloc_info_text() -> String {
     s
 }
 
+/// mallinfo2 and malloc_info read back to back. The FILE is made (and allocates) before they
+/// read the bins.
+fn mallinfo2_and_malloc_info() -> (libc::mallinfo2, String) {
+    let mut tmp = tempfile::tempfile().unwrap();
+    // SAFETY: dup'd descriptor handed to fdopen; the FILE is closed below.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let fd = libc::dup(tmp.as_raw_fd());
+        let f = libc::fdopen(fd, c"w".as_ptr());
+        assert!(!f.is_null());
+        // A buffer big enough for the whole output: malloc_info's writes then allocate nothing.
+        let mut buf = vec![0u8; 1 << 20];
+        libc::setvbuf(f, buf.as_mut_ptr().cast(), libc::_IOFBF, buf.len());
+        let m = libc::mallinfo2();
+        assert_eq!(libc::malloc_info(0, f), 0);
+        libc::fclose(f);
+        drop(buf);
+        use std::io::Seek;
+        tmp.seek(std::io::SeekFrom::Start(0)).unwrap();
+        let mut s = String::new();
+        tmp.read_to_string(&mut s).unwrap();
+        (m, s)
+    }
+}
+
 #[test]
 fn malloc_info_free_bytes_are_mallinfo2s() {
     // A fragmented heap: every other block freed, in two size ranges, plus a big mmapped block.
@@ -38,26 +63,19 @@ fn malloc_info_free_bytes_are_mallinfo2s() {
     let big = vec![1u8; 4 << 20];
     // Warm up: the FILE of the first call allocates; the figures come from the second.
     let _ = malloc_info_text();
-    // The FILE is made (and allocates) before mallinfo2 and malloc_info read the bins.
-    let mut tmp = tempfile::tempfile().unwrap();
-    let (m, text) = unsafe {
-        use std::os::fd::AsRawFd;
-        let fd = libc::dup(tmp.as_raw_fd());
-        let f = libc::fdopen(fd, c"w".as_ptr());
-        assert!(!f.is_null());
-        // A buffer big enough for the whole output: malloc_info's writes then allocate nothing.
-        let mut buf = vec![0u8; 1 << 20];
-        libc::setvbuf(f, buf.as_mut_ptr().cast(), libc::_IOFBF, buf.len());
-        let m = libc::mallinfo2();
-        assert_eq!(libc::malloc_info(0, f), 0);
-        libc::fclose(f);
-        drop(buf);
-        use std::io::Seek;
-        tmp.seek(std::io::SeekFrom::Start(0)).unwrap();
-        let mut s = String::new();
-        tmp.read_to_string(&mut s).unwrap();
-        (m, s)
-    };
+    // The harness runs the crate's other tests on threads of this process: one that allocates
+    // between the two reads moves the bins, so the reads are taken again (a few times at most)
+    // until they saw the same bins; a parser that misreads them never agrees.
+    let (m, text) = (0..5)
+        .map(|_| mallinfo2_and_malloc_info())
+        .find(|(m, text)| {
+            let heap = agent::parse_malloc_info(text).unwrap();
+            heap.fast_bytes + heap.rest_bytes == m.fordblks as u64
+                && heap.fast_count + heap.rest_count == (m.ordblks + m.smblks) as u64
+                && heap.mmap_bytes == m.hblkhd as u64
+                && heap.system_current == m.arena as u64
+        })
+        .unwrap_or_else(mallinfo2_and_malloc_info);
     let heap = agent::parse_malloc_info(&text).unwrap();
     assert!(!heap.arenas.is_empty());
     assert_eq!(
