@@ -170,7 +170,7 @@ struct al_proc {
     union {
         struct {
             _Atomic uint16_t state;
-            _Atomic uint16_t free_stacks; /* --stack-frees, set while stacks_on is */
+            _Atomic uint16_t free_stacks; /* --free-stacks, set while stacks_on is */
             _Atomic int stacks_on;        /* record --stacks set up: AL_STACKS_SAMPLED or _ALL */
         };
         _Atomic uint32_t free_hot;
@@ -364,7 +364,7 @@ AL_HIDDEN void al_record_rest(struct al_tls *t, struct al_ring *r, uint64_t op, 
  * deferred queue (empty unless a signal handler allocated meanwhile). Everything else is a call
  * at the end, out of line, so that the hooks save few registers. Under sampled --stacks, an
  * allocation that takes no stack joins the same path after its countdown (the branch out of the
- * first test: nothing is added to the path without stacks), and a free without --stack-frees
+ * first test: nothing is added to the path without stacks), and a free without --free-stacks
  * never leaves it. */
 /* always_inline: with the seq logic, the compiler called it out of line (seen in the profile). */
 static inline __attribute__((always_inline)) void al_record(uint64_t op, const void *addr,
@@ -372,7 +372,7 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
 {
     struct al_tls *t = &al_tls;
     struct al_ring *r = t->ring;
-    /* `op` is a constant in each hook: a free without --stack-frees sees AL_ACTIVE under
+    /* `op` is a constant in each hook: a free without --free-stacks sees AL_ACTIVE under
      * --stacks too, and stays on the path it has without stacks. */
     uint64_t hot = al_op_is_free(op) ? atomic_load_explicit(&al_proc.free_hot, memory_order_relaxed)
                                      : atomic_load_explicit(&al_proc.hot, memory_order_relaxed);
