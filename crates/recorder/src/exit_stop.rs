@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 /// What `poll` saw.
 pub enum ExitEvent {
-    /// A thread of the command (its main thread, or any once the main thread ended alone) is
-    /// held in its exit: `hold_threads`, scan if the process is exiting, then `release`.
+    /// A thread of the command (its main thread, another killed with the process, or any once
+    /// the main thread ended alone) is held in its exit: `hold_threads`, scan if the process is
+    /// exiting, then `release`.
     AtExit,
     /// The command ended (a wait status), without a stop at its exit if none came before.
     Ended(i32),
@@ -55,22 +56,45 @@ const BUSY_AFTER_STOP: Duration = Duration::from_millis(10);
 const EXIT_STOP_SOON: Duration = Duration::from_millis(200);
 const EXIT_STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// Whether a thread held in its exit stop ends alone: it is in the `exit` system call (glibc's
-/// `pthread_exit`, a main thread that leaves the others running), not `exit_group` nor killed by
-/// a signal, which take every thread. Unknown (true: the others are watched) where the
+/// Whether thread `tid`, held in its exit stop, ends alone: it is in the `exit` system call
+/// (glibc's `pthread_exit`, or a thread's return), not `exit_group` nor killed by a signal or an
+/// exec, which take every other thread. Unknown (true: the others are watched) where the
 /// registers do not say it.
-fn ends_alone(thread: &reachability::Thread) -> bool {
+fn exits_alone(tid: libc::pid_t) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // user_regs_struct's orig_rax: the system call the thread is in, or -1.
-        const ORIG_RAX: usize = 15;
-        thread.registers.get(ORIG_RAX) == Some(&(libc::SYS_exit as u64))
+        const ORIG_RAX: usize = 15 * 8;
+        // SAFETY: PTRACE_PEEKUSER reads a word of the stopped thread's registers; errno tells a
+        // failure from a word of -1.
+        let word = unsafe {
+            *libc::__errno_location() = 0;
+            libc::ptrace(
+                libc::PTRACE_PEEKUSER,
+                tid,
+                ORIG_RAX as *mut libc::c_void,
+                std::ptr::null_mut::<libc::c_void>(),
+            )
+        };
+        let failed = word == -1 && io::Error::last_os_error().raw_os_error() != Some(0);
+        failed || word == libc::SYS_exit
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = thread;
+        let _ = tid;
         true
     }
+}
+
+/// Whether thread `tid` is in an exec, which kills the process's other threads but leaves it
+/// running (the exec waits until they are gone).
+fn in_exec(leader: libc::pid_t, tid: libc::pid_t) -> bool {
+    let path = format!("/proc/{leader}/task/{tid}/syscall");
+    let number = std::fs::read_to_string(path).ok().and_then(|s| {
+        let first = s.split_whitespace().next()?;
+        first.parse::<libc::c_long>().ok()
+    });
+    matches!(number, Some(n) if n == libc::SYS_execve || n == libc::SYS_execveat)
 }
 
 /// What became of another thread at an exit stop (`ExitStop::exit_of`).
@@ -251,6 +275,15 @@ impl ExitStop {
                 self.exiting = Some(tid);
                 return Some(ExitEvent::AtExit);
             }
+            // Another thread killed by the process's exit (an `exit_group` of the main thread, a
+            // fatal signal) may stop before the main thread does: held too, or it would be gone
+            // when the main thread's stop comes. `hold_threads` tells an exec's kill (which
+            // leaves the process running) and lets it go.
+            libc::PTRACE_EVENT_EXIT if !exits_alone(tid) => {
+                self.held.push(tid);
+                self.exiting = Some(tid);
+                return Some(ExitEvent::AtExit);
+            }
             libc::PTRACE_EVENT_CLONE => {
                 let new = event_message(tid) as libc::pid_t;
                 if self.threads.insert(new) {
@@ -262,6 +295,7 @@ impl ExitStop {
                 self.threads = BTreeSet::from([self.leader]);
                 self.fresh.clear();
                 self.execs += 1;
+                self.leader_left = false;
             }
             0 => {
                 let signal = libc::WSTOPSIG(status);
@@ -280,14 +314,14 @@ impl ExitStop {
     /// At an exit stop: when the whole process is exiting (every other thread stops in its exit
     /// shortly, or is being killed), the registers of every thread held, and how many were
     /// being killed but did not stop in time (not scanned). `None` when another thread runs on:
-    /// only the main thread ended (`pthread_exit`); the check waits for the next exit stop, and
-    /// the threads held are let go.
+    /// only the main thread ended (`pthread_exit`), or an exec killed the first thread; the
+    /// check waits for the next exit stop, and the threads held are let go.
     pub fn hold_threads(&mut self) -> Option<(Vec<reachability::Thread>, usize)> {
         let first = self.exiting.take().unwrap_or(self.leader);
         let mut threads: Vec<_> = reachability::read_thread(first as u32)
             .into_iter()
             .collect();
-        let alone = threads.first().is_none_or(ends_alone);
+        let alone = exits_alone(first);
         let others: Vec<_> = self
             .threads
             .iter()
@@ -307,7 +341,7 @@ impl ExitStop {
             }
         }
         if runs_on {
-            if first == self.leader {
+            if first == self.leader && alone {
                 self.leader_left = true;
             }
             self.release();
@@ -320,19 +354,14 @@ impl ExitStop {
     /// or has SIGKILL pending until it does (for `EXIT_STOP_WAIT` at most); one that, for
     /// `EXIT_STOP_SOON`, neither stops nor has SIGKILL pending runs on (a loaded machine may
     /// leave a dying thread for a while between taking its SIGKILL and its stop: it is looked at
-    /// again each millisecond).
+    /// again each millisecond), and so does one in an exec (which killed the first thread).
     /// `may_run_on` is false when the first thread's exit takes the whole process (exit_group, a
     /// fatal signal): then every other thread is dying, however long the machine's load keeps it
-    /// between taking its SIGKILL and its stop.
+    /// between taking its SIGKILL and its stop, or is the one that called exit_group (no SIGKILL
+    /// pending: it stops on its own).
     fn exit_of(&mut self, tid: libc::pid_t, may_run_on: bool) -> ThreadExit {
-        if !may_run_on {
-            return match self.wait_for_exit_stop(tid, EXIT_STOP_WAIT) {
-                true => ThreadExit::Stopped,
-                false if self.threads.contains(&tid) => ThreadExit::Slow,
-                false => ThreadExit::Gone,
-            };
-        }
-        let soon = Instant::now() + EXIT_STOP_SOON;
+        let start = Instant::now();
+        let mut dying = !may_run_on;
         loop {
             if self.wait_for_exit_stop(tid, Duration::from_millis(1)) {
                 return ThreadExit::Stopped;
@@ -340,15 +369,16 @@ impl ExitStop {
             if !self.threads.contains(&tid) {
                 return ThreadExit::Gone;
             }
-            if self.being_killed(tid) {
-                return match self.wait_for_exit_stop(tid, EXIT_STOP_WAIT) {
-                    true => ThreadExit::Stopped,
-                    false if self.threads.contains(&tid) => ThreadExit::Slow,
-                    false => ThreadExit::Gone,
-                };
-            }
-            if Instant::now() >= soon {
+            if in_exec(self.leader, tid) {
                 return ThreadExit::RunsOn;
+            }
+            dying = dying || self.being_killed(tid);
+            let waited = start.elapsed();
+            if !dying && waited >= EXIT_STOP_SOON {
+                return ThreadExit::RunsOn;
+            }
+            if dying && waited >= EXIT_STOP_WAIT {
+                return ThreadExit::Slow;
             }
         }
     }
