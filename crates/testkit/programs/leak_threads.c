@@ -2,7 +2,9 @@
  * (4321 bytes: the worker still runs when main returns, and is killed by the exit) and one held
  * only in the main thread's TLS (1234 bytes). One block is lost (777 bytes). The worker's DTV
  * (glibc's, pointed to 16 bytes in from its thread control block) is possibly lost, as memcheck
- * says too. */
+ * says too.
+ * `leak_threads PROGRAM`: the worker execs PROGRAM instead, which kills main (an exec from a thread
+ * other than main: the process runs on as PROGRAM). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,12 +12,15 @@
 
 static __thread void *tls_block;
 static atomic_int ready;
+static const char *exec_path;
 
 static void *worker(void *arg)
 {
     (void)arg;
     void *volatile on_stack = malloc(4321);
     atomic_store(&ready, 1);
+    if (exec_path)
+        execl(exec_path, exec_path, (char *)NULL);
     for (;;)
         pause();
     return on_stack;
@@ -31,9 +36,10 @@ static __attribute__((noinline)) void scrub_stack(void)
         scratch[i] = 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     pthread_t t;
+    exec_path = argc > 1 ? argv[1] : NULL;
     tls_block = malloc(1234);
     if (!malloc(777))
         return 1;
@@ -41,5 +47,7 @@ int main(void)
     pthread_create(&t, NULL, worker, NULL);
     while (!atomic_load(&ready))
         usleep(1000);
+    while (exec_path)
+        pause();
     return 0;
 }

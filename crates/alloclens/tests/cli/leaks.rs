@@ -211,6 +211,22 @@ fn record_leaks_checks_the_program_the_command_execs() {
     assert_eq!(kinds["still reachable"], (4, 216), "{kinds:?}");
 }
 
+/// An exec from a thread other than main kills main, which stops in its exit: that is not the
+/// process's exit (it runs on as the exec'd program, which is the one checked).
+#[test]
+fn record_leaks_checks_the_program_a_worker_thread_execs() {
+    let cases = program("leak_cases");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.alt");
+    let threads = program("leak_threads").as_os_str();
+    testkit::record(&trace, &["--leaks"], &[threads, cases.as_os_str()]);
+    let leaks = leaks_of(&trace);
+    assert_eq!(leaks.exec_index, 1);
+    let kinds = kinds_in(&leaks);
+    assert_eq!(kinds["definitely lost"], (3, 216), "{kinds:?}");
+    assert_eq!(kinds["still reachable"], (4, 216), "{kinds:?}");
+}
+
 /// A main thread that ends alone (`pthread_exit`) is not the process's exit: the check waits for
 /// the worker's `exit`, and reads the process through it (its own /proc entry is a zombie's).
 #[test]
