@@ -175,14 +175,14 @@ fn follow(server: &mut Server, duration: Option<Duration>) -> String {
             break "the shim never connected".into();
         }
         if moved == 0 {
-            server.wait(20);
+            server.pause(Duration::from_millis(20));
         }
     };
     server.detach_all();
     let detached = Instant::now();
     while server.live_images() > 0 && detached.elapsed() < DETACH_WAIT {
         if server.round(&inputs, &mut output_open, true) == 0 {
-            server.wait(10);
+            server.wait(Duration::from_millis(10));
         }
     }
     ended_by

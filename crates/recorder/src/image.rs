@@ -24,6 +24,13 @@ use crate::sys::Mapping;
 /// they are still in the L1 cache.
 const FAST_BLOCK: usize = 512;
 
+/// How many records the merge path takes between two publications of the rings' tails. The
+/// fast path publishes after each block. A thread that filled its ring waits for the tail to
+/// move: published only at the end of a drain, the thread slept through the whole drain and the
+/// recorder then found the ring empty (on 1-thread churn, the two took turns instead of running
+/// side by side).
+const PUBLISH_EVERY: u64 = 4096;
+
 /// A seq this far ahead of the merge point is corruption, not a slow thread.
 const MAX_WINDOW: u64 = 1 << 26;
 
@@ -45,6 +52,13 @@ impl Ring {
             .min(limit);
         self.map
             .published_records(RING_HEADER_BYTES + slot * RECORD_SIZE, n)
+    }
+
+    /// Gives the slots behind the tail back to the thread (nothing behind it is read again).
+    fn publish_tail(&self) {
+        self.map
+            .atomic_u64(RING_TAIL_OFFSET)
+            .store(self.tail, Ordering::Release);
     }
 }
 
@@ -450,14 +464,12 @@ impl Image {
                 ring.tid = addr as u32;
                 ring.tail += 1;
             }
+            ring.publish_tail();
         }
         if chunk.len() >= batches.chunk_records {
             self.seal_chunk(batches, chunk);
         }
-        let ring = &self.rings[r];
-        ring.map
-            .atomic_u64(RING_TAIL_OFFSET)
-            .store(ring.tail, Ordering::Release);
+        self.rings[r].publish_tail();
         taken
     }
 
@@ -468,7 +480,7 @@ impl Image {
     /// thread has not published it yet), an unknown tag, the anchor cut or a marker's place.
     /// Returns the records taken.
     fn merge_path(&mut self, c: u64, batches: &mut Batches, chunk: &mut ChunkBuilder) -> u64 {
-        let mut taken = 0;
+        let (mut taken, mut published) = (0, 0);
         let mut first = 0;
         'records: loop {
             let stop = self.markers.front().map_or(c, |m| m.seq.min(c));
@@ -511,15 +523,19 @@ impl Image {
                     self.events += k;
                     taken += k;
                     first = i;
+                    if taken - published >= PUBLISH_EVERY {
+                        published = taken;
+                        for ring in &self.rings {
+                            ring.publish_tail();
+                        }
+                    }
                     continue 'records;
                 }
             }
             break;
         }
         for ring in &self.rings {
-            ring.map
-                .atomic_u64(RING_TAIL_OFFSET)
-                .store(ring.tail, Ordering::Release);
+            ring.publish_tail();
         }
         taken
     }
@@ -559,9 +575,7 @@ impl Image {
             ring.tail += published.len() as u64;
         }
         ring.tid = tid;
-        ring.map
-            .atomic_u64(RING_TAIL_OFFSET)
-            .store(ring.tail, Ordering::Release);
+        ring.publish_tail();
         records
     }
 

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use trace::{TraceHeader, TraceWriter, Trailer};
 
@@ -169,7 +169,7 @@ struct Recording {
 }
 
 /// How long the leak check waits at the exit for the command's hello still in the socket.
-const HELLO_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+const HELLO_WAIT: Duration = Duration::from_millis(500);
 
 /// `record --leaks`: the tracer holding the command at its exit, or why there is none.
 struct LeakCheck {
@@ -201,7 +201,7 @@ fn follow(o: &RecordOptions, mut rec: Recording) -> Result<RecordSummary, Record
             if rec.tracer_busy() {
                 std::thread::yield_now();
             } else {
-                rec.server.wait(1);
+                rec.server.pause(Duration::from_millis(1));
             }
         }
     }
@@ -266,7 +266,7 @@ impl Recording {
         while found.is_none() && Instant::now() < deadline {
             self.server
                 .round(&self.outputs, &mut self.output_open, true);
-            self.server.wait(1);
+            self.server.wait(Duration::from_millis(1));
             found = self.server.exit_blocks(l.pid, exec_index);
         }
         match found {

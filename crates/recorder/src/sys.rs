@@ -174,9 +174,29 @@ pub fn recv_message(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Received> {
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout_ms` passed.
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) {
-    let _ = poll(fds, timeout_ms);
+/// Waits until one of `fds` is readable or `timeout` passed (to the microsecond: `ppoll`).
+pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: p is a valid array of pollfd and ts a valid timespec for the duration of the call.
+    unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
 }
 
 /// Waits until one of `fds` is readable (or at its end) or `timeout_ms` passed (-1: no limit);
