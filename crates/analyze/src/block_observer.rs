@@ -37,6 +37,23 @@ pub trait BlockObserver {
 
     /// The stream was cut short by damage.
     fn mark_truncated(&mut self);
+
+    /// The seq before whose event (or the first after it) the observer wants the live blocks
+    /// once (`live_blocks`); `u64::MAX`: none wanted. Asked before every event.
+    #[inline(always)]
+    fn live_blocks_wanted_at(&self) -> u64 {
+        u64::MAX
+    }
+
+    /// The live blocks (key, figures, tag), in no particular order: before the event
+    /// `live_blocks_wanted_at` asked for, or (`at_end`) after the stream's last event when it
+    /// came before that seq.
+    fn live_blocks(
+        &mut self,
+        _blocks: &mut dyn Iterator<Item = (u64, Live, Self::Tag)>,
+        _at_end: bool,
+    ) {
+    }
 }
 
 /// No pass beside the process pass: no tag, no work.

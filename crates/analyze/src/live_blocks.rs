@@ -146,6 +146,16 @@ impl<T: Copy + Default> LiveBlocks<T> {
         self.open(key, old)
     }
 
+    /// Every live block with its key and tag, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, Live, T)> + '_ {
+        let packed = self
+            .set
+            .iter()
+            .filter(|(_, slot)| !slot.packed.is_wide())
+            .map(|(key, slot)| (key, slot.packed.unpack(), slot.tag));
+        packed.chain(self.wide.iter().map(|(&key, &(l, tag))| (key, l, tag)))
+    }
+
     /// Every live block with its tag, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = (Live, T)> + '_ {
         let packed = self

@@ -295,6 +295,17 @@ impl<V: Copy + Default> LiveSet<V> {
         }
     }
 
+    /// Every (key, value), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> + '_ {
+        let first = self.first_page;
+        let pages = self.pages.iter().enumerate().flat_map(move |(i, page)| {
+            let base = (first + i as u64) << PAGE_BITS | SYNTHETIC_BIT;
+            page.iter()
+                .flat_map(move |p| p.live().map(move |(off, v)| (base | off as u64, v)))
+        });
+        self.table.iter().chain(pages)
+    }
+
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
         let pages = self
             .pages

@@ -391,6 +391,9 @@ impl<O: BlockObserver> ProcessAnalyzer<O> {
         self.last_seq = e.seq;
         self.last_ns = e.t_ns;
         let state = &mut self.state;
+        if e.seq >= state.observer.live_blocks_wanted_at() {
+            state.observer.live_blocks(&mut state.live.iter(), false);
+        }
         state.observer.event(e);
         // The one bounds check of the event's cell: its figures are updated through `cell`.
         let cell = &mut self.cells[c as usize];
@@ -472,6 +475,10 @@ impl<O: BlockObserver> ProcessAnalyzer<O> {
         self.close_phase();
         self.timelines
             .shrink_to(timeline_points_for(self.calls, self.config.timeline_points));
+        if self.state.observer.live_blocks_wanted_at() != u64::MAX {
+            let state = &mut self.state;
+            state.observer.live_blocks(&mut state.live.iter(), true);
+        }
         for (l, tag) in self.state.live.values() {
             self.cells[l.cell as usize].stats.leak(l.size);
             self.state.observer.live_at_end(tag, &l);

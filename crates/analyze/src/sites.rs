@@ -20,7 +20,7 @@ use crate::calibration::{self, Calibration, Estimator};
 use crate::hash::FastMap;
 use crate::histogram::LogHistogram;
 use crate::live_blocks::Live;
-use crate::residency::{SitesReading, SitesResidency};
+use crate::residency::{Block, SitesReading, SitesResidency};
 use crate::sampling::{Estimate, Sampling, SiteEstimates, Weight, WeightCache};
 
 /// What one stack did in one process image.
@@ -135,7 +135,6 @@ struct Acc {
     /// Live bytes at the last process peak, valid when `saved_at == ` that peak's number.
     saved: u64,
     saved_at: u64,
-    used: bool,
     /// With sampling: the estimates, the estimated live bytes and their value at the last peak.
     est: SiteEstimates,
     live_est: Estimate,
@@ -147,7 +146,13 @@ struct Acc {
 #[derive(Clone)]
 pub struct SitePass {
     info: ProcessInfo,
-    sites: Vec<Acc>,
+    /// Stack id -> 1 + its accumulator's index in `sites` (0: not used by the image): 4 bytes
+    /// per stack id of the trace instead of an accumulator of about 930 bytes, whose vector was
+    /// 18-30 MiB for every image of a 20,000-stack trace while it was analysed (two at once with
+    /// `--threads 2`), however few stacks the image used.
+    slots: Vec<u32>,
+    /// (stack id, accumulator), in the order first used.
+    sites: Vec<(u32, Acc)>,
     moved: MovedStarts,
     live_bytes: u64,
     peak_bytes: u64,
@@ -170,6 +175,7 @@ impl SitePass {
     pub fn new(info: ProcessInfo) -> Self {
         SitePass {
             info,
+            slots: Vec::new(),
             sites: Vec::new(),
             moved: MovedStarts::default(),
             live_bytes: 0,
@@ -221,12 +227,14 @@ impl SitePass {
 
     fn site(&mut self, stack: u32) -> &mut Acc {
         let i = stack as usize;
-        if i >= self.sites.len() {
-            self.sites.resize_with(i + 1, Acc::default);
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, 0);
         }
-        let s = &mut self.sites[i];
-        s.used = true;
-        s
+        if self.slots[i] == 0 {
+            self.sites.push((stack, Acc::default()));
+            self.slots[i] = u32::try_from(self.sites.len()).expect("a stack id is a u32");
+        }
+        &mut self.sites[self.slots[i] as usize - 1].1
     }
 
     /// Changes a site's live bytes, keeping its value at the last peak.
@@ -284,45 +292,42 @@ impl SitePass {
             .as_ref()
             .and_then(|c| c.estimates(self.estimator, peaks));
         // Collected into a vector of its own size: collected in place, the result kept the
-        // accumulators' vector (a slot per stack id of the trace, used or not): 18 MiB for each
-        // of the 77 images of a python3 trace with every stack, 1.4 GB held until the output.
-        let mut sites = Vec::with_capacity(self.sites.iter().filter(|a| a.used).count());
-        let used = self
-            .sites
-            .into_iter()
-            .enumerate()
-            .filter(|(_, a)| a.used)
-            .map(|(id, a)| {
-                let at_peak = a.saved_at == peaks;
-                let mut estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
-                    peak_live_bytes: if at_peak { a.saved_est } else { a.live_est },
-                    ..a.est
-                });
-                if let (Some(e), Some(c)) = (&mut estimates, &calibrated) {
-                    let f = c.get(&(id as u32)).copied().unwrap_or_default();
-                    e.calls = f[calibration::CALLS];
-                    e.requested_bytes = f[calibration::REQUESTED_BYTES];
-                    e.peak_live_bytes = f[calibration::PEAK_LIVE_BYTES];
-                    e.leaked_bytes = f[calibration::LEAKED_BYTES];
-                    e.leaked_blocks = f[calibration::LEAKED_BLOCKS];
-                    e.lifetimes = f[calibration::LIFETIMES];
-                    e.lifetime_zero = f[calibration::LIFETIME_ZERO];
-                }
-                let held = residency
-                    .as_ref()
-                    .and_then(|(_, split)| split.sites.get(&(id as u32)))
-                    .copied()
-                    .unwrap_or_default();
-                SiteStats {
-                    stack: id as u32,
-                    pid,
-                    peak_live_bytes: if at_peak { a.saved } else { a.live },
-                    estimates,
-                    resident_bytes: held.resident,
-                    free_left_bytes: held.free_left,
-                    ..a.stats
-                }
+        // accumulators' vector: 1.4 GB held until the output on a python3 trace with every
+        // stack, when it had a slot per stack id of the trace.
+        let mut sites = Vec::with_capacity(self.sites.len());
+        self.slots = Vec::new();
+        self.sites.sort_unstable_by_key(|&(id, _)| id);
+        let used = self.sites.into_iter().map(|(id, a)| {
+            let at_peak = a.saved_at == peaks;
+            let mut estimates = (sampling.is_some() && id != 0).then_some(SiteEstimates {
+                peak_live_bytes: if at_peak { a.saved_est } else { a.live_est },
+                ..a.est
             });
+            if let (Some(e), Some(c)) = (&mut estimates, &calibrated) {
+                let f = c.get(&id).copied().unwrap_or_default();
+                e.calls = f[calibration::CALLS];
+                e.requested_bytes = f[calibration::REQUESTED_BYTES];
+                e.peak_live_bytes = f[calibration::PEAK_LIVE_BYTES];
+                e.leaked_bytes = f[calibration::LEAKED_BYTES];
+                e.leaked_blocks = f[calibration::LEAKED_BLOCKS];
+                e.lifetimes = f[calibration::LIFETIMES];
+                e.lifetime_zero = f[calibration::LIFETIME_ZERO];
+            }
+            let held = residency
+                .as_ref()
+                .and_then(|(_, split)| split.sites.get(&id))
+                .copied()
+                .unwrap_or_default();
+            SiteStats {
+                stack: id,
+                pid,
+                peak_live_bytes: if at_peak { a.saved } else { a.live },
+                estimates,
+                resident_bytes: held.resident,
+                free_left_bytes: held.free_left,
+                ..a.stats
+            }
+        });
         sites.extend(used);
         ProcessSites {
             info: self.info,
@@ -338,9 +343,6 @@ impl BlockObserver for SitePass {
 
     #[inline]
     fn event(&mut self, e: &Event) {
-        if let Some(r) = &mut self.residency {
-            r.on_event(e);
-        }
         if !e.op.is_free() {
             self.call(e);
         }
@@ -368,6 +370,14 @@ impl BlockObserver for SitePass {
         let (start_seq, start_ns) = self.moved.start(tag, live);
         self.moved.release(tag);
         let (stack, size) = (tag.stack, live.size);
+        if let Some(r) = &mut self.residency {
+            let address = if e.op.is_realloc() {
+                e.old_addr
+            } else {
+                e.addr
+            };
+            r.on_free(address, Block { size, stack });
+        }
         self.change_live(stack, 0, size);
         let calls = e.seq.saturating_sub(start_seq).saturating_sub(1);
         let weight = self.weight(stack, size);
@@ -424,6 +434,31 @@ impl BlockObserver for SitePass {
     fn mark_truncated(&mut self) {
         self.info.truncated = true;
         self.stream_cut = true;
+    }
+
+    #[inline(always)]
+    fn live_blocks_wanted_at(&self) -> u64 {
+        self.residency
+            .as_ref()
+            .map_or(u64::MAX, SitesResidency::live_blocks_wanted_at)
+    }
+
+    fn live_blocks(
+        &mut self,
+        blocks: &mut dyn Iterator<Item = (u64, Live, SiteTag)>,
+        at_end: bool,
+    ) {
+        let Some(r) = &mut self.residency else {
+            return;
+        };
+        let blocks = blocks.map(|(address, live, tag)| {
+            let block = Block {
+                size: live.size,
+                stack: tag.stack,
+            };
+            (address, block)
+        });
+        r.on_live_blocks(blocks, at_end);
     }
 }
 
@@ -501,6 +536,9 @@ impl SiteAnalyzer {
     }
 
     pub fn push(&mut self, e: &Event) {
+        if e.seq >= self.pass.live_blocks_wanted_at() {
+            self.give_live_blocks(false);
+        }
         self.pass.event(e);
         match e.op {
             op if op.is_free() => {
@@ -533,7 +571,16 @@ impl SiteAnalyzer {
         self.pass.mark_truncated();
     }
 
+    /// The pass's residency split wants the live blocks (`BlockObserver::live_blocks`).
+    fn give_live_blocks(&mut self, at_end: bool) {
+        let mut blocks = self.live.iter().map(|(&a, &(live, tag))| (a, live, tag));
+        self.pass.live_blocks(&mut blocks, at_end);
+    }
+
     pub fn finish(mut self) -> ProcessSites {
+        if self.pass.live_blocks_wanted_at() != u64::MAX {
+            self.give_live_blocks(true);
+        }
         for (live, tag) in std::mem::take(&mut self.live).into_values() {
             self.pass.live_at_end(tag, &live);
         }
@@ -750,6 +797,90 @@ mod tests {
                     "site {} differs (sampled: {sampled})",
                     a.stack
                 );
+            }
+        }
+    }
+
+    /// The sites' resident and free-left bytes, taken from the process pass's live set handed
+    /// over at the reading (and at the end, for a reading after the last event), are those of
+    /// the `--residency` pass, which follows every block in a map of its own: random events
+    /// over a few pages, reallocs moving, in place, to 0, failed, onto live addresses.
+    #[test]
+    fn the_sites_residency_is_the_residency_pass_split() {
+        use crate::residency::ResidencyPass;
+        use trace::{Residency, ResidentMapping};
+        let (page, base) = (0x1000u64, 0x100000u64);
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut events = Vec::new();
+        for seq in 0..20_000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // Four places a page on 64 pages: some pages are left with no live block.
+            let at = |r: u64| base + (r % 64) * page + (r >> 6) % 4 * 1024;
+            let (addr, other) = (at(rng >> 8), at(rng >> 24));
+            let size = 1 + (rng >> 40) % 300;
+            let stack = 1 + ((rng >> 50) % 9) as u32;
+            events.push(match rng % 10 {
+                0..=2 => ev(seq, Op::Malloc, addr, size, 0, stack),
+                3..=6 => ev(seq, Op::Free, addr, 0, 0, 0),
+                7 => ev(seq, Op::Realloc, addr, size, other, stack),
+                8 => ev(seq, Op::Realloc, 0, (rng >> 60) % 2, other, stack),
+                _ => ev(seq, Op::Calloc, addr, size, 0, stack),
+            });
+        }
+        for seq in [7_000, 30_000] {
+            // Every other page resident, and a mapping the blocks never use.
+            let runs = (0..32).map(|i| (base + 2 * i * page, base + (2 * i + 1) * page));
+            let reading = Residency {
+                seq,
+                t_ns: seq * 10,
+                page_size: page,
+                mappings: vec![
+                    ResidentMapping {
+                        start: base,
+                        end: base + 64 * page,
+                        runs: runs.collect(),
+                    },
+                    ResidentMapping {
+                        start: 0x900000,
+                        end: 0x902000,
+                        runs: vec![(0x900000, 0x901000)],
+                    },
+                ],
+            };
+            let mut own = ResidencyPass::new(vec![reading.clone()]);
+            events.iter().for_each(|e| own.on_event(e));
+            let (_, want) = own.finish(true).pop().unwrap();
+            assert!(
+                want.parts.live_blocks > 0 && want.parts.free_only > 0,
+                "{seq}"
+            );
+            for from_process in [true, false] {
+                let readings = std::slice::from_ref(&reading);
+                let got = if from_process {
+                    let pass = SitePass::new(info()).with_residency(readings);
+                    let config = crate::process::Config::default();
+                    let mut a = crate::ProcessAnalyzer::with_observer(info(), &config, pass);
+                    let records: Vec<Record> = events.iter().map(|e| Record::Event(*e)).collect();
+                    a.feed_chunk(&records);
+                    a.finish_with_observer().1.finish()
+                } else {
+                    let mut a = SiteAnalyzer::new(info()).with_residency(readings);
+                    events.iter().for_each(|e| a.push(e));
+                    a.finish()
+                };
+                let how = format!("reading at {seq}, from the process pass: {from_process}");
+                assert_eq!(got.residency.unwrap().parts, want.parts, "{how}");
+                for s in &got.sites {
+                    let w = want.sites.get(&s.stack).copied().unwrap_or_default();
+                    assert_eq!(
+                        (s.resident_bytes, s.free_left_bytes),
+                        (w.resident, w.free_left),
+                        "stack {}, {how}",
+                        s.stack
+                    );
+                }
             }
         }
     }

@@ -75,6 +75,11 @@ impl<V: Copy + Default> ShardedTable<V> {
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.shards.iter().flat_map(LiveTable::values)
     }
+
+    /// Every (key, value), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> + '_ {
+        self.shards.iter().flat_map(LiveTable::iter)
+    }
 }
 
 #[cfg(test)]

@@ -20,4 +20,4 @@ mod symbolizer;
 pub use demangle::demangle;
 pub use frame::Frame;
 pub use globals::global_at;
-pub use symbolizer::{AddressSpace, Mapping, Symbolizer, Warning};
+pub use symbolizer::{AddressSpace, Mapping, ResolvedId, Symbolizer, Warning};

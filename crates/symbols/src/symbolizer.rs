@@ -93,10 +93,28 @@ pub struct Symbolizer {
     /// (path, recorded build-id) -> index into `modules`.
     module_index: HashMap<(String, Option<Vec<u8>>), usize>,
     modules: Vec<(Arc<str>, Option<ElfModule>)>,
-    /// (module index, module address of the return address) -> frames.
-    resolved: HashMap<(usize, u64), Arc<[Frame]>>,
+    /// (module index, module address of the return address) -> its frames' place in `frames`.
+    resolved: HashMap<(usize, u64), ResolvedId>,
+    frames: Vec<Arc<[Frame]>>,
     warnings: Vec<Warning>,
 }
+
+/// The frames of one resolved return address, as a dense index: every return address at the same
+/// module address of the same module (path and build-id) gets the same id, wherever the module was
+/// loaded, and different ones get different ids. Callers keep per-address state in a vector by
+/// `index()` instead of hashing the frames' names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResolvedId(u32);
+
+impl ResolvedId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The module index of addresses outside every recorded module (their frames depend on the address
+/// only).
+const NO_MODULE: usize = usize::MAX;
 
 impl Default for Symbolizer {
     fn default() -> Self {
@@ -112,6 +130,7 @@ impl Symbolizer {
             module_index: HashMap::new(),
             modules: Vec::new(),
             resolved: HashMap::new(),
+            frames: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -121,15 +140,23 @@ impl Symbolizer {
     /// lookup is done at `address - 1`, inside the call instruction, so the line is the call's even when
     /// the call is a function's last instruction.
     pub fn resolve(&mut self, mapping: Option<&Mapping>, address: u64) -> Arc<[Frame]> {
+        let id = self.resolve_id(mapping, address);
+        self.frames[id.index()].clone()
+    }
+
+    /// `resolve`'s frames of `address`, as the id of their place in this symbolizer (`frames`).
+    pub fn resolve_id(&mut self, mapping: Option<&Mapping>, address: u64) -> ResolvedId {
         let Some(mapping) = mapping.filter(|m| (m.start..m.end).contains(&address)) else {
-            return Arc::from(vec![Frame {
-                function: None,
-                file: None,
-                line: None,
-                inlined: false,
-                module: Arc::from("[unknown]"),
-                module_address: address,
-            }]);
+            return self.remember((NO_MODULE, address), || {
+                vec![Frame {
+                    function: None,
+                    file: None,
+                    line: None,
+                    inlined: false,
+                    module: Arc::from("[unknown]"),
+                    module_address: address,
+                }]
+            });
         };
         let module = self.module(mapping);
         let file_offset = address - mapping.start + mapping.file_offset;
@@ -141,8 +168,9 @@ impl Symbolizer {
             (None, None) => None,
         };
         let module_address = in_module.unwrap_or(file_offset);
-        if let Some(frames) = self.resolved.get(&(module, module_address)) {
-            return frames.clone();
+        let key = (module, module_address);
+        if let Some(&id) = self.resolved.get(&key) {
+            return id;
         }
         let raw = match (elf, in_module) {
             (Some(elf), Some(a)) => elf.frames(a.saturating_sub(1)),
@@ -169,9 +197,28 @@ impl Symbolizer {
                 })
                 .collect()
         };
-        self.resolved
-            .insert((module, module_address), frames.clone());
-        frames
+        self.insert(key, frames)
+    }
+
+    /// The frames `resolve_id` gave `id`.
+    pub fn frames(&self, id: ResolvedId) -> &Arc<[Frame]> {
+        &self.frames[id.index()]
+    }
+
+    fn remember(&mut self, key: (usize, u64), frames: impl FnOnce() -> Vec<Frame>) -> ResolvedId {
+        match self.resolved.get(&key) {
+            Some(&id) => id,
+            None => self.insert(key, Arc::from(frames())),
+        }
+    }
+
+    fn insert(&mut self, key: (usize, u64), frames: Arc<[Frame]>) -> ResolvedId {
+        let id = ResolvedId(
+            u32::try_from(self.frames.len()).expect("fewer than 2^32 distinct return addresses"),
+        );
+        self.frames.push(frames);
+        self.resolved.insert(key, id);
+        id
     }
 
     /// What made some frames less than fully named, one entry per module, in the order met.
@@ -239,5 +286,40 @@ mod tests {
         assert_eq!(space.find(0x5fff).unwrap().path, "b");
         assert_eq!(space.find(0x6000), None);
         assert_eq!(space.find(0x10), None);
+    }
+
+    /// The ids are the interner's promise: one per (module, module address) wherever the module was
+    /// loaded, distinct otherwise, and `frames(id)` the frames `resolve` gives.
+    #[test]
+    fn a_return_address_gets_one_id_per_module_address() {
+        let at = |path: &str, start: u64| Mapping {
+            bias: Some(start),
+            ..m(path, start, start + 0x1000)
+        };
+        let (first, second, other) = (at("a", 0x1000), at("a", 0x7000), at("b", 0x3000));
+        let mut s = Symbolizer::new(Vec::new());
+        let id = s.resolve_id(Some(&first), 0x1500);
+        assert_eq!(s.resolve_id(Some(&first), 0x1500), id);
+        assert_eq!(
+            s.resolve_id(Some(&second), 0x7500),
+            id,
+            "a loaded elsewhere"
+        );
+        assert_eq!(s.frames(id)[0].module_address, 0x500);
+        let distinct = [
+            id,
+            s.resolve_id(Some(&first), 0x1501),
+            s.resolve_id(Some(&other), 0x3500),
+            s.resolve_id(None, 0x1500),
+            s.resolve_id(None, 0x7500),
+        ];
+        let mut sorted: Vec<usize> = distinct.iter().map(|i| i.index()).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), distinct.len(), "{distinct:?}");
+        assert_eq!(s.resolve_id(None, 0x7500), distinct[4]);
+        assert_eq!(s.resolve(Some(&second), 0x7500), s.frames(id).clone());
+        assert_eq!(s.frames(distinct[3])[0].module.as_ref(), "[unknown]");
+        assert_eq!(s.frames(distinct[2])[0].module.as_ref(), "b");
     }
 }

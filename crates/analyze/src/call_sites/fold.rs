@@ -1,9 +1,8 @@
 //! Resolving each stack of a process and adding its figures into its stack site and function sites.
-use std::collections::BTreeSet;
-
 use hashbrown::HashMap;
 use trace::{ProcessInfo, StackTable};
 
+use super::frame_table::{site_frame, FrameId, FrameTable, FunctionId};
 use super::{
     CallSites, Estimation, FunctionSite, ProcessSites, SiteFigures, SiteFrame, SortKey, Spread,
     StackSite,
@@ -289,17 +288,7 @@ pub(crate) fn resolve_stack(
 ) -> Vec<SiteFrame> {
     let mut frames: Vec<SiteFrame> = Vec::with_capacity(addresses.len());
     for &a in addresses {
-        for f in symbolizer.resolve(space.find(a), a).iter() {
-            frames.push(SiteFrame {
-                label: f.label(),
-                function: f.function.clone(),
-                file: f.file.clone(),
-                line: f.line,
-                inlined: f.inlined,
-                module: f.module.to_string(),
-                module_address: f.module_address,
-            });
-        }
+        frames.extend(symbolizer.resolve(space.find(a), a).iter().map(site_frame));
     }
     let allocator = frames.iter().take_while(|f| is_allocator_frame(f)).count();
     frames.drain(..allocator.min(frames.len().saturating_sub(1)));
@@ -328,6 +317,24 @@ struct FunctionSum {
     bytes_inclusive: f64,
 }
 
+/// One image's sites by function, in the order first met.
+#[derive(Default)]
+struct Functions {
+    slot: HashMap<FunctionId, usize>,
+    sums: Vec<(FunctionId, FunctionSum)>,
+}
+
+impl Functions {
+    fn get(&mut self, function: FunctionId) -> &mut FunctionSum {
+        let next = self.sums.len();
+        let i = *self.slot.entry(function).or_insert(next);
+        if i == next {
+            self.sums.push((function, FunctionSum::default()));
+        }
+        &mut self.sums[i].1
+    }
+}
+
 /// Resolves and folds the call sites of every image in `inputs` (in that order), sorted by `sort`.
 pub fn fold(
     inputs: Vec<FoldInput>,
@@ -336,49 +343,51 @@ pub fn fold(
     sort: SortKey,
 ) -> CallSites {
     let mut out = CallSites::default();
+    let mut table = FrameTable::default();
+    let not_taken = table.intern(stack_not_taken());
+    let (mut frames, mut on_stack) = (Vec::new(), Vec::new());
     for input in inputs {
         let image = Image::of(input.sites);
         let has_reading = input.residency.is_some();
         let mut without_stack = Sum::default();
-        let mut by_stack: HashMap<Vec<SiteFrame>, (Sum, Vec<u32>)> = HashMap::new();
-        let mut by_function: HashMap<(String, String), FunctionSum> = HashMap::new();
+        let mut by_stack: HashMap<Vec<FrameId>, (Sum, Vec<u32>)> = HashMap::new();
+        let mut by_function = Functions::default();
         for s in input.sites {
-            let frames = match stacks.get(s.stack) {
+            match stacks.get(s.stack) {
                 Some(addresses) if !addresses.is_empty() => {
-                    resolve_stack(addresses, &input.space, symbolizer)
+                    table.resolve_stack(addresses, &input.space, symbolizer, &mut frames)
                 }
                 // Sampled, but the stack could not be taken: the sample still counts (leaving it
                 // out would bias every estimate down), under a site of its own.
-                Some(_) if s.estimates.is_some() => vec![stack_not_taken()],
+                Some(_) if s.estimates.is_some() => {
+                    frames.clear();
+                    frames.push(not_taken);
+                }
                 _ => {
                     without_stack.add(s);
                     continue;
                 }
             };
-            let caller = &frames[0];
-            let f = by_function
-                .entry((caller.label.clone(), caller.module.clone()))
-                .or_default();
+            let caller = frames[0];
+            let f = by_function.get(table.function(caller));
             f.sum.add(s);
             if f.location.is_none() {
-                f.location = caller.location();
+                f.location = table.frame(caller).location();
             }
-            let on_stack: BTreeSet<(&str, &str)> = frames
-                .iter()
-                .map(|f| (f.label.as_str(), f.module.as_str()))
-                .collect();
-            for (label, module) in on_stack {
-                let f = by_function
-                    .entry((label.to_string(), module.to_string()))
-                    .or_default();
-                let (calls, bytes) = match &s.estimates {
-                    Some(e) => (e.calls.value, e.requested_bytes.value),
-                    None => (s.calls as f64, s.requested_bytes as f64),
-                };
+            on_stack.clear();
+            on_stack.extend(frames.iter().map(|&id| table.function(id)));
+            on_stack.sort_unstable();
+            on_stack.dedup();
+            let (calls, bytes) = match &s.estimates {
+                Some(e) => (e.calls.value, e.requested_bytes.value),
+                None => (s.calls as f64, s.requested_bytes as f64),
+            };
+            for &function in &on_stack {
+                let f = by_function.get(function);
                 f.calls_inclusive += calls;
                 f.bytes_inclusive += bytes;
             }
-            let entry = by_stack.entry(frames).or_default();
+            let entry = by_stack.entry_ref(frames.as_slice()).or_default();
             entry.0.add(s);
             entry.1.push(s.stack);
         }
@@ -387,14 +396,18 @@ pub fn fold(
             exec_index: input.info.exec_index,
             cmdline: input.info.cmdline.clone(),
             functions: by_function
+                .sums
                 .into_iter()
-                .map(|((function, module), f)| FunctionSite {
-                    function,
-                    module,
-                    location: f.location,
-                    figures: f.sum.with_residency(image.figures(&f.sum), has_reading),
-                    calls_inclusive: f.calls_inclusive.max(0.0).round() as u64,
-                    bytes_inclusive: f.bytes_inclusive.max(0.0).round() as u64,
+                .map(|(function, f)| {
+                    let named = table.function_frame(function);
+                    FunctionSite {
+                        function: named.label.clone(),
+                        module: named.module.clone(),
+                        location: f.location,
+                        figures: f.sum.with_residency(image.figures(&f.sum), has_reading),
+                        calls_inclusive: f.calls_inclusive.max(0.0).round() as u64,
+                        bytes_inclusive: f.bytes_inclusive.max(0.0).round() as u64,
+                    }
                 })
                 .collect(),
             stacks: by_stack
@@ -403,7 +416,7 @@ pub fn fold(
                     ids.sort_unstable();
                     ids.dedup();
                     StackSite {
-                        frames,
+                        frames: frames.iter().map(|&id| table.frame(id).clone()).collect(),
                         figures: sum.with_residency(image.figures(&sum), has_reading),
                         stack_ids: ids,
                     }

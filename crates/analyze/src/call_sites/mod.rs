@@ -10,10 +10,13 @@
 //! stack table plus one entry per distinct stack and function.
 mod address_space;
 mod fold;
+mod frame_table;
 
 pub use address_space::{address_space, symbol_mapping};
 pub(crate) use fold::resolve_stack;
 pub use fold::{fold, is_allocator_frame, is_allocator_function, FoldInput};
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -169,8 +172,9 @@ pub struct FunctionSite {
 /// A whole call path.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StackSite {
-    /// Innermost first, the allocator's own frames dropped.
-    pub frames: Vec<SiteFrame>,
+    /// Innermost first, the allocator's own frames dropped. Shared: the stacks of a trace repeat
+    /// the same frames (outer ones above all), each held once.
+    pub frames: Vec<Arc<SiteFrame>>,
     pub figures: SiteFigures,
     /// The trace's stack ids folded here.
     pub stack_ids: Vec<u32>,

@@ -341,8 +341,8 @@ pub fn write_sites_json<W: Write>(sites: &CallSites, mut out: W) -> io::Result<(
                         .frames
                         .iter()
                         .map(|f| {
-                            *index.entry(f).or_insert_with(|| {
-                                frames.push(f);
+                            *index.entry(&**f).or_insert_with(|| {
+                                frames.push(&**f);
                                 frames.len() as u32 - 1
                             })
                         })

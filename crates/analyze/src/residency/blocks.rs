@@ -21,10 +21,30 @@ pub struct Block {
 /// as metadata once freed.
 const MAX_PAGES_PER_FREE: u64 = 1 << 22;
 
+/// A `Block` as the map keeps it: 12 bytes aligned to 4 rather than 16 aligned to 8, for 20
+/// bytes a live block in the tree's nodes instead of 24 (1.8 M live blocks on a python3 trace).
+#[derive(Debug, Clone, Copy)]
+struct Stored([u32; 3]);
+
+impl From<Block> for Stored {
+    fn from(b: Block) -> Stored {
+        Stored([b.size as u32, (b.size >> 32) as u32, b.stack])
+    }
+}
+
+impl From<Stored> for Block {
+    fn from(Stored([low, high, stack]): Stored) -> Block {
+        Block {
+            size: u64::from(high) << 32 | u64::from(low),
+            stack,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct HeapBlocks {
     page_size: u64,
-    live: BTreeMap<u64, Block>,
+    live: BTreeMap<u64, Stored>,
     /// Page address -> stack id of the last block freed with bytes on that page.
     last_freed: FastMap<u64, u32>,
 }
@@ -59,14 +79,25 @@ impl HeapBlocks {
                 size: e.size,
                 stack: e.stack,
             };
-            self.live.insert(e.addr, block);
+            self.live.insert(e.addr, block.into());
         }
     }
 
     fn free(&mut self, address: u64) {
-        let Some(block) = self.live.remove(&address) else {
+        let Some(block) = self.live.remove(&address).map(Block::from) else {
             return; // free(NULL), or a block allocated before tracing began
         };
+        self.mark_freed(address, block);
+    }
+
+    /// The live blocks are `blocks` (any order): for a caller that follows them itself and
+    /// tells of each free (`mark_freed`) instead of each event.
+    pub fn set_live(&mut self, blocks: impl IntoIterator<Item = (u64, Block)>) {
+        self.live = blocks.into_iter().map(|(a, b)| (a, b.into())).collect();
+    }
+
+    /// `block`, at `address`, was freed: its pages' last freed block is its.
+    pub fn mark_freed(&mut self, address: u64, block: Block) {
         // At most MAX_PAGES_PER_FREE pages: a size read from a damaged trace cannot make this
         // loop for ever.
         let end = address.saturating_add(block.size.max(1));
@@ -82,7 +113,7 @@ impl HeapBlocks {
 
     /// The live blocks in address order.
     pub fn live(&self) -> impl Iterator<Item = (u64, Block)> + '_ {
-        self.live.iter().map(|(a, b)| (*a, *b))
+        self.live.iter().map(|(a, b)| (*a, Block::from(*b)))
     }
 
     /// The stack of the last block freed on the page at `page`, if any block ever was.
@@ -130,5 +161,23 @@ mod tests {
         blocks.on_event(&ev(Op::Realloc, 0, 1 << 40, 0x30000, 10));
         let live: Vec<_> = blocks.live().collect();
         assert_eq!(live, vec![(0x30000, Block { size: 64, stack: 9 })]);
+    }
+
+    /// The packed form keeps every bit of a size above 4 GiB and the stack.
+    #[test]
+    fn a_stored_block_is_the_block() {
+        for block in [
+            Block {
+                size: 0x1_2345_6789,
+                stack: u32::MAX,
+            },
+            Block {
+                size: u64::MAX,
+                stack: 0,
+            },
+            Block { size: 24, stack: 7 },
+        ] {
+            assert_eq!(Block::from(Stored::from(block)), block);
+        }
     }
 }

@@ -27,6 +27,7 @@ use trace::{ProcessInfo, Record, TraceReader};
 use crate::call_sites::{address_space, resolve_stack};
 use crate::error::AnalyzeError;
 pub use at_sites::{site_reading, SitesReading, SitesResidency};
+pub use blocks::Block;
 use heap_pages::HeapPages;
 pub use pass::ResidencyPass;
 pub use split::{Parts, SiteParts, Split};

@@ -239,7 +239,7 @@ mod tests {
 
     fn stack(innermost_first: &[&str], calls: u64, leaked: u64) -> StackSite {
         StackSite {
-            frames: innermost_first.iter().map(|l| frame(l)).collect(),
+            frames: innermost_first.iter().map(|l| frame(l).into()).collect(),
             figures: SiteFigures {
                 calls,
                 requested_bytes: calls * 8,
