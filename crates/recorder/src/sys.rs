@@ -174,16 +174,20 @@ pub fn recv_message(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Received> {
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout` passed (to the microsecond: `ppoll`).
-pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
+/// `fds` as poll's entries, each waiting to be readable.
+fn poll_entries(fds: &[RawFd]) -> Vec<libc::pollfd> {
+    fds.iter()
         .map(|&fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
-        .collect();
+        .collect()
+}
+
+/// Waits until one of `fds` is readable or `timeout` passed (to the microsecond: `ppoll`).
+pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) {
+    let mut p = poll_entries(fds);
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -202,14 +206,7 @@ pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) {
 /// Waits until one of `fds` is readable (or at its end) or `timeout_ms` passed (-1: no limit);
 /// says which are.
 pub fn poll(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut p = poll_entries(fds);
     // SAFETY: p is a valid array of pollfd for the duration of the call.
     if unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) } < 0 {
         return Err(io::Error::last_os_error());
