@@ -694,16 +694,20 @@ mod tests {
         assert!(!by.contains_key(&0), "frees do not make stack 0 a site");
     }
 
+    /// The sites `pass` finds in `events` fed to it by the process pass (in one chunk).
+    fn through_the_process_pass(pass: SitePass, events: &[Event]) -> ProcessSites {
+        let config = crate::process::Config::default();
+        let mut a = crate::ProcessAnalyzer::with_observer(info(), &config, pass);
+        let records: Vec<Record> = events.iter().map(|e| Record::Event(*e)).collect();
+        a.feed_chunk(&records);
+        a.finish_with_observer().1.finish()
+    }
+
     /// The sites of `events`, fed from the process pass's live set (in one chunk) or matched by
     /// `SiteAnalyzer` itself.
     fn sites_of(events: &[Event], sampling: Option<Sampling>, from_process: bool) -> ProcessSites {
         if from_process {
-            let pass = SitePass::with_sampling(info(), sampling);
-            let config = crate::process::Config::default();
-            let mut a = crate::ProcessAnalyzer::with_observer(info(), &config, pass);
-            let records: Vec<Record> = events.iter().map(|e| Record::Event(*e)).collect();
-            a.feed_chunk(&records);
-            a.finish_with_observer().1.finish()
+            through_the_process_pass(SitePass::with_sampling(info(), sampling), events)
         } else {
             let mut a = SiteAnalyzer::with_sampling(info(), sampling);
             for e in events {
@@ -860,11 +864,7 @@ mod tests {
                 let readings = std::slice::from_ref(&reading);
                 let got = if from_process {
                     let pass = SitePass::new(info()).with_residency(readings);
-                    let config = crate::process::Config::default();
-                    let mut a = crate::ProcessAnalyzer::with_observer(info(), &config, pass);
-                    let records: Vec<Record> = events.iter().map(|e| Record::Event(*e)).collect();
-                    a.feed_chunk(&records);
-                    a.finish_with_observer().1.finish()
+                    through_the_process_pass(pass, &events)
                 } else {
                     let mut a = SiteAnalyzer::new(info()).with_residency(readings);
                     events.iter().for_each(|e| a.push(e));
