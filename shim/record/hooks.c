@@ -117,10 +117,10 @@ AL_HIDDEN int al_put_wait(struct al_tls *t, struct al_ring *r, uint64_t op, cons
 AL_HIDDEN __attribute__((noinline)) void al_flush_deferred(struct al_tls *t)
 {
     for (;;) {
-        t->in_hook = 1; /* a handler's call meanwhile is queued behind these */
+        al_hook_enter(t); /* a handler's call meanwhile is queued behind these */
         atomic_signal_fence(memory_order_seq_cst);
         put_deferred(t);
-        t->in_hook = 0;
+        al_hook_leave(t);
         atomic_signal_fence(memory_order_seq_cst);
         /* A handler that ran between the last check and clearing in_hook queued a call. */
         if (t->def_tail == t->def_head)
@@ -137,7 +137,7 @@ AL_HIDDEN __attribute__((noinline)) void al_record_stacks(struct al_tls *t, stru
     /* Up from here, not just around al_put: a signal handler's call while the stack is walked is
      * queued and recorded after this one, without a stack of its own (libunwind is not
      * reentrant, and the handler's call must not be dropped). */
-    t->in_hook = 1;
+    al_hook_enter(t);
     atomic_signal_fence(memory_order_seq_cst);
     if ((al_stacks.frees || !al_op_is_free(op)) &&
         (al_stacks.sample_bytes == 0 || al_sample(t, size))) {
@@ -158,7 +158,7 @@ AL_HIDDEN __attribute__((noinline)) void al_record_stacks(struct al_tls *t, stru
     }
     al_put(t, r, op, addr, size, old_addr);
     atomic_signal_fence(memory_order_seq_cst);
-    t->in_hook = 0;
+    al_hook_leave(t);
     atomic_signal_fence(memory_order_seq_cst);
     if (AL_UNLIKELY(t->def_head != t->def_tail))
         al_flush_deferred(t);
@@ -170,7 +170,7 @@ AL_HIDDEN __attribute__((noinline)) void al_record_rest(struct al_tls *t, struct
 {
     al_put(t, r, op, addr, size, old_addr);
     atomic_signal_fence(memory_order_seq_cst);
-    t->in_hook = 0;
+    al_hook_leave(t);
     atomic_signal_fence(memory_order_seq_cst);
     if (AL_UNLIKELY(t->def_head != t->def_tail))
         al_flush_deferred(t);
@@ -224,11 +224,11 @@ AL_HIDDEN __attribute__((noinline)) void al_record_slow(uint64_t op, const void 
     if (state == AL_ACTIVE && t->ring == NULL) {
         /* A signal handler's call meanwhile is queued (the shim's own, in pthread_setspecific,
          * passes through: al_ring_attach raises the guard around it). */
-        t->in_hook = 1;
+        al_hook_enter(t);
         atomic_signal_fence(memory_order_seq_cst);
         al_ring_attach(t);
         atomic_signal_fence(memory_order_seq_cst);
-        t->in_hook = 0;
+        al_hook_leave(t);
         atomic_signal_fence(memory_order_seq_cst);
     }
     if (state == AL_ACTIVE && t->ring != NULL)

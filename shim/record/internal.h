@@ -113,10 +113,10 @@ struct al_tls {
     /* The hot path tests both guards with one load of `guards`. */
     union {
         struct {
-            int busy; /* reentrancy guard: set while the shim itself runs on this thread */
             /* Signal safety (hooks.c). Written by this thread only, read by its signal handlers:
              * plain volatile fields ordered with signal fences. */
             volatile int in_hook; /* inside al_record: the stack, the ring, the seq mid-update */
+            int busy; /* reentrancy guard: set while the shim itself runs on this thread */
         };
         uint64_t guards;
     };
@@ -134,6 +134,22 @@ struct al_tls {
     uint64_t sample_left;
     uint64_t sample_rng;
 };
+
+/* `in_hook` is raised and lowered by a store of the whole of `guards` (busy is 0 wherever a hook
+ * does it: it entered after reading both guards 0). The next call's one 8-byte load of `guards`
+ * is then forwarded from that store. A 4-byte store of `in_hook` alone cannot forward to it, and
+ * the load waited until the store buffer drained, behind the record's stores to a ring line held
+ * by the recorder's core: most of the shim's free in the 1-thread churn profile. */
+#define AL_GUARDS_IN_HOOK ((uint64_t)1)
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "in_hook is the low half of guards");
+static inline void al_hook_enter(struct al_tls *t)
+{
+    *(volatile uint64_t *)&t->guards = AL_GUARDS_IN_HOOK;
+}
+static inline void al_hook_leave(struct al_tls *t)
+{
+    *(volatile uint64_t *)&t->guards = 0;
+}
 
 AL_HIDDEN extern __thread struct al_tls al_tls __attribute__((tls_model(AL_TLS_MODEL)));
 
@@ -389,7 +405,7 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
          * (al_sample's fast case) and joins the path without stacks. With `in_hook` up, as
          * al_record_stacks tests it: a signal handler's call meanwhile is queued, and does not
          * move the countdown between this call's load and store. */
-        t->in_hook = 1;
+        al_hook_enter(t);
         atomic_signal_fence(memory_order_seq_cst);
         if (size >= t->sample_left) {
             al_record_stacks(t, r, op, addr, size, old_addr);
@@ -398,7 +414,7 @@ static inline __attribute__((always_inline)) void al_record(uint64_t op, const v
         t->sample_left -= size;
         goto in_hook;
     }
-    t->in_hook = 1;
+    al_hook_enter(t);
     atomic_signal_fence(memory_order_seq_cst);
 in_hook:;
     /* Read after `in_hook` is up: a signal handler's record before it moved the head. */
@@ -433,7 +449,7 @@ in_hook:;
     rec->old_addr = (uint64_t)(uintptr_t)old_addr;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
     atomic_signal_fence(memory_order_seq_cst);
-    t->in_hook = 0;
+    al_hook_leave(t);
     atomic_signal_fence(memory_order_seq_cst);
     /* def_tail without volatile (only this thread moves it, and not in a handler): the compiler
      * compares it from memory, one load fewer. */
