@@ -763,6 +763,13 @@ mod tests {
         }
     }
 
+    /// The next state of a xorshift64 generator: the random events of the two tests below.
+    fn xorshift(rng: &mut u64) {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+    }
+
     /// Random allocations, frees and reallocs (moving, in place, to 0, failed, of unknown
     /// blocks, onto live addresses) over few addresses: the sites fed from the process pass are
     /// those `SiteAnalyzer` finds matching the frees itself, with every stack and sampled.
@@ -771,9 +778,7 @@ mod tests {
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let mut events = Vec::new();
         for seq in 0..30_000u64 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
+            xorshift(&mut rng);
             let addr = 16 * (1 + (rng >> 8) % 200);
             let other = 16 * (1 + (rng >> 24) % 200);
             let size = 1 + (rng >> 40) % 3000;
@@ -817,9 +822,7 @@ mod tests {
         let mut rng = 0x2545_F491_4F6C_DD1Du64;
         let mut events = Vec::new();
         for seq in 0..20_000u64 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
+            xorshift(&mut rng);
             // Four places a page on 64 pages: some pages are left with no live block.
             let at = |r: u64| base + (r % 64) * page + (r >> 6) % 4 * 1024;
             let (addr, other) = (at(rng >> 8), at(rng >> 24));
